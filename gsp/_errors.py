@@ -1,0 +1,100 @@
+"""The one error tree of gsp.
+
+Everything gsp raises on purpose derives from :class:`GspError`. Two families matter most when
+handling failures: :class:`Closed` means *you* (this process) closed the object you used;
+:class:`ConnectionBroken` means the *peer* or the network ended a connection.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError", "NotSupported",
+    "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
+    "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
+    "WrongProtocol", "BadFrame", "UnknownPlugin",
+]
+
+
+class GspError(Exception):
+    """Root of every error gsp raises on purpose."""
+
+
+class Timeout(GspError, TimeoutError):
+    """A send, receive or select did not complete within its timeout."""
+
+
+class WouldBlock(Timeout):
+    """A ``*_nowait`` operation could not complete at once (a zero timeout elapsed)."""
+
+
+class Closed(GspError):
+    """The socket, context, dialer, listener or channel was closed by this process."""
+
+
+class ConnectionBroken(GspError):
+    """The peer closed the connection or the network broke it (not a local close)."""
+
+
+class ProtocolStateError(GspError):
+    """The operation is not valid in the protocol's current state (e.g. REP send before recv)."""
+
+
+class NotSupported(GspError):
+    """The protocol or transport does not offer this operation (e.g. recv on PUB)."""
+
+
+class BadOption(GspError, ValueError):
+    """An unknown option name, or a value of the wrong type or out of range."""
+
+
+class InvalidAddress(GspError, ValueError):
+    """A URL gsp cannot parse, or whose scheme no installed transport serves."""
+
+
+class AddressInUse(GspError):
+    """Another socket already listens on that address."""
+
+
+class ConnectionRefused(GspError):
+    """Nothing accepted the connection at that address."""
+
+
+class UnknownPlugin(GspError, LookupError):
+    """No installed plugin provides the protocol or transport asked for."""
+
+
+class WireError(GspError):
+    """A peer sent bytes that break the SP wire format; the pipe carrying them is closed."""
+
+
+class MessageTooLarge(WireError):
+    """A frame announced more bytes than the receive limit (``recv_max_size``)."""
+
+
+class BadFrame(WireError):
+    """A frame is malformed (e.g. an ipc frame whose type byte is not 0x01)."""
+
+
+class HandshakeError(WireError):
+    """The 8-byte SP connection header was not acceptable."""
+
+
+class BadMagic(HandshakeError):
+    """The header did not start with ``00 'S' 'P'``."""
+
+
+class BadVersion(HandshakeError):
+    """The header's version byte was not 0."""
+
+
+class BadReserved(HandshakeError):
+    """The header's two reserved bytes were not zero."""
+
+
+class WrongProtocol(HandshakeError):
+    """The peer speaks a protocol that is not this socket's peer protocol."""
+
+    def __init__(self, message: str, *, expected: int | None = None, got: int | None = None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.got = got

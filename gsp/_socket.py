@@ -1,0 +1,439 @@
+"""Socket, Dialer and Listener: the protocol-independent core."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterable
+
+import gevent
+from gevent.event import Event
+from gevent.pool import Group
+
+from ._errors import BadOption, Closed, GspError
+from ._message import Message, as_bytes
+from ._options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ._pipe import Pipe, PipeEvent
+from ._registry import registry
+from .protocol import RejectPipe
+from .transport import Connection, TransportDialer, TransportListener
+
+PipeCallback = Callable[[PipeEvent, Pipe], None]
+
+
+class Socket:
+    """An SP socket. Safe to use from many greenlets at once.
+
+    Create one with :func:`gsp.socket`. Options are keyword arguments there, attributes here
+    (``sock.recv_timeout = 1``), or ``get_option``/``set_option``.
+    """
+
+    def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
+        spec = registry.protocol(protocol)
+        self.spec = spec
+        self.protocol = spec.name
+        self.raw = bool(raw)
+        specs = dict(SOCKET_OPTIONS)
+        specs.update(registry.transport_options())
+        specs.update(spec.options)
+        self._options = Options(specs)
+        self._options.update_checked(options)
+        self._send_timeout = self._options["send_timeout"]
+        self._recv_timeout = self._options["recv_timeout"]
+        self._group = Group()
+        self._closed = False
+        self._pipes: dict[int, Pipe] = {}
+        self._listeners: list[Listener] = []
+        self._dialers: list[Dialer] = []
+        self._callbacks: list[PipeCallback] = []
+        self._proto = spec.factory(self, self.raw)
+
+    # -- options -------------------------------------------------------------------------------
+    def get_option(self, name: str) -> Any:
+        self._options.check_name(name)
+        return self._options[name]
+
+    def set_option(self, name: str, value: Any) -> None:
+        self._options[name] = value
+        if name == "send_timeout":
+            self._send_timeout = self._options[name]
+        elif name == "recv_timeout":
+            self._recv_timeout = self._options[name]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not real attributes: treat them as options.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        opts = self.__dict__.get("_options")
+        if opts is not None and name in opts.specs:
+            return opts[name]
+        raise AttributeError(f"{type(self).__name__!s} has no attribute or option {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        opts = self.__dict__.get("_options")
+        if opts is not None and name in opts.specs:
+            self.set_option(name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """A snapshot of every option's current value."""
+        return {n: self._options[n] for n in self._options.specs}
+
+    # -- messages --------------------------------------------------------------------------------
+    def send(self, data: bytes | bytearray | memoryview) -> None:
+        """Send one message; waits up to ``send_timeout`` when the protocol must wait."""
+        if self._closed:
+            raise Closed("socket is closed")
+        self._proto.send(Message(as_bytes(data)), self._send_timeout)
+
+    def recv(self) -> bytes:
+        """Receive one message body; waits up to ``recv_timeout``."""
+        if self._closed:
+            raise Closed("socket is closed")
+        return self._proto.recv(self._recv_timeout).body
+
+    def send_msg(self, msg: Message) -> None:
+        """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is."""
+        if self._closed:
+            raise Closed("socket is closed")
+        if not isinstance(msg, Message):
+            raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
+        out = Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe)
+        self._proto.send(out, self._send_timeout)
+
+    def recv_msg(self) -> Message:
+        """Receive a :class:`gsp.Message` with its header and the pipe it came on."""
+        if self._closed:
+            raise Closed("socket is closed")
+        return self._proto.recv(self._recv_timeout)
+
+    def open_context(self) -> Any:
+        """A context: an independent protocol state machine on this socket (req, rep, ...)."""
+        if self._closed:
+            raise Closed("socket is closed")
+        return self._proto.open_context()
+
+    # -- endpoints -------------------------------------------------------------------------------
+    def _endpoint_options(self, transport: Any, options: dict[str, Any]) -> Options:
+        allowed = dict(transport.options)
+        allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
+        for name in options:
+            if name not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise BadOption(f"{name!r} is not an option of this endpoint; it takes: {known}")
+        ep = Options(self._options.specs, parent=self._options)
+        ep.update_checked(options)
+        return ep
+
+    def listen(self, url: str, **options: Any) -> "Listener":
+        """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
+        if self._closed:
+            raise Closed("socket is closed")
+        transport = registry.transport_for(url)
+        opts = self._endpoint_options(transport, options)
+        tl = transport.listener(url, opts)
+        tl.bind()
+        lst = Listener(self, tl, opts)
+        self._listeners.append(lst)
+        lst._start()
+        return lst
+
+    def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
+        """Connect to ``url``; redial whenever the connection is lost.
+
+        ``block=None`` tries once now and, on failure, keeps redialing in the background;
+        ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
+        """
+        if self._closed:
+            raise Closed("socket is closed")
+        if block not in (None, True, False):
+            raise BadOption(f"block must be None, True or False, not {block!r}")
+        transport = registry.transport_for(url)
+        opts = self._endpoint_options(transport, options)
+        td = transport.dialer(url, opts)
+        d = Dialer(self, url, td, opts)
+        self._dialers.append(d)
+        try:
+            d._start(block)
+        except BaseException:
+            self._dialers.remove(d)
+            d.close()
+            raise
+        return d
+
+    # -- pipes -----------------------------------------------------------------------------------
+    @property
+    def pipes(self) -> list[Pipe]:
+        """The attached pipes, oldest first."""
+        return [p for p in self._pipes.values() if p.attached]
+
+    @property
+    def listeners(self) -> list["Listener"]:
+        return list(self._listeners)
+
+    @property
+    def dialers(self) -> list["Dialer"]:
+        return list(self._dialers)
+
+    def on_pipe_event(self, callback: PipeCallback) -> Callable[[], None]:
+        """Call ``callback(event, pipe)`` on every pipe event; returns an unsubscribe function.
+
+        At ``PipeEvent.ATTACHING`` the callback may reject the pipe with ``pipe.close()``.
+        Callbacks run in gsp's greenlets and must not block.
+        """
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+
+    def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
+        registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
+        for cb in list(self._callbacks):
+            cb(event, pipe)
+
+    def _attach(self, conn: Connection, dialer: "Dialer | None" = None,
+                listener: "Listener | None" = None) -> Pipe | None:
+        """Turn a handshaken connection into a pipe, or close it if rejected."""
+        if self._closed:
+            conn.close()
+            return None
+        pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener)
+        self._pipes[pipe.id] = pipe
+        self._fire(PipeEvent.ATTACHING, pipe)
+        if pipe.closed:
+            return None
+        try:
+            self._proto.add_pipe(pipe)
+        except RejectPipe:
+            pipe._shutdown(None)
+            return None
+        pipe.attached = True
+        pipe._start()
+        self._fire(PipeEvent.ATTACHED, pipe)
+        return pipe
+
+    def _pipe_gone(self, pipe: Pipe) -> None:
+        self._pipes.pop(pipe.id, None)
+        if pipe.attached:
+            self._fire(PipeEvent.DETACHED, pipe)
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
+        return self._group.spawn(fn, *args)
+
+    # -- closing ---------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop endpoints, flush queued messages for up to ``linger`` seconds, release everything.
+
+        Every greenlet the socket spawned is joined and every connection closed when this returns.
+        Blocked ``send``/``recv`` calls raise :class:`gsp.Closed`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for lst in list(self._listeners):
+            lst.close()
+        for d in list(self._dialers):
+            d.close(close_pipe=False)  # its pipe lingers with the others below
+        self._proto.close()
+        pipes = list(self._pipes.values())
+        linger = self._options["linger"]
+        for p in pipes:
+            p.sendq.close()  # writers drain what is queued, then stop
+        if linger > 0:
+            writers = [p._writer for p in pipes if p._writer is not None]
+            gevent.joinall(writers, timeout=linger)
+        for p in pipes:
+            p._shutdown(None)
+        current = gevent.getcurrent()
+        others = [g for g in self._group if g is not current]
+        gevent.killall(others, block=True)
+
+    def __enter__(self) -> "Socket":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._pipes)} pipes"
+        return f"<gsp.Socket {self.protocol}{' raw' if self.raw else ''} {state}>"
+
+
+class Listener:
+    """An address a socket accepts connections on. ``url`` is the bound URL."""
+
+    def __init__(self, socket: Socket, tl: TransportListener, options: Options) -> None:
+        self.socket = socket
+        self._tl = tl
+        self.url: str = tl.url
+        self.options = options
+        self._closed = False
+        self._accepter: gevent.Greenlet | None = None
+        self._pending: set[Connection] = set()
+
+    def _start(self) -> None:
+        self._accepter = self.socket._spawn(self._accept_loop)
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                conn = self._tl.accept()
+            except Closed:
+                return
+            except GspError:
+                gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
+                continue
+            self._pending.add(conn)
+            self.socket._spawn(self._handshake, conn)
+
+    def _handshake(self, conn: Connection) -> None:
+        # Runs in its own greenlet so a stalled peer delays nobody else.
+        try:
+            conn.handshake(self.socket.spec, self.options["handshake_timeout"])
+        except GspError:
+            conn.close()
+            return
+        finally:
+            self._pending.discard(conn)
+        if self._closed:
+            conn.close()
+            return
+        self.socket._attach(conn, listener=self)
+
+    def close(self) -> None:
+        """Stop accepting; connections already made stay up until the socket closes."""
+        if self._closed:
+            return
+        self._closed = True
+        self._tl.close()
+        for conn in list(self._pending):
+            conn.close()
+        g = self._accepter
+        if g is not None and g is not gevent.getcurrent():
+            g.kill(block=True)
+        if self in self.socket._listeners and not self.socket._closed:
+            self.socket._listeners.remove(self)
+
+    def __repr__(self) -> str:
+        return f"<gsp.Listener {self.url}>"
+
+
+class Dialer:
+    """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
+
+    def __init__(self, socket: Socket, url: str, td: TransportDialer, options: Options) -> None:
+        self.socket = socket
+        self.url = url
+        self._td = td
+        self.options = options
+        self._closed = False
+        self._loop_g: gevent.Greenlet | None = None
+        self._wake = Event()
+        self.pipe: Pipe | None = None
+        #: The error of the most recent failed attempt, if any.
+        self.last_error: GspError | None = None
+
+    def _connect_once(self) -> Pipe | None:
+        conn = self._td.dial()
+        try:
+            conn.handshake(self.socket.spec, self.options["handshake_timeout"])
+        except BaseException:
+            conn.close()
+            raise
+        if self._closed:
+            conn.close()
+            return None
+        pipe = self.socket._attach(conn, dialer=self)
+        self.pipe = pipe
+        return pipe
+
+    def _start(self, block: bool | None) -> None:
+        first_delay = 0.0
+        if block is not False:
+            try:
+                self._connect_once()
+            except GspError as exc:
+                if block:
+                    raise
+                self.last_error = exc
+                first_delay = -1  # failed: wait a backoff step before the next try
+        self._loop_g = self.socket._spawn(self._redial_loop, first_delay)
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+
+    def _redial_loop(self, first_delay: float) -> None:
+        base = self.options["reconnect_time"]
+        backoff = base
+        failed = first_delay < 0
+        while not self._closed:
+            pipe = self.pipe
+            if pipe is not None:
+                pipe.wait_closed()
+                self.pipe = None
+                if self._closed:
+                    return
+                failed = True  # lost a connection: wait before redialing
+                backoff = base
+            if failed:
+                # Jitter keeps a crowd of dialers from redialing in lockstep.
+                self._sleep(backoff * random.uniform(0.5, 1.0))
+                cap = self.options["reconnect_time_max"]
+                backoff = min(backoff * 2, cap) if cap > 0 else base
+                if self._closed:
+                    return
+            try:
+                self._connect_once()
+                failed = False
+                backoff = base
+                self.last_error = None
+            except GspError as exc:
+                self.last_error = exc
+                failed = True
+
+    def close(self, close_pipe: bool = True) -> None:
+        """Stop redialing and close the dialer's pipe."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        self._td.close()
+        g = self._loop_g
+        if g is not None and g is not gevent.getcurrent():
+            g.kill(block=True)
+        if close_pipe and self.pipe is not None:
+            self.pipe.close()
+        if self in self.socket._dialers and not self.socket._closed:
+            self.socket._dialers.remove(self)
+
+    def __repr__(self) -> str:
+        return f"<gsp.Dialer {self.url}>"
+
+
+def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | None = None,
+           dial: str | Iterable[str] | None = None, **options: Any) -> Socket:
+    """Open a socket of ``protocol`` ("pair", "push", "pull", ...), optionally listening/dialing.
+
+    ``listen``/``dial`` take a URL or a list of URLs; dialing uses the default ``block=None``.
+    """
+    sock = Socket(protocol, raw=raw, **options)
+    try:
+        for url in _urls(listen):
+            sock.listen(url)
+        for url in _urls(dial):
+            sock.dial(url)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _urls(v: str | Iterable[str] | None) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    return list(v)

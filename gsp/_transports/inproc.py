@@ -1,0 +1,142 @@
+"""inproc:// — pipes between sockets of one process, passing message objects, no framing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .._errors import (
+    AddressInUse, Closed, ConnectionBroken, ConnectionRefused, InvalidAddress, MessageTooLarge,
+)
+from .._registry import hookimpl
+from ..chan import Chan
+from ..transport import Connection, Transport, TransportDialer, TransportListener, split_url
+from .. import wire
+
+if TYPE_CHECKING:
+    from .._message import Message
+    from ..protocol import ProtocolSpec
+
+_QUEUE_BATCHES = 16
+_listeners: dict[str, "InprocListener"] = {}
+
+
+class InprocConnection(Connection):
+    """One end of an in-process pipe: batches of message bodies travel through two channels."""
+
+    def __init__(self, name: str, inbox: Chan, outbox: Chan, side: str, max_size: int) -> None:
+        self.local_address = self.remote_address = f"inproc://{name}"
+        self.properties = {"side": side}
+        self._in = inbox
+        self._out = outbox
+        self._max = max_size
+        self._closed = False
+
+    def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
+        try:
+            self._out.send(spec.number, timeout)
+            peer = self._in.recv(timeout)
+        except Closed:
+            raise self._broken() from None
+        if not isinstance(peer, int):
+            raise ConnectionBroken("inproc peer sent data before its handshake")
+        if peer != spec.peer_number:
+            wire.parse_handshake(wire.handshake(peer), spec.peer_number)  # raises WrongProtocol
+
+    def _broken(self) -> Exception:
+        return Closed("connection closed locally") if self._closed else ConnectionBroken(
+            "inproc peer closed")
+
+    def send_messages(self, messages: "Sequence[Message]") -> None:
+        # Bodies are immutable bytes, so sharing them is safe: only a header forces a join.
+        batch = [m.header + m.body if m.header else m.body for m in messages]
+        try:
+            self._out.send(batch)
+        except Closed:
+            raise self._broken() from None
+
+    def recv_messages(self) -> list[bytes]:
+        try:
+            batch = self._in.recv()
+        except Closed:
+            raise self._broken() from None
+        if self._max:
+            for data in batch:
+                if len(data) > self._max:
+                    raise MessageTooLarge(
+                        f"inproc peer sent {len(data)} bytes; the limit is {self._max}")
+        return batch
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._in.close()
+            self._out.close()
+
+
+def _name(url: str) -> str:
+    _, name = split_url(url)
+    if not name:
+        raise InvalidAddress(f"{url!r} names nothing")
+    return name
+
+
+class InprocListener(TransportListener):
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.name = _name(url)
+        self.url = f"inproc://{self.name}"
+        self.options = options
+        self._accepts = Chan(1024)
+        self._bound = False
+
+    def bind(self) -> None:
+        if self.name in _listeners:
+            raise AddressInUse(f"{self.url} is already bound")
+        _listeners[self.name] = self
+        self._bound = True
+
+    def accept(self) -> Connection:
+        try:
+            return self._accepts.recv()
+        except Closed:
+            raise Closed("listener closed") from None
+
+    def close(self) -> None:
+        if self._bound and _listeners.get(self.name) is self:
+            del _listeners[self.name]
+        self._accepts.close()
+        for conn in self._accepts.drain(1 << 30):
+            conn.close()
+
+
+class InprocDialer(TransportDialer):
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.name = _name(url)
+        self.options = options
+
+    def dial(self) -> Connection:
+        lst = _listeners.get(self.name)
+        if lst is None:
+            raise ConnectionRefused(f"nothing listens on inproc://{self.name}")
+        a2b, b2a = Chan(_QUEUE_BATCHES), Chan(_QUEUE_BATCHES)
+        ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["recv_max_size"])
+        theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["recv_max_size"])
+        try:
+            lst._accepts.send_nowait(theirs)
+        except Exception:
+            raise ConnectionRefused(f"inproc://{self.name} is not accepting") from None
+        return ours
+
+
+class InprocTransport(Transport):
+    schemes = ("inproc",)
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> InprocListener:
+        return InprocListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> InprocDialer:
+        return InprocDialer(url, options)
+
+
+@hookimpl
+def gsp_transports() -> list[Transport]:
+    return [InprocTransport()]

@@ -1,0 +1,119 @@
+"""ipc:// — SP over a Unix-domain stream socket; each frame carries a 0x01 type byte."""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any, Mapping
+
+from gevent import socket as gsocket
+
+from .._errors import AddressInUse, InvalidAddress
+from .._options import Option, integer, optional
+from .._registry import hookimpl
+from .. import wire
+from ..transport import Transport, map_socket_error, split_url
+from ._stream import SocketDialer, SocketListener, connect_socket
+
+IPC_OPTIONS = {o.name: o for o in [
+    Option("ipc_file_mode", None, optional(integer(0, 0o7777)),
+           "chmod the listening socket file to this mode (e.g. 0o600); None = umask"),
+]}
+
+
+def ipc_path(url: str) -> str:
+    scheme, path = split_url(url)
+    if not path:
+        raise InvalidAddress(f"{url!r} names no path")
+    if "\x00" in path:
+        raise InvalidAddress(f"{url!r}: NUL in path")
+    if len(os.fsencode(path)) > 107:
+        raise InvalidAddress(f"{url!r}: path longer than a Unix socket allows (107 bytes)")
+    return path
+
+
+class IPCListener(SocketListener):
+    framing = wire.IPC
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.path = ipc_path(url)
+        self._inode: tuple[int, int] | None = None
+
+    def _clear_stale(self) -> None:
+        """Remove a socket file nobody listens on any more; refuse if someone does."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise AddressInUse(f"{self.path} exists and is not a socket")
+        probe = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
+        try:
+            probe.connect(self.path)
+        except OSError:
+            os.unlink(self.path)  # stale: left by a process that died
+            return
+        finally:
+            probe.close()
+        raise AddressInUse(f"{self.url}: another socket is listening there")
+
+    def _bind_socket(self) -> Any:
+        self._clear_stale()
+        sock = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
+        try:
+            sock.bind(self.path)
+            mode = self.options["ipc_file_mode"]
+            if mode is not None:
+                os.chmod(self.path, mode)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise map_socket_error(exc, f"listen {self.url}") from None
+        st = os.stat(self.path)
+        self._inode = (st.st_dev, st.st_ino)
+        return sock
+
+    def _name(self, addr: Any) -> str:
+        return f"ipc://{self.path}"
+
+    def close(self) -> None:
+        was_open = not self._closed
+        super().close()
+        if was_open and self._inode is not None:
+            try:  # only unlink the file we created, not a successor's
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) == self._inode:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+
+
+class IPCDialer(SocketDialer):
+    framing = wire.IPC
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.path = ipc_path(url)
+
+    def _connect(self) -> Any:
+        return connect_socket(self, gsocket.AF_UNIX, self.path)
+
+    def _name(self, addr: Any) -> str:
+        return f"ipc://{self.path}"
+
+
+class IPCTransport(Transport):
+    schemes = ("ipc",)
+    options = IPC_OPTIONS
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> IPCListener:
+        return IPCListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> IPCDialer:
+        return IPCDialer(url, options)
+
+
+@hookimpl
+def gsp_transports() -> list[Transport]:
+    return [IPCTransport()]

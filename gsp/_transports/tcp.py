@@ -1,0 +1,109 @@
+"""tcp:// — SP over TCP with 8-byte length framing."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gevent import socket as gsocket
+
+from .._errors import InvalidAddress
+from .._options import Option, boolean
+from .._registry import hookimpl
+from ..transport import Transport, map_socket_error, parse_host_port
+from ._stream import SocketDialer, SocketListener, connect_socket
+
+TCP_OPTIONS = {o.name: o for o in [
+    Option("tcp_nodelay", True, boolean, "disable Nagle's algorithm (lower latency)"),
+    Option("tcp_keepalive", True, boolean, "send TCP keepalive probes on idle connections"),
+]}
+
+
+def format_hostport(scheme: str, host: str, port: int) -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _family(host: str) -> int:
+    return gsocket.AF_INET6 if ":" in host else gsocket.AF_INET
+
+
+def configure_tcp(sock: Any, options: Mapping[str, Any]) -> None:
+    sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, int(options["tcp_nodelay"]))
+    sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_KEEPALIVE, int(options["tcp_keepalive"]))
+
+
+def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
+    if not host:
+        return gsocket.AF_INET, ("0.0.0.0", port)
+    try:
+        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
+                                    gsocket.AI_PASSIVE if listening else 0)
+    except OSError as exc:
+        raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
+    family, _, _, _, addr = infos[0]
+    return family, addr
+
+
+def addr_name(scheme: str, addr: Any) -> str:
+    return format_hostport(scheme, addr[0], addr[1])
+
+
+class TCPListener(SocketListener):
+    scheme = "tcp"
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.host, self.port = parse_host_port(url, listening=True)
+
+    def _bind_socket(self) -> Any:
+        family, addr = resolve(self.host, self.port, True)
+        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+        try:
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise map_socket_error(exc, f"listen {self.url}") from None
+        bound = sock.getsockname()
+        self.url = format_hostport(self.scheme, self.host or bound[0], bound[1])
+        return sock
+
+    def _configure(self, sock: Any) -> None:
+        configure_tcp(sock, self.options)
+
+    def _name(self, addr: Any) -> str:
+        return addr_name(self.scheme, addr)
+
+
+class TCPDialer(SocketDialer):
+    scheme = "tcp"
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.host, self.port = parse_host_port(url, listening=False)
+
+    def _connect(self) -> Any:
+        family, addr = resolve(self.host, self.port, False)
+        return connect_socket(self, family, addr)
+
+    def _configure(self, sock: Any) -> None:
+        configure_tcp(sock, self.options)
+
+    def _name(self, addr: Any) -> str:
+        return addr_name(self.scheme, addr)
+
+
+class TCPTransport(Transport):
+    schemes = ("tcp",)
+    options = TCP_OPTIONS
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> TCPListener:
+        return TCPListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TCPDialer:
+        return TCPDialer(url, options)
+
+
+@hookimpl
+def gsp_transports() -> list[Transport]:
+    return [TCPTransport()]

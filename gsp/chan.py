@@ -1,0 +1,302 @@
+"""Channels and ``select`` for greenlets, in the style of Go.
+
+A :class:`Chan` carries Python objects between greenlets. ``Chan(0)`` is unbuffered: a send
+completes only when a receiver takes the item (a rendezvous). ``Chan(n)`` buffers up to ``n``
+items. :func:`select` waits on any mix of receive and send cases and completes exactly one.
+
+Every blocking operation follows the gevent pattern: a fast path that touches no hub, otherwise a
+:class:`gevent.hub.Waiter` plus an optional timeout, with the cleanup in ``finally`` — so an external
+``gevent.Timeout`` or ``Greenlet.kill()`` that interrupts a blocked call propagates and leaves the
+channel consistent: an item handed to an interrupted receiver is put back at the head of the
+channel, and a waiter never lingers in a queue.
+
+Semantics:
+
+* ``send`` on a closed channel raises :class:`gsp.Closed`; a sender blocked when the channel is
+  closed is woken with :class:`gsp.Closed` and its item is not delivered.
+* ``recv`` on a closed channel drains what is buffered, then raises :class:`gsp.Closed`.
+* ``timeout=None`` waits forever; ``timeout`` elapsed raises :class:`gsp.Timeout`; the
+  ``*_nowait`` forms raise :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
+* ``select`` picks uniformly at random among the cases ready at the same moment (no case starves);
+  a :class:`Recv` case on a closed, drained channel is ready and yields :data:`CLOSED`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from random import randrange
+from typing import Any, Iterator, Sequence
+
+from gevent import Timeout as _GTimeout
+from gevent.hub import Waiter, get_hub
+
+from ._errors import Closed, Timeout, WouldBlock
+
+__all__ = ["Chan", "Recv", "Send", "select", "CLOSED"]
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: What a :class:`Recv` case yields from :func:`select` when its channel is closed and drained.
+CLOSED: Any = _Marker("gsp.chan.CLOSED")
+_EMPTY: Any = _Marker("EMPTY")
+_SEND_CLOSED: Any = _Marker("SEND_CLOSED")
+
+
+class _Sel:
+    """One blocked operation (or select): fired at most once, by whoever completes it."""
+
+    __slots__ = ("waiter", "fired", "index", "value")
+
+    def __init__(self) -> None:
+        self.waiter = Waiter()
+        self.fired = False
+        self.index = -1
+        self.value: Any = None
+
+    def fire(self, index: int, value: Any) -> None:
+        self.fired = True
+        self.index = index
+        self.value = value
+        # Waiter.switch may only run in the hub, so wake the waiter from a loop callback.
+        self.waiter.hub.loop.run_callback(self.waiter.switch, None)
+
+
+class _Entry:
+    __slots__ = ("sel", "index", "item")
+
+    def __init__(self, sel: _Sel, index: int, item: Any) -> None:
+        self.sel = sel
+        self.index = index
+        self.item = item
+
+
+class Chan:
+    """A goroutine-style channel; ``capacity=0`` makes it unbuffered."""
+
+    __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "__weakref__")
+
+    def __init__(self, capacity: int = 0) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
+            raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
+        self._cap = capacity
+        self._buf: deque[Any] = deque()
+        self._recvq: deque[_Entry] = deque()
+        self._sendq: deque[_Entry] = deque()
+        self._closed = False
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self._cap
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        """Items buffered now (not counting blocked senders)."""
+        return len(self._buf)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Chan {state} {len(self._buf)}/{self._cap}>"
+
+    # -- non-blocking steps shared by every operation -----------------------------------------
+    def _try_send(self, item: Any) -> bool:
+        rq = self._recvq
+        while rq:
+            e = rq.popleft()
+            if not e.sel.fired:
+                e.sel.fire(e.index, item)
+                return True
+        if len(self._buf) < self._cap:
+            self._buf.append(item)
+            return True
+        return False
+
+    def _try_recv(self) -> Any:
+        buf = self._buf
+        sq = self._sendq
+        if buf:
+            item = buf.popleft()
+            while sq:  # a slot opened: move the longest-waiting sender's item in
+                e = sq.popleft()
+                if not e.sel.fired:
+                    buf.append(e.item)
+                    e.sel.fire(e.index, None)
+                    break
+            return item
+        while sq:
+            e = sq.popleft()
+            if not e.sel.fired:
+                e.sel.fire(e.index, None)
+                return e.item
+        return _EMPTY
+
+    # -- public operations ---------------------------------------------------------------------
+    def send(self, item: Any, timeout: float | None = None) -> None:
+        """Send ``item``, waiting while the channel is full (or, unbuffered, has no receiver)."""
+        if self._closed:
+            raise Closed("send on a closed channel")
+        if self._try_send(item):
+            return
+        if timeout is not None and timeout <= 0:
+            raise WouldBlock("channel full") if timeout == 0 else Timeout("send timed out")
+        _block(((self, True, item),), timeout)
+
+    def send_nowait(self, item: Any) -> None:
+        """Send ``item`` if that can complete now, else raise :class:`gsp.WouldBlock`."""
+        self.send(item, 0)
+
+    def recv(self, timeout: float | None = None) -> Any:
+        """Receive an item, waiting while none is available."""
+        item = self._try_recv()
+        if item is not _EMPTY:
+            return item
+        if self._closed:
+            raise Closed("recv on a closed, drained channel")
+        if timeout is not None and timeout <= 0:
+            raise WouldBlock("channel empty") if timeout == 0 else Timeout("recv timed out")
+        _, value = _block(((self, False, None),), timeout)
+        if value is CLOSED:
+            raise Closed("recv on a closed, drained channel")
+        return value
+
+    def recv_nowait(self) -> Any:
+        """Receive an item if one is available now, else raise :class:`gsp.WouldBlock`."""
+        return self.recv(0)
+
+    def drain(self, limit: int) -> list[Any]:
+        """Take up to ``limit`` items available now without waiting (for batching writers)."""
+        out = []
+        while len(out) < limit:
+            item = self._try_recv()
+            if item is _EMPTY:
+                break
+            out.append(item)
+        return out
+
+    def close(self) -> None:
+        """Close the channel: receivers drain what is buffered, then get :class:`gsp.Closed`."""
+        if self._closed:
+            return
+        self._closed = True
+        rq, self._recvq = self._recvq, deque()
+        for e in rq:
+            if not e.sel.fired:
+                e.sel.fire(e.index, CLOSED)
+        sq, self._sendq = self._sendq, deque()
+        for e in sq:
+            if not e.sel.fired:
+                e.sel.fire(e.index, _SEND_CLOSED)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Receive items until the channel is closed and drained."""
+        while True:
+            try:
+                yield self.recv()
+            except Closed:
+                return
+
+
+class Recv:
+    """A :func:`select` case that receives from ``chan``."""
+
+    __slots__ = ("chan",)
+
+    def __init__(self, chan: Chan) -> None:
+        self.chan = chan
+
+
+class Send:
+    """A :func:`select` case that sends ``item`` on ``chan``."""
+
+    __slots__ = ("chan", "item")
+
+    def __init__(self, chan: Chan, item: Any) -> None:
+        self.chan = chan
+        self.item = item
+
+
+def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[int, Any]:
+    """Complete exactly one of ``cases`` and return ``(index, value)``.
+
+    ``value`` is the received item for a :class:`Recv` case (:data:`CLOSED` when that channel is
+    closed and drained) and ``None`` for a :class:`Send` case. A :class:`Send` case on a closed
+    channel raises :class:`gsp.Closed`. ``timeout=0`` polls: :class:`gsp.WouldBlock` if no case is
+    ready; an elapsed timeout raises :class:`gsp.Timeout`.
+    """
+    n = len(cases)
+    if n == 0:
+        raise ValueError("select needs at least one case")
+    ops = []
+    start = randrange(n) if n > 1 else 0
+    for k in range(n):
+        i = (start + k) % n
+        c = cases[i]
+        ch = c.chan
+        if type(c) is Recv:
+            item = ch._try_recv()
+            if item is not _EMPTY:
+                return i, item
+            if ch._closed:
+                return i, CLOSED
+        else:
+            if ch._closed:
+                raise Closed("send on a closed channel")
+            if ch._try_send(c.item):
+                return i, None
+    if timeout is not None and timeout <= 0:
+        raise WouldBlock("no case ready") if timeout == 0 else Timeout("select timed out")
+    for i, c in enumerate(cases):
+        ops.append((c.chan, type(c) is Send, c.item if type(c) is Send else None))
+    return _block(ops, timeout)
+
+
+def _block(ops: Sequence[tuple[Chan, bool, Any]], timeout: float | None) -> tuple[int, Any]:
+    """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
+    sel = _Sel()
+    entries: list[tuple[Chan, bool, _Entry]] = []
+    for i, (ch, is_send, item) in enumerate(ops):
+        e = _Entry(sel, i, item)
+        (ch._sendq if is_send else ch._recvq).append(e)
+        entries.append((ch, is_send, e))
+    timer = _GTimeout._start_new_or_dummy(timeout)
+    try:
+        try:
+            sel.waiter.get()
+        except BaseException as exc:
+            if not sel.fired:
+                if exc is timer:
+                    raise Timeout(f"timed out after {timeout} s") from None
+                raise
+            if exc is not timer:
+                # Interrupted after completion: keep what was handed over, then propagate.
+                ch, is_send, _ = entries[sel.index]
+                if not is_send and sel.value is not CLOSED:
+                    ch._buf.appendleft(sel.value)
+                raise
+            # Our own timer lost the race with completion: the operation succeeded.
+    finally:
+        timer.close()
+        if not sel.fired:
+            sel.fired = True  # no one may fire it any more
+        for ch, is_send, e in entries:
+            q = ch._sendq if is_send else ch._recvq
+            try:
+                q.remove(e)
+            except ValueError:
+                pass
+    index, value = sel.index, sel.value
+    if value is _SEND_CLOSED:
+        raise Closed("channel closed while sending")
+    return index, value

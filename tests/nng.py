@@ -1,0 +1,41 @@
+"""Helpers for driving pynng (nng, a real independent peer) from gevent tests.
+
+pynng's calls block the OS thread, which would freeze every greenlet (including the gsp peer),
+so each blocking call runs on gevent's native threadpool while the hub keeps serving gsp.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import gevent
+import pynng
+
+
+def run(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Run a blocking pynng call on a native thread; this greenlet waits, others run."""
+    return gevent.get_hub().threadpool.apply(fn, args, kw)
+
+
+def spawn(fn: Callable[..., Any], *args: Any, **kw: Any):
+    """Start a blocking pynng call on a native thread; ``.get()`` the returned AsyncResult."""
+    return gevent.get_hub().threadpool.spawn(fn, *args, **kw)
+
+
+def bound_url(listener: "pynng.Listener", scheme: str = "tcp") -> str:
+    """The URL a pynng listener bound (with its real port when it listened on port 0)."""
+    if scheme == "ipc":
+        return listener.url
+    return f"{scheme}://{listener.local_address}"  # str() of the address is right; .port is not
+
+
+def socket(kind: str, **kw: Any) -> "pynng.Socket":
+    """A pynng socket of the named protocol ("pair", "push", ...) with bounded timeouts."""
+    cls = {
+        "pair": pynng.Pair0, "pair1": pynng.Pair1, "push": pynng.Push0, "pull": pynng.Pull0,
+        "req": pynng.Req0, "rep": pynng.Rep0, "pub": pynng.Pub0, "sub": pynng.Sub0,
+        "surveyor": pynng.Surveyor0, "respondent": pynng.Respondent0, "bus": pynng.Bus0,
+    }[kind]
+    kw.setdefault("recv_timeout", 5000)
+    kw.setdefault("send_timeout", 5000)
+    return cls(**kw)
