@@ -1,0 +1,28 @@
+"""``python -m gsp`` / ``gsp``: show what is installed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import gsp
+from gsp._registry import registry
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="gsp", description="gsp — Scalability Protocols on gevent")
+    sub = ap.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="list installed protocols and transports")
+    args = ap.parse_args(argv)
+    if args.cmd in (None, "info"):
+        print(f"gsp {gsp.__version__}")
+        for name, spec in sorted(registry.protocols.items()):
+            print(f"  protocol  {name:<11} 0x{spec.number:03x}  peer {spec.peer_name}")
+        for scheme, t in sorted(registry.transports.items()):
+            print(f"  transport {scheme:<11} {type(t).__module__}")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
