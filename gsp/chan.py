@@ -24,7 +24,7 @@ Semantics:
 from __future__ import annotations
 
 from collections import deque
-from random import randrange
+from random import shuffle
 from typing import Any, Iterator, Sequence
 
 from gevent import Timeout as _GTimeout
@@ -128,7 +128,9 @@ class Chan:
         sq = self._sendq
         if buf:
             item = buf.popleft()
-            while sq:  # a slot opened: move the longest-waiting sender's item in
+            # A slot opened: move the longest-waiting sender's item in. The buffer can exceed
+            # capacity after _put_back, so check: an unbuffered sender must still rendezvous.
+            while sq and len(buf) < self._cap:
                 e = sq.popleft()
                 if not e.sel.fired:
                     buf.append(e.item)
@@ -141,6 +143,16 @@ class Chan:
                 e.sel.fire(e.index, None)
                 return e.item
         return _EMPTY
+
+    def _put_back(self, item: Any) -> None:
+        """Return an item taken by an interrupted receiver to the head of the channel."""
+        rq = self._recvq
+        while rq:  # receivers wait only on an empty buffer, so the item goes to the next one
+            e = rq.popleft()
+            if not e.sel.fired:
+                e.sel.fire(e.index, item)
+                return
+        self._buf.appendleft(item)  # may exceed capacity for a moment rather than lose it
 
     # -- public operations ---------------------------------------------------------------------
     def send(self, item: Any, timeout: float | None = None) -> None:
@@ -239,9 +251,12 @@ def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[
     if n == 0:
         raise ValueError("select needs at least one case")
     ops = []
-    start = randrange(n) if n > 1 else 0
-    for k in range(n):
-        i = (start + k) % n
+    # A random permutation, not a random rotation: a rotation favours a ready case that follows
+    # a run of unready ones.
+    order = list(range(n))
+    if n > 1:
+        shuffle(order)
+    for i in order:
         c = cases[i]
         ch = c.chan
         if type(c) is Recv:
@@ -283,7 +298,7 @@ def _block(ops: Sequence[tuple[Chan, bool, Any]], timeout: float | None) -> tupl
                 # Interrupted after completion: keep what was handed over, then propagate.
                 ch, is_send, _ = entries[sel.index]
                 if not is_send and sel.value is not CLOSED:
-                    ch._buf.appendleft(sel.value)
+                    ch._put_back(sel.value)
                 raise
             # Our own timer lost the race with completion: the operation succeeded.
     finally:

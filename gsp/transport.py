@@ -29,7 +29,19 @@ if TYPE_CHECKING:
 __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
     "Option", "split_url", "parse_host_port", "map_socket_error",
+    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_properties",
 ]
+
+# TLS helpers for transports that secure a stream (tls+tcp, wss). They live with tls+tcp and load
+# on first use, because that module imports this one.
+_TLS_NAMES = frozenset(__all__[-6:])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TLS_NAMES:
+        from ._transports import tls
+        return getattr(tls, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Connection(ABC):
@@ -229,7 +241,10 @@ class StreamConnection(Connection):
 
     def recv_messages(self) -> list[bytes]:
         view = self._view
-        feed = self.decoder.feed
+        decoder = self.decoder
+        if decoder.error is not None:
+            raise decoder.error.with_traceback(None)  # reported after the good messages before it
+        feed = decoder.feed
         recv_into = self.sock.recv_into
         while True:
             try:

@@ -126,24 +126,36 @@ class FrameDecoder:
         """Bytes held for an incomplete frame."""
         return len(self._pending)
 
+    @property
+    def error(self) -> Exception | None:
+        """The error that ended the stream, once one has been seen."""
+        return self._error
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        """Consume ``data`` and return every message it completes (header+body as one bytes)."""
+        """Consume ``data`` and return every message it completes (header+body as one bytes).
+
+        Messages that precede a bad frame in ``data`` are still returned; the error is then kept
+        in :attr:`error` and raised by the next ``feed`` (callers check :attr:`error` after
+        handling the messages, so nothing a peer sent before its mistake is lost).
+        """
         if self._error is not None:
-            raise self._error
+            raise self._error.with_traceback(None)
         out: list[bytes] = []
-        pending = self._pending
-        if pending:
-            # Finish the frame in progress first; only its missing bytes are copied.
-            view = memoryview(data)
-            used = self._complete_pending(view, out)
-            if pending:  # still incomplete: everything was consumed
-                return out
-            data = view[used:]
         try:
+            pending = self._pending
+            if pending:
+                # Finish the frame in progress first; only its missing bytes are copied.
+                view = memoryview(data)
+                used = self._complete_pending(view, out)
+                if pending:  # still incomplete: everything was consumed
+                    return out
+                data = view[used:]
             self._parse(data, out)
         except Exception as exc:
             self._error = exc
-            raise
+            self._pending = bytearray()
+            if not out:
+                raise
         return out
 
     def _complete_pending(self, view: memoryview, out: list[bytes]) -> int:
@@ -156,11 +168,7 @@ class FrameDecoder:
             used = take
             if len(pending) < prefix:
                 return used
-            try:
-                self._need = prefix + self._check_length(pending, 0)
-            except Exception as exc:
-                self._error = exc
-                raise
+            self._need = prefix + self._check_length(pending, 0)
         take = min(self._need - len(pending), len(view) - used)
         pending += view[used:used + take]
         used += take

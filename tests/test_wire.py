@@ -1,0 +1,389 @@
+"""gsp.wire: the sans-IO SP handshake and stream framing codec."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gsp
+from gsp import wire
+from gsp.wire import IPC, TCP, FrameDecoder, Framing, encode_frames, handshake, parse_handshake
+
+pytestmark = pytest.mark.core
+
+# From the facts file: name -> (own protocol number, the peer protocol it accepts).
+PROTOCOLS = {
+    "pair0": (0x10, 0x10), "pair1": (0x11, 0x11), "pub": (0x20, 0x21), "sub": (0x21, 0x20),
+    "req": (0x30, 0x31), "rep": (0x31, 0x30), "push": (0x50, 0x51), "pull": (0x51, 0x50),
+    "surveyor": (0x62, 0x63), "respondent": (0x63, 0x62), "bus": (0x70, 0x70),
+    "star": (0x640, 0x640),
+}
+HANDSHAKE_ERRORS = [gsp.BadMagic, gsp.BadVersion, gsp.BadReserved, gsp.WrongProtocol]
+_settings = settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def frame(framing: Framing, payload: bytes) -> bytes:
+    return b"".join(encode_frames(framing, [(b"", payload)]))
+
+
+def feed_all(dec: FrameDecoder, pieces: list[bytes]) -> list[bytes]:
+    out: list[bytes] = []
+    for p in pieces:
+        out.extend(dec.feed(p))
+    return out
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+# -- handshake ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_handshake_round_trip(name: str) -> None:
+    own, peer = PROTOCOLS[name]
+    hs = handshake(own)
+    assert hs == b"\x00SP\x00" + own.to_bytes(2, "big") + b"\x00\x00"
+    assert len(hs) == wire.HANDSHAKE_SIZE == 8
+    assert parse_handshake(hs) == own
+    assert parse_handshake(hs, own) == own
+    for form in (bytearray(hs), memoryview(hs)):
+        assert parse_handshake(form, own) == own
+    # The peer accepts it, and a side that expects another protocol refuses it.
+    assert parse_handshake(handshake(peer), peer) == peer
+    others = {p for p, _ in PROTOCOLS.values()} - {own}
+    for other in others:
+        with pytest.raises(gsp.WrongProtocol) as ei:
+            parse_handshake(hs, other)
+        assert ei.value.expected == other and ei.value.got == own
+
+
+@pytest.mark.parametrize("pos,value", [(0, 1), (0, 0xFF), (1, ord("s")), (2, ord("Q")), (1, 0)])
+def test_bad_magic(pos: int, value: int) -> None:
+    hs = bytearray(handshake(0x30))
+    hs[pos] = value
+    with pytest.raises(gsp.BadMagic):
+        parse_handshake(bytes(hs), 0x30)
+
+
+@pytest.mark.parametrize("version", [1, 2, 0xFF])
+def test_bad_version(version: int) -> None:
+    hs = bytearray(handshake(0x30))
+    hs[3] = version
+    with pytest.raises(gsp.BadVersion):
+        parse_handshake(bytes(hs), 0x30)
+
+
+@pytest.mark.parametrize("pos", [6, 7])
+def test_bad_reserved(pos: int) -> None:
+    hs = bytearray(handshake(0x30))
+    hs[pos] = 1
+    with pytest.raises(gsp.BadReserved):
+        parse_handshake(bytes(hs), 0x30)
+
+
+def test_handshake_error_precedence() -> None:
+    # Every field is wrong: the first check (magic) decides, then version, then reserved.
+    assert_raises_exactly(gsp.BadMagic, b"\x01SQ\x01\x00\x31\x01\x01", 0x30)
+    assert_raises_exactly(gsp.BadVersion, b"\x00SP\x01\x00\x31\x01\x01", 0x30)
+    assert_raises_exactly(gsp.BadReserved, b"\x00SP\x00\x00\x31\x01\x01", 0x30)
+    assert_raises_exactly(gsp.WrongProtocol, b"\x00SP\x00\x00\x31\x00\x00", 0x30)
+
+
+def assert_raises_exactly(cls: type[Exception], data: bytes, expected: int) -> None:
+    with pytest.raises(gsp.HandshakeError) as ei:
+        parse_handshake(data, expected)
+    assert type(ei.value) is cls
+
+
+def test_handshake_errors_are_distinct_classes_in_the_tree() -> None:
+    for cls in HANDSHAKE_ERRORS:
+        assert issubclass(cls, gsp.HandshakeError)
+        assert issubclass(cls, gsp.WireError)
+        assert issubclass(cls, gsp.GspError)
+        for other in HANDSHAKE_ERRORS:
+            if other is not cls:
+                assert not issubclass(cls, other)
+    assert len(set(HANDSHAKE_ERRORS)) == 4
+
+
+@pytest.mark.parametrize("size", [0, 7, 9])
+def test_handshake_wrong_length(size: int) -> None:
+    with pytest.raises(ValueError):
+        parse_handshake(b"\x00" * size)
+
+
+@given(st.binary(min_size=8, max_size=8), st.one_of(st.none(), st.integers(0, 0xFFFF)))
+@_settings
+def test_parse_handshake_any_8_bytes(data: bytes, expected: int | None) -> None:
+    try:
+        proto = parse_handshake(data, expected)
+    except gsp.HandshakeError:
+        return
+    assert handshake(proto) == data
+    assert expected is None or proto == expected
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def test_encode_frames_bytes() -> None:
+    msgs = [(b"\x80\x00\x00\x01", b"hello"), (b"", b""), (b"", b"x")]
+    tcp = b"".join(encode_frames(TCP, msgs))
+    assert tcp == (
+        struct.pack(">Q", 9) + b"\x80\x00\x00\x01hello"
+        + struct.pack(">Q", 0)
+        + struct.pack(">Q", 1) + b"x"
+    )
+    ipc = b"".join(encode_frames(IPC, msgs))
+    assert ipc == (
+        b"\x01" + struct.pack(">Q", 9) + b"\x80\x00\x00\x01hello"
+        + b"\x01" + struct.pack(">Q", 0)
+        + b"\x01" + struct.pack(">Q", 1) + b"x"
+    )
+    assert encode_frames(TCP, []) == []
+    assert (TCP.prefix_size, IPC.prefix_size, IPC.type_byte) == (8, 9, 0x01)
+
+
+def test_encode_frames_does_not_copy_bodies() -> None:
+    body = b"b" * 1000
+    parts = encode_frames(TCP, [(b"", body)])
+    assert parts[-1] is body
+
+
+# -- decoding: properties ----------------------------------------------------------------------
+
+_messages = st.lists(
+    st.tuples(st.binary(max_size=12), st.binary(max_size=300)), max_size=12,
+)
+_framings = st.sampled_from([TCP, IPC])
+_cuts = st.lists(st.integers(min_value=0), max_size=30)
+_kinds = st.sampled_from(["bytes", "bytearray", "memoryview", "reused"])
+
+
+def _feeder(kind: str, dec: FrameDecoder) -> Callable[[bytes], list[bytes]]:
+    """Feed pieces in the given form; "reused" mimics StreamConnection's recv_into buffer."""
+    if kind == "bytes":
+        return dec.feed
+    if kind == "bytearray":
+        return lambda p: dec.feed(bytearray(p))
+    if kind == "memoryview":
+        return lambda p: dec.feed(memoryview(p))
+    buf = bytearray(4096)
+    view = memoryview(buf)
+
+    def reused(p: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        for i in range(0, len(p), len(buf)):
+            chunk = p[i:i + len(buf)]
+            buf[:len(chunk)] = chunk
+            out.extend(dec.feed(view[:len(chunk)]))
+            buf[:] = b"\xee" * len(buf)  # the next recv_into overwrites the buffer
+        return out
+
+    return reused
+
+
+@given(msgs=_messages, framing=_framings, cuts=_cuts, kind=_kinds, limit=st.booleans())
+@_settings
+def test_any_split_decodes_the_same_messages(
+        msgs: list[tuple[bytes, bytes]], framing: Framing, cuts: list[int], kind: str,
+        limit: bool) -> None:
+    stream = b"".join(encode_frames(framing, msgs))
+    biggest = max((len(h) + len(b) for h, b in msgs), default=0)
+    dec = FrameDecoder(framing, max_size=biggest if limit and biggest else 0)
+    feed = _feeder(kind, dec)
+    out: list[bytes] = []
+    for piece in split(stream, cuts):
+        out.extend(feed(piece))
+    assert out == [h + b for h, b in msgs]
+    assert all(type(m) is bytes for m in out)
+    assert dec.buffered == 0
+
+
+@given(msgs=_messages, framing=_framings, data=st.data())
+@_settings
+def test_buffered_counts_the_incomplete_frame(
+        msgs: list[tuple[bytes, bytes]], framing: Framing, data: st.DataObject) -> None:
+    stream = b"".join(encode_frames(framing, msgs))
+    cut = data.draw(st.integers(0, len(stream)))
+    dec = FrameDecoder(framing)
+    done = dec.feed(stream[:cut])
+    consumed = sum(framing.prefix_size + len(m) for m in done)
+    assert dec.buffered == cut - consumed
+    assert done + dec.feed(stream[cut:]) == [h + b for h, b in msgs]
+
+
+@given(
+    garbage=st.binary(max_size=400), framing=_framings, cuts=_cuts,
+    max_size=st.sampled_from([0, 1, 16, 300]),
+)
+@_settings
+def test_garbage_raises_only_wire_errors(
+        garbage: bytes, framing: Framing, cuts: list[int], max_size: int) -> None:
+    dec = FrameDecoder(framing, max_size=max_size)
+    try:
+        for piece in split(garbage, cuts):
+            for m in dec.feed(piece):
+                assert type(m) is bytes
+                assert not max_size or len(m) <= max_size
+    except gsp.WireError as exc:
+        error = type(exc)
+    else:
+        return
+    # Dead after an error: every later feed raises the same kind of error.
+    for later in (b"", frame(framing, b"ok"), garbage):
+        with pytest.raises(error):
+            dec.feed(later)
+
+
+@given(prefix=_messages, framing=_framings, cuts=_cuts,
+       bad=st.sampled_from(["too_large", "type_byte"]))
+@_settings
+def test_error_after_valid_frames_in_any_split(
+        prefix: list[tuple[bytes, bytes]], framing: Framing, cuts: list[int], bad: str) -> None:
+    stream = b"".join(encode_frames(framing, prefix))
+    if bad == "too_large" or framing is TCP:
+        tail, error = b"\x01" * framing.prefix_size, gsp.MessageTooLarge
+    else:
+        tail, error = b"\x02" + struct.pack(">Q", 1), gsp.BadFrame
+    dec = FrameDecoder(framing, max_size=1000)
+    out: list[bytes] = []
+    with pytest.raises(error):
+        for piece in split(stream + tail + b"more", cuts):
+            out.extend(dec.feed(piece))
+        dec.feed(b"")  # the error surfaces here at the latest
+    # Every valid message before the bad frame is delivered, whatever the split: a feed that
+    # completes messages returns them and keeps the error for the next feed.
+    assert out == [h + b for h, b in prefix]
+    assert isinstance(dec.error, error)
+    with pytest.raises(error):
+        dec.feed(b"")
+
+
+# -- decoding: limits and errors ----------------------------------------------------------------
+
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+def test_huge_frame_rejected_from_its_length_prefix_byte_by_byte(framing: Framing) -> None:
+    prefix = frame(framing, b"")[:-8] + struct.pack(">Q", 2 << 30)  # announce 2 GiB
+    dec = FrameDecoder(framing, max_size=1 << 20)
+    for b in prefix[:-1]:
+        assert dec.feed(bytes([b])) == []
+    assert dec.buffered == framing.prefix_size - 1
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(prefix[-1:])
+    assert dec.buffered <= framing.prefix_size
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(b"\x00" * 100)
+    assert dec.buffered <= framing.prefix_size
+
+
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+@pytest.mark.parametrize("lead", [b"", b"whole"], ids=["alone", "after-a-frame"])
+def test_huge_frame_rejected_in_one_chunk(framing: Framing, lead: bytes) -> None:
+    prefix = frame(framing, b"")[:-8] + struct.pack(">Q", 2 << 30)
+    dec = FrameDecoder(framing, max_size=1 << 20)
+    data = (frame(framing, lead) if lead else b"") + prefix + b"\x00" * 4096
+    if lead:  # the good frame in the same chunk is returned; the error comes next
+        assert dec.feed(data) == [lead]
+        assert isinstance(dec.error, gsp.MessageTooLarge)
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(data)
+    assert dec.buffered <= framing.prefix_size
+
+
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+def test_huge_frame_after_partial_frame(framing: Framing) -> None:
+    # The prefix is completed across feeds while a previous frame was pending.
+    dec = FrameDecoder(framing, max_size=1 << 20)
+    ok = frame(framing, b"abc")
+    huge = frame(framing, b"")[:-8] + struct.pack(">Q", 2 << 30)
+    assert dec.feed(ok[:-1]) == []
+    assert dec.feed(ok[-1:] + huge[:-2]) == [b"abc"]
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(huge[-2:])
+    assert dec.buffered <= framing.prefix_size
+
+
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+@pytest.mark.parametrize("bytewise", [False, True], ids=["chunk", "bytewise"])
+def test_max_size_boundary(framing: Framing, bytewise: bool) -> None:
+    limit = 64
+
+    def run(payload: bytes) -> list[bytes]:
+        dec = FrameDecoder(framing, max_size=limit)
+        data = frame(framing, payload)
+        return feed_all(dec, [data[i:i + 1] for i in range(len(data))] if bytewise else [data])
+
+    exact = b"e" * limit
+    assert run(exact) == [exact]
+    # max_size counts header and body together.
+    dec = FrameDecoder(framing, max_size=limit)
+    assert dec.feed(b"".join(encode_frames(framing, [(b"h" * 4, b"b" * (limit - 4))]))) == [
+        b"h" * 4 + b"b" * (limit - 4)]
+    with pytest.raises(gsp.MessageTooLarge):
+        run(b"e" * (limit + 1))
+
+
+def test_max_size_zero_is_unlimited() -> None:
+    dec = FrameDecoder(TCP, max_size=0)
+    big = b"z" * (1 << 20)
+    assert dec.feed(frame(TCP, big)) == [big]
+
+
+@pytest.mark.parametrize("type_byte", [0x00, 0x02, 0xFF])
+@pytest.mark.parametrize("bytewise", [False, True], ids=["chunk", "bytewise"])
+def test_ipc_bad_type_byte(type_byte: int, bytewise: bool) -> None:
+    data = bytes([type_byte]) + struct.pack(">Q", 3) + b"abc"
+    dec = FrameDecoder(IPC)
+    with pytest.raises(gsp.BadFrame):
+        feed_all(dec, [data[i:i + 1] for i in range(len(data))] if bytewise else [data])
+    with pytest.raises(gsp.BadFrame):
+        dec.feed(frame(IPC, b"fine"))
+
+
+def test_ipc_bad_type_byte_on_a_later_frame() -> None:
+    dec = FrameDecoder(IPC)
+    assert dec.feed(frame(IPC, b"one")) == [b"one"]
+    with pytest.raises(gsp.BadFrame):
+        dec.feed(b"\x00" + struct.pack(">Q", 3) + b"two")
+
+
+def test_tcp_stream_is_not_ipc() -> None:
+    # An ipc decoder reading tcp framing sees a zero type byte.
+    with pytest.raises(gsp.BadFrame):
+        FrameDecoder(IPC).feed(frame(TCP, b"hello"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (FrameDecoder(TCP, max_size=4), frame(TCP, b"12345"), gsp.MessageTooLarge),
+    lambda: (FrameDecoder(IPC), b"\x07" + struct.pack(">Q", 0), gsp.BadFrame),
+], ids=["too-large", "bad-frame"])
+def test_decoder_keeps_raising_after_an_error(make: Callable[[], Any]) -> None:
+    dec, bad, error = make()
+    with pytest.raises(error):
+        dec.feed(bad)
+    for later in (b"", frame(dec.framing, b"ok"), b"\x00" * 20):
+        with pytest.raises(error):
+            dec.feed(later)
+
+
+def test_wire_errors_are_gsp_errors() -> None:
+    for cls in (gsp.MessageTooLarge, gsp.BadFrame, gsp.HandshakeError):
+        assert issubclass(cls, gsp.WireError) and issubclass(cls, gsp.GspError)
+
+
+def test_empty_frames_and_empty_feeds() -> None:
+    dec = FrameDecoder(TCP)
+    assert dec.feed(b"") == []
+    assert dec.feed(frame(TCP, b"") * 3) == [b"", b"", b""]
+    assert dec.feed(b"") == []
+    data = frame(TCP, b"")
+    assert dec.feed(data[:3]) == [] and dec.feed(b"") == [] and dec.feed(data[3:]) == [b""]
+    assert dec.buffered == 0
