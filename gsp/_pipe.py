@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .transport import Connection
 
 _WRITE_BATCH = 1024  # messages coalesced into one write at most
+_READ_TURN = 32  # messages a reader delivers before letting other pipes' readers have a turn
 
 _live_pipes: "weakref.WeakValueDictionary[int, Pipe]" = weakref.WeakValueDictionary()
 _next_id = random.randrange(1, 1 << 31)
@@ -112,10 +113,17 @@ class Pipe:
     def _read_loop(self) -> None:
         conn = self._conn
         deliver = self._socket._proto.pipe_recv
+        others = self._socket._pipes
+        n = 0
         try:
             while True:
                 for data in conn.recv_messages():
                     deliver(self, data)
+                    n += 1
+                    if n == _READ_TURN:
+                        n = 0
+                        if len(others) > 1:  # a deep backlog on one pipe must not starve others
+                            gevent.sleep(0)
         except GspError as exc:
             self._shutdown(exc)
         except OSError as exc:  # a transport that forgot to map an error still closes cleanly

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any, Mapping
@@ -69,6 +70,8 @@ class IPCListener(SocketListener):
             sock.listen(1024)
         except OSError as exc:
             sock.close()
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):  # a missing directory, not "refused"
+                raise InvalidAddress(f"listen {self.url}: no such directory") from None
             raise map_socket_error(exc, f"listen {self.url}") from None
         st = os.stat(self.path)
         self._inode = (st.st_dev, st.st_ino)

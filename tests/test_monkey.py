@@ -1,0 +1,26 @@
+"""The core suites again, in a subprocess under gevent.monkey.patch_all() (GSP_TEST_MONKEY=1)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from gevent import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUITES = ["test_core.py", "test_transports.py", "test_smoke.py"]
+
+
+@pytest.mark.timeout(600)
+def test_core_suites_pass_under_monkey_patching():
+    env = dict(os.environ, GSP_TEST_MONKEY="1")
+    env.pop("PYTEST_ADDOPTS", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           *(os.path.join(HERE, s) for s in SUITES)]
+    out = subprocess.run(cmd, cwd=os.path.dirname(HERE), env=env, capture_output=True,
+                         timeout=560)
+    report = out.stdout.decode(errors="replace")
+    assert out.returncode == 0, report[-6000:] + out.stderr.decode(errors="replace")[-2000:]
+    summary = report.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
