@@ -13,6 +13,8 @@ from ._errors import (
 from ._message import Message
 from ._pipe import Pipe, PipeEvent
 from ._registry import hookimpl, registry
+from ._context import Context
+from ._device import Device, device
 from ._socket import Dialer, Listener, Socket, socket
 from .chan import CLOSED, Chan, Recv, Send, select
 
@@ -20,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
+    "Context", "device", "Device",
     "Chan", "Recv", "Send", "select", "CLOSED",
     "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",

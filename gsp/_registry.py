@@ -19,8 +19,10 @@ DISABLE_AUTOLOAD_ENV = "GSP_DISABLE_PLUGIN_AUTOLOAD"
 
 # Used only when gsp runs from a source tree without installed metadata.
 _BUILTIN_MODULES = (
-    "gsp._transports.tcp", "gsp._transports.ipc", "gsp._transports.inproc",
+    "gsp._transports.tcp", "gsp._transports.ipc", "gsp._transports.inproc", "gsp._transports.tls",
     "gsp._protocols.pair", "gsp._protocols.pushpull",
+    "gsp._protocols.pubsub", "gsp._protocols.bus", "gsp._protocols.pair1",
+    "gsp._protocols.reqrep", "gsp._protocols.survey",
 )
 
 hookimpl = pluggy.HookimplMarker("gsp")

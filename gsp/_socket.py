@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any, Callable, Iterable
 
 import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-from ._errors import BadOption, Closed, GspError
+from ._errors import BadOption, Closed, ConnectionRefused, GspError, Timeout
 from ._message import Message, as_bytes
 from ._options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ._pipe import Pipe, PipeEvent
@@ -53,6 +54,8 @@ class Socket:
         return self._options[name]
 
     def set_option(self, name: str, value: Any) -> None:
+        value = self._options.check_name(name).validate(name, value)
+        self._proto.set_option(name, value)  # the protocol may refuse it or react (resize a queue)
         self._options[name] = value
         if name == "send_timeout":
             self._send_timeout = self._options[name]
@@ -72,6 +75,9 @@ class Socket:
         opts = self.__dict__.get("_options")
         if opts is not None and name in opts.specs:
             self.set_option(name, value)
+        elif opts is not None and not name.startswith("_") and not hasattr(self, name):
+            # A typo such as ``sock.recv_timeot = 1`` must not pass silently.
+            opts.check_name(name)
         else:
             object.__setattr__(self, name, value)
 
@@ -79,6 +85,11 @@ class Socket:
     def options(self) -> dict[str, Any]:
         """A snapshot of every option's current value."""
         return {n: self._options[n] for n in self._options.specs}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of the protocol's counters, e.g. ``{"dropped": 3}`` on PUB (empty if none)."""
+        return dict(self._proto.stats)
 
     # -- messages --------------------------------------------------------------------------------
     def send(self, data: bytes | bytearray | memoryview) -> None:
@@ -113,6 +124,18 @@ class Socket:
         if self._closed:
             raise Closed("socket is closed")
         return self._proto.open_context()
+
+    def subscribe(self, prefix: bytes | str) -> None:
+        """SUB: also receive messages whose body starts with ``prefix`` (b"" = all, str = UTF-8)."""
+        if self._closed:
+            raise Closed("socket is closed")
+        self._proto.subscribe(prefix)
+
+    def unsubscribe(self, prefix: bytes | str) -> None:
+        """SUB: drop a subscription (and queued messages only it matched); unknown → BadOption."""
+        if self._closed:
+            raise Closed("socket is closed")
+        self._proto.unsubscribe(prefix)
 
     # -- endpoints -------------------------------------------------------------------------------
     def _endpoint_options(self, transport: Any, options: dict[str, Any]) -> Options:
@@ -186,9 +209,16 @@ class Socket:
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
-        registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
-        for cb in list(self._callbacks):
-            cb(event, pipe)
+        hook = registry.pm.hook.gsp_pipe_event
+        for cb in [lambda ev, p: hook(socket=self, event=ev, pipe=p), *self._callbacks]:
+            try:
+                cb(event, pipe)
+            except Exception:
+                # A raising callback is reported, never fatal to the endpoint; at ATTACHING it
+                # rejects the pipe (fail safe) instead of leaving it half set up.
+                gevent.get_hub().handle_error(cb, *sys.exc_info())
+                if event is PipeEvent.ATTACHING:
+                    pipe.close()
 
     def _attach(self, conn: Connection, dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
@@ -337,9 +367,13 @@ class Dialer:
         self.last_error: GspError | None = None
 
     def _connect_once(self) -> Pipe | None:
-        conn = self._td.dial()
+        limit = self.options["handshake_timeout"]
+        # The connect shares the handshake's limit: a black-holed address must not hang a dialer
+        # for the OS connect timeout (minutes).
+        with gevent.Timeout(limit, Timeout(f"dial {self.url}: no connection within {limit} s")):
+            conn = self._td.dial()
         try:
-            conn.handshake(self.socket.spec, self.options["handshake_timeout"])
+            conn.handshake(self.socket.spec, limit)
         except BaseException:
             conn.close()
             raise
@@ -354,7 +388,11 @@ class Dialer:
         first_delay = 0.0
         if block is not False:
             try:
-                self._connect_once()
+                if self._connect_once() is None:
+                    if block and not self._closed:
+                        raise ConnectionRefused(
+                            f"dial {self.url}: the pipe was rejected (by the protocol or a hook)")
+                    first_delay = -1  # rejected at attach: wait a backoff step, too
             except GspError as exc:
                 if block:
                     raise
@@ -386,10 +424,11 @@ class Dialer:
                 if self._closed:
                     return
             try:
-                self._connect_once()
-                failed = False
-                backoff = base
-                self.last_error = None
+                # A pipe rejected at attach (hook or protocol) backs off like a failed dial.
+                failed = self._connect_once() is None
+                if not failed:
+                    backoff = base
+                    self.last_error = None
             except GspError as exc:
                 self.last_error = exc
                 failed = True

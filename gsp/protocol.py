@@ -9,12 +9,15 @@ socket, the core calls ``spec.factory(socket, raw)`` and talks to the result thr
 
 from __future__ import annotations
 
+from collections import deque
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ._errors import Closed, NotSupported, ProtocolStateError, Timeout
+import gevent
+
+from ._errors import Closed, GspError, NotSupported, ProtocolStateError, Timeout
 from ._message import Message
-from ._options import Option
+from ._options import Option, boolean, duration, integer
 from .chan import Chan, Recv, Send, select
 
 if TYPE_CHECKING:
@@ -23,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ProtocolSpec", "Protocol", "Option", "Signal", "Deadline", "RejectPipe",
-    "NotSupported", "ProtocolStateError", "Message", "send_round_robin",
+    "NotSupported", "ProtocolStateError", "Message", "send_round_robin", "Inbox", "broadcast",
+    "integer", "boolean", "duration",
 ]
 
 
@@ -59,6 +63,8 @@ class Protocol:
     def __init__(self, socket: "Socket", raw: bool) -> None:
         self.socket = socket
         self.raw = raw
+        #: Counters a protocol keeps (e.g. ``dropped``); users read a copy as ``socket.stats``.
+        self.stats: dict[str, int] = {}
 
     def add_pipe(self, pipe: "Pipe") -> None:
         """A pipe finished its handshake; raise :class:`RejectPipe` to refuse it."""
@@ -77,6 +83,17 @@ class Protocol:
 
     def open_context(self) -> Any:
         raise NotSupported(f"{self.socket.protocol} sockets have no contexts")
+
+    def set_option(self, name: str, value: Any) -> None:
+        """``socket.set_option`` is about to store this validated value: raise to refuse it, or
+        react (e.g. resize a queue on ``recv_buffer``). Options given to the constructor are
+        already in place when the protocol is created and do not come through here."""
+
+    def subscribe(self, prefix: Any) -> None:
+        raise NotSupported(f"{self.socket.protocol} sockets have no subscriptions")
+
+    def unsubscribe(self, prefix: Any) -> None:
+        raise NotSupported(f"{self.socket.protocol} sockets have no subscriptions")
 
     def close(self) -> None:
         """The socket is closing: wake every blocked send/recv with :class:`gsp.Closed`."""
@@ -152,3 +169,159 @@ def send_round_robin(pipes: "list[Pipe]", start: int, msg: Message, changed: Sig
             continue  # a pipe died while we waited; look again
         if i < len(snapshot):
             return pipes.index(snapshot[i]) + 1 if snapshot[i] in pipes else start
+
+
+class Inbox:
+    """A bounded, resizable receive queue between pipe readers (``put``) and receivers (``get``).
+
+    ``when_full`` picks what ``put`` does on a full queue: ``"block"`` waits for room (back-pressure
+    to the peer, as pair does), ``"drop_oldest"`` discards the oldest queued item (sub),
+    ``"drop_newest"`` discards the new one (bus). Drops are counted in ``dropped``. Unlike a
+    :class:`gsp.chan.Chan`, an Inbox can be resized or filtered while greenlets wait on it.
+    After ``close`` both ``put`` and ``get`` raise :class:`gsp.Closed`.
+    """
+
+    POLICIES = ("block", "drop_oldest", "drop_newest")
+
+    __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
+                 "_closed", "dropped")
+
+    def __init__(self, capacity: int, when_full: str = "block") -> None:
+        if when_full not in self.POLICIES:
+            raise ValueError(f"when_full must be one of {self.POLICIES}, not {when_full!r}")
+        self._buf: deque[Any] = deque()
+        self._cap = capacity
+        self._policy = when_full
+        self._items = Signal()  # fired when an item arrives (only if someone waits for one)
+        self._space = Signal()  # fired when room appears (only if a blocked put waits)
+        self._getters = 0
+        self._putters = 0
+        self._closed = False
+        self.dropped = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._cap
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def put(self, item: Any, timeout: float | None = None) -> bool:
+        """Queue ``item``; False if the policy dropped it (the new one or an older one)."""
+        if self._closed:
+            raise Closed("queue closed")
+        buf = self._buf
+        kept = True
+        if len(buf) >= self._cap:
+            if self._policy != "block" and self._getters:
+                # Receivers were woken but have not run yet (a reader delivers a whole batch
+                # without yielding): let them drain before dropping anything.
+                gevent.sleep(0)
+                if self._closed:
+                    raise Closed("queue closed")
+        if len(buf) >= self._cap:
+            if self._policy == "drop_newest":
+                self.dropped += 1
+                return False
+            if self._policy == "drop_oldest":
+                buf.popleft()
+                self.dropped += 1
+                kept = False
+            else:
+                deadline = Deadline(timeout)
+                while len(buf) >= self._cap:
+                    if self._closed:
+                        raise Closed("queue closed")
+                    self._wait(self._space, deadline, putter=True)
+                if self._closed:
+                    raise Closed("queue closed")
+        buf.append(item)
+        if self._getters:
+            self._items.fire()
+        return kept
+
+    def get(self, timeout: float | None = None) -> Any:
+        """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
+        deadline: Deadline | None = None
+        while True:
+            if self._closed:
+                raise Closed("queue closed")
+            if self._buf:
+                item = self._buf.popleft()
+                if self._putters:
+                    self._space.fire()
+                return item
+            if deadline is None:
+                deadline = Deadline(timeout)
+            self._wait(self._items, deadline, putter=False)
+
+    def _wait(self, signal: Signal, deadline: Deadline, putter: bool) -> None:
+        case = signal.case()
+        left = deadline.remaining()
+        if putter:
+            self._putters += 1
+        else:
+            self._getters += 1
+        try:
+            select([case], left)
+        finally:
+            if putter:
+                self._putters -= 1
+            else:
+                self._getters -= 1
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity now; when shrinking, the oldest items that no longer fit go."""
+        self._cap = capacity
+        buf = self._buf
+        while len(buf) > capacity:
+            buf.popleft()
+            self.dropped += 1
+        if self._putters:
+            self._space.fire()
+
+    def filter(self, keep: Callable[[Any], bool]) -> None:
+        """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
+        kept = [x for x in self._buf if keep(x)]
+        self._buf.clear()
+        self._buf.extend(kept)
+        if self._putters:
+            self._space.fire()
+
+    def close(self) -> None:
+        """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
+        self._closed = True
+        self._buf.clear()
+        self._items.close()
+        self._space.close()
+
+
+def broadcast(pipes: "Iterable[Pipe]", msg: Message, skip: "Pipe | None" = None,
+              drop_oldest: bool = False) -> int:
+    """Queue ``msg`` on every pipe but ``skip`` without waiting on a slow peer (pub, bus, star).
+
+    If some queues are full, yield once so the writers of peers that keep up can drain theirs
+    (a tight send loop would otherwise lose messages even to fast peers), then drop for pipes
+    still full: the new message, or with ``drop_oldest`` that pipe's oldest queued one (nng PUB).
+    Returns how many pipes missed a message.
+    """
+    full = [p for p in pipes if p is not skip and not p.try_send(msg)]
+    if not full:
+        return 0
+    gevent.sleep(0)
+    missed = 0
+    for p in full:
+        if p.closed or p.try_send(msg):
+            continue
+        missed += 1
+        if drop_oldest:
+            try:
+                p.sendq.recv_nowait()
+            except GspError:
+                continue
+            p.try_send(msg)
+    return missed

@@ -178,6 +178,7 @@ def map_socket_error(exc: OSError, what: str) -> Exception:
 # -- the stream connection shared by tcp, ipc and tls+tcp -------------------------------------
 
 _RECV_CHUNK = 256 * 1024
+_JOIN_LIMIT = 64 * 1024
 
 
 class StreamConnection(Connection):
@@ -227,17 +228,31 @@ class StreamConnection(Connection):
     def _io_error(self, exc: OSError, what: str) -> Exception:
         if self._closed:
             return Closed("connection closed locally")
+        if isinstance(exc, Timeout):  # the handshake's gevent.Timeout firing in recv/send
+            return exc
         return ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
 
     def send_messages(self, messages: "Sequence[Message]") -> None:
         parts = wire.encode_frames(self.framing, [(m.header, m.body) for m in messages])
-        if len(parts) <= 3:
-            if len(parts[-1]) > 65536:
-                # One big message: skip the join copy of the body.
-                self._sendall(b"".join(parts[:-1]))
-                self._sendall(parts[-1])
-                return
-        self._sendall(b"".join(parts))
+        # Small parts are coalesced into writes of about _JOIN_LIMIT bytes; a large body goes out
+        # as it is, so a batch of big messages never costs a copy of the whole batch.
+        pending: list[bytes] = []
+        size = 0
+        for part in parts:
+            n = len(part)
+            if n >= _JOIN_LIMIT:
+                if pending:
+                    self._sendall(b"".join(pending))
+                    pending, size = [], 0
+                self._sendall(part)
+                continue
+            pending.append(part)
+            size += n
+            if size >= _JOIN_LIMIT:
+                self._sendall(b"".join(pending))
+                pending, size = [], 0
+        if pending:
+            self._sendall(b"".join(pending) if len(pending) > 1 else pending[0])
 
     def recv_messages(self) -> list[bytes]:
         view = self._view

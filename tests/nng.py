@@ -39,3 +39,14 @@ def socket(kind: str, **kw: Any) -> "pynng.Socket":
     kw.setdefault("recv_timeout", 5000)
     kw.setdefault("send_timeout", 5000)
     return cls(**kw)
+
+
+def recv_many(sock: "pynng.Socket", count: int) -> list[bytes]:
+    """Receive ``count`` messages on one native thread (run it with :func:`spawn`)."""
+    return [sock.recv() for _ in range(count)]
+
+
+def send_many(sock: "pynng.Socket", messages: "list[bytes]") -> None:
+    """Send every message back-to-back on one native thread (run it with :func:`spawn`)."""
+    for m in messages:
+        sock.send(m)

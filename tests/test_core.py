@@ -464,6 +464,9 @@ def test_unknown_option_names_raise_bad_option():
             s.set_option("no_such_option", 1)
         with pytest.raises(AttributeError):
             s.no_such_option  # noqa: B018
+        with pytest.raises(gsp.BadOption):
+            s.recv_timeot = 1  # a typo must not silently become a plain attribute
+        assert s.recv_timeout is None
 
 
 def test_endpoint_options_inherit_from_the_socket():
@@ -743,3 +746,61 @@ def test_autoload_of_third_party_entry_points(disable, tmp_path):
     assert {"tcp", "ipc", "inproc"} <= set(transports)
     assert {"pair", "push", "pull"} <= set(protocols)
     assert ("fakex" in transports) is not disable
+
+
+class _StallDialer:
+    """A dialer whose connect never completes (a black-holed address)."""
+
+    def dial(self) -> Any:
+        gevent.sleep(3600)
+
+    def close(self) -> None:
+        pass
+
+
+class _StallPlugin:
+    class T(Transport):
+        schemes = ("teststall",)
+
+        def listener(self, url: str, options: Any) -> Any:
+            raise gsp.InvalidAddress(url)
+
+        def dialer(self, url: str, options: Any) -> Any:
+            return _StallDialer()
+
+    @gsp.hookimpl
+    def gsp_transports(self) -> list[Transport]:
+        return [self.T()]
+
+
+def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout():
+    plugin = _StallPlugin()
+    gsp.register_plugin(plugin)
+    try:
+        with sockets(("push", {"handshake_timeout": 0.2})) as [s]:
+            t0 = time.monotonic()
+            with pytest.raises(gsp.Timeout):
+                s.dial("teststall://nowhere", block=True)
+            assert time.monotonic() - t0 < 1.0
+    finally:
+        gsp.unregister_plugin(plugin)
+
+
+def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe():
+    with sockets(("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c]:
+        la, lb = a.listen(TCP), b.listen(TCP)
+        connected(a, la.url, c)  # c's one pair peer
+        with pytest.raises(gsp.ConnectionRefused):
+            c.dial(lb.url, block=True)
+        assert len(c.pipes) == 1
+
+
+def test_large_batches_are_written_without_joining_the_whole_batch():
+    # 16 x 1 MiB queued at once must arrive intact (large bodies bypass the join).
+    big = [bytes([i]) * (1 << 20) for i in range(16)]
+    with sockets(("pull", {"recv_timeout": WAIT, "recv_max_size": 0}),
+                 ("push", {"send_buffer": 16})) as [pull, push]:
+        connected(pull, pull.listen(TCP).url, push)
+        for m in big:
+            push.send(m)
+        assert [pull.recv() for _ in big] == big

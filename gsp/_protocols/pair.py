@@ -1,12 +1,18 @@
-"""pair (v0): exactly one peer at a time; no header on the wire."""
+"""pair (v0): exactly one peer at a time; no header on the wire.
+
+A second pipe is rejected while one is attached (raw or cooked). Raw sockets pass headers
+through untouched: a header given to ``send_msg`` goes on the wire before the body, and everything
+received arrives as the body. The receive queue (``recv_buffer``) pushes back on the peer when
+full and can be resized at any time.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._registry import hookimpl
-from ..chan import Chan, Send, select
-from ..protocol import Deadline, Protocol, ProtocolSpec, RejectPipe, Signal
+from ..chan import Send, select
+from ..protocol import Deadline, Inbox, Protocol, ProtocolSpec, RejectPipe, Signal
 from .._errors import Closed
 from .._message import Message
 
@@ -19,7 +25,7 @@ class Pair0(Protocol):
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
         self._pipe: "Pipe | None" = None
-        self._recvq: Chan = Chan(socket.get_option("recv_buffer"))
+        self._recvq = Inbox(socket.get_option("recv_buffer"))  # blocks the reader when full
         self._changed = Signal()
         self._closed = False
 
@@ -35,7 +41,7 @@ class Pair0(Protocol):
             self._changed.fire()
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        self._recvq.send(Message(data, b"", pipe))
+        self._recvq.put(Message(data, b"", pipe))
 
     def send(self, msg: Message, timeout: float | None) -> None:
         pipe = self._pipe
@@ -63,9 +69,13 @@ class Pair0(Protocol):
 
     def recv(self, timeout: float | None) -> Message:
         try:
-            return self._recvq.recv(timeout)
+            return self._recvq.get(timeout)
         except Closed:
             raise Closed("socket closed") from None
+
+    def set_option(self, name: str, value: Any) -> None:
+        if name == "recv_buffer":
+            self._recvq.resize(value)
 
     def close(self) -> None:
         self._closed = True

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 
 from gevent import socket as gsocket
 
-from .._errors import Closed, ConnectionBroken
+from .._errors import Closed, ConnectionBroken, GspError
 from ..transport import (
     Connection, StreamConnection, TransportDialer, TransportListener, map_socket_error,
 )
@@ -107,6 +107,9 @@ def connect_socket(dialer: SocketDialer, family: int, address: Any,
         if prepare is not None:
             prepare(sock)
         sock.connect(address)
+    except GspError:  # gsp.Timeout is an OSError too: let the dialer's limit through as it is
+        sock.close()
+        raise
     except OSError as exc:
         sock.close()
         raise map_socket_error(exc, f"dial {dialer.url}") from None

@@ -1,0 +1,124 @@
+"""Contexts: independent protocol state machines sharing one socket (and its pipes).
+
+A protocol that offers contexts subclasses :class:`Context` and returns an instance from
+``Protocol.open_context()``. The base class does the user-facing part (closed checks, timeouts,
+message wrapping, ``with`` support); the subclass implements three hooks:
+
+* ``_send(msg, timeout)`` and ``_recv(timeout) -> Message`` do the protocol work. They may block;
+  ``select`` on :meth:`closing_case` as well so that :meth:`close` wakes them, and raise
+  :class:`gsp.Closed` when it fires.
+* ``_on_close()`` releases protocol state (pending requests, registrations) once.
+
+The protocol keeps its open contexts and calls :meth:`close` on each when the socket closes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._errors import Closed, NotSupported
+from ._message import Message, as_bytes
+from ._options import duration
+from .chan import Chan, Recv
+
+if TYPE_CHECKING:
+    from ._socket import Socket
+
+_check_duration = duration()
+
+
+class Context:
+    """An independent state machine of a socket's protocol (e.g. one outstanding request each).
+
+    ``recv_timeout`` and ``send_timeout`` start as the socket's values at open time and can then
+    be set per context. After :meth:`close` (or the socket's close) every operation raises
+    :class:`gsp.Closed`, and calls blocked at that moment are woken with it.
+    """
+
+    def __init__(self, socket: "Socket") -> None:
+        self.socket = socket
+        self._recv_timeout: float | None = socket.get_option("recv_timeout")
+        self._send_timeout: float | None = socket.get_option("send_timeout")
+        self._closed = False
+        self._closing = Chan()  # closed by close(): ready forever for every select on it
+
+    # -- per-context options ---------------------------------------------------------------------
+    @property
+    def recv_timeout(self) -> float | None:
+        return self._recv_timeout
+
+    @recv_timeout.setter
+    def recv_timeout(self, value: float | None) -> None:
+        self._recv_timeout = _check_duration("recv_timeout", value)
+
+    @property
+    def send_timeout(self) -> float | None:
+        return self._send_timeout
+
+    @send_timeout.setter
+    def send_timeout(self, value: float | None) -> None:
+        self._send_timeout = _check_duration("send_timeout", value)
+
+    # -- messages --------------------------------------------------------------------------------
+    def send(self, data: bytes | bytearray | memoryview) -> None:
+        """Send one message body on this context; waits up to ``send_timeout`` when it must."""
+        self._check_open()
+        self._send(Message(as_bytes(data)), self._send_timeout)
+
+    def recv(self) -> bytes:
+        """Receive one message body on this context; waits up to ``recv_timeout``."""
+        self._check_open()
+        return self._recv(self._recv_timeout).body
+
+    def send_msg(self, msg: Message) -> None:
+        if not isinstance(msg, Message):
+            raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
+        self._check_open()
+        self._send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), self._send_timeout)
+
+    def recv_msg(self) -> Message:
+        self._check_open()
+        return self._recv(self._recv_timeout)
+
+    # -- life cycle ------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def closing_case(self) -> Recv:
+        """A :func:`gsp.select` case that becomes ready when this context closes."""
+        return Recv(self._closing)
+
+    def close(self) -> None:
+        """Close this context only (idempotent); blocked calls on it raise :class:`gsp.Closed`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.close()
+        self._on_close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("context is closed")
+        if self.socket.closed:
+            raise Closed("socket is closed")
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<gsp.Context {self.socket.protocol} {state}>"
+
+    # -- what a protocol implements --------------------------------------------------------------
+    def _send(self, msg: Message, timeout: float | None) -> None:
+        raise NotSupported(f"{self.socket.protocol} contexts cannot send")
+
+    def _recv(self, timeout: float | None) -> Message:
+        raise NotSupported(f"{self.socket.protocol} contexts cannot receive")
+
+    def _on_close(self) -> None:
+        """Release protocol state; called once, from :meth:`close`."""

@@ -1,0 +1,346 @@
+"""req/rep (request/reply), nng 1.9 semantics, with contexts and raw (device) modes.
+
+REQ stamps each request with an id (u32 BE, high bit set), keeps it until the matching reply
+arrives, resends it every ``resend_time`` and at once on another pipe when the pipe carrying it
+dies. REP lives in :mod:`._backtrace` (shared with respondent).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from .._context import Context
+from .._errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
+from .._message import Message
+from .._options import Option, duration
+from .._registry import hookimpl
+from ..chan import Send, select
+from ..protocol import Deadline, Protocol, ProtocolSpec, Signal, send_round_robin
+from ._backtrace import (
+    MAX_HOPS, TTL_OPTION, IdMap, RecvQueue, call_later, responder, split_backtrace, u32,
+)
+
+if TYPE_CHECKING:
+    import gevent
+
+    from .._pipe import Pipe
+    from .._socket import Socket
+
+_check_resend = duration()
+_INHERIT: Any = object()  # the default context follows the socket's resend_time as it changes
+
+
+class XReq(Protocol):
+    """Raw req: sends header+body as given to one pipe (round robin, waiting for room); replies
+    arrive with their backtrace (up to the first high-bit word) parsed into the header."""
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._pipes: list["Pipe"] = []
+        self._next = 0
+        self._changed = Signal()  # a pipe came or went (or the cooked send queue changed)
+        self._recvq = RecvQueue(socket.get_option("recv_buffer"))
+        self._closed = False
+
+    def add_pipe(self, pipe: "Pipe") -> None:
+        self._pipes.append(pipe)
+        self._changed.fire()
+
+    def remove_pipe(self, pipe: "Pipe") -> None:
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+            self._changed.fire()
+
+    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+        split = split_backtrace(data, MAX_HOPS)
+        if split is not None:  # else garbage: dropped, the pipe stays
+            self._deliver(Message(split[1], split[0], pipe))
+
+    def _deliver(self, msg: Message) -> None:
+        try:
+            self._recvq.put(msg)  # blocks: back-pressure to the peer
+        except Closed:
+            pass
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        nxt = send_round_robin(self._pipes, self._next, msg, self._changed, timeout,
+                               self.socket._options["best_effort"], lambda: self._closed)
+        if nxt >= 0:
+            self._next = nxt
+
+    def recv(self, timeout: float | None) -> Message:
+        return self._recvq.get(timeout)[1]
+
+    def set_option(self, name: str, value: Any) -> None:
+        if name == "recv_buffer":
+            self._recvq.resize(value)
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.close()
+        self._recvq.close()
+
+
+class ReqContext(Context):
+    """One outstanding request at a time: ``send`` a request, then ``recv`` its reply.
+
+    A new ``send`` cancels the outstanding request (a late reply to it is discarded and a ``recv``
+    still waiting for it raises :class:`gsp.ProtocolStateError`). A ``recv`` that times out also
+    cancels it, as in nng, so each request gets at most one ``recv``.
+    """
+
+    def __init__(self, proto: "Req", resend_time: Any = _INHERIT) -> None:
+        super().__init__(proto.socket)
+        self._proto = proto
+        self._resend = resend_time
+        self._id: int | None = None  # outstanding request id (registered in proto._ids)
+        self._msg: Message | None = None  # the request as sent, kept for resends
+        self._pipe: "Pipe | None" = None  # the pipe carrying it, None while queued
+        self._reply: Message | None = None
+        self._queued = False  # in proto._pending, waiting for a pipe with room
+        self._sent_id: int | None = None  # last request handed to a pipe (a blocked send waits)
+        self._broken = False  # its pipe died with resend disabled: the next recv fails
+        self._receiving = False
+        self._timer: Any = None
+        self._changed = Signal()
+
+    @property
+    def resend_time(self) -> float | None:
+        """Seconds before an unanswered request is sent again; 0 or None never resends."""
+        if self._resend is _INHERIT:
+            return self.socket._options["resend_time"]
+        return self._resend
+
+    @resend_time.setter
+    def resend_time(self, value: float | None) -> None:
+        self._resend = _check_resend("resend_time", value)
+
+    # -- user side -------------------------------------------------------------------------------
+    def _send(self, msg: Message, timeout: float | None) -> None:
+        proto = self._proto
+        self._cancel()
+        rid = proto._ids.alloc(self)
+        self._id = rid
+        self._msg = out = Message(msg.body, u32(rid))
+        if not proto._pending:  # fast path; otherwise queue behind earlier requests
+            pipe = proto._try_pipes(out)
+            if pipe is not None:
+                self._dispatched(pipe)
+                return
+        proto._queue(self)
+        if self.socket._options["best_effort"]:
+            return  # stays queued: sent when a pipe has room (mangos RetryLateConnect)
+        deadline = Deadline(timeout)
+        while True:
+            if self._closed:
+                raise Closed("context closed")
+            if self._sent_id == rid:  # before the id check: the reply may already be in
+                return
+            if self._id != rid:
+                raise ProtocolStateError("request canceled by a newer request")
+            try:
+                select([self._changed.case()], deadline.remaining())
+            except Timeout:
+                self._cancel()
+                raise
+
+    def _recv(self, timeout: float | None) -> Message:
+        if self._receiving:
+            raise ProtocolStateError("another recv is already waiting on this context")
+        if self._id is None and self._reply is None:
+            if self._broken:
+                self._broken = False
+                raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
+            raise ProtocolStateError("req must send a request before it can receive")
+        rid = self._id
+        deadline = Deadline(timeout)
+        self._receiving = True
+        try:
+            while True:
+                reply = self._reply
+                if reply is not None:
+                    self._reply = None
+                    return reply
+                if self._closed:
+                    raise Closed("context closed")
+                if self._broken:
+                    self._broken = False
+                    raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
+                if self._id != rid:
+                    raise ProtocolStateError("request canceled by a newer request")
+                try:
+                    select([self._changed.case()], deadline.remaining())
+                except Timeout:
+                    self._cancel()  # nng: a failed recv ends the request
+                    raise
+        finally:
+            self._receiving = False
+
+    def _on_close(self) -> None:
+        self._cancel()
+        self._proto._contexts.discard(self)
+
+    # -- protocol side ---------------------------------------------------------------------------
+    def _cancel(self) -> None:
+        """Forget the outstanding request (if any) and wake whoever waits on it."""
+        if self._id is not None:
+            self._proto._ids.pop(self._id)
+        self._id = self._msg = self._pipe = self._reply = None
+        self._broken = False
+        self._disarm()
+        self._proto._unqueue(self)
+        self._changed.fire()
+
+    def _dispatched(self, pipe: "Pipe") -> None:
+        self._pipe = pipe
+        self._sent_id = self._id
+        self._disarm()
+        t = self.resend_time
+        if t:
+            self._timer = call_later(t, self._resend_due, self._id)
+        if pipe.closed:  # died before remove_pipe could see us on it
+            self._pipe_lost()
+        self._changed.fire()
+
+    def _resend_due(self, rid: int) -> None:
+        # Runs in the hub: only non-blocking work.
+        if self._id == rid and self._reply is None and not self._closed:
+            self._pipe = None
+            self._proto._queue(self)
+
+    def _pipe_lost(self) -> None:
+        self._pipe = None
+        if self.resend_time:
+            self._disarm()
+            self._proto._queue(self, front=True)  # resend at once on another pipe
+        else:
+            # Not idempotent, so don't resend: fail the recv instead (nng: ECONNRESET).
+            self._cancel()
+            self._broken = True
+
+    def _got_reply(self, reply: Message) -> None:
+        self._id = self._msg = self._pipe = None
+        self._reply = reply
+        self._disarm()
+        self._proto._unqueue(self)
+        self._changed.fire()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+
+
+class Req(XReq):
+    """Cooked req: contexts whose requests share a FIFO queue onto the socket's pipes."""
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._ids = IdMap()
+        self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
+        self._flusher: "gevent.Greenlet | None" = None
+        self._contexts: set[ReqContext] = set()
+        self._default = ReqContext(self)
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        self._default._send(msg, timeout)
+
+    def recv(self, timeout: float | None) -> Message:
+        return self._default._recv(timeout)
+
+    def open_context(self) -> ReqContext:
+        if self._closed:
+            raise Closed("socket closed")
+        ctx = ReqContext(self, self.socket._options["resend_time"])
+        self._contexts.add(ctx)
+        return ctx
+
+    def _deliver(self, msg: Message) -> None:
+        h = msg.header
+        if len(h) != 4:
+            return  # not a reply to us (a bare id is all a cooked req ever sends)
+        ctx = self._ids.pop(int.from_bytes(h, "big"))
+        if ctx is not None:
+            ctx._got_reply(Message(msg.body, b"", msg.pipe))
+
+    def remove_pipe(self, pipe: "Pipe") -> None:
+        super().remove_pipe(pipe)
+        for ctx in self._ids.owners():
+            if ctx._pipe is pipe:
+                ctx._pipe_lost()
+
+    # -- the send queue --------------------------------------------------------------------------
+    def _try_pipes(self, msg: Message) -> "Pipe | None":
+        pipes = self._pipes
+        n = len(pipes)
+        for k in range(n):
+            i = (self._next + k) % n
+            if pipes[i].try_send(msg):
+                self._next = i + 1
+                return pipes[i]
+        return None
+
+    def _queue(self, ctx: ReqContext, front: bool = False) -> None:
+        if ctx._queued or self._closed:
+            return
+        ctx._queued = True
+        if front:
+            self._pending.appendleft(ctx)
+            self._changed.fire()  # the flusher may be waiting on behalf of another head
+        else:
+            self._pending.append(ctx)
+        if self._flusher is None:
+            self._flusher = self.socket._spawn(self._flush)
+
+    def _unqueue(self, ctx: ReqContext) -> None:
+        if ctx._queued:
+            ctx._queued = False
+            self._pending.remove(ctx)
+            self._changed.fire()
+
+    def _flush(self) -> None:
+        """Hand queued requests, oldest first, to pipes as room appears (nng's send queue)."""
+        try:
+            while self._pending and not self._closed:
+                ctx = self._pending[0]
+                msg = ctx._msg
+                pipe = self._try_pipes(msg)
+                if pipe is None:
+                    snapshot = list(self._pipes)
+                    cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
+                    cases.append(self._changed.case())
+                    try:
+                        i, _ = select(cases)
+                    except Closed:
+                        continue  # a pipe died under us; look again
+                    if i == len(snapshot):
+                        continue  # pipes or queue changed
+                    pipe = snapshot[i]
+                    if not (self._pending and self._pending[0] is ctx and ctx._msg is msg):
+                        continue  # canceled meanwhile: the stray copy's reply is discarded
+                self._pending.popleft()
+                ctx._queued = False
+                ctx._dispatched(pipe)
+        finally:
+            self._flusher = None
+
+    def close(self) -> None:
+        self._closed = True
+        for ctx in [self._default, *self._contexts]:
+            ctx.close()
+        super().close()
+
+
+def _req(socket: "Socket", raw: bool) -> Protocol:
+    return XReq(socket, raw) if raw else Req(socket, raw)
+
+
+@hookimpl
+def gsp_protocols() -> list[ProtocolSpec]:
+    resend = Option("resend_time", 60.0, _check_resend,
+                    "seconds before req resends an unanswered request; 0 or None never")
+    return [
+        ProtocolSpec("req", 0x30, "rep", 0x31, _req, options={"resend_time": resend}),
+        ProtocolSpec("rep", 0x31, "req", 0x30, responder, options={"ttl": TTL_OPTION}),
+    ]

@@ -1,0 +1,217 @@
+"""surveyor/respondent, nng 1.9 semantics, with contexts and raw (device) modes.
+
+A surveyor broadcasts a survey (id u32 BE, high bit set) to every respondent without blocking and
+collects replies until ``survey_time`` passes; then ``recv`` raises :class:`gsp.Timeout` and late
+replies are discarded. A new survey on the same context cancels the previous one. The respondent
+lives in :mod:`._backtrace` (shared with rep).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._context import Context
+from .._errors import Closed, ProtocolStateError, Timeout, WouldBlock
+from .._message import Message
+from .._options import Option, duration
+from .._registry import hookimpl
+from ..chan import CLOSED, Chan, Recv, select
+from ..protocol import Protocol, ProtocolSpec
+from ._backtrace import (
+    MAX_HOPS, TTL_OPTION, IdMap, RecvQueue, call_later, responder, split_backtrace, u32,
+)
+
+if TYPE_CHECKING:
+    from .._pipe import Pipe
+    from .._socket import Socket
+
+_check_survey = duration()
+_INHERIT: Any = object()  # the default context follows the socket's survey_time as it changes
+
+
+class XSurveyor(Protocol):
+    """Raw surveyor: send puts header+body as given on every pipe with room (never blocks);
+    replies arrive with their backtrace parsed into the header."""
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._pipes: list["Pipe"] = []
+        self._recvq = RecvQueue(socket.get_option("recv_buffer"))
+        self._closed = False
+
+    def add_pipe(self, pipe: "Pipe") -> None:
+        self._pipes.append(pipe)
+
+    def remove_pipe(self, pipe: "Pipe") -> None:
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+
+    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+        split = split_backtrace(data, MAX_HOPS)
+        if split is not None:  # else garbage: dropped, the pipe stays
+            self._deliver(Message(split[1], split[0], pipe))
+
+    def _deliver(self, msg: Message) -> None:
+        try:
+            self._recvq.put(msg)  # blocks: back-pressure to the peer
+        except Closed:
+            pass
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        if self._closed:
+            raise Closed("socket closed")
+        for p in list(self._pipes):
+            p.try_send(msg)  # a respondent whose queue is full misses this survey
+
+    def recv(self, timeout: float | None) -> Message:
+        return self._recvq.get(timeout)[1]
+
+    def set_option(self, name: str, value: Any) -> None:
+        if name == "recv_buffer":
+            self._recvq.resize(value)
+
+    def close(self) -> None:
+        self._closed = True
+        self._recvq.close()
+
+
+class _Survey:
+    """One survey's reply queue; ``expired`` tells a woken receiver why the queue closed."""
+
+    __slots__ = ("id", "replies", "expired")
+
+    def __init__(self, sid: int, capacity: int) -> None:
+        self.id = sid
+        self.replies: Chan = Chan(capacity)
+        self.expired = False
+
+
+class SurveyContext(Context):
+    """One survey at a time: ``send`` a survey, then ``recv`` replies until it expires."""
+
+    def __init__(self, proto: "Surveyor", survey_time: Any = _INHERIT) -> None:
+        super().__init__(proto.socket)
+        self._proto = proto
+        self._time = survey_time
+        self._survey: _Survey | None = None  # the current (or last expired) survey
+        self._timer: Any = None
+
+    @property
+    def survey_time(self) -> float | None:
+        """Seconds a survey collects replies; None = until the next survey."""
+        if self._time is _INHERIT:
+            return self.socket._options["survey_time"]
+        return self._time
+
+    @survey_time.setter
+    def survey_time(self, value: float | None) -> None:
+        self._time = _check_survey("survey_time", value)
+
+    def _send(self, msg: Message, timeout: float | None) -> None:
+        proto = self._proto
+        self._end()
+        sid = proto._ids.alloc(self)
+        survey = self._survey = _Survey(sid, self.socket._options["recv_buffer"])
+        t = self.survey_time
+        if t is not None:
+            self._timer = call_later(t, self._expire, survey)
+        proto._broadcast(Message(msg.body, u32(sid)))
+
+    def _recv(self, timeout: float | None) -> Message:
+        survey = self._survey
+        if survey is None:
+            raise ProtocolStateError("surveyor must send a survey before it can receive")
+        if survey.expired:
+            raise Timeout("the survey expired")
+        i, m = select([Recv(survey.replies), self.closing_case()], timeout)
+        if i == 1 or self._closed:
+            raise Closed("context closed")
+        if m is CLOSED:
+            if survey.expired:
+                raise Timeout("the survey expired")
+            raise ProtocolStateError("survey canceled by a newer survey")
+        return m
+
+    def _got(self, sid: int, reply: Message) -> None:
+        survey = self._survey
+        if survey is not None and survey.id == sid:
+            try:
+                survey.replies.send_nowait(reply)
+            except (WouldBlock, Closed):
+                pass  # queue full: like nng, drop rather than stall the pipe
+
+    def _expire(self, survey: _Survey) -> None:
+        # Runs in the hub: only non-blocking work.
+        if self._survey is survey and not survey.expired:
+            self._end()
+            survey.expired = True
+            self._survey = survey  # keep it: recv now raises Timeout until the next survey
+
+    def _end(self) -> None:
+        """Stop the current survey: unregister its id, discard its queued replies."""
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+        survey, self._survey = self._survey, None
+        if survey is not None and not survey.expired:
+            self._proto._ids.pop(survey.id)
+            survey.replies.close()  # wakes blocked receivers with CLOSED
+
+    def _on_close(self) -> None:
+        self._end()
+        self._proto._contexts.discard(self)
+
+
+class Surveyor(XSurveyor):
+    """Cooked surveyor: survey ids and deadlines per context; replies routed by id."""
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._ids = IdMap()
+        self._contexts: set[SurveyContext] = set()
+        self._default = SurveyContext(self)
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        self._default._send(msg, timeout)
+
+    def recv(self, timeout: float | None) -> Message:
+        return self._default._recv(timeout)
+
+    def open_context(self) -> SurveyContext:
+        if self._closed:
+            raise Closed("socket closed")
+        ctx = SurveyContext(self, self.socket._options["survey_time"])
+        self._contexts.add(ctx)
+        return ctx
+
+    def _broadcast(self, msg: Message) -> None:
+        XSurveyor.send(self, msg, None)
+
+    def _deliver(self, msg: Message) -> None:
+        h = msg.header
+        if len(h) != 4:
+            return  # not a reply to a survey of ours
+        sid = int.from_bytes(h, "big")
+        ctx = self._ids.get(sid)
+        if ctx is not None:  # else late (expired or canceled survey): discard
+            ctx._got(sid, Message(msg.body, b"", msg.pipe))
+
+    def close(self) -> None:
+        super().close()
+        for ctx in [self._default, *self._contexts]:
+            ctx.close()
+
+
+def _surveyor(socket: "Socket", raw: bool) -> Protocol:
+    return XSurveyor(socket, raw) if raw else Surveyor(socket, raw)
+
+
+@hookimpl
+def gsp_protocols() -> list[ProtocolSpec]:
+    survey_time = Option("survey_time", 1.0, _check_survey,
+                         "seconds a survey collects replies; None = until the next survey")
+    return [
+        ProtocolSpec("surveyor", 0x62, "respondent", 0x63, _surveyor,
+                     options={"survey_time": survey_time}),
+        ProtocolSpec("respondent", 0x63, "surveyor", 0x62, responder, options={"ttl": TTL_OPTION}),
+    ]

@@ -1,0 +1,260 @@
+"""tls+tcp:// — SP over TLS over TCP, with tcp's 8-byte length framing.
+
+The TLS handshake runs in ``Connection.handshake`` (the core runs that in a greenlet per
+connection, under ``handshake_timeout``), never in ``accept()``: a client that connects and then
+stalls delays nobody. The TLS helpers below are public through :mod:`gsp.transport` so other
+transports (wss) build their contexts and read peer identities exactly the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+import _ssl
+import gevent
+from gevent import ssl as gssl
+
+from .._errors import BadOption, Closed, ConnectionBroken, GspError, HandshakeError, Timeout
+from .._options import Option, boolean, optional
+from .._registry import hookimpl
+from .. import wire
+from ..transport import StreamConnection, Transport
+from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
+
+if TYPE_CHECKING:
+    from ..protocol import ProtocolSpec
+
+__all__ = [
+    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake",
+    "tls_properties",
+]
+
+
+class TLSHandshakeError(HandshakeError):
+    """The TLS handshake failed: untrusted or mismatched certificate, missing client cert, ..."""
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def _ssl_context(name: str, v: Any) -> Any:
+    # The C base class: a context made before gevent.monkey.patch_all() is still accepted.
+    if not isinstance(v, _ssl._SSLContext):
+        raise BadOption(f"{name} must be an ssl.SSLContext, not {v!r}")
+    return v
+
+
+def _path(name: str, v: Any) -> Any:
+    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
+        raise BadOption(f"{name} must be a file path, not {v!r}")
+    return os.fspath(v)
+
+
+def _text(name: str, v: Any) -> Any:
+    if not isinstance(v, str) or not v:
+        raise BadOption(f"{name} must be a non-empty str, not {v!r}")
+    return v
+
+
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+def _client_auth(name: str, v: Any) -> Any:
+    if v not in _CLIENT_AUTH:
+        raise BadOption(f"{name} must be 'none', 'optional' or 'required', not {v!r}")
+    return v
+
+
+TLS_OPTIONS: dict[str, Option] = {o.name: o for o in [
+    Option("ssl_context", None, optional(_ssl_context),
+           "an ssl.SSLContext used as is (the tls_* options are then ignored)"),
+    Option("tls_cert_file", None, optional(_path),
+           "PEM certificate chain: required on listeners; a client certificate on dialers"),
+    Option("tls_key_file", None, optional(_path), "PEM private key (default: in tls_cert_file)"),
+    Option("tls_ca_file", None, optional(_path),
+           "PEM CA bundle that verifies the peer (default: the system's CAs)"),
+    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name"),
+    Option("tls_server_name", None, optional(_text),
+           "dialers: the host name to verify and send as SNI (default: the URL's host)"),
+    Option("tls_client_auth", "none", _client_auth,
+           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)"),
+]}
+
+
+# -- helpers shared with other transports -----------------------------------------------------
+
+def tls_context(options: Mapping[str, Any], *, server: bool, what: str) -> ssl.SSLContext:
+    """The SSLContext an endpoint uses: ``ssl_context`` as given, else one built from tls_*.
+
+    Raises :class:`gsp.BadOption` for a listener without a certificate or files that do not load.
+    """
+    given = options["ssl_context"]
+    if given is not None:
+        return given
+    cert, key, ca = options["tls_cert_file"], options["tls_key_file"], options["tls_ca_file"]
+    try:
+        if server:
+            if cert is None:
+                raise BadOption(f"{what}: a TLS listener needs a certificate; pass ssl_context= "
+                                "or tls_cert_file= (and tls_key_file= if the key is separate)")
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            mode = options["tls_client_auth"]
+            if mode != "none":
+                if ca is not None:
+                    ctx.load_verify_locations(ca)
+                else:
+                    ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+                ctx.verify_mode = _CLIENT_AUTH[mode]
+        else:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED + check_hostname
+            if options["tls_verify"]:
+                if ca is not None:
+                    ctx.load_verify_locations(ca)
+                else:
+                    ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            else:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            if cert is not None:
+                ctx.load_cert_chain(cert, key)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        if isinstance(exc, GspError):
+            raise
+        raise BadOption(f"{what}: cannot load the TLS certificate/key/CA files: {exc}") from None
+    return ctx
+
+
+def tls_wrap(sock: Any, context: ssl.SSLContext, *, server_side: bool,
+             server_hostname: str | None = None) -> Any:
+    """Wrap a connected gevent socket in a gevent SSLSocket; no handshake yet.
+
+    Callers store the result before :func:`tls_handshake` so that closing it aborts a handshake
+    in progress (the plain socket is detached by the wrap).
+    """
+    try:
+        return gssl.SSLSocket(sock=sock, server_side=server_side,
+                              server_hostname=None if server_side else server_hostname,
+                              do_handshake_on_connect=False, _context=context)
+    except ValueError as exc:  # e.g. a server context used to dial
+        sock.close()
+        raise TLSHandshakeError(f"cannot start TLS: {exc}") from None
+    except OSError as exc:
+        sock.close()
+        raise ConnectionBroken(f"cannot start TLS: {exc.strerror or exc}") from None
+
+
+def tls_handshake(sslsock: Any, what: str) -> dict[str, Any]:
+    """Run the TLS handshake on a :func:`tls_wrap` socket; return :func:`tls_properties`."""
+    try:
+        sslsock.do_handshake()
+    except GspError:  # a gevent.Timeout carrying gsp.Timeout (an OSError subclass): keep it
+        raise
+    except ssl.SSLCertVerificationError as exc:
+        raise TLSHandshakeError(
+            f"{what}: certificate verification failed: {exc.verify_message}") from None
+    except ssl.SSLError as exc:
+        raise TLSHandshakeError(f"{what}: TLS handshake failed: {exc.reason or exc}") from None
+    except OSError as exc:
+        raise ConnectionBroken(f"{what}: connection lost in the TLS handshake: "
+                               f"{exc.strerror or exc}") from None
+    return tls_properties(sslsock)
+
+
+def tls_properties(sslsock: Any) -> dict[str, Any]:
+    """What a pipe shows of a TLS session: the peer's verified certificate and subject, etc.
+
+    ``peer_certificate`` is ``None`` unless the peer sent a certificate that was verified.
+    """
+    cert = sslsock.getpeercert() or None
+    cipher = sslsock.cipher()
+    props: dict[str, Any] = {
+        "tls_version": sslsock.version(),
+        "tls_cipher": cipher[0] if cipher else None,
+        "peer_certificate": cert,
+        "peer_certificate_der": sslsock.getpeercert(binary_form=True),
+        "peer_subject": None,
+    }
+    if cert:
+        props["peer_subject"] = {k: v for rdn in cert.get("subject", ()) for k, v in rdn}
+    return props
+
+
+# -- tls+tcp --------------------------------------------------------------------------------
+
+class TLSConnection(StreamConnection):
+    """A TCP connection that becomes TLS in ``handshake``, then speaks SP with tcp framing."""
+
+    def __init__(self, sock: Any, max_size: int, local: str, remote: str,
+                 context: ssl.SSLContext, server_side: bool, server_hostname: str | None) -> None:
+        super().__init__(sock, wire.TCP, max_size, local, remote)
+        self._context = context
+        self._server_side = server_side
+        self._server_hostname = server_hostname
+        self._secured = False
+
+    def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
+        start = time.monotonic()
+        what = f"TLS with {self.remote_address}"
+        with gevent.Timeout(timeout, Timeout(f"TLS handshake with {self.remote_address} timed out")):
+            if self._closed:
+                raise Closed("connection closed locally")
+            self.sock = tls_wrap(self.sock, self._context, server_side=self._server_side,
+                                 server_hostname=self._server_hostname)
+            self.properties.update(tls_handshake(self.sock, what))
+        # One handshake_timeout bounds TLS and SP together.
+        left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
+        super().handshake(spec, left)
+        self._secured = True
+
+    def _io_error(self, exc: OSError, what: str) -> Exception:
+        # With TLS 1.3 a server refuses a client certificate only after the client's handshake
+        # returned: the client reads the alert during the SP handshake. Report it as TLS.
+        if not self._closed and not self._secured and isinstance(exc, ssl.SSLError):
+            return TLSHandshakeError(
+                f"TLS with {self.remote_address} failed: {exc.reason or exc}")
+        return super()._io_error(exc, what)
+
+
+class TLSListener(TCPListener):
+    scheme = "tls+tcp"
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.context = tls_context(options, server=True, what=f"listen {url}")
+
+    def _wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
+        # No TLS here: accept() must stay fast; the handshake greenlet does it.
+        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+                             self.context, True, None)
+
+
+class TLSDialer(TCPDialer):
+    scheme = "tls+tcp"
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.context = tls_context(options, server=False, what=f"dial {url}")
+        self.server_hostname = options["tls_server_name"] or self.host
+
+    def _wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
+        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+                             self.context, False, self.server_hostname)
+
+
+class TLSTransport(Transport):
+    schemes = ("tls+tcp",)
+    options = {**TCP_OPTIONS, **TLS_OPTIONS}
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> TLSListener:
+        return TLSListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TLSDialer:
+        return TLSDialer(url, options)
+
+
+@hookimpl
+def gsp_transports() -> list[Transport]:
+    return [TLSTransport()]

@@ -1,0 +1,152 @@
+"""Contexts: independent state machines on one socket (req, rep, surveyor, respondent)."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+import pytest
+
+import gsp
+from tests.test_reqrep import connect, mk, spawn, u32  # noqa: F401  (mk and spawn are fixtures)
+
+COOKED = ["req", "rep", "surveyor", "respondent"]
+
+
+def test_rep_16_contexts_serve_slow_requests_concurrently(mk, spawn):
+    """REP with 16 contexts on 16 greenlets serves 16 slow (0.2 s) requests in ~0.2 s, not 3.2 s."""
+    rep, req = mk("rep"), mk("req")
+    connect(rep, req)
+
+    def worker(ctx: gsp.Context) -> None:
+        try:
+            while True:
+                body = ctx.recv()
+                gevent.sleep(0.2)  # slow work
+                ctx.send(b"done " + body)
+        except gsp.Closed:
+            pass
+
+    workers = [spawn(worker, rep.open_context()) for _ in range(16)]
+
+    def client(i: int) -> bytes:
+        with req.open_context() as c:
+            c.recv_timeout = 5
+            c.send(u32(i))
+            return c.recv()
+
+    t0 = time.monotonic()
+    clients = [spawn(client, i) for i in range(16)]
+    gevent.joinall(clients, timeout=5, raise_error=True)
+    elapsed = time.monotonic() - t0
+    assert sorted(g.value for g in clients) == sorted(b"done " + u32(i) for i in range(16))
+    assert elapsed < 1.0, f"took {elapsed:.2f} s: requests were served one at a time"
+    rep.close()
+    gevent.joinall(workers, timeout=2, raise_error=True)  # socket close ended every recv
+
+
+@pytest.mark.parametrize("proto", COOKED)
+def test_context_timeouts_default_to_socket(mk, proto):
+    s = mk(proto, recv_timeout=0.25, send_timeout=0.5)
+    c = s.open_context()
+    assert (c.recv_timeout, c.send_timeout) == (0.25, 0.5)
+    c.recv_timeout = None
+    c.send_timeout = 2
+    assert (s.recv_timeout, s.send_timeout) == (0.25, 0.5)  # the socket keeps its own
+    for bad in (-1, "1"):
+        with pytest.raises(gsp.BadOption):
+            c.recv_timeout = bad
+        with pytest.raises(gsp.BadOption):
+            c.send_timeout = bad
+    assert c.socket is s and isinstance(c, gsp.Context)
+
+
+@pytest.mark.parametrize("proto", COOKED)
+def test_context_closed_ops_raise(mk, proto):
+    s = mk(proto)
+    with s.open_context() as c:
+        assert not c.closed
+    assert c.closed
+    for op in (lambda: c.send(b""), c.recv, lambda: c.send_msg(gsp.Message(b"")), c.recv_msg):
+        with pytest.raises(gsp.Closed):
+            op()
+
+
+@pytest.mark.parametrize("proto", COOKED)
+def test_socket_close_wakes_blocked_context_calls(mk, spawn, proto):
+    s = mk(proto)
+    ctxs = [s.open_context() for _ in range(3)]
+    if proto == "req":
+        blocked = [spawn(c.send, b"q") for c in ctxs]  # no peer: a request waits for one
+    else:
+        if proto == "surveyor":
+            for c in ctxs:
+                c.survey_time = 5
+                c.send(b"survey")
+        blocked = [spawn(c.recv) for c in ctxs]
+    gevent.sleep(0.02)
+    assert not any(g.ready() for g in blocked)
+    s.close()
+    for g in blocked:
+        with pytest.raises(gsp.Closed):
+            g.get(timeout=2)
+    assert all(c.closed for c in ctxs)
+
+
+@pytest.mark.parametrize("proto", COOKED)
+def test_raw_sockets_have_no_contexts(mk, proto):
+    with pytest.raises(gsp.NotSupported):
+        mk(proto, raw=True).open_context()
+
+
+def test_contexts_are_independent_state_machines(mk):
+    """Each REQ context has its own outstanding request; each REP context its own reply route."""
+    req, rep = mk("req", recv_timeout=2), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    a, b = req.open_context(), req.open_context()
+    for c in (a, b):
+        c.recv_timeout = 2
+    ra, rb = rep.open_context(), rep.open_context()
+    for c in (ra, rb):
+        c.recv_timeout = 2
+    a.send(b"to-a")
+    b.send(b"to-b")
+    with pytest.raises(gsp.ProtocolStateError):
+        req.recv()  # the socket's own state machine has no request
+    first, second = ra.recv(), rb.recv()
+    rb.send(b"re:" + second)  # answer in the opposite order
+    ra.send(b"re:" + first)
+    assert a.recv() == b"re:to-a" and b.recv() == b"re:to-b"
+    with pytest.raises(gsp.ProtocolStateError):
+        ra.send(b"twice")
+
+
+def test_surveyor_contexts_collect_only_their_own_replies(mk, spawn):
+    s, r = mk("surveyor"), mk("respondent", recv_timeout=2)
+    connect(s, r)
+    a, b = s.open_context(), s.open_context()
+    for c in (a, b):
+        c.survey_time = 0.3
+    a.send(b"A")
+    b.send(b"B")
+    for _ in range(2):
+        body = r.recv()
+        r.send(body.lower())
+    assert a.recv() == b"a" and b.recv() == b"b"
+    with pytest.raises(gsp.Timeout):
+        a.recv()  # until a's survey expires
+
+
+def test_context_survey_time_and_resend_time_per_context(mk):
+    s = mk("surveyor", survey_time=2)
+    c = s.open_context()
+    assert c.survey_time == 2
+    c.survey_time = 0.5
+    assert s.survey_time == 2
+    with pytest.raises(gsp.BadOption):
+        c.survey_time = -1
+    q = mk("req", resend_time=7)
+    qc = q.open_context()
+    assert qc.resend_time == 7
+    qc.resend_time = None
+    assert q.resend_time == 7

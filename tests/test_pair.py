@@ -1,0 +1,609 @@
+"""pair (v0) raw mode and pair1 (cooked, raw, polyamorous), named after mangos' test categories.
+
+Also home of two helpers the other protocol tests import: :func:`wait_for` and :class:`RawPeer`,
+a hand-driven SP peer that sends the headers and garbage a real peer never would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from contextlib import ExitStack
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+
+import gsp
+from gsp import wire
+
+WAIT = 5.0  # the longest any single wait may take before the test fails
+TCP = "tcp://127.0.0.1:0"
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        gevent.sleep(0.005)
+
+
+class RawPeer:
+    """A plain tcp connection to a gsp listener that handshakes as ``protocol`` and then trades
+    raw frames (header+body as one bytes), so tests see and forge exactly what is on the wire."""
+
+    def __init__(self, url: str, protocol: int) -> None:
+        parts = urlsplit(url)
+        self.sock = gsocket.create_connection((parts.hostname, parts.port), timeout=WAIT)
+        self._decoder = wire.FrameDecoder(wire.TCP)
+        self._frames: deque[bytes] = deque()
+        self.sock.sendall(wire.handshake(protocol))
+        hs = b""
+        while len(hs) < wire.HANDSHAKE_SIZE:  # read exactly the handshake, not a frame after it
+            chunk = self.sock.recv(wire.HANDSHAKE_SIZE - len(hs))
+            if not chunk:
+                raise EOFError("gsp closed before its handshake")
+            hs += chunk
+        self.peer_protocol = wire.parse_handshake(hs)
+
+    def send(self, *frames: bytes) -> None:
+        self.sock.sendall(b"".join(wire.encode_frames(wire.TCP, [(b"", f) for f in frames])))
+
+    def recv(self, timeout: float = WAIT) -> bytes:
+        self.sock.settimeout(timeout)
+        while not self._frames:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("gsp closed the connection")
+            self._frames.extend(self._decoder.feed(chunk))
+        return self._frames.popleft()
+
+    def assert_silent(self, wait: float = 0.2) -> None:
+        try:
+            frame = self.recv(wait)
+        except TimeoutError:
+            return
+        raise AssertionError(f"expected nothing, got frame {frame!r}")
+
+    def wait_closed(self, timeout: float = WAIT) -> None:
+        """Read (and discard) until gsp closes the connection; fail after ``timeout``."""
+        self.sock.settimeout(timeout)
+        try:
+            while self.sock.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawPeer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def hops(n: int) -> bytes:
+    return n.to_bytes(4, "big")
+
+
+def pair_up(stack: ExitStack, proto: str, a_opts: dict[str, Any] | None = None,
+            b_opts: dict[str, Any] | None = None, *, a_raw: bool = False,
+            b_raw: bool = False) -> tuple[gsp.Socket, gsp.Socket]:
+    """Two sockets with one attached pipe: ``a`` listens on tcp, ``b`` dials."""
+    a = stack.enter_context(gsp.socket(proto, raw=a_raw, **(a_opts or {})))
+    b = stack.enter_context(gsp.socket(proto, raw=b_raw, **(b_opts or {})))
+    b.dial(a.listen(TCP).url, block=True)
+    wait_for(lambda: len(a.pipes) == 1 and len(b.pipes) == 1, what="the pipe")
+    return a, b
+
+
+def identity(name: str, number: int, peer: str, peer_number: int) -> None:
+    for raw in (False, True):
+        with gsp.socket(name, raw=raw) as s:
+            assert (s.protocol, s.spec.number) == (name, number)
+            assert (s.spec.peer_name, s.spec.peer_number) == (peer, peer_number)
+            assert s.raw is raw
+
+
+def closed_checks(name: str, raw: bool, can_send: bool = True, can_recv: bool = True) -> None:
+    """mangos' VerifyClosed*: everything on a closed socket raises Closed; close is idempotent;
+    a receive blocked at close time is woken with Closed."""
+    s = gsp.socket(name, raw=raw)
+    waiter = gevent.spawn(s.recv) if can_recv else None
+    gevent.sleep(0.01)
+    s.close()
+    s.close()
+    if waiter is not None:
+        waiter.join(WAIT)
+        assert isinstance(waiter.exception, gsp.Closed)
+    with pytest.raises(gsp.Closed):
+        s.listen(TCP)
+    with pytest.raises(gsp.Closed):
+        s.dial(TCP.replace(":0", ":1"))
+    if can_send:
+        with pytest.raises(gsp.Closed):
+            s.send(b"x")
+    if can_recv:
+        with pytest.raises(gsp.Closed):
+            s.recv()
+
+
+def option_checks(name: str, raw: bool, good: dict[str, Any], bad: dict[str, list[Any]]) -> None:
+    with gsp.socket(name, raw=raw) as s:
+        with pytest.raises(gsp.BadOption):
+            s.set_option("no_such_option", 1)
+        with pytest.raises(gsp.BadOption):
+            gsp.socket(name, raw=raw, no_such_option=1)
+        for opt, value in good.items():
+            s.set_option(opt, value)
+            assert s.get_option(opt) == value
+        for opt, values in bad.items():
+            before = s.get_option(opt)
+            for v in values:
+                with pytest.raises(gsp.BadOption):
+                    s.set_option(opt, v)
+            assert s.get_option(opt) == before
+
+
+COMMON_GOOD = {"recv_timeout": 0.5, "send_timeout": 0.25, "recv_buffer": 7, "send_buffer": 3,
+               "best_effort": True}
+COMMON_BAD = {"recv_timeout": [-1, "1"], "send_timeout": [-0.5], "recv_buffer": [0, -1, 1.5],
+              "send_buffer": [0, "2"], "best_effort": [1, "yes"]}
+
+
+# ================================ pair v0 =======================================================
+
+def test_pair_identity():
+    identity("pair", 0x10, "pair", 0x10)
+
+
+def test_pair_cooked():
+    with gsp.socket("pair") as s:
+        assert s.raw is False
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pair_closed(raw):
+    closed_checks("pair", raw)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pair_options(raw):
+    option_checks("pair", raw, COMMON_GOOD, COMMON_BAD)
+
+
+def test_raw_pair_header_passthrough():
+    # No pair0 header exists: a raw send puts its header on the wire as-is, before the body, and a
+    # receiver gets everything as the body.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", {"recv_timeout": WAIT}, {"recv_timeout": WAIT},
+                       a_raw=True, b_raw=True)
+        a.send_msg(gsp.Message(b"body", b"HDR!"))
+        got = b.recv_msg()
+        assert (got.header, got.body) == (b"", b"HDR!body")
+        assert got.pipe is b.pipes[0]
+
+
+def test_raw_pair_garbage_is_just_body():
+    with gsp.socket("pair", raw=True, recv_timeout=WAIT) as s:
+        url = s.listen(TCP).url
+        with RawPeer(url, 0x10) as peer:
+            peer.send(b"", b"\xff\x00garbage")
+            assert s.recv_msg().body == b""
+            assert s.recv_msg().body == b"\xff\x00garbage"
+            s.send_msg(gsp.Message(b"b", b"h"))
+            assert peer.recv() == b"hb"
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_reject_second_pipe(raw):
+    events: list[gsp.PipeEvent] = []
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", a_raw=raw, b_raw=raw)
+        c = st.enter_context(gsp.socket("pair", raw=raw, reconnect_time=5.0))
+        c.on_pipe_event(lambda ev, p: events.append(ev))
+        c.dial(a.listeners[0].url, block=True)
+        wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="the second pipe to be refused")
+        assert events[:2] == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
+        assert len(a.pipes) == 1 and a.pipes[0].remote_address == b.pipes[0].local_address
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_recv_deadline(raw):
+    with gsp.socket("pair", raw=raw, recv_timeout=0.01) as s:
+        with pytest.raises(gsp.Timeout):
+            s.recv()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_send_deadline(raw):
+    with gsp.socket("pair", raw=raw, send_timeout=0.02) as s:  # no peer: nowhere to send
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            s.send(b"x")
+        assert time.monotonic() - t0 < 1
+
+
+def test_raw_pair_send_best_effort():
+    with gsp.socket("pair", raw=True, best_effort=True, send_timeout=5) as s:
+        t0 = time.monotonic()
+        for _ in range(100):
+            s.send(b"yep")  # dropped at once, never waits
+        assert time.monotonic() - t0 < 1
+
+
+def test_raw_pair_close_abort():
+    s = gsp.socket("pair", raw=True, send_timeout=60)
+    g = gevent.spawn(s.send, b"blocked: no peer")
+    gevent.sleep(0.02)
+    s.close()
+    g.join(WAIT)
+    assert isinstance(g.exception, gsp.Closed)
+
+
+BIG = b"x" * 65536
+
+
+def fill_until_timeout(sender: gsp.Socket, limit: int = 5000) -> int:
+    """Send BIG until back-pressure makes a send time out; returns how many went through."""
+    for n in range(limit):
+        try:
+            sender.send(BIG)
+        except gsp.Timeout:
+            return n
+    raise AssertionError(f"{limit} sends never met back-pressure")
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_back_pressure_and_close_pipe(raw):
+    # A receiver that never reads pushes back all the way to the sender; closing its pipe frees
+    # both sides, and the redialed pipe carries messages again.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", {"recv_buffer": 2, "recv_timeout": WAIT, "linger": 0},
+                       {"send_buffer": 1, "send_timeout": 0.05, "reconnect_time": 0.05,
+                        "linger": 0}, a_raw=raw, b_raw=raw)
+        assert fill_until_timeout(b) >= 3
+        old = a.pipes[0]
+        old.close()
+        wait_for(lambda: a.pipes and a.pipes[0] is not old and b.pipes, what="redial")
+        b.send_timeout = WAIT
+        b.send(b"after")
+        got = [a.recv() for _ in range(2)]
+        assert got[0] == BIG  # queued before the close: still delivered
+        if got[1] == BIG:  # at most recv_buffer (2) messages were queued
+            got.append(a.recv())
+        assert got[-1] == b"after"
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_resize_recv(raw):
+    # Shrinking keeps the newest messages that fit; growing keeps everything.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", {"recv_buffer": 10, "recv_timeout": 0.05}, a_raw=raw,
+                       b_raw=raw)
+        for i in range(4):
+            b.send(b"%d" % i)
+        wait_for(lambda: len(a._proto._recvq) == 4, what="four queued")
+        a.recv_buffer = 20
+        assert a.recv() == b"0"
+        a.recv_buffer = 1
+        assert a.recv() == b"3"
+        with pytest.raises(gsp.Timeout):
+            a.recv()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_pair_resize_recv_posted(raw):
+    # A receive already waiting survives a resize and gets the next message.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", {"recv_buffer": 1, "recv_timeout": WAIT}, a_raw=raw,
+                       b_raw=raw)
+        g = gevent.spawn(a.recv)
+        gevent.sleep(0.02)
+        a.recv_buffer = 3
+        b.send(b"one")
+        assert g.get(timeout=WAIT) == b"one"
+
+
+def test_raw_pair_resize_unblocks_reader():
+    # A full queue blocks the pipe reader; growing the queue lets the waiting message in.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair", {"recv_buffer": 1, "recv_timeout": 0.05}, a_raw=True,
+                       b_raw=True)
+        b.send(b"1")
+        b.send(b"2")
+        wait_for(lambda: len(a._proto._recvq) == 1, what="first queued")
+        gevent.sleep(0.05)
+        assert len(a._proto._recvq) == 1  # the second waits in the blocked reader
+        a.recv_buffer = 5
+        wait_for(lambda: len(a._proto._recvq) == 2, what="the blocked message to enter")
+        assert [a.recv(), a.recv()] == [b"1", b"2"]
+
+
+# ================================ pair v1 =======================================================
+
+def test_pair1_identity():
+    identity("pair1", 0x11, "pair1", 0x11)
+
+
+def test_pair1_cooked():
+    with gsp.socket("pair1") as s:
+        assert s.raw is False and s.polyamorous is False and s.ttl == 8
+
+
+def test_pair1_send_receive():
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair1", {"recv_timeout": WAIT}, {"recv_timeout": WAIT})
+        a.send(b"ping")
+        m = b.recv_msg()
+        assert (m.header, m.body, m.pipe) == (b"", b"ping", b.pipes[0])  # cooked hides hops
+        b.send_msg(gsp.Message(b"pong", b"ignored header"))
+        assert a.recv() == b"pong"
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pair1_closed(raw):
+    closed_checks("pair1", raw)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pair1_options(raw):
+    option_checks("pair1", raw, {**COMMON_GOOD, "ttl": 1},
+                  {**COMMON_BAD, "ttl": [0, -1, 256, "8", 2.0, None]})
+    with gsp.socket("pair1", raw=raw) as s:
+        s.ttl = 255
+        assert s.get_option("ttl") == 255
+
+
+def test_pair1_wire_hop_count():
+    # nng: a cooked send puts hop count 0 and the pipe adds one, so the first hop arrives as 1.
+    with gsp.socket("pair1", recv_timeout=WAIT) as s:
+        with RawPeer(s.listen(TCP).url, 0x11) as peer:
+            assert peer.peer_protocol == 0x11
+            wait_for(lambda: s.pipes, what="the pipe")
+            s.send(b"out")
+            assert peer.recv() == hops(1) + b"out"
+            peer.send(hops(3) + b"in")
+            assert s.recv_msg().body == b"in"
+
+
+def test_pair1_ttl_drop():
+    with gsp.socket("pair1", ttl=4, recv_timeout=0.1) as s:
+        with RawPeer(s.listen(TCP).url, 0x11) as peer:
+            peer.send(hops(4) + b"four", hops(5) + b"five", hops(0xff) + b"max", hops(1) + b"one")
+            assert [s.recv(), s.recv()] == [b"four", b"one"]
+            with pytest.raises(gsp.Timeout):
+                s.recv()
+            assert s.stats["ttl_dropped"] == 2
+
+
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize("frame", [b"", b"\x00\x00\x01", hops(0x100) + b"x", hops(1 << 31)],
+                         ids=["empty", "short", "over-0xff", "high-bit"])
+def test_pair1_recv_garbage_closes_pipe(raw, frame):
+    with gsp.socket("pair1", raw=raw, recv_timeout=0.05) as s:
+        with RawPeer(s.listen(TCP).url, 0x11) as peer:
+            peer.send(frame)
+            peer.wait_closed()
+            wait_for(lambda: not s.pipes, what="the pipe to go")
+            with pytest.raises(gsp.Timeout):
+                s.recv()
+            assert s.stats["malformed"] == 1
+
+
+# -- raw pair1 ------------------------------------------------------------------------------------
+
+def test_raw_pair1_enforce_ttl():
+    # Raw receive shows the hop count as it arrived; more than ttl is dropped.
+    with gsp.socket("pair1", raw=True, ttl=4, recv_timeout=0.1) as s:
+        with RawPeer(s.listen(TCP).url, 0x11) as peer:
+            peer.send(hops(1) + b"one", hops(5) + b"drop", hops(2) + b"two")
+            m1, m2 = s.recv_msg(), s.recv_msg()
+            assert (m1.header, m1.body) == (hops(1), b"one")
+            assert (m2.header, m2.body) == (hops(2), b"two")
+            with pytest.raises(gsp.Timeout):
+                s.recv_msg()
+
+
+def test_raw_pair1_send_adds_hop():
+    with gsp.socket("pair1", raw=True) as s:
+        with RawPeer(s.listen(TCP).url, 0x11) as peer:
+            wait_for(lambda: s.pipes, what="the pipe")
+            s.send_msg(gsp.Message(b"a", hops(0)))
+            s.send_msg(gsp.Message(b"b", hops(0xfe)))
+            assert [peer.recv(), peer.recv()] == [hops(1) + b"a", hops(0xff) + b"b"]
+
+
+def test_raw_pair1_device_hops_accumulate():
+    # cooked a -> raw b | raw c -> cooked d, forwarded by hand: each hop adds one.
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair1", b_opts={"recv_timeout": WAIT}, b_raw=True)
+        c, d = pair_up(st, "pair1", {"recv_timeout": WAIT}, {"recv_timeout": WAIT}, a_raw=True)
+        a.send(b"x")
+        m = b.recv_msg()
+        assert m.header == hops(1)
+        c.send_msg(m)
+        assert d.recv() == b"x"
+        d.send(b"back")
+        back = c.recv_msg()
+        assert back.header == hops(1)
+        b.send_msg(back)
+        assert a.recv() == b"back"
+
+
+@pytest.mark.parametrize("header", [b"", hops(1)[:3], hops(1) + b"\x00", b"\x01\x00\x00\x00",
+                                    b"\x00\x01\x00\x00", hops(0xff)],
+                         ids=["missing", "short", "long", "byte0", "byte1", "0xff"])
+def test_raw_pair1_send_malformed_header(header):
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair1", b_opts={"recv_timeout": 0.05}, a_raw=True, b_raw=True)
+        with pytest.raises(gsp.ProtocolStateError):
+            a.send_msg(gsp.Message(b"bad", header))
+        with pytest.raises(gsp.ProtocolStateError):
+            a.send(b"raw send() has no header at all")
+        with pytest.raises(gsp.Timeout):
+            b.recv_msg()
+
+
+def test_raw_pair1_reject_second_pipe():
+    events: list[gsp.PipeEvent] = []
+    with ExitStack() as st:
+        a, _ = pair_up(st, "pair1", a_raw=True, b_raw=True)
+        c = st.enter_context(gsp.socket("pair1", raw=True, reconnect_time=5.0))
+        c.on_pipe_event(lambda ev, p: events.append(ev))
+        c.dial(a.listeners[0].url, block=True)
+        wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="the second pipe to be refused")
+        assert gsp.PipeEvent.ATTACHED in events and len(a.pipes) == 1
+
+
+def test_raw_pair1_send_deadline_and_best_effort():
+    with gsp.socket("pair1", raw=True, send_timeout=0.02) as s:
+        with pytest.raises(gsp.Timeout):
+            s.send_msg(gsp.Message(b"x", hops(1)))
+        s.best_effort = True
+        for _ in range(100):
+            s.send_msg(gsp.Message(b"x", hops(1)))  # dropped, never waits
+
+
+def test_raw_pair1_close_abort():
+    s = gsp.socket("pair1", raw=True, send_timeout=60)
+    g = gevent.spawn(s.send_msg, gsp.Message(b"x", hops(1)))
+    gevent.sleep(0.02)
+    s.close()
+    g.join(WAIT)
+    assert isinstance(g.exception, gsp.Closed)
+    with pytest.raises(gsp.Closed):
+        s.send_msg(gsp.Message(b"x", hops(1)))
+
+
+def test_raw_pair1_back_pressure_and_resize():
+    with ExitStack() as st:
+        a, b = pair_up(st, "pair1", {"recv_buffer": 1, "recv_timeout": 0.05, "linger": 0},
+                       {"send_buffer": 1, "send_timeout": 0.05, "linger": 0},
+                       a_raw=True, b_raw=True)
+        sent = 0
+        for sent in range(5000):
+            try:
+                b.send_msg(gsp.Message(BIG, hops(0)))
+            except gsp.Timeout:
+                break
+        else:
+            raise AssertionError("no back-pressure")
+        a.recv_buffer = 3  # room appears: the reader moves on
+        got = [a.recv_msg() for _ in range(3)]
+        assert all(m.header == hops(1) and m.body == BIG for m in got)
+        assert sent >= 3
+
+
+# -- polyamorous pair1 -----------------------------------------------------------------------------
+
+def test_pair1_monogamous_rejects_second_pipe():
+    with ExitStack() as st:
+        a, _ = pair_up(st, "pair1")
+        c = st.enter_context(gsp.socket("pair1", reconnect_time=5.0))
+        events: list[gsp.PipeEvent] = []
+        c.on_pipe_event(lambda ev, p: events.append(ev))
+        c.dial(a.listeners[0].url, block=True)
+        wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="rejection")
+        assert len(a.pipes) == 1
+
+
+def test_pair1_polyamorous_routes_by_pipe():
+    with ExitStack() as st:
+        hub = st.enter_context(gsp.socket("pair1", polyamorous=True, recv_timeout=WAIT))
+        url = hub.listen(TCP).url
+        peers = [st.enter_context(gsp.socket("pair1", recv_timeout=WAIT)) for _ in range(3)]
+        for p in peers:
+            p.dial(url, block=True)
+        wait_for(lambda: len(hub.pipes) == 3, what="three peers")
+        for i, p in enumerate(peers):
+            p.send(b"I am %d" % i)
+        for _ in peers:
+            m = hub.recv_msg()
+            assert m.header == b"" and m.pipe in hub.pipes
+            hub.send_msg(gsp.Message(b"you said: " + m.body, pipe=m.pipe))
+        for i, p in enumerate(peers):
+            assert p.recv() == b"you said: I am %d" % i
+
+
+def test_pair1_polyamorous_no_pipe_goes_to_oldest_peer():
+    with ExitStack() as st:
+        hub = st.enter_context(gsp.socket("pair1", polyamorous=True))
+        url = hub.listen(TCP).url
+        first = st.enter_context(gsp.socket("pair1", recv_timeout=WAIT))
+        first.dial(url, block=True)
+        wait_for(lambda: len(hub.pipes) == 1, what="first peer")
+        second = st.enter_context(gsp.socket("pair1", recv_timeout=0.1))
+        second.dial(url, block=True)
+        wait_for(lambda: len(hub.pipes) == 2, what="second peer")
+        hub.send(b"to whoever came first")
+        assert first.recv() == b"to whoever came first"
+        with pytest.raises(gsp.Timeout):
+            second.recv()
+
+
+def test_pair1_polyamorous_send_never_blocks():
+    # Unknown or foreign pipe, no peers, or a full peer queue: the message is dropped at once.
+    with ExitStack() as st:
+        hub = st.enter_context(gsp.socket("pair1", polyamorous=True, send_buffer=1, linger=0,
+                                          send_timeout=60))
+        t0 = time.monotonic()
+        hub.send(b"no peers")
+        assert hub.stats["send_dropped"] == 1
+        with RawPeer(hub.listen(TCP).url, 0x11) as stalled:  # never reads
+            wait_for(lambda: hub.pipes, what="the stalled peer")
+            huge = b"h" * (1 << 18)
+            for _ in range(200):  # 50 MiB: far more than the kernel buffers take
+                hub.send(huge)
+            dropped = hub.stats["send_dropped"]
+            assert dropped > 1
+            a, _ = pair_up(st, "pair1")
+            hub.send_msg(gsp.Message(b"foreign pipe", pipe=a.pipes[0]))
+            assert hub.stats["send_dropped"] == dropped + 1
+            assert time.monotonic() - t0 < 3
+            assert stalled.recv() == hops(1) + huge
+
+
+def test_pair1_polyamorous_only_before_start():
+    with gsp.socket("pair1") as s:
+        s.polyamorous = True
+        s.polyamorous = False
+        s.polyamorous = True
+        s.listen(TCP)
+        with pytest.raises(gsp.ProtocolStateError):
+            s.polyamorous = False
+        s.polyamorous = True  # unchanged value: fine
+        assert s.polyamorous is True
+    with gsp.socket("pair1") as s:
+        s.dial(TCP.replace(":0", ":1"), block=False)
+        with pytest.raises(gsp.ProtocolStateError):
+            s.polyamorous = True
+        assert s.polyamorous is False
+
+
+def test_pair1_polyamorous_has_no_raw_mode():
+    with pytest.raises(gsp.NotSupported):
+        gsp.socket("pair1", raw=True, polyamorous=True)
+    with gsp.socket("pair1", raw=True) as s:
+        with pytest.raises(gsp.NotSupported):
+            s.polyamorous = True
+        assert s.polyamorous is False
+
+
+def test_pair1_polyamorous_ttl_and_garbage():
+    with gsp.socket("pair1", polyamorous=True, ttl=2, recv_timeout=0.1) as s:
+        url = s.listen(TCP).url
+        with RawPeer(url, 0x11) as good, RawPeer(url, 0x11) as bad:
+            good.send(hops(3) + b"too far", hops(2) + b"ok")
+            bad.send(b"\x00")
+            bad.wait_closed()
+            m = s.recv_msg()
+            assert m.body == b"ok" and m.pipe in s.pipes
+            with pytest.raises(gsp.Timeout):
+                s.recv()
+            assert len(s.pipes) == 1

@@ -1,0 +1,540 @@
+"""pub/sub, cooked and raw, named after mangos' test categories (pub*, sub*, raw_pub*, raw_sub*)."""
+
+from __future__ import annotations
+
+import random
+import time
+from contextlib import ExitStack
+
+import gevent
+import pytest
+
+import gsp
+from tests.test_pair import (
+    COMMON_BAD, TCP, WAIT, RawPeer, closed_checks, identity, option_checks, wait_for,
+)
+
+
+def pub_sub(st: ExitStack, n_subs: int = 1, pub_opts: dict | None = None,
+            sub_opts: dict | None = None, sub_raw: bool = False,
+            pub_raw: bool = False) -> tuple[gsp.Socket, list[gsp.Socket]]:
+    """A PUB listening on tcp and ``n_subs`` SUBs dialed in, every pipe attached."""
+    pub = st.enter_context(gsp.socket("pub", raw=pub_raw, **(pub_opts or {})))
+    url = pub.listen(TCP).url
+    subs = []
+    for _ in range(n_subs):
+        opts = {"recv_timeout": WAIT} | (sub_opts or {})
+        s = st.enter_context(gsp.socket("sub", raw=sub_raw, **opts))
+        s.dial(url, block=True)
+        subs.append(s)
+    wait_for(lambda: len(pub.pipes) == n_subs, what="every subscriber attached")
+    return pub, subs
+
+
+def drained(sub: gsp.Socket, wait: float = 0.1) -> bool:
+    sub.recv_timeout = wait
+    try:
+        sub.recv()
+    except gsp.Timeout:
+        return True
+    return False
+
+
+# ================================ pub ===========================================================
+
+def test_pub_identity():
+    identity("pub", 0x20, "sub", 0x21)
+
+
+def test_pub_cooked():
+    # Cooked PUB owns the (empty) header: a header given to send_msg never reaches the wire.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st)
+        assert pub.raw is False
+        sub.subscribe(b"")
+        pub.send_msg(gsp.Message(b"body", b"HEAD"))
+        m = sub.recv_msg()
+        assert (m.header, m.body) == (b"", b"body")
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pub_no_recv(raw):
+    with gsp.socket("pub", raw=raw) as s:
+        with pytest.raises(gsp.NotSupported):
+            s.recv()
+        with pytest.raises(gsp.NotSupported):
+            s.recv_msg()
+        with pytest.raises(gsp.NotSupported):
+            s.subscribe(b"")
+        with pytest.raises(gsp.NotSupported):
+            s.open_context()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pub_closed(raw):
+    closed_checks("pub", raw, can_recv=False)
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pub_options(raw):
+    option_checks("pub", raw, {"send_buffer": 2, "send_timeout": 0.1},
+                  {"send_buffer": COMMON_BAD["send_buffer"]})
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_pub_nonblock(raw):
+    # No subscriber at all, then a subscriber that never reads: PUB sends never wait, and the
+    # stalled pipe's full queue drops its oldest messages (counted).
+    with gsp.socket("pub", raw=raw, send_buffer=2, linger=0, send_timeout=60) as pub:
+        t0 = time.monotonic()
+        for _ in range(20):
+            pub.send(b"ABC")
+        assert pub.stats["dropped"] == 0  # no pipes: nothing to queue, nothing dropped
+        with RawPeer(pub.listen(TCP).url, 0x21) as stalled:
+            wait_for(lambda: pub.pipes, what="the stalled subscriber")
+            huge = b"h" * (1 << 18)
+            for i in range(200):  # 50 MiB: far more than kernel buffers take
+                pub.send(huge)
+            assert time.monotonic() - t0 < 3
+            assert pub.stats["dropped"] > 0
+            assert stalled.recv() == huge
+
+
+def test_pub_broadcast():
+    with ExitStack() as st:
+        pub, [s1, s2] = pub_sub(st, 2, sub_opts={"recv_timeout": 0.05})
+        s1.subscribe("topic1")
+        s2.subscribe("topic2")
+        s1.subscribe("both")
+        s2.subscribe("both")
+        for m in [b"topic1one", b"neither", b"topic2two", b"bothan", b"topic2again",
+                  b"topic1again", b"garbage"]:
+            pub.send(m)
+        got1 = [s1.recv() for _ in range(3)]
+        got2 = [s2.recv() for _ in range(3)]
+        assert got1 == [b"topic1one", b"bothan", b"topic1again"]
+        assert got2 == [b"topic2two", b"bothan", b"topic2again"]
+        assert drained(s1) and drained(s2)
+
+
+def test_pub_recv_discard():
+    # A SUB never sends; nng closes a pipe that does, and PUB keeps serving the others.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st)
+        sub.subscribe(b"")
+        with RawPeer(pub.listeners[0].url, 0x21) as rogue:
+            wait_for(lambda: len(pub.pipes) == 2, what="the rogue pipe")
+            rogue.send(b"garbage")
+            rogue.wait_closed()
+        wait_for(lambda: len(pub.pipes) == 1, what="the rogue pipe to go")
+        pub.send(b"still here")
+        assert sub.recv() == b"still here"
+
+
+def test_raw_pub_header_passthrough():
+    # Raw PUB puts a given header on the wire unchanged (pub/sub itself has none).
+    with gsp.socket("pub", raw=True) as pub:
+        with RawPeer(pub.listen(TCP).url, 0x21) as peer:
+            wait_for(lambda: pub.pipes, what="the pipe")
+            pub.send_msg(gsp.Message(b"body", b"HEAD"))
+            pub.send(b"plain")
+            assert [peer.recv(), peer.recv()] == [b"HEADbody", b"plain"]
+
+
+def test_pub_fifty_subs_prefixes_and_a_slow_sub():
+    # 50 subscribers, each on its own prefix, get exactly their messages in order; a slow one
+    # with a tiny queue that never receives blocks neither PUB nor the others.
+    n, per = 50, 10
+    with ExitStack() as st:
+        pub, subs = pub_sub(st, n + 1)  # default queues: 128 a pipe, fewer than PUB sends
+        *subs, slow = subs
+        slow.recv_buffer = 2
+        slow.subscribe(b"")
+        for i, s in enumerate(subs):
+            s.subscribe(f"s{i:02d}/")
+        expected: dict[int, list[bytes]] = {i: [] for i in range(n)}
+        sent: list[bytes] = []
+        t0 = time.monotonic()
+        order = [i for i in range(n) for _ in range(per)]
+        random.Random(7).shuffle(order)
+        for k, i in enumerate(order):
+            if k % 25 == 0:
+                noise = b"zz/nobody wants this %d" % k
+                sent.append(noise)
+                pub.send(noise)
+            msg = f"s{i:02d}/{len(expected[i])}".encode()
+            expected[i].append(msg)
+            sent.append(msg)
+            pub.send(msg)
+        assert time.monotonic() - t0 < 2, "PUB waited for someone"
+        assert pub.stats["dropped"] == 0
+        for i, s in enumerate(subs):
+            assert [s.recv() for _ in range(per)] == expected[i]
+        for s in subs:
+            assert drained(s, 0.01)
+        wait_for(lambda: slow.stats["dropped"] == len(sent) - 2, what="the slow SUB to drop")
+        assert [slow.recv(), slow.recv()] == sent[-2:]  # it kept the newest
+        assert drained(slow, 0.01)
+
+
+# ================================ sub ===========================================================
+
+def test_sub_identity():
+    identity("sub", 0x21, "pub", 0x20)
+
+
+def test_sub_cooked():
+    with gsp.socket("sub") as s:
+        assert s.raw is False
+        s.subscribe(b"")  # only cooked subs filter
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_sub_no_send(raw):
+    with gsp.socket("sub", raw=raw) as s:
+        with pytest.raises(gsp.NotSupported):
+            s.send(b"x")
+        with pytest.raises(gsp.NotSupported):
+            s.send_msg(gsp.Message(b"x"))
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_sub_closed(raw):
+    closed_checks("sub", raw, can_send=False)
+    s = gsp.socket("sub", raw=raw)
+    s.close()
+    with pytest.raises(gsp.Closed):
+        s.subscribe(b"a")
+    with pytest.raises(gsp.Closed):
+        s.unsubscribe(b"a")
+    with pytest.raises(gsp.Closed):
+        s.open_context()
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_sub_options(raw):
+    option_checks("sub", raw, {"recv_timeout": 0.5, "recv_buffer": 3},
+                  {k: COMMON_BAD[k] for k in ("recv_timeout", "recv_buffer")})
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_sub_recv_deadline(raw):
+    with gsp.socket("sub", raw=raw, recv_timeout=0.01) as s:
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            s.recv()
+        assert time.monotonic() - t0 < 1
+
+
+def test_sub_subscribe():
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_timeout": 0.05})
+        pub.send(b"nothing yet")  # no subscriptions: nothing is received
+        assert drained(sub)
+        sub.subscribe("topic")
+        sub.subscribe("topic")  # twice is once
+        sub.subscribe(b"\x00\x01")
+        sub.subscribe(bytearray(b"by"))
+        sub.subscribe("é")  # str is UTF-8
+        for bad in (1, None, 2.5, ["a"]):
+            with pytest.raises(gsp.BadOption):
+                sub.subscribe(bad)
+        for m in [b"topic", b"topical", b"topi", b"\x00\x01\x02", b"\x00", b"bye", b"b",
+                  "é!".encode(), b"\xc3"]:
+            pub.send(m)
+        assert [sub.recv() for _ in range(5)] == [b"topic", b"topical", b"\x00\x01\x02", b"bye",
+                                                  "é!".encode()]
+        assert drained(sub)
+        with pytest.raises(gsp.BadOption):
+            sub.unsubscribe("nope")
+        with pytest.raises(gsp.BadOption):
+            sub.unsubscribe(False)
+        sub.unsubscribe("topic")
+        with pytest.raises(gsp.BadOption):
+            sub.unsubscribe("topic")  # only once
+        sub.unsubscribe(b"\x00\x01")
+        pub.send(b"topic again")
+        assert drained(sub)
+        sub.subscribe(b"")  # the empty prefix matches everything
+        pub.send(b"anything")
+        pub.send(b"")
+        assert [sub.recv(), sub.recv()] == [b"anything", b""]
+
+
+def test_sub_unsubscribe_drops():
+    # Queued messages that only the removed subscription matched are dropped with it.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 50})
+        sub.subscribe("1")
+        sub.subscribe("2")
+        for _ in range(10):
+            pub.send(b"1")
+            pub.send(b"2")
+        wait_for(lambda: queued(sub) == 20, what="20 queued")
+        sub.unsubscribe("1")
+        assert [sub.recv() for _ in range(10)] == [b"2"] * 10
+        assert drained(sub)
+
+
+def queued(sub: gsp.Socket) -> int:
+    return len(sub._proto._main.inbox)
+
+
+def test_sub_unsubscribe_load():
+    # Unsubscribing while publishers keep sending: afterwards only the remaining topic arrives.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 1}, pub_opts={"send_buffer": 100})
+        sub.subscribe("1")
+        sub.subscribe("2")
+        stop = False
+
+        def flood(data: bytes) -> None:
+            while not stop:
+                pub.send(data)
+                gevent.sleep(0)
+
+        floods = [gevent.spawn(flood, b) for b in (b"1", b"2", b"2")]
+        try:
+            gevent.sleep(0.02)
+            sub.unsubscribe("1")
+            assert all(sub.recv() == b"2" for _ in range(50))
+        finally:
+            stop = True
+            gevent.joinall(floods, timeout=WAIT)
+        assert all(g.successful() for g in floods)
+
+
+def test_sub_recv_qlen():
+    # A full SUB queue drops its oldest message (nng prefers new ones).
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 2, "recv_timeout": 0.05})
+        sub.subscribe(b"")
+        for m in (b"one", b"two", b"three"):
+            pub.send(m)
+        wait_for(lambda: sub.stats["dropped"] == 1, what="one drop")
+        assert [sub.recv(), sub.recv()] == [b"two", b"three"]
+        assert drained(sub)
+
+
+def test_sub_recv_qlen_resize_discard():
+    # Resizing keeps the newest messages that still fit (nng keeps what fits; mangos drops all).
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 10, "recv_timeout": 0.05})
+        sub.subscribe(b"")
+        for m in (b"one", b"two", b"three", b"four"):
+            pub.send(m)
+        wait_for(lambda: queued(sub) == 4, what="four queued")
+        sub.recv_buffer = 20
+        assert sub.recv() == b"one"
+        sub.recv_buffer = 1
+        assert sub.get_option("recv_buffer") == 1
+        assert sub.recv() == b"four"
+        assert drained(sub)
+        assert sub.stats["dropped"] == 2  # "two" and "three" did not fit
+
+
+def test_sub_recv_resize_continue():
+    # A receive waiting during a resize still gets the next message.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 10})
+        sub.subscribe(b"")
+        g = gevent.spawn(sub.recv)
+        gevent.sleep(0.02)
+        sub.recv_buffer = 2
+        pub.send(b"ping")
+        assert g.get(timeout=WAIT) == b"ping"
+
+
+def test_sub_context_open():
+    s = gsp.socket("sub")
+    with s.open_context() as c:
+        assert isinstance(c, gsp.Context) and not c.closed
+        with pytest.raises(gsp.NotSupported):
+            c.send(b"")
+        with pytest.raises(gsp.NotSupported):
+            c.send_msg(gsp.Message(b""))
+        assert c.recv_timeout is None and c.recv_buffer == 128
+        c.recv_timeout = 0.01
+        with pytest.raises(gsp.BadOption):
+            c.recv_timeout = -1
+        with pytest.raises(gsp.BadOption):
+            c.recv_buffer = 0
+        with pytest.raises(gsp.Timeout):
+            c.recv()
+    assert c.closed
+    c.close()  # idempotent
+    with pytest.raises(gsp.Closed):
+        c.recv()
+    with pytest.raises(gsp.Closed):
+        c.subscribe(b"")
+    s.close()
+
+
+def test_sub_socket_close_context():
+    s = gsp.socket("sub")
+    c = s.open_context()
+    g = gevent.spawn(c.recv)
+    gevent.sleep(0.01)
+    s.close()
+    assert c.closed
+    g.join(WAIT)
+    assert isinstance(g.exception, gsp.Closed)
+    with pytest.raises(gsp.Closed):
+        c.recv_msg()
+
+
+def test_sub_multi_contexts():
+    # Each context has its own subscriptions and queue; the socket's own gets nothing it did not
+    # subscribe to.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st)
+        c1 = st.enter_context(sub.open_context())
+        c2 = st.enter_context(sub.open_context())
+        c3 = st.enter_context(sub.open_context())  # subscribes to nothing
+        assert c1 is not c2
+        c1.subscribe("1")
+        c2.subscribe("2")
+        sub.subscribe("2")
+        recv = [0, 0]
+
+        def reader(c, index: int) -> None:
+            while True:
+                try:
+                    m = c.recv_msg()
+                except gsp.Closed:
+                    return
+                assert m.body == b"%d" % (index + 1) and m.pipe is sub.pipes[0]
+                recv[index] += 1
+
+        readers = [gevent.spawn(reader, c1, 0), gevent.spawn(reader, c2, 1)]
+        rng = random.Random(32)
+        sent = [0, 0]
+        for _ in range(101):
+            i = rng.randrange(2)
+            pub.send(b"%d" % (i + 1))
+            sent[i] += 1
+        wait_for(lambda: recv == sent, what="every message to its context")
+        c1.close()
+        c2.close()
+        gevent.joinall(readers, timeout=WAIT)
+        assert all(g.successful() for g in readers)
+        assert [sub.recv() for _ in range(sent[1])] == [b"2"] * sent[1]
+        assert drained(sub)
+        c3.recv_timeout = 0.01
+        with pytest.raises(gsp.Timeout):
+            c3.recv()
+
+
+def test_sub_context_queue_is_separate():
+    # A context with a tiny queue drops its oldest without touching the socket's own queue.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_opts={"recv_timeout": 0.05})
+        ctx = st.enter_context(sub.open_context())
+        ctx.recv_buffer = 1
+        ctx.recv_timeout = 0.05
+        ctx.subscribe(b"")
+        sub.subscribe(b"")
+        for m in (b"a", b"b", b"c"):
+            pub.send(m)
+        assert [sub.recv() for _ in range(3)] == [b"a", b"b", b"c"]
+        assert ctx.recv() == b"c"
+        with pytest.raises(gsp.Timeout):
+            ctx.recv()
+        ctx.unsubscribe(b"")
+        with pytest.raises(gsp.BadOption):
+            ctx.unsubscribe(b"")
+
+
+# ================================ raw sub =======================================================
+
+def test_raw_sub_recv_clean():
+    # Raw SUB filters nothing: every message arrives, whole, with no header.
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_raw=True)
+        pub.send(b"Hello world")
+        pub.send(b"")
+        m = sub.recv_msg()
+        assert (m.header, m.body, m.pipe) == (b"", b"Hello world", sub.pipes[0])
+        assert sub.recv() == b""
+
+
+def test_raw_sub_cannot_subscribe():
+    with gsp.socket("sub", raw=True) as s:
+        with pytest.raises(gsp.NotSupported):
+            s.subscribe(b"topic")
+        with pytest.raises(gsp.NotSupported):
+            s.unsubscribe(b"topic")
+        with pytest.raises(gsp.NotSupported):
+            s.open_context()
+
+
+def test_raw_sub_recv_qlen_drops_oldest():
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_raw=True, sub_opts={"recv_buffer": 2, "recv_timeout": 0.05})
+        for m in (b"one", b"two", b"three"):
+            pub.send(m)
+        wait_for(lambda: sub.stats["dropped"] == 1, what="one drop")
+        assert [sub.recv(), sub.recv()] == [b"two", b"three"]
+        assert drained(sub)
+
+
+def test_raw_sub_recv_qlen_resize():
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st, sub_raw=True, sub_opts={"recv_buffer": 4, "recv_timeout": 0.05},
+                             pub_opts={"send_buffer": 10})
+        for m in (b"one", b"two", b"three"):
+            pub.send(m)
+        wait_for(lambda: queued(sub) == 3, what="three queued")
+        assert sub.recv() == b"one"
+        sub.recv_buffer = 1  # shrink: only the newest stays
+        assert sub.recv() == b"three"
+        assert drained(sub)
+        sub.recv_timeout = WAIT
+        pub.send(b"four")
+        assert sub.recv() == b"four"
+        g = gevent.spawn(sub.recv)  # a posted receive across an asynchronous resize
+        gevent.sleep(0.02)
+        sub.recv_buffer = 5
+        pub.send(b"five")
+        assert g.get(timeout=WAIT) == b"five"
+
+
+def test_raw_sub_pound_pipes_and_close():
+    # Many publishers flooding one raw SUB; closing everything mid-flood leaves nothing behind.
+    with ExitStack() as st:
+        sub = st.enter_context(gsp.socket("sub", raw=True, recv_buffer=8))
+        url = sub.listen(TCP).url
+        pubs = [st.enter_context(gsp.socket("pub", send_buffer=4)) for _ in range(10)]
+        for p in pubs:
+            p.dial(url, block=True)
+        wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
+        stop = False
+
+        def flood(p: gsp.Socket) -> None:
+            while not stop:
+                try:
+                    p.send(b"yes")
+                except gsp.Closed:
+                    return
+                gevent.sleep(0)
+
+        floods = [gevent.spawn(flood, p) for p in pubs]
+        gevent.sleep(0.05)
+        assert sub.recv() == b"yes"
+        sub.close()
+        gevent.sleep(0.02)
+        stop = True
+        gevent.joinall(floods, timeout=WAIT)
+        assert all(g.successful() for g in floods)
+
+
+def test_pub_tight_loop_loses_nothing_to_a_reader():
+    n = 5000
+    with ExitStack() as st:
+        pub, [sub] = pub_sub(st)
+        sub.subscribe(b"")
+        reader = gevent.spawn(lambda: [sub.recv() for _ in range(n)])
+        for i in range(n):
+            pub.send(b"%d" % i)
+        assert reader.get(timeout=WAIT) == [b"%d" % i for i in range(n)]
+        assert pub.stats["dropped"] == 0 and sub.stats["dropped"] == 0

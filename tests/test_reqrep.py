@@ -1,0 +1,883 @@
+"""req/rep and their raw twins, one test per mangos category (req_test, rep_test, xreq, xrep).
+
+Names follow mangos (TestReqCancelReply → test_req_cancel_reply). Where gsp follows nng 1.9 rather
+than mangos the docstring says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Any, Callable, Iterator
+
+import gevent
+import pytest
+
+import gsp
+
+# -- helpers shared by the req/rep, survey, context and device tests ---------------------------
+_names = itertools.count()
+
+
+def inproc_url() -> str:
+    return f"inproc://gsp-test-{os.getpid()}-{next(_names)}"
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        gevent.sleep(0.005)
+
+
+def connect(server: gsp.Socket, client: gsp.Socket, url: str = "tcp://127.0.0.1:0") -> str:
+    """``server`` listens, ``client`` dials; returns once both sides have the new pipe."""
+    n1, n2 = len(server.pipes), len(client.pipes)
+    bound = server.listen(url).url
+    client.dial(bound)
+    wait_for(lambda: len(server.pipes) > n1 and len(client.pipes) > n2)
+    return bound
+
+
+def u32(n: int) -> bytes:
+    return n.to_bytes(4, "big")
+
+
+@pytest.fixture
+def mk() -> Iterator[Callable[..., gsp.Socket]]:
+    """Make sockets that are closed at teardown (before the leak check runs)."""
+    made: list[gsp.Socket] = []
+
+    def make(protocol: str, **kw: Any) -> gsp.Socket:
+        s = gsp.socket(protocol, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., gevent.Greenlet]]:
+    """Spawn greenlets that are killed at teardown if a failing test left them running."""
+    glets: list[gevent.Greenlet] = []
+
+    def sp(fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
+        g = gevent.spawn(fn, *args)
+        glets.append(g)
+        return g
+
+    yield sp
+    gevent.killall(glets, block=True)
+
+
+def echo_forever(sock: Any) -> None:
+    """Reply to every request with its own body until the socket (or context) closes."""
+    try:
+        while True:
+            m = sock.recv_msg()
+            sock.send_msg(m)
+    except gsp.Closed:
+        pass
+
+
+# -- req: identity, options, state ---------------------------------------------------------------
+def test_req_identity(mk):
+    s = mk("req")
+    assert (s.protocol, s.spec.number, s.spec.peer_name, s.spec.peer_number) == \
+        ("req", 0x30, "rep", 0x31)
+
+
+def test_req_cooked(mk):
+    s = mk("req")
+    assert s.raw is False
+    s.open_context().close()
+    with pytest.raises(gsp.NotSupported):
+        mk("req", raw=True).open_context()
+
+
+def test_req_options(mk):
+    s = mk("req")
+    assert s.resend_time == 60.0
+    for ok in (0, None, 0.5, 3600):
+        s.resend_time = ok
+        assert s.get_option("resend_time") == (None if ok is None else float(ok))
+    for bad in (-1, "1", True):
+        with pytest.raises(gsp.BadOption):
+            s.set_option("resend_time", bad)
+    with pytest.raises(gsp.BadOption):
+        s.set_option("no_such_option", 1)
+    with pytest.raises(gsp.BadOption):
+        mk("req", resend_time=-1)
+    s.best_effort = True
+    s.recv_timeout = 0.5
+    s.send_timeout = 0.5
+    assert mk("req", resend_time=2).resend_time == 2.0
+
+
+def test_req_closed(mk):
+    s = mk("req")
+    s.close()
+    s.close()  # idempotent
+    for op in (lambda: s.send(b"x"), s.recv, s.open_context,
+               lambda: s.listen("tcp://127.0.0.1:0"), lambda: s.dial("tcp://127.0.0.1:1")):
+        with pytest.raises(gsp.Closed):
+            op()
+
+
+def test_req_recv_state(mk):
+    with pytest.raises(gsp.ProtocolStateError):
+        mk("req").recv()
+
+
+def test_req_recv_deadline(mk):
+    req, rep = mk("req", recv_timeout=0.02), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"")
+    rep.recv()
+    t0 = time.monotonic()
+    with pytest.raises(gsp.Timeout):
+        req.recv()
+    assert time.monotonic() - t0 < 1
+    # nng: a failed recv ends the request, so there is nothing left to receive.
+    with pytest.raises(gsp.ProtocolStateError):
+        req.recv()
+
+
+def test_req_context_closed(mk):
+    s = mk("req")
+    c = s.open_context()
+    c.close()
+    c.close()  # gsp: idempotent (mangos returns ErrClosed the second time)
+    assert c.closed
+    with pytest.raises(gsp.Closed):
+        c.send(b"x")
+    c = s.open_context()
+    s.close()
+    assert c.closed
+    with pytest.raises(gsp.Closed):
+        c.recv()
+    with pytest.raises(gsp.Closed):
+        s.open_context()
+
+
+def test_req_cancel(mk, spawn):
+    """A new request cancels a recv still waiting for the previous one."""
+    s = mk("req", recv_timeout=2, best_effort=True)  # no peer: requests stay queued
+    s.send(b"first")
+    g = spawn(s.recv)
+    gevent.sleep(0.05)
+    s.send(b"second")
+    with pytest.raises(gsp.ProtocolStateError, match="canceled"):
+        g.get(timeout=2)
+
+
+def test_req_cancel_disconnect(mk):
+    """resend_time disabled: when the pipe carrying the request dies, recv fails (nng
+    ECONNRESET) instead of resending a request that may not be idempotent."""
+    req, rep = mk("req", recv_timeout=2, resend_time=0), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"ping")
+    assert rep.recv() == b"ping"
+    rep.pipes[0].close()
+    with pytest.raises(gsp.ConnectionBroken):
+        req.recv()
+    with pytest.raises(gsp.ProtocolStateError):
+        req.recv()
+
+
+def test_req_cancel_disconnect_before_recv(mk):
+    req, rep = mk("req", recv_timeout=2, resend_time=None), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"ping")
+    assert rep.recv() == b"ping"
+    rep.pipes[0].close()
+    wait_for(lambda: not req.pipes)
+    with pytest.raises(gsp.ConnectionBroken):
+        req.recv()
+
+
+def test_req_cancel_reply(mk):
+    """A reply not picked up before the next request is discarded."""
+    req, rep = mk("req", recv_timeout=2), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"query1")
+    assert rep.recv() == b"query1"
+    rep.send(b"reply1")
+    gevent.sleep(0.05)
+    req.send(b"query2")
+    assert rep.recv() == b"query2"
+    rep.send(b"reply2")
+    assert req.recv() == b"reply2"
+
+
+def test_req_best_effort(mk):
+    s = mk("req", send_timeout=0.02)
+    s.listen("tcp://127.0.0.1:0")
+    s.best_effort = True
+    s.send(b"0123")  # queued for a peer that may come
+    s.send(b"0123")
+    s.best_effort = False
+    for _ in range(2):
+        with pytest.raises(gsp.Timeout):
+            s.send(b"0123")
+
+
+def test_req_retry(mk):
+    req, rep = mk("req", resend_time=0.05, recv_timeout=2), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    t0 = time.monotonic()
+    req.send(b"query")
+    assert rep.recv() == b"query"
+    assert rep.recv() == b"query"  # the resend
+    rep.send(b"reply")
+    assert req.recv() == b"reply"
+    assert time.monotonic() - t0 < 1
+    rep.recv_timeout = 0.2
+    with pytest.raises(gsp.Timeout):  # answered: no more resends
+        rep.recv()
+
+
+def test_req_retry_raw_rep_ignores_first_copy(mk):
+    """resend_time proven against a raw rep that drops the first copy and answers the second."""
+    req, xrep = mk("req", resend_time=0.1, recv_timeout=3), mk("rep", raw=True, recv_timeout=3)
+    connect(xrep, req)
+    t0 = time.monotonic()
+    req.send(b"please")
+    first = xrep.recv_msg()  # ignored
+    second = xrep.recv_msg()
+    assert second.header == first.header and second.body == b"please"
+    assert time.monotonic() - t0 >= 0.09
+    xrep.send_msg(gsp.Message(b"answer", second.header))
+    assert req.recv() == b"answer"
+
+
+def test_req_retry_fast(mk):
+    """A very short resend_time: many copies go out, the one answered still matches."""
+    req, xrep = mk("req", resend_time=0.005, recv_timeout=3), mk("rep", raw=True, recv_timeout=3)
+    connect(xrep, req)
+    req.send(b"q")
+    copies = [xrep.recv_msg() for _ in range(5)]
+    assert len({m.header for m in copies}) == 1  # a resend reuses the request id
+    xrep.send_msg(gsp.Message(b"a", copies[-1].header))
+    assert req.recv() == b"a"
+
+
+def test_req_retry_late_connect(mk):
+    req, rep = mk("req", best_effort=True, recv_timeout=3), mk("rep", recv_timeout=3)
+    req.send(b"hello")  # no peer yet: queued
+    connect(rep, req)
+    assert rep.recv() == b"hello"
+    rep.send(b"world")
+    assert req.recv() == b"world"
+
+
+def test_req_retry_reconnect(mk):
+    """REQ to a REP that dies mid-request gets its reply from a second REP at once (resend on
+    pipe loss), long before resend_time."""
+    req = mk("req", resend_time=10, recv_timeout=3)
+    rep1, rep2 = mk("rep", recv_timeout=3), mk("rep", recv_timeout=3)
+    connect(rep1, req)
+    t0 = time.monotonic()
+    req.send(b"ping")
+    assert rep1.recv() == b"ping"
+    connect(rep2, req)
+    rep1.close()  # dies holding the request
+    assert rep2.recv() == b"ping"
+    rep2.send(b"pong")
+    assert req.recv() == b"pong"
+    assert time.monotonic() - t0 < 1
+
+
+def test_req_recv_garbage(mk):
+    """Replies that are garbage or for another request are dropped; the socket carries on."""
+    req, xrep = mk("req", recv_timeout=0.05, resend_time=None), mk("rep", raw=True, recv_timeout=2)
+    connect(xrep, req)
+    route = u32(xrep.pipes[0].id)
+    for junk in (b"abc", b"", b"\x00\x01\x02\x03", u32(0x12345678) + b"\x80\x04\x03\x02",
+                 b"\x01\x02\x03\x04"):
+        req.send(b"")
+        xrep.recv_msg()
+        xrep.send_msg(gsp.Message(junk, route))
+        with pytest.raises(gsp.Timeout):
+            req.recv()
+    req.recv_timeout = 2
+    req.send(b"real")
+    m = xrep.recv_msg()
+    xrep.send_msg(gsp.Message(b"fine", m.header))
+    assert req.recv() == b"fine"
+
+
+def test_req_ctx_close_send(mk, spawn):
+    s = mk("req")
+    c = s.open_context()
+    gevent.spawn_later(0.02, c.close)
+    with pytest.raises(gsp.Closed):
+        c.send(b"")  # no peer: waits until the close
+
+
+def test_req_ctx_close_recv(mk):
+    req, rep = mk("req"), mk("rep")
+    connect(rep, req)
+    c = req.open_context()
+    c.send(b"")
+    c.recv_timeout = 2
+    gevent.spawn_later(0.02, c.close)
+    with pytest.raises(gsp.Closed):
+        c.recv()
+
+
+def test_req_multi_contexts(mk, spawn):
+    count, repeat = 30, 20
+    req, rep = mk("req"), mk("rep")
+    connect(rep, req)
+    server = spawn(echo_forever, rep)
+    got = [0] * count
+
+    def client(i: int) -> None:
+        with req.open_context() as c:
+            c.recv_timeout = 5
+            for _ in range(repeat):
+                c.send(u32(i))
+                assert c.recv() == u32(i)
+                got[i] += 1
+
+    gevent.joinall([spawn(client, i) for i in range(count)], timeout=20, raise_error=True)
+    rep.close()
+    server.get(timeout=2)
+    assert got == [repeat] * count
+
+
+def test_req_send_no_peers(mk):
+    """nng: with no peer a request waits up to send_timeout (mangos' FailNoPeers is not offered)."""
+    s = mk("req", send_timeout=0.05)
+    t0 = time.monotonic()
+    with pytest.raises(gsp.Timeout):
+        s.send(b"x")
+    assert 0.04 <= time.monotonic() - t0 < 1
+    with pytest.raises(gsp.ProtocolStateError):  # the timed-out request was withdrawn
+        s.recv()
+
+
+def test_req_send_no_peer_disconnect(mk, spawn):
+    """The only peer leaves: a send waits (it does not fail), and completes when a peer comes."""
+    req, rep = mk("req", send_timeout=3, recv_timeout=3), mk("rep", recv_timeout=3)
+    connect(rep, req)
+    rep.close()
+    wait_for(lambda: not req.pipes)
+    sender = spawn(req.send, b"late")
+    gevent.sleep(0.05)
+    assert not sender.ready()
+    rep2 = mk("rep", recv_timeout=3)
+    connect(rep2, req)
+    sender.get(timeout=3)
+    assert rep2.recv() == b"late"
+
+
+def test_req_recv_no_peer(mk):
+    """A queued request with no peer: recv waits out recv_timeout (nng), then the request ends."""
+    s = mk("req", best_effort=True, recv_timeout=0.05)
+    s.send(b"x")
+    with pytest.raises(gsp.Timeout):
+        s.recv()
+    with pytest.raises(gsp.ProtocolStateError):
+        s.recv()
+
+
+def test_req_recv_no_peer_disconnect(mk, spawn):
+    """recv keeps waiting when the peer leaves; the request is resent to the next peer."""
+    req, rep = mk("req", recv_timeout=3), mk("rep", recv_timeout=3)
+    connect(rep, req)
+    req.send(b"q")
+    assert rep.recv() == b"q"
+    waiter = spawn(req.recv)
+    rep.close()
+    wait_for(lambda: not req.pipes)
+    gevent.sleep(0.02)
+    assert not waiter.ready()
+    rep2 = mk("rep", recv_timeout=3)
+    connect(rep2, req)
+    assert rep2.recv() == b"q"
+    rep2.send(b"a")
+    assert waiter.get(timeout=3) == b"a"
+
+
+def test_req_close_wakes_blocked_calls(mk, spawn):
+    s = mk("req")  # no peer: sends wait for one
+    c1, c2 = s.open_context(), s.open_context()
+    c1.send_timeout = None
+    s.best_effort = True
+    c2.send(b"queued")
+    s.best_effort = False
+    glets = [spawn(s.send, b"x"), spawn(c1.send, b"y"), spawn(c2.recv)]
+    gevent.sleep(0.02)
+    assert not any(g.ready() for g in glets)
+    s.close()
+    for glet in glets:
+        with pytest.raises(gsp.Closed):
+            glet.get(timeout=2)
+
+
+def test_req_wire_header(mk):
+    """The request id on the wire: u32 BE with the high bit set; a resend reuses it."""
+    req, xrep = mk("req", recv_timeout=2), mk("rep", raw=True, recv_timeout=2)
+    connect(xrep, req)
+    req.send(b"a")
+    m1 = xrep.recv_msg()
+    req.send(b"b")
+    m2 = xrep.recv_msg()
+    pid = u32(xrep.pipes[0].id)
+    for m in (m1, m2):
+        assert len(m.header) == 8 and m.header[:4] == pid and m.header[4] & 0x80
+    assert m1.header != m2.header
+
+
+# -- rep -----------------------------------------------------------------------------------------
+def test_rep_identity(mk):
+    s = mk("rep")
+    assert (s.protocol, s.spec.number, s.spec.peer_name, s.spec.peer_number) == \
+        ("rep", 0x31, "req", 0x30)
+
+
+def test_rep_cooked(mk):
+    s = mk("rep")
+    assert s.raw is False
+    s.open_context().close()
+    with pytest.raises(gsp.NotSupported):
+        mk("rep", raw=True).open_context()
+
+
+def test_rep_options(mk):
+    s = mk("rep")
+    assert s.ttl == 8
+    s.send_buffer = 1
+    s.recv_buffer = 4
+    s.best_effort = True
+    s.recv_timeout = 0.1
+    s.send_timeout = None
+    with pytest.raises(gsp.BadOption):
+        s.set_option("nope", 1)
+
+
+def test_rep_closed(mk):
+    s = mk("rep")
+    c = s.open_context()
+    s.close()
+    for op in (lambda: s.send(b"x"), s.recv, s.open_context, c.recv,
+               lambda: s.listen("tcp://127.0.0.1:0"), lambda: s.dial("tcp://127.0.0.1:1")):
+        with pytest.raises(gsp.Closed):
+            op()
+
+
+@pytest.mark.parametrize("proto", ["rep", "respondent"])
+@pytest.mark.parametrize("raw", [False, True])
+def test_rep_ttl_zero_negative_too_big_not_int(mk, proto, raw):
+    """TTLZero, TTLNegative, TTLTooBig (and respondent TTLNotInt): all refused."""
+    s = mk(proto, raw=raw)
+    for bad in (0, -1, 256, "8", 8.0, True):
+        with pytest.raises(gsp.BadOption):
+            s.ttl = bad
+        with pytest.raises(gsp.BadOption):
+            mk(proto, ttl=bad)
+    assert s.ttl == 8
+
+
+@pytest.mark.parametrize("proto", ["rep", "respondent"])
+def test_rep_ttl_set(mk, proto):
+    s = mk(proto, ttl=3)
+    assert s.ttl == 3
+    for v in (1, 2, 254, 255):
+        s.ttl = v
+        assert s.get_option("ttl") == v
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_rep_ttl_drop(mk, raw):
+    """A request carrying more backtrace words than ttl is dropped; the pipe stays up.
+    (The device-chain form of TTLDrop is in test_device.py.)"""
+    rep, xreq = mk("rep", raw=raw, ttl=3, recv_timeout=0.1), mk("req", raw=True, recv_timeout=2)
+    connect(rep, xreq)
+    hops = u32(1) + u32(2)
+    xreq.send_msg(gsp.Message(b"4 words", hops + u32(7) + u32(0x80000001)))
+    with pytest.raises(gsp.Timeout):
+        rep.recv()
+    xreq.send_msg(gsp.Message(b"3 words", hops + u32(0x80000002)))
+    m = rep.recv_msg()
+    assert m.body == b"3 words"
+    rep.send_msg(gsp.Message(b"back", m.header))
+    r = xreq.recv_msg()
+    assert (r.header, r.body) == (hops + u32(0x80000002), b"back")
+    assert len(xreq.pipes) == 1
+
+
+def test_rep_close_recv(mk):
+    s = mk("rep")
+    gevent.spawn_later(0.02, s.close)
+    with pytest.raises(gsp.Closed):
+        s.recv()
+
+
+def test_rep_send_state(mk):
+    with pytest.raises(gsp.ProtocolStateError):
+        mk("rep").send(b"")
+
+
+def test_rep_send_state_after_reply(mk):
+    req, rep = mk("req", recv_timeout=2), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"q")
+    rep.recv()
+    rep.send(b"a")
+    with pytest.raises(gsp.ProtocolStateError):  # one reply per request
+        rep.send(b"again")
+    assert req.recv() == b"a"
+
+
+def _backlog_pair(mk, proto: str, peer: str, **opts: Any) -> tuple[gsp.Socket, gsp.Socket]:
+    """A responder and a raw requester that never reads its replies, over inproc, so the
+    responder's pipe queue fills up (back-pressure)."""
+    s = mk(proto, send_buffer=1, recv_timeout=2, linger=0, **opts)
+    p = mk(peer, raw=True, recv_buffer=1, linger=0)
+    connect(s, p, inproc_url())
+    return s, p
+
+
+def _request(p: gsp.Socket, i: int) -> None:
+    p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
+
+
+def test_rep_best_effort_send(mk):
+    s, p = _backlog_pair(mk, "rep", "req", best_effort=True)
+    t0 = time.monotonic()
+    for i in range(100):
+        _request(p, i)
+        s.recv()
+        s.send(b"r" * 100)  # the peer never reads: replies beyond the queues are dropped
+    assert time.monotonic() - t0 < 2
+
+
+def test_rep_send_back_pressure(mk):
+    """Without best_effort a full pipe makes a reply wait up to send_timeout (mangos
+    RepSendNonBlocking)."""
+    s, p = _backlog_pair(mk, "rep", "req", send_timeout=0.01)
+    for i in range(100):
+        _request(p, i)
+        s.recv()
+        try:
+            s.send(b"r")
+        except gsp.Timeout:
+            break
+    else:
+        pytest.fail("no back-pressure")
+    assert i > 0
+
+
+def test_rep_close_context_send(mk, spawn):
+    s, p = _backlog_pair(mk, "rep", "req")
+    c = s.open_context()
+    c.send_timeout = 0.01
+    c.recv_timeout = 2
+    for i in range(100):
+        _request(p, i)
+        c.recv()
+        try:
+            c.send(b"r")
+        except gsp.Timeout:
+            break
+    else:
+        pytest.fail("no back-pressure")
+    _request(p, 1000)
+    c.recv()
+    c.send_timeout = 60
+    gevent.spawn_later(0.02, c.close)
+    with pytest.raises(gsp.Closed):
+        c.send(b"r")
+
+
+def test_rep_recv_junk(mk):
+    """Empty, short and id-less requests are dropped without closing the pipe."""
+    rep, xreq = mk("rep", recv_timeout=0.05), mk("req", raw=True, recv_timeout=2)
+    connect(rep, xreq)
+    for junk in (b"", b"\x01\x02", b"\x01\x02\x03\x04", b"\x00\x01\x02\x03\x80"):
+        xreq.send_msg(gsp.Message(junk))
+    with pytest.raises(gsp.Timeout):
+        rep.recv()
+    assert len(rep.pipes) == 1
+    xreq.send_msg(gsp.Message(b"ok", u32(0x80000009)))
+    rep.recv_timeout = 2
+    assert rep.recv() == b"ok"
+
+
+def test_rep_double_recv(mk, spawn):
+    s = mk("rep", recv_timeout=1)
+    first = spawn(s.recv)
+    gevent.sleep(0.01)
+    with pytest.raises(gsp.ProtocolStateError):
+        s.recv()
+    s.close()
+    with pytest.raises(gsp.Closed):
+        first.get(timeout=2)
+
+
+def test_rep_closed_reply(mk):
+    """The requester left: the reply is dropped quietly."""
+    req, rep = mk("req"), mk("rep", recv_timeout=2)
+    connect(rep, req)
+    req.send(b"ping")
+    assert rep.recv() == b"ping"
+    req.close()
+    wait_for(lambda: not rep.pipes)
+    rep.send(b"nack")
+
+
+def test_rep_pipe_recv_close_pipe(mk):
+    req, rep = mk("req", send_timeout=0.01), mk("rep", recv_timeout=2, recv_buffer=1)
+    connect(rep, req)
+    req.send(b"")
+    m = rep.recv_msg()
+    ctxs = [req.open_context() for _ in range(10)]
+    for c in ctxs:
+        try:
+            c.send(b"")
+        except gsp.Timeout:
+            break
+    m.pipe.close()
+    wait_for(lambda: not rep.pipes)
+
+
+def test_rep_pipe_recv_close_socket(mk):
+    req, rep = mk("req", send_timeout=0.01), mk("rep", recv_buffer=1)
+    connect(rep, req)
+    for c in [req.open_context() for _ in range(10)]:
+        try:
+            c.send(b"")
+        except gsp.Timeout:
+            break
+    t0 = time.monotonic()
+    rep.close()  # with readers blocked on a full queue
+    assert time.monotonic() - t0 < 2
+
+
+def test_rep_multi_contexts(mk, spawn):
+    count, repeat = 30, 20
+    rep, req = mk("rep"), mk("req")
+    connect(rep, req)
+    recv, sent = [0] * count, [0] * count
+
+    def pair(c1: Any, c2: Any, i: int) -> None:
+        for _ in range(repeat):
+            c2.send(u32(i))
+            peer = int.from_bytes(c1.recv(), "big")
+            recv[peer] += 1
+            c1.send(b"answer")
+            assert c2.recv() == b"answer"
+            sent[i] += 1
+
+    glets = []
+    for i in range(count):
+        c1, c2 = rep.open_context(), req.open_context()
+        for c in (c1, c2):
+            c.recv_timeout = c.send_timeout = 15
+        glets.append(spawn(pair, c1, c2, i))
+    gevent.joinall(glets, timeout=30, raise_error=True)
+    assert recv == [repeat] * count and sent == [repeat] * count
+
+
+# -- raw req (xreq) and raw rep (xrep) ------------------------------------------------------------
+@pytest.mark.parametrize("proto", ["req", "rep"])
+def test_xreqrep_raw_identity(mk, proto):
+    s = mk(proto, raw=True)
+    assert s.raw is True and s.protocol == proto
+    with pytest.raises(gsp.NotSupported):
+        s.open_context()
+
+
+@pytest.mark.parametrize("proto", ["req", "rep", "surveyor", "respondent"])
+def test_raw_closed(mk, spawn, proto):
+    """Raw sockets: a blocked recv wakes with Closed; every later call raises it."""
+    s = mk(proto, raw=True)
+    g = spawn(s.recv_msg)
+    gevent.sleep(0.01)
+    s.close()
+    with pytest.raises(gsp.Closed):
+        g.get(timeout=2)
+    for op in (lambda: s.send_msg(gsp.Message(b"", u32(1) + u32(0x80000001))), s.recv_msg,
+               lambda: s.listen("tcp://127.0.0.1:0")):
+        with pytest.raises(gsp.Closed):
+            op()
+
+
+def test_xrep_headers_pass_through(mk):
+    """Raw rep: header = receiving pipe id + backtrace; send routes by the first word."""
+    req, xrep = mk("req", recv_timeout=2), mk("rep", raw=True, recv_timeout=2)
+    connect(xrep, req)
+    req.send(b"body")
+    m = xrep.recv_msg()
+    assert m.header[:4] == u32(m.pipe.id) and len(m.header) == 8 and m.body == b"body"
+    xrep.send_msg(gsp.Message(b"reply", m.header))
+    assert req.recv() == b"reply"
+
+
+def test_xreq_headers_pass_through(mk):
+    """Raw req: the header goes out as given; a reply's backtrace comes back as the header."""
+    xreq, rep = mk("req", raw=True, recv_timeout=2), mk("rep", recv_timeout=2)
+    connect(rep, xreq)
+    hdr = u32(0x11) + u32(0x80000022)
+    xreq.send_msg(gsp.Message(b"q", hdr))
+    assert rep.recv() == b"q"
+    rep.send(b"a")
+    r = xreq.recv_msg()
+    assert (r.header, r.body) == (hdr, b"a")
+
+
+def test_xrep_no_header(mk):
+    """Nothing to route by (or an unknown pipe): dropped, not an error."""
+    s = mk("rep", raw=True)
+    s.send(b"")
+    s.send_msg(gsp.Message(b"", b"\x01\x01\x01\x01\x80\x00\x00\x01"))
+
+
+def test_xrep_recv_deadline(mk):
+    s = mk("rep", raw=True, recv_timeout=0.01)
+    with pytest.raises(gsp.Timeout):
+        s.recv()
+
+
+def test_xrep_send_timeout(mk):
+    s, p = _backlog_pair(mk, "rep", "req", raw=True, send_timeout=0.01)
+    route = u32(s.pipes[0].id)
+    for i in range(200):
+        try:
+            s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
+        except gsp.Timeout:
+            break
+    else:
+        pytest.fail("no back-pressure")
+
+
+def test_xrep_send_best_effort(mk):
+    s, p = _backlog_pair(mk, "rep", "req", raw=True, send_timeout=5, best_effort=True)
+    route = u32(s.pipes[0].id)
+    t0 = time.monotonic()
+    for i in range(200):
+        s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
+    assert time.monotonic() - t0 < 2
+
+
+def test_xrep_pipe_close_abort(mk):
+    """A send blocked on a full pipe ends when that pipe closes (the reply is dropped: gsp,
+    like nng; mangos returns ErrClosed)."""
+    s, p = _backlog_pair(mk, "rep", "req", raw=True, send_timeout=5)
+    pipe = s.pipes[0]
+    route = u32(pipe.id)
+    gevent.spawn_later(0.1, pipe.close)
+    t0 = time.monotonic()
+    for i in range(1000):
+        s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
+        if pipe.closed:
+            break
+    assert pipe.closed and time.monotonic() - t0 < 2
+
+
+def test_xrep_recv_close_abort(mk):
+    s = mk("rep", raw=True, recv_buffer=1)
+    xreq = mk("req", raw=True)
+    connect(s, xreq, inproc_url())
+    for i in range(5):
+        _request(xreq, i)
+    gevent.sleep(0.02)
+    s.pipes[0].close()
+    s.close()
+
+
+def test_xrep_resize_recv(mk, spawn):
+    """Growing recv_buffer while a recv waits: the waiter moves to the new queue (needs the
+    core's Protocol.set_option hook)."""
+    s = mk("rep", raw=True, recv_buffer=1, recv_timeout=2)
+    xreq = mk("req", raw=True)
+    connect(s, xreq)
+    g = spawn(s.recv)
+    gevent.sleep(0.02)
+    s.recv_buffer = 2
+    _request(xreq, 1)
+    assert g.get(timeout=2) == b"x" * 100
+
+
+def test_xrep_resize_shrink_discards(mk):
+    s = mk("rep", raw=True, recv_buffer=20, recv_timeout=0.05)
+    xreq = mk("req", raw=True)
+    connect(s, xreq)
+    for i in range(10):
+        xreq.send_msg(gsp.Message(bytes([i]), u32(0x80000000 | i)))
+    wait_for(lambda: len(s._proto._recvq._chan) == 10)
+    s.recv_buffer = 3
+    got = []
+    with pytest.raises(gsp.Timeout):
+        while True:
+            got.append(s.recv())
+    assert got == [bytes([7]), bytes([8]), bytes([9])]  # the oldest went
+
+
+def test_xrep_recv_junk(mk):
+    s = mk("rep", raw=True, recv_timeout=0.05)
+    xreq = mk("req", raw=True)
+    connect(s, xreq)
+    for junk in (b"", b"\x00\x01", b"\x00\x01\x02\x03", b"\x00\x01\x02\x03\x80"):
+        xreq.send_msg(gsp.Message(junk))
+    with pytest.raises(gsp.Timeout):
+        s.recv()
+    assert len(s.pipes) == 1
+
+
+def test_xreq_best_effort(mk):
+    s = mk("req", raw=True, send_timeout=0.01)
+    s.listen("tcp://127.0.0.1:0")
+    s.best_effort = True
+    s.send(b"0123")  # no peer: dropped
+    s.send(b"0123")
+    s.best_effort = False
+    with pytest.raises(gsp.Timeout):
+        s.send(b"0123")
+
+
+def test_xreq_recv_deadline(mk):
+    with pytest.raises(gsp.Timeout):
+        mk("req", raw=True, recv_timeout=0.01).recv()
+
+
+def test_xreq_recv_no_header(mk):
+    """A reply without a high-bit word is dropped."""
+    xreq, xrep = mk("req", raw=True, recv_timeout=0.05), mk("rep", raw=True)
+    connect(xrep, xreq)
+    route = u32(xrep.pipes[0].id)
+    for junk in (b"", b"\x00\x00\x00\x01", b"\x01"):
+        xrep.send_msg(gsp.Message(junk, route))
+    with pytest.raises(gsp.Timeout):
+        xreq.recv()
+
+
+def test_xreq_resize_recv_ok(mk, spawn):
+    xreq, xrep = mk("req", raw=True, recv_timeout=2), mk("rep", raw=True)
+    connect(xrep, xreq)
+    g = spawn(xreq.recv_msg)
+    gevent.sleep(0.02)
+    xreq.recv_buffer = 1
+    xrep.send_msg(gsp.Message(b"hi", u32(xrep.pipes[0].id) + u32(0x80000001)))
+    assert g.get(timeout=2).body == b"hi"
+
+
+def test_xreq_close_recv_and_send(mk):
+    """Closing a pipe or the socket with messages queued both ways does not hang."""
+    xreq, xrep = mk("req", raw=True, recv_buffer=1, send_buffer=2), mk("rep", raw=True)
+    connect(xrep, xreq, inproc_url())
+    for i in range(3):
+        xrep.send_msg(gsp.Message(b"", u32(xrep.pipes[0].id) + u32(0x80000000 | i)))
+        xreq.send(b"\x80\x01\x01\x01")
+    gevent.sleep(0.02)
+    xreq.pipes[0].close()
+    t0 = time.monotonic()
+    xreq.close()
+    assert time.monotonic() - t0 < 2
