@@ -1,0 +1,10 @@
+"""gsp-ws: the ws:// and wss:// transports for gsp (nng-compatible) and SP in WSGI apps.
+
+gsp finds the transports through the ``gsp`` entry-point group (module :mod:`gsp_ws.transport`);
+importing this package is only needed for :mod:`gsp_ws.wsgi` and :class:`UpgradeRefused`.
+"""
+
+from ._conn import SUFFIX, WS_OPTIONS, UpgradeRefused, subprotocol
+
+__all__ = ["UpgradeRefused", "WS_OPTIONS", "SUFFIX", "subprotocol"]
+__version__ = "0.1.0"

@@ -1,0 +1,438 @@
+"""SP over WebSocket connections (RFC 6455 framing by wsproto), options and upgrade checks.
+
+nng's mapping: no SP handshake and no length prefix; one SP message (header+body) is one binary
+WebSocket message. The protocol check is the HTTP upgrade's subprotocol ``<name>.sp.nanomsg.org``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import gevent
+from gevent.event import Event
+from gevent.lock import Semaphore
+from wsproto.connection import Connection as WSProto
+from wsproto.connection import ConnectionState, ConnectionType
+from wsproto.events import (
+    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, RejectConnection, RejectData,
+    Request,
+)
+from wsproto.frame_protocol import CloseReason
+from wsproto.handshake import H11Handshake
+from wsproto.utilities import ProtocolError
+
+import gsp
+from gsp.transport import TLS_OPTIONS, Connection, Option, tls_handshake, tls_wrap
+
+if TYPE_CHECKING:
+    from gsp.protocol import ProtocolSpec
+
+SUFFIX = ".sp.nanomsg.org"
+_CHUNK = 256 * 1024
+_CLOSE_WAIT = 0.5  # seconds a closing side spends on the close handshake at most
+
+
+def subprotocol(name: str) -> str:
+    return name + SUFFIX
+
+
+class UpgradeRefused(gsp.HandshakeError):
+    """The server answered the WebSocket upgrade with an HTTP error (``status_code``)."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def _bool(name: str, v: Any) -> Any:
+    if not isinstance(v, bool):
+        raise gsp.BadOption(f"{name} must be True or False, not {v!r}")
+    return v
+
+
+def _size(name: str, v: Any) -> Any:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise gsp.BadOption(f"{name} must be an int >= 0 (0 = unlimited), not {v!r}")
+    return v
+
+
+def _headers(name: str, v: Any) -> Any:
+    if v is None:
+        return None
+    items = v.items() if isinstance(v, Mapping) else v
+    try:
+        out = tuple((k, val) for k, val in items)
+    except (TypeError, ValueError):
+        raise gsp.BadOption(f"{name} must be a mapping or (name, value) pairs, not {v!r}") from None
+    for k, val in out:
+        if not isinstance(k, str) or not isinstance(val, str) or not k or any(
+                c in s for s in (k, val) for c in "\r\n") or ":" in k:
+            raise gsp.BadOption(f"{name}: bad header {k!r}: {val!r}")
+    return out
+
+
+def _origins(name: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, str) or not all(isinstance(o, str) for o in v):
+        raise gsp.BadOption(f"{name} must be a collection of origin strings, not {v!r}")
+    return frozenset(v)
+
+
+WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
+    Option("ws_request_headers", None, _headers,
+           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)"),
+    Option("ws_response_headers", None, _headers,
+           "listeners: extra HTTP headers for the 101 response"),
+    Option("ws_origins", None, _origins,
+           "listeners: the Origin values allowed (others get 403); None = any. Requests without "
+           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers"),
+    Option("ws_recv_text", False, _bool,
+           "accept text frames as messages (by default they close the pipe with 1003, as in nng)"),
+    Option("ws_recv_frame_max", 1 << 20, _size,
+           "largest frame accepted, bytes; 0 = unlimited (nng: 1 MiB)"),
+    Option("ws_send_frame_max", 1 << 16, _size,
+           "outgoing messages are cut into frames of at most this; 0 = one frame (nng: 64 KiB)"),
+    *TLS_OPTIONS.values(),
+]}
+
+
+def check_upgrade(offered: Sequence[str], origin: str | None, protocol: str,
+                  options: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``(status, reason)`` if a listener of ``protocol`` must refuse this upgrade, else None."""
+    want = subprotocol(protocol)
+    if want not in offered:
+        got = ", ".join(offered) or "no subprotocol"
+        return 400, f"this endpoint speaks {want}; the request offered {got}"
+    allowed = options["ws_origins"]
+    if allowed is not None and origin is not None and origin not in allowed:
+        return 403, f"origin {origin} is not allowed"
+    return None
+
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 426: "Upgrade Required",
+            431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def http_error(status: int, text: str, headers: Sequence[tuple[str, str]] = ()) -> bytes:
+    """A complete ``Connection: close`` HTTP/1.1 error response with a plain-text body."""
+    body = (text + "\n").encode()
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+             "Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}",
+             "Connection: close", *(f"{k}: {v}" for k, v in headers)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _as_bytes_headers(headers: Any) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers or ()]
+
+
+# -- connections ------------------------------------------------------------------------------
+
+class WSConnection(Connection):
+    """One WebSocket carrying SP messages; subclasses do the upgrade in ``_upgrade``."""
+
+    def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str,
+                 path: str) -> None:
+        self.sock = sock
+        self.local_address = local
+        self.remote_address = remote
+        self.properties: dict[str, Any] = {"ws_path": path}
+        self._options = options
+        self._max_msg: int = options["recv_max_size"]
+        self._max_frame: int = options["ws_recv_frame_max"]
+        self._tx_frame: int = options["ws_send_frame_max"]
+        self._text_ok: bool = options["ws_recv_text"]
+        self._ws: WSProto | None = None
+        self._lock = Semaphore()  # one writer at a time: frames must not interleave
+        self._closed = False
+        self._peer_closed = Event()
+        self._reader: Any = None  # the greenlet inside recv_messages, if any
+        self._parts: list[bytes] = []
+        self._msg_len = 0
+        self._frame_len = 0
+        self._error: gsp.GspError | None = None
+        #: Set once closed (the WSGI request greenlet waits on it).
+        self.done = Event()
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _io_error(self, exc: OSError, what: str) -> gsp.GspError:
+        if self._closed:
+            return gsp.Closed("connection closed locally")
+        return gsp.ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
+
+    def _recv(self) -> bytes:
+        try:
+            data = self.sock.recv(_CHUNK)
+        except gsp.GspError:  # gsp.Timeout is an OSError too: keep it as it is
+            raise
+        except OSError as exc:
+            raise self._io_error(exc, "recv") from None
+        if not data:
+            if self._closed:
+                raise gsp.Closed("connection closed locally")
+            raise gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
+        return data
+
+    def _send(self, data: bytes | bytearray) -> None:
+        with self._lock:
+            try:
+                self.sock.sendall(data)
+            except gsp.GspError:
+                raise
+            except OSError as exc:
+                raise self._io_error(exc, "send") from None
+
+    def _send_close(self, code: int, reason: str | None = None) -> None:
+        """Best effort and bounded: a close frame must never hang whoever is closing."""
+        ws = self._ws
+        if ws is None or ws.state not in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+            return
+        data = ws.send(CloseConnection(code=code, reason=reason))
+        with gevent.Timeout(_CLOSE_WAIT, False):
+            with self._lock:
+                try:
+                    self.sock.sendall(data)
+                except OSError:
+                    pass
+
+    # -- Connection --------------------------------------------------------------------------------
+    def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
+        exc = gsp.Timeout(f"WebSocket handshake with {self.remote_address} timed out")
+        with gevent.Timeout(timeout, exc):
+            try:
+                self._ws = self._upgrade(spec)
+            except ProtocolError as err:
+                raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
+        if self._closed:
+            raise gsp.Closed("connection closed locally")
+
+    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+        raise NotImplementedError
+
+    def send_messages(self, messages: Sequence[Any]) -> None:
+        ws = self._ws
+        assert ws is not None
+        out = bytearray()
+        try:
+            for m in messages:
+                out += self._frames(ws, m.header + m.body if m.header else m.body)
+        except ProtocolError:  # not OPEN any more: the peer or we began closing
+            raise (gsp.Closed("connection closed locally") if self._closed else
+                   gsp.ConnectionBroken(f"{self.remote_address} is closing the WebSocket")) from None
+        self._send(out)
+
+    def _frames(self, ws: WSProto, payload: bytes) -> bytes:
+        n = self._tx_frame
+        if not n or len(payload) <= n:
+            return ws.send(BytesMessage(data=payload))
+        view = memoryview(payload)  # like nng, cut big messages into frames the peer accepts
+        size = len(payload)
+        return b"".join(ws.send(BytesMessage(data=view[i:i + n], message_finished=i + n >= size))
+                        for i in range(0, size, n))
+
+    def recv_messages(self) -> list[bytes]:
+        if self._error is not None:
+            raise self._error
+        ws = self._ws
+        assert ws is not None
+        out: list[bytes] = []
+        self._reader = gevent.getcurrent()
+        try:
+            while True:
+                # Events first: bytes that came with the upgrade (or a previous read) may
+                # already hold whole messages.
+                for ev in ws.events():
+                    self._on_event(ws, ev, out)
+                if out:
+                    break
+                ws.receive_data(self._recv())
+        except gsp.GspError as exc:
+            if not out:
+                raise
+            self._error = exc  # deliver what came before the failure first
+        finally:
+            self._reader = None
+        return out
+
+    def _on_event(self, ws: WSProto, ev: Any, out: list[bytes]) -> None:
+        if isinstance(ev, Message):
+            data = ev.data
+            if isinstance(data, str):
+                if not self._text_ok:
+                    self._fail(CloseReason.UNSUPPORTED_DATA, "text frames are not accepted",
+                               gsp.BadFrame)
+                data = data.encode()
+            self._frame_len += len(data)
+            if self._max_frame and self._frame_len > self._max_frame:
+                self._fail(CloseReason.MESSAGE_TOO_BIG,
+                           f"frame over ws_recv_frame_max ({self._max_frame})", gsp.MessageTooLarge)
+            if ev.frame_finished:
+                self._frame_len = 0
+            self._msg_len += len(data)
+            if self._max_msg and self._msg_len > self._max_msg:
+                self._fail(CloseReason.MESSAGE_TOO_BIG,
+                           f"message over recv_max_size ({self._max_msg})", gsp.MessageTooLarge)
+            self._parts.append(data)
+            if ev.message_finished:
+                parts = self._parts
+                out.append(parts[0] if len(parts) == 1 else b"".join(parts))
+                self._parts = []
+                self._msg_len = 0
+        elif isinstance(ev, Ping):
+            self._send(ws.send(ev.response()))
+        elif isinstance(ev, CloseConnection):
+            self._peer_closed.set()
+            if ws.state is ConnectionState.REMOTE_CLOSING:  # the peer closes: answer, then go
+                self._send_close(ev.code)
+                raise gsp.ConnectionBroken(
+                    f"{self.remote_address} closed the WebSocket ({ev.code} {ev.reason or ''})")
+            if ws.state is ConnectionState.CLOSED:  # the answer to our own close
+                raise gsp.Closed("connection closed locally")
+            self._fail(ev.code, ev.reason or "protocol error", gsp.BadFrame)  # wsproto's verdict
+        # Pongs need nothing.
+
+    def _fail(self, code: int, reason: str, error: type[gsp.GspError]) -> None:
+        self._send_close(code, reason)
+        raise error(f"{self.remote_address}: {reason}; closed with {int(code)}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            ws = self._ws
+            if ws is not None and ws.state is ConnectionState.OPEN:
+                self._send_close(CloseReason.NORMAL_CLOSURE)
+                reader = self._reader
+                if reader is not None and reader is not gevent.getcurrent():
+                    # Our reader sees the peer's answering close frame; closing TCP after it
+                    # ends the WebSocket cleanly on both sides.
+                    self._peer_closed.wait(_CLOSE_WAIT)
+        finally:
+            self._release()
+            self.done.set()
+
+    def _release(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class WSClientConnection(WSConnection):
+    """A dialer's connection: TLS (wss), then the upgrade request, in ``handshake``."""
+
+    def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str, *,
+                 url: str, host_header: str, path: str, tls: Any,
+                 server_hostname: str | None) -> None:
+        super().__init__(sock, options, local, remote, path)
+        self._url = url
+        self._host_header = host_header
+        self._tls = tls
+        self._server_hostname = server_hostname
+
+    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+        if self._tls is not None:
+            self.sock = tls_wrap(self.sock, self._tls, server_side=False,
+                                 server_hostname=self._server_hostname)
+            self.properties.update(tls_handshake(self.sock, f"wss to {self.remote_address}"))
+        want = subprotocol(spec.peer_name)  # nng: the dialer names the protocol it wants to reach
+        hs = H11Handshake(ConnectionType.CLIENT)
+        self._send(hs.send(Request(
+            host=self._host_header, target=self.properties["ws_path"], subprotocols=[want],
+            extra_headers=_as_bytes_headers(self._options["ws_request_headers"]))))
+        refused: RejectConnection | None = None
+        body = b""
+        while True:
+            hs.receive_data(self._recv())
+            for ev in hs.events():
+                if isinstance(ev, AcceptConnection):
+                    if ev.subprotocol != want:
+                        raise gsp.WrongProtocol(
+                            f"{self._url} accepted with subprotocol {ev.subprotocol!r}, "
+                            f"not {want!r}", expected=spec.peer_number)
+                    self.properties["ws_subprotocol"] = want
+                    conn = hs.connection
+                    assert conn is not None
+                    return conn
+                if isinstance(ev, RejectConnection):
+                    refused = ev
+                    if not ev.has_body:
+                        self._refused(ev.status_code, b"")
+                elif isinstance(ev, RejectData) and refused is not None:
+                    body += ev.data
+                    if ev.body_finished or len(body) > 4096:
+                        self._refused(refused.status_code, body)
+
+    def _refused(self, status: int, body: bytes) -> None:
+        why = body[:300].decode("utf-8", "replace").strip()
+        raise UpgradeRefused(f"{self._url} refused the WebSocket upgrade: HTTP {status}"
+                             + (f": {why}" if why else ""), status)
+
+
+class WSServerConnection(WSConnection):
+    """A listener's connection whose upgrade request was read by the HTTP server; ``handshake``
+    answers it (101, or 400/403) now that the socket's protocol is known."""
+
+    def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str,
+                 hs: H11Handshake, request: Request, tls_props: Mapping[str, Any],
+                 trailing: bytes = b"") -> None:
+        path = request.target.split("?", 1)[0]
+        super().__init__(sock, options, local, remote, path)
+        self._hs = hs
+        self._request = request
+        self._trailing = trailing
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.extra_headers]
+        self.properties.update(tls_props)
+        self.properties["ws_request_headers"] = headers
+        self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
+
+    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+        refusal = check_upgrade(self._request.subprotocols, self.properties["ws_origin"],
+                                spec.name, self._options)
+        if refusal is not None:
+            status, reason = refusal
+            self._send(http_error(status, reason))
+            cls = gsp.WrongProtocol if status == 400 else gsp.HandshakeError
+            raise cls(f"refused the WebSocket upgrade from {self.remote_address}: {reason}")
+        want = subprotocol(spec.name)
+        self._send(self._hs.send(AcceptConnection(
+            subprotocol=want,
+            extra_headers=_as_bytes_headers(self._options["ws_response_headers"]))))
+        self.properties["ws_subprotocol"] = want
+        conn = self._hs.connection
+        assert conn is not None
+        if self._trailing:
+            conn.receive_data(self._trailing)
+        return conn
+
+
+class WSGIConnection(WSConnection):
+    """A connection a WSGI server upgraded (101 already sent): only framing is left to do."""
+
+    def __init__(self, sock: Any, rfile: Any, options: Mapping[str, Any], local: str,
+                 remote: str, path: str, headers: list[tuple[str, str]], protocol: str,
+                 trailing: bytes, tls_props: Mapping[str, Any]) -> None:
+        super().__init__(sock, options, local, remote, path)
+        self._rfile = rfile
+        self._trailing = trailing
+        self.properties.update(tls_props)
+        self.properties["ws_request_headers"] = headers
+        self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
+        self.properties["ws_subprotocol"] = subprotocol(protocol)
+
+    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+        return WSProto(ConnectionType.SERVER, trailing_data=self._trailing)
+
+    def _release(self) -> None:
+        # The WSGI server's reader holds a reference on the socket; drop it first, or close()
+        # would leave the descriptor open (and a blocked recv would never wake).
+        try:
+            self._rfile.close()
+        except (OSError, ValueError):
+            pass
+        super()._release()

@@ -1,0 +1,347 @@
+"""The gsp plugin module: ws:// and wss:// (nng-compatible), and ws+wsgi:// for WSGI mounts.
+
+Every ws/wss listener on one host:port shares one HTTP server that routes upgrade requests by
+path (an unknown path gets 404). The server reads each request (after TLS, for wss) in a
+greenlet of its own under the first listener's ``handshake_timeout``, so a client that stalls
+delays nobody; the listener's ``handshake`` then answers it knowing the socket's protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import gevent
+from gevent import socket as gsocket
+from gevent.pool import Group
+from wsproto.connection import ConnectionType
+from wsproto.events import Request
+from wsproto.handshake import H11Handshake
+from wsproto.utilities import ProtocolError, RemoteProtocolError
+
+import gsp
+from gsp.chan import Chan
+from gsp.transport import (
+    Transport, TransportDialer, TransportListener, map_socket_error, parse_host_port, split_url,
+    tls_context, tls_handshake, tls_wrap,
+)
+
+from ._conn import (
+    WS_OPTIONS, WSClientConnection, WSConnection, WSServerConnection, http_error,
+)
+
+_DEFAULT_PORTS = {"ws": 80, "wss": 443}
+_BACKLOG = 128  # upgraded connections a listener holds before the core accepts them
+_MAX_HEAD = 16384  # bytes of HTTP request head accepted
+
+
+def hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
+    """``(scheme, host, port, path)`` of ``ws[s]://host[:port][/path]``."""
+    scheme, _ = split_url(url)
+    if scheme not in _DEFAULT_PORTS:
+        raise gsp.InvalidAddress(f"not a ws:// or wss:// URL: {url!r}")
+    host, port = parse_host_port(url, listening=listening, default_port=_DEFAULT_PORTS[scheme])
+    return scheme, host, port, urlsplit(url).path or "/"
+
+
+def _resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
+    if not host:
+        return gsocket.AF_INET, ("0.0.0.0", port)
+    try:
+        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
+                                    gsocket.AI_PASSIVE if listening else 0)
+    except OSError as exc:
+        raise gsp.InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
+    return infos[0][0], infos[0][4]
+
+
+def _name(scheme: str, addr: Any) -> str:
+    return f"{scheme}://{hostport(addr[0], addr[1])}"
+
+
+# -- the shared HTTP server ---------------------------------------------------------------------
+
+_servers: dict[tuple[str, int], "_HTTPServer"] = {}
+
+
+class _HTTPServer:
+    """One bound address: accepts, reads upgrade requests, hands them to listeners by path."""
+
+    def __init__(self, scheme: str, host: str, port: int, tls: Any, timeout: float | None) -> None:
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.timeout = timeout
+        self.routes: dict[str, WSListener] = {}
+        self._group = Group()
+        self._sock: Any = None
+        self._closed = False
+
+    def bind(self) -> None:
+        family, addr = _resolve(self.host, self.port, True)
+        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+        try:
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise map_socket_error(exc, f"listen {self.scheme}://{hostport(self.host, self.port)}"
+                                   ) from None
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._group.spawn(self._accept_loop)
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self._sock.accept()
+            except OSError:
+                if self._closed:
+                    return
+                gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
+                continue
+            self._group.spawn(self._serve, sock)
+
+    def _serve(self, sock: Any) -> None:
+        try:
+            sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
+            local = _name(self.scheme, sock.getsockname())
+            remote = _name(self.scheme, sock.getpeername())
+            with gevent.Timeout(self.timeout, gsp.Timeout("upgrade request timed out")):
+                props: Mapping[str, Any] = {}
+                if self.tls is not None:
+                    sock = tls_wrap(sock, self.tls, server_side=True)
+                    props = tls_handshake(sock, f"wss from {remote}")
+                # Split the request head off ourselves: bytes behind it (a client that did not
+                # wait for the 101) are WebSocket frames, kept for the connection.
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    if len(buf) > _MAX_HEAD:
+                        sock.sendall(http_error(431, "request head too large"))
+                        return
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, trailing = buf.partition(b"\r\n\r\n")
+                hs = H11Handshake(ConnectionType.SERVER)
+                try:
+                    hs.receive_data(head + b"\r\n\r\n")
+                except RemoteProtocolError as exc:
+                    hint = getattr(exc.event_hint, "status_code", 400)
+                    extra = [("Sec-WebSocket-Version", "13")] if hint == 426 else []
+                    sock.sendall(http_error(hint, str(exc), extra))
+                    return
+                request = next((e for e in hs.events() if isinstance(e, Request)), None)
+                if request is None:
+                    sock.sendall(http_error(400, "not an HTTP/1.1 upgrade request"))
+                    return
+            path = request.target.split("?", 1)[0]
+            lst = self.routes.get(path)
+            if lst is None:
+                sock.sendall(http_error(404, f"no SP endpoint at {path}"))
+                return
+            lst._deliver(WSServerConnection(sock, lst.options, local, remote, hs, request, props,
+                                             trailing))
+            sock = None  # the listener owns it now
+        except (gsp.GspError, OSError, ProtocolError):
+            pass  # this one connection failed; the server carries on
+        finally:
+            if sock is not None:
+                sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if _servers.get((self.host, self.port)) is self:
+            del _servers[(self.host, self.port)]
+        if self._sock is not None:
+            self._sock.close()
+        self._group.kill(block=True)  # requests still being read are dropped with their sockets
+
+
+def _server_for(lst: "WSListener") -> _HTTPServer:
+    srv = _servers.get((lst.host, lst.port)) if lst.port else None
+    if srv is not None:
+        if srv.scheme != lst.scheme:
+            raise gsp.AddressInUse(f"listen {lst.url}: {srv.scheme} already serves that address")
+        return srv
+    srv = _HTTPServer(lst.scheme, lst.host, lst.port, lst.tls, lst.options["handshake_timeout"])
+    srv.bind()
+    _servers[(srv.host, srv.port)] = srv
+    return srv
+
+
+# -- ws / wss endpoints -------------------------------------------------------------------------
+
+class RouteListener(TransportListener):
+    """A listener fed upgraded connections by a front end (the HTTP server or a WSGI app)."""
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.url = url
+        self.options = options
+        self._incoming: Chan = Chan(_BACKLOG)
+        self._closed = False
+
+    def _deliver(self, conn: WSConnection) -> None:
+        try:
+            self._incoming.send_nowait(conn)
+        except (gsp.WouldBlock, gsp.Closed):
+            conn.close()  # closed, or the backlog is full: the client will redial
+
+    def accept(self) -> WSConnection:
+        try:
+            return self._incoming.recv()
+        except gsp.Closed:
+            raise gsp.Closed("listener closed") from None
+        except BaseException:
+            # Killed by close(): an item being handed over went back into the channel.
+            if self._closed:
+                self._drop_queued()
+            raise
+
+    def _drop_queued(self) -> None:
+        for conn in self._incoming.drain(1 << 30):
+            conn.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._incoming.close()
+        self._drop_queued()
+        self._unroute()
+
+    def _unroute(self) -> None:
+        pass
+
+
+class WSListener(RouteListener):
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=True)
+        self.tls = (tls_context(options, server=True, what=f"listen {url}")
+                    if self.scheme == "wss" else None)
+        self._server: _HTTPServer | None = None
+
+    def bind(self) -> None:
+        srv = _server_for(self)
+        if self.path in srv.routes:
+            raise gsp.AddressInUse(f"listen {self.url}: another listener serves that path")
+        srv.routes[self.path] = self
+        self._server = srv
+        self.url = f"{self.scheme}://{hostport(self.host or '0.0.0.0', srv.port)}{self.path}"
+
+    def _unroute(self) -> None:
+        srv, self._server = self._server, None
+        if srv is not None and srv.routes.get(self.path) is self:
+            del srv.routes[self.path]
+            if not srv.routes:
+                srv.close()
+
+
+class WSDialer(TransportDialer):
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.url = url
+        self.options = options
+        self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=False)
+        self.tls = (tls_context(options, server=False, what=f"dial {url}")
+                    if self.scheme == "wss" else None)
+        self.server_hostname = options["tls_server_name"] or self.host
+        self._inflight: Any = None
+
+    def dial(self) -> WSClientConnection:
+        family, addr = _resolve(self.host, self.port, False)
+        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+        self._inflight = sock  # close() aborts a connect in progress
+        try:
+            sock.connect(addr)
+            sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
+            local, remote = sock.getsockname(), sock.getpeername()
+        except OSError as exc:
+            sock.close()
+            raise map_socket_error(exc, f"dial {self.url}") from None
+        finally:
+            self._inflight = None
+        return WSClientConnection(
+            sock, self.options, _name(self.scheme, local), _name(self.scheme, remote),
+            url=self.url, host_header=hostport(self.host, self.port), path=self.path,
+            tls=self.tls, server_hostname=self.server_hostname)
+
+    def close(self) -> None:
+        s = self._inflight
+        if s is not None:
+            s.close()
+
+
+class WSTransport(Transport):
+    schemes = ("ws", "wss")
+    options = WS_OPTIONS
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> WSListener:
+        return WSListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> WSDialer:
+        return WSDialer(url, options)
+
+
+# -- ws+wsgi: a path of a WSGI app (see gsp_ws.wsgi) ------------------------------------------
+
+class WSGIRouteListener(RouteListener):
+    """Listens at ``ws+wsgi://<app name>/<path>``: upgrades arrive through the WSGI app."""
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        super().__init__(url, options)
+        _, rest = split_url(url)
+        name, slash, path = rest.partition("/")
+        if not name or not slash:
+            raise gsp.InvalidAddress(f"{url!r}: expected ws+wsgi://<app>/<path>; "
+                                     "use gsp_ws.wsgi.mount() rather than this URL")
+        self.app_name = name
+        self.path = "/" + path
+        self.protocol: str | None = None  # set by SPWebSocketApp.mount()
+        self._app: Any = None
+
+    def bind(self) -> None:
+        from .wsgi import find_app
+
+        app = find_app(self.app_name)
+        if app is None:
+            raise gsp.InvalidAddress(f"{self.url!r}: no SPWebSocketApp named {self.app_name!r}")
+        app._add_route(self.path, self)
+        self._app = app
+
+    def _unroute(self) -> None:
+        app, self._app = self._app, None
+        if app is not None:
+            app._remove_route(self.path, self)
+
+
+class _NoDialer(TransportDialer):
+    def __init__(self, url: str) -> None:
+        raise gsp.InvalidAddress(f"cannot dial {url!r}: ws+wsgi is listen-only; dial the WSGI "
+                                 "server's ws:// URL instead")
+
+    def dial(self) -> Any:  # pragma: no cover - never constructed
+        raise NotImplementedError
+
+
+class WSGITransport(Transport):
+    schemes = ("ws+wsgi",)
+    options = WS_OPTIONS
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> WSGIRouteListener:
+        return WSGIRouteListener(url, options)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
+        return _NoDialer(url)
+
+
+@gsp.hookimpl
+def gsp_transports() -> list[Transport]:
+    return [WSTransport(), WSGITransport()]

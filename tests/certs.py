@@ -1,0 +1,198 @@
+"""trustme helpers for the TLS tests, and the interop scenarios tls/ws/wss tests share.
+
+``make_pki`` issues a throwaway CA, a server certificate for 127.0.0.1 and localhost, and two
+client certificates (one from the CA, one from an unrelated CA), written to files so both gsp's
+``tls_*_file`` options and pynng's ``TLSConfig`` can use them.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pynng
+import pytest
+import trustme
+from gevent import ssl as gssl
+
+import gsp
+from tests import nng
+
+
+@dataclass
+class PKI:
+    ca: trustme.CA
+    ca_file: str
+    server_cert_file: str
+    server_key_file: str
+    client_cert_file: str
+    client_key_file: str
+    rogue_ca_file: str  # a CA that signed nothing here: trusting only it rejects our server
+    rogue_cert_file: str  # a client certificate from the rogue CA
+    rogue_key_file: str
+
+    def listen_options(self, **extra: Any) -> dict[str, Any]:
+        return {"tls_cert_file": self.server_cert_file, "tls_key_file": self.server_key_file,
+                **extra}
+
+    def dial_options(self, **extra: Any) -> dict[str, Any]:
+        return {"tls_ca_file": self.ca_file, **extra}
+
+    def nng_server(self, require_client_cert: bool = False) -> pynng.TLSConfig:
+        return pynng.TLSConfig(
+            pynng.TLSConfig.MODE_SERVER,
+            own_cert_string=Path(self.server_cert_file).read_text(),
+            own_key_string=Path(self.server_key_file).read_text(),
+            ca_string=Path(self.ca_file).read_text() if require_client_cert else None,
+            auth_mode=pynng.TLSConfig.AUTH_MODE_REQUIRED if require_client_cert else None)
+
+    def nng_client(self, with_cert: bool = False) -> pynng.TLSConfig:
+        # nng (mbedtls) matches DNS names; the certificate carries "localhost" for it.
+        return pynng.TLSConfig(
+            pynng.TLSConfig.MODE_CLIENT, server_name="localhost",
+            ca_string=Path(self.ca_file).read_text(),
+            own_cert_string=Path(self.client_cert_file).read_text() if with_cert else None,
+            own_key_string=Path(self.client_key_file).read_text() if with_cert else None)
+
+    def server_context(self, cooperative: bool = False) -> ssl.SSLContext:
+        # gevent's servers (pywsgi) wrap with the context's own class: without monkey-patching
+        # only a gevent.ssl.SSLContext gives cooperative sockets there.
+        cls = gssl.SSLContext if cooperative else ssl.SSLContext
+        ctx = cls(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.server_cert_file, self.server_key_file)
+        return ctx
+
+
+def make_pki(directory: Path) -> PKI:
+    ca = trustme.CA()
+    rogue = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    client = ca.issue_cert("client.example", common_name="gsp-test-client")
+    stranger = rogue.issue_cert("client.example", common_name="stranger")
+    files: dict[str, str] = {}
+
+    def put(name: str, blob: Any) -> None:
+        path = directory / name
+        blob.write_to_path(str(path))
+        files[name] = str(path)
+
+    put("ca.pem", ca.cert_pem)
+    put("rogue-ca.pem", rogue.cert_pem)
+    put("server.key", server.private_key_pem)
+    put("client.key", client.private_key_pem)
+    put("rogue.key", stranger.private_key_pem)
+    for name, leaf in (("server.pem", server), ("client.pem", client), ("rogue.pem", stranger)):
+        path = directory / name
+        path.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
+        files[name] = str(path)
+    return PKI(ca, files["ca.pem"], files["server.pem"], files["server.key"], files["client.pem"],
+               files["client.key"], files["rogue-ca.pem"], files["rogue.pem"], files["rogue.key"])
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+# -- interop scenarios ------------------------------------------------------------------------
+
+#: protocol pair -> (first role, second role); the test picks which role gsp plays.
+PAIRS = {"reqrep": ("req", "rep"), "pubsub": ("pub", "sub"), "pushpull": ("push", "pull")}
+
+
+def need_protocol(name: str) -> None:
+    """Fail (not skip) clearly when a protocol this interop test needs is not installed."""
+    assert name in gsp.protocols(), f"protocol {name!r} is not installed: {gsp.protocols()}"
+
+
+# A subscriber polls with a short timeout while the publisher repeats its first message.
+def nng_socket(kind: str, **kw: Any) -> pynng.Socket:
+    s = nng.socket(kind, recv_timeout=300 if kind == "sub" else 3000, send_timeout=3000, **kw)
+    if kind == "sub":
+        s.subscribe(b"topic")
+    return s
+
+
+def gsp_socket(kind: str, **kw: Any) -> gsp.Socket:
+    s = gsp.socket(kind, recv_timeout=0.3 if kind == "sub" else 3, send_timeout=3, **kw)
+    if kind == "sub":
+        s.subscribe(b"topic")
+    return s
+
+
+def exchange(gsp_kind: str, g: gsp.Socket, n: pynng.Socket) -> None:
+    """Send what ``gsp_kind`` and its peer can send, both ways where possible, and check it."""
+    if gsp_kind == "req":
+        for i in range(3):
+            g.send(b"q%d" % i)
+            got = nng.run(n.recv)
+            nng.run(n.send, got.upper())
+            assert g.recv() == b"Q%d" % i
+    elif gsp_kind == "rep":
+        for i in range(3):
+            nng.run(n.send, b"q%d" % i)
+            got = g.recv()
+            g.send(got.upper())
+            assert nng.run(n.recv) == b"Q%d" % i
+    elif gsp_kind == "push":
+        for i in range(3):
+            g.send(b"m%d" % i)
+        assert nng.run(nng.recv_many, n, 3) == [b"m0", b"m1", b"m2"]
+    elif gsp_kind == "pull":
+        nng.run(nng.send_many, n, [b"m0", b"m1", b"m2"])
+        assert [g.recv() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    elif gsp_kind == "pub":
+        _pubsub(lambda m: g.send(m), lambda: nng.run(n.recv))
+    elif gsp_kind == "sub":
+        _pubsub(lambda m: nng.run(n.send, m), g.recv)
+    else:
+        raise AssertionError(gsp_kind)
+
+
+def _pubsub(send: Any, recv: Any) -> None:
+    # PUB drops until the subscriber's pipe is up: publish until one message gets through.
+    with gevent.Timeout(5, AssertionError("no publication arrived")):
+        while True:
+            send(b"topic hello")
+            try:
+                got = recv()  # the subscriber's recv timeout is short (see above)
+                break
+            except (gsp.Timeout, pynng.Timeout):
+                continue
+    assert got == b"topic hello"
+    send(b"nope: not subscribed")
+    send(b"topic end")
+    while got != b"topic end":
+        got = recv()
+        assert got in (b"topic hello", b"topic end")
+
+
+def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: str = "",
+            gsp_listen_options: dict[str, Any] | None = None,
+            gsp_dial_options: dict[str, Any] | None = None,
+            nng_server: pynng.TLSConfig | None = None,
+            nng_client: pynng.TLSConfig | None = None) -> None:
+    """gsp plays role ``gsp_role`` of ``PAIRS[pair]`` against pynng over ``scheme``."""
+    kinds = PAIRS[pair]
+    gk, nk = kinds[gsp_role], kinds[1 - gsp_role]
+    need_protocol(gk)
+    g = gsp_socket(gk)
+    n = nng_socket(nk)
+    try:
+        if gsp_listens:
+            url = g.listen(f"{scheme}://127.0.0.1:0{path}", **(gsp_listen_options or {})).url
+            if nng_client is not None:
+                n.tls_config = nng_client
+            nng.run(n.dial, url, block=True)
+        else:
+            if nng_server is not None:
+                n.tls_config = nng_server
+            lst = nng.run(n.listen, f"{scheme}://127.0.0.1:0{path}")
+            g.dial(nng.bound_url(lst, scheme) + path, block=True, **(gsp_dial_options or {}))
+        exchange(gk, g, n)
+    finally:
+        g.close()
+        n.close()

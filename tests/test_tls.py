@@ -1,0 +1,166 @@
+"""tls+tcp: verification, mutual TLS, options, a stalled client, and pynng interop."""
+
+from __future__ import annotations
+
+import ssl
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+
+import gsp
+from gsp.transport import TLSHandshakeError
+from tests import nng
+from tests.certs import PAIRS, PKI, interop, pki  # noqa: F401  (pki is a fixture)
+
+LOCAL = "tls+tcp://127.0.0.1:0"
+
+
+def _pair(pki: PKI, listen: dict, dial: dict) -> tuple[gsp.Socket, gsp.Socket]:
+    a = gsp.socket("pair", recv_timeout=5, send_timeout=5)
+    b = gsp.socket("pair", recv_timeout=5, send_timeout=5)
+    try:
+        url = a.listen(LOCAL, **listen).url
+        b.dial(url, block=True, **dial)
+    except BaseException:
+        a.close()
+        b.close()
+        raise
+    return a, b
+
+
+def _roundtrip(a: gsp.Socket, b: gsp.Socket) -> None:
+    b.send(b"ping")
+    assert a.recv() == b"ping"
+    a.send(b"pong")
+    assert b.recv() == b"pong"
+
+
+def test_roundtrip_and_peer_identity_with_mutual_tls(pki):
+    listen = pki.listen_options(tls_client_auth="required", tls_ca_file=pki.ca_file)
+    dial = pki.dial_options(tls_cert_file=pki.client_cert_file, tls_key_file=pki.client_key_file)
+    a, b = _pair(pki, listen, dial)
+    try:
+        _roundtrip(a, b)
+        server_side = a.pipes[0].properties
+        assert server_side["peer_subject"]["commonName"] == "gsp-test-client"
+        assert server_side["peer_certificate"]["subject"]
+        client_side = b.pipes[0].properties
+        assert ("IP Address", "127.0.0.1") in client_side["peer_certificate"]["subjectAltName"]
+        assert client_side["tls_version"].startswith("TLS")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_untrusted_certificate_is_refused_clearly(pki):
+    with gsp.socket("pair") as a, gsp.socket("pair") as b:
+        url = a.listen(LOCAL, **pki.listen_options()).url
+        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+            b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+        with pytest.raises(gsp.HandshakeError, match="certificate verification failed"):
+            b.dial(url, block=True)  # system CAs do not know the test CA either
+        # A trusted certificate for another name fails too (host name checking is on).
+        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+            b.dial(url, block=True, tls_ca_file=pki.ca_file, tls_server_name="other.example")
+        assert not a.pipes and not b.pipes
+
+
+def test_verification_off_explicitly_works(pki):
+    a, b = _pair(pki, pki.listen_options(), {"tls_verify": False, "tls_ca_file": pki.rogue_ca_file})
+    try:
+        _roundtrip(a, b)
+        assert b.pipes[0].properties["peer_certificate"] is None  # not verified: no identity
+        assert b.pipes[0].properties["peer_certificate_der"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_mutual_tls_listener_refuses_dialer_without_client_cert(pki):
+    listen = pki.listen_options(tls_client_auth="required", tls_ca_file=pki.ca_file)
+    with gsp.socket("pair") as a, gsp.socket("pair") as b:
+        url = a.listen(LOCAL, **listen).url
+        with pytest.raises(TLSHandshakeError):
+            b.dial(url, block=True, **pki.dial_options())
+        with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
+            b.dial(url, block=True, **pki.dial_options(
+                tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
+        gevent.sleep(0.1)
+        assert not a.pipes and not b.pipes
+
+
+def test_ssl_context_options(pki):
+    client = ssl.create_default_context(cafile=pki.ca_file)
+    a, b = _pair(pki, {"ssl_context": pki.server_context()}, {"ssl_context": client})
+    try:
+        _roundtrip(a, b)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_bad_tls_options_are_bad_option(pki, tmp_path):
+    with gsp.socket("pair") as s:
+        with pytest.raises(gsp.BadOption, match="needs a certificate"):
+            s.listen(LOCAL)
+        with pytest.raises(gsp.BadOption, match="cannot load"):
+            s.listen(LOCAL, tls_cert_file=str(tmp_path / "missing.pem"))
+        with pytest.raises(gsp.BadOption, match="cannot load"):
+            s.dial("tls+tcp://127.0.0.1:1", tls_ca_file=str(tmp_path / "missing.pem"))
+        with pytest.raises(gsp.BadOption):
+            s.listen(LOCAL, ssl_context="not a context")
+        with pytest.raises(gsp.BadOption):
+            s.listen(LOCAL, tls_client_auth="sometimes", **pki.listen_options())
+        assert not s.listeners and not s.dialers
+
+
+def test_stalled_tls_client_delays_nobody(pki):
+    with gsp.socket("pair", recv_timeout=5, handshake_timeout=0.5) as a, \
+            gsp.socket("pair", recv_timeout=5) as b:
+        url = a.listen(LOCAL, **pki.listen_options()).url
+        port = int(url.rsplit(":", 1)[1])
+        stalled = gsocket.create_connection(("127.0.0.1", port))  # connects, never says hello
+        try:
+            b.dial(url, block=True, **pki.dial_options())
+            b.send(b"through")
+            assert a.recv() == b"through"
+            stalled.settimeout(3)
+            assert stalled.recv(100) == b""  # dropped when its handshake timed out
+        finally:
+            stalled.close()
+
+
+@pytest.mark.parametrize("gsp_listens", [True, False], ids=["gsp-listens", "nng-listens"])
+@pytest.mark.parametrize("gsp_role", [0, 1], ids=["gsp-first", "gsp-second"])
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_interop_nng(pki, pair, gsp_role, gsp_listens):
+    interop(pair, gsp_role, gsp_listens, "tls+tcp",
+            gsp_listen_options=pki.listen_options(), gsp_dial_options=pki.dial_options(),
+            nng_server=pki.nng_server(), nng_client=pki.nng_client())
+
+
+def test_interop_nng_client_certificate(pki):
+    """An nng dialer presents a client certificate to a gsp mutual-TLS listener."""
+    listen = pki.listen_options(tls_client_auth="required", tls_ca_file=pki.ca_file)
+    with gsp.socket("pull", recv_timeout=5) as g:
+        url = g.listen(LOCAL, **listen).url
+        n = nng.socket("push", tls_config=pki.nng_client(with_cert=True))
+        try:
+            nng.run(n.dial, url, block=True)
+            nng.run(n.send, b"signed")
+            assert g.recv() == b"signed"
+            assert g.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
+        finally:
+            n.close()
+
+
+def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(pki):
+    n = nng.socket("pull", tls_config=pki.nng_server(require_client_cert=True))
+    try:
+        lst = nng.run(n.listen, LOCAL)
+        with gsp.socket("push") as g:
+            with pytest.raises(gsp.GspError):
+                g.dial(nng.bound_url(lst, "tls+tcp"), block=True, **pki.dial_options())
+    finally:
+        n.close()

@@ -1,0 +1,424 @@
+"""ws:// and wss:// (the gsp-ws plugin): upgrade rules, framing, limits, close, pynng interop."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from typing import Any
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import Connection as WSProto
+from wsproto.events import (
+    AcceptConnection, BytesMessage, CloseConnection, Ping, Pong, RejectConnection, Request,
+    TextMessage,
+)
+
+import gsp
+from gsp.transport import TLSHandshakeError
+from gsp_ws import UpgradeRefused
+from tests import nng
+from tests.certs import PAIRS, interop, pki  # noqa: F401  (pki is a fixture)
+
+MiB = 1 << 20
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+class RawClient:
+    """A bare WebSocket client (wsproto over a gevent socket) to poke at a listener."""
+
+    def __init__(self, port: int, path: str = "/sp", protocols: tuple[str, ...] = (
+            "pair.sp.nanomsg.org",), headers: dict[str, str] | None = None) -> None:
+        self.sock = gsocket.create_connection(("127.0.0.1", port), timeout=5)
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.closed_by_peer: CloseConnection | None = None
+        extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+        self.sock.sendall(self.ws.send(Request(host=f"127.0.0.1:{port}", target=path,
+                                               subprotocols=list(protocols), extra_headers=extra)))
+        self.answer = self.next_event((AcceptConnection, RejectConnection))
+
+    @property
+    def status(self) -> int:
+        return 101 if isinstance(self.answer, AcceptConnection) else self.answer.status_code
+
+    def next_event(self, kinds: Any) -> Any:
+        while True:
+            for ev in self.ws.events():
+                if isinstance(ev, kinds):
+                    return ev
+            data = self.sock.recv(1 << 20)
+            if not data:
+                return None
+            self.ws.receive_data(data)
+
+    def send(self, event: Any) -> None:
+        self.sock.sendall(self.ws.send(event))
+
+    def eof(self) -> bool:
+        """True once the server closed TCP (after whatever it sent)."""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                return True
+            if not data:
+                return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _pair_sockets(**listen: Any) -> tuple[gsp.Socket, gsp.Socket, str]:
+    a = gsp.socket("pair", recv_timeout=5, send_timeout=5)
+    b = gsp.socket("pair", recv_timeout=5, send_timeout=5)
+    url = a.listen("ws://127.0.0.1:0/sp", **listen).url
+    return a, b, url
+
+
+def test_roundtrip_headers_and_properties():
+    a, b, url = _pair_sockets(ws_response_headers={"X-Served-By": "gsp"})
+    try:
+        b.dial(url, block=True, ws_request_headers={"X-Token": "t1"})
+        b.send(b"ping")
+        assert a.recv() == b"ping"
+        a.send(b"")  # empty messages are messages too
+        assert b.recv() == b""
+        props = a.pipes[0].properties
+        assert ("x-token", "t1") in props["ws_request_headers"]
+        assert props["ws_subprotocol"] == "pair.sp.nanomsg.org" and props["ws_path"] == "/sp"
+        raw = RawClient(port_of(url), "/sp")  # pair takes one peer; the upgrade still answers
+        try:
+            assert raw.status == 101
+            assert (b"x-served-by", b"gsp") in raw.answer.extra_headers
+        finally:
+            raw.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_paths_share_one_port_unknown_path_is_404():
+    with gsp.socket("pull", recv_timeout=5) as p1, gsp.socket("pull", recv_timeout=5) as p2, \
+            gsp.socket("push", send_timeout=5) as s1, gsp.socket("push", send_timeout=5) as s2:
+        url1 = p1.listen("ws://127.0.0.1:0/one").url
+        port = port_of(url1)
+        url2 = p2.listen(f"ws://127.0.0.1:{port}/two").url
+        assert url2 == f"ws://127.0.0.1:{port}/two"
+        with pytest.raises(gsp.AddressInUse):
+            p2.listen(f"ws://127.0.0.1:{port}/one")
+        s1.dial(url1, block=True)
+        s2.dial(url2, block=True)
+        s1.send(b"to one")
+        s2.send(b"to two")
+        assert p1.recv() == b"to one" and p2.recv() == b"to two"
+        raw = RawClient(port, "/three", protocols=("push.sp.nanomsg.org",))
+        try:
+            assert raw.status == 404
+        finally:
+            raw.close()
+        p1.listeners[0].close()  # the other path keeps being served
+        s2.send(b"still two")
+        assert p2.recv() == b"still two"
+        raw = RawClient(port, "/one", protocols=("pull.sp.nanomsg.org",))
+        try:
+            assert raw.status == 404
+        finally:
+            raw.close()
+
+
+def test_wrong_or_missing_protocol_is_400():
+    with gsp.socket("push") as lst_sock, gsp.socket("push") as wrong:
+        url = lst_sock.listen("ws://127.0.0.1:0/sp").url
+        with pytest.raises(UpgradeRefused) as info:
+            wrong.dial(url, block=True)  # offers pull.sp.nanomsg.org to a push listener
+        assert info.value.status_code == 400 and "push.sp.nanomsg.org" in str(info.value)
+        assert isinstance(info.value, gsp.HandshakeError)
+        for offered in ((), ("pair.sp.nanomsg.org",)):
+            raw = RawClient(port_of(url), "/sp", protocols=offered)
+            try:
+                assert raw.status == 400
+            finally:
+                raw.close()
+        n = nng.socket("push")  # nng offers pull.sp.nanomsg.org too
+        try:
+            with pytest.raises(Exception):
+                nng.run(n.dial, url, block=True)
+        finally:
+            n.close()
+        assert not lst_sock.pipes
+
+
+def test_origin_allow_list_is_403():
+    with gsp.socket("pair") as a, gsp.socket("pair") as b:
+        url = a.listen("ws://127.0.0.1:0/sp", ws_origins=["https://good.example"]).url
+        with pytest.raises(UpgradeRefused) as info:
+            b.dial(url, block=True, ws_request_headers={"Origin": "https://evil.example"})
+        assert info.value.status_code == 403
+        port = port_of(url)
+        for origin, status in (("https://evil.example", 403), ("https://good.example", 101)):
+            raw = RawClient(port, "/sp", headers={"Origin": origin})
+            try:
+                assert raw.status == status
+            finally:
+                raw.close()
+        b.dial(url, block=True)  # no Origin (a non-browser client, like nng): allowed
+        assert len(b.pipes) == 1
+
+
+@pytest.mark.parametrize("text_ok", [False, True])
+def test_text_frames(text_ok):
+    with gsp.socket("pair", recv_timeout=5) as a:
+        url = a.listen("ws://127.0.0.1:0/sp", ws_recv_text=text_ok).url
+        raw = RawClient(port_of(url))
+        try:
+            raw.send(TextMessage(data="héllo"))
+            if text_ok:
+                assert a.recv() == "héllo".encode()
+            else:
+                ev = raw.next_event(CloseConnection)
+                assert ev.code == 1003
+                raw.send(ev.response())
+                assert raw.eof()
+                gevent.sleep(0.05)
+                assert not a.pipes
+        finally:
+            raw.close()
+
+
+def test_fragments_reassembled_ping_answered():
+    with gsp.socket("pair", recv_timeout=5) as a:
+        url = a.listen("ws://127.0.0.1:0/sp").url
+        raw = RawClient(port_of(url))
+        try:
+            raw.send(BytesMessage(data=b"one ", message_finished=False))
+            raw.send(Ping(payload=b"are you there"))  # control frames may sit between fragments
+            raw.send(BytesMessage(data=b"two ", message_finished=False))
+            raw.send(BytesMessage(data=b"three", message_finished=True))
+            assert raw.next_event(Pong).payload == b"are you there"
+            assert a.recv() == b"one two three"
+            gevent.sleep(0.05)
+            a.send(b"x" * 200_000)  # gsp cuts it into 64 KiB frames like nng
+            got = []
+            while True:
+                ev = raw.next_event(BytesMessage)
+                got.append(ev.data)
+                if ev.message_finished:
+                    break
+            assert b"".join(got) == b"x" * 200_000 and len(got) >= 2
+        finally:
+            raw.close()
+
+
+def test_message_in_the_same_segment_as_the_101():
+    """A server may send its first message right behind the 101; the dialer must not lose it."""
+    srv = gsocket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def fake_server() -> None:
+        conn, _ = srv.accept()
+        try:
+            ws = WSConnection(ConnectionType.SERVER)
+            while not any(isinstance(ev, Request) for ev in ws.events()):
+                ws.receive_data(conn.recv(65536))
+            conn.sendall(ws.send(AcceptConnection(subprotocol="pair.sp.nanomsg.org"))
+                         + ws.send(BytesMessage(data=b"early bird")))
+            conn.recv(65536)  # until the dialer goes
+        finally:
+            conn.close()
+
+    g = gevent.spawn(fake_server)
+    try:
+        with gsp.socket("pair", recv_timeout=5) as s:
+            s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", block=True)
+            assert s.recv() == b"early bird"
+        g.get(timeout=5)
+    finally:
+        g.kill()
+        srv.close()
+
+
+def test_frames_sent_with_the_upgrade_request_are_kept():
+    """A client that does not wait for the 101 (against RFC 6455) still loses nothing."""
+    with gsp.socket("pull", recv_timeout=5) as pull:
+        url = pull.listen("ws://127.0.0.1:0/sp").url
+        c = gsocket.create_connection(("127.0.0.1", port_of(url)), timeout=5)
+        try:
+            head = WSConnection(ConnectionType.CLIENT).send(Request(
+                host="127.0.0.1", target="/sp", subprotocols=["pull.sp.nanomsg.org"]))
+            frame = WSProto(ConnectionType.CLIENT).send(BytesMessage(data=b"eager"))
+            c.sendall(head + frame)
+            assert pull.recv() == b"eager"
+        finally:
+            c.close()
+
+
+def test_close_handshake_both_ways():
+    with gsp.socket("pair", recv_timeout=5) as a:
+        url = a.listen("ws://127.0.0.1:0/sp").url
+        raw = RawClient(port_of(url))
+        try:  # the client closes: gsp answers with a close frame, then closes TCP
+            with gevent.Timeout(5):
+                while not a.pipes:
+                    gevent.sleep(0.01)
+            raw.send(CloseConnection(code=1000, reason="bye"))
+            assert raw.next_event(CloseConnection).code == 1000
+            assert raw.eof()
+        finally:
+            raw.close()
+        with gevent.Timeout(5):
+            while a.pipes:
+                gevent.sleep(0.01)
+        raw = RawClient(port_of(url))
+        try:  # gsp closes: the client gets a 1000 close frame and answers it
+            with gevent.Timeout(5):
+                while not a.pipes:
+                    gevent.sleep(0.01)
+            pipe = a.pipes[0]
+            closer = gevent.spawn(pipe.close)
+            ev = raw.next_event(CloseConnection)
+            assert ev.code == 1000
+            raw.send(ev.response())
+            closer.join(5)
+            assert closer.successful() and pipe.closed
+            assert raw.eof()
+        finally:
+            raw.close()
+
+
+def test_over_the_limit_closes_only_that_pipe():
+    with gsp.socket("pull", recv_timeout=5) as pull:
+        url = pull.listen("ws://127.0.0.1:0/sp", recv_max_size=1000,
+                          ws_recv_frame_max=600).url
+        big = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        frame = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        try:
+            with gevent.Timeout(5):
+                while len(pull.pipes) < 3:
+                    gevent.sleep(0.01)
+            for i in range(3):  # 1500 bytes in frames of 500: over recv_max_size
+                big.send(BytesMessage(data=b"b" * 500, message_finished=i == 2))
+            assert big.next_event(CloseConnection).code == 1009
+            frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_recv_frame_max
+            assert frame.next_event(CloseConnection).code == 1009
+            for i in range(2):  # 1000 bytes in frames of 500: within both limits
+                good.send(BytesMessage(data=b"g" * 500, message_finished=i == 1))
+            assert pull.recv() == b"g" * 1000
+            gevent.sleep(0.05)
+            assert len(pull.pipes) == 1
+            good.send(BytesMessage(data=b"still here"))
+            assert pull.recv() == b"still here"
+        finally:
+            for c in (big, frame, good):
+                c.close()
+
+
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+def test_one_mib_messages_round_trip(pki, scheme):
+    tls_listen = pki.listen_options() if scheme == "wss" else {}
+    tls_dial = pki.dial_options() if scheme == "wss" else {}
+    limit = {"recv_max_size": 2 * MiB}
+    payload = os.urandom(MiB)
+    with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as a, \
+            gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as b:
+        url = a.listen(f"{scheme}://127.0.0.1:0/big", **tls_listen).url
+        b.dial(url, block=True, **tls_dial)
+        b.send(payload)
+        assert a.recv() == payload
+        a.send(payload[::-1])
+        assert b.recv() == payload[::-1]
+    # and with nng at the other end
+    with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as g:
+        n = nng.socket("pair", recv_timeout=10000, recv_max_size=2 * MiB)
+        try:
+            if scheme == "wss":
+                n.tls_config = pki.nng_client()
+            url = g.listen(f"{scheme}://127.0.0.1:0/big", **tls_listen).url
+            nng.run(n.dial, url, block=True)
+            nng.run(n.send, payload)
+            assert g.recv() == payload
+            g.send(payload[::-1])
+            assert nng.run(n.recv) == payload[::-1]
+        finally:
+            n.close()
+
+
+def test_stalled_http_client_delays_nobody():
+    with gsp.socket("pair", recv_timeout=5, handshake_timeout=0.5) as a, \
+            gsp.socket("pair", recv_timeout=5) as b:
+        url = a.listen("ws://127.0.0.1:0/sp").url
+        stalled = gsocket.create_connection(("127.0.0.1", port_of(url)))
+        try:
+            stalled.sendall(b"GET /sp HTTP/1.1\r\nHost: x\r\n")  # and never finishes
+            b.dial(url, block=True)
+            b.send(b"through")
+            assert a.recv() == b"through"
+            stalled.settimeout(3)
+            assert stalled.recv(100) == b""  # dropped at handshake_timeout
+        finally:
+            stalled.close()
+
+
+def test_wss_tls_options_and_identity(pki):
+    with gsp.socket("pair", recv_timeout=5) as a, gsp.socket("pair", recv_timeout=5) as b:
+        with pytest.raises(gsp.BadOption, match="needs a certificate"):
+            a.listen("wss://127.0.0.1:0/sp")
+        url = a.listen("wss://127.0.0.1:0/sp", tls_client_auth="required",
+                       **pki.listen_options(tls_ca_file=pki.ca_file)).url
+        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+            b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+        with pytest.raises(gsp.GspError):  # no client certificate for a mutual-TLS listener
+            b.dial(url, block=True, **pki.dial_options())
+        b.dial(url, block=True, **pki.dial_options(
+            tls_cert_file=pki.client_cert_file, tls_key_file=pki.client_key_file))
+        b.send(b"secure")
+        assert a.recv() == b"secure"
+        assert a.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
+        assert b.pipes[0].properties["peer_certificate"] is not None
+
+
+def test_nng_listener_refuses_the_wrong_protocol():
+    n = nng.socket("push")
+    try:
+        lst = nng.run(n.listen, "ws://127.0.0.1:0/sp")
+        with gsp.socket("push") as g:
+            with pytest.raises(UpgradeRefused):
+                g.dial(nng.bound_url(lst, "ws") + "/sp", block=True)
+    finally:
+        n.close()
+
+
+@pytest.mark.parametrize("gsp_listens", [True, False], ids=["gsp-listens", "nng-listens"])
+@pytest.mark.parametrize("gsp_role", [0, 1], ids=["gsp-first", "gsp-second"])
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+def test_interop_nng(pki, scheme, pair, gsp_role, gsp_listens):
+    tls = scheme == "wss"
+    interop(pair, gsp_role, gsp_listens, scheme, path="/sp",
+            gsp_listen_options=pki.listen_options() if tls else None,
+            gsp_dial_options=pki.dial_options() if tls else None,
+            nng_server=pki.nng_server() if tls else None,
+            nng_client=pki.nng_client() if tls else None)
+
+
+def test_plugin_is_found_only_through_entry_points():
+    eps = [ep for ep in importlib.metadata.entry_points(group="gsp") if ep.value == "gsp_ws.transport"]
+    assert len(eps) == 1 and eps[0].dist is not None and eps[0].dist.name == "gsp-ws"
+    assert {"ws", "wss", "ws+wsgi"} <= set(gsp.transports())
+    code = "import gsp, sys; print(','.join(gsp.transports())); print('gsp_ws' in sys.modules)"
+    env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert "ws" not in out[0].split(",") and out[1] == "False"  # not built in: no entry point, no ws
+    env.pop("GSP_DISABLE_PLUGIN_AUTOLOAD")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert "ws" in out[0].split(",") and out[1] == "True"
