@@ -275,8 +275,8 @@ class Socket:
         if linger > 0:
             writers = [p._writer for p in pipes if p._writer is not None]
             gevent.joinall(writers, timeout=linger)
-        for p in pipes:
-            p._shutdown(None)
+        # Concurrently: a transport's close may wait on its peer (ws waits for the closing frame).
+        gevent.joinall([self._spawn(p._shutdown, None) for p in pipes if not p.closed])
         current = gevent.getcurrent()
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)

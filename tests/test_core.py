@@ -804,3 +804,56 @@ def test_large_batches_are_written_without_joining_the_whole_batch():
         for m in big:
             push.send(m)
         assert [pull.recv() for _ in big] == big
+
+
+class _SlowCloseTransport(_MemTransport):
+    """inproc underneath, but every connection's close waits 0.3 s (like ws awaiting its peer)."""
+
+    schemes = ("testslowclose",)
+
+    def _inner_url(self, url: str) -> str:
+        return "inproc://testslowclose/" + url.split("://", 1)[1]
+
+    def dialer(self, url: str, options: Any) -> Any:
+        inner = self.inner.dialer(self._inner_url(url), options)
+
+        class D:
+            def dial(self) -> Any:
+                conn = inner.dial()
+                close = conn.close
+
+                def slow_close() -> None:
+                    gevent.sleep(0.3)
+                    close()
+                conn.close = slow_close
+                return conn
+
+            def close(self) -> None:
+                inner.close()
+        return D()
+
+
+class _SlowClosePlugin:
+    @gsp.hookimpl
+    def gsp_transports(self) -> list[Transport]:
+        return [_SlowCloseTransport()]
+
+
+def test_close_shuts_pipes_down_concurrently():
+    plugin = _SlowClosePlugin()
+    gsp.register_plugin(plugin)
+    try:
+        with sockets(("pull", {})) as [pull]:
+            url = pull.listen("testslowclose://here").url
+            push = gsp.socket("push", linger=0)
+            try:
+                for _ in range(5):
+                    push.dial(url, block=True)
+                wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
+            finally:
+                t0 = time.monotonic()
+                push.close()
+            # Five 0.3 s closes one after another would take 1.5 s.
+            assert time.monotonic() - t0 < 0.9
+    finally:
+        gsp.unregister_plugin(plugin)
