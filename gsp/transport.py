@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
-    "Option", "split_url", "parse_host_port", "map_socket_error",
+    "Option", "split_url", "parse_host_port", "map_socket_error", "hostport", "resolve",
+    "bind_stream_socket",
     "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_properties",
 ]
 
@@ -158,6 +159,38 @@ def parse_host_port(url: str, *, listening: bool, default_port: int | None = Non
     if parts.query or parts.fragment or parts.username or parts.password:
         raise InvalidAddress(f"unexpected query, fragment or credentials in {url!r}")
     return host, port
+
+
+def hostport(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 literal in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
+    """``(family, sockaddr)`` for a stream socket; an empty host listens on every IPv4 address."""
+    if not host:
+        return gsocket.AF_INET, ("0.0.0.0", port)
+    try:
+        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
+                                    gsocket.AI_PASSIVE if listening else 0)
+    except OSError as exc:
+        raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
+    family, _, _, _, addr = infos[0]
+    return family, addr
+
+
+def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024) -> Any:
+    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's."""
+    sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+    try:
+        if family != getattr(gsocket, "AF_UNIX", None):
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise map_socket_error(exc, what) from None
+    return sock
 
 
 def map_socket_error(exc: OSError, what: str) -> Exception:

@@ -6,10 +6,9 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
-from .._errors import InvalidAddress
 from .._options import Option, boolean
 from .._registry import hookimpl
-from ..transport import Transport, map_socket_error, parse_host_port
+from ..transport import Transport, bind_stream_socket, hostport, parse_host_port, resolve
 from ._stream import SocketDialer, SocketListener, connect_socket
 
 TCP_OPTIONS = {o.name: o for o in [
@@ -19,28 +18,12 @@ TCP_OPTIONS = {o.name: o for o in [
 
 
 def format_hostport(scheme: str, host: str, port: int) -> str:
-    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
-
-
-def _family(host: str) -> int:
-    return gsocket.AF_INET6 if ":" in host else gsocket.AF_INET
+    return f"{scheme}://{hostport(host, port)}"
 
 
 def configure_tcp(sock: Any, options: Mapping[str, Any]) -> None:
     sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, int(options["tcp_nodelay"]))
     sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_KEEPALIVE, int(options["tcp_keepalive"]))
-
-
-def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
-    if not host:
-        return gsocket.AF_INET, ("0.0.0.0", port)
-    try:
-        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
-                                    gsocket.AI_PASSIVE if listening else 0)
-    except OSError as exc:
-        raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
-    family, _, _, _, addr = infos[0]
-    return family, addr
 
 
 def addr_name(scheme: str, addr: Any) -> str:
@@ -56,14 +39,7 @@ class TCPListener(SocketListener):
 
     def _bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
-        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
-        try:
-            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.listen(1024)
-        except OSError as exc:
-            sock.close()
-            raise map_socket_error(exc, f"listen {self.url}") from None
+        sock = bind_stream_socket(family, addr, f"listen {self.url}")
         bound = sock.getsockname()
         self.url = format_hostport(self.scheme, self.host or bound[0], bound[1])
         return sock

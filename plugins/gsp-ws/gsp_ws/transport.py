@@ -22,8 +22,8 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
-    Transport, TransportDialer, TransportListener, map_socket_error, parse_host_port, split_url,
-    tls_context, tls_handshake, tls_wrap,
+    Transport, TransportDialer, TransportListener, bind_stream_socket, hostport, map_socket_error,
+    parse_host_port, resolve, split_url, tls_context, tls_handshake, tls_wrap,
 )
 
 from ._conn import (
@@ -35,10 +35,6 @@ _BACKLOG = 128  # upgraded connections a listener holds before the core accepts 
 _MAX_HEAD = 16384  # bytes of HTTP request head accepted
 
 
-def hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
     """``(scheme, host, port, path)`` of ``ws[s]://host[:port][/path]``."""
     scheme, _ = split_url(url)
@@ -46,17 +42,6 @@ def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
         raise gsp.InvalidAddress(f"not a ws:// or wss:// URL: {url!r}")
     host, port = parse_host_port(url, listening=listening, default_port=_DEFAULT_PORTS[scheme])
     return scheme, host, port, urlsplit(url).path or "/"
-
-
-def _resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
-    if not host:
-        return gsocket.AF_INET, ("0.0.0.0", port)
-    try:
-        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
-                                    gsocket.AI_PASSIVE if listening else 0)
-    except OSError as exc:
-        raise gsp.InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
-    return infos[0][0], infos[0][4]
 
 
 def _name(scheme: str, addr: Any) -> str:
@@ -83,18 +68,10 @@ class _HTTPServer:
         self._closed = False
 
     def bind(self) -> None:
-        family, addr = _resolve(self.host, self.port, True)
-        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
-        try:
-            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.listen(1024)
-        except OSError as exc:
-            sock.close()
-            raise map_socket_error(exc, f"listen {self.scheme}://{hostport(self.host, self.port)}"
-                                   ) from None
-        self._sock = sock
-        self.port = sock.getsockname()[1]
+        family, addr = resolve(self.host, self.port, True)
+        self._sock = bind_stream_socket(
+            family, addr, f"listen {self.scheme}://{hostport(self.host, self.port)}")
+        self.port = self._sock.getsockname()[1]
         self._group.spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
@@ -256,7 +233,7 @@ class WSDialer(TransportDialer):
         self._inflight: Any = None
 
     def dial(self) -> WSClientConnection:
-        family, addr = _resolve(self.host, self.port, False)
+        family, addr = resolve(self.host, self.port, False)
         sock = gsocket.socket(family, gsocket.SOCK_STREAM)
         self._inflight = sock  # close() aborts a connect in progress
         try:
