@@ -24,7 +24,7 @@ Semantics:
 from __future__ import annotations
 
 from collections import deque
-from random import shuffle
+from random import random, shuffle
 from typing import Any, Iterator, Sequence
 
 from gevent import Timeout as _GTimeout
@@ -85,12 +85,16 @@ class Chan:
     __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "__weakref__")
 
     def __init__(self, capacity: int = 0) -> None:
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
+        exact = type(capacity) is int  # the common case, checked without isinstance calls
+        if not exact and (not isinstance(capacity, int) or isinstance(capacity, bool)) \
+                or capacity < 0:
             raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
         self._cap = capacity
         self._buf: deque[Any] = deque()
-        self._recvq: deque[_Entry] = deque()
-        self._sendq: deque[_Entry] = deque()
+        # Waiter queues are lists: usually empty or one long, and an empty deque costs ~700 bytes
+        # (a channel per pipe, times 10,000 pipes).
+        self._recvq: list[_Entry] = []
+        self._sendq: list[_Entry] = []
         self._closed = False
 
     # -- introspection -------------------------------------------------------------------------
@@ -114,7 +118,7 @@ class Chan:
     def _try_send(self, item: Any) -> bool:
         rq = self._recvq
         while rq:
-            e = rq.popleft()
+            e = rq.pop(0)
             if not e.sel.fired:
                 e.sel.fire(e.index, item)
                 return True
@@ -131,14 +135,14 @@ class Chan:
             # A slot opened: move the longest-waiting sender's item in. The buffer can exceed
             # capacity after _put_back, so check: an unbuffered sender must still rendezvous.
             while sq and len(buf) < self._cap:
-                e = sq.popleft()
+                e = sq.pop(0)
                 if not e.sel.fired:
                     buf.append(e.item)
                     e.sel.fire(e.index, None)
                     break
             return item
         while sq:
-            e = sq.popleft()
+            e = sq.pop(0)
             if not e.sel.fired:
                 e.sel.fire(e.index, None)
                 return e.item
@@ -148,7 +152,7 @@ class Chan:
         """Return an item taken by an interrupted receiver to the head of the channel."""
         rq = self._recvq
         while rq:  # receivers wait only on an empty buffer, so the item goes to the next one
-            e = rq.popleft()
+            e = rq.pop(0)
             if not e.sel.fired:
                 e.sel.fire(e.index, item)
                 return
@@ -171,6 +175,9 @@ class Chan:
 
     def recv(self, timeout: float | None = None) -> Any:
         """Receive an item, waiting while none is available."""
+        buf = self._buf
+        if buf and not self._sendq:  # fast path: no blocked sender to move in behind it
+            return buf.popleft()
         item = self._try_recv()
         if item is not _EMPTY:
             return item
@@ -189,6 +196,11 @@ class Chan:
 
     def drain(self, limit: int) -> list[Any]:
         """Take up to ``limit`` items available now without waiting (for batching writers)."""
+        buf = self._buf
+        if not self._sendq and len(buf) <= limit:  # fast path: take the whole buffer at once
+            out = list(buf)
+            buf.clear()
+            return out
         out = []
         while len(out) < limit:
             item = self._try_recv()
@@ -197,16 +209,36 @@ class Chan:
             out.append(item)
         return out
 
+    def send_all(self, items: Sequence[Any]) -> None:
+        """Send ``items`` in order, exactly as one ``send`` after another would (waiting while
+        full), but moving runs of them into the buffer at once."""
+        buf = self._buf
+        i, n = 0, len(items)
+        while i < n:
+            if self._closed:
+                raise Closed("send on a closed channel")
+            if self._recvq and self._try_send(items[i]):  # a waiting receiver takes it
+                i += 1
+                continue
+            room = self._cap - len(buf)
+            if room > 0:
+                run = items[i:i + room]
+                buf.extend(run)
+                i += len(run)
+            else:
+                self.send(items[i])  # full: wait for room like a plain send
+                i += 1
+
     def close(self) -> None:
         """Close the channel: receivers drain what is buffered, then get :class:`gsp.Closed`."""
         if self._closed:
             return
         self._closed = True
-        rq, self._recvq = self._recvq, deque()
+        rq, self._recvq = self._recvq, []
         for e in rq:
             if not e.sel.fired:
                 e.sel.fire(e.index, CLOSED)
-        sq, self._sendq = self._sendq, deque()
+        sq, self._sendq = self._sendq, []
         for e in sq:
             if not e.sel.fired:
                 e.sel.fire(e.index, _SEND_CLOSED)
@@ -253,8 +285,12 @@ def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[
     ops = []
     # A random permutation, not a random rotation: a rotation favours a ready case that follows
     # a run of unready ones.
-    order = list(range(n))
-    if n > 1:
+    if n == 1:
+        order: Sequence[int] = (0,)
+    elif n == 2:  # the common select (an op plus a wake-up case): no list, no shuffle
+        order = (0, 1) if random() < 0.5 else (1, 0)
+    else:
+        order = list(range(n))
         shuffle(order)
     for i in order:
         c = cases[i]
@@ -285,7 +321,8 @@ def _block(ops: Sequence[tuple[Chan, bool, Any]], timeout: float | None) -> tupl
         e = _Entry(sel, i, item)
         (ch._sendq if is_send else ch._recvq).append(e)
         entries.append((ch, is_send, e))
-    timer = _GTimeout._start_new_or_dummy(timeout)
+    # No timer at all for the common wait-forever case (not even gevent's dummy one).
+    timer = None if timeout is None else _GTimeout._start_new_or_dummy(timeout)
     try:
         try:
             sel.waiter.get()
@@ -302,7 +339,8 @@ def _block(ops: Sequence[tuple[Chan, bool, Any]], timeout: float | None) -> tupl
                 raise
             # Our own timer lost the race with completion: the operation succeeded.
     finally:
-        timer.close()
+        if timer is not None:
+            timer.close()
         if not sel.fired:
             sel.fired = True  # no one may fire it any more
         for ch, is_send, e in entries:

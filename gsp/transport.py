@@ -8,7 +8,11 @@ produce :class:`Connection` objects, which the core turns into pipes after ``han
 from __future__ import annotations
 
 import errno
+import ipaddress
+import fcntl
 import socket as _stdsocket
+import struct
+import termios
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -18,6 +22,7 @@ from gevent import socket as gsocket
 
 from . import wire
 from ._errors import (
+    GspError,
     AddressInUse, Closed, ConnectionBroken, ConnectionRefused, InvalidAddress, Timeout,
 )
 from ._options import Option
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
     "Option", "split_url", "parse_host_port", "map_socket_error", "hostport", "resolve",
-    "bind_stream_socket",
+    "bind_stream_socket", "connect_socket",
     "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_properties",
 ]
 
@@ -170,6 +175,13 @@ def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
     """``(family, sockaddr)`` for a stream socket; an empty host listens on every IPv4 address."""
     if not host:
         return gsocket.AF_INET, ("0.0.0.0", port)
+    try:  # a numeric address needs no lookup (getaddrinfo goes through gevent's threadpool)
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return (gsocket.AF_INET6, (host, port, 0, 0)) if ip.version == 6 else (
+            gsocket.AF_INET, (host, port))
     try:
         infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
                                     gsocket.AI_PASSIVE if listening else 0)
@@ -193,6 +205,31 @@ def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024) -
     return sock
 
 
+def connect_socket(dialer: Any, family: int, address: Any,
+                   prepare: Callable[[Any], None] | None = None) -> Any:
+    """Connect a new stream socket, mapping failures to gsp errors.
+
+    ``dialer`` needs ``url`` and an ``_inflight`` attribute: the socket is parked there while it
+    connects, so the dialer's ``close()`` can abort the connect by closing it.
+    """
+    sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+    dialer._inflight = sock
+    try:
+        if prepare is not None:
+            prepare(sock)
+        sock.connect(address)
+    except BaseException as exc:
+        # Whatever ends the connect (refusal, the dialer's time limit, GreenletExit from
+        # Dialer.close) must not leak the fd.
+        sock.close()
+        if isinstance(exc, OSError) and not isinstance(exc, GspError):  # gsp.Timeout is an OSError
+            raise map_socket_error(exc, f"dial {dialer.url}") from None
+        raise
+    finally:
+        dialer._inflight = None
+    return sock
+
+
 def map_socket_error(exc: OSError, what: str) -> Exception:
     """Turn an OSError from connect/bind/recv/send into the matching gsp error."""
     code = exc.errno
@@ -210,15 +247,29 @@ def map_socket_error(exc: OSError, what: str) -> Exception:
 
 # -- the stream connection shared by tcp, ipc and tls+tcp -------------------------------------
 
-_RECV_CHUNK = 256 * 1024
+# Each read allocates at most this much; there is no per-connection buffer, so an idle pipe holds
+# only the tail of an incomplete frame. 64 KiB stays under glibc's mmap threshold (a 256 KiB
+# recv() costs an mmap/munmap pair per call) and is thousands of small messages per read; frames
+# of wire.DIRECT_SIZE or more are read straight into their own buffer instead.
+_RECV_CHUNK = 64 * 1024
 _JOIN_LIMIT = 64 * 1024
+_INT = struct.Struct("i")
+
+
+def _readable(sock: Any) -> int:
+    """Bytes the kernel holds for reading on ``sock`` now (FIONREAD), 0 if it cannot say."""
+    try:
+        return _INT.unpack(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
 class StreamConnection(Connection):
     """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.wire` framing.
 
-    Reads parse every complete frame out of one large ``recv_into``; writes put a whole batch of
-    messages on the wire with one ``sendall``.
+    Reads parse every complete frame out of each ``recv``; big bodies are read in place. Writes
+    put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe
+    whose writer is idle may write a message at once with :meth:`send_now`.
     """
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
@@ -230,8 +281,11 @@ class StreamConnection(Connection):
         self.local_address = local_address
         self.remote_address = remote_address
         self.properties = dict(properties or {})
-        self._buf = bytearray(_RECV_CHUNK)
-        self._view = memoryview(self._buf)
+        self._prefix = wire.prefixer(framing)
+        self._cache = wire.prefix_cache(framing)
+        self._tail: memoryview | None = None  # what send_now could not write yet
+        self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
+        self._big = False  # the last message was big (see recv_messages)
         self._closed = False
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
@@ -242,6 +296,8 @@ class StreamConnection(Connection):
                 chunk = self._recv(wire.HANDSHAKE_SIZE - len(got))
                 got += chunk
         wire.parse_handshake(bytes(got), spec.peer_number)
+        # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
+        self._plain = type(self.sock) is gsocket.socket
 
     def _recv(self, n: int) -> bytes:
         try:
@@ -254,7 +310,10 @@ class StreamConnection(Connection):
 
     def _sendall(self, data: Any) -> None:
         try:
-            self.sock.sendall(data)
+            # send() first: gevent's sendall asks the kernel for SO_SNDBUF on every call.
+            sent = self.sock.send(data)
+            if sent < len(data):
+                self.sock.sendall(memoryview(data)[sent:])
         except OSError as exc:
             raise self._io_error(exc, "send") from None
 
@@ -265,46 +324,95 @@ class StreamConnection(Connection):
             return exc
         return ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
 
+    def send_now(self, msg: "Message") -> int:
+        """Write ``msg`` without waiting, for a pipe whose writer is idle (no greenlet switch).
+
+        Returns 2 when all of it was written, 0 when nothing was (queue it instead), and 1 when
+        only part was: the rest is kept and the next :meth:`send_messages` (even with no
+        messages) writes it first. Never blocks; a socket error also returns 1, so the writer
+        meets the error and ends the pipe in its own greenlet.
+        """
+        h, b = msg.header, msg.body
+        n = len(h) + len(b)
+        if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
+            return 0  # a big body goes through the writer: joining it here would copy it
+        data = self._prefix(n) + h + b if h else self._prefix(n) + b
+        try:
+            sent = self.sock.send(data, 0, 0.0)  # timeout 0: EAGAIN raises instead of waiting
+        except BlockingIOError:
+            return 0
+        except OSError:
+            self._tail = memoryview(data)
+            return 1
+        if sent == len(data):
+            return 2
+        self._tail = memoryview(data)[sent:]
+        return 1
+
     def send_messages(self, messages: "Sequence[Message]") -> None:
-        parts = wire.encode_frames(self.framing, [(m.header, m.body) for m in messages])
-        # Small parts are coalesced into writes of about _JOIN_LIMIT bytes; a large body goes out
-        # as it is, so a batch of big messages never costs a copy of the whole batch.
-        pending: list[bytes] = []
-        size = 0
-        for part in parts:
-            n = len(part)
+        tail = self._tail
+        if tail is not None:
+            self._tail = None
+            self._sendall(tail)
+        # Small frames are appended to one buffer written every _JOIN_LIMIT bytes (in-place
+        # appends: no per-message call); a large body goes out as it is, never copied.
+        prefix, cache = self._prefix, self._cache
+        ncache = len(cache)
+        buf = bytearray()
+        for m in messages:
+            h, b = m.header, m.body
+            n = len(h) + len(b)
             if n >= _JOIN_LIMIT:
-                if pending:
-                    self._sendall(b"".join(pending))
-                    pending, size = [], 0
-                self._sendall(part)
+                buf += prefix(n)
+                buf += h
+                self._sendall(buf)
+                self._sendall(b)
+                buf = bytearray()
                 continue
-            pending.append(part)
-            size += n
-            if size >= _JOIN_LIMIT:
-                self._sendall(b"".join(pending))
-                pending, size = [], 0
-        if pending:
-            self._sendall(b"".join(pending) if len(pending) > 1 else pending[0])
+            buf += cache[n] if n < ncache else prefix(n)
+            if h:
+                buf += h
+            buf += b
+            if len(buf) >= _JOIN_LIMIT:
+                self._sendall(buf)
+                buf = bytearray()
+        if buf:
+            self._sendall(buf)
 
     def recv_messages(self) -> list[bytes]:
-        view = self._view
         decoder = self.decoder
         if decoder.error is not None:
             raise decoder.error.with_traceback(None)  # reported after the good messages before it
-        feed = decoder.feed
-        recv_into = self.sock.recv_into
+        sock = self.sock
         while True:
+            direct = None
             try:
-                n = recv_into(self._buf)
+                if self._big and self._plain and not decoder.buffered:
+                    # Big messages lately: read only the next prefix, so that a big body can then
+                    # be received as the message itself (one recv, no buffer and no copy).
+                    data = sock.recv(self.framing.prefix_size)
+                    n = len(data)
+                elif (want := decoder.body_wanted) >= wire.DIRECT_SIZE and self._plain and \
+                        _readable(sock) >= want:
+                    data = sock.recv(want)
+                    n = len(data)
+                elif (direct := decoder.recv_buffer()) is not None:  # read into place
+                    n = sock.recv_into(direct)
+                else:
+                    data = sock.recv(_RECV_CHUNK)
+                    n = len(data)
             except OSError as exc:
                 raise self._io_error(exc, "recv") from None
+            finally:
+                if direct is not None:
+                    direct.release()  # the decoder may hand the buffer on as a message
             if n == 0:
                 if self._closed:
                     raise Closed("connection closed locally")
                 raise ConnectionBroken(f"{self.remote_address} closed the connection")
-            msgs = feed(view[:n])
+            msgs = decoder.filled(n) if direct is not None else decoder.feed(data)
             if msgs:
+                self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
                 return msgs
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ Frames: ``<u64 BE length><header+body>`` on tcp; ipc puts a type byte ``0x01`` b
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from ._errors import (
     BadFrame, BadMagic, BadReserved, BadVersion, MessageTooLarge, WrongProtocol,
@@ -22,7 +22,7 @@ from ._errors import (
 
 __all__ = [
     "HANDSHAKE_SIZE", "handshake", "parse_handshake", "Framing", "TCP", "IPC",
-    "encode_frames", "FrameDecoder",
+    "encode_frames", "prefixer", "prefix_cache", "FrameDecoder", "DIRECT_SIZE",
 ]
 
 HANDSHAKE_SIZE = 8
@@ -78,6 +78,36 @@ TCP = Framing("tcp", None)
 IPC = Framing("ipc", 0x01)
 
 
+_CACHED = 1024  # length prefixes of small messages are made once, not packed per message
+_TCP_PREFIXES = [_LEN.pack(n) for n in range(_CACHED)]
+_IPC_PREFIXES = [_IPC_LEN.pack(1, n) for n in range(_CACHED)]
+
+
+def _tcp_prefix(n: int, cache: list[bytes] = _TCP_PREFIXES, pack: Any = _LEN.pack) -> bytes:
+    return cache[n] if n < _CACHED else pack(n)
+
+
+def _ipc_prefix(n: int, cache: list[bytes] = _IPC_PREFIXES, pack: Any = _IPC_LEN.pack) -> bytes:
+    return cache[n] if n < _CACHED else pack(1, n)
+
+
+def prefix_cache(framing: Framing) -> list[bytes]:
+    """``cache[n]`` announces an ``n``-byte frame for every ``n < len(cache)`` (may be empty)."""
+    if framing.type_byte is None:
+        return _TCP_PREFIXES
+    return _IPC_PREFIXES if framing.type_byte == 1 else []
+
+
+def prefixer(framing: Framing) -> Callable[[int], bytes]:
+    """``prefix(n)``: the bytes that announce an ``n``-byte frame (cached for small ``n``)."""
+    if framing.type_byte is None:
+        return _tcp_prefix
+    if framing.type_byte == 1:
+        return _ipc_prefix
+    t = framing.type_byte
+    return lambda n: _IPC_LEN.pack(t, n)
+
+
 def encode_frames(framing: Framing, messages: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
     """Return the byte strings that put ``(header, body)`` messages on the wire, in order.
 
@@ -86,22 +116,19 @@ def encode_frames(framing: Framing, messages: Iterable[tuple[bytes, bytes]]) -> 
     """
     out: list[bytes] = []
     append = out.append
-    if framing.type_byte is None:
-        pack = _LEN.pack
-        for header, body in messages:
-            append(pack(len(header) + len(body)))
-            if header:
-                append(header)
-            append(body)
-    else:
-        pack2 = _IPC_LEN.pack
-        t = framing.type_byte
-        for header, body in messages:
-            append(pack2(t, len(header) + len(body)))
-            if header:
-                append(header)
-            append(body)
+    prefix = prefixer(framing)
+    for header, body in messages:
+        append(prefix(len(header) + len(body)))
+        if header:
+            append(header)
+        append(body)
     return out
+
+
+#: Frames at least this big are assembled in a buffer of their exact size, which a transport can
+#: fill straight from the socket (see :meth:`FrameDecoder.recv_buffer`): no re-buffering copies.
+DIRECT_SIZE = 32 * 1024
+_PREALLOC_MAX = 16 << 20  # bigger bodies (only with max_size 0 or huge) grow as bytes arrive
 
 
 class FrameDecoder:
@@ -110,21 +137,28 @@ class FrameDecoder:
     ``max_size`` (0 = unlimited) is enforced as soon as a length prefix is read, before any of
     the body is buffered, so a peer announcing 2 GiB costs nothing. After an error the decoder is
     dead: the stream has no resynchronisation point, so the pipe must be closed.
+
+    Complete frames in a fed chunk are sliced out of it (no copy beyond the slice); only an
+    incomplete tail is kept: its prefix bytes, then a body buffer of the announced size.
     """
 
-    __slots__ = ("framing", "max_size", "_pending", "_need", "_error")
+    __slots__ = ("framing", "max_size", "_head", "_body", "_have", "_need", "_error")
 
     def __init__(self, framing: Framing = TCP, max_size: int = 0) -> None:
         self.framing = framing
         self.max_size = max_size
-        self._pending = bytearray()  # bytes of an incomplete frame carried between feeds
-        self._need = 0  # total size of the frame being assembled in _pending, 0 if unknown
+        self._head = b""  # prefix bytes of the next frame while fewer than prefix_size arrived
+        self._body: bytearray | None = None  # body in progress; made when its first byte comes
+        self._have = 0  # body bytes received into _body
+        self._need = -1  # body size of the frame in progress, -1 while its length is unknown
         self._error: Exception | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
-        return len(self._pending)
+        if self._need < 0:
+            return len(self._head)
+        return self.framing.prefix_size + self._have
 
     @property
     def error(self) -> Exception | None:
@@ -140,45 +174,51 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error.with_traceback(None)
+        if type(data) is not bytes:
+            data = bytes(data)  # one copy; then every message is a cheap slice, never a view
         out: list[bytes] = []
         try:
-            pending = self._pending
-            if pending:
-                # Finish the frame in progress first; only its missing bytes are copied.
-                view = memoryview(data)
-                used = self._complete_pending(view, out)
-                if pending:  # still incomplete: everything was consumed
+            pos = 0
+            if self._head or self._need >= 0:
+                pos = self._continue(data, out)
+                if self._need >= 0 or self._head:  # still incomplete: everything was consumed
                     return out
-                data = view[used:]
-            self._parse(data, out)
+            self._parse(data, pos, out)
         except Exception as exc:
             self._error = exc
-            self._pending = bytearray()
+            self._head, self._body, self._need = b"", None, -1
             if not out:
                 raise
         return out
 
-    def _complete_pending(self, view: memoryview, out: list[bytes]) -> int:
-        pending = self._pending
-        prefix = self.framing.prefix_size
-        used = 0
-        if self._need == 0:  # still reading the length prefix
-            take = min(prefix - len(pending), len(view))
-            pending += view[:take]
-            used = take
-            if len(pending) < prefix:
-                return used
-            self._need = prefix + self._check_length(pending, 0)
-        take = min(self._need - len(pending), len(view) - used)
-        pending += view[used:used + take]
-        used += take
-        if len(pending) == self._need:
-            out.append(bytes(memoryview(pending)[prefix:]))
-            pending.clear()
-            self._need = 0
-        return used
+    @property
+    def body_wanted(self) -> int:
+        """The body size of a frame whose prefix is read but none of its body, else 0. A reader
+        that can get exactly that many bytes in one piece feeds them and gets them back as the
+        message itself, without a copy."""
+        return self._need if self._have == 0 and self._need > 0 else 0
 
-    def _check_length(self, buf: bytes | bytearray | memoryview, pos: int) -> int:
+    def recv_buffer(self) -> memoryview | None:
+        """Where the rest of a big incomplete frame's body can be read in place, else None.
+
+        After writing ``n`` bytes there (``sock.recv_into``), call :meth:`filled`.
+        """
+        need = self._need
+        if need >= DIRECT_SIZE and need <= _PREALLOC_MAX and self._error is None:
+            if self._body is None:
+                self._body = bytearray(need)
+            return memoryview(self._body)[self._have:]
+        return None
+
+    def filled(self, n: int) -> list[bytes]:
+        """``n`` more body bytes were written into :meth:`recv_buffer`; the message if complete."""
+        self._have += n
+        if self._have < self._need:
+            return []
+        body, self._body, self._need = self._body, None, -1
+        return [bytes(body)]
+
+    def _length(self, buf: bytes, pos: int) -> int:
         t = self.framing.type_byte
         if t is None:
             (n,) = _LEN.unpack_from(buf, pos)
@@ -190,20 +230,83 @@ class FrameDecoder:
             raise MessageTooLarge(f"peer announced a {n}-byte message; the limit is {self.max_size}")
         return n
 
-    def _parse(self, data: bytes | bytearray | memoryview, out: list[bytes]) -> None:
-        prefix = self.framing.prefix_size
-        end = len(data)
+    def _start_body(self, n: int, data: bytes, pos: int) -> int:
+        """The frame in progress has an ``n``-byte body: buffer what ``data`` has of it from pos."""
+        self._need = n
+        self._body = None
+        self._have = 0
+        return self._fill(data, pos)
+
+    def _fill(self, data: bytes, pos: int) -> int:
+        take = min(self._need - self._have, len(data) - pos)
+        if take <= 0:
+            return pos
+        body, have = self._body, self._have
+        if body is None:
+            body = self._body = bytearray(self._need) if self._need <= _PREALLOC_MAX else bytearray()
+        if len(body) == self._need:
+            body[have:have + take] = data[pos:pos + take]
+        else:
+            body += data[pos:pos + take]
+        self._have = have + take
+        return pos + take
+
+    def _continue(self, data: bytes, out: list[bytes]) -> int:
+        """Carry on with the frame in progress; return how much of ``data`` it used."""
         pos = 0
-        check = self._check_length
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        while end - pos >= prefix:
-            n = check(view, pos)
-            start = pos + prefix
-            if end - start < n:
-                break
-            pos = start + n
-            out.append(bytes(view[start:pos]))
-        if pos < end:
-            self._pending += view[pos:end]
-            if end - pos >= prefix:
-                self._need = prefix + check(self._pending, 0)
+        if self._need < 0:  # still reading the length prefix
+            prefix = self.framing.prefix_size
+            take = prefix - len(self._head)
+            head = self._head + data[:take]
+            if len(head) < prefix:
+                self._head = head
+                return len(data)
+            self._head = b""
+            pos = self._start_body(self._length(head, 0), data, take)
+        elif self._have == 0 and len(data) >= self._need:
+            # The whole body in one piece: the message is a slice (the chunk itself if exact).
+            pos = self._need
+            out.append(data[:pos])
+            self._need = -1
+            return pos
+        else:
+            pos = self._fill(data, 0)
+        if self._have == self._need:
+            body, self._body, self._need = self._body, None, -1
+            out.append(bytes(body) if body is not None else b"")
+        return pos
+
+    def _parse(self, data: bytes, pos: int, out: list[bytes]) -> None:
+        end = len(data)
+        append = out.append
+        if self.framing.type_byte is None:  # tcp: the hot loop, inlined
+            unpack = _LEN.unpack_from
+            limit = self.max_size or (1 << 64)
+            while end - pos >= 8:
+                (n,) = unpack(data, pos)
+                if n > limit:
+                    raise MessageTooLarge(
+                        f"peer announced a {n}-byte message; the limit is {self.max_size}")
+                start = pos + 8
+                stop = start + n
+                if stop > end:
+                    break
+                append(data[start:stop])
+                pos = stop
+        else:
+            prefix = self.framing.prefix_size
+            length = self._length
+            while end - pos >= prefix:
+                n = length(data, pos)
+                start = pos + prefix
+                stop = start + n
+                if stop > end:
+                    break
+                append(data[start:stop])
+                pos = stop
+        if pos < end:  # an incomplete frame: keep its prefix, or start its body
+            prefix = self.framing.prefix_size
+            if end - pos < prefix:
+                self._head = data[pos:end]
+            else:
+                self._start_body(self._length(data, pos), data, pos + prefix)

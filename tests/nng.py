@@ -50,3 +50,24 @@ def send_many(sock: "pynng.Socket", messages: "list[bytes]") -> None:
     """Send every message back-to-back on one native thread (run it with :func:`spawn`)."""
     for m in messages:
         sock.send(m)
+
+
+def raises(exc_type: type[BaseException], fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Run a blocking pynng call on a native thread; return the ``exc_type`` error it raised (or
+    None). Unlike ``pytest.raises(...)`` around :func:`run`, an expected error is not printed
+    by the threadpool as a failure."""
+    def call() -> Any:
+        try:
+            fn(*args, **kw)
+        except exc_type as exc:
+            return exc
+        return None
+    return run(call)
+
+
+def added_pipes(sock: "pynng.Socket") -> list[int]:
+    """A live list of the ids of pipes nng fully attached (post-add) on ``sock``; pipes nng
+    rejects after its pre-add event (e.g. a wrong peer protocol) never show up here."""
+    ids: list[int] = []
+    sock.add_post_pipe_connect_cb(lambda pipe: ids.append(pipe.id))
+    return ids

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import gevent
+
 from .._errors import Closed
 from .._message import Message
 from .._registry import hookimpl
@@ -46,6 +48,13 @@ class Push(Protocol):
             if pipes[i].try_send(msg):
                 self._next = i + 1
                 return
+            if n == 1 and timeout != 0 and not self.socket._options["best_effort"]:
+                # A full queue usually has its writer woken already: one turn of the loop lets it
+                # drain, far cheaper than the full wait below (a select and a Signal per batch).
+                gevent.sleep(0)
+                if pipes and pipes[0].try_send(msg):
+                    self._next = 1
+                    return
         nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout,
                                self.socket._options["best_effort"], lambda: self._closed)
         if nxt >= 0:
@@ -57,20 +66,34 @@ class Push(Protocol):
 
 
 class Pull(Protocol):
-    """Each pipe's reader queues into one channel; FIFO waiting makes blocked pipes take turns."""
+    """Each pipe's reader queues into one channel; FIFO waiting makes blocked pipes take turns.
+
+    The channel holds ``(body, pipe)`` pairs: a tuple is far cheaper to make than a Message, and
+    ``Socket.recv`` (through ``recv_body``) never needs one.
+    """
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
         self._recvq: Chan = Chan(socket.get_option("recv_buffer"))
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        self._recvq.send(Message(data, b"", pipe))
+        self._recvq.send((data, pipe))
+
+    def pipe_recv_all(self, pipe: "Pipe", datas: list[bytes]) -> None:
+        self._recvq.send_all([(d, pipe) for d in datas])
+
+    def recv_body(self, timeout: float | None) -> bytes:
+        try:
+            return self._recvq.recv(timeout)[0]
+        except Closed:
+            raise Closed("socket closed") from None
 
     def recv(self, timeout: float | None) -> Message:
         try:
-            return self._recvq.recv(timeout)
+            data, pipe = self._recvq.recv(timeout)
         except Closed:
             raise Closed("socket closed") from None
+        return Message(data, b"", pipe)
 
     def close(self) -> None:
         self._recvq.close()

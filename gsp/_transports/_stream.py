@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 
 from gevent import socket as gsocket
 
-from .._errors import Closed, ConnectionBroken, GspError
+from .._errors import Closed, ConnectionBroken
 from ..transport import (
     Connection, StreamConnection, TransportDialer, TransportListener, map_socket_error,
 )
@@ -96,23 +96,3 @@ class SocketDialer(TransportDialer):
         s = self._inflight
         if s is not None:
             s.close()
-
-
-def connect_socket(dialer: SocketDialer, family: int, address: Any,
-                   prepare: Callable[[Any], None] | None = None) -> Any:
-    """Connect a new gevent socket, mapping failures to gsp errors; closeable mid-connect."""
-    sock = gsocket.socket(family, gsocket.SOCK_STREAM)
-    dialer._inflight = sock
-    try:
-        if prepare is not None:
-            prepare(sock)
-        sock.connect(address)
-    except GspError:  # gsp.Timeout is an OSError too: let the dialer's limit through as it is
-        sock.close()
-        raise
-    except OSError as exc:
-        sock.close()
-        raise map_socket_error(exc, f"dial {dialer.url}") from None
-    finally:
-        dialer._inflight = None
-    return sock

@@ -54,6 +54,13 @@ class InprocConnection(Connection):
         except Closed:
             raise self._broken() from None
 
+    def send_now(self, msg: "Message") -> int:
+        """Hand ``msg`` to the peer at once if its channel has room (the pipe's writer is idle):
+        2 done, 0 no room (queue it); 1 when the peer is gone, so the writer meets that."""
+        if self._out._closed:
+            return 1
+        return 2 if self._out._try_send([msg.header + msg.body if msg.header else msg.body]) else 0
+
     def recv_messages(self) -> list[bytes]:
         try:
             batch = self._in.recv()

@@ -13,8 +13,8 @@ from .._errors import AddressInUse, InvalidAddress
 from .._options import Option, integer, optional
 from .._registry import hookimpl
 from .. import wire
-from ..transport import Transport, map_socket_error, split_url
-from ._stream import SocketDialer, SocketListener, connect_socket
+from ..transport import Transport, connect_socket, map_socket_error, split_url
+from ._stream import SocketDialer, SocketListener
 
 IPC_OPTIONS = {o.name: o for o in [
     Option("ipc_file_mode", None, optional(integer(0, 0o7777)),

@@ -8,8 +8,10 @@ from gevent import socket as gsocket
 
 from .._options import Option, boolean
 from .._registry import hookimpl
-from ..transport import Transport, bind_stream_socket, hostport, parse_host_port, resolve
-from ._stream import SocketDialer, SocketListener, connect_socket
+from ..transport import (
+    Transport, bind_stream_socket, connect_socket, hostport, parse_host_port, resolve,
+)
+from ._stream import SocketDialer, SocketListener
 
 TCP_OPTIONS = {o.name: o for o in [
     Option("tcp_nodelay", True, boolean, "disable Nagle's algorithm (lower latency)"),

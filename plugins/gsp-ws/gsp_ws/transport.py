@@ -22,7 +22,8 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
-    Transport, TransportDialer, TransportListener, bind_stream_socket, hostport, map_socket_error,
+    Transport, TransportDialer, TransportListener, bind_stream_socket, connect_socket, hostport,
+    map_socket_error,
     parse_host_port, resolve, split_url, tls_context, tls_handshake, tls_wrap,
 )
 
@@ -234,17 +235,13 @@ class WSDialer(TransportDialer):
 
     def dial(self) -> WSClientConnection:
         family, addr = resolve(self.host, self.port, False)
-        sock = gsocket.socket(family, gsocket.SOCK_STREAM)
-        self._inflight = sock  # close() aborts a connect in progress
+        sock = connect_socket(self, family, addr)
         try:
-            sock.connect(addr)
             sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
             local, remote = sock.getsockname(), sock.getpeername()
         except OSError as exc:
             sock.close()
             raise map_socket_error(exc, f"dial {self.url}") from None
-        finally:
-            self._inflight = None
         return WSClientConnection(
             sock, self.options, _name(self.scheme, local), _name(self.scheme, remote),
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,
