@@ -13,6 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gsp", description="gsp — Scalability Protocols on gevent")
     sub = ap.add_subparsers(dest="cmd")
     sub.add_parser("info", help="list installed protocols and transports")
+    sub.add_parser("bench", help="benchmarks, alone or against pynng/pyzmq (gsp bench -h)",
+                   add_help=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # everything after "bench" belongs to gsp.bench's own parser
+        from gsp.bench import main as bench_main
+        return bench_main(argv[1:])
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         print(f"gsp {gsp.__version__}")

@@ -1,0 +1,219 @@
+"""The orchestrator: starts worker processes for one workload and one library, relays the
+go/measure/stop words between them, and turns their raw figures into rates and percentiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+
+class BenchError(Exception):
+    """A run failed (a worker crashed, reported an error or overran its time)."""
+
+
+class NotApplicable(Exception):
+    """The library has no way to run the workload."""
+
+
+class Worker:
+    """One ``python -m gsp.bench _worker`` process and its JSON-lines control channel."""
+
+    def __init__(self, lib: str, role: str, deadline: float, **args: Any) -> None:
+        self.name = f"{lib} {role}"
+        self.deadline = deadline
+        self._err = tempfile.TemporaryFile()
+        spec = json.dumps({"lib": lib, "role": role, "args": args})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gsp.bench", "_worker", spec],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
+        self._buf = b""
+
+    def _stderr_tail(self) -> str:
+        self._err.seek(0)
+        lines = self._err.read().decode(errors="replace").strip().splitlines()
+        return "\n".join(lines[-6:])
+
+    def expect(self, key: str) -> Any:
+        """Wait for the worker's ``{key: ...}`` line (``ready`` or ``result``)."""
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue  # stray output from a library
+                if "na" in msg:
+                    raise NotApplicable(msg["na"])
+                if "error" in msg:
+                    raise BenchError(f"{self.name}: {msg['error']}\n{self._stderr_tail()}")
+                if key in msg:
+                    return msg[key]
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise BenchError(f"{self.name}: no {key!r} before the time limit")
+            ready, _, _ = select.select([out], [], [], left)
+            if ready:
+                chunk = os.read(out.fileno(), 65536)
+                if not chunk:
+                    rc = self.proc.wait()
+                    raise BenchError(f"{self.name} exited ({rc}) before {key!r}\n"
+                                     f"{self._stderr_tail()}")
+                self._buf += chunk
+
+    def say(self, word: str) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(word.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # already gone: finish() reports nothing more useful
+
+    def finish(self, grace: float = 15.0) -> None:
+        self.say("stop")
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass  # a stdin the worker never read: its buffered "stop" has nowhere to go
+        self._err.close()
+
+
+class Run:
+    """The workers of one measurement; all of them are stopped (or killed) on exit."""
+
+    def __init__(self, lib: str, timeout: float, tmpdir: str) -> None:
+        self.lib = lib
+        self.deadline = time.monotonic() + timeout
+        self.tmpdir = tmpdir
+        self.workers: list[Worker] = []
+
+    def start(self, role: str, **args: Any) -> Worker:
+        w = Worker(self.lib, role, self.deadline, **args)
+        self.workers.append(w)
+        return w
+
+    def address(self, transport: str) -> str:
+        if transport == "tcp":
+            return "tcp://127.0.0.1:0"
+        if transport == "ipc":
+            return f"ipc://{tempfile.mktemp(prefix='b', suffix='.sock', dir=self.tmpdir)}"
+        raise ValueError(f"no address for {transport!r}")
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for w in reversed(self.workers):
+            w.finish()
+
+
+# -- workloads: each returns a dict of figures ------------------------------------------------------
+
+def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
+    """Push/pull throughput, nng local_thr/remote_thr semantics (receiver times first..last)."""
+    if transport == "inproc":
+        r = run.start("inproc_thr", size=size, count=count).expect("result")
+    else:
+        recv = run.start("thr_recv", url=run.address(transport), size=size, count=count)
+        url = recv.expect("ready")["url"]
+        send = run.start("thr_send", url=url, size=size, count=count)
+        recv.expect("started")
+        send.say("go")
+        r = recv.expect("result")
+    rate = (r["count"] - 1) / r["elapsed"]
+    return {"msg_s": rate, "mb_s": rate * size / 1e6, "count": count, "elapsed": r["elapsed"]}
+
+
+def lat(run: Run, transport: str, size: int, count: int, warmup: int = 100) -> dict[str, Any]:
+    """Req/rep round trips, nng local_lat/remote_lat semantics plus percentiles."""
+    if transport == "inproc":
+        r = run.start("inproc_lat", size=size, count=count, warmup=warmup).expect("result")
+    else:
+        srv = run.start("lat_server", url=run.address(transport), size=size,
+                        count=count + warmup)
+        url = srv.expect("ready")["url"]
+        r = run.start("lat_client", url=url, size=size, count=count,
+                      warmup=warmup).expect("result")
+    s = sorted(r["samples"])
+    us = 1e6
+    return {"mean_us": statistics.fmean(s) * us, "p50_us": s[len(s) // 2] * us,
+            "p99_us": s[min(len(s) - 1, int(len(s) * 0.99))] * us, "count": count}
+
+
+def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[str, Any]:
+    """1 PUB → ``subs`` SUBs (in one process): messages delivered per second over all subs."""
+    pub = run.start("pub", url=run.address(transport), size=size, count=count)
+    url = pub.expect("ready")["url"]
+    sub = run.start("subs", url=url, n=subs, count=count)
+    sub.expect("ready")  # every subscriber has a warm-up message: subscriptions are in place
+    pub.say("go")
+    r = sub.expect("result")
+    pub.say("stop")
+    return {"msg_s": r["delivered"] / r["elapsed"], "delivered": r["delivered"],
+            "delivered_pct": 100.0 * r["delivered"] / r["expected"], "subs": subs}
+
+
+def reqrep(run: Run, transport: str, size: int, count: int, clients: int) -> dict[str, Any]:
+    """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second."""
+    srv = run.start("rep_server", url=run.address(transport))
+    url = srv.expect("ready")["url"]
+    r = run.start("req_clients", url=url, size=size, clients=clients,
+                  count=count).expect("result")
+    return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"], "clients": clients}
+
+
+def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:
+    """``conns`` dialers (spread over processes of at most ``per_process``) on one REP: time until
+    each has had a reply, and the listener's RSS growth per pipe."""
+    srv = run.start("conns_server", url=run.address(transport))
+    url = srv.expect("ready")["url"]
+    left, dialers = conns, []
+    while left > 0:
+        n = min(left, per_process)
+        dialers.append(run.start("conns_dialers", url=url, n=n))
+        left -= n
+    reports = [d.expect("ready") for d in dialers]
+    srv.say("measure")
+    r = srv.expect("result")
+    grown = r["rss_after"] - r["rss_before"]
+    return {"connect_s": max(x["elapsed"] for x in reports), "rss_kib": grown / conns / 1024,
+            "served": sum(x["served"] for x in reports), "pipes": r["pipes"], "conns": conns}
+
+
+WORKLOADS = {"thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns}
+
+
+def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
+            repeat: int) -> dict[str, Any]:
+    """Run one case ``repeat`` times; figures are the medians (all runs kept in ``runs``)."""
+    fn = WORKLOADS[workload]
+    tmpdir = tempfile.mkdtemp(prefix="gsp-bench-", dir="/tmp")
+    runs = []
+    try:
+        for _ in range(repeat):
+            with Run(lib, timeout, tmpdir) as run:
+                runs.append(fn(run, **params))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    med: dict[str, Any] = {}
+    for k, v in runs[0].items():
+        vals = [r[k] for r in runs]
+        med[k] = statistics.median(vals) if all(isinstance(x, (int, float)) for x in vals) else v
+    med["runs"] = runs if repeat > 1 else None
+    return med
