@@ -1,0 +1,266 @@
+"""The gsp sink on a real local Spark (batch and streaming), its wire format and Deduplicator.
+
+One SparkSession serves the module. It is built without ``gsp.spark.register``: ``format("gsp")``
+must resolve through PySpark's auto-discovery of the ``pyspark_gsp`` module. Receivers run in
+their own thread and hub (:class:`gsp.spark.HubThread`) because Spark calls block this thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import msgpack
+import pytest
+
+from pyspark.sql.functions import udf
+
+import gsp
+from gsp.spark import Deduplicator, HubThread, local_session, unpack
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Spark's Python workers look for pyspark_* modules on their sys.path; an editable install
+    # maps packages through an import hook they cannot list, so put the checkout on PYTHONPATH
+    # (before the JVM starts: it hands its environment to the workers).
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, old) if p)
+    # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
+    # spark.task.maxFailures), so a task failing once is retried.
+    session = local_session("local[2,4]", "gsp-sink-tests", register=False)
+    # The first Python UDF task makes the JVM connect to the driver's accumulator server, a socket
+    # that then stays open: open it here, not inside a test's leak check.
+    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
+    yield session
+    session.stop()
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
+
+
+class Receiver:
+    """A listening gsp socket in its own thread, keeping every message body (rep: and acking)."""
+
+    def __init__(self, protocol: str) -> None:
+        self.messages: list[bytes] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def run(stop: threading.Event) -> None:
+            with gsp.socket(protocol, raw=protocol == "rep", listen="tcp://127.0.0.1:0",
+                            recv_timeout=0.05) as s:
+                if protocol == "sub":
+                    s.subscribe(b"")
+                self.url = s.listeners[0].url
+                ready.set()
+                while not stop.is_set():
+                    try:
+                        m = s.recv_msg()
+                    except gsp.Timeout:
+                        continue
+                    self.messages.append(m.body)
+                    if protocol == "rep":
+                        s.send_msg(gsp.Message(b"", m.header))
+
+        self._thread = HubThread(run, "test-receiver")
+        assert ready.wait(10), "receiver did not start"
+
+    def wait_until(self, cond: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, f"timed out with {len(self.messages)} messages"
+            time.sleep(0.05)
+
+    def __enter__(self) -> "Receiver":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._thread.join(10)
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_batch_push_delivers_every_row_exactly_once(spark):
+    df = spark.range(10_000, numPartitions=4).selectExpr("id", "concat('row-', id) AS name")
+    with Receiver("pull") as rx:
+        df.write.format("gsp").option("url", rx.url).mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= 10_000, 30)
+        time.sleep(0.3)  # anything extra would show up now
+    rows = [unpack(m) for m in rx.messages]
+    assert len(rows) == 10_000
+    assert sorted(r["id"] for r in rows) == list(range(10_000))
+    assert all(r["name"] == f"row-{r['id']}" for r in rows)
+    keys = {tuple(r["_gsp_key"]) for r in rows}
+    assert len(keys) == 10_000
+    assert len({k[0] for k in keys}) == 1  # one writer id for the job
+    assert {k[2] for k in keys} == {0, 1, 2, 3}  # partition numbers
+    for part in range(4):  # each partition numbers its rows 0, 1, 2, ... in order
+        seqs = [r["_gsp_key"][3] for r in rows if r["_gsp_key"][2] == part]
+        assert seqs == list(range(len(seqs)))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_req_task_retry_duplicates_are_removed_by_deduplicator(spark, tmp_path):
+    markers = str(tmp_path)
+
+    def fail_once(i: Any) -> Any:
+        # Each partition (2,500 ids) stalls, then fails, its first attempt at its 2,000th row; the
+        # rows before it reach the writer meanwhile and are sent (and acknowledged), so the
+        # retry sends them again. The padding makes the UDF's worker flush its output buffer.
+        marker = os.path.join(markers, f"failed-{i // 2500}")
+        if i % 2500 == 2000 and not os.path.exists(marker):
+            open(marker, "w").close()
+            time.sleep(2.0)
+            raise RuntimeError("forced task failure")
+        return f"{i:08d}" + "x" * 500
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "250")
+    try:
+        df = spark.range(10_000, numPartitions=4).select(
+            udf(fail_once, "string", useArrow=False)("id").alias("payload"))
+        with Receiver("rep") as rx:
+            (df.write.format("gsp").option("url", rx.url).option("protocol", "req")
+             .mode("append").save())
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert sorted(os.listdir(markers)) == [f"failed-{p}" for p in range(4)]
+    dedup = Deduplicator()
+    rows = [r for m in rx.messages for r in dedup.rows(m)]
+    ids = sorted(int(r["payload"][:8]) for r in rows)
+    assert ids == list(range(10_000))  # 0 lost, 0 extra
+    assert dedup.duplicates >= 4 * 1000  # every partition's retry re-sent its first rows
+    assert len(rx.messages) == 10_000 + dedup.duplicates
+
+
+def test_raw_format_sends_value_column_as_is(spark):
+    df = spark.createDataFrame([(b"\x00\x01", "a"), (b"", "b"), (None, "c"), (b"xyz", "d")],
+                               "value BINARY, tag STRING")
+    with Receiver("pull") as rx:
+        df.write.format("gsp").option("url", rx.url).option("format", "raw").mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= 3, 20)
+    assert sorted(rx.messages) == [b"", b"\x00\x01", b"xyz"]  # the null row has nothing to send
+
+
+def test_msgpack_carries_spark_types(spark):
+    df = spark.sql("""SELECT 1 AS i, 2.5D AS d, CAST('3.25' AS DECIMAL(5,2)) AS dec,
+        DATE'2024-02-29' AS day, TIMESTAMP'2024-02-29 12:00:00 UTC' AS ts, X'ff00' AS b,
+        array(1, 2) AS arr, map('k', 1) AS m, named_struct('x', 1, 'y', 'z') AS st,
+        CAST(NULL AS STRING) AS nothing, true AS flag""")
+    with Receiver("pull") as rx:
+        df.write.format("gsp").option("url", rx.url).mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= 1, 20)
+    row = unpack(rx.messages[0])
+    assert row["i"] == 1 and row["d"] == 2.5 and row["dec"] == "3.25"
+    assert row["day"] == "2024-02-29" and row["b"] == b"\xff\x00" and row["flag"] is True
+    assert row["ts"] == dt.datetime(2024, 2, 29, 12, tzinfo=dt.timezone.utc)
+    assert row["arr"] == [1, 2] and row["m"] == {"k": 1} and row["st"] == {"x": 1, "y": "z"}
+    assert row["nothing"] is None
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_streaming_pub_sink_packs_batch_rows_with_query_keys(spark, tmp_path):
+    with Receiver("sub") as rx:
+        q = (spark.readStream.format("rate").option("rowsPerSecond", 2000).load()
+             .writeStream.format("gsp").option("url", rx.url).option("protocol", "pub")
+             .option("batch_rows", 50).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="300 milliseconds").start())
+        try:
+            rx.wait_until(lambda: len({r["_gsp_key"][1] for m in list(rx.messages)
+                                       for r in unpack(m)}) >= 3, 60)
+        finally:
+            q.stop()
+    messages = [unpack(m) for m in rx.messages]
+    assert all(isinstance(m, list) and 1 <= len(m) <= 50 for m in messages)
+    rows = [r for m in messages for r in m]
+    keys = [tuple(r["_gsp_key"]) for r in rows]
+    assert len(set(keys)) == len(keys)
+    assert {k[0] for k in keys} == {q.id}  # streaming: the query id, stable across restarts
+    assert len({k[1] for k in keys}) >= 3  # several micro-batches
+    values = [r["value"] for r in rows]
+    assert len(set(values)) == len(values)
+    assert all(isinstance(r["timestamp"], dt.datetime) for r in rows)
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"protocol": "pull"}, "unknown protocol 'pull'; use one of push, pub, req"),
+    ({"url": None}, "option 'url' is required"),
+    ({"url": "bogus://x"}, "bogus"),
+    ({"batchrows": "5"}, "unknown option.*'batchrows'"),
+    ({"batch_rows": "0"}, "'batch_rows' must be an integer >= 1"),
+    ({"format": "raw"}, "format 'raw' sends column 'value' as-is, but the DataFrame has none"),
+    ({"format": "raw", "batch_rows": "10"}, "cannot be used with format 'raw'"),
+])
+def test_bad_options_fail_the_write_clearly(spark, options, error):
+    w = spark.range(3).write.format("gsp").mode("append")
+    opts = {"url": "tcp://127.0.0.1:1", **options}
+    for k, v in opts.items():
+        if v is not None:
+            w = w.option(k, v)
+    with pytest.raises(Exception, match=error):
+        w.save()
+
+
+def test_reserved_key_column_and_unsupported_type_are_rejected(spark):
+    w = spark.range(3).selectExpr("id AS _gsp_key").write.format("gsp").mode("append")
+    with pytest.raises(Exception, match="'_gsp_key' is reserved"):
+        w.option("url", "tcp://127.0.0.1:1").save()
+    w = spark.sql("SELECT parse_json('1') AS v").write.format("gsp").mode("append")
+    with pytest.raises(Exception, match="column 'v' has type variant"):
+        w.option("url", "tcp://127.0.0.1:1").save()
+
+
+def test_no_peer_fails_the_task_with_a_clear_error(spark):
+    w = (spark.range(3, numPartitions=1).write.format("gsp").mode("append")
+         .option("url", "ipc:///tmp/gsp-spark-nobody-listens.sock")
+         .option("connect_timeout", "0.3"))
+    with pytest.raises(Exception, match="no peer connected to ipc:///tmp/gsp-spark-nobody"):
+        w.save()
+
+
+# -- wire format and Deduplicator, no Spark ------------------------------------------------------
+def test_deduplicator_drops_retries_and_late_copies():
+    d = Deduplicator()
+    assert [d.is_new(("w", 0, 0, s)) for s in range(3)] == [True] * 3
+    assert [d.is_new(("w", 0, 0, s)) for s in range(4)] == [False, False, False, True]
+    assert d.is_new(("w", 0, 1, 0)) and d.is_new(("w", 1, 0, 0)) and d.is_new(("v", 0, 0, 0))
+    assert d.is_new(("w", 0, 0, 6)) and d.is_new(("w", 0, 0, 5))  # out of order
+    assert not d.is_new(("w", 0, 0, 6))
+    assert d.is_new(("w", 0, 0, 4)) and not d.is_new(("w", 0, 0, 5))
+    assert d.is_new(("w", 0, 0, 7))
+    assert (d.accepted, d.duplicates) == (11, 5)
+
+
+def test_deduplicator_rows_decodes_maps_arrays_and_unkeyed():
+    pack = msgpack.packb
+    d = Deduplicator()
+    one = pack({"a": 1, "_gsp_key": ["w", 0, 0, 0]})
+    many = pack([{"a": 2, "_gsp_key": ["w", 0, 0, 1]}, {"a": 3, "_gsp_key": ["w", 0, 0, 2]}])
+    assert [r["a"] for r in d.rows(one) + d.rows(many) + d.rows(many) + d.rows(one)] == [1, 2, 3]
+    assert d.rows(pack({"a": 9})) == [{"a": 9}] and d.unkeyed == 1
+
+
+def test_deduplicator_forgets_least_recent_streams_beyond_its_bound():
+    d = Deduplicator(max_streams=2)
+    for part in range(3):
+        assert d.is_new(("w", 0, part, 0))
+    assert not d.is_new(("w", 0, 2, 0))
+    assert d.is_new(("w", 0, 0, 0))  # stream 0 was forgotten: documented limit
+
+
+def test_packer_encodes_spark_values():
+    from gsp.spark import packer
+
+    data = packer().pack({"d": decimal.Decimal("1.50"), "day": dt.date(2024, 1, 2),
+                          "naive": dt.datetime(2024, 1, 2, 3, 4),
+                          "aware": dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc),
+                          "span": dt.timedelta(seconds=90)})
+    assert unpack(data) == {"d": "1.50", "day": "2024-01-02", "naive": "2024-01-02T03:04:00",
+                            "aware": dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc),
+                            "span": 90.0}

@@ -1,0 +1,289 @@
+"""The gsp streaming source on a real local Spark, and its spool and decoding without Spark.
+
+One SparkSession serves the module (``gsp.spark.register`` done by ``local_session``). Producers
+run in their own thread and hub (:class:`gsp.spark.HubThread`) because Spark calls block this one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+import gevent
+import msgpack
+import pytest
+from pyspark.sql.functions import udf
+from pyspark.sql.types import (
+    BinaryType, DateType, DecimalType, DoubleType, IntegerType, LongType, StringType, StructField,
+    StructType, TimestampType,
+)
+
+import gsp
+from gsp.spark import HubThread, SourceError, SpoolBusy, local_session
+from gsp.spark._source import _Chunk, decode_chunk
+from gsp.spark._spool import Spool
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Same environment as the sink module's session, whichever of them starts the JVM.
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, old) if p)
+    session = local_session("local[2]", "gsp-source-tests")
+    # Open the accumulator-server connection (made by the first Python UDF task) up front.
+    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
+    yield session
+    session.stop()
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def table_count(spark: Any, name: str) -> int:
+    return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_pull_source_receives_every_message_from_three_producers(spark, ipc_dir, tmp_path):
+    url = f"ipc://{ipc_dir}/src.sock"
+    total, producers = 10_000, 3
+
+    def produce(stop: threading.Event) -> None:
+        def one(p: int) -> None:
+            with gsp.socket("push", dial=url, send_timeout=60) as s:
+                for n in range(p, total, producers):
+                    s.send(msgpack.packb({"producer": p, "n": n, "note": f"event {n}"}))
+        gevent.joinall([gevent.spawn(one, p) for p in range(producers)], raise_error=True)
+
+    q = (spark.readStream.format("gsp").schema("n INT, producer INT, _seq BIGINT, _pipe BIGINT")
+         .option("url", url).option("spool", str(tmp_path / "spool")).load()
+         .writeStream.format("memory").queryName("pulled")
+         .option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="300 milliseconds").start())
+    prod = HubThread(produce, "producers")
+    try:
+        wait_for(lambda: table_count(spark, "pulled") >= total, 90, "10,000 rows")
+        prod.join(30)
+    finally:
+        q.stop()
+    rows = spark.sql("SELECT * FROM pulled").collect()
+    assert len(rows) == total  # exactly once in a run without failures
+    assert sorted(r.n for r in rows) == list(range(total))
+    assert all(r.n % producers == r.producer for r in rows)
+    assert sorted(r._seq for r in rows) == list(range(total))  # spool offsets, gap-free
+    assert len({r._pipe for r in rows}) == producers  # one pipe per producer
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, ipc_dir, tmp_path):
+    """Producers' REQs are answered only after fsync to the spool; the planner process holding
+    the receiver is SIGKILLed mid-stream, the query restarted on the same checkpoint, and every
+    acknowledged message must come out of the (exactly-once) parquet sink."""
+    url = f"ipc://{ipc_dir}/rep.sock"
+    spool, out, ck = tmp_path / "spool", str(tmp_path / "out"), str(tmp_path / "ck")
+    total, producers, window = 10_000, 3, 8
+    acked: set[str] = set()
+
+    def produce(stop: threading.Event) -> None:
+        def one(p: int) -> None:
+            with gsp.socket("req", dial=url, resend_time=0.5) as s:
+                def lane(ctx: Any, ns: range) -> None:
+                    for n in ns:
+                        body = f"p{p}-{n}"
+                        ctx.send(body.encode())
+                        ctx.recv()  # waits (resending) until the source has spooled it
+                        acked.add(body)
+                mine = range(p, total, producers)
+                gevent.joinall([gevent.spawn(lane, s.open_context(), mine[k::window])
+                                for k in range(window)], raise_error=True)
+        gevent.joinall([gevent.spawn(one, p) for p in range(producers)], raise_error=True)
+
+    def start() -> Any:
+        return (spark.readStream.format("gsp").option("url", url).option("protocol", "rep")
+                .option("spool", str(spool)).load()
+                .selectExpr("CAST(value AS STRING) AS v", "_seq", "_received")
+                .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
+                .trigger(processingTime="300 milliseconds").start())
+
+    q1 = start()
+    prod = HubThread(produce, "req-producers")
+    try:
+        wait_for(lambda: len(acked) >= 3000, 60, "3,000 acknowledged messages")
+        # The receiver lives in Spark's Python planner process; the spool lock names its pid.
+        os.kill(int((spool / "LOCK").read_text()), signal.SIGKILL)
+        with pytest.raises(Exception):
+            q1.awaitTermination(60)  # the query dies with its source process
+        acked_at_kill = len(acked)
+        assert acked_at_kill < total  # producers are still at it: some wait for the restart
+        q2 = start()
+        try:
+            wait_for(lambda: not prod.is_alive(), 90, "all 10,000 messages acknowledged")
+            prod.join(5)
+            wait_for(lambda: spark.read.parquet(out).select("v").distinct().count() >= total, 90,
+                     "every message in the sink")
+        finally:
+            q2.stop()
+    finally:
+        q1.stop()
+        prod.stop.set()
+    rows = spark.read.parquet(out).collect()
+    got = {r.v for r in rows}
+    assert len(acked) == total
+    assert acked - got == set()  # 0 acknowledged messages lost
+    assert got == acked  # and nothing that was never sent
+    # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
+    assert len(rows) - len(got) <= acked_at_kill
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    def publish(stop: threading.Event) -> None:
+        with gsp.socket("pub", listen="tcp://127.0.0.1:0") as pub:
+            state["url"] = pub.listeners[0].url
+            ready.set()
+            k = 0
+            while not stop.is_set():  # PUB drops until the source's SUB has dialed in
+                for topic in (b"alpha.", b"beta.", b"gamma."):
+                    pub.send(topic + str(k).encode())
+                k += 1
+                gevent.sleep(0.005)
+
+    pub = HubThread(publish, "publisher")
+    assert ready.wait(10)
+    q = (spark.readStream.format("gsp").option("url", state["url"]).option("protocol", "sub")
+         .option("mode", "dial").option("subscribe", "alpha.,gamma.")
+         .option("spool", str(tmp_path / "spool")).load()
+         .writeStream.format("memory").queryName("subbed")
+         .option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="300 milliseconds").start())
+    try:
+        wait_for(lambda: table_count(spark, "subbed") >= 100, 60, "100 published messages")
+    finally:
+        q.stop()
+        pub.join(10)
+    rows = spark.sql("SELECT value FROM subbed").collect()
+    topics = {bytes(r.value).split(b".")[0] for r in rows}
+    assert topics == {b"alpha", b"gamma"}
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"protocol": "push"}, "unknown protocol 'push'; use one of pull, sub, rep"),
+    ({"url": None}, "option 'url' is required"),
+    ({"mode": "connect"}, "unknown mode 'connect'; use one of listen, dial"),
+    ({"subscribe": "a"}, "'subscribe' needs protocol 'sub'"),
+    ({"max_batch_rows": "lots"}, "'max_batch_rows' must be an integer"),
+    ({"spoool": "/tmp/x"}, "unknown option.*'spoool'"),
+])
+def test_bad_source_options_fail_at_load(spark, options, error):
+    r = spark.readStream.format("gsp")
+    for k, v in {"url": "tcp://127.0.0.1:1", **options}.items():
+        if v is not None:
+            r = r.option(k, v)
+    with pytest.raises(Exception, match=error):
+        r.load()
+
+
+def test_schema_mismatch_fails_the_query_clearly(spark, tmp_path):
+    q = (spark.readStream.format("gsp").schema("a INT, b INT").option("format", "raw")
+         .option("url", "tcp://127.0.0.1:1").load()
+         .writeStream.format("memory").queryName("never")
+         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        with pytest.raises(Exception, match="format 'raw' needs exactly one BINARY or STRING"):
+            q.awaitTermination(60)
+    finally:
+        q.stop()
+
+
+def test_receiver_that_cannot_listen_fails_the_query_clearly(spark, tmp_path):
+    q = (spark.readStream.format("gsp").option("url", "ipc:///nonexistent-gsp-dir/s.sock")
+         .option("spool", str(tmp_path / "spool")).load()
+         .writeStream.format("memory").queryName("cannot_listen")
+         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        with pytest.raises(Exception, match="gsp source: cannot open ipc:///nonexistent-gsp-dir"):
+            q.awaitTermination(60)
+    finally:
+        q.stop()
+
+
+# -- spool and decoding, no Spark --------------------------------------------------------------
+def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
+    sp = Spool(str(tmp_path), segment_bytes=200)
+    sp.open()
+    for k in range(10):
+        sp.append([f"m{k}".encode() * 10], [7], 1.5)
+    assert (sp.first_seq, sp.next_seq) == (0, 10)
+    data, offs, first = sp.read(3, 6)
+    assert first == 3 and len(offs) == 3
+    sp.drop_below(6)
+    assert 0 < sp.first_seq <= 6  # whole segments below 6 are gone
+    sp.close()
+    with open(os.path.join(str(tmp_path), f"{sp._segs[-1].first:020d}.gsps"), "ab") as f:
+        f.write(b"\x10\x00\x00\x00torn")  # a crash in the middle of a write
+    sp2 = Spool(str(tmp_path), segment_bytes=200)
+    sp2.open()
+    try:
+        assert sp2.next_seq == 10  # numbering continues; the torn record is dropped
+        sp2.append([b"next"], [1], 2.0)
+        data, offs, first = sp2.read(6, 11)
+        rows = decode_chunk(_Chunk(first, data), StructType([
+            StructField("value", BinaryType()), StructField("_seq", LongType())]), True, "fail")
+        assert rows.column("_seq").to_pylist() == [6, 7, 8, 9, 10]
+        assert rows.column("value").to_pylist()[-1] == b"next"
+        with pytest.raises(SpoolBusy, match="in use by process"):
+            Spool(str(tmp_path)).open()
+    finally:
+        sp2.close()
+
+
+def _chunk(*bodies: bytes) -> _Chunk:
+    from gsp.spark._spool import REC
+
+    return _Chunk(100, b"".join(REC.pack(len(b), 3, 1.7e9) + b for b in bodies))
+
+
+def test_decoding_msgpack_into_a_schema():
+    schema = StructType([StructField("name", StringType()), StructField("x", DoubleType()),
+                         StructField("when", TimestampType()), StructField("day", DateType()),
+                         StructField("amount", DecimalType(6, 2)),
+                         StructField("missing", IntegerType()), StructField("_pipe", LongType()),
+                         StructField("_received", TimestampType())])
+    batch = decode_chunk(_chunk(
+        msgpack.packb({"name": "a", "x": 1, "when": 1.7e9, "day": "2024-01-02", "amount": "1.5"}),
+        msgpack.packb({"name": "b", "x": 2.5, "extra": True}),
+    ), schema, False, "fail")
+    rows = batch.to_pylist()
+    assert [r["name"] for r in rows] == ["a", "b"] and [r["x"] for r in rows] == [1.0, 2.5]
+    assert rows[0]["when"].timestamp() == 1.7e9 and str(rows[0]["day"]) == "2024-01-02"
+    assert str(rows[0]["amount"]) == "1.50" and rows[1]["missing"] is None
+    assert rows[0]["_pipe"] == 3 and rows[0]["_received"].timestamp() == 1.7e9
+
+
+def test_bad_messages_fail_with_their_seq_or_are_skipped():
+    schema = StructType([StructField("n", IntegerType()), StructField("_seq", LongType())])
+    chunk = _chunk(msgpack.packb({"n": 1}), b"\xc1not msgpack", msgpack.packb({"n": "two"}),
+                   msgpack.packb({"n": 4}))
+    with pytest.raises(SourceError, match="message seq 101 is not a msgpack map"):
+        decode_chunk(chunk, schema, False, "fail")
+    with pytest.raises(SourceError, match="message seq 102: field 'n' = 'two' does not fit int"):
+        decode_chunk(_chunk(msgpack.packb({"n": 1}), msgpack.packb({"n": 1}),
+                            msgpack.packb({"n": "two"})), schema, False, "fail")
+    batch = decode_chunk(chunk, schema, False, "skip")
+    assert batch.to_pylist() == [{"n": 1, "_seq": 100}, {"n": 4, "_seq": 103}]
