@@ -106,7 +106,7 @@ def _lat_case(transport: str, size: int, count: int) -> Case:
 def _pub_case(transport: str, size: int, count: int, subs: int) -> Case:
     return Case(f"pub → {subs} sub {transport} {_show_size(size)}", "pubsub",
                 {"transport": transport, "size": size, "count": count, "subs": subs},
-                [("msg_s", "deliv. msg/s")])
+                [("msg_s", "deliv. msg/s"), ("delivered_pct", "% delivered")])
 
 
 def _reqrep_case(transport: str, size: int, count: int, clients: int) -> Case:
@@ -123,6 +123,17 @@ def _conns_case(transport: str, n: int) -> Case:
 def _sweep(a: argparse.Namespace, transport: str = "tcp") -> list[Case]:
     return [_thr_case(transport, s, max(200, min(a.count, a.sweep_bytes // max(s, 1))))
             for s in a.sizes or SWEEP_SIZES]
+
+
+def _cases_of(results: list[dict[str, Any]]) -> list[Case]:
+    """The cases of saved results, in their order (to show a table again without running)."""
+    make = {"thr": _thr_case, "lat": _lat_case, "pubsub": _pub_case, "reqrep": _reqrep_case,
+            "conns": lambda transport, conns: _conns_case(transport, conns)}
+    out: dict[str, Case] = {}
+    for r in results:
+        if r["case"] not in out:
+            out[r["case"]] = make[r["workload"]](**r["params"])
+    return list(out.values())
 
 
 def cases_for(a: argparse.Namespace) -> list[Case]:
@@ -259,6 +270,9 @@ def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, 
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    sizes = sorted(set(labels.values()))
+    ax.set_xticks(sizes, [_show_size(x) for x in sizes], fontsize=8)
+    ax.minorticks_off()
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("messages per second (receiver)")
     ax.set_title(f"push/pull over tcp — {info.get('nproc')} × {info.get('cpu')}", fontsize=10)
@@ -337,6 +351,8 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--repeat", type=int, default=1, help="runs per figure; the median is shown")
     common.add_argument("--timeout", type=float, default=300.0, help="seconds a single run may take")
     common.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--from-json", metavar="FILE",
+                        help="run nothing: show the table (and --plot) of an earlier --json run")
     transport = argparse.ArgumentParser(add_help=False)
     transport.add_argument("--transport", choices=("tcp", "ipc", "inproc"), default="tcp")
     transport.add_argument("--size", type=_size, default=16, help="message size in bytes (16, 1k, 1m)")
@@ -400,9 +416,15 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("gsp bench: --plot needs matplotlib (pip install 'gsp[bench]')", file=sys.stderr)
             return 2
-    cases = cases_for(a)
-    info = machine()
-    results = run_cases(cases, libs, a)
+    if a.from_json:
+        with open(a.from_json) as f:
+            doc = json.load(f)
+        info, libs, results = doc["machine"], doc["libs"], doc["results"]
+        cases = _cases_of(results)
+    else:
+        cases = cases_for(a)
+        info = machine()
+        results = run_cases(cases, libs, a)
     if a.plot:
         plot(a.plot, cases, libs, results, info)
     if a.json:

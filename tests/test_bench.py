@@ -1,0 +1,146 @@
+"""gsp.bench: the whole suite runs once with tiny counts (it must work, --compare and --json
+included). Nothing here times anything: the figures only have to exist and be sane."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from gsp.bench import Case, _fmt, _size, table
+
+pytestmark = pytest.mark.allow_leaks  # worker processes only; this process opens no sockets
+
+TINY = ["--count", "300", "--big-count", "20", "--lat-count", "50", "--pub-count", "200",
+        "--subs", "3", "--req-count", "200", "--clients", "2", "--conns", "20",
+        "--timeout", "90", "--quiet"]
+
+
+def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gsp", "bench", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(600)
+def test_suite_compare_json_runs_every_workload_for_every_library() -> None:
+    p = run("suite", "--compare", "--json", *TINY, timeout=540)
+    assert p.returncode == 0, p.stderr[-3000:] + p.stdout[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["machine"]["nproc"] >= 1 and doc["machine"]["python"]
+    libs = doc["libs"]
+    assert libs == ["gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent"]
+    cases = {r["case"] for r in doc["results"]}
+    assert len(cases) == 9 and len(doc["results"]) == 9 * len(libs)
+    for r in doc["results"]:
+        where = f"{r['case']} / {r['lib']}"
+        if r.get("na"):  # only the raw socket baseline lacks an in-process transport
+            assert r["lib"] == "raw-gevent" and r["params"]["transport"] == "inproc", where
+            continue
+        assert not r.get("error"), (where, r.get("error"))
+        f = r["figures"]
+        w = r["workload"]
+        if w == "thr":
+            assert f["msg_s"] > 0 and f["mb_s"] > 0, where
+        elif w == "lat":
+            assert 0 < f["p50_us"] <= f["p99_us"] and f["mean_us"] > 0, where
+        elif w == "pubsub":
+            assert f["delivered"] > 0 and 0 < f["delivered_pct"] <= 100, where
+        elif w == "reqrep":
+            assert f["req_s"] > 0 and f["requests"] == 200, where
+        elif w == "conns":
+            assert f["served"] == 20 and f["connect_s"] > 0, where
+        else:
+            pytest.fail(f"unexpected workload {w}")
+
+
+@pytest.mark.timeout(300)
+def test_table_repeat_and_progress() -> None:
+    p = run("thr", "--count", "500", "--repeat", "3", "--libs", "pyzmq")
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    row = next(ln for ln in lines if ln.startswith("push/pull tcp 16 B"))
+    cells = row.split()
+    assert cells[4] == "msg/s" and cells[-1].startswith("(") and cells[-1].endswith("×)")
+    assert any("ratio = library ÷ gsp" in ln for ln in lines)
+    assert "[1/2" in p.stderr and "[2/2" in p.stderr  # progress, on stderr only
+    assert "[1/2" not in p.stdout
+
+
+@pytest.mark.timeout(300)
+def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> None:
+    p = run("lat", "--count", "30", "--repeat", "3", "--json", "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (r,) = json.loads(p.stdout)["results"]
+    runs = r["figures"]["runs"]
+    assert len(runs) == 3
+    assert r["figures"]["p50_us"] == sorted(x["p50_us"] for x in runs)[1]
+    # The saved run shows as a table again without running anything.
+    saved = tmp_path / "run.json"
+    saved.write_text(p.stdout)
+    again = run("suite", "--from-json", str(saved), timeout=60)
+    assert again.returncode == 0, again.stderr
+    rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
+    assert [row[-1] for row in rows] == [_fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
+                                                                         "p99_us")]
+
+
+@pytest.mark.timeout(300)
+def test_nng_style_one_sided_tools_talk_to_each_other() -> None:
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    url = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    for local, remote, count in (("local_thr", "remote_thr", "2000"),
+                                 ("local_lat", "remote_lat", "200")):
+        recv = subprocess.Popen([sys.executable, "-m", "gsp.bench", local, url, "16", count],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            send = run(remote, url, "16", count, timeout=120)
+            out, err = recv.communicate(timeout=120)
+        finally:
+            recv.kill()
+        assert send.returncode == 0 and recv.returncode == 0, (send.stderr, err)
+        both = out + send.stdout
+        assert f"message count: {count}" in both
+        if local == "local_thr":
+            assert "[msg/s]" in out and "[MB/s]" in out
+        else:
+            assert "round trip p99" in send.stdout
+
+
+@pytest.mark.timeout(300)
+def test_plot_writes_a_png_or_says_what_to_install(tmp_path: Any) -> None:
+    png = tmp_path / "thr.png"
+    p = run("thr", "--sizes", "16,4k", "--count", "300", "--sweep-bytes", "100000", "--quiet",
+            "--plot", str(png))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert p.returncode == 2 and "gsp[bench]" in p.stderr
+        assert not png.exists()
+    else:
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "push/pull tcp 4 KiB" in p.stdout
+
+
+def test_bad_library_is_refused() -> None:
+    p = run("thr", "--libs", "nosuchlib", "--quiet", timeout=60)
+    assert p.returncode == 2 and "nosuchlib" in p.stderr
+
+
+def test_sizes_and_ratios_in_the_table() -> None:
+    assert [_size(x) for x in ("16", "1k", "4KiB", "1m", "1MB")] == [
+        16, 1024, 4096, 1 << 20, 1 << 20]
+    case = Case("x", "thr", {}, [("msg_s", "msg/s")])
+    results = [{"case": "x", "lib": "gsp", "figures": {"msg_s": 2_000_000.0}},
+               {"case": "x", "lib": "pyzmq", "figures": {"msg_s": 1_000_000.0}},
+               {"case": "x", "lib": "pynng", "figures": None, "error": "boom"},
+               {"case": "x", "lib": "raw-gevent", "figures": None, "na": True}]
+    text = table([case], ["gsp", "pyzmq", "pynng", "raw-gevent"], results)
+    row = text.splitlines()[-1].split()
+    assert row == ["x", "msg/s", "2.00M", "1.00M", "(0.50×)", "error", "n/a"]

@@ -1,0 +1,145 @@
+"""The core's fast paths keep every behaviour: direct writes (whole, partial, failed), writers
+started only when needed, big bodies read in place or as the message itself, batch delivery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+import pytest
+
+import gsp
+from gsp import wire
+from gsp._message import Message
+from gsp.transport import StreamConnection
+from tests.conformance import WAIT, connected, sockets, wait_for
+
+pytestmark = pytest.mark.core
+
+KINDS = ["tcp", "ipc", "inproc"]
+
+
+def url(kind: str, ipc_dir: str, name: str = "s") -> str:
+    return {"tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{ipc_dir}/{name}.sock",
+            "inproc": f"inproc://fastpath-{name}"}[kind]
+
+
+class FakeSock:
+    """Takes ``room`` bytes per non-blocking send, then raises what ``then`` says."""
+
+    def __init__(self, room: int, then: type[OSError] = BlockingIOError) -> None:
+        self.room = room
+        self.then = then
+        self.wire = bytearray()
+
+    def send(self, data: Any, flags: int = 0, timeout: Any = None) -> int:
+        if timeout == 0.0:  # send_now's non-blocking write
+            if not self.room:
+                raise self.then()
+            n = min(self.room, len(data))
+            self.room -= n
+        else:
+            n = len(data)
+        self.wire += bytes(data[:n])
+        return n
+
+    def close(self) -> None:
+        pass
+
+
+def conn(sock: FakeSock) -> StreamConnection:
+    c = StreamConnection(sock, wire.TCP, 0, "here", "there")
+    c._plain = True  # as the handshake sets it for a plain gevent socket
+    return c
+
+
+def test_send_now_whole_partial_and_would_block() -> None:
+    frame = wire.encode_frames(wire.TCP, [(b"\x80\x00\x00\x01", b"hello")])
+    whole = b"".join(frame)
+    c = conn(FakeSock(room=1000))
+    assert c.send_now(Message(b"hello", b"\x80\x00\x00\x01")) == 2
+    assert c._tail is None and bytes(c.sock.wire) == whole
+
+    c = conn(FakeSock(room=5))  # partly written: the rest goes first in the next batch
+    assert c.send_now(Message(b"hello", b"\x80\x00\x00\x01")) == 1
+    assert c.send_now(Message(b"later")) == 0  # nothing may overtake the tail
+    c.send_messages([Message(b"next")])
+    assert bytes(c.sock.wire) == whole + b"".join(wire.encode_frames(wire.TCP, [(b"", b"next")]))
+
+    c = conn(FakeSock(room=0))  # would block: queue it instead
+    assert c.send_now(Message(b"x")) == 0 and c._tail is None and not c.sock.wire
+
+
+def test_send_now_error_is_met_by_the_writer() -> None:
+    c = conn(FakeSock(room=0, then=ConnectionResetError))
+    assert c.send_now(Message(b"x")) == 1  # the writer must run and meet the error
+    c.sock.send = lambda *a, **k: (_ for _ in ()).throw(ConnectionResetError())
+    with pytest.raises(gsp.ConnectionBroken):
+        c.send_messages([])
+
+
+def test_send_now_leaves_big_bodies_and_tls_to_the_writer() -> None:
+    c = conn(FakeSock(room=1 << 30))
+    assert c.send_now(Message(b"b" * (64 * 1024))) == 0
+    c._plain = False
+    assert c.send_now(Message(b"small")) == 0
+    assert not c.sock.wire
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_reply_pipes_write_directly_and_need_no_writer(kind: str, ipc_dir: str) -> None:
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, "rr")).url, req)
+        for i in range(50):
+            req.send(b"%d" % i)
+            rep.send(rep.recv() + b"!")
+            assert req.recv() == b"%d!" % i
+        # Every message went out from the sender's greenlet: no writer greenlet was needed.
+        assert [p._writer for p in rep.pipes + req.pipes] == [None, None]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_burst_goes_through_the_writer_in_order(kind: str, ipc_dir: str) -> None:
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, push]:
+        connected(pull, pull.listen(url(kind, ipc_dir, "burst")).url, push)
+        n = 5000
+        g = gevent.spawn(lambda: [push.send(b"%d" % i) for i in range(n)])
+        got = [pull.recv() for _ in range(n)]
+        g.get(timeout=WAIT)
+        assert got == [b"%d" % i for i in range(n)]
+        assert push.pipes[0]._writer is not None  # the burst needed the writer
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_big_and_small_messages_interleaved(kind: str, ipc_dir: str) -> None:
+    # Big bodies are read in place or as the message itself; small ones parsed from chunks.
+    sizes = [1 << 20, 3, 1 << 20, 1 << 20, 0, 40000, 5, 200000, 1 << 20, 17]
+    msgs = [bytes([i]) * n for i, n in enumerate(sizes)]
+    opts = {"recv_timeout": WAIT, "recv_max_size": 0}
+    with sockets(("pair", opts), ("pair", {"send_timeout": WAIT})) as [a, b]:
+        connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
+        for _ in range(3):
+            g = gevent.spawn(lambda: [b.send(m) for m in msgs])
+            got = [a.recv() for _ in msgs]
+            g.get(timeout=WAIT)
+            assert [len(m) for m in got] == sizes and got == msgs
+            assert all(type(m) is bytes for m in got)
+
+
+def test_pull_recv_msg_still_carries_its_pipe_and_fair_turns_hold() -> None:
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {}), ("push", {})) as [pull, p1, p2]:
+        lst = pull.listen("tcp://127.0.0.1:0")
+        connected(pull, lst.url, p1)
+        connected(pull, lst.url, p2)
+        wait_for(lambda: len(pull.pipes) == 2, what="two pipes")
+        for i in range(200):
+            p1.send(b"a%d" % i)
+            p2.send(b"b%d" % i)
+        msgs = [pull.recv_msg() for _ in range(400)]
+        by_pipe: dict[int, list[bytes]] = {}
+        for m in msgs:
+            assert m.header == b"" and m.pipe in pull.pipes
+            by_pipe.setdefault(m.pipe.id, []).append(m.body)
+        assert sorted(len(v) for v in by_pipe.values()) == [200, 200]
+        for bodies in by_pipe.values():  # each pipe's own order is kept
+            assert bodies == sorted(bodies, key=lambda x: int(x[1:]))
