@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ProtocolSpec", "Protocol", "Option", "Signal", "Deadline", "RejectPipe",
     "NotSupported", "ProtocolStateError", "Message", "send_round_robin", "Inbox", "broadcast",
-    "integer", "boolean", "duration",
+    "integer", "boolean", "duration", "RoundRobin", "PipeMap",
 ]
 
 
@@ -325,3 +325,66 @@ def broadcast(pipes: "Iterable[Pipe]", msg: Message, skip: "Pipe | None" = None,
                 continue
             p.try_send(msg)
     return missed
+
+
+class RoundRobin(Protocol):
+    """Base for protocols that send each message to one peer in turn (push, req).
+
+    Keeps the pipes in attach order, a round-robin cursor, and a :class:`Signal` fired when pipes
+    come or go; ``send`` takes the next pipe with room and waits (up to ``timeout``) when none has.
+    """
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._pipes: list["Pipe"] = []
+        self._next = 0
+        self._changed = Signal()
+        self._closed = False
+
+    def add_pipe(self, pipe: "Pipe") -> None:
+        self._pipes.append(pipe)
+        self._changed.fire()
+
+    def remove_pipe(self, pipe: "Pipe") -> None:
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+            self._changed.fire()
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        pipes = self._pipes
+        n = len(pipes)
+        best_effort = self.socket._options["best_effort"]
+        if n:  # fast path: the next pipe in turn has room
+            i = self._next % n
+            if pipes[i].try_send(msg):
+                self._next = i + 1
+                return
+            if n == 1 and timeout != 0 and not best_effort:
+                # A full queue usually has its writer woken already: one turn of the loop lets it
+                # drain, far cheaper than the full wait below (a select and a Signal per batch).
+                gevent.sleep(0)
+                if pipes and pipes[0].try_send(msg):
+                    self._next = 1
+                    return
+        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort,
+                               lambda: self._closed)
+        if nxt >= 0:
+            self._next = nxt
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.close()
+
+
+class PipeMap(Protocol):
+    """Base for protocols that address peers by pipe id or send to all of them (pub, bus, rep)."""
+
+    def __init__(self, socket: "Socket", raw: bool) -> None:
+        super().__init__(socket, raw)
+        self._pipes: dict[int, "Pipe"] = {}
+
+    def add_pipe(self, pipe: "Pipe") -> None:
+        self._pipes[pipe.id] = pipe
+
+    def remove_pipe(self, pipe: "Pipe") -> None:
+        self._pipes.pop(pipe.id, None)

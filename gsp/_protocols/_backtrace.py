@@ -19,7 +19,7 @@ from .._errors import Closed, ProtocolStateError
 from .._message import Message
 from .._options import Option, integer
 from ..chan import CLOSED, Chan, Recv, Send, select
-from ..protocol import Deadline, Protocol
+from ..protocol import Deadline, PipeMap, Protocol
 
 if TYPE_CHECKING:
     from .._pipe import Pipe
@@ -140,22 +140,15 @@ class RecvQueue:
 
 
 # -- responders: rep and respondent -------------------------------------------------------------
-class XResponder(Protocol):
+class XResponder(PipeMap):
     """Raw rep/respondent: receive puts ``<pipe id><backtrace>`` in the header; send routes by the
     header's first word (the pipe id), strips it, and sends the rest of the header back."""
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
-        self._pipes: dict[int, "Pipe"] = {}
         self._recvq = RecvQueue(socket.get_option("recv_buffer"))
         self._closing = Chan()  # closed with the socket: a select case that wakes blocked sends
         self._closed = False
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes[pipe.id] = pipe
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.pop(pipe.id, None)
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         split = split_backtrace(data, self.socket._options["ttl"])

@@ -14,25 +14,18 @@ from typing import TYPE_CHECKING, Any
 from .._errors import Closed
 from .._message import Message
 from .._registry import hookimpl
-from ..protocol import Inbox, Protocol, ProtocolSpec, broadcast
+from ..protocol import Inbox, PipeMap, ProtocolSpec, broadcast
 
 if TYPE_CHECKING:
     from .._pipe import Pipe
     from .._socket import Socket
 
 
-class Bus(Protocol):
+class Bus(PipeMap):
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
-        self._pipes: dict[int, "Pipe"] = {}
         self._inbox = Inbox(socket.get_option("recv_buffer"), "drop_newest")
         self.stats["dropped"] = 0
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes[pipe.id] = pipe
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.pop(pipe.id, None)
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         header = pipe.id.to_bytes(4, "big") if self.raw else b""

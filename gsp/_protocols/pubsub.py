@@ -19,7 +19,7 @@ from .._context import Context
 from .._errors import BadOption, Closed, NotSupported
 from .._message import Message
 from .._registry import hookimpl
-from ..protocol import Inbox, Protocol, ProtocolSpec, broadcast, integer
+from ..protocol import Inbox, PipeMap, Protocol, ProtocolSpec, broadcast, integer
 
 if TYPE_CHECKING:
     from .._pipe import Pipe
@@ -34,17 +34,10 @@ def _topic(prefix: Any) -> bytes:
     raise BadOption(f"a subscription is bytes or str, not {type(prefix).__name__}")
 
 
-class Pub(Protocol):
+class Pub(PipeMap):
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
-        self._pipes: dict[int, "Pipe"] = {}
         self.stats["dropped"] = 0
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes[pipe.id] = pipe
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.pop(pipe.id, None)
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         pipe.close()  # a SUB never sends; nng treats anything arriving as a protocol violation

@@ -4,65 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import gevent
 
 from .._errors import Closed
 from .._message import Message
 from .._registry import hookimpl
 from ..chan import Chan
-from ..protocol import Protocol, ProtocolSpec, Signal, send_round_robin
+from ..protocol import Protocol, ProtocolSpec, RoundRobin
 
 if TYPE_CHECKING:
     from .._pipe import Pipe
     from .._socket import Socket
 
 
-class Push(Protocol):
+class Push(RoundRobin):
     """Round-robin over pipes whose send queue has room; blocks when none has (or drops, with
     ``best_effort``)."""
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: list["Pipe"] = []
-        self._next = 0
-        self._changed = Signal()
-        self._closed = False
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.append(pipe)
-        self._changed.fire()
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        if pipe in self._pipes:
-            self._pipes.remove(pipe)
-            self._changed.fire()
-
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         pass  # pullers never send; nng discards anything that arrives
-
-    def send(self, msg: Message, timeout: float | None) -> None:
-        pipes = self._pipes
-        n = len(pipes)
-        if n:  # fast path: the next pipe in turn has room
-            i = self._next % n
-            if pipes[i].try_send(msg):
-                self._next = i + 1
-                return
-            if n == 1 and timeout != 0 and not self.socket._options["best_effort"]:
-                # A full queue usually has its writer woken already: one turn of the loop lets it
-                # drain, far cheaper than the full wait below (a select and a Signal per batch).
-                gevent.sleep(0)
-                if pipes and pipes[0].try_send(msg):
-                    self._next = 1
-                    return
-        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout,
-                               self.socket._options["best_effort"], lambda: self._closed)
-        if nxt >= 0:
-            self._next = nxt
-
-    def close(self) -> None:
-        self._closed = True
-        self._changed.close()
 
 
 class Pull(Protocol):

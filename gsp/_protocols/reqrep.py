@@ -16,7 +16,7 @@ from .._message import Message
 from .._options import Option, duration
 from .._registry import hookimpl
 from ..chan import Send, select
-from ..protocol import Deadline, Protocol, ProtocolSpec, Signal, send_round_robin
+from ..protocol import Deadline, Protocol, ProtocolSpec, RoundRobin, Signal
 from ._backtrace import (
     MAX_HOPS, TTL_OPTION, IdMap, RecvQueue, call_later, responder, split_backtrace, u32,
 )
@@ -31,26 +31,13 @@ _check_resend = duration()
 _INHERIT: Any = object()  # the default context follows the socket's resend_time as it changes
 
 
-class XReq(Protocol):
+class XReq(RoundRobin):
     """Raw req: sends header+body as given to one pipe (round robin, waiting for room); replies
     arrive with their backtrace (up to the first high-bit word) parsed into the header."""
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: list["Pipe"] = []
-        self._next = 0
-        self._changed = Signal()  # a pipe came or went (or the cooked send queue changed)
+        super().__init__(socket, raw)  # _changed also fires when the cooked send queue changes
         self._recvq = RecvQueue(socket.get_option("recv_buffer"))
-        self._closed = False
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.append(pipe)
-        self._changed.fire()
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        if pipe in self._pipes:
-            self._pipes.remove(pipe)
-            self._changed.fire()
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         split = split_backtrace(data, MAX_HOPS)
@@ -63,12 +50,6 @@ class XReq(Protocol):
         except Closed:
             pass
 
-    def send(self, msg: Message, timeout: float | None) -> None:
-        nxt = send_round_robin(self._pipes, self._next, msg, self._changed, timeout,
-                               self.socket._options["best_effort"], lambda: self._closed)
-        if nxt >= 0:
-            self._next = nxt
-
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)[1]
 
@@ -77,8 +58,7 @@ class XReq(Protocol):
             self._recvq.resize(value)
 
     def close(self) -> None:
-        self._closed = True
-        self._changed.close()
+        super().close()
         self._recvq.close()
 
 
