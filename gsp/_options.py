@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections import ChainMap
 from typing import Any, Callable, Mapping, MutableMapping
 
 from ._errors import BadOption
+
+_UNSET: Any = object()
 
 Validator = Callable[[str, Any], Any]
 
@@ -108,9 +109,6 @@ class Options(MutableMapping[str, Any]):
         self.specs = specs
         self._values: dict[str, Any] = {}
         self.parent = parent
-        base: Mapping[str, Any] = parent._chain if parent is not None else {
-            n: o.default for n, o in specs.items()}
-        self._chain = ChainMap(self._values, base)
 
     def check_name(self, name: str) -> Option:
         spec = self.specs.get(name)
@@ -123,13 +121,16 @@ class Options(MutableMapping[str, Any]):
         self._values[name] = self.check_name(name).validate(name, value)
 
     def __getitem__(self, name: str) -> Any:
-        try:
-            return self._chain[name]
-        except KeyError:
-            spec = self.specs.get(name)
-            if spec is None:
-                raise BadOption(f"unknown option {name!r}") from None
-            return spec.default
+        # Plain dict look-ups (a ChainMap costs ~250 ns per read: protocols read options per send).
+        value = self._values.get(name, _UNSET)
+        if value is not _UNSET:
+            return value
+        if self.parent is not None:
+            return self.parent[name]
+        spec = self.specs.get(name)
+        if spec is None:
+            raise BadOption(f"unknown option {name!r}")
+        return spec.default
 
     def __delitem__(self, name: str) -> None:
         del self._values[name]

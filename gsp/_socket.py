@@ -25,7 +25,7 @@ class _Hot:
     """What send/recv read, kept in slots: Socket's ``__getattr__`` (options as attributes) turns
     off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
 
-    __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body")
+    __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body")
 
 
 def _hot(name: str) -> Any:
@@ -66,6 +66,7 @@ class Socket:
         self._proto = self._hot.proto = spec.factory(self, self.raw)
         # Optional protocol hook: recv() wants the body only, so a protocol may skip the Message.
         self._hot.recv_body = getattr(self._proto, "recv_body", None)
+        self._hot.send_body = getattr(self._proto, "send_body", None)
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -76,7 +77,9 @@ class Socket:
         value = self._options.check_name(name).validate(name, value)
         self._proto.set_option(name, value)  # the protocol may refuse it or react (resize a queue)
         self._options[name] = value
-        if name == "send_timeout":
+        if name == "best_effort":
+            self._proto.best_effort = value
+        elif name == "send_timeout":
             self._send_timeout = self._options[name]
         elif name == "recv_timeout":
             self._recv_timeout = self._options[name]
@@ -118,7 +121,10 @@ class Socket:
             raise Closed("socket is closed")
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
-        hot.proto.send(Message(data), hot.send_timeout)
+        if hot.send_body is not None:
+            hot.send_body(data, hot.send_timeout)
+        else:
+            hot.proto.send(Message(data), hot.send_timeout)
 
     def recv(self) -> bytes:
         """Receive one message body; waits up to ``recv_timeout``."""

@@ -3,8 +3,13 @@
 A protocol plugin returns :class:`ProtocolSpec` objects from its ``gsp_protocols`` hook. For every
 socket, the core calls ``spec.factory(socket, raw)`` and talks to the result through
 :class:`Protocol`'s methods. Protocols see pipes only through the pipe interface: ``id``,
-``send``/``try_send``/``sendq`` (a :class:`gsp.chan.Chan` of outgoing :class:`gsp.Message`),
-``close()`` and ``closed``.
+``send``/``try_send``/``sendq`` (a :class:`gsp.chan.Chan` of outgoing messages: each a
+:class:`gsp.Message`, or a ``bytes`` body that has no header), ``close()`` and ``closed``.
+
+Two optional methods skip work on the hot path: ``send_body(body, timeout)`` lets
+``Socket.send`` hand over the body without making a :class:`gsp.Message` (a protocol whose
+cooked messages carry no header queues the ``bytes`` itself), and ``recv_body(timeout)`` lets
+``Socket.recv`` take just the body.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ class Protocol:
     def __init__(self, socket: "Socket", raw: bool) -> None:
         self.socket = socket
         self.raw = raw
+        #: The socket's ``best_effort`` option, kept current by the socket (read on every send).
+        self.best_effort: bool = socket.get_option("best_effort")
         #: Counters a protocol keeps (e.g. ``dropped``); users read a copy as ``socket.stats``.
         self.stats: dict[str, int] = {}
 
@@ -353,7 +360,7 @@ class RoundRobin(Protocol):
     def send(self, msg: Message, timeout: float | None) -> None:
         pipes = self._pipes
         n = len(pipes)
-        best_effort = self.socket._options["best_effort"]
+        best_effort = self.best_effort
         if n:  # fast path: the next pipe in turn has room
             i = self._next % n
             if pipes[i].try_send(msg):

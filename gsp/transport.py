@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
     "Option", "split_url", "parse_host_port", "map_socket_error", "hostport", "resolve",
-    "bind_stream_socket", "connect_socket",
+    "bind_stream_socket", "connect_socket", "message_bytes",
     "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_properties",
 ]
 
@@ -68,8 +68,10 @@ class Connection(ABC):
         """Agree on protocols with the peer; raise a :class:`gsp.HandshakeError` to refuse."""
 
     @abstractmethod
-    def send_messages(self, messages: "Sequence[Message]") -> None:
-        """Write every message (header then body) in order; block until written."""
+    def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
+        """Write every message in order; block until written. An item is a :class:`gsp.Message`
+        (header then body on the wire) or, for a message without a header, just its ``bytes``
+        body (:func:`message_bytes` turns either into what goes on the wire)."""
 
     @abstractmethod
     def recv_messages(self) -> list[bytes]:
@@ -126,6 +128,14 @@ class Transport(ABC):
 
 
 # -- URL helpers ------------------------------------------------------------------------------
+
+def message_bytes(msg: "Message | bytes") -> bytes:
+    """What a queued message puts on the wire: header then body as one ``bytes`` (a header-less
+    message is queued as its body, which is returned as it is, without a copy)."""
+    if type(msg) is bytes:
+        return msg
+    return msg.header + msg.body if msg.header else msg.body
+
 
 def split_url(url: str) -> tuple[str, str]:
     """Split ``scheme://rest``; raise :class:`gsp.InvalidAddress` for anything else."""
@@ -324,7 +334,7 @@ class StreamConnection(Connection):
             return exc
         return ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
 
-    def send_now(self, msg: "Message") -> int:
+    def send_now(self, msg: "Message | bytes") -> int:
         """Write ``msg`` without waiting, for a pipe whose writer is idle (no greenlet switch).
 
         Returns 2 when all of it was written, 0 when nothing was (queue it instead), and 1 when
@@ -332,7 +342,10 @@ class StreamConnection(Connection):
         messages) writes it first. Never blocks; a socket error also returns 1, so the writer
         meets the error and ends the pipe in its own greenlet.
         """
-        h, b = msg.header, msg.body
+        if type(msg) is bytes:
+            h, b = b"", msg
+        else:
+            h, b = msg.header, msg.body
         n = len(h) + len(b)
         if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
             return 0  # a big body goes through the writer: joining it here would copy it
@@ -349,18 +362,26 @@ class StreamConnection(Connection):
         self._tail = memoryview(data)[sent:]
         return 1
 
-    def send_messages(self, messages: "Sequence[Message]") -> None:
+    def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
         tail = self._tail
         if tail is not None:
             self._tail = None
             self._sendall(tail)
+        if messages:
+            data = wire.join_bodies(self._cache, messages)
+            if data is not None:  # header-less small messages: framed by C loops, one write
+                self._sendall(data)
+                return
         # Small frames are appended to one buffer written every _JOIN_LIMIT bytes (in-place
         # appends: no per-message call); a large body goes out as it is, never copied.
         prefix, cache = self._prefix, self._cache
         ncache = len(cache)
         buf = bytearray()
         for m in messages:
-            h, b = m.header, m.body
+            if type(m) is bytes:
+                h, b = b"", m
+            else:
+                h, b = m.header, m.body
             n = len(h) + len(b)
             if n >= _JOIN_LIMIT:
                 buf += prefix(n)

@@ -14,7 +14,7 @@ Frames: ``<u64 BE length><header+body>`` on tcp; ipc puts a type byte ``0x01`` b
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ._errors import (
     BadFrame, BadMagic, BadReserved, BadVersion, MessageTooLarge, WrongProtocol,
@@ -78,6 +78,7 @@ TCP = Framing("tcp", None)
 IPC = Framing("ipc", 0x01)
 
 
+_RUN_MIN = 8  # frames of one size in a chunk before the split fast path is worth trying
 _CACHED = 1024  # length prefixes of small messages are made once, not packed per message
 _TCP_PREFIXES = [_LEN.pack(n) for n in range(_CACHED)]
 _IPC_PREFIXES = [_IPC_LEN.pack(1, n) for n in range(_CACHED)]
@@ -106,6 +107,31 @@ def prefixer(framing: Framing) -> Callable[[int], bytes]:
         return _ipc_prefix
     t = framing.type_byte
     return lambda n: _IPC_LEN.pack(t, n)
+
+
+def join_bodies(cache: list[bytes], items: Sequence[Any]) -> bytes | None:
+    """Frame a batch of header-less messages in one piece with C loops (no Python per message),
+    or return None when that does not apply: an item that is not ``bytes`` (a
+    :class:`~gsp.Message` with its header), or a body of ``len(cache)`` bytes or more.
+
+    ``cache`` is :func:`prefix_cache`'s list. A run of equal-size bodies (fixed-size records)
+    is one ``join`` with their common prefix as the separator.
+    """
+    if not cache or type(items[0]) is not bytes:
+        return None
+    sizes = list(map(len, items))
+    n = sizes[0]
+    try:
+        if sizes.count(n) == len(sizes):
+            return cache[n].join([b"", *items]) if n < len(cache) else None
+        if max(sizes) >= len(cache):
+            return None
+        parts: list[Any] = [b""] * (2 * len(items))
+        parts[0::2] = map(cache.__getitem__, sizes)
+        parts[1::2] = items
+        return b"".join(parts)
+    except TypeError:  # a Message among the bodies
+        return None
 
 
 def encode_frames(framing: Framing, messages: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
@@ -276,9 +302,36 @@ class FrameDecoder:
             out.append(bytes(body) if body is not None else b"")
         return pos
 
+    def _parse_run(self, data: bytes, pos: int, out: list[bytes]) -> int:
+        """Take a run of equal-size frames from ``pos`` with C loops; return where it ends.
+
+        Guess that the next frames repeat the first one's size ``n`` (fixed-size records, a
+        steady stream), split that stretch on the first prefix, and keep the result only if it
+        proves the guess: the stretch starts with the prefix, and splitting it left to right
+        yields exactly one piece per frame, each ``n`` bytes, so every separator found is exactly
+        where a frame begins. Anything else (a body containing the prefix bytes, sizes that
+        vary) leaves ``pos`` where it was, for the general loop.
+        """
+        prefix = self.framing.prefix_size
+        n = self._length(data, pos)  # validates the size (and ipc type byte) for the whole run
+        stride = prefix + n
+        k = (len(data) - pos) // stride
+        if n == 0 or k < _RUN_MIN:
+            return pos
+        stop = pos + k * stride
+        pieces = data[pos:stop].split(data[pos:pos + prefix])
+        if len(pieces) != k + 1 or list(map(len, pieces)).count(n) != k:
+            return pos
+        del pieces[0]  # the empty bytes before the first prefix
+        out += pieces
+        return stop
+
     def _parse(self, data: bytes, pos: int, out: list[bytes]) -> None:
         end = len(data)
         append = out.append
+        prefix = self.framing.prefix_size
+        if end - pos >= _RUN_MIN * (prefix + 1):
+            pos = self._parse_run(data, pos, out)
         if self.framing.type_byte is None:  # tcp: the hot loop, inlined
             unpack = _LEN.unpack_from
             limit = self.max_size or (1 << 64)
@@ -294,7 +347,6 @@ class FrameDecoder:
                 append(data[start:stop])
                 pos = stop
         else:
-            prefix = self.framing.prefix_size
             length = self._length
             while end - pos >= prefix:
                 n = length(data, pos)
@@ -305,7 +357,6 @@ class FrameDecoder:
                 append(data[start:stop])
                 pos = stop
         if pos < end:  # an incomplete frame: keep its prefix, or start its body
-            prefix = self.framing.prefix_size
             if end - pos < prefix:
                 self._head = data[pos:end]
             else:

@@ -387,3 +387,68 @@ def test_empty_frames_and_empty_feeds() -> None:
     data = frame(TCP, b"")
     assert dec.feed(data[:3]) == [] and dec.feed(b"") == [] and dec.feed(data[3:]) == [b""]
     assert dec.buffered == 0
+
+
+# -- runs of equal-size frames (the split fast path) and join_bodies -----------------------------
+
+# Bodies built from bytes that make up length prefixes (zeros, small sizes, the ipc type byte), so
+# that a body often contains its own frame's prefix: the fast path must notice and fall back.
+_prefixy = st.lists(st.sampled_from([0, 1, 3, 8, 16]), min_size=0, max_size=24).map(bytes)
+_runs = st.lists(
+    st.tuples(st.integers(0, 24), st.integers(1, 40), _prefixy),
+    min_size=1, max_size=6,
+).map(lambda spec: [(b * (n // max(len(b), 1) + 1))[:n] for n, count, b in spec
+                    for _ in range(count)])
+
+
+@given(bodies=_runs, framing=_framings, cuts=_cuts)
+@_settings
+def test_runs_of_equal_size_frames_decode_exactly(bodies: list[bytes], framing: Framing,
+                                                  cuts: list[int]) -> None:
+    stream = b"".join(encode_frames(framing, [(b"", b) for b in bodies]))
+    assert feed_all(FrameDecoder(framing), [stream]) == bodies
+    assert feed_all(FrameDecoder(framing), split(stream, cuts)) == bodies
+    cache = wire.prefix_cache(framing)
+    assert wire.join_bodies(cache, bodies) == stream
+
+
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+def test_run_whose_bodies_contain_the_prefix(framing: Framing) -> None:
+    p = frame(framing, bytes(16))[:framing.prefix_size]  # the prefix announcing 16 bytes
+    bodies = [bytes(16)] * 10 + [p + bytes(8)] * 10 + [(p * 2)[:16]] * 10
+    stream = b"".join(frame(framing, b) for b in bodies)
+    assert FrameDecoder(framing).feed(stream) == bodies
+
+
+def test_run_then_other_sizes_then_an_incomplete_frame() -> None:
+    bodies = [b"a" * 5] * 20 + [b"bb"] * 3 + [b"c" * 7]
+    stream = b"".join(frame(TCP, b) for b in bodies) + frame(TCP, b"tail")[:10]
+    dec = FrameDecoder(TCP)
+    assert dec.feed(stream) == bodies
+    assert dec.buffered == 10
+    assert dec.feed(frame(TCP, b"tail")[10:]) == [b"tail"]
+
+
+def test_run_with_a_bad_ipc_type_byte_keeps_the_good_frames() -> None:
+    good = [b"x" * 4] * 12
+    bad = b"\x02" + frame(IPC, b"y" * 4)[1:]
+    dec = FrameDecoder(IPC)
+    assert dec.feed(b"".join(frame(IPC, b) for b in good) + bad + frame(IPC, b"z" * 4)) == good
+    with pytest.raises(gsp.BadFrame):
+        dec.feed(b"")
+
+
+def test_run_over_max_size_is_refused() -> None:
+    dec = FrameDecoder(TCP, max_size=15)
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(frame(TCP, b"x" * 16) * 20)
+
+
+def test_join_bodies_declines_what_it_cannot_frame_alone() -> None:
+    cache = wire.prefix_cache(TCP)
+    assert wire.join_bodies(cache, [b"a", gsp.Message(b"b", b"h")]) is None  # a header
+    assert wire.join_bodies(cache, [gsp.Message(b"b")]) is None
+    assert wire.join_bodies(cache, [b"a", b"x" * len(cache)]) is None  # too big to copy
+    assert wire.join_bodies(cache, [b"x" * len(cache)] * 3) is None
+    assert wire.join_bodies([], [b"a"]) is None  # a framing without a prefix cache
+    assert wire.join_bodies(cache, [b"", b"", b"ab"]) == frame(TCP, b"") * 2 + frame(TCP, b"ab")

@@ -182,7 +182,7 @@ class XResponder(PipeMap):
         if pipe is None:
             return
         out = Message(body, header[4:])
-        if pipe.try_send(out) or self.socket._options["best_effort"]:
+        if pipe.try_send(out) or self.best_effort:
             return
         try:
             i, _ = select([Send(pipe.sendq, out), Recv(closing)], timeout)

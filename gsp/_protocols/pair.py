@@ -47,7 +47,7 @@ class Pair0(Protocol):
         pipe = self._pipe
         if pipe is not None and pipe.try_send(msg):
             return
-        best_effort = self.socket._options["best_effort"]
+        best_effort = self.best_effort
         deadline = Deadline(timeout)
         while True:
             if self._closed:

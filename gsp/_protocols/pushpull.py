@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 class Push(RoundRobin):
     """Round-robin over pipes whose send queue has room; blocks when none has (or drops, with
     ``best_effort``)."""
+
+    # Push messages have no header: the body itself is queued on the pipe (no Message made).
+    send_body = RoundRobin.send
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         pass  # pullers never send; nng discards anything that arrives
@@ -39,11 +43,15 @@ class Pull(Protocol):
         self._recvq.send((data, pipe))
 
     def pipe_recv_all(self, pipe: "Pipe", datas: list[bytes]) -> None:
-        self._recvq.send_all([(d, pipe) for d in datas])
+        self._recvq.send_all(list(zip(datas, repeat(pipe))))
 
     def recv_body(self, timeout: float | None) -> bytes:
+        q = self._recvq
+        buf = q._buf
+        if buf and not q._sendq:  # Chan.recv's own fast path, without the call
+            return buf.popleft()[0]
         try:
-            return self._recvq.recv(timeout)[0]
+            return q.recv(timeout)[0]
         except Closed:
             raise Closed("socket closed") from None
 

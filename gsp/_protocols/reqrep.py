@@ -109,7 +109,7 @@ class ReqContext(Context):
                 self._dispatched(pipe)
                 return
         proto._queue(self)
-        if self.socket._options["best_effort"]:
+        if proto.best_effort:
             return  # stays queued: sent when a pipe has room (mangos RetryLateConnect)
         deadline = Deadline(timeout)
         while True:

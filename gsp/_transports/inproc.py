@@ -9,7 +9,9 @@ from .._errors import (
 )
 from .._registry import hookimpl
 from ..chan import Chan
-from ..transport import Connection, Transport, TransportDialer, TransportListener, split_url
+from ..transport import (
+    Connection, Transport, TransportDialer, TransportListener, message_bytes, split_url,
+)
 from .. import wire
 
 if TYPE_CHECKING:
@@ -46,20 +48,20 @@ class InprocConnection(Connection):
         return Closed("connection closed locally") if self._closed else ConnectionBroken(
             "inproc peer closed")
 
-    def send_messages(self, messages: "Sequence[Message]") -> None:
+    def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
         # Bodies are immutable bytes, so sharing them is safe: only a header forces a join.
-        batch = [m.header + m.body if m.header else m.body for m in messages]
+        batch = list(map(message_bytes, messages))
         try:
             self._out.send(batch)
         except Closed:
             raise self._broken() from None
 
-    def send_now(self, msg: "Message") -> int:
+    def send_now(self, msg: "Message | bytes") -> int:
         """Hand ``msg`` to the peer at once if its channel has room (the pipe's writer is idle):
         2 done, 0 no room (queue it); 1 when the peer is gone, so the writer meets that."""
         if self._out._closed:
             return 1
-        return 2 if self._out._try_send([msg.header + msg.body if msg.header else msg.body]) else 0
+        return 2 if self._out._try_send([message_bytes(msg)]) else 0
 
     def recv_messages(self) -> list[bytes]:
         try:

@@ -22,7 +22,9 @@ from wsproto.handshake import H11Handshake
 from wsproto.utilities import ProtocolError
 
 import gsp
-from gsp.transport import TLS_OPTIONS, Connection, Option, tls_handshake, tls_wrap
+from gsp.transport import (
+    TLS_OPTIONS, Connection, Option, message_bytes, tls_handshake, tls_wrap,
+)
 
 if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec
@@ -219,7 +221,7 @@ class WSConnection(Connection):
         out = bytearray()
         try:
             for m in messages:
-                out += self._frames(ws, m.header + m.body if m.header else m.body)
+                out += self._frames(ws, message_bytes(m))
         except ProtocolError:  # not OPEN any more: the peer or we began closing
             raise (gsp.Closed("connection closed locally") if self._closed else
                    gsp.ConnectionBroken(f"{self.remote_address} is closing the WebSocket")) from None
