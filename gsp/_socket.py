@@ -25,7 +25,8 @@ class _Hot:
     """What send/recv read, kept in slots: Socket's ``__getattr__`` (options as attributes) turns
     off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
 
-    __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body")
+    __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
+                 "ready")
 
 
 def _hot(name: str) -> Any:
@@ -67,6 +68,8 @@ class Socket:
         # Optional protocol hook: recv() wants the body only, so a protocol may skip the Message.
         self._hot.recv_body = getattr(self._proto, "recv_body", None)
         self._hot.send_body = getattr(self._proto, "send_body", None)
+        # Optional: a deque of (body, pipe) pairs recv() may pop from whenever it is not empty.
+        self._hot.ready = getattr(self._proto, "ready", None)
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -131,6 +134,8 @@ class Socket:
         hot = self._hot
         if hot.closed:
             raise Closed("socket is closed")
+        if hot.ready:  # a message is queued: no call into the protocol at all
+            return hot.ready.popleft()[0]
         if hot.recv_body is not None:
             return hot.recv_body(hot.recv_timeout)
         return hot.proto.recv(hot.recv_timeout).body

@@ -9,7 +9,9 @@ socket, the core calls ``spec.factory(socket, raw)`` and talks to the result thr
 Two optional methods skip work on the hot path: ``send_body(body, timeout)`` lets
 ``Socket.send`` hand over the body without making a :class:`gsp.Message` (a protocol whose
 cooked messages carry no header queues the ``bytes`` itself), and ``recv_body(timeout)`` lets
-``Socket.recv`` take just the body.
+``Socket.recv`` take just the body. A protocol may also set ``ready``: a ``deque`` of
+``(body, pipe)`` pairs from which ``Socket.recv`` pops directly whenever it is not empty (so
+only a queue that needs no bookkeeping on removal qualifies).
 """
 
 from __future__ import annotations
@@ -250,6 +252,47 @@ class Inbox:
         if self._getters:
             self._items.fire()
         return kept
+
+    def put_all(self, items: list[Any]) -> int:
+        """``put`` each of ``items`` in order, moving runs of them at once; returns how many
+        items were dropped. As with ``put``, a full queue with receivers waiting yields once so
+        they can drain it before the policy drops anything."""
+        if self._policy == "block" or self._putters:
+            return sum(not self.put(x) for x in items)
+        buf = self._buf
+        dropped = 0
+        i, n = 0, len(items)
+        while i < n:
+            if self._closed:
+                raise Closed("queue closed")
+            room = self._cap - len(buf)
+            if room <= 0 and self._getters:
+                gevent.sleep(0)
+                if self._closed:
+                    raise Closed("queue closed")
+                room = self._cap - len(buf)
+            if room > 0:
+                run = items[i:i + room]
+                buf.extend(run)
+                i += len(run)
+                if self._getters:
+                    self._items.fire()
+                continue
+            # Full, and nobody drained it: the rest goes by the policy, as put would do it.
+            rest = items[i:]
+            if self._policy == "drop_newest":
+                dropped += len(rest)
+            else:
+                dropped += len(rest)
+                keep = rest[-self._cap:]
+                for _ in range(len(keep)):
+                    buf.popleft()
+                buf.extend(keep)
+                if self._getters:
+                    self._items.fire()
+            break
+        self.dropped += dropped
+        return dropped
 
     def get(self, timeout: float | None = None) -> Any:
         """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""

@@ -593,7 +593,7 @@ def test_close_with_a_stalled_peer_returns_after_linger(linger):
     srv = gsocket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    push = gsp.socket("push", send_timeout=0.3, linger=linger)
+    push = gsp.socket("push", send_timeout=0.3, linger=linger, send_buffer=8)
     conn = None
     try:
         push.dial("tcp://127.0.0.1:%d" % srv.getsockname()[1], block=False)

@@ -353,7 +353,7 @@ def test_sub_context_open():
             c.send(b"")
         with pytest.raises(gsp.NotSupported):
             c.send_msg(gsp.Message(b""))
-        assert c.recv_timeout is None and c.recv_buffer == 128
+        assert c.recv_timeout is None and c.recv_buffer == s.recv_buffer == 1024
         c.recv_timeout = 0.01
         with pytest.raises(gsp.BadOption):
             c.recv_timeout = -1
@@ -538,3 +538,35 @@ def test_pub_tight_loop_loses_nothing_to_a_reader():
             pub.send(b"%d" % i)
         assert reader.get(timeout=WAIT) == [b"%d" % i for i in range(n)]
         assert pub.stats["dropped"] == 0 and sub.stats["dropped"] == 0
+
+
+@pytest.mark.parametrize("sub_raw", [False, True], ids=["cooked", "raw"])
+def test_sub_bursts_bigger_than_recv_buffer_lose_nothing_to_a_waiting_receiver(sub_raw):
+    # One tcp read can hold thousands of frames, delivered to SUB as one batch: a receiver that
+    # keeps up must still get every message (SUB yields to it before dropping anything).
+    with ExitStack() as st:
+        pub, (sub,) = pub_sub(st, sub_opts={"recv_buffer": 16}, sub_raw=sub_raw)
+        if not sub_raw:
+            sub.subscribe(b"")
+        ctx = None if sub_raw else st.enter_context(sub.open_context())
+        if ctx is not None:
+            ctx.subscribe(b"1")  # a context with its own filter sees the same batches
+        n = 5000
+        got: list[bytes] = []
+        got_ctx: list[bytes] = []
+
+        def consume(recv, out, count):
+            for _ in range(count):
+                out.append(recv())
+
+        g = gevent.spawn(consume, sub.recv, got, n)
+        wanted = [b"%d" % i for i in range(n) if str(i).startswith("1")]
+        gs = [g] if ctx is None else [g, gevent.spawn(consume, ctx.recv, got_ctx, len(wanted))]
+        gevent.sleep(0.01)
+        for i in range(n):
+            pub.send(b"%d" % i)
+        gevent.joinall(gs, timeout=WAIT, raise_error=True)
+        assert got == [b"%d" % i for i in range(n)]
+        assert sub.stats["dropped"] == 0 and pub.stats["dropped"] == 0
+        if ctx is not None:
+            assert got_ctx == wanted

@@ -13,6 +13,7 @@ subscriptions or contexts.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from .._context import Context
@@ -43,9 +44,12 @@ class Pub(PipeMap):
         pipe.close()  # a SUB never sends; nng treats anything arriving as a protocol violation
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        out = msg if self.raw or not msg.header else Message(msg.body)
+        out = msg if self.raw or not msg.header else msg.body  # cooked: the body alone
+        self.send_body(out, timeout)
+
+    def send_body(self, body: "bytes | Message", timeout: float | None) -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
-        self.stats["dropped"] += broadcast(self._pipes.values(), out, drop_oldest=True)
+        self.stats["dropped"] += broadcast(self._pipes.values(), body, drop_oldest=True)
 
 
 class _Subscriber:
@@ -74,30 +78,50 @@ class _Subscriber:
             raise BadOption(f"not subscribed to {t!r}")
         self.topics.remove(t)
         # Like nng: messages already queued that no remaining subscription matches go too.
-        self.inbox.filter(lambda m: self.matches(m.body))
+        self.inbox.filter(lambda item: self.matches(item[0]))
 
 
 class Sub(Protocol):
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
         self._main = _Subscriber(socket.get_option("recv_buffer"))
+        self.ready = self._main.inbox._buf  # drop-oldest: no blocked putters to let in
         self._contexts: list[SubContext] = []
         self.stats["dropped"] = 0
 
+    # Queues hold (body, pipe) pairs: far cheaper than a Message, which only recv_msg needs.
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        if self.raw or self._main.matches(data):
-            if not self._main.inbox.put(Message(data, b"", pipe)):
-                self.stats["dropped"] += 1
+        self.pipe_recv_all(pipe, [data])
+
+    def pipe_recv_all(self, pipe: "Pipe", datas: list[bytes]) -> None:
+        dropped = 0
+        main = self._main
+        if self.raw or b"" in main.topics:  # everything matches: no per-message test
+            dropped += main.inbox.put_all(list(zip(datas, repeat(pipe))))
+        elif main.topics:
+            dropped += main.inbox.put_all([(d, pipe) for d in datas if main.matches(d)])
         for ctx in self._contexts:
             sub = ctx._sub
-            if sub.matches(data) and not sub.inbox.put(Message(data, b"", pipe)):
-                self.stats["dropped"] += 1
+            if sub.topics:
+                dropped += sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
+        if dropped:
+            self.stats["dropped"] += dropped
+
+    def recv_body(self, timeout: float | None) -> bytes:
+        inbox = self._main.inbox
+        if inbox._buf and not inbox._putters:  # Inbox.get's fast path, without the call
+            return inbox._buf.popleft()[0]
+        try:
+            return inbox.get(timeout)[0]
+        except Closed:
+            raise Closed("socket closed") from None
 
     def recv(self, timeout: float | None) -> Message:
         try:
-            return self._main.inbox.get(timeout)
+            data, pipe = self._main.inbox.get(timeout)
         except Closed:
             raise Closed("socket closed") from None
+        return Message(data, b"", pipe)
 
     def _cooked(self) -> None:
         if self.raw:
@@ -166,9 +190,10 @@ class SubContext(Context):
 
     def _recv(self, timeout: float | None) -> Message:
         try:
-            return self._sub.inbox.get(timeout)
+            data, pipe = self._sub.inbox.get(timeout)
         except Closed:
             raise Closed("context is closed") from None
+        return Message(data, b"", pipe)
 
     def _on_close(self) -> None:
         if self in self._proto._contexts:

@@ -38,6 +38,10 @@ class Pull(Protocol):
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
         self._recvq: Chan = Chan(socket.get_option("recv_buffer"))
+        # Socket.recv may pop the buffer directly: a reader blocked on a full channel is let in
+        # by the next Chan.recv, which happens once the buffer is empty (nothing is lost, order
+        # is kept, and with one thread the reader could not have run any sooner anyway).
+        self.ready = self._recvq._buf
 
     def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
         self._recvq.send((data, pipe))

@@ -50,7 +50,10 @@ class InprocConnection(Connection):
 
     def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
         # Bodies are immutable bytes, so sharing them is safe: only a header forces a join.
-        batch = list(map(message_bytes, messages))
+        if list(map(type, messages)).count(bytes) == len(messages):  # all header-less: as is
+            batch = list(messages)
+        else:
+            batch = list(map(message_bytes, messages))
         try:
             self._out.send(batch)
         except Closed:
@@ -68,11 +71,9 @@ class InprocConnection(Connection):
             batch = self._in.recv()
         except Closed:
             raise self._broken() from None
-        if self._max:
-            for data in batch:
-                if len(data) > self._max:
-                    raise MessageTooLarge(
-                        f"inproc peer sent {len(data)} bytes; the limit is {self._max}")
+        if self._max and batch and max(map(len, batch)) > self._max:
+            big = max(map(len, batch))
+            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}")
         return batch
 
     def close(self) -> None:

@@ -1,0 +1,58 @@
+"""gsp.protocol helpers that protocols (and third-party plugins) build on: Inbox batches."""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+
+import gsp
+from gsp.protocol import Inbox
+
+pytestmark = pytest.mark.core
+
+
+@pytest.mark.parametrize("policy", ["drop_oldest", "drop_newest", "block"])
+def test_put_all_matches_put_one_by_one(policy: str) -> None:
+    for cap, before, batch in [(5, 0, 3), (5, 2, 3), (5, 4, 3), (5, 5, 9), (3, 1, 12), (4, 0, 0)]:
+        if policy == "block" and before + batch > cap:
+            continue  # block would wait: covered below
+        a, b = Inbox(cap, policy), Inbox(cap, policy)
+        for i in range(before):
+            a.put(("old", i))
+            b.put(("old", i))
+        items = [("new", i) for i in range(batch)]
+        dropped_a = sum(not a.put(x) for x in items)
+        dropped_b = b.put_all(items)
+        assert list(b._buf) == list(a._buf), (cap, before, batch)
+        assert dropped_b == dropped_a and b.dropped == a.dropped
+
+
+def test_put_all_lets_waiting_receivers_drain_before_dropping() -> None:
+    box = Inbox(4, "drop_oldest")
+    got: list[int] = []
+
+    def reader() -> None:
+        while len(got) < 10:
+            got.append(box.get(timeout=2))
+
+    g = gevent.spawn(reader)
+    gevent.sleep(0)  # the reader waits on the empty queue
+    assert box.put_all(list(range(10))) == 0  # 10 items through a 4-slot queue, none lost
+    g.join(timeout=2)
+    assert got == list(range(10)) and box.dropped == 0
+
+
+def test_put_all_blocking_policy_waits_for_room() -> None:
+    box = Inbox(2, "block")
+    g = gevent.spawn(box.put_all, [1, 2, 3, 4])
+    gevent.sleep(0.01)
+    assert not g.ready() and list(box._buf) == [1, 2]
+    assert [box.get(timeout=1) for _ in range(4)] == [1, 2, 3, 4]
+    assert g.get(timeout=1) == 0
+
+
+def test_put_all_on_a_closed_inbox_raises_closed() -> None:
+    box = Inbox(4, "drop_oldest")
+    box.close()
+    with pytest.raises(gsp.Closed):
+        box.put_all([1])
