@@ -113,17 +113,21 @@ class Signal:
     ``fire()``. (A closed channel is ready for every receiver at once; firing swaps in a new one.)
     """
 
-    __slots__ = ("_chan",)
+    __slots__ = ("_chan", "_armed")
 
     def __init__(self) -> None:
         self._chan = Chan()
+        self._armed = False  # a case() was handed out since the last fire: someone may wait
 
     def case(self) -> Recv:
+        self._armed = True
         return Recv(self._chan)
 
     def fire(self) -> None:
-        old, self._chan = self._chan, Chan()
-        old.close()
+        if self._armed:  # else nobody can be waiting: keep the channel (most fires are these)
+            self._armed = False
+            old, self._chan = self._chan, Chan()
+            old.close()
 
     def close(self) -> None:
         """Wake everyone for good: later ``case()`` selects are ready at once."""

@@ -1,4 +1,4 @@
-"""gsp.protocol helpers that protocols (and third-party plugins) build on: Inbox batches."""
+"""gsp.protocol helpers that protocols (and third-party plugins) build on: Signal, Inbox."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import gevent
 import pytest
 
 import gsp
-from gsp.protocol import Inbox
+from gsp.chan import select
+from gsp.protocol import Inbox, Signal
 
 pytestmark = pytest.mark.core
 
@@ -56,3 +57,31 @@ def test_put_all_on_a_closed_inbox_raises_closed() -> None:
     box.close()
     with pytest.raises(gsp.Closed):
         box.put_all([1])
+
+
+def test_signal_wakes_every_waiter_once_per_fire() -> None:
+    sig = Signal()
+    woken: list[int] = []
+
+    def waiter(i: int) -> None:
+        select([sig.case()], 2)
+        woken.append(i)
+
+    gs = [gevent.spawn(waiter, i) for i in range(3)]
+    gevent.sleep(0)
+    sig.fire()
+    gevent.joinall(gs, timeout=2, raise_error=True)
+    assert sorted(woken) == [0, 1, 2]
+    with pytest.raises(gsp.Timeout):  # fired already: a new case waits for the next fire
+        select([sig.case()], 0.01)
+
+
+def test_signal_fires_nobody_asked_about_cost_nothing_and_lose_nothing() -> None:
+    sig = Signal()
+    sig.fire()  # no case handed out: nothing to wake
+    sig.fire()
+    case = sig.case()  # taken before the fire it waits for, not yet selected on
+    sig.fire()
+    assert select([case], 0) == (0, gsp.chan.CLOSED)  # that fire is not lost
+    sig.close()
+    assert select([sig.case()], 0) == (0, gsp.chan.CLOSED)  # closed: ready for good
