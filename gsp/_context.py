@@ -27,6 +27,40 @@ if TYPE_CHECKING:
 _check_duration = duration()
 
 
+class ContextHost:
+    """Mixin for a cooked protocol whose socket-level ``send``/``recv`` are those of a default
+    context (req, rep, surveyor, respondent). List it before the raw protocol class; call
+    :meth:`_host_contexts` in ``__init__``, implement :meth:`_new_context`, and call
+    :meth:`_close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
+    their ``_on_close``."""
+
+    _closed: bool
+
+    def _host_contexts(self, default: "Context") -> None:
+        self._contexts: set[Any] = set()
+        self._default = default
+
+    def _new_context(self) -> "Context":
+        raise NotImplementedError
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        self._default._send(msg, timeout)
+
+    def recv(self, timeout: float | None) -> Message:
+        return self._default._recv(timeout)
+
+    def open_context(self) -> "Context":
+        if self._closed:
+            raise Closed("socket closed")
+        ctx = self._new_context()
+        self._contexts.add(ctx)
+        return ctx
+
+    def _close_contexts(self) -> None:
+        for ctx in [self._default, *self._contexts]:
+            ctx.close()
+
+
 class Context:
     """An independent state machine of a socket's protocol (e.g. one outstanding request each).
 

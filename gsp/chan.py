@@ -28,7 +28,7 @@ from random import random, shuffle
 from typing import Any, Iterator, Sequence
 
 from gevent import Timeout as _GTimeout
-from gevent.hub import Waiter, get_hub
+from gevent.hub import Waiter
 
 from ._errors import Closed, Timeout, WouldBlock
 

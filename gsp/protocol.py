@@ -284,10 +284,8 @@ class Inbox:
                 continue
             # Full, and nobody drained it: the rest goes by the policy, as put would do it.
             rest = items[i:]
-            if self._policy == "drop_newest":
-                dropped += len(rest)
-            else:
-                dropped += len(rest)
+            dropped = len(rest)
+            if self._policy == "drop_oldest":
                 keep = rest[-self._cap:]
                 for _ in range(len(keep)):
                     buf.popleft()

@@ -14,7 +14,7 @@ import socket as _stdsocket
 import struct
 import termios
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import gevent
@@ -342,14 +342,10 @@ class StreamConnection(Connection):
         messages) writes it first. Never blocks; a socket error also returns 1, so the writer
         meets the error and ends the pipe in its own greenlet.
         """
-        if type(msg) is bytes:
-            h, b = b"", msg
-        else:
-            h, b = msg.header, msg.body
-        n = len(h) + len(b)
+        n = len(msg)  # bytes, or a Message's header + body
         if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
             return 0  # a big body goes through the writer: joining it here would copy it
-        data = self._prefix(n) + h + b if h else self._prefix(n) + b
+        data = self._prefix(n) + message_bytes(msg)
         try:
             sent = self.sock.send(data, 0, 0.0)  # timeout 0: EAGAIN raises instead of waiting
         except BlockingIOError:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gevent import get_hub
 
-from .._context import Context
+from .._context import Context, ContextHost
 from .._errors import Closed, ProtocolStateError
 from .._message import Message
 from .._options import Option, integer
@@ -233,31 +233,19 @@ class ResponderContext(Context):
         self._proto._contexts.discard(self)
 
 
-class Responder(XResponder):
+class Responder(ContextHost, XResponder):
     """Cooked rep/respondent: the raw routing plus a reply state machine per context."""
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
-        self._contexts: set[ResponderContext] = set()
-        self._default = ResponderContext(self)
+        self._host_contexts(ResponderContext(self))
 
-    def recv(self, timeout: float | None) -> Message:
-        return self._default._recv(timeout)
-
-    def send(self, msg: Message, timeout: float | None) -> None:
-        self._default._send(msg, timeout)
-
-    def open_context(self) -> ResponderContext:
-        if self._closed:
-            raise Closed("socket closed")
-        ctx = ResponderContext(self)
-        self._contexts.add(ctx)
-        return ctx
+    def _new_context(self) -> ResponderContext:
+        return ResponderContext(self)
 
     def close(self) -> None:
         super().close()
-        for ctx in [self._default, *self._contexts]:
-            ctx.close()
+        self._close_contexts()
 
 
 def responder(socket: "Socket", raw: bool) -> Protocol:

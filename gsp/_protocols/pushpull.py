@@ -50,12 +50,8 @@ class Pull(Protocol):
         self._recvq.send_all(list(zip(datas, repeat(pipe))))
 
     def recv_body(self, timeout: float | None) -> bytes:
-        q = self._recvq
-        buf = q._buf
-        if buf and not q._sendq:  # Chan.recv's own fast path, without the call
-            return buf.popleft()[0]
         try:
-            return q.recv(timeout)[0]
+            return self._recvq.recv(timeout)[0]
         except Closed:
             raise Closed("socket closed") from None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .._context import Context
+from .._context import Context, ContextHost
 from .._errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
 from .._message import Message
 from .._options import Option, duration
@@ -212,7 +212,7 @@ class ReqContext(Context):
             self._timer = None
 
 
-class Req(XReq):
+class Req(ContextHost, XReq):
     """Cooked req: contexts whose requests share a FIFO queue onto the socket's pipes."""
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
@@ -220,21 +220,10 @@ class Req(XReq):
         self._ids = IdMap()
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
-        self._contexts: set[ReqContext] = set()
-        self._default = ReqContext(self)
+        self._host_contexts(ReqContext(self))
 
-    def send(self, msg: Message, timeout: float | None) -> None:
-        self._default._send(msg, timeout)
-
-    def recv(self, timeout: float | None) -> Message:
-        return self._default._recv(timeout)
-
-    def open_context(self) -> ReqContext:
-        if self._closed:
-            raise Closed("socket closed")
-        ctx = ReqContext(self, self.socket._options["resend_time"])
-        self._contexts.add(ctx)
-        return ctx
+    def _new_context(self) -> ReqContext:
+        return ReqContext(self, self.socket._options["resend_time"])
 
     def _deliver(self, msg: Message) -> None:
         h = msg.header
@@ -307,8 +296,7 @@ class Req(XReq):
 
     def close(self) -> None:
         self._closed = True
-        for ctx in [self._default, *self._contexts]:
-            ctx.close()
+        self._close_contexts()
         super().close()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._context import Context
+from .._context import Context, ContextHost
 from .._errors import Closed, ProtocolStateError, Timeout, WouldBlock
 from .._message import Message
 from .._options import Option, duration
@@ -162,27 +162,16 @@ class SurveyContext(Context):
         self._proto._contexts.discard(self)
 
 
-class Surveyor(XSurveyor):
+class Surveyor(ContextHost, XSurveyor):
     """Cooked surveyor: survey ids and deadlines per context; replies routed by id."""
 
     def __init__(self, socket: "Socket", raw: bool) -> None:
         super().__init__(socket, raw)
         self._ids = IdMap()
-        self._contexts: set[SurveyContext] = set()
-        self._default = SurveyContext(self)
+        self._host_contexts(SurveyContext(self))
 
-    def send(self, msg: Message, timeout: float | None) -> None:
-        self._default._send(msg, timeout)
-
-    def recv(self, timeout: float | None) -> Message:
-        return self._default._recv(timeout)
-
-    def open_context(self) -> SurveyContext:
-        if self._closed:
-            raise Closed("socket closed")
-        ctx = SurveyContext(self, self.socket._options["survey_time"])
-        self._contexts.add(ctx)
-        return ctx
+    def _new_context(self) -> SurveyContext:
+        return SurveyContext(self, self.socket._options["survey_time"])
 
     def _broadcast(self, msg: Message) -> None:
         XSurveyor.send(self, msg, None)
@@ -198,8 +187,7 @@ class Surveyor(XSurveyor):
 
     def close(self) -> None:
         super().close()
-        for ctx in [self._default, *self._contexts]:
-            ctx.close()
+        self._close_contexts()
 
 
 def _surveyor(socket: "Socket", raw: bool) -> Protocol:

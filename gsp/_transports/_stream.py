@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
-
-from gevent import socket as gsocket
+from typing import Any, Mapping
 
 from .._errors import Closed, ConnectionBroken
 from ..transport import (
