@@ -18,13 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
 
 import gevent
 import msgpack
 
 import gsp
-from gsp.spark import Deduplicator, HubThread, local_session, unpack
+from gsp.spark import Deduplicator, HubThread, local_session
 
 
 def free_tcp_url() -> str:

@@ -4,17 +4,33 @@ The public API is what this module exports; everything in ``gsp._*`` is private.
 also use :mod:`gsp.transport`, :mod:`gsp.protocol`, :mod:`gsp.wire` and :mod:`gsp.hookspecs`.
 """
 
+from ._context import Context
+from ._device import Device, device
 from ._errors import (
-    AddressInUse, BadFrame, BadMagic, BadOption, BadReserved, BadVersion, Closed,
-    ConnectionBroken, ConnectionRefused, GspError, HandshakeError, InvalidAddress,
-    MessageTooLarge, NotSupported, ProtocolStateError, Timeout, UnknownPlugin, WireError,
-    WouldBlock, WrongProtocol,
+    AddressInUse,
+    BadFrame,
+    BadMagic,
+    BadOption,
+    BadReserved,
+    BadVersion,
+    Closed,
+    ConnectionBroken,
+    ConnectionRefused,
+    GspError,
+    HandshakeError,
+    InvalidAddress,
+    MessageTooLarge,
+    NotSupported,
+    ProtocolStateError,
+    Timeout,
+    UnknownPlugin,
+    WireError,
+    WouldBlock,
+    WrongProtocol,
 )
 from ._message import Message
 from ._pipe import Pipe, PipeEvent
 from ._registry import hookimpl, registry
-from ._context import Context
-from ._device import Device, device
 from ._socket import Dialer, Listener, Socket, socket
 from .chan import CLOSED, Chan, Recv, Send, select
 

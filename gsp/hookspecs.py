@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .protocol import ProtocolSpec
-    from .transport import Transport
     from ._pipe import Pipe, PipeEvent
     from ._socket import Socket
+    from .protocol import ProtocolSpec
+    from .transport import Transport
 
 hookspec = pluggy.HookspecMarker("gsp")
 

@@ -8,8 +8,8 @@ produce :class:`Connection` objects, which the core turns into pipes after ``han
 from __future__ import annotations
 
 import errno
-import ipaddress
 import fcntl
+import ipaddress
 import socket as _stdsocket
 import struct
 import termios
@@ -22,8 +22,13 @@ from gevent import socket as gsocket
 
 from . import wire
 from ._errors import (
+    AddressInUse,
+    Closed,
+    ConnectionBroken,
+    ConnectionRefused,
     GspError,
-    AddressInUse, Closed, ConnectionBroken, ConnectionRefused, InvalidAddress, Timeout,
+    InvalidAddress,
+    Timeout,
 )
 from ._options import Option
 

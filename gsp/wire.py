@@ -17,7 +17,12 @@ import struct
 from typing import Any, Callable, Iterable, Sequence
 
 from ._errors import (
-    BadFrame, BadMagic, BadReserved, BadVersion, MessageTooLarge, WrongProtocol,
+    BadFrame,
+    BadMagic,
+    BadReserved,
+    BadVersion,
+    MessageTooLarge,
+    WrongProtocol,
 )
 
 __all__ = [

@@ -11,7 +11,15 @@ import pytest
 
 import gsp
 from tests.test_pair import (
-    COMMON_BAD, TCP, WAIT, RawPeer, closed_checks, identity, option_checks, pair_up, wait_for,
+    COMMON_BAD,
+    TCP,
+    WAIT,
+    RawPeer,
+    closed_checks,
+    identity,
+    option_checks,
+    pair_up,
+    wait_for,
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
-from gevent import Greenlet, GreenletExit
+from gevent import Greenlet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

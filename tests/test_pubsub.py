@@ -11,7 +11,14 @@ import pytest
 
 import gsp
 from tests.test_pair import (
-    COMMON_BAD, TCP, WAIT, RawPeer, closed_checks, identity, option_checks, wait_for,
+    COMMON_BAD,
+    TCP,
+    WAIT,
+    RawPeer,
+    closed_checks,
+    identity,
+    option_checks,
+    wait_for,
 )
 
 

@@ -1,5 +1,3 @@
-import gevent
-import pytest
 
 import gsp
 from tests import nng

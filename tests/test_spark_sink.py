@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 import msgpack
 import pytest
-
 from pyspark.sql.functions import udf
 
 import gsp

@@ -17,8 +17,16 @@ import msgpack
 import pytest
 from pyspark.sql.functions import udf
 from pyspark.sql.types import (
-    BinaryType, DateType, DecimalType, DoubleType, IntegerType, LongType, StringType, StructField,
-    StructType, TimestampType,
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 import gsp

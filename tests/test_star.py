@@ -17,7 +17,15 @@ import pytest
 
 import gsp
 from tests.test_pair import (
-    COMMON_BAD, TCP, WAIT, RawPeer, closed_checks, hops, identity, option_checks, pair_up,
+    COMMON_BAD,
+    TCP,
+    WAIT,
+    RawPeer,
+    closed_checks,
+    hops,
+    identity,
+    option_checks,
+    pair_up,
     wait_for,
 )
 

@@ -12,7 +12,14 @@ import pytest
 
 import gsp
 from tests.test_reqrep import (  # noqa: F401  (mk and spawn are fixtures)
-    _backlog_pair, connect, echo_forever, inproc_url, mk, spawn, u32, wait_for,
+    _backlog_pair,
+    connect,
+    echo_forever,
+    inproc_url,
+    mk,
+    spawn,
+    u32,
+    wait_for,
 )
 
 

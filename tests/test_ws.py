@@ -14,7 +14,13 @@ from gevent import socket as gsocket
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection as WSProto
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Ping, Pong, RejectConnection, Request,
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Pong,
+    RejectConnection,
+    Request,
     TextMessage,
 )
 

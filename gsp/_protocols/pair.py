@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._errors import Closed
+from .._message import Message
 from .._registry import hookimpl
 from ..chan import Send, select
 from ..protocol import Deadline, Inbox, Protocol, ProtocolSpec, RejectPipe, Signal
-from .._errors import Closed
-from .._message import Message
 
 if TYPE_CHECKING:
     from .._pipe import Pipe

@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-
 from .._errors import Closed
 from .._message import Message
 from .._registry import hookimpl

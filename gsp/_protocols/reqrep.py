@@ -18,7 +18,14 @@ from .._registry import hookimpl
 from ..chan import Send, select
 from ..protocol import Deadline, Protocol, ProtocolSpec, RoundRobin, Signal
 from ._backtrace import (
-    MAX_HOPS, TTL_OPTION, IdMap, RecvQueue, call_later, responder, split_backtrace, u32,
+    MAX_HOPS,
+    TTL_OPTION,
+    IdMap,
+    RecvQueue,
+    call_later,
+    responder,
+    split_backtrace,
+    u32,
 )
 
 if TYPE_CHECKING:

@@ -18,7 +18,14 @@ from .._registry import hookimpl
 from ..chan import CLOSED, Chan, Recv, select
 from ..protocol import Protocol, ProtocolSpec
 from ._backtrace import (
-    MAX_HOPS, TTL_OPTION, IdMap, RecvQueue, call_later, responder, split_backtrace, u32,
+    MAX_HOPS,
+    TTL_OPTION,
+    IdMap,
+    RecvQueue,
+    call_later,
+    responder,
+    split_backtrace,
+    u32,
 )
 
 if TYPE_CHECKING:

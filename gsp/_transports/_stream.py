@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .. import wire
 from .._errors import Closed, ConnectionBroken
 from ..transport import (
-    Connection, StreamConnection, TransportDialer, TransportListener, map_socket_error,
+    Connection,
+    StreamConnection,
+    TransportDialer,
+    TransportListener,
+    map_socket_error,
 )
-from .. import wire
 
 
 class SocketListener(TransportListener):

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .. import wire
 from .._errors import (
-    AddressInUse, Closed, ConnectionBroken, ConnectionRefused, InvalidAddress, MessageTooLarge,
+    AddressInUse,
+    Closed,
+    ConnectionBroken,
+    ConnectionRefused,
+    InvalidAddress,
+    MessageTooLarge,
 )
 from .._registry import hookimpl
 from ..chan import Chan
 from ..transport import (
-    Connection, Transport, TransportDialer, TransportListener, message_bytes, split_url,
+    Connection,
+    Transport,
+    TransportDialer,
+    TransportListener,
+    message_bytes,
+    split_url,
 )
-from .. import wire
 
 if TYPE_CHECKING:
     from .._message import Message

@@ -9,10 +9,10 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
+from .. import wire
 from .._errors import AddressInUse, InvalidAddress
 from .._options import Option, integer, optional
 from .._registry import hookimpl
-from .. import wire
 from ..transport import Transport, connect_socket, map_socket_error, split_url
 from ._stream import SocketDialer, SocketListener
 

@@ -9,7 +9,12 @@ from gevent import socket as gsocket
 from .._options import Option, boolean
 from .._registry import hookimpl
 from ..transport import (
-    Transport, bind_stream_socket, connect_socket, hostport, parse_host_port, resolve,
+    Transport,
+    bind_stream_socket,
+    connect_socket,
+    hostport,
+    parse_host_port,
+    resolve,
 )
 from ._stream import SocketDialer, SocketListener
 

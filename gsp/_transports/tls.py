@@ -8,19 +8,19 @@ transports (wss) build their contexts and read peer identities exactly the same 
 
 from __future__ import annotations
 
+import _ssl
 import os
 import ssl
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-import _ssl
 import gevent
 from gevent import ssl as gssl
 
+from .. import wire
 from .._errors import BadOption, Closed, ConnectionBroken, GspError, HandshakeError, Timeout
 from .._options import Option, boolean, optional
 from .._registry import hookimpl
-from .. import wire
 from ..transport import StreamConnection, Transport
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 

@@ -113,6 +113,7 @@ class Gsp(Lib):
         import gevent
         import gevent.event
         import gevent.pool
+
         import gsp
         self.gevent = gevent
         self.gsp = gsp
@@ -577,8 +578,8 @@ class Zmq(Lib):
     def __init__(self, green: bool) -> None:
         if green:
             import gevent
-            import zmq.green as zmq
             import gevent.event
+            import zmq.green as zmq
             self.name = "zmq.green"
             self.event = gevent.event.Event  # type: ignore[method-assign]
             self._sleep = gevent.sleep

@@ -16,7 +16,9 @@ from typing import Any, Iterator
 
 import gevent
 from pyspark.sql.datasource import (
-    DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 

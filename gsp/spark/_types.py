@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 from pyspark.sql.types import (
-    ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType, DayTimeIntervalType,
-    DecimalType, DoubleType, FloatType, IntegerType, LongType, MapType, NullType, ShortType,
-    StringType, StructType, TimestampNTZType, TimestampType,
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DayTimeIntervalType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from .._errors import GspError

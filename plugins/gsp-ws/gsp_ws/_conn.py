@@ -14,7 +14,13 @@ from gevent.lock import Semaphore
 from wsproto.connection import Connection as WSProto
 from wsproto.connection import ConnectionState, ConnectionType
 from wsproto.events import (
-    AcceptConnection, BytesMessage, CloseConnection, Message, Ping, RejectConnection, RejectData,
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    RejectData,
     Request,
 )
 from wsproto.frame_protocol import CloseReason
@@ -23,7 +29,12 @@ from wsproto.utilities import ProtocolError
 
 import gsp
 from gsp.transport import (
-    TLS_OPTIONS, Connection, Option, message_bytes, tls_handshake, tls_wrap,
+    TLS_OPTIONS,
+    Connection,
+    Option,
+    message_bytes,
+    tls_handshake,
+    tls_wrap,
 )
 
 if TYPE_CHECKING:

@@ -22,13 +22,27 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
-    Transport, TransportDialer, TransportListener, bind_stream_socket, connect_socket, hostport,
+    Transport,
+    TransportDialer,
+    TransportListener,
+    bind_stream_socket,
+    connect_socket,
+    hostport,
     map_socket_error,
-    parse_host_port, resolve, split_url, tls_context, tls_handshake, tls_wrap,
+    parse_host_port,
+    resolve,
+    split_url,
+    tls_context,
+    tls_handshake,
+    tls_wrap,
 )
 
 from ._conn import (
-    WS_OPTIONS, WSClientConnection, WSConnection, WSServerConnection, http_error,
+    WS_OPTIONS,
+    WSClientConnection,
+    WSConnection,
+    WSServerConnection,
+    http_error,
 )
 
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
