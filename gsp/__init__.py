@@ -1,12 +1,22 @@
 """gsp — the Scalability Protocols (nanomsg/nng/mangos) on gevent, wire-compatible with nng.
 
-The public API is what this module exports; everything in ``gsp._*`` is private. Plugin authors
-also use :mod:`gsp.transport`, :mod:`gsp.protocol`, :mod:`gsp.wire` and :mod:`gsp.hookspecs`.
+The user API is what this module exports. Plugin authors build on the public SDK modules:
+:mod:`gsp.transport` and :mod:`gsp.protocol` (interfaces), :mod:`gsp.hookspecs`,
+:mod:`gsp.errors`, :mod:`gsp.options`, :mod:`gsp.message`, :mod:`gsp.wire`, :mod:`gsp.chan`, and the
+helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
+:mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
+Everything under ``gsp._*`` is private.
+
+Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
+:mod:`gsp.testing`) neither imports gevent nor creates a hub.
 """
 
-from ._context import Context
-from ._device import Device, device
-from ._errors import (
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
     AddressInUse,
     BadFrame,
     BadMagic,
@@ -28,11 +38,17 @@ from ._errors import (
     WouldBlock,
     WrongProtocol,
 )
-from ._message import Message
-from ._pipe import Pipe, PipeEvent
-from ._registry import hookimpl, registry
-from ._socket import Dialer, Listener, Socket, socket
-from .chan import CLOSED, Chan, Recv, Send, select
+from .hookspecs import hookimpl
+from .message import Message
+
+if TYPE_CHECKING:
+    from ._core.device import Device, device
+    from ._core.endpoints import Dialer, Listener
+    from ._core.pipe import Pipe, PipeEvent
+    from ._core.registry import registry
+    from ._core.socket import Socket, socket
+    from .chan import CLOSED, Chan, Recv, Send, select
+    from .context import Context
 
 __version__ = "0.1.0"
 
@@ -40,28 +56,56 @@ __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device",
     "Chan", "Recv", "Send", "select", "CLOSED",
-    "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports",
+    "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
     "BadVersion", "BadReserved", "WrongProtocol",
 ]
 
+# name -> module it comes from, loaded on first access (PEP 562)
+_LAZY = {
+    "socket": "._core.socket", "Socket": "._core.socket",
+    "Dialer": "._core.endpoints", "Listener": "._core.endpoints",
+    "Pipe": "._core.pipe", "PipeEvent": "._core.pipe",
+    "device": "._core.device", "Device": "._core.device",
+    "registry": "._core.registry",
+    "Context": ".context",
+    "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "select": ".chan", "CLOSED": ".chan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gsp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 def register_plugin(plugin: object, name: str | None = None) -> None:
     """Register a plugin module or object by hand (needed when entry-point autoload is off)."""
+    from ._core.registry import registry
     registry.register(plugin, name)
 
 
 def unregister_plugin(plugin: object) -> None:
+    from ._core.registry import registry
     registry.unregister(plugin)
 
 
 def protocols() -> list[str]:
     """Names of the installed protocols."""
+    from ._core.registry import registry
     return sorted(registry.protocols)
 
 
 def transports() -> list[str]:
     """URL schemes of the installed transports."""
+    from ._core.registry import registry
     return sorted(registry.transports)

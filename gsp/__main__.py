@@ -6,7 +6,6 @@ import argparse
 import sys
 
 import gsp
-from gsp._registry import registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,9 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         print(f"gsp {gsp.__version__}")
-        for name, spec in sorted(registry.protocols.items()):
+        for name, spec in sorted(gsp.registry.protocols.items()):
             print(f"  protocol  {name:<11} 0x{spec.number:03x}  peer {spec.peer_name}")
-        for scheme, t in sorted(registry.transports.items()):
+        for scheme, t in sorted(gsp.registry.transports.items()):
             print(f"  transport {scheme:<11} {type(t).__module__}")
         return 0
     return 2

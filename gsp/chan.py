@@ -25,14 +25,16 @@ from __future__ import annotations
 
 from collections import deque
 from random import random, shuffle
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 from gevent import Timeout as _GTimeout
-from gevent.hub import Waiter
+from gevent.hub import Waiter, get_hub
 
-from ._errors import Closed, Timeout, WouldBlock
+from .errors import Closed, Timeout, WouldBlock
 
-__all__ = ["Chan", "Recv", "Send", "select", "CLOSED"]
+__all__ = ["Chan", "Outbox", "Recv", "Send", "select", "CLOSED", "FLUSH"]
+
+T = TypeVar("T")
 
 
 class _Marker:
@@ -79,7 +81,7 @@ class _Entry:
         self.item = item
 
 
-class Chan:
+class Chan(Generic[T]):
     """A goroutine-style channel; ``capacity=0`` makes it unbuffered."""
 
     __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "__weakref__")
@@ -159,7 +161,14 @@ class Chan:
         self._buf.appendleft(item)  # may exceed capacity for a moment rather than lose it
 
     # -- public operations ---------------------------------------------------------------------
-    def send(self, item: Any, timeout: float | None = None) -> None:
+    def try_send(self, item: T) -> bool:
+        """Send ``item`` if that can complete now (room in the buffer, or a waiting receiver);
+        False otherwise, and False on a closed channel. Never blocks, never raises."""
+        if self._closed:
+            return False
+        return self._try_send(item)
+
+    def send(self, item: T, timeout: float | None = None) -> None:
         """Send ``item``, waiting while the channel is full (or, unbuffered, has no receiver)."""
         if self._closed:
             raise Closed("send on a closed channel")
@@ -252,6 +261,66 @@ class Chan:
                 return
 
 
+#: Queued by :meth:`Outbox.offer` after a partial direct write: the consumer writes the rest.
+FLUSH: Any = _Marker("gsp.chan.FLUSH")
+
+
+class Outbox(Chan[T]):
+    """A buffered channel with one consumer greenlet, started on first need, and a bypass.
+
+    Made for write queues (a pipe's): ``start()`` starts the consumer the first time an item is
+    queued (or :meth:`ensure_consumer` is called). While the consumer is idle — not started yet,
+    or parked on the empty channel and not yet woken — :meth:`offer` may hand the item to
+    ``direct`` instead of queueing it, at most once per turn of the event loop, so that a burst
+    still leaves as one batch through the consumer. Everything queued before is consumed by then,
+    so order is kept. ``direct(item)`` returns 2 when it took the whole item, 0 when it did
+    nothing (the item is queued instead), and 1 when it took part of it: :data:`FLUSH` is then
+    queued so the consumer finishes the job (or meets the error) in its own greenlet.
+    """
+
+    __slots__ = ("_start", "_direct", "_started", "_loop", "_direct_at")
+
+    def __init__(self, capacity: int, start: Callable[[], None],
+                 direct: Callable[[T], int] | None = None) -> None:
+        super().__init__(capacity)
+        self._start = start
+        self._direct = direct
+        self._started = False
+        self._loop = get_hub().loop
+        self._direct_at = -1.0
+
+    def ensure_consumer(self) -> None:
+        """Start the consumer now if it has not been started."""
+        if not self._started:
+            self._started = True
+            self._start()
+
+    def offer(self, item: T) -> bool:
+        """Queue ``item`` (or hand it to ``direct``) if that can happen now; False when full or
+        closed. Never blocks."""
+        buf = self._buf
+        if buf:  # the busy case first, inlined: the consumer exists and will take it from here
+            if len(buf) < self._cap and not self._recvq and not self._closed:
+                buf.append(item)
+                return True
+        elif self._direct is not None and not self._closed:
+            rq = self._recvq
+            if (not self._started or rq and not rq[0].sel.fired) and \
+                    self._loop.now() != self._direct_at:
+                self._direct_at = self._loop.now()
+                done = self._direct(item)
+                if done:
+                    if done == 1:
+                        self._try_send(FLUSH)
+                        self.ensure_consumer()
+                    return True
+        if self._closed or not self._try_send(item):
+            return False
+        if not self._started:
+            self.ensure_consumer()
+        return True
+
+
 class Recv:
     """A :func:`select` case that receives from ``chan``."""
 
@@ -308,7 +377,7 @@ def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[
                 return i, None
     if timeout is not None and timeout <= 0:
         raise WouldBlock("no case ready") if timeout == 0 else Timeout("select timed out")
-    for i, c in enumerate(cases):
+    for c in cases:
         ops.append((c.chan, type(c) is Send, c.item if type(c) is Send else None))
     return _block(ops, timeout)
 

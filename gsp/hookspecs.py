@@ -16,12 +16,17 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from ._pipe import Pipe, PipeEvent
-    from ._socket import Socket
+    from ._core.pipe import Pipe, PipeEvent
+    from ._core.socket import Socket
     from .protocol import ProtocolSpec
     from .transport import Transport
 
+__all__ = ["hookspec", "hookimpl"]
+
+#: Marks the specifications below (gsp's own use).
 hookspec = pluggy.HookspecMarker("gsp")
+#: Marks a plugin's implementations: ``@gsp.hookimpl`` (the same object as this one).
+hookimpl = pluggy.HookimplMarker("gsp")
 
 
 @hookspec

@@ -1,59 +1,135 @@
-"""The interface a protocol implements, and small helpers protocols share.
+"""What a protocol plugin implements, and the two narrow handles through which it sees the core.
 
 A protocol plugin returns :class:`ProtocolSpec` objects from its ``gsp_protocols`` hook. For every
-socket, the core calls ``spec.factory(socket, raw)`` and talks to the result through
-:class:`Protocol`'s methods. Protocols see pipes only through the pipe interface: ``id``,
-``send``/``try_send``/``sendq`` (a :class:`gsp.chan.Chan` of outgoing messages: each a
-:class:`gsp.Message`, or a ``bytes`` body that has no header), ``close()`` and ``closed``.
+socket, the core calls ``spec.factory(handle, raw)`` and talks to the result only through
+:class:`Protocol`'s methods. The protocol, in turn, sees the socket only through a
+:class:`SocketHandle` (options, spawning, pipe count) and each connection only through a
+:class:`PipeHandle` (id, queueing a message, closing). Nothing else of the core is reachable.
 
-Two optional methods skip work on the hot path: ``send_body(body, timeout)`` lets
-``Socket.send`` hand over the body without making a :class:`gsp.Message` (a protocol whose
-cooked messages carry no header queues the ``bytes`` itself), and ``recv_body(timeout)`` lets
-``Socket.recv`` take just the body. A protocol may also set ``ready``: a ``deque`` of
-``(body, pipe)`` pairs from which ``Socket.recv`` pops directly whenever it is not empty (so
-only a queue that needs no bookkeeping on removal qualifies).
+Helpers a protocol may build on live in their own modules: :mod:`gsp.queues` (receive queues,
+signals, deadlines), :mod:`gsp.routing` (round-robin and pipe-map bases, broadcast),
+:mod:`gsp.backtrace` (the request/reply header machinery), :mod:`gsp.context` (contexts) and
+:mod:`gsp.options` (option specs and validators).
+
+Threading: everything here runs in greenlets of the one thread that owns the socket; no method
+is called from another OS thread. Methods called from a pipe's reader greenlet (``pipe_recv``,
+``pipe_recv_all``) may block to push back on a fast peer; ``add_pipe``/``remove_pipe`` and
+``set_option`` must not block.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Protocol as _Typing
 
-import gevent
-
-from ._errors import Closed, GspError, NotSupported, ProtocolStateError, Timeout
-from ._message import Message
-from ._options import Option, boolean, duration, integer
-from .chan import Chan, Recv, Send, select
+from .errors import GspError, NotSupported
+from .message import Message
 
 if TYPE_CHECKING:
-    from ._pipe import Pipe
-    from ._socket import Socket
+    import gevent
 
-__all__ = [
-    "ProtocolSpec", "Protocol", "Option", "Signal", "Deadline", "RejectPipe",
-    "NotSupported", "ProtocolStateError", "Message", "send_round_robin", "Inbox", "broadcast",
-    "integer", "boolean", "duration", "RoundRobin", "PipeMap",
-]
+    from .chan import Chan
+    from .context import Context
+    from .options import Option
+
+__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe"]
 
 
-class RejectPipe(Exception):
-    """Raised by ``Protocol.add_pipe`` to refuse a pipe (e.g. pair already has its peer)."""
+class RejectPipe(GspError):
+    """Raised by :meth:`Protocol.add_pipe` to refuse a pipe (e.g. pair already has its peer).
+
+    The core closes the pipe quietly; a dialer whose pipe was rejected backs off and redials.
+    """
+
+
+class PipeHandle(_Typing):
+    """A protocol's view of one connection (the core's ``gsp.Pipe`` implements it).
+
+    Invariant: once ``closed`` is true it stays true, ``try_send`` returns False and ``send``
+    raises :class:`gsp.Closed`; the protocol's ``remove_pipe`` has been or is being called.
+    """
+
+    @property
+    def id(self) -> int:
+        """A non-zero 31-bit id, unique among the live pipes of this process."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the pipe is gone (closed by either side or by the core)."""
+
+    def try_send(self, msg: "Message | bytes") -> bool:
+        """Queue ``msg`` if there is room now; False when the queue is full or the pipe closed.
+        Never blocks, never raises."""
+
+    @property
+    def sendq(self) -> "Chan":
+        """The outgoing queue, for :class:`gsp.chan.Send` cases in a :func:`gsp.select` (waiting
+        for room on several pipes at once). A ``Send`` on it raises :class:`gsp.Closed` once the
+        pipe is gone. Items are a :class:`gsp.Message` (header then body go on the wire) or,
+        for a message without a header, just its ``bytes`` body."""
+
+    def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
+        """Queue ``msg``, waiting up to ``timeout`` seconds for room: :class:`gsp.Timeout`, or
+        :class:`gsp.Closed` once the pipe is gone."""
+
+    def close(self) -> None:
+        """Close this pipe only (idempotent); the socket and its other pipes carry on."""
+
+
+class SocketHandle(_Typing):
+    """A protocol's view of its socket: the narrow handle passed to ``spec.factory``."""
+
+    @property
+    def protocol(self) -> str:
+        """The protocol's name as the user asked for it (e.g. ``"rep"``)."""
+
+    @property
+    def raw(self) -> bool:
+        """Whether the socket was opened with ``raw=True``."""
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Current option values (socket-wide, including the protocol's own); read-only."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the user closed the socket."""
+
+    @property
+    def pipe_count(self) -> int:
+        """Pipes set up on the socket now (attaching or attached)."""
+
+    @property
+    def has_endpoints(self) -> bool:
+        """Whether the socket has ever listened or dialed, or has a pipe now."""
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> "gevent.Greenlet":
+        """Run ``fn(*args)`` in a greenlet the socket owns: killed and joined when it closes."""
+
+    def watch(self, name: str, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(value)`` after option ``name`` changed (set_option on the socket),
+        with the validated value. Not called for the value the protocol was created with."""
 
 
 class ProtocolSpec:
-    """What the registry knows about one protocol."""
+    """What the registry knows about one protocol: its name and number, its peer's, how to make
+    an instance for a socket, the options it adds to sockets of it (name → Option), and the
+    names of protocol methods sockets of it offer as their own (``methods``, e.g. SUB's
+    ``("subscribe", "unsubscribe")``; on sockets of other protocols those names raise
+    :class:`gsp.NotSupported`)."""
 
     def __init__(self, name: str, number: int, peer_name: str, peer_number: int,
-                 factory: Callable[["Socket", bool], "Protocol"],
-                 options: Mapping[str, Option] | None = None) -> None:
+                 factory: Callable[[SocketHandle, bool], "Protocol"],
+                 options: "Mapping[str, Option] | None" = None,
+                 methods: tuple[str, ...] = ()) -> None:
         self.name = name
         self.number = number
         self.peer_name = peer_name
         self.peer_number = peer_number
         self.factory = factory
         self.options: Mapping[str, Option] = dict(options or {})
+        self.methods = tuple(methods)
 
     def __repr__(self) -> str:
         return f"<ProtocolSpec {self.name} 0x{self.number:x} peer={self.peer_name}>"
@@ -62,381 +138,85 @@ class ProtocolSpec:
 class Protocol:
     """Base class for a protocol instance bound to one socket.
 
-    Subclasses override what they support; the defaults raise :class:`gsp.NotSupported`.
-    ``pipe_recv`` is called from the pipe's reader greenlet for every message and may block to
-    push back on a fast peer.
+    Subclasses override what they support; ``send``/``recv``/``open_context`` default to raising
+    :class:`gsp.NotSupported`. Blocking methods (``send``, ``recv``) take a ``timeout`` in seconds
+    (``None`` = forever) and raise :class:`gsp.Timeout` when it passes (:class:`gsp.WouldBlock`
+    for ``0``), :class:`gsp.Closed` once :meth:`close` ran, and what the protocol documents for
+    its own states (:class:`gsp.ProtocolStateError`, :class:`gsp.ConnectionBroken`).
+
+    Optional fast paths (declared here, each with a default that is always correct):
+
+    * :attr:`ready` — a ``deque`` of ``(body, pipe)`` pairs from which ``Socket.recv`` pops the
+      left end directly whenever it is not empty, without calling the protocol. Only for a queue
+      whose items need no bookkeeping when removed (anything owed to a blocked producer is
+      settled by the next :meth:`recv_body` call, which the socket makes once it is empty).
+    * :meth:`send_body` / :meth:`recv_body` — body-only forms of ``send``/``recv`` that a
+      protocol overrides to skip making a :class:`gsp.Message`; the socket calls them only when
+      overridden.
+    * :meth:`pipe_recv_all` — a whole batch of messages from one pipe at once.
+
+    Extra user-facing methods (SUB's ``subscribe``) are named in ``ProtocolSpec.methods``; the
+    socket exposes them as its own and checks that it is open before calling them.
     """
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        self.socket = socket
+    #: See the class docstring; ``None`` = no direct receive queue.
+    ready: "deque[tuple[bytes, Any]] | None" = None
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        self.handle = handle
         self.raw = raw
-        #: The socket's ``best_effort`` option, kept current by the socket (read on every send).
-        self.best_effort: bool = socket.get_option("best_effort")
-        #: Counters a protocol keeps (e.g. ``dropped``); users read a copy as ``socket.stats``.
+        #: The socket's ``best_effort`` option, kept current (protocols read it on every send).
+        self.best_effort: bool = handle.options["best_effort"]
+        handle.watch("best_effort", self._best_effort_changed)
+        #: Counters (e.g. ``dropped``); users read a copy as ``socket.stats``.
         self.stats: dict[str, int] = {}
 
-    def add_pipe(self, pipe: "Pipe") -> None:
+    def _best_effort_changed(self, value: bool) -> None:
+        self.best_effort = value
+
+    # -- pipes (called by the core) ------------------------------------------------------------
+    def add_pipe(self, pipe: PipeHandle) -> None:
         """A pipe finished its handshake; raise :class:`RejectPipe` to refuse it."""
 
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        """A pipe is gone (its queue is already closed)."""
+    def remove_pipe(self, pipe: PipeHandle) -> None:
+        """A pipe is gone (its queue is already closed). Called once per added pipe."""
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        """One message (header+body) arrived on ``pipe``."""
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        """One message (header+body as received) arrived on ``pipe``. May block (back-pressure);
+        raises nothing: a malformed message is dropped or closes ``pipe``."""
 
+    def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
+        """Several messages from ``pipe`` in arrival order; same contract as :meth:`pipe_recv`."""
+        for data in datas:
+            self.pipe_recv(pipe, data)
+
+    # -- the user's calls (through the socket) -------------------------------------------------
     def send(self, msg: Message, timeout: float | None) -> None:
-        raise NotSupported(f"{self.socket.protocol} sockets cannot send")
+        raise NotSupported(f"{self.handle.protocol} sockets cannot send")
+
+    def send_body(self, body: bytes, timeout: float | None) -> None:
+        """``send(Message(body), timeout)``; override to avoid making the Message."""
+        self.send(Message(body), timeout)
 
     def recv(self, timeout: float | None) -> Message:
-        raise NotSupported(f"{self.socket.protocol} sockets cannot receive")
+        raise NotSupported(f"{self.handle.protocol} sockets cannot receive")
 
-    def open_context(self) -> Any:
-        raise NotSupported(f"{self.socket.protocol} sockets have no contexts")
+    def recv_body(self, timeout: float | None) -> bytes:
+        """``recv(timeout).body``; override to avoid making the Message."""
+        return self.recv(timeout).body
+
+    def open_context(self) -> "Context":
+        raise NotSupported(f"{self.handle.protocol} sockets have no contexts")
 
     def set_option(self, name: str, value: Any) -> None:
-        """``socket.set_option`` is about to store this validated value: raise to refuse it, or
-        react (e.g. resize a queue on ``recv_buffer``). Options given to the constructor are
-        already in place when the protocol is created and do not come through here."""
-
-    def subscribe(self, prefix: Any) -> None:
-        raise NotSupported(f"{self.socket.protocol} sockets have no subscriptions")
-
-    def unsubscribe(self, prefix: Any) -> None:
-        raise NotSupported(f"{self.socket.protocol} sockets have no subscriptions")
+        """``socket.set_option`` is about to store this validated value: raise
+        :class:`gsp.BadOption` or :class:`gsp.ProtocolStateError` to refuse it. To react to a
+        change after it is stored, use ``handle.watch``."""
 
     def close(self) -> None:
         """The socket is closing: wake every blocked send/recv with :class:`gsp.Closed`."""
 
-
-class Signal:
-    """A broadcast "something changed" for select loops: wait on ``case()``, wake all with
-    ``fire()``. (A closed channel is ready for every receiver at once; firing swaps in a new one.)
-    """
-
-    __slots__ = ("_chan", "_armed")
-
-    def __init__(self) -> None:
-        self._chan = Chan()
-        self._armed = False  # a case() was handed out since the last fire: someone may wait
-
-    def case(self) -> Recv:
-        self._armed = True
-        return Recv(self._chan)
-
-    def fire(self) -> None:
-        if self._armed:  # else nobody can be waiting: keep the channel (most fires are these)
-            self._armed = False
-            old, self._chan = self._chan, Chan()
-            old.close()
-
-    def close(self) -> None:
-        """Wake everyone for good: later ``case()`` selects are ready at once."""
-        self._chan.close()
-
-
-class Deadline:
-    """A timeout turned into an absolute deadline for loops that wait more than once."""
-
-    __slots__ = ("_at",)
-
-    def __init__(self, timeout: float | None) -> None:
-        self._at = None if timeout is None else monotonic() + timeout
-
-    def remaining(self) -> float | None:
-        """Seconds left (None = forever); raises :class:`gsp.Timeout` once passed."""
-        if self._at is None:
-            return None
-        left = self._at - monotonic()
-        if left <= 0:
-            raise Timeout("timed out")
-        return left
-
-
-def send_round_robin(pipes: "list[Pipe]", start: int, msg: Message, changed: Signal,
-                     timeout: float | None, best_effort: bool,
-                     is_closed: Callable[[], bool]) -> int:
-    """Queue ``msg`` on the first pipe from ``start`` with room; wait if none has.
-
-    Returns the index after the pipe used (the next round-robin start), or -1 when dropped
-    because ``best_effort`` is set and no pipe could take it now. Waits for room on any pipe or
-    for ``changed`` (a pipe came or went), up to ``timeout``.
-    """
-    deadline = Deadline(timeout)
-    while True:
-        if is_closed():
-            raise Closed("socket closed")
-        n = len(pipes)
-        for k in range(n):
-            i = (start + k) % n
-            if pipes[i].try_send(msg):
-                return i + 1
-        if best_effort:
-            return -1
-        left = deadline.remaining()
-        cases: list[Any] = [Send(p.sendq, msg) for p in pipes]
-        cases.append(changed.case())
-        snapshot = list(pipes)
-        try:
-            i, _ = select(cases, left)
-        except Closed:
-            continue  # a pipe died while we waited; look again
-        if i < len(snapshot):
-            return pipes.index(snapshot[i]) + 1 if snapshot[i] in pipes else start
-
-
-class Inbox:
-    """A bounded, resizable receive queue between pipe readers (``put``) and receivers (``get``).
-
-    ``when_full`` picks what ``put`` does on a full queue: ``"block"`` waits for room (back-pressure
-    to the peer, as pair does), ``"drop_oldest"`` discards the oldest queued item (sub),
-    ``"drop_newest"`` discards the new one (bus). Drops are counted in ``dropped``. Unlike a
-    :class:`gsp.chan.Chan`, an Inbox can be resized or filtered while greenlets wait on it.
-    After ``close`` both ``put`` and ``get`` raise :class:`gsp.Closed`.
-    """
-
-    POLICIES = ("block", "drop_oldest", "drop_newest")
-
-    __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
-                 "_closed", "dropped")
-
-    def __init__(self, capacity: int, when_full: str = "block") -> None:
-        if when_full not in self.POLICIES:
-            raise ValueError(f"when_full must be one of {self.POLICIES}, not {when_full!r}")
-        self._buf: deque[Any] = deque()
-        self._cap = capacity
-        self._policy = when_full
-        self._items = Signal()  # fired when an item arrives (only if someone waits for one)
-        self._space = Signal()  # fired when room appears (only if a blocked put waits)
-        self._getters = 0
-        self._putters = 0
-        self._closed = False
-        self.dropped = 0
-
-    @property
-    def capacity(self) -> int:
-        return self._cap
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __len__(self) -> int:
-        return len(self._buf)
-
-    def put(self, item: Any, timeout: float | None = None) -> bool:
-        """Queue ``item``; False if the policy dropped it (the new one or an older one)."""
-        if self._closed:
-            raise Closed("queue closed")
-        buf = self._buf
-        kept = True
-        if len(buf) >= self._cap:
-            if self._policy != "block" and self._getters:
-                # Receivers were woken but have not run yet (a reader delivers a whole batch
-                # without yielding): let them drain before dropping anything.
-                gevent.sleep(0)
-                if self._closed:
-                    raise Closed("queue closed")
-        if len(buf) >= self._cap:
-            if self._policy == "drop_newest":
-                self.dropped += 1
-                return False
-            if self._policy == "drop_oldest":
-                buf.popleft()
-                self.dropped += 1
-                kept = False
-            else:
-                deadline = Deadline(timeout)
-                while len(buf) >= self._cap:
-                    if self._closed:
-                        raise Closed("queue closed")
-                    self._wait(self._space, deadline, putter=True)
-                if self._closed:
-                    raise Closed("queue closed")
-        buf.append(item)
-        if self._getters:
-            self._items.fire()
-        return kept
-
-    def put_all(self, items: list[Any]) -> int:
-        """``put`` each of ``items`` in order, moving runs of them at once; returns how many
-        items were dropped. As with ``put``, a full queue with receivers waiting yields once so
-        they can drain it before the policy drops anything."""
-        if self._policy == "block" or self._putters:
-            return sum(not self.put(x) for x in items)
-        buf = self._buf
-        dropped = 0
-        i, n = 0, len(items)
-        while i < n:
-            if self._closed:
-                raise Closed("queue closed")
-            room = self._cap - len(buf)
-            if room <= 0 and self._getters:
-                gevent.sleep(0)
-                if self._closed:
-                    raise Closed("queue closed")
-                room = self._cap - len(buf)
-            if room > 0:
-                run = items[i:i + room]
-                buf.extend(run)
-                i += len(run)
-                if self._getters:
-                    self._items.fire()
-                continue
-            # Full, and nobody drained it: the rest goes by the policy, as put would do it.
-            rest = items[i:]
-            dropped = len(rest)
-            if self._policy == "drop_oldest":
-                keep = rest[-self._cap:]
-                for _ in range(len(keep)):
-                    buf.popleft()
-                buf.extend(keep)
-                if self._getters:
-                    self._items.fire()
-            break
-        self.dropped += dropped
-        return dropped
-
-    def get(self, timeout: float | None = None) -> Any:
-        """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
-        deadline: Deadline | None = None
-        while True:
-            if self._closed:
-                raise Closed("queue closed")
-            if self._buf:
-                item = self._buf.popleft()
-                if self._putters:
-                    self._space.fire()
-                return item
-            if deadline is None:
-                deadline = Deadline(timeout)
-            self._wait(self._items, deadline, putter=False)
-
-    def _wait(self, signal: Signal, deadline: Deadline, putter: bool) -> None:
-        case = signal.case()
-        left = deadline.remaining()
-        if putter:
-            self._putters += 1
-        else:
-            self._getters += 1
-        try:
-            select([case], left)
-        finally:
-            if putter:
-                self._putters -= 1
-            else:
-                self._getters -= 1
-
-    def resize(self, capacity: int) -> None:
-        """Change the capacity now; when shrinking, the oldest items that no longer fit go."""
-        self._cap = capacity
-        buf = self._buf
-        while len(buf) > capacity:
-            buf.popleft()
-            self.dropped += 1
-        if self._putters:
-            self._space.fire()
-
-    def filter(self, keep: Callable[[Any], bool]) -> None:
-        """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
-        kept = [x for x in self._buf if keep(x)]
-        self._buf.clear()
-        self._buf.extend(kept)
-        if self._putters:
-            self._space.fire()
-
-    def close(self) -> None:
-        """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
-        self._closed = True
-        self._buf.clear()
-        self._items.close()
-        self._space.close()
-
-
-def broadcast(pipes: "Iterable[Pipe]", msg: Message, skip: "Pipe | None" = None,
-              drop_oldest: bool = False) -> int:
-    """Queue ``msg`` on every pipe but ``skip`` without waiting on a slow peer (pub, bus, star).
-
-    If some queues are full, yield once so the writers of peers that keep up can drain theirs
-    (a tight send loop would otherwise lose messages even to fast peers), then drop for pipes
-    still full: the new message, or with ``drop_oldest`` that pipe's oldest queued one (nng PUB).
-    Returns how many pipes missed a message.
-    """
-    full = [p for p in pipes if p is not skip and not p.try_send(msg)]
-    if not full:
-        return 0
-    gevent.sleep(0)
-    missed = 0
-    for p in full:
-        if p.closed or p.try_send(msg):
-            continue
-        missed += 1
-        if drop_oldest:
-            try:
-                p.sendq.recv_nowait()
-            except GspError:
-                continue
-            p.try_send(msg)
-    return missed
-
-
-class RoundRobin(Protocol):
-    """Base for protocols that send each message to one peer in turn (push, req).
-
-    Keeps the pipes in attach order, a round-robin cursor, and a :class:`Signal` fired when pipes
-    come or go; ``send`` takes the next pipe with room and waits (up to ``timeout``) when none has.
-    """
-
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: list["Pipe"] = []
-        self._next = 0
-        self._changed = Signal()
-        self._closed = False
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.append(pipe)
-        self._changed.fire()
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        if pipe in self._pipes:
-            self._pipes.remove(pipe)
-            self._changed.fire()
-
-    def send(self, msg: Message, timeout: float | None) -> None:
-        pipes = self._pipes
-        n = len(pipes)
-        best_effort = self.best_effort
-        if n:  # fast path: the next pipe in turn has room
-            i = self._next % n
-            if pipes[i].try_send(msg):
-                self._next = i + 1
-                return
-            if n == 1 and timeout != 0 and not best_effort:
-                # A full queue usually has its writer woken already: one turn of the loop lets it
-                # drain, far cheaper than the full wait below (a select and a Signal per batch).
-                gevent.sleep(0)
-                if pipes and pipes[0].try_send(msg):
-                    self._next = 1
-                    return
-        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort,
-                               lambda: self._closed)
-        if nxt >= 0:
-            self._next = nxt
-
-    def close(self) -> None:
-        self._closed = True
-        self._changed.close()
-
-
-class PipeMap(Protocol):
-    """Base for protocols that address peers by pipe id or send to all of them (pub, bus, rep)."""
-
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: dict[int, "Pipe"] = {}
-
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes[pipe.id] = pipe
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.pop(pipe.id, None)
+    @classmethod
+    def can(cls, op: str) -> bool:
+        """Whether this protocol implements ``op`` ("send" or "recv") at all."""
+        return getattr(cls, op) is not getattr(Protocol, op)

@@ -10,8 +10,8 @@ import pytest
 
 import gsp
 from gsp import wire
-from gsp._message import Message
-from gsp.transport import StreamConnection
+from gsp.message import Message
+from gsp.stream import StreamConnection
 from tests.conformance import WAIT, connected, sockets, wait_for
 
 pytestmark = pytest.mark.core

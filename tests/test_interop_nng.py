@@ -16,7 +16,6 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
-from gsp._transports.tcp import TCPDialer
 from tests import nng
 
 MIB = 1 << 20
@@ -365,7 +364,8 @@ def test_dial_killed_mid_connect_closes_its_socket() -> None:
             fillers.append(f)
         gevent.sleep(0.1)
         before = open_socket_fds()
-        td = TCPDialer(f"tcp://127.0.0.1:{lst.getsockname()[1]}", {})
+        url = f"tcp://127.0.0.1:{lst.getsockname()[1]}"
+        td = gsp.registry.transport_for(url).dialer(url, {})
         g = gevent.spawn(td.dial)
         gevent.sleep(0.3)
         assert not g.dead, "the connect should still be pending"

@@ -9,7 +9,7 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
-from gsp.transport import TLSHandshakeError
+from gsp.tls import TLSHandshakeError
 from tests import nng
 from tests.certs import PAIRS, PKI, interop, pki  # noqa: F401  (pki is a fixture)
 

@@ -25,7 +25,7 @@ from wsproto.events import (
 )
 
 import gsp
-from gsp.transport import TLSHandshakeError
+from gsp.tls import TLSHandshakeError
 from gsp_ws import UpgradeRefused
 from tests import nng
 from tests.certs import PAIRS, interop, pki  # noqa: F401  (pki is a fixture)

@@ -9,33 +9,29 @@ pipe id skips that pipe — so a bus device never echoes a message to where it c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .._errors import Closed
-from .._message import Message
-from .._registry import hookimpl
-from ..protocol import Inbox, PipeMap, ProtocolSpec, broadcast
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+from ..errors import Closed
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
+from ..queues import Inbox
+from ..routing import PipeMap, broadcast
 
 
 class Bus(PipeMap):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._inbox = Inbox(socket.get_option("recv_buffer"), "drop_newest")
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self.stats["dropped"] = 0
+        self._inbox: Inbox[Message] = Inbox.for_option(handle, "drop_newest", self.stats)
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         header = pipe.id.to_bytes(4, "big") if self.raw else b""
-        if not self._inbox.put(Message(data, header, pipe)):
-            self.stats["dropped"] += 1
+        self._inbox.put(Message(data, header, pipe))
 
     def send(self, msg: Message, timeout: float | None) -> None:
         skip = None
+        out: Message | bytes
         if not self.raw:
-            out = msg if not msg.header else Message(msg.body)
+            out = msg.body
         elif len(msg.header) >= 4:
             skip = self._pipes.get(int.from_bytes(msg.header[:4], "big"))
             out = Message(msg.body, msg.header[4:])  # the id is ours, not the peers' business
@@ -48,12 +44,6 @@ class Bus(PipeMap):
             return self._inbox.get(timeout)
         except Closed:
             raise Closed("socket closed") from None
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            before = self._inbox.dropped
-            self._inbox.resize(value)  # shrinking drops the oldest: count those too
-            self.stats["dropped"] += self._inbox.dropped - before
 
     def close(self) -> None:
         self._inbox.close()

@@ -8,39 +8,34 @@ full and can be resized at any time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from .._errors import Closed
-from .._message import Message
-from .._registry import hookimpl
 from ..chan import Send, select
-from ..protocol import Deadline, Inbox, Protocol, ProtocolSpec, RejectPipe, Signal
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+from ..errors import Closed
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, RejectPipe, SocketHandle
+from ..queues import Deadline, Inbox, Signal
 
 
 class Pair0(Protocol):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipe: "Pipe | None" = None
-        self._recvq = Inbox(socket.get_option("recv_buffer"))  # blocks the reader when full
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._pipe: PipeHandle | None = None
+        self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # blocks the reader
         self._changed = Signal()
         self._closed = False
 
-    def add_pipe(self, pipe: "Pipe") -> None:
+    def add_pipe(self, pipe: PipeHandle) -> None:
         if self._pipe is not None:
             raise RejectPipe("pair already has a peer")
         self._pipe = pipe
         self._changed.fire()
 
-    def remove_pipe(self, pipe: "Pipe") -> None:
+    def remove_pipe(self, pipe: PipeHandle) -> None:
         if self._pipe is pipe:
             self._pipe = None
             self._changed.fire()
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self._recvq.put(Message(data, b"", pipe))
 
     def send(self, msg: Message, timeout: float | None) -> None:
@@ -72,10 +67,6 @@ class Pair0(Protocol):
             return self._recvq.get(timeout)
         except Closed:
             raise Closed("socket closed") from None
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            self._recvq.resize(value)
 
     def close(self) -> None:
         self._closed = True

@@ -16,57 +16,53 @@ full; ``recv_msg().pipe`` tells who sent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._errors import NotSupported, ProtocolStateError
-from .._message import Message
-from .._registry import hookimpl
-from ..protocol import Option, ProtocolSpec, boolean, integer
+from ..errors import NotSupported, ProtocolStateError
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..options import Option, boolean, integer
+from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
 from .pair import Pair0
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
 
 _FIRST_HOP = (1).to_bytes(4, "big")  # a cooked send: hop count 0, plus the one the pipe adds
 
 
 class Pair1(Pair0):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._ttl: int = socket.get_option("ttl")
-        self._poly: bool = socket.get_option("polyamorous")
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._ttl: int = handle.options["ttl"]
+        self._poly: bool = handle.options["polyamorous"]
         if raw and self._poly:
             raise NotSupported("polyamorous pair1 has no raw mode (as in nng)")
-        self._peers: dict[int, "Pipe"] = {}  # polyamorous mode only, oldest first
+        self._peers: dict[int, PipeHandle] = {}  # polyamorous mode only, oldest first
         self.stats.update(ttl_dropped=0, send_dropped=0, malformed=0)
+        handle.watch("ttl", self._ttl_changed)
+
+    def _ttl_changed(self, value: int) -> None:
+        self._ttl = value
 
     def set_option(self, name: str, value: Any) -> None:
-        if name == "ttl":
-            self._ttl = value
-        elif name == "polyamorous" and value != self._poly:
+        if name == "polyamorous" and value != self._poly:
             if self.raw and value:
                 raise NotSupported("polyamorous pair1 has no raw mode (as in nng)")
-            sock = self.socket
-            if sock._listeners or sock._dialers or sock._pipes:
+            if self.handle.has_endpoints:
                 raise ProtocolStateError("polyamorous can only change before any listen or dial")
             self._poly = value
-        else:
-            super().set_option(name, value)
 
-    def add_pipe(self, pipe: "Pipe") -> None:
+    def add_pipe(self, pipe: PipeHandle) -> None:
         if self._poly:
             self._peers[pipe.id] = pipe
         else:
             super().add_pipe(pipe)
 
-    def remove_pipe(self, pipe: "Pipe") -> None:
+    def remove_pipe(self, pipe: PipeHandle) -> None:
         if self._poly:
             self._peers.pop(pipe.id, None)
         else:
             super().remove_pipe(pipe)
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         if pipe.closed:
             return  # closed below while the rest of its read batch was being delivered
         if len(data) < 4 or data[0] or data[1] or data[2]:

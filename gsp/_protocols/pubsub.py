@@ -14,17 +14,16 @@ subscriptions or contexts.
 from __future__ import annotations
 
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._context import Context
-from .._errors import BadOption, Closed, NotSupported
-from .._message import Message
-from .._registry import hookimpl
-from ..protocol import Inbox, PipeMap, Protocol, ProtocolSpec, broadcast, integer
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+from ..context import Context
+from ..errors import BadOption, Closed, NotSupported
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..options import integer
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..queues import Inbox
+from ..routing import PipeMap, broadcast
 
 
 def _topic(prefix: Any) -> bytes:
@@ -36,20 +35,22 @@ def _topic(prefix: Any) -> bytes:
 
 
 class Pub(PipeMap):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self.stats["dropped"] = 0
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         pipe.close()  # a SUB never sends; nng treats anything arriving as a protocol violation
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        out = msg if self.raw or not msg.header else msg.body  # cooked: the body alone
-        self.send_body(out, timeout)
+        self._publish(msg if self.raw and msg.header else msg.body)  # cooked: the body alone
 
-    def send_body(self, body: "bytes | Message", timeout: float | None) -> None:
+    def send_body(self, body: bytes, timeout: float | None) -> None:
+        self._publish(body)
+
+    def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
-        self.stats["dropped"] += broadcast(self._pipes.values(), body, drop_oldest=True)
+        self.stats["dropped"] += broadcast(self._pipes.values(), out, drop_oldest=True)
 
 
 class _Subscriber:
@@ -57,9 +58,9 @@ class _Subscriber:
 
     __slots__ = ("topics", "inbox")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, inbox: "Inbox[tuple[bytes, PipeHandle]]") -> None:
         self.topics: list[bytes] = []
-        self.inbox = Inbox(capacity, "drop_oldest")
+        self.inbox = inbox
 
     def matches(self, body: bytes) -> bool:
         for t in self.topics:
@@ -82,30 +83,27 @@ class _Subscriber:
 
 
 class Sub(Protocol):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._main = _Subscriber(socket.get_option("recv_buffer"))
-        self.ready = self._main.inbox._buf  # drop-oldest: no blocked putters to let in
-        self._contexts: list[SubContext] = []
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self.stats["dropped"] = 0
+        self._main = _Subscriber(Inbox.for_option(handle, "drop_oldest", self.stats))
+        self.ready = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
+        self._contexts: list[SubContext] = []
 
     # Queues hold (body, pipe) pairs: far cheaper than a Message, which only recv_msg needs.
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self.pipe_recv_all(pipe, [data])
 
-    def pipe_recv_all(self, pipe: "Pipe", datas: list[bytes]) -> None:
-        dropped = 0
+    def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
         main = self._main
         if self.raw or b"" in main.topics:  # everything matches: no per-message test
-            dropped += main.inbox.put_all(list(zip(datas, repeat(pipe))))
+            main.inbox.put_all(list(zip(datas, repeat(pipe))))
         elif main.topics:
-            dropped += main.inbox.put_all([(d, pipe) for d in datas if main.matches(d)])
+            main.inbox.put_all([(d, pipe) for d in datas if main.matches(d)])
         for ctx in self._contexts:
             sub = ctx._sub
             if sub.topics:
-                dropped += sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
-        if dropped:
-            self.stats["dropped"] += dropped
+                sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
 
     def recv_body(self, timeout: float | None) -> bytes:
         try:
@@ -124,22 +122,15 @@ class Sub(Protocol):
         if self.raw:
             raise NotSupported("raw sub sockets do not filter; they deliver every message")
 
-    def subscribe(self, prefix: Any) -> None:
+    def subscribe(self, prefix: bytes | str) -> None:
+        """Also receive messages whose body starts with ``prefix`` (b"" = all, str = UTF-8)."""
         self._cooked()
         self._main.subscribe(prefix)
 
-    def unsubscribe(self, prefix: Any) -> None:
+    def unsubscribe(self, prefix: bytes | str) -> None:
+        """Drop a subscription (and queued messages only it matched); unknown → BadOption."""
         self._cooked()
         self._main.unsubscribe(prefix)
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            self._resize(self._main, value)
-
-    def _resize(self, sub: _Subscriber, capacity: int) -> None:
-        before = sub.inbox.dropped
-        sub.inbox.resize(capacity)  # shrinking drops the oldest: count those too
-        self.stats["dropped"] += sub.inbox.dropped - before
 
     def open_context(self) -> "SubContext":
         if self.raw:
@@ -165,9 +156,10 @@ class SubContext(Context):
     """
 
     def __init__(self, proto: Sub) -> None:
-        super().__init__(proto.socket)
+        super().__init__(proto.handle)
         self._proto = proto
-        self._sub = _Subscriber(proto.socket.get_option("recv_buffer"))
+        self._sub = _Subscriber(
+            Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats))
 
     @property
     def recv_buffer(self) -> int:
@@ -175,7 +167,7 @@ class SubContext(Context):
 
     @recv_buffer.setter
     def recv_buffer(self, value: int) -> None:
-        self._proto._resize(self._sub, _check_buffer("recv_buffer", value))
+        self._sub.inbox.resize(_check_buffer("recv_buffer", value))
 
     def subscribe(self, prefix: bytes | str) -> None:
         self._check_open()
@@ -202,5 +194,5 @@ class SubContext(Context):
 def gsp_protocols() -> list[ProtocolSpec]:
     return [
         ProtocolSpec("pub", 0x20, "sub", 0x21, Pub),
-        ProtocolSpec("sub", 0x21, "pub", 0x20, Sub),
+        ProtocolSpec("sub", 0x21, "pub", 0x20, Sub, methods=("subscribe", "unsubscribe")),
     ]

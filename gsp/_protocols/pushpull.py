@@ -3,60 +3,51 @@
 from __future__ import annotations
 
 from itertools import repeat
-from typing import TYPE_CHECKING
 
-from .._errors import Closed
-from .._message import Message
-from .._registry import hookimpl
-from ..chan import Chan
-from ..protocol import Protocol, ProtocolSpec, RoundRobin
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+from ..errors import Closed
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..queues import Inbox
+from ..routing import RoundRobin
 
 
 class Push(RoundRobin):
     """Round-robin over pipes whose send queue has room; blocks when none has (or drops, with
-    ``best_effort``)."""
+    ``best_effort``). Messages have no header: the body itself is queued on the pipe."""
 
-    # Push messages have no header: the body itself is queued on the pipe (no Message made).
-    send_body = RoundRobin.send
-
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         pass  # pullers never send; nng discards anything that arrives
 
 
 class Pull(Protocol):
-    """Each pipe's reader queues into one channel; FIFO waiting makes blocked pipes take turns.
+    """Every pipe's reader queues into one receive queue that pushes back when full; blocked
+    readers are let in first come, first served, so pipes take turns.
 
-    The channel holds ``(body, pipe)`` pairs: a tuple is far cheaper to make than a Message, and
-    ``Socket.recv`` (through ``recv_body``) never needs one.
+    The queue holds ``(body, pipe)`` pairs (far cheaper than a Message, which only ``recv_msg``
+    needs) and is the protocol's ``ready`` deque, popped by ``Socket.recv`` directly.
     """
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._recvq: Chan = Chan(socket.get_option("recv_buffer"))
-        # Socket.recv may pop the buffer directly: a reader blocked on a full channel is let in
-        # by the next Chan.recv, which happens once the buffer is empty (nothing is lost, order
-        # is kept, and with one thread the reader could not have run any sooner anyway).
-        self.ready = self._recvq._buf
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._recvq: Inbox[tuple[bytes, PipeHandle]] = Inbox.for_option(handle, "block")
+        self.ready = self._recvq.ready
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        self._recvq.send((data, pipe))
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        self._recvq.put((data, pipe))
 
-    def pipe_recv_all(self, pipe: "Pipe", datas: list[bytes]) -> None:
-        self._recvq.send_all(list(zip(datas, repeat(pipe))))
+    def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
+        self._recvq.put_all(list(zip(datas, repeat(pipe))))
 
     def recv_body(self, timeout: float | None) -> bytes:
         try:
-            return self._recvq.recv(timeout)[0]
+            return self._recvq.get(timeout)[0]
         except Closed:
             raise Closed("socket closed") from None
 
     def recv(self, timeout: float | None) -> Message:
         try:
-            data, pipe = self._recvq.recv(timeout)
+            data, pipe = self._recvq.get(timeout)
         except Closed:
             raise Closed("socket closed") from None
         return Message(data, b"", pipe)

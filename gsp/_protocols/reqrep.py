@@ -2,7 +2,7 @@
 
 REQ stamps each request with an id (u32 BE, high bit set), keeps it until the matching reply
 arrives, resends it every ``resend_time`` and at once on another pipe when the pipe carrying it
-dies. REP lives in :mod:`._backtrace` (shared with respondent).
+dies. REP is the responder of :mod:`gsp.backtrace` (respondent is the same state machine).
 """
 
 from __future__ import annotations
@@ -10,63 +10,35 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .._context import Context, ContextHost
-from .._errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
-from .._message import Message
-from .._options import Option, duration
-from .._registry import hookimpl
-from ..chan import Send, select
-from ..protocol import Deadline, Protocol, ProtocolSpec, RoundRobin, Signal
-from ._backtrace import (
-    MAX_HOPS,
+from ..backtrace import (
     TTL_OPTION,
     IdMap,
-    RecvQueue,
+    Requester,
     call_later,
     responder,
-    split_backtrace,
     u32,
 )
+from ..chan import Send, select
+from ..context import Context, ContextHost
+from ..errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..options import Option, duration
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..queues import Deadline, Signal
+from ..routing import RoundRobin
 
 if TYPE_CHECKING:
     import gevent
-
-    from .._pipe import Pipe
-    from .._socket import Socket
 
 _check_resend = duration()
 _INHERIT: Any = object()  # the default context follows the socket's resend_time as it changes
 
 
-class XReq(RoundRobin):
+class XReq(Requester, RoundRobin):
     """Raw req: sends header+body as given to one pipe (round robin, waiting for room); replies
-    arrive with their backtrace (up to the first high-bit word) parsed into the header."""
-
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)  # _changed also fires when the cooked send queue changes
-        self._recvq = RecvQueue(socket.get_option("recv_buffer"))
-
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        split = split_backtrace(data, MAX_HOPS)
-        if split is not None:  # else garbage: dropped, the pipe stays
-            self._deliver(Message(split[1], split[0], pipe))
-
-    def _deliver(self, msg: Message) -> None:
-        try:
-            self._recvq.put(msg)  # blocks: back-pressure to the peer
-        except Closed:
-            pass
-
-    def recv(self, timeout: float | None) -> Message:
-        return self._recvq.get(timeout)[1]
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            self._recvq.resize(value)
-
-    def close(self) -> None:
-        super().close()
-        self._recvq.close()
+    arrive with their backtrace (up to the first high-bit word) parsed into the header.
+    (``_changed`` also fires when the cooked send queue changes.)"""
 
 
 class ReqContext(Context):
@@ -78,12 +50,12 @@ class ReqContext(Context):
     """
 
     def __init__(self, proto: "Req", resend_time: Any = _INHERIT) -> None:
-        super().__init__(proto.socket)
+        super().__init__(proto.handle)
         self._proto = proto
         self._resend = resend_time
         self._id: int | None = None  # outstanding request id (registered in proto._ids)
         self._msg: Message | None = None  # the request as sent, kept for resends
-        self._pipe: "Pipe | None" = None  # the pipe carrying it, None while queued
+        self._pipe: PipeHandle | None = None  # the pipe carrying it, None while queued
         self._reply: Message | None = None
         self._queued = False  # in proto._pending, waiting for a pipe with room
         self._sent_id: int | None = None  # last request handed to a pipe (a blocked send waits)
@@ -96,8 +68,9 @@ class ReqContext(Context):
     def resend_time(self) -> float | None:
         """Seconds before an unanswered request is sent again; 0 or None never resends."""
         if self._resend is _INHERIT:
-            return self.socket._options["resend_time"]
-        return self._resend
+            t: float | None = self.handle.options["resend_time"]
+            return t
+        return self._resend  # type: ignore[no-any-return]
 
     @resend_time.setter
     def resend_time(self, value: float | None) -> None:
@@ -179,7 +152,7 @@ class ReqContext(Context):
         self._proto._unqueue(self)
         self._changed.fire()
 
-    def _dispatched(self, pipe: "Pipe") -> None:
+    def _dispatched(self, pipe: PipeHandle) -> None:
         self._pipe = pipe
         self._sent_id = self._id
         self._disarm()
@@ -222,15 +195,15 @@ class ReqContext(Context):
 class Req(ContextHost, XReq):
     """Cooked req: contexts whose requests share a FIFO queue onto the socket's pipes."""
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self._ids = IdMap()
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
         self._host_contexts(ReqContext(self))
 
     def _new_context(self) -> ReqContext:
-        return ReqContext(self, self.socket._options["resend_time"])
+        return ReqContext(self, self.handle.options["resend_time"])
 
     def _deliver(self, msg: Message) -> None:
         h = msg.header
@@ -240,14 +213,14 @@ class Req(ContextHost, XReq):
         if ctx is not None:
             ctx._got_reply(Message(msg.body, b"", msg.pipe))
 
-    def remove_pipe(self, pipe: "Pipe") -> None:
+    def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
         for ctx in self._ids.owners():
             if ctx._pipe is pipe:
                 ctx._pipe_lost()
 
     # -- the send queue --------------------------------------------------------------------------
-    def _try_pipes(self, msg: Message) -> "Pipe | None":
+    def _try_pipes(self, msg: Message) -> PipeHandle | None:
         pipes = self._pipes
         n = len(pipes)
         for k in range(n):
@@ -267,7 +240,7 @@ class Req(ContextHost, XReq):
         else:
             self._pending.append(ctx)
         if self._flusher is None:
-            self._flusher = self.socket._spawn(self._flush)
+            self._flusher = self.handle.spawn(self._flush)
 
     def _unqueue(self, ctx: ReqContext) -> None:
         if ctx._queued:
@@ -307,8 +280,8 @@ class Req(ContextHost, XReq):
         super().close()
 
 
-def _req(socket: "Socket", raw: bool) -> Protocol:
-    return XReq(socket, raw) if raw else Req(socket, raw)
+def _req(handle: SocketHandle, raw: bool) -> Protocol:
+    return XReq(handle, raw) if raw else Req(handle, raw)
 
 
 @hookimpl

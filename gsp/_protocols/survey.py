@@ -3,83 +3,52 @@
 A surveyor broadcasts a survey (id u32 BE, high bit set) to every respondent without blocking and
 collects replies until ``survey_time`` passes; then ``recv`` raises :class:`gsp.Timeout` and late
 replies are discarded. A new survey on the same context cancels the previous one. The respondent
-lives in :mod:`._backtrace` (shared with rep).
+is the responder of :mod:`gsp.backtrace` (the same state machine as rep).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._context import Context, ContextHost
-from .._errors import Closed, ProtocolStateError, Timeout, WouldBlock
-from .._message import Message
-from .._options import Option, duration
-from .._registry import hookimpl
+from ..backtrace import TTL_OPTION, IdMap, Requester, call_later, responder, u32
 from ..chan import CLOSED, Chan, Recv, select
-from ..protocol import Protocol, ProtocolSpec
-from ._backtrace import (
-    MAX_HOPS,
-    TTL_OPTION,
-    IdMap,
-    RecvQueue,
-    call_later,
-    responder,
-    split_backtrace,
-    u32,
-)
-
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+from ..context import Context, ContextHost
+from ..errors import Closed, ProtocolStateError, Timeout, WouldBlock
+from ..hookspecs import hookimpl
+from ..message import Message
+from ..options import Option, duration
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
 
 _check_survey = duration()
 _INHERIT: Any = object()  # the default context follows the socket's survey_time as it changes
 
 
-class XSurveyor(Protocol):
-    """Raw surveyor: send puts header+body as given on every pipe with room (never blocks);
-    replies arrive with their backtrace parsed into the header."""
+class XSurveyor(Requester):
+    """Raw surveyor: send puts header+body as given on every pipe with room (never blocks: a
+    respondent whose queue is full misses that survey); replies arrive with their backtrace
+    parsed into the header."""
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: list["Pipe"] = []
-        self._recvq = RecvQueue(socket.get_option("recv_buffer"))
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._pipes: list[PipeHandle] = []
         self._closed = False
 
-    def add_pipe(self, pipe: "Pipe") -> None:
+    def add_pipe(self, pipe: PipeHandle) -> None:
         self._pipes.append(pipe)
 
-    def remove_pipe(self, pipe: "Pipe") -> None:
+    def remove_pipe(self, pipe: PipeHandle) -> None:
         if pipe in self._pipes:
             self._pipes.remove(pipe)
-
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        split = split_backtrace(data, MAX_HOPS)
-        if split is not None:  # else garbage: dropped, the pipe stays
-            self._deliver(Message(split[1], split[0], pipe))
-
-    def _deliver(self, msg: Message) -> None:
-        try:
-            self._recvq.put(msg)  # blocks: back-pressure to the peer
-        except Closed:
-            pass
 
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
             raise Closed("socket closed")
         for p in list(self._pipes):
-            p.try_send(msg)  # a respondent whose queue is full misses this survey
-
-    def recv(self, timeout: float | None) -> Message:
-        return self._recvq.get(timeout)[1]
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            self._recvq.resize(value)
+            p.try_send(msg)
 
     def close(self) -> None:
         self._closed = True
-        self._recvq.close()
+        super().close()
 
 
 class _Survey:
@@ -89,7 +58,7 @@ class _Survey:
 
     def __init__(self, sid: int, capacity: int) -> None:
         self.id = sid
-        self.replies: Chan = Chan(capacity)
+        self.replies: Chan[Message] = Chan(capacity)
         self.expired = False
 
 
@@ -97,7 +66,7 @@ class SurveyContext(Context):
     """One survey at a time: ``send`` a survey, then ``recv`` replies until it expires."""
 
     def __init__(self, proto: "Surveyor", survey_time: Any = _INHERIT) -> None:
-        super().__init__(proto.socket)
+        super().__init__(proto.handle)
         self._proto = proto
         self._time = survey_time
         self._survey: _Survey | None = None  # the current (or last expired) survey
@@ -107,8 +76,9 @@ class SurveyContext(Context):
     def survey_time(self) -> float | None:
         """Seconds a survey collects replies; None = until the next survey."""
         if self._time is _INHERIT:
-            return self.socket._options["survey_time"]
-        return self._time
+            t: float | None = self.handle.options["survey_time"]
+            return t
+        return self._time  # type: ignore[no-any-return]
 
     @survey_time.setter
     def survey_time(self, value: float | None) -> None:
@@ -118,7 +88,7 @@ class SurveyContext(Context):
         proto = self._proto
         self._end()
         sid = proto._ids.alloc(self)
-        survey = self._survey = _Survey(sid, self.socket._options["recv_buffer"])
+        survey = self._survey = _Survey(sid, self.handle.options["recv_buffer"])
         t = self.survey_time
         if t is not None:
             self._timer = call_later(t, self._expire, survey)
@@ -172,13 +142,13 @@ class SurveyContext(Context):
 class Surveyor(ContextHost, XSurveyor):
     """Cooked surveyor: survey ids and deadlines per context; replies routed by id."""
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self._ids = IdMap()
         self._host_contexts(SurveyContext(self))
 
     def _new_context(self) -> SurveyContext:
-        return SurveyContext(self, self.socket._options["survey_time"])
+        return SurveyContext(self, self.handle.options["survey_time"])
 
     def _broadcast(self, msg: Message) -> None:
         XSurveyor.send(self, msg, None)
@@ -197,8 +167,8 @@ class Surveyor(ContextHost, XSurveyor):
         self._close_contexts()
 
 
-def _surveyor(socket: "Socket", raw: bool) -> Protocol:
-    return XSurveyor(socket, raw) if raw else Surveyor(socket, raw)
+def _surveyor(handle: SocketHandle, raw: bool) -> Protocol:
+    return XSurveyor(handle, raw) if raw else Surveyor(handle, raw)
 
 
 @hookimpl

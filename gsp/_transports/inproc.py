@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .. import wire
-from .._errors import (
+from ..chan import Chan
+from ..errors import (
     AddressInUse,
     Closed,
     ConnectionBroken,
@@ -13,19 +14,13 @@ from .._errors import (
     InvalidAddress,
     MessageTooLarge,
 )
-from .._registry import hookimpl
-from ..chan import Chan
-from ..transport import (
-    Connection,
-    Transport,
-    TransportDialer,
-    TransportListener,
-    message_bytes,
-    split_url,
-)
+from ..hookspecs import hookimpl
+from ..message import message_bytes
+from ..transport import Connection, Transport, TransportDialer, TransportListener
+from ..urls import split_url
 
 if TYPE_CHECKING:
-    from .._message import Message
+    from ..message import Message
     from ..protocol import ProtocolSpec
 
 _QUEUE_BATCHES = 16
@@ -72,9 +67,9 @@ class InprocConnection(Connection):
     def send_now(self, msg: "Message | bytes") -> int:
         """Hand ``msg`` to the peer at once if its channel has room (the pipe's writer is idle):
         2 done, 0 no room (queue it); 1 when the peer is gone, so the writer meets that."""
-        if self._out._closed:
+        if self._out.closed:
             return 1
-        return 2 if self._out._try_send([message_bytes(msg)]) else 0
+        return 2 if self._out.try_send([message_bytes(msg)]) else 0
 
     def recv_messages(self) -> list[bytes]:
         try:

@@ -10,11 +10,12 @@ from typing import Any, Mapping
 from gevent import socket as gsocket
 
 from .. import wire
-from .._errors import AddressInUse, InvalidAddress
-from .._options import Option, integer, optional
-from .._registry import hookimpl
-from ..transport import Transport, connect_socket, map_socket_error, split_url
-from ._stream import SocketDialer, SocketListener
+from ..errors import AddressInUse, InvalidAddress
+from ..hookspecs import hookimpl
+from ..options import Option, integer, optional
+from ..stream import SocketDialer, SocketListener, connect_socket, map_socket_error
+from ..transport import Transport
+from ..urls import split_url
 
 IPC_OPTIONS = {o.name: o for o in [
     Option("ipc_file_mode", None, optional(integer(0, 0o7777)),
@@ -100,7 +101,7 @@ class IPCDialer(SocketDialer):
         self.path = ipc_path(url)
 
     def _connect(self) -> Any:
-        return connect_socket(self, gsocket.AF_UNIX, self.path)
+        return connect_socket(self.url, gsocket.AF_UNIX, self.path, park=self._park)
 
     def _name(self, addr: Any) -> str:
         return f"ipc://{self.path}"

@@ -6,17 +6,11 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
-from .._options import Option, boolean
-from .._registry import hookimpl
-from ..transport import (
-    Transport,
-    bind_stream_socket,
-    connect_socket,
-    hostport,
-    parse_host_port,
-    resolve,
-)
-from ._stream import SocketDialer, SocketListener
+from ..hookspecs import hookimpl
+from ..options import Option, boolean
+from ..stream import SocketDialer, SocketListener, bind_stream_socket, connect_socket, resolve
+from ..transport import Transport
+from ..urls import hostport, parse_host_port
 
 TCP_OPTIONS = {o.name: o for o in [
     Option("tcp_nodelay", True, boolean, "disable Nagle's algorithm (lower latency)"),
@@ -67,7 +61,7 @@ class TCPDialer(SocketDialer):
 
     def _connect(self) -> Any:
         family, addr = resolve(self.host, self.port, False)
-        return connect_socket(self, family, addr)
+        return connect_socket(self.url, family, addr, park=self._park)
 
     def _configure(self, sock: Any) -> None:
         configure_tcp(sock, self.options)

@@ -2,184 +2,27 @@
 
 The TLS handshake runs in ``Connection.handshake`` (the core runs that in a greenlet per
 connection, under ``handshake_timeout``), never in ``accept()``: a client that connects and then
-stalls delays nobody. The TLS helpers below are public through :mod:`gsp.transport` so other
-transports (wss) build their contexts and read peer identities exactly the same way.
+stalls delays nobody. Contexts and peer identities come from :mod:`gsp.tls`, shared with wss.
 """
 
 from __future__ import annotations
 
-import _ssl
-import os
 import ssl
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 import gevent
-from gevent import ssl as gssl
 
 from .. import wire
-from .._errors import BadOption, Closed, ConnectionBroken, GspError, HandshakeError, Timeout
-from .._options import Option, boolean, optional
-from .._registry import hookimpl
-from ..transport import StreamConnection, Transport
+from ..errors import Closed, Timeout
+from ..hookspecs import hookimpl
+from ..stream import StreamConnection
+from ..tls import TLS_OPTIONS, TLSHandshakeError, tls_context, tls_handshake, tls_wrap
+from ..transport import Transport
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
 if TYPE_CHECKING:
     from ..protocol import ProtocolSpec
-
-__all__ = [
-    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake",
-    "tls_properties",
-]
-
-
-class TLSHandshakeError(HandshakeError):
-    """The TLS handshake failed: untrusted or mismatched certificate, missing client cert, ..."""
-
-
-# -- options ----------------------------------------------------------------------------------
-
-def _ssl_context(name: str, v: Any) -> Any:
-    # The C base class: a context made before gevent.monkey.patch_all() is still accepted.
-    if not isinstance(v, _ssl._SSLContext):
-        raise BadOption(f"{name} must be an ssl.SSLContext, not {v!r}")
-    return v
-
-
-def _path(name: str, v: Any) -> Any:
-    if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
-        raise BadOption(f"{name} must be a file path, not {v!r}")
-    return os.fspath(v)
-
-
-def _text(name: str, v: Any) -> Any:
-    if not isinstance(v, str) or not v:
-        raise BadOption(f"{name} must be a non-empty str, not {v!r}")
-    return v
-
-
-_CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
-
-
-def _client_auth(name: str, v: Any) -> Any:
-    if v not in _CLIENT_AUTH:
-        raise BadOption(f"{name} must be 'none', 'optional' or 'required', not {v!r}")
-    return v
-
-
-TLS_OPTIONS: dict[str, Option] = {o.name: o for o in [
-    Option("ssl_context", None, optional(_ssl_context),
-           "an ssl.SSLContext used as is (the tls_* options are then ignored)"),
-    Option("tls_cert_file", None, optional(_path),
-           "PEM certificate chain: required on listeners; a client certificate on dialers"),
-    Option("tls_key_file", None, optional(_path), "PEM private key (default: in tls_cert_file)"),
-    Option("tls_ca_file", None, optional(_path),
-           "PEM CA bundle that verifies the peer (default: the system's CAs)"),
-    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name"),
-    Option("tls_server_name", None, optional(_text),
-           "dialers: the host name to verify and send as SNI (default: the URL's host)"),
-    Option("tls_client_auth", "none", _client_auth,
-           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)"),
-]}
-
-
-# -- helpers shared with other transports -----------------------------------------------------
-
-def tls_context(options: Mapping[str, Any], *, server: bool, what: str) -> ssl.SSLContext:
-    """The SSLContext an endpoint uses: ``ssl_context`` as given, else one built from tls_*.
-
-    Raises :class:`gsp.BadOption` for a listener without a certificate or files that do not load.
-    """
-    given = options["ssl_context"]
-    if given is not None:
-        return given
-    cert, key, ca = options["tls_cert_file"], options["tls_key_file"], options["tls_ca_file"]
-    try:
-        if server:
-            if cert is None:
-                raise BadOption(f"{what}: a TLS listener needs a certificate; pass ssl_context= "
-                                "or tls_cert_file= (and tls_key_file= if the key is separate)")
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(cert, key)
-            mode = options["tls_client_auth"]
-            if mode != "none":
-                if ca is not None:
-                    ctx.load_verify_locations(ca)
-                else:
-                    ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-                ctx.verify_mode = _CLIENT_AUTH[mode]
-        else:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED + check_hostname
-            if options["tls_verify"]:
-                if ca is not None:
-                    ctx.load_verify_locations(ca)
-                else:
-                    ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
-            else:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            if cert is not None:
-                ctx.load_cert_chain(cert, key)
-    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-        if isinstance(exc, GspError):
-            raise
-        raise BadOption(f"{what}: cannot load the TLS certificate/key/CA files: {exc}") from None
-    return ctx
-
-
-def tls_wrap(sock: Any, context: ssl.SSLContext, *, server_side: bool,
-             server_hostname: str | None = None) -> Any:
-    """Wrap a connected gevent socket in a gevent SSLSocket; no handshake yet.
-
-    Callers store the result before :func:`tls_handshake` so that closing it aborts a handshake
-    in progress (the plain socket is detached by the wrap).
-    """
-    try:
-        return gssl.SSLSocket(sock=sock, server_side=server_side,
-                              server_hostname=None if server_side else server_hostname,
-                              do_handshake_on_connect=False, _context=context)
-    except ValueError as exc:  # e.g. a server context used to dial
-        sock.close()
-        raise TLSHandshakeError(f"cannot start TLS: {exc}") from None
-    except OSError as exc:
-        sock.close()
-        raise ConnectionBroken(f"cannot start TLS: {exc.strerror or exc}") from None
-
-
-def tls_handshake(sslsock: Any, what: str) -> dict[str, Any]:
-    """Run the TLS handshake on a :func:`tls_wrap` socket; return :func:`tls_properties`."""
-    try:
-        sslsock.do_handshake()
-    except GspError:  # a gevent.Timeout carrying gsp.Timeout (an OSError subclass): keep it
-        raise
-    except ssl.SSLCertVerificationError as exc:
-        raise TLSHandshakeError(
-            f"{what}: certificate verification failed: {exc.verify_message}") from None
-    except ssl.SSLError as exc:
-        raise TLSHandshakeError(f"{what}: TLS handshake failed: {exc.reason or exc}") from None
-    except OSError as exc:
-        raise ConnectionBroken(f"{what}: connection lost in the TLS handshake: "
-                               f"{exc.strerror or exc}") from None
-    return tls_properties(sslsock)
-
-
-def tls_properties(sslsock: Any) -> dict[str, Any]:
-    """What a pipe shows of a TLS session: the peer's verified certificate and subject, etc.
-
-    ``peer_certificate`` is ``None`` unless the peer sent a certificate that was verified.
-    """
-    cert = sslsock.getpeercert() or None
-    cipher = sslsock.cipher()
-    props: dict[str, Any] = {
-        "tls_version": sslsock.version(),
-        "tls_cipher": cipher[0] if cipher else None,
-        "peer_certificate": cert,
-        "peer_certificate_der": sslsock.getpeercert(binary_form=True),
-        "peer_subject": None,
-    }
-    if cert:
-        props["peer_subject"] = {k: v for rdn in cert.get("subject", ()) for k, v in rdn}
-    return props
 
 
 # -- tls+tcp --------------------------------------------------------------------------------

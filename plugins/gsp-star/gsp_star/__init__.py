@@ -1,14 +1,15 @@
-"""mangos' experimental STAR protocol for gsp (see README.md); public gsp API only."""
+"""mangos' experimental STAR protocol for gsp (see README.md); public gsp SDK only."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gsp
-from gsp.protocol import Inbox, Message, Option, Protocol, ProtocolSpec, broadcast, integer
-
-if TYPE_CHECKING:
-    from gsp import Pipe, Socket
+from gsp.message import Message
+from gsp.options import Option, integer
+from gsp.protocol import PipeHandle, ProtocolSpec, SocketHandle
+from gsp.queues import Inbox
+from gsp.routing import PipeMap, broadcast
 
 __all__ = ["Star", "gsp_protocols", "STAR"]
 
@@ -16,32 +17,26 @@ STAR = 0x640  #: mangos' protocol number (major 100, minor 0)
 _NO_HOPS = bytes(4)
 
 
-class Star(Protocol):
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._pipes: dict[int, "Pipe"] = {}
-        # mangos blocks the pipe's reader while the receive queue is full: back-pressure.
-        self._inbox = Inbox(socket.get_option("recv_buffer"))
-        self._ttl: int = socket.get_option("ttl")
+class Star(PipeMap):
+    """Every message goes to every peer; a received message is also forwarded to every other
+    peer (hop count + 1, dropped at ``ttl``). Raw sockets see and give the 4-byte hop count."""
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self.stats.update(dropped=0, ttl_dropped=0, malformed=0)
+        # mangos blocks the pipe's reader while the receive queue is full: back-pressure.
+        self._inbox: Inbox[Message] = Inbox.for_option(handle, "block")
+        self._ttl: int = handle.options["ttl"]
+        handle.watch("ttl", self._ttl_changed)
 
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "ttl":
-            self._ttl = value
-        elif name == "recv_buffer":
-            self._inbox.resize(value)
+    def _ttl_changed(self, value: Any) -> None:
+        self._ttl = value
 
-    def add_pipe(self, pipe: "Pipe") -> None:
-        self._pipes[pipe.id] = pipe
-
-    def remove_pipe(self, pipe: "Pipe") -> None:
-        self._pipes.pop(pipe.id, None)
-
-    def _broadcast(self, msg: Message, skip: "Pipe | None") -> None:
+    def _broadcast(self, msg: Message, skip: PipeHandle | None) -> None:
         # Star never waits for a peer: one whose queue stays full misses the message.
         self.stats["dropped"] += broadcast(self._pipes.values(), msg, skip)
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         if len(data) < 4 or data[0] or data[1] or data[2]:
             self.stats["malformed"] += 1
             return

@@ -28,14 +28,10 @@ from wsproto.handshake import H11Handshake
 from wsproto.utilities import ProtocolError
 
 import gsp
-from gsp.transport import (
-    TLS_OPTIONS,
-    Connection,
-    Option,
-    message_bytes,
-    tls_handshake,
-    tls_wrap,
-)
+from gsp.message import message_bytes
+from gsp.options import Option
+from gsp.tls import TLS_OPTIONS, tls_handshake, tls_wrap
+from gsp.transport import Connection
 
 if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec

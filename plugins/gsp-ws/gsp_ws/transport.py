@@ -21,21 +21,10 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 
 import gsp
 from gsp.chan import Chan
-from gsp.transport import (
-    Transport,
-    TransportDialer,
-    TransportListener,
-    bind_stream_socket,
-    connect_socket,
-    hostport,
-    map_socket_error,
-    parse_host_port,
-    resolve,
-    split_url,
-    tls_context,
-    tls_handshake,
-    tls_wrap,
-)
+from gsp.stream import bind_stream_socket, connect_socket, map_socket_error, resolve
+from gsp.tls import tls_context, tls_handshake, tls_wrap
+from gsp.transport import Transport, TransportDialer, TransportListener
+from gsp.urls import hostport, parse_host_port, split_url
 
 from ._conn import (
     WS_OPTIONS,
@@ -249,7 +238,7 @@ class WSDialer(TransportDialer):
 
     def dial(self) -> WSClientConnection:
         family, addr = resolve(self.host, self.port, False)
-        sock = connect_socket(self, family, addr)
+        sock = connect_socket(self.url, family, addr, park=self._park)
         try:
             sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
             local, remote = sock.getsockname(), sock.getpeername()
@@ -260,6 +249,9 @@ class WSDialer(TransportDialer):
             sock, self.options, _name(self.scheme, local), _name(self.scheme, remote),
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,
             tls=self.tls, server_hostname=self.server_hostname)
+
+    def _park(self, sock: Any) -> None:
+        self._inflight = sock
 
     def close(self) -> None:
         s = self._inflight

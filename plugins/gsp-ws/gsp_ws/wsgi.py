@@ -27,7 +27,7 @@ from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
 
 import gsp
-from gsp.transport import tls_properties
+from gsp.tls import tls_properties
 
 from ._conn import WSGIConnection, check_upgrade, subprotocol
 

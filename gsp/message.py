@@ -3,7 +3,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._pipe import Pipe
+    from .protocol import PipeHandle
+
+__all__ = ["Message", "as_bytes", "message_bytes"]
 
 
 class Message:
@@ -15,7 +17,7 @@ class Message:
 
     __slots__ = ("header", "body", "pipe")
 
-    def __init__(self, body: bytes = b"", header: bytes = b"", pipe: "Pipe | None" = None) -> None:
+    def __init__(self, body: bytes = b"", header: bytes = b"", pipe: "PipeHandle | None" = None) -> None:
         self.body = body
         self.header = header
         self.pipe = pipe
@@ -46,3 +48,11 @@ def as_bytes(data: Any) -> bytes:
     if isinstance(data, bytes):
         return bytes(data)
     raise TypeError(f"messages are bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+def message_bytes(msg: "Message | bytes") -> bytes:
+    """What a queued message puts on the wire: header then body as one ``bytes`` (a header-less
+    message is queued as its body, which is returned as it is, without a copy)."""
+    if type(msg) is bytes:
+        return msg
+    return msg.header + msg.body if msg.header else msg.body

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import Closed, NotSupported
-from ._message import Message, as_bytes
-from ._options import duration
 from .chan import Chan, Recv
+from .errors import Closed, NotSupported
+from .message import Message, as_bytes
+from .options import duration
 
 if TYPE_CHECKING:
-    from ._socket import Socket
+    from .protocol import SocketHandle
 
 _check_duration = duration()
 
@@ -49,6 +49,12 @@ class ContextHost:
     def recv(self, timeout: float | None) -> Message:
         return self._default._recv(timeout)
 
+    def send_body(self, body: bytes, timeout: float | None) -> None:
+        self._default._send(Message(body), timeout)
+
+    def recv_body(self, timeout: float | None) -> bytes:
+        return self._default._recv(timeout).body
+
     def open_context(self) -> "Context":
         if self._closed:
             raise Closed("socket closed")
@@ -69,12 +75,15 @@ class Context:
     :class:`gsp.Closed`, and calls blocked at that moment are woken with it.
     """
 
-    def __init__(self, socket: "Socket") -> None:
-        self.socket = socket
-        self._recv_timeout: float | None = socket.get_option("recv_timeout")
-        self._send_timeout: float | None = socket.get_option("send_timeout")
+    def __init__(self, handle: "SocketHandle") -> None:
+        #: The socket's handle (see :class:`gsp.protocol.SocketHandle`).
+        self.handle = handle
+        #: The :class:`gsp.Socket` this context was opened on (set by ``open_context``).
+        self.socket: Any = None
+        self._recv_timeout: float | None = handle.options["recv_timeout"]
+        self._send_timeout: float | None = handle.options["send_timeout"]
         self._closed = False
-        self._closing = Chan()  # closed by close(): ready forever for every select on it
+        self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
 
     # -- per-context options ---------------------------------------------------------------------
     @property
@@ -134,7 +143,7 @@ class Context:
     def _check_open(self) -> None:
         if self._closed:
             raise Closed("context is closed")
-        if self.socket.closed:
+        if self.handle.closed:
             raise Closed("socket is closed")
 
     def __enter__(self) -> "Context":
@@ -145,14 +154,14 @@ class Context:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<gsp.Context {self.socket.protocol} {state}>"
+        return f"<gsp.Context {self.handle.protocol} {state}>"
 
     # -- what a protocol implements --------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
-        raise NotSupported(f"{self.socket.protocol} contexts cannot send")
+        raise NotSupported(f"{self.handle.protocol} contexts cannot send")
 
     def _recv(self, timeout: float | None) -> Message:
-        raise NotSupported(f"{self.socket.protocol} contexts cannot receive")
+        raise NotSupported(f"{self.handle.protocol} contexts cannot receive")
 
     def _on_close(self) -> None:
         """Release protocol state; called once, from :meth:`close`."""

@@ -1,31 +1,31 @@
-"""The plugin registry: a pluggy PluginManager over the ``gsp`` entry-point group."""
+"""The plugin registry: a pluggy PluginManager over the ``gsp`` entry-point group.
+
+gsp's own transports and protocols are entry points of that group too (listed once, in
+pyproject.toml): they load exactly as a third party's do.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from ._errors import GspError, InvalidAddress, UnknownPlugin
-from .protocol import ProtocolSpec
-from .transport import Transport, split_url
+from .. import hookspecs
+from ..errors import GspError, InvalidAddress, UnknownPlugin
+from ..options import Option
+from ..protocol import ProtocolSpec
+from ..transport import Transport
+from ..urls import split_url
 
 ENTRY_POINT_GROUP = "gsp"
 #: Set to a non-empty value to load only gsp's own entry points (no third-party autoload).
 DISABLE_AUTOLOAD_ENV = "GSP_DISABLE_PLUGIN_AUTOLOAD"
 
-# Used only when gsp runs from a source tree without installed metadata.
-_BUILTIN_MODULES = (
-    "gsp._transports.tcp", "gsp._transports.ipc", "gsp._transports.inproc", "gsp._transports.tls",
-    "gsp._protocols.pair", "gsp._protocols.pushpull",
-    "gsp._protocols.pubsub", "gsp._protocols.bus", "gsp._protocols.pair1",
-    "gsp._protocols.reqrep", "gsp._protocols.survey",
-)
 
-hookimpl = pluggy.HookimplMarker("gsp")
+def _is_builtin(ep: EntryPoint) -> bool:
+    return ep.value.split(":")[0].startswith("gsp.")
 
 
 class Registry:
@@ -35,20 +35,19 @@ class Registry:
         self._loaded = False
         self._transports: dict[str, Transport] = {}
         self._protocols: dict[str, ProtocolSpec] = {}
+        self._methods: frozenset[str] = frozenset()
 
     def _load(self) -> None:
         if self._loaded:
             return
         self._loaded = True
-        from importlib.metadata import entry_points
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
-        own = [ep for ep in eps if ep.dist is not None and ep.dist.name == "gsp"]
-        if not own:
-            for name in _BUILTIN_MODULES:
-                self.pm.register(importlib.import_module(name), name=name)
+        if not any(map(_is_builtin, eps)):
+            raise GspError("gsp's own transports and protocols are not registered: install gsp "
+                           "(pip install -e .) instead of running it from a bare source tree")
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
         for ep in eps:
-            if ep in own or autoload:
+            if autoload or _is_builtin(ep):
                 if self.pm.get_plugin(ep.value) is None and not self.pm.is_blocked(ep.value):
                     self.pm.register(ep.load(), name=ep.value)
         self._rebuild()
@@ -68,6 +67,7 @@ class Registry:
                     raise GspError(f"two plugins claim the protocol {p.name!r}")
                 protocols[p.name] = p
         self._transports, self._protocols = transports, protocols
+        self._methods = frozenset(m for p in protocols.values() for m in p.methods)
 
     def register(self, plugin: Any, name: str | None = None) -> None:
         """Register a plugin object or module by hand (e.g. when autoload is off)."""
@@ -109,9 +109,14 @@ class Registry:
         self._load()
         return dict(self._protocols)
 
-    def transport_options(self) -> dict[str, Any]:
+    def protocol_methods(self) -> frozenset[str]:
+        """Every name some installed protocol offers as a socket method (``spec.methods``)."""
         self._load()
-        out: dict[str, Any] = {}
+        return self._methods
+
+    def transport_options(self) -> dict[str, Option]:
+        self._load()
+        out: dict[str, Option] = {}
         for t in set(self._transports.values()):
             out.update(t.options)
         return out

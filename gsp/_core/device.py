@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import gevent
 
-from ._errors import BadOption, Closed, NotSupported, Timeout
-from ._message import Message
-from ._socket import Socket
-from .protocol import Protocol
+from ..errors import BadOption, Closed, NotSupported, Timeout
+from ..message import Message
+from .socket import Socket
 
 
 def _can(sock: Socket, op: str) -> bool:
     """Whether the socket's protocol implements ``op`` ("send"/"recv") at all."""
-    return getattr(type(sock._proto), op) is not getattr(Protocol, op)
+    return type(sock._proto).can(op)
 
 
 class Device:

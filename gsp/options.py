@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, MutableMapping
 
-from ._errors import BadOption
+from .errors import BadOption
 
 _UNSET: Any = object()
 

@@ -10,20 +10,23 @@ be routed back by :meth:`XResponder.send`.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from gevent import get_hub
 
-from .._context import Context, ContextHost
-from .._errors import Closed, ProtocolStateError
-from .._message import Message
-from .._options import Option, integer
-from ..chan import CLOSED, Chan, Recv, Send, select
-from ..protocol import Deadline, PipeMap, Protocol
+from .chan import Chan, Recv, Send, select
+from .context import Context, ContextHost
+from .errors import Closed, ProtocolStateError
+from .message import Message
+from .options import Option, integer
+from .protocol import PipeHandle, Protocol, SocketHandle
+from .queues import Inbox
+from .routing import PipeMap
 
-if TYPE_CHECKING:
-    from .._pipe import Pipe
-    from .._socket import Socket
+__all__ = [
+    "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "IdMap", "call_later",
+    "Requester", "XResponder", "Responder", "ResponderContext", "responder",
+]
 
 HIGH_BIT = 0x80000000
 #: Most words a requester-side raw socket will parse out of a reply (no ttl applies there).
@@ -89,72 +92,57 @@ def call_later(seconds: float, fn: Callable[..., None], *args: Any) -> Any:
     return t
 
 
-class RecvQueue:
-    """A socket's receive queue: a bounded :class:`Chan` that can be resized (``recv_buffer``)
-    while greenlets wait on it, and whose ``get`` selects on extra cases (a context closing).
+class Requester(Protocol):
+    """The receiving half shared by raw req and raw surveyor: a reply's backtrace (up to its
+    first high-bit word) is parsed into the header and the message queued for ``recv``; a reply
+    without one is garbage and dropped (the pipe stays). Cooked subclasses override
+    :meth:`_deliver` to route replies by id instead of queueing them."""
 
-    Resizing swaps in a new channel and closes the old one; whoever was blocked on the old one
-    wakes and retries on the new one. Shrinking drops the oldest messages that no longer fit.
-    """
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
 
-    def __init__(self, capacity: int) -> None:
-        self._chan = Chan(capacity)
-        self._closed = False
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        split = split_backtrace(data, MAX_HOPS)
+        if split is not None:
+            self._deliver(Message(split[1], split[0], pipe))
 
-    def put(self, item: Any) -> None:
-        """Queue ``item``, waiting for room (back-pressure); :class:`gsp.Closed` once closed."""
-        while True:
-            ch = self._chan
-            try:
-                ch.send(item)
-                return
-            except Closed:
-                if self._closed:
-                    raise
-                # resized while we waited: retry on the new channel
+    def _deliver(self, msg: Message) -> None:
+        try:
+            self._recvq.put(msg)
+        except Closed:
+            pass  # socket closing
 
-    def get(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
-        """``(0, item)``, or ``(k, value)`` when ``extra[k - 1]`` fired first."""
-        deadline = Deadline(timeout)
-        left = timeout
-        while True:
-            ch = self._chan
-            i, v = select([Recv(ch), *extra], left)
-            if i or v is not CLOSED:
-                return i, v
-            if self._closed:
-                raise Closed("socket closed")
-            left = deadline.remaining()  # resized under us: wait on the new channel
-
-    def resize(self, capacity: int) -> None:
-        old, new = self._chan, Chan(capacity)
-        items = old.drain(1 << 62)  # also completes senders blocked on the old channel
-        for item in items[max(0, len(items) - capacity):]:
-            new.send_nowait(item)
-        self._chan = new
-        old.close()
+    def recv(self, timeout: float | None) -> Message:
+        return self._recvq.get(timeout)
 
     def close(self) -> None:
-        self._closed = True
-        self._chan.close()
+        super().close()
+        self._recvq.close()
 
 
 # -- responders: rep and respondent -------------------------------------------------------------
 class XResponder(PipeMap):
     """Raw rep/respondent: receive puts ``<pipe id><backtrace>`` in the header; send routes by the
-    header's first word (the pipe id), strips it, and sends the rest of the header back."""
+    header's first word (the pipe id), strips it, and sends the rest of the header back.
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
-        self._recvq = RecvQueue(socket.get_option("recv_buffer"))
-        self._closing = Chan()  # closed with the socket: a select case that wakes blocked sends
+    A request whose backtrace has no high-bit word within ``ttl`` words is dropped (garbage, or
+    too many hops: devices can legitimately forward those, so the pipe stays)."""
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
+        self._closing: Chan[Any] = Chan()  # closed with the socket: wakes blocked sends
         self._closed = False
+        self._ttl: int = handle.options["ttl"]
+        handle.watch("ttl", self._ttl_changed)
 
-    def pipe_recv(self, pipe: "Pipe", data: bytes) -> None:
-        split = split_backtrace(data, self.socket._options["ttl"])
+    def _ttl_changed(self, value: int) -> None:
+        self._ttl = value
+
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        split = split_backtrace(data, self._ttl)
         if split is None:
-            # Garbage or too many hops: drop it but keep the pipe, since devices can legitimately
-            # forward over-ttl messages (nng closes the pipe only for the former).
             return
         backtrace, body = split
         try:
@@ -163,16 +151,13 @@ class XResponder(PipeMap):
             pass  # socket closing
 
     def recv(self, timeout: float | None) -> Message:
-        return self._recvq.get(timeout)[1]
-
-    def set_option(self, name: str, value: Any) -> None:
-        if name == "recv_buffer":
-            self._recvq.resize(value)
+        return self._recvq.get(timeout)
 
     def send(self, msg: Message, timeout: float | None) -> None:
         self._route(msg.header, msg.body, timeout, self._closing)
 
-    def _route(self, header: bytes, body: bytes, timeout: float | None, closing: Chan) -> None:
+    def _route(self, header: bytes, body: bytes, timeout: float | None,
+               closing: "Chan[Any]") -> None:
         """Send ``body`` back along ``header`` (pipe id + backtrace), waiting for room on that pipe
         up to ``timeout`` (dropping at once with ``best_effort``). A missing header, an unknown pipe
         or one that dies while we wait drops the reply silently: the requester resends."""
@@ -201,7 +186,7 @@ class ResponderContext(Context):
     """One rep/respondent state machine: ``recv`` a request, then ``send`` its one reply."""
 
     def __init__(self, proto: "Responder") -> None:
-        super().__init__(proto.socket)
+        super().__init__(proto.handle)
         self._proto = proto
         self._route: bytes | None = None  # pipe id + backtrace of the request being answered
         self._receiving = False
@@ -212,7 +197,7 @@ class ResponderContext(Context):
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
         try:
-            i, m = self._proto._recvq.get(timeout, self.closing_case())
+            i, m = self._proto._recvq.get_or(timeout, self.closing_case())
         finally:
             self._receiving = False
         if i or self._closed:
@@ -224,7 +209,7 @@ class ResponderContext(Context):
         route = self._route
         if route is None:
             raise ProtocolStateError(
-                f"{self.socket.protocol} can only send a reply to a request it received")
+                f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request, even if this send times out
         self._proto._route(route, msg.body, timeout, self._closing)
 
@@ -236,8 +221,8 @@ class ResponderContext(Context):
 class Responder(ContextHost, XResponder):
     """Cooked rep/respondent: the raw routing plus a reply state machine per context."""
 
-    def __init__(self, socket: "Socket", raw: bool) -> None:
-        super().__init__(socket, raw)
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
         self._host_contexts(ResponderContext(self))
 
     def _new_context(self) -> ResponderContext:
@@ -248,6 +233,6 @@ class Responder(ContextHost, XResponder):
         self._close_contexts()
 
 
-def responder(socket: "Socket", raw: bool) -> Protocol:
+def responder(handle: SocketHandle, raw: bool) -> Protocol:
     """Factory for rep and respondent: the wire behaviour is identical, only the numbers differ."""
-    return XResponder(socket, raw) if raw else Responder(socket, raw)
+    return XResponder(handle, raw) if raw else Responder(handle, raw)

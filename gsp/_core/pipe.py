@@ -10,17 +10,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 import gevent
 from gevent.event import Event
 
-from ._errors import Closed, GspError
-from ._message import Message
-from .chan import Chan
+from ..chan import FLUSH, Outbox
+from ..errors import Closed, GspError
+from ..protocol import Protocol
+from ..transport import Connection
 
 if TYPE_CHECKING:
-    from ._socket import Dialer, Listener, Socket
-    from .transport import Connection
+    from ..message import Message
+    from .endpoints import Dialer, Listener
+    from .socket import Socket
 
 _WRITE_BATCH = 1024  # messages coalesced into one write at most
 _READ_TURN = 32  # messages a reader delivers before letting other pipes' readers have a turn
-_FLUSH: Any = object()  # handed to a parked writer: write what a direct send left unwritten
 
 _live_pipes: "weakref.WeakValueDictionary[int, Pipe]" = weakref.WeakValueDictionary()
 _next_id = random.randrange(1, 1 << 31)
@@ -46,14 +47,14 @@ class Pipe:
     """One connection of a socket to one peer.
 
     ``error`` is ``None`` after a local close, else the exception that ended the pipe (a
-    :class:`gsp.ConnectionBroken`, :class:`gsp.MessageTooLarge`, ...).
+    :class:`gsp.ConnectionBroken`, :class:`gsp.MessageTooLarge`, ...). Protocols see it as a
+    :class:`gsp.protocol.PipeHandle`.
     """
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "_reader", "_writer", "_done", "attached", "_send_now", "_loop", "_direct_at",
-                 "__weakref__")
+                 "_reader", "_writer", "_done", "attached", "try_send", "__weakref__")
 
-    def __init__(self, socket: "Socket", conn: "Connection", send_buffer: int,
+    def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
         self.id = _alloc_id()
         _live_pipes[self.id] = self
@@ -61,19 +62,19 @@ class Pipe:
         self.dialer = dialer
         self.listener = listener
         self._conn = conn
-        self._q: Chan = Chan(send_buffer)
+        # Connections that can write without blocking (plain tcp/ipc, inproc) let a send skip the
+        # writer greenlet while it is idle or not started: a request/reply round trip then costs
+        # no extra switches, and a pipe that only ever answers directly never needs a writer.
+        direct = conn.send_now if type(conn).send_now is not Connection.send_now else None
+        self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct)
+        #: Queue a message if there is room now; False when full or closed (never blocks).
+        self.try_send = self._q.offer
         self.closed = False
         self.attached = False
         self.error: BaseException | None = None
         self._reader: gevent.Greenlet | None = None
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
-        # Connections that can write without blocking (plain tcp/ipc) let try_send skip the writer
-        # greenlet when it is idle or not started: a request/reply round trip then costs no extra
-        # switches, and a pipe that only ever answers directly never needs a writer (memory).
-        self._send_now = getattr(conn, "send_now", None)
-        self._loop = gevent.get_hub().loop
-        self._direct_at = -1.0
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
@@ -94,43 +95,12 @@ class Pipe:
         return self._conn.properties
 
     @property
-    def sendq(self) -> Chan:
+    def sendq(self) -> Outbox[Message | bytes]:
         """The outgoing queue (protocols may select on it); its writer starts on first use."""
-        if self._writer is None:
-            self._start_writer()
+        self._q.ensure_consumer()
         return self._q
 
-    def try_send(self, msg: Message) -> bool:
-        """Queue ``msg`` if there is room now; False when full or closed."""
-        if self.closed:
-            return False
-        q = self._q
-        buf = q._buf
-        if buf:  # the busy case, inlined: a writer exists and will take it from the buffer
-            if len(buf) < q._cap and not q._recvq:
-                buf.append(msg)
-                return True
-        elif self._send_now is not None:
-            rq = q._recvq
-            # No writer yet, or it is parked on an empty queue: everything before msg is written,
-            # so write msg now instead of waking it. Once per loop iteration only, so that a burst
-            # of sends still leaves in one batched write.
-            if ((self._writer is None or rq and not rq[0].sel.fired)
-                    and self._loop.now() != self._direct_at):
-                self._direct_at = self._loop.now()
-                done = self._send_now(msg)
-                if done:
-                    if done == 1:  # partly written: the writer writes the rest (or meets the error)
-                        q._try_send(_FLUSH)
-                        self._start_writer()
-                    return True
-        if q._try_send(msg):
-            if self._writer is None:
-                self._start_writer()
-            return True
-        return False
-
-    def send(self, msg: Message, timeout: float | None = None) -> None:
+    def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
         """Queue ``msg``, waiting for room; :class:`gsp.Closed` once the pipe is gone."""
         self.sendq.send(msg, timeout)
 
@@ -159,14 +129,14 @@ class Pipe:
         conn = self._conn
         proto = self._socket._proto
         deliver = proto.pipe_recv
-        # Optional protocol hook taking a list of messages at once (saves a call per message).
-        deliver_all = getattr(proto, "pipe_recv_all", None)
+        deliver_all = proto.pipe_recv_all
+        batched = type(proto).pipe_recv_all is not Protocol.pipe_recv_all
         others = self._socket._pipes
         n = 0
         try:
             while True:
                 msgs = conn.recv_messages()
-                if deliver_all is not None:
+                if batched:
                     if len(others) <= 1:
                         deliver_all(self, msgs)
                         continue
@@ -188,9 +158,7 @@ class Pipe:
                         n = 0
                         if len(others) > 1:  # a deep backlog on one pipe must not starve others
                             gevent.sleep(0)
-        except GspError as exc:
-            self._shutdown(exc)
-        except OSError as exc:  # a transport that forgot to map an error still closes cleanly
+        except (GspError, OSError) as exc:  # OSError: a transport that forgot to map an error
             self._shutdown(exc)
 
     def _write_loop(self) -> None:
@@ -202,13 +170,11 @@ class Pipe:
                     first = q.recv()
                 except Closed:
                     return  # queue closed and drained: linger is over for this pipe
-                batch = [] if first is _FLUSH else [first]
-                if q._buf:
+                batch = [] if first is FLUSH else [first]
+                if len(q):
                     batch += q.drain(_WRITE_BATCH)
                 conn.send_messages(batch)
-        except GspError as exc:
-            self._shutdown(exc)
-        except OSError as exc:
+        except (GspError, OSError) as exc:
             self._shutdown(exc)
 
     def _shutdown(self, error: BaseException | None) -> None:

@@ -1,22 +1,24 @@
-"""Socket, Dialer and Listener: the protocol-independent core."""
+"""The socket: options, pipes, endpoints and pipe events around one protocol instance."""
 
 from __future__ import annotations
 
-import random
 import sys
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import gevent
-from gevent.event import Event
 from gevent.pool import Group
 
-from ._errors import BadOption, Closed, ConnectionRefused, GspError, Timeout
-from ._message import Message, as_bytes
-from ._options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
-from ._pipe import Pipe, PipeEvent
-from ._registry import registry
-from .protocol import RejectPipe
-from .transport import Connection, TransportDialer, TransportListener
+from ..errors import BadOption, Closed, NotSupported
+from ..message import Message, as_bytes
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..protocol import Protocol, RejectPipe
+from .endpoints import Dialer, Listener
+from .pipe import Pipe, PipeEvent
+from .registry import registry
+
+if TYPE_CHECKING:
+    from ..context import Context
+    from ..transport import Connection, Transport
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 
@@ -56,20 +58,23 @@ class Socket:
         specs.update(spec.options)
         self._options = Options(specs)
         self._options.update_checked(options)
+        self._watchers: dict[str, list[Callable[[Any], None]]] = {}
         self._send_timeout = self._options["send_timeout"]
         self._recv_timeout = self._options["recv_timeout"]
+        self._watch("send_timeout", lambda v: setattr(self._hot, "send_timeout", v))
+        self._watch("recv_timeout", lambda v: setattr(self._hot, "recv_timeout", v))
         self._group = Group()
         self._closed = False
         self._pipes: dict[int, Pipe] = {}
         self._listeners: list[Listener] = []
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
-        self._proto = self._hot.proto = spec.factory(self, self.raw)
-        # Optional protocol hook: recv() wants the body only, so a protocol may skip the Message.
-        self._hot.recv_body = getattr(self._proto, "recv_body", None)
-        self._hot.send_body = getattr(self._proto, "send_body", None)
-        # Optional: a deque of (body, pipe) pairs recv() may pop from whenever it is not empty.
-        self._hot.ready = getattr(self._proto, "ready", None)
+        proto = self._proto = self._hot.proto = spec.factory(_Handle(self), self.raw)
+        # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
+        cls = type(proto)
+        self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
+        self._hot.send_body = proto.send_body if cls.send_body is not Protocol.send_body else None
+        self._hot.ready = proto.ready
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -78,23 +83,42 @@ class Socket:
 
     def set_option(self, name: str, value: Any) -> None:
         value = self._options.check_name(name).validate(name, value)
-        self._proto.set_option(name, value)  # the protocol may refuse it or react (resize a queue)
+        self._proto.set_option(name, value)  # the protocol may refuse it
         self._options[name] = value
-        if name == "best_effort":
-            self._proto.best_effort = value
-        elif name == "send_timeout":
-            self._send_timeout = self._options[name]
-        elif name == "recv_timeout":
-            self._recv_timeout = self._options[name]
+        for callback in self._watchers.get(name, ()):
+            callback(value)
+
+    def _watch(self, name: str, callback: Callable[[Any], None]) -> None:
+        self._options.check_name(name)
+        self._watchers.setdefault(name, []).append(callback)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for names that are not real attributes: treat them as options.
+        # Only reached for names that are not real attributes: options, then protocol methods.
         if name.startswith("_"):
             raise AttributeError(name)
-        opts = self.__dict__.get("_options")
+        d = self.__dict__
+        opts = d.get("_options")
         if opts is not None and name in opts.specs:
             return opts[name]
+        spec = d.get("spec")
+        if spec is not None:
+            if name in spec.methods:
+                return self._protocol_method(name, getattr(self._proto, name))
+            if name in registry.protocol_methods():
+                return self._protocol_method(name, None)
         raise AttributeError(f"{type(self).__name__!s} has no attribute or option {name!r}")
+
+    def _protocol_method(self, name: str,
+                         method: Callable[..., Any] | None) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._closed:
+                raise Closed("socket is closed")
+            if method is None:
+                raise NotSupported(f"{self.protocol} sockets have no {name}()")
+            return method(*args, **kwargs)
+        call.__name__ = name
+        call.__doc__ = method.__doc__ if method is not None else None
+        return call
 
     def __setattr__(self, name: str, value: Any) -> None:
         opts = self.__dict__.get("_options")
@@ -155,26 +179,16 @@ class Socket:
             raise Closed("socket is closed")
         return self._proto.recv(self._recv_timeout)
 
-    def open_context(self) -> Any:
+    def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
         if self._closed:
             raise Closed("socket is closed")
-        return self._proto.open_context()
-
-    def subscribe(self, prefix: bytes | str) -> None:
-        """SUB: also receive messages whose body starts with ``prefix`` (b"" = all, str = UTF-8)."""
-        if self._closed:
-            raise Closed("socket is closed")
-        self._proto.subscribe(prefix)
-
-    def unsubscribe(self, prefix: bytes | str) -> None:
-        """SUB: drop a subscription (and queued messages only it matched); unknown → BadOption."""
-        if self._closed:
-            raise Closed("socket is closed")
-        self._proto.unsubscribe(prefix)
+        ctx = self._proto.open_context()
+        ctx.socket = self
+        return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def _endpoint_options(self, transport: Any, options: dict[str, Any]) -> Options:
+    def _endpoint_options(self, transport: "Transport", options: dict[str, Any]) -> Options:
         allowed = dict(transport.options)
         allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
         for name in options:
@@ -256,7 +270,7 @@ class Socket:
                 if event is PipeEvent.ATTACHING:
                     pipe.close()
 
-    def _attach(self, conn: Connection, dialer: "Dialer | None" = None,
+    def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
         """Turn a handshaken connection into a pipe, or close it if rejected."""
         if self._closed:
@@ -328,166 +342,6 @@ class Socket:
         return f"<gsp.Socket {self.protocol}{' raw' if self.raw else ''} {state}>"
 
 
-class Listener:
-    """An address a socket accepts connections on. ``url`` is the bound URL."""
-
-    def __init__(self, socket: Socket, tl: TransportListener, options: Options) -> None:
-        self.socket = socket
-        self._tl = tl
-        self.url: str = tl.url
-        self.options = options
-        self._closed = False
-        self._accepter: gevent.Greenlet | None = None
-        self._pending: set[Connection] = set()
-
-    def _start(self) -> None:
-        self._accepter = self.socket._spawn(self._accept_loop)
-
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                conn = self._tl.accept()
-            except Closed:
-                return
-            except GspError:
-                gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
-                continue
-            self._pending.add(conn)
-            self.socket._spawn(self._handshake, conn)
-
-    def _handshake(self, conn: Connection) -> None:
-        # Runs in its own greenlet so a stalled peer delays nobody else.
-        try:
-            conn.handshake(self.socket.spec, self.options["handshake_timeout"])
-        except GspError:
-            conn.close()
-            return
-        finally:
-            self._pending.discard(conn)
-        if self._closed:
-            conn.close()
-            return
-        self.socket._attach(conn, listener=self)
-
-    def close(self) -> None:
-        """Stop accepting; connections already made stay up until the socket closes."""
-        if self._closed:
-            return
-        self._closed = True
-        self._tl.close()
-        for conn in list(self._pending):
-            conn.close()
-        g = self._accepter
-        if g is not None and g is not gevent.getcurrent():
-            g.kill(block=True)
-        if self in self.socket._listeners and not self.socket._closed:
-            self.socket._listeners.remove(self)
-
-    def __repr__(self) -> str:
-        return f"<gsp.Listener {self.url}>"
-
-
-class Dialer:
-    """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
-
-    def __init__(self, socket: Socket, url: str, td: TransportDialer, options: Options) -> None:
-        self.socket = socket
-        self.url = url
-        self._td = td
-        self.options = options
-        self._closed = False
-        self._loop_g: gevent.Greenlet | None = None
-        self._wake = Event()
-        self.pipe: Pipe | None = None
-        #: The error of the most recent failed attempt, if any.
-        self.last_error: GspError | None = None
-
-    def _connect_once(self) -> Pipe | None:
-        limit = self.options["handshake_timeout"]
-        # The connect shares the handshake's limit: a black-holed address must not hang a dialer
-        # for the OS connect timeout (minutes).
-        with gevent.Timeout(limit, Timeout(f"dial {self.url}: no connection within {limit} s")):
-            conn = self._td.dial()
-        try:
-            conn.handshake(self.socket.spec, limit)
-        except BaseException:
-            conn.close()
-            raise
-        if self._closed:
-            conn.close()
-            return None
-        pipe = self.socket._attach(conn, dialer=self)
-        self.pipe = pipe
-        return pipe
-
-    def _start(self, block: bool | None) -> None:
-        first_delay = 0.0
-        if block is not False:
-            try:
-                if self._connect_once() is None:
-                    if block and not self._closed:
-                        raise ConnectionRefused(
-                            f"dial {self.url}: the pipe was rejected (by the protocol or a hook)")
-                    first_delay = -1  # rejected at attach: wait a backoff step, too
-            except GspError as exc:
-                if block:
-                    raise
-                self.last_error = exc
-                first_delay = -1  # failed: wait a backoff step before the next try
-        self._loop_g = self.socket._spawn(self._redial_loop, first_delay)
-
-    def _sleep(self, seconds: float) -> None:
-        self._wake.wait(seconds)
-
-    def _redial_loop(self, first_delay: float) -> None:
-        base = self.options["reconnect_time"]
-        backoff = base
-        failed = first_delay < 0
-        while not self._closed:
-            pipe = self.pipe
-            if pipe is not None:
-                pipe.wait_closed()
-                self.pipe = None
-                if self._closed:
-                    return
-                failed = True  # lost a connection: wait before redialing
-                backoff = base
-            if failed:
-                # Jitter keeps a crowd of dialers from redialing in lockstep.
-                self._sleep(backoff * random.uniform(0.5, 1.0))
-                cap = self.options["reconnect_time_max"]
-                backoff = min(backoff * 2, cap) if cap > 0 else base
-                if self._closed:
-                    return
-            try:
-                # A pipe rejected at attach (hook or protocol) backs off like a failed dial.
-                failed = self._connect_once() is None
-                if not failed:
-                    backoff = base
-                    self.last_error = None
-            except GspError as exc:
-                self.last_error = exc
-                failed = True
-
-    def close(self, close_pipe: bool = True) -> None:
-        """Stop redialing and close the dialer's pipe."""
-        if self._closed:
-            return
-        self._closed = True
-        self._wake.set()
-        self._td.close()
-        g = self._loop_g
-        if g is not None and g is not gevent.getcurrent():
-            g.kill(block=True)
-        if close_pipe and self.pipe is not None:
-            self.pipe.close()
-        if self in self.socket._dialers and not self.socket._closed:
-            self.socket._dialers.remove(self)
-
-    def __repr__(self) -> str:
-        return f"<gsp.Dialer {self.url}>"
-
-
 def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | None = None,
            dial: str | Iterable[str] | None = None, **options: Any) -> Socket:
     """Open a socket of ``protocol`` ("pair", "push", "pull", ...), optionally listening/dialing.
@@ -512,3 +366,43 @@ def _urls(v: str | Iterable[str] | None) -> list[str]:
     if isinstance(v, str):
         return [v]
     return list(v)
+
+
+class _Handle:
+    """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: Socket) -> None:
+        self._sock = sock
+
+    @property
+    def protocol(self) -> str:
+        return self._sock.protocol
+
+    @property
+    def raw(self) -> bool:
+        return self._sock.raw
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        return self._sock._options
+
+    @property
+    def closed(self) -> bool:
+        return self._sock._closed
+
+    @property
+    def pipe_count(self) -> int:
+        return len(self._sock._pipes)
+
+    @property
+    def has_endpoints(self) -> bool:
+        s = self._sock
+        return bool(s._listeners or s._dialers or s._pipes)
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
+        return self._sock._spawn(fn, *args)
+
+    def watch(self, name: str, callback: Callable[[Any], None]) -> None:
+        self._sock._watch(name, callback)

@@ -1,0 +1,296 @@
+"""Receive queues and wake-up signals for protocols (helpers; no protocol knowledge here).
+
+:class:`Inbox` is the one receive queue every built-in protocol uses: bounded, resizable while
+greenlets wait on it, with a policy for a full queue (push back, drop the oldest, drop the new).
+:class:`Signal` is a broadcast "something changed" for select loops and :class:`Deadline` turns a
+timeout into an absolute deadline for loops that wait more than once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
+
+import gevent
+
+from .chan import Chan, Recv, select
+from .errors import Closed, Timeout, WouldBlock
+
+if TYPE_CHECKING:
+    from .protocol import SocketHandle
+
+__all__ = ["Inbox", "Signal", "Deadline", "Policy"]
+
+T = TypeVar("T")
+Policy = Literal["block", "drop_oldest", "drop_newest"]
+
+
+class Signal:
+    """A broadcast "something changed": wait on ``case()`` in a :func:`gsp.select`, wake every
+    waiter with ``fire()``. (A closed channel is ready for every receiver at once; firing swaps in
+    a new one.) Firing when nobody took a case since the last fire costs nothing."""
+
+    __slots__ = ("_chan", "_armed")
+
+    def __init__(self) -> None:
+        self._chan: Chan[Any] = Chan()
+        self._armed = False  # a case() was handed out since the last fire: someone may wait
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._chan.closed
+
+    def case(self) -> Recv:
+        self._armed = True
+        return Recv(self._chan)
+
+    def fire(self) -> None:
+        if self._armed:  # else nobody can be waiting: keep the channel (most fires are these)
+            self._armed = False
+            old = self._chan
+            if not old.closed:  # once closed, it stays ready for good
+                self._chan = Chan()
+                old.close()
+
+    def close(self) -> None:
+        """Wake everyone for good: later ``case()`` selects are ready at once."""
+        self._chan.close()
+
+
+class Deadline:
+    """A timeout turned into an absolute deadline for loops that wait more than once."""
+
+    __slots__ = ("_at", "timeout")
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._at = None if timeout is None else monotonic() + timeout
+
+    def remaining(self) -> float | None:
+        """Seconds left (None = forever); raises :class:`gsp.Timeout` once passed, naming the
+        timeout that was asked for (:class:`gsp.WouldBlock` for a zero timeout)."""
+        if self._at is None:
+            return None
+        left = self._at - monotonic()
+        if left <= 0:
+            if self.timeout == 0:
+                raise WouldBlock("would block (timeout 0)")
+            raise Timeout(f"timed out after {self.timeout:g} s")
+        return left
+
+
+class Inbox(Generic[T]):
+    """A bounded, resizable receive queue between pipe readers (``put``) and receivers (``get``).
+
+    ``policy`` picks what ``put`` does on a full queue: ``"block"`` waits for room (back-pressure
+    to the peer), ``"drop_oldest"`` discards the oldest queued item (sub), ``"drop_newest"``
+    discards the new one (bus). Drops are counted in ``dropped`` and, when ``stats`` is given, in
+    ``stats[stat]`` too. Unlike a :class:`gsp.chan.Chan`, an Inbox can be resized or filtered
+    while greenlets wait on it. After ``close`` both ``put`` and ``get`` raise
+    :class:`gsp.Closed`; queued items are discarded.
+
+    :attr:`ready` is the queue itself, for a protocol's ``ready`` fast path: a consumer may
+    ``popleft()`` it directly while it is not empty. A producer blocked on a full queue is let in
+    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty.
+    """
+
+    POLICIES = ("block", "drop_oldest", "drop_newest")
+
+    __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
+                 "_closed", "dropped", "_stats", "_stat")
+
+    def __init__(self, capacity: int, policy: Policy = "block",
+                 stats: dict[str, int] | None = None, stat: str = "dropped") -> None:
+        if policy not in self.POLICIES:
+            raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
+        self._buf: deque[T] = deque()
+        self._cap = capacity
+        self._policy = policy
+        self._items = Signal()  # fired when an item arrives (only if someone waits for one)
+        self._space = Signal()  # fired when room appears (only if a blocked put waits)
+        self._getters = 0
+        self._putters = 0
+        self._closed = False
+        self.dropped = 0
+        self._stats = stats
+        self._stat = stat
+        if stats is not None:
+            stats.setdefault(stat, 0)
+
+    @classmethod
+    def for_option(cls, handle: "SocketHandle", policy: Policy = "block",
+                   stats: dict[str, int] | None = None,
+                   option: str = "recv_buffer") -> "Inbox[Any]":
+        """An Inbox whose capacity is the socket's ``option`` and follows it when it changes
+        (shrinking drops the oldest items, counted as drops)."""
+        inbox: Inbox[Any] = cls(handle.options[option], policy, stats)
+        handle.watch(option, inbox.resize)
+        return inbox
+
+    @property
+    def capacity(self) -> int:
+        return self._cap
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def ready(self) -> "deque[T]":
+        return self._buf
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def _count(self, n: int) -> None:
+        self.dropped += n
+        if self._stats is not None:
+            self._stats[self._stat] += n
+
+    def _check(self) -> None:
+        if self._closed:
+            raise Closed("queue closed")
+
+    def _yield_to_getters(self) -> None:
+        # Receivers were woken but have not run yet (a reader delivers a whole batch without
+        # yielding): let them drain before dropping anything.
+        gevent.sleep(0)
+        self._check()
+
+    def put(self, item: T, timeout: float | None = None) -> bool:
+        """Queue ``item``; False if the policy dropped it (the new one or an older one).
+        With ``"block"``, waits up to ``timeout`` for room (:class:`gsp.Timeout`)."""
+        self._check()
+        buf = self._buf
+        kept = True
+        if len(buf) >= self._cap and self._policy != "block" and self._getters:
+            self._yield_to_getters()
+        if len(buf) >= self._cap:
+            if self._policy == "drop_newest":
+                self._count(1)
+                return False
+            if self._policy == "drop_oldest":
+                buf.popleft()
+                self._count(1)
+                kept = False
+            else:
+                deadline = Deadline(timeout)
+                while len(buf) >= self._cap:
+                    self._check()
+                    self._wait(self._space, deadline, putter=True)
+                self._check()
+        buf.append(item)
+        if self._getters:
+            self._items.fire()
+        return kept
+
+    def put_all(self, items: list[T]) -> int:
+        """``put`` each of ``items`` in order (waiting for room with ``"block"``), moving runs of
+        them at once; returns how many items the policy dropped."""
+        buf = self._buf
+        block = self._policy == "block"
+        dropped = 0
+        i, n = 0, len(items)
+        while i < n:
+            self._check()
+            room = self._cap - len(buf)
+            if room > 0 and not (block and self._putters):  # blocked putters go first (FIFO)
+                run = items[i:i + room]
+                buf.extend(run)
+                i += len(run)
+                if self._getters:
+                    self._items.fire()
+                continue
+            if block:
+                self.put(items[i])  # full: wait for room like a plain put
+                i += 1
+                continue
+            if self._getters:
+                self._yield_to_getters()
+                if self._cap - len(buf) > 0:
+                    continue
+            # Full, and nobody drained it: the rest goes by the policy, as put would do it.
+            rest = items[i:]
+            dropped = len(rest)
+            if self._policy == "drop_oldest":
+                keep = rest[-self._cap:]
+                for _ in range(len(keep)):
+                    buf.popleft()
+                buf.extend(keep)
+                if self._getters:
+                    self._items.fire()
+            break
+        if dropped:
+            self._count(dropped)
+        return dropped
+
+    def get(self, timeout: float | None = None) -> T:
+        """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
+        return self.get_or(timeout)[1]  # type: ignore[return-value]
+
+    def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
+        """``(0, item)`` like :meth:`get`, or ``(k, value)`` when the :class:`gsp.chan.Recv`
+        case ``extra[k - 1]`` became ready first (e.g. a context closing)."""
+        deadline: Deadline | None = None
+        while True:
+            self._check()
+            buf = self._buf
+            if buf:
+                item = buf.popleft()
+                if self._putters:
+                    self._space.fire()
+                return 0, item
+            if self._putters:  # items were taken through `ready`: let blocked producers in
+                self._space.fire()
+            if deadline is None:
+                deadline = Deadline(timeout)
+            i, v = self._wait(self._items, deadline, putter=False, extra=extra)
+            if i:
+                return i, v
+
+    def _wait(self, signal: Signal, deadline: Deadline, putter: bool,
+              extra: tuple[Recv, ...] = ()) -> tuple[int, Any]:
+        case = signal.case()
+        left = deadline.remaining()
+        if putter:
+            self._putters += 1
+        else:
+            self._getters += 1
+        try:
+            return select([case, *extra], left)
+        finally:
+            if putter:
+                self._putters -= 1
+            else:
+                self._getters -= 1
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity now; when shrinking, the oldest items that no longer fit go
+        (counted as drops)."""
+        self._cap = capacity
+        buf = self._buf
+        n = 0
+        while len(buf) > capacity:
+            buf.popleft()
+            n += 1
+        if n:
+            self._count(n)
+        if self._putters:
+            self._space.fire()
+
+    def filter(self, keep: Callable[[T], bool]) -> None:
+        """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
+        kept = [x for x in self._buf if keep(x)]
+        self._buf.clear()
+        self._buf.extend(kept)
+        if self._putters:
+            self._space.fire()
+
+    def close(self) -> None:
+        """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
+        self._closed = True
+        self._buf.clear()
+        self._items.close()
+        self._space.close()

@@ -1,0 +1,151 @@
+"""Protocol bases and helpers for the two ways SP protocols route outgoing messages.
+
+* :class:`RoundRobin` — each message to one peer in turn (push, req, star's raw twin...).
+* :class:`PipeMap` — peers addressed by pipe id, or all of them (pub, bus, rep, respondent),
+  with :func:`broadcast` to queue one message on every pipe without waiting on a slow peer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import gevent
+
+from .chan import Send, select
+from .errors import Closed, GspError
+from .message import Message
+from .protocol import PipeHandle, Protocol, SocketHandle
+from .queues import Deadline, Signal
+
+__all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin"]
+
+
+def send_round_robin(pipes: list[PipeHandle], start: int, msg: "Message | bytes",
+                     changed: Signal, timeout: float | None, best_effort: bool) -> int:
+    """Queue ``msg`` on the first pipe from ``start`` with room; wait if none has.
+
+    Returns the index after the pipe used (the next round-robin start), or -1 when dropped
+    because ``best_effort`` is set and no pipe could take it now. Waits for room on any pipe or
+    for ``changed`` (a pipe came or went), up to ``timeout`` (:class:`gsp.Timeout`);
+    :class:`gsp.Closed` once ``changed`` is closed (the protocol is closing).
+    """
+    deadline = Deadline(timeout)
+    while True:
+        if changed.closed:
+            raise Closed("socket closed")
+        n = len(pipes)
+        for k in range(n):
+            i = (start + k) % n
+            if pipes[i].try_send(msg):
+                return i + 1
+        if best_effort:
+            return -1
+        left = deadline.remaining()
+        snapshot = list(pipes)
+        cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
+        cases.append(changed.case())
+        try:
+            i, _ = select(cases, left)
+        except Closed:
+            continue  # a pipe died while we waited; look again
+        if i < len(snapshot):
+            return pipes.index(snapshot[i]) + 1 if snapshot[i] in pipes else start
+
+
+def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHandle | None = None,
+              drop_oldest: bool = False) -> int:
+    """Queue ``msg`` on every pipe but ``skip`` without waiting on a slow peer (pub, bus, star).
+
+    If some queues are full, yield once so the writers of peers that keep up can drain theirs
+    (a tight send loop would otherwise lose messages even to fast peers), then drop for pipes
+    still full: the new message, or with ``drop_oldest`` that pipe's oldest queued one (nng PUB).
+    Returns how many pipes missed a message.
+    """
+    full = [p for p in pipes if p is not skip and not p.try_send(msg)]
+    if not full:
+        return 0
+    gevent.sleep(0)
+    missed = 0
+    for p in full:
+        if p.closed or p.try_send(msg):
+            continue
+        missed += 1
+        if drop_oldest:
+            try:
+                p.sendq.recv_nowait()
+            except GspError:
+                continue
+            p.try_send(msg)
+    return missed
+
+
+class RoundRobin(Protocol):
+    """Base for protocols that send each message to one peer in turn (push, raw req).
+
+    Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.queues.Signal`
+    fired when pipes come or go; ``send`` takes the next pipe with room and waits (up to
+    ``timeout``) when none has, or drops with ``best_effort``. Messages without a header are
+    queued as bare bodies (``send_body``).
+    """
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._pipes: list[PipeHandle] = []
+        self._next = 0
+        self._changed = Signal()
+        self._closed = False
+
+    def add_pipe(self, pipe: PipeHandle) -> None:
+        self._pipes.append(pipe)
+        self._changed.fire()
+
+    def remove_pipe(self, pipe: PipeHandle) -> None:
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+            self._changed.fire()
+
+    def send_body(self, body: bytes, timeout: float | None) -> None:
+        self._send_one(body, timeout)
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        self._send_one(msg if msg.header else msg.body, timeout)
+
+    def _send_one(self, msg: "Message | bytes", timeout: float | None) -> None:
+        pipes = self._pipes
+        n = len(pipes)
+        best_effort = self.best_effort
+        if n:  # fast path: the next pipe in turn has room
+            i = self._next % n
+            if pipes[i].try_send(msg):
+                self._next = i + 1
+                return
+            if n == 1 and timeout != 0 and not best_effort:
+                # A full queue usually has its writer woken already: one turn of the loop lets it
+                # drain, far cheaper than the full wait below (a select and a Signal per batch).
+                gevent.sleep(0)
+                if pipes and pipes[0].try_send(msg):
+                    self._next = 1
+                    return
+        if self._closed:
+            raise Closed("socket closed")
+        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort)
+        if nxt >= 0:
+            self._next = nxt
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.close()
+
+
+class PipeMap(Protocol):
+    """Base for protocols that address peers by pipe id or send to all of them (pub, bus, rep)."""
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._pipes: dict[int, PipeHandle] = {}
+
+    def add_pipe(self, pipe: PipeHandle) -> None:
+        self._pipes[pipe.id] = pipe
+
+    def remove_pipe(self, pipe: PipeHandle) -> None:
+        self._pipes.pop(pipe.id, None)

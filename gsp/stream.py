@@ -1,0 +1,401 @@
+"""SP over a byte-stream socket: the helpers tcp, ipc and tls+tcp (and ws) are made of.
+
+* :class:`StreamConnection` — a :class:`gsp.transport.Connection` over a connected gevent socket
+  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, big bodies read in place.
+* :class:`SocketListener` / :class:`SocketDialer` — listener and dialer bases that produce them;
+  a transport fills in how to bind and connect.
+* :func:`resolve`, :func:`bind_stream_socket`, :func:`connect_socket` and
+  :func:`map_socket_error` — the socket calls with their errors mapped to gsp's (the one place
+  where an ``OSError`` becomes a :class:`gsp.GspError`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import ipaddress
+import socket as _stdsocket
+import struct
+import termios
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import gevent
+from gevent import socket as gsocket
+
+from . import wire
+from .errors import (
+    AddressInUse,
+    Closed,
+    ConnectionBroken,
+    ConnectionRefused,
+    GspError,
+    InvalidAddress,
+    Timeout,
+)
+from .message import message_bytes
+from .transport import Connection, TransportDialer, TransportListener
+
+if TYPE_CHECKING:
+    from .message import Message
+    from .protocol import ProtocolSpec
+
+__all__ = [
+    "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
+    "connect_socket", "map_socket_error",
+]
+
+
+def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
+    """``(family, sockaddr)`` for a stream socket; an empty host listens on every IPv4 address."""
+    if not host:
+        return gsocket.AF_INET, ("0.0.0.0", port)
+    try:  # a numeric address needs no lookup (getaddrinfo goes through gevent's threadpool)
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return (gsocket.AF_INET6, (host, port, 0, 0)) if ip.version == 6 else (
+            gsocket.AF_INET, (host, port))
+    try:
+        infos = gsocket.getaddrinfo(host, port, 0, gsocket.SOCK_STREAM, 0,
+                                    gsocket.AI_PASSIVE if listening else 0)
+    except OSError as exc:
+        raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
+    family, _, _, _, addr = infos[0]
+    return family, addr
+
+
+def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024) -> Any:
+    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's."""
+    sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+    try:
+        if family != getattr(gsocket, "AF_UNIX", None):
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise map_socket_error(exc, what) from None
+    return sock
+
+
+def connect_socket(url: str, family: int, address: Any,
+                   prepare: Callable[[Any], None] | None = None,
+                   park: Callable[[Any], None] | None = None) -> Any:
+    """Connect a new stream socket to ``address`` (dialing ``url``), mapping failures to gsp
+    errors (:class:`gsp.ConnectionRefused`, :class:`gsp.InvalidAddress`, ...).
+
+    ``prepare(sock)`` runs before the connect (socket options). ``park(sock)`` is called with the
+    socket while it connects and ``park(None)`` after, so a dialer's ``close()`` can abort the
+    connect by closing what was parked. The fd never leaks, whatever ends the connect.
+    """
+    sock = gsocket.socket(family, gsocket.SOCK_STREAM)
+    if park is not None:
+        park(sock)
+    try:
+        if prepare is not None:
+            prepare(sock)
+        sock.connect(address)
+    except BaseException as exc:
+        # Whatever ends the connect (refusal, the dialer's time limit, GreenletExit from
+        # Dialer.close) must not leak the fd.
+        sock.close()
+        if isinstance(exc, OSError) and not isinstance(exc, GspError):  # gsp.Timeout is an OSError
+            raise map_socket_error(exc, f"dial {url}") from None
+        raise
+    finally:
+        if park is not None:
+            park(None)
+    return sock
+
+
+def map_socket_error(exc: OSError, what: str) -> Exception:
+    """Turn an OSError from connect/bind/recv/send into the matching gsp error."""
+    code = exc.errno
+    if code == errno.ECONNREFUSED or code == errno.ENOENT:
+        return ConnectionRefused(f"{what}: connection refused")
+    if code == errno.EADDRINUSE:
+        return AddressInUse(f"{what}: address in use")
+    if code in (errno.EADDRNOTAVAIL, errno.EINVAL, errno.EAFNOSUPPORT) or isinstance(
+            exc, _stdsocket.gaierror):
+        return InvalidAddress(f"{what}: {exc.strerror or exc}")
+    if isinstance(exc, (_stdsocket.timeout,)):
+        return Timeout(f"{what}: timed out")
+    return ConnectionBroken(f"{what}: {exc.strerror or exc}")
+
+
+# -- the stream connection shared by tcp, ipc and tls+tcp -------------------------------------
+
+# Each read allocates at most this much; there is no per-connection buffer, so an idle pipe holds
+# only the tail of an incomplete frame. 64 KiB stays under glibc's mmap threshold (a 256 KiB
+# recv() costs an mmap/munmap pair per call) and is thousands of small messages per read; frames
+# of wire.DIRECT_SIZE or more are read straight into their own buffer instead.
+_RECV_CHUNK = 64 * 1024
+_JOIN_LIMIT = 64 * 1024
+_INT = struct.Struct("i")
+
+
+def _readable(sock: Any) -> int:
+    """Bytes the kernel holds for reading on ``sock`` now (FIONREAD), 0 if it cannot say."""
+    try:
+        return _INT.unpack(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
+class StreamConnection(Connection):
+    """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.wire` framing.
+
+    Reads parse every complete frame out of each ``recv``; big bodies are read in place. Writes
+    put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe
+    whose writer is idle may write a message at once with :meth:`send_now`.
+    """
+
+    def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
+                 local_address: str, remote_address: str,
+                 properties: Mapping[str, Any] | None = None) -> None:
+        self.sock = sock
+        self.framing = framing
+        self.decoder = wire.FrameDecoder(framing, max_size)
+        self.local_address = local_address
+        self.remote_address = remote_address
+        self.properties = dict(properties or {})
+        self._prefix = wire.prefixer(framing)
+        self._cache = wire.prefix_cache(framing)
+        self._tail: memoryview | None = None  # what send_now could not write yet
+        self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
+        self._big = False  # the last message was big (see recv_messages)
+        self._closed = False
+
+    def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
+        with gevent.Timeout(timeout, Timeout(f"SP handshake with {self.remote_address} timed out")):
+            self._sendall(wire.handshake(spec.number))
+            got = bytearray()
+            while len(got) < wire.HANDSHAKE_SIZE:
+                chunk = self._recv(wire.HANDSHAKE_SIZE - len(got))
+                got += chunk
+        wire.parse_handshake(bytes(got), spec.peer_number)
+        # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
+        self._plain = type(self.sock) is gsocket.socket
+
+    def _recv(self, n: int) -> bytes:
+        try:
+            data = self.sock.recv(n)
+        except OSError as exc:
+            raise self._io_error(exc, "recv") from None
+        if not data:
+            raise ConnectionBroken(f"{self.remote_address} closed the connection")
+        return data
+
+    def _sendall(self, data: Any) -> None:
+        try:
+            # send() first: gevent's sendall asks the kernel for SO_SNDBUF on every call.
+            sent = self.sock.send(data)
+            if sent < len(data):
+                self.sock.sendall(memoryview(data)[sent:])
+        except OSError as exc:
+            raise self._io_error(exc, "send") from None
+
+    def _io_error(self, exc: OSError, what: str) -> Exception:
+        if self._closed:
+            return Closed("connection closed locally")
+        if isinstance(exc, Timeout):  # the handshake's gevent.Timeout firing in recv/send
+            return exc
+        return ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
+
+    def send_now(self, msg: "Message | bytes") -> int:
+        """Write ``msg`` without waiting, for a pipe whose writer is idle (no greenlet switch).
+
+        Returns 2 when all of it was written, 0 when nothing was (queue it instead), and 1 when
+        only part was: the rest is kept and the next :meth:`send_messages` (even with no
+        messages) writes it first. Never blocks; a socket error also returns 1, so the writer
+        meets the error and ends the pipe in its own greenlet.
+        """
+        n = len(msg)  # bytes, or a Message's header + body
+        if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
+            return 0  # a big body goes through the writer: joining it here would copy it
+        data = self._prefix(n) + message_bytes(msg)
+        try:
+            sent = self.sock.send(data, 0, 0.0)  # timeout 0: EAGAIN raises instead of waiting
+        except BlockingIOError:
+            return 0
+        except OSError:
+            self._tail = memoryview(data)
+            return 1
+        if sent == len(data):
+            return 2
+        self._tail = memoryview(data)[sent:]
+        return 1
+
+    def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
+        tail = self._tail
+        if tail is not None:
+            self._tail = None
+            self._sendall(tail)
+        if messages:
+            data = wire.join_bodies(self._cache, messages)
+            if data is not None:  # header-less small messages: framed by C loops, one write
+                self._sendall(data)
+                return
+        # Small frames are appended to one buffer written every _JOIN_LIMIT bytes (in-place
+        # appends: no per-message call); a large body goes out as it is, never copied.
+        prefix, cache = self._prefix, self._cache
+        ncache = len(cache)
+        buf = bytearray()
+        for m in messages:
+            if type(m) is bytes:
+                h, b = b"", m
+            else:
+                h, b = m.header, m.body
+            n = len(h) + len(b)
+            if n >= _JOIN_LIMIT:
+                buf += prefix(n)
+                buf += h
+                self._sendall(buf)
+                self._sendall(b)
+                buf = bytearray()
+                continue
+            buf += cache[n] if n < ncache else prefix(n)
+            if h:
+                buf += h
+            buf += b
+            if len(buf) >= _JOIN_LIMIT:
+                self._sendall(buf)
+                buf = bytearray()
+        if buf:
+            self._sendall(buf)
+
+    def recv_messages(self) -> list[bytes]:
+        decoder = self.decoder
+        if decoder.error is not None:
+            raise decoder.error.with_traceback(None)  # reported after the good messages before it
+        sock = self.sock
+        while True:
+            direct = None
+            try:
+                if self._big and self._plain and not decoder.buffered:
+                    # Big messages lately: read only the next prefix, so that a big body can then
+                    # be received as the message itself (one recv, no buffer and no copy).
+                    data = sock.recv(self.framing.prefix_size)
+                    n = len(data)
+                elif (want := decoder.body_wanted) >= wire.DIRECT_SIZE and self._plain and \
+                        _readable(sock) >= want:
+                    data = sock.recv(want)
+                    n = len(data)
+                elif (direct := decoder.recv_buffer()) is not None:  # read into place
+                    n = sock.recv_into(direct)
+                else:
+                    data = sock.recv(_RECV_CHUNK)
+                    n = len(data)
+            except OSError as exc:
+                raise self._io_error(exc, "recv") from None
+            finally:
+                if direct is not None:
+                    direct.release()  # the decoder may hand the buffer on as a message
+            if n == 0:
+                if self._closed:
+                    raise Closed("connection closed locally")
+                raise ConnectionBroken(f"{self.remote_address} closed the connection")
+            msgs = decoder.filled(n) if direct is not None else decoder.feed(data)
+            if msgs:
+                self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
+                return msgs
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class SocketListener(TransportListener):
+    """Accepts on a bound gevent socket; subclasses fill in ``_bind_socket``."""
+
+    framing: wire.Framing = wire.TCP
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.url = url
+        self.options = options
+        self._sock: Any = None
+        self._closed = False
+
+    def _bind_socket(self) -> Any:
+        """Return a bound, listening gevent socket (see :func:`bind_stream_socket`)."""
+        raise NotImplementedError
+
+    def _configure(self, sock: Any) -> None:
+        """Per-connection socket options (TCP_NODELAY, ...)."""
+
+    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+
+    def bind(self) -> None:
+        self._sock = self._bind_socket()
+
+    def accept(self) -> Connection:
+        if self._closed or self._sock is None:
+            raise Closed("listener closed")
+        try:
+            sock, _ = self._sock.accept()
+        except OSError as exc:
+            if self._closed:
+                raise Closed("listener closed") from None
+            raise map_socket_error(exc, "accept") from None
+        try:
+            self._configure(sock)
+            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+        except OSError as exc:  # the peer left before we looked at it
+            sock.close()
+            raise ConnectionBroken(f"accept: {exc}") from None
+
+    def _name(self, addr: Any) -> str:
+        return str(addr)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._sock is not None:
+            self._sock.close()
+
+
+class SocketDialer(TransportDialer):
+    framing: wire.Framing = wire.TCP
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        self.url = url
+        self.options = options
+        self._inflight: Any = None  # the socket being connected (see connect_socket's park)
+
+    def _park(self, sock: Any) -> None:
+        self._inflight = sock
+
+    def _connect(self) -> Any:
+        """Return a connected gevent socket: ``connect_socket(self.url, ..., park=self._park)``."""
+        raise NotImplementedError
+
+    def _configure(self, sock: Any) -> None:
+        pass
+
+    def _name(self, addr: Any) -> str:
+        return str(addr)
+
+    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+
+    def dial(self) -> Connection:
+        sock = self._connect()
+        try:
+            self._configure(sock)
+            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+        except OSError as exc:
+            sock.close()
+            raise map_socket_error(exc, f"dial {self.url}") from None
+
+    def close(self) -> None:
+        s = self._inflight
+        if s is not None:
+            s.close()
