@@ -24,7 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .._errors import GspError
+import gsp
 
 #: Source columns filled from the receiver instead of the message, under any format.
 META = {"_received": (TimestampType,), "_pipe": (IntegerType, LongType), "_seq": (LongType,)}
@@ -36,7 +36,7 @@ _ATOMIC = (NullType, BooleanType, ByteType, ShortType, IntegerType, LongType, Fl
            TimestampNTZType)
 
 
-class SchemaMismatch(GspError, ValueError):
+class SchemaMismatch(gsp.GspError, ValueError):
     """A DataFrame's or a declared schema's columns do not fit the chosen format."""
 
 

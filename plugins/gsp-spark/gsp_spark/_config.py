@@ -8,16 +8,18 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
-from .._errors import BadOption
-from .._registry import registry
+import gsp
 
 # Keys Spark itself puts into a data source's options; not ours to reject.
 _SPARK_KEYS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
 SOURCE_PROTOCOLS = ("pull", "sub", "rep")
 SINK_PROTOCOLS = ("push", "pub", "req")
+
+_D = TypeVar("_D")
+_V = TypeVar("_V")
 
 
 class _Reader:
@@ -27,14 +29,15 @@ class _Reader:
         self._left = {k.lower(): v for k, v in dict(options).items()}
         self.what = what
 
-    def _take(self, name: str, default: Any, conv: Callable[[str], Any], want: str) -> Any:
+    def _take(self, name: str, default: _D, conv: Callable[[str], _V], want: str) -> _D | _V:
         raw = self._left.pop(name, None)
         if raw is None:
             return default
         try:
             return conv(str(raw).strip())
         except (TypeError, ValueError):
-            raise BadOption(f"{self.what}: option {name!r} must be {want}, not {raw!r}") from None
+            raise gsp.BadOption(f"{self.what}: option {name!r} must be {want}, "
+                                f"not {raw!r}") from None
 
     def string(self, name: str, default: str | None = None) -> str | None:
         return self._take(name, default, str, "a string")
@@ -42,38 +45,52 @@ class _Reader:
     def choice(self, name: str, choices: tuple[str, ...], default: str | None) -> str:
         val = self._take(name, default, str.lower, "a string")
         if val is None:
-            raise BadOption(f"{self.what}: option {name!r} is required; "
-                            f"one of {', '.join(choices)}")
+            raise gsp.BadOption(f"{self.what}: option {name!r} is required; "
+                                f"one of {', '.join(choices)}")
         if val not in choices:
-            raise BadOption(f"{self.what}: unknown {name} {val!r}; use one of {', '.join(choices)}")
+            raise gsp.BadOption(f"{self.what}: unknown {name} {val!r}; "
+                                f"use one of {', '.join(choices)}")
         return val
 
     def integer(self, name: str, default: int, lo: int = 1) -> int:
         val = self._take(name, default, int, f"an integer >= {lo}")
         if val < lo:
-            raise BadOption(f"{self.what}: option {name!r} must be an integer >= {lo}, not {val}")
+            raise gsp.BadOption(f"{self.what}: option {name!r} must be an integer >= {lo}, "
+                                f"not {val}")
         return val
 
     def seconds(self, name: str, default: float) -> float:
         val = self._take(name, default, float, "a number of seconds > 0")
         if not val > 0:
-            raise BadOption(f"{self.what}: option {name!r} must be a number of seconds > 0")
+            raise gsp.BadOption(f"{self.what}: option {name!r} must be a number of seconds > 0")
         return val
 
     def urls(self) -> list[str]:
         raw = self._left.pop("url", None)
         urls = [u.strip() for u in str(raw or "").split(",") if u.strip()]
         if not urls:
-            raise BadOption(f"{self.what}: option 'url' is required, e.g. "
-                            ".option('url', 'tcp://127.0.0.1:5555') (several: comma-separated)")
+            raise gsp.BadOption(f"{self.what}: option 'url' is required, e.g. "
+                                ".option('url', 'tcp://127.0.0.1:5555') (several: comma-separated)")
         for u in urls:
-            registry.transport_for(u)  # raises gsp.InvalidAddress naming the installed schemes
+            _check_scheme(u)
         return urls
 
     def done(self) -> None:
         extra = sorted(k for k in self._left if k not in _SPARK_KEYS)
         if extra:
-            raise BadOption(f"{self.what}: unknown option(s) {', '.join(map(repr, extra))}")
+            raise gsp.BadOption(f"{self.what}: unknown option(s) {', '.join(map(repr, extra))}")
+
+
+def _check_scheme(url: str) -> None:
+    """Reject a URL no installed transport serves, as gsp's own dial/listen would, but at load
+    time: raises :class:`gsp.InvalidAddress` naming the installed schemes."""
+    scheme, sep, _ = url.partition("://")
+    if not sep or not scheme or any(c.isspace() for c in url):
+        raise gsp.InvalidAddress(f"not a URL: {url!r} (expected scheme://address)")
+    installed = gsp.transports()
+    if scheme.lower() not in installed:
+        raise gsp.InvalidAddress(f"no transport for {scheme.lower()!r} in {url!r}; installed "
+                                 f"schemes: {', '.join(installed) or 'none'}")
 
 
 @dataclass
@@ -97,7 +114,7 @@ class SourceConfig:
         mode = r.choice("mode", ("listen", "dial"), "listen")
         sub = r.string("subscribe")
         if sub is not None and protocol != "sub":
-            raise BadOption("gsp source: option 'subscribe' needs protocol 'sub'")
+            raise gsp.BadOption("gsp source: option 'subscribe' needs protocol 'sub'")
         cfg = cls(
             urls=urls, protocol=protocol, mode=mode,
             subscribe=_prefixes(sub),
@@ -126,9 +143,10 @@ def _prefixes(raw: str | None) -> list[bytes]:
         try:
             items = json.loads(raw)
         except ValueError:
-            raise BadOption(f"gsp source: option 'subscribe' is not a JSON list: {raw!r}") from None
+            raise gsp.BadOption("gsp source: option 'subscribe' is not a JSON list: "
+                                f"{raw!r}") from None
         if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
-            raise BadOption("gsp source: option 'subscribe' must be a list of strings")
+            raise gsp.BadOption("gsp source: option 'subscribe' must be a list of strings")
     else:
         items = raw.split(",")
     return [s.encode() for s in items]
@@ -164,6 +182,6 @@ class SinkConfig:
         )
         r.done()
         if cfg.format == "raw" and cfg.batch_rows != 1:
-            raise BadOption("gsp sink: batch_rows packs msgpack maps; it cannot be used with "
-                            "format 'raw'")
+            raise gsp.BadOption("gsp sink: batch_rows packs msgpack maps; it cannot be used "
+                                "with format 'raw'")
         return cfg

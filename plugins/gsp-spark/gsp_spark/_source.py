@@ -27,7 +27,6 @@ from pyspark.sql.types import StringType, StructType
 
 import gsp
 
-from .._errors import AddressInUse, GspError
 from ._config import SourceConfig
 from ._spool import REC, Spool
 from ._types import META, check_source_schema
@@ -46,7 +45,7 @@ _POLL = 0.1  # seconds the receiver waits per recv before looking at its stop fl
 _REBIND = 20.0  # seconds a listener retries an address its predecessor process still holds
 
 
-class SourceError(GspError):
+class SourceError(gsp.GspError):
     """The source's receiver failed, or a message does not fit the declared schema."""
 
 
@@ -98,7 +97,7 @@ class _Receiver(threading.Thread):
                     try:
                         sock.listen(url)
                         break
-                    except AddressInUse:
+                    except gsp.AddressInUse:
                         if time.monotonic() > deadline:
                             raise
                         gevent.sleep(0.2)
@@ -150,7 +149,7 @@ class _Chunk(InputPartition):
         return f"_Chunk(first_seq={self.first_seq}, bytes={len(self.data)})"
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, cfg: SourceConfig, schema: StructType) -> None:
         self.cfg = cfg
         self.schema = schema
@@ -182,15 +181,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
             raise SourceError(f"gsp source receiver failed: {rx.error!r}") from rx.error
         return rx
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         self._start()
         assert self._spool is not None
         return {"seq": self._spool.first_seq}
 
     def getDefaultReadLimit(self) -> Any:
-        return ReadMaxRows(self.cfg.max_batch_rows) if ReadMaxRows else None
+        return ReadMaxRows(self.cfg.max_batch_rows) if ReadMaxRows is not None else None
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict[str, int] | None = None,
+                     limit: Any = None) -> dict[str, int]:
         rx = self._start()
         assert self._spool is not None
         if start is not None:
@@ -204,7 +204,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def prepareForTriggerAvailableNow(self) -> None:
         self._until = self._start().durable
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         self._start()
         assert self._spool is not None
         lo, hi = start["seq"], end["seq"]
@@ -221,7 +221,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                 out.append(_Chunk(first + a, data[offs[a]:stop]))
         return out
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         if self._spool is not None:
             self._spool.drop_below(end["seq"])
 

@@ -1,10 +1,11 @@
 """gsp as a PySpark data source named ``gsp``: a streaming source and batch/streaming sinks.
 
-``pip install gsp[spark]`` (pyspark >= 4.1 and pyarrow). Spark finds the source by itself through
-the ``pyspark_gsp`` module (PySpark's convention: a top-level ``pyspark_*`` module exposing
-``DefaultSource``); :func:`register` does the same by hand::
+The ``gsp-spark`` distribution (``pip install -e plugins/gsp-spark``; pyspark >= 4.1 and pyarrow).
+Spark finds the source by itself through the ``pyspark_gsp`` module this distribution ships
+(PySpark's convention: a top-level ``pyspark_*`` module exposing ``DefaultSource``);
+:func:`register` does the same by hand::
 
-    gsp.spark.register(spark)
+    gsp_spark.register(spark)
     spark.readStream.format("gsp").option("url", "tcp://127.0.0.1:5555").load()
     df.write.format("gsp").option("url", "tcp://127.0.0.1:5556").mode("append").save()
 
@@ -19,7 +20,7 @@ try:
     from pyspark.sql.datasource import DataSource
     from pyspark.sql.types import StructType
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(f"gsp.spark needs pyspark >= 4.1 and pyarrow: pip install 'gsp[spark]' "
+    raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gsp-spark "
                       f"({exc})") from exc
 
 from ._config import SinkConfig, SourceConfig
@@ -37,7 +38,7 @@ def _need_pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ImportError("the gsp data source needs pyarrow: pip install 'gsp[spark]'") from None
+        raise ImportError("the gsp data source needs pyarrow: pip install gsp-spark") from None
 
 
 class GspDataSource(DataSource):

@@ -1,6 +1,6 @@
 """Rows per second through the gsp sink and source on a local Spark.
 
-    python -m gsp.spark.bench [--rows N] [--master local[2]]
+    python -m gsp_spark.bench [--rows N] [--master local[2]]
 
 Sink: ``spark.range(N)`` with three columns, written by a batch job to a PULL socket (or, for
 ``req``, a raw REP that acknowledges every row; receiver in its own thread and hub); timed from
@@ -71,7 +71,7 @@ def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") 
     rx.join(10)
     if state["count"] != n:
         raise RuntimeError(f"sink bench: received {state['count']} of {n} rows")
-    return n / (state["last"] - t0)
+    return n / (float(state["last"]) - t0)
 
 
 def bench_source(spark: Any, n: int, producers: int = 2) -> float:

@@ -24,8 +24,6 @@ from pyspark.sql.types import StructType
 
 import gsp
 
-from .._errors import Closed, GspError
-from ..chan import Chan
 from ._config import SinkConfig
 from ._types import check_sink_schema
 from ._wire import KEY, packer
@@ -33,7 +31,7 @@ from ._wire import KEY, packer
 log = logging.getLogger("gsp.spark")
 
 
-class SinkError(GspError):
+class SinkError(gsp.GspError):
     """A sink task could not deliver: no peer in time, or (req) no acknowledgement in time."""
 
 
@@ -69,7 +67,7 @@ class _Out:
                     self.sock.listen(url)
             self._wait_peer()
             if req:
-                self._queue: Chan = Chan(cfg.window)
+                self._queue: gsp.Chan = gsp.Chan(cfg.window)
                 self._workers = [gevent.spawn(self._acked, self.sock.open_context())
                                  for _ in range(cfg.window)]
         except BaseException:
@@ -94,7 +92,7 @@ class _Out:
             for data in self._queue:
                 ctx.send(data)
                 ctx.recv()
-        except GspError as exc:
+        except gsp.GspError as exc:
             if self._error is None:
                 self._error = exc
             self._queue.close()
@@ -107,7 +105,7 @@ class _Out:
             return
         try:
             self._queue.send(data)
-        except Closed:
+        except gsp.Closed:
             raise SinkError(f"gsp sink: a request was not acknowledged: {self._error!r}") \
                 from self._error
 

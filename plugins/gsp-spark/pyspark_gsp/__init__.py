@@ -2,6 +2,6 @@
 finds and registers its ``DefaultSource``, so ``format("gsp")`` works without a manual
 ``spark.dataSource.register``."""
 
-from gsp.spark import GspDataSource as DefaultSource
+from gsp_spark import GspDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

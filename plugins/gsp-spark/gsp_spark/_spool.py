@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from .._errors import GspError
+import gsp
 
 log = logging.getLogger("gsp.spark")
 
@@ -25,7 +25,7 @@ REC = struct.Struct("<IId")
 SUFFIX = ".gsps"
 
 
-class SpoolBusy(GspError):
+class SpoolBusy(gsp.GspError):
     """Another live process owns this spool directory."""
 
 
