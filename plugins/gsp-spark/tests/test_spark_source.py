@@ -1,7 +1,7 @@
 """The gsp streaming source on a real local Spark, and its spool and decoding without Spark.
 
-One SparkSession serves the module (``gsp.spark.register`` done by ``local_session``). Producers
-run in their own thread and hub (:class:`gsp.spark.HubThread`) because Spark calls block this one.
+One SparkSession serves the module (``gsp_spark.register`` done by ``local_session``). Producers
+run in their own thread and hub (:class:`gsp_spark.HubThread`) because Spark calls block this one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any, Callable
 import gevent
 import msgpack
 import pytest
+import spark_fixtures
+from pyspark.errors import StreamingQueryException
 from pyspark.sql.functions import udf
 from pyspark.sql.types import (
     BinaryType,
@@ -30,27 +32,24 @@ from pyspark.sql.types import (
 )
 
 import gsp
-from gsp.spark import HubThread, SourceError, SpoolBusy, local_session
-from gsp.spark._source import _Chunk, decode_chunk
-from gsp.spark._spool import Spool
+from gsp_spark import HubThread, SourceError, SpoolBusy, local_session
+from gsp_spark._source import _Chunk, decode_chunk
+from gsp_spark._spool import REC, Spool
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
+ipc_dir = spark_fixtures.ipc_dir
 
 
 @pytest.fixture(scope="module")
 def spark():
     # Same environment as the sink module's session, whichever of them starts the JVM.
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, old) if p)
+    env = spark_fixtures.PluginOnPythonPath()
     session = local_session("local[2]", "gsp-source-tests")
     # Open the accumulator-server connection (made by the first Python UDF task) up front.
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    env.restore()
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -132,7 +131,7 @@ def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, i
         wait_for(lambda: len(acked) >= 3000, 60, "3,000 acknowledged messages")
         # The receiver lives in Spark's Python planner process; the spool lock names its pid.
         os.kill(int((spool / "LOCK").read_text()), signal.SIGKILL)
-        with pytest.raises(Exception):
+        with pytest.raises(StreamingQueryException):
             q1.awaitTermination(60)  # the query dies with its source process
         acked_at_kill = len(acked)
         assert acked_at_kill < total  # producers are still at it: some wait for the restart
@@ -262,8 +261,6 @@ def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
 
 
 def _chunk(*bodies: bytes) -> _Chunk:
-    from gsp.spark._spool import REC
-
     return _Chunk(100, b"".join(REC.pack(len(b), 3, 1.7e9) + b for b in bodies))
 
 

@@ -1,8 +1,8 @@
 """The gsp sink on a real local Spark (batch and streaming), its wire format and Deduplicator.
 
-One SparkSession serves the module. It is built without ``gsp.spark.register``: ``format("gsp")``
+One SparkSession serves the module. It is built without ``gsp_spark.register``: ``format("gsp")``
 must resolve through PySpark's auto-discovery of the ``pyspark_gsp`` module. Receivers run in
-their own thread and hub (:class:`gsp.spark.HubThread`) because Spark calls block this thread.
+their own thread and hub (:class:`gsp_spark.HubThread`) because Spark calls block this thread.
 """
 
 from __future__ import annotations
@@ -16,21 +16,19 @@ from typing import Any, Callable
 
 import msgpack
 import pytest
+import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp.spark import Deduplicator, HubThread, local_session, unpack
+from gsp_spark import Deduplicator, HubThread, local_session, unpack
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 
 
 @pytest.fixture(scope="module")
 def spark():
-    # Spark's Python workers look for pyspark_* modules on their sys.path; an editable install
-    # maps packages through an import hook they cannot list, so put the checkout on PYTHONPATH
-    # (before the JVM starts: it hands its environment to the workers).
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, old) if p)
+    # pyspark_gsp must be found by Spark's Python workers (see PluginOnPythonPath).
+    env = spark_fixtures.PluginOnPythonPath()
     # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
     # spark.task.maxFailures), so a task failing once is retried.
     session = local_session("local[2,4]", "gsp-sink-tests", register=False)
@@ -39,10 +37,7 @@ def spark():
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
+    env.restore()
 
 
 class Receiver:
@@ -254,7 +249,7 @@ def test_deduplicator_forgets_least_recent_streams_beyond_its_bound():
 
 
 def test_packer_encodes_spark_values():
-    from gsp.spark import packer
+    from gsp_spark import packer
 
     data = packer().pack({"d": decimal.Decimal("1.50"), "day": dt.date(2024, 1, 2),
                           "naive": dt.datetime(2024, 1, 2, 3, 4),
