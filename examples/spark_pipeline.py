@@ -3,7 +3,7 @@
 Three gevent PUSH producers send purchase events (msgpack maps) to a streaming query that reads
 them with ``format("gsp")``, sums them per user, and publishes every updated total with the gsp
 sink over PUB to a subscriber, which prints them. It stops by itself once the published totals
-match what was sent. Needs ``pip install -e ".[spark]"`` and Java 17+. Run:
+match what was sent. Needs ``pip install -e . -e plugins/gsp-spark`` and Java 17+. Run:
 
     python examples/spark_pipeline.py [--events 30000] [--users 8]
 """
@@ -23,7 +23,7 @@ import gevent
 import msgpack
 
 import gsp
-from gsp.spark import Deduplicator, HubThread, local_session
+from gsp_spark import Deduplicator, HubThread, local_session
 
 
 def free_tcp_url() -> str:
