@@ -144,3 +144,12 @@ def test_sizes_and_ratios_in_the_table() -> None:
     text = table([case], ["gsp", "pyzmq", "pynng", "raw-gevent"], results)
     row = text.splitlines()[-1].split()
     assert row == ["x", "msg/s", "2.00M", "1.00M", "(0.50×)", "error", "n/a"]
+
+
+def test_help_lists_the_commands_and_hides_the_worker() -> None:
+    p = run("--help", timeout=60)
+    assert p.returncode == 0, p.stderr
+    for cmd in ("suite", "thr", "lat", "pubsub", "reqrep", "conns", "local_thr", "remote_lat"):
+        assert cmd in p.stdout
+    assert "_worker" not in p.stdout and "SUPPRESS" not in p.stdout
+    assert run("_worker", "{}", timeout=60).returncode == 2  # not a command at all

@@ -285,34 +285,12 @@ def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, 
 
 # -- nng-style one-sided tools ------------------------------------------------------------------
 
-class _ConsoleCtl:
-    """Stands in for the orchestrator when a role runs straight from the command line."""
-
-    def __init__(self) -> None:
-        self.figures: dict[str, Any] = {}
-
-    def ready(self, **info: Any) -> None:
-        if "url" in info:
-            print(f"listening on {info['url']}", file=sys.stderr, flush=True)
-
-    def started(self) -> None:
-        pass
-
-    def result(self, **figures: Any) -> None:
-        self.figures = figures
-
-    def poll(self) -> str:
-        return "stop"
-
-    def wait(self, word: str, interval: float = 0.0) -> None:
-        pass  # the sender's linger flushes what is still queued
-
-
 def one_sided(a: argparse.Namespace) -> int:
     from ._libs import make, raise_nofile
+    from .ctl import ConsoleCtl
     raise_nofile()
     lib = make(a.lib)
-    ctl = _ConsoleCtl()
+    ctl = ConsoleCtl()
     role = {"local_thr": "thr_recv", "remote_thr": "thr_send", "local_lat": "lat_server",
             "remote_lat": "lat_client"}[a.cmd]
     extra = {"warmup": 0} if a.cmd == "remote_lat" else {}
@@ -390,16 +368,11 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("size", type=_size)
         p.add_argument("count", type=int)
         p.add_argument("--lib", choices=LIBS, default="gsp")
-    w = sub.add_parser("_worker", help=argparse.SUPPRESS)
-    w.add_argument("spec")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    if a.cmd == "_worker":
-        from ._worker import run
-        return run(a.spec)
     if a.cmd in ("local_thr", "remote_thr", "local_lat", "remote_lat"):
         return one_sided(a)
     libs = a.libs or (list(LIBS) if a.compare else ["gsp"])

@@ -1,8 +1,8 @@
 """The same workloads written once per library: gsp, pynng, pyzmq (native threads), zmq.green and
 a raw gevent socket baseline (length-prefixed frames, no library).
 
-Each *role* runs in a worker process (see ``_worker``) and talks to the orchestrator through a
-:class:`~gsp.bench._ctl.Ctl`: ``ready(url=...)`` once bound or connected, ``result(...)`` with raw
+Each *role* runs in a worker process (see ``worker``) and talks to the orchestrator through a
+:class:`~gsp.bench.ctl.Control`: ``ready(url=...)`` once bound or connected, ``result(...)`` with raw
 figures (counts, seconds, bytes), and ``wait("stop")`` before closing, so a sender never closes
 with messages still queued. Every library uses its natural style: gevent greenlets for gsp,
 zmq.green and raw; native threads (or a zmq Poller) for pynng and pyzmq.
@@ -19,14 +19,10 @@ from collections import deque
 from time import perf_counter
 from typing import Any, Callable
 
-from ._ctl import Ctl
+from .ctl import Control, NotApplicable
 
 LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent")
 _POOL = 256  # dials in flight at once per process (listen backlogs are 1024)
-
-
-class NotApplicable(Exception):
-    """This library has no way to run this workload (e.g. raw sockets have no inproc)."""
 
 
 def payload(size: int, kind: bytes = b"D") -> bytes:
@@ -97,7 +93,7 @@ class Lib:
         return threading.Event()
 
     # Every role; a library without a way to run one raises NotApplicable.
-    def _na(self, ctl: Ctl, **kw: Any) -> None:
+    def _na(self, ctl: Control, **kw: Any) -> None:
         raise NotApplicable(f"{self.name} cannot run this workload")
 
     thr_recv = thr_send = lat_server = lat_client = inproc_thr = inproc_lat = _na
@@ -128,17 +124,17 @@ class Gsp(Lib):
         kw.setdefault("recv_max_size", 0)
         return self.gsp.socket(proto, **kw)
 
-    def thr_recv(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("pull", listen=url) as s:
             ctl.ready(url=s.listeners[0].url)
             ctl.result(**_recv_count(s.recv, count, ctl.started))
 
-    def thr_send(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("push", dial=url, linger=30) as s:
             _send_n(s.send, payload(size), count, lambda: ctl.wait("go"))
             ctl.wait("stop")
 
-    def lat_server(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("rep", listen=url) as s:
             ctl.ready(url=s.listeners[0].url)
             send, recv = s.send, s.recv
@@ -146,11 +142,11 @@ class Gsp(Lib):
                 send(recv())
             ctl.wait("stop")
 
-    def lat_client(self, ctl: Ctl, url: str, size: int, count: int, warmup: int) -> None:
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
         with self._sock("req", dial=url) as s:
             ctl.result(**_round_trips(s.send, s.recv, size, count, warmup))
 
-    def inproc_thr(self, ctl: Ctl, size: int, count: int) -> None:
+    def inproc_thr(self, ctl: Control, size: int, count: int) -> None:
         url = f"inproc://bench-thr-{os.getpid()}"
         with self._sock("pull", listen=url) as pull, self._sock("push", dial=url) as push:
             ev = self.event()
@@ -159,7 +155,7 @@ class Gsp(Lib):
             g.get()
         ctl.result(**figures)
 
-    def inproc_lat(self, ctl: Ctl, size: int, count: int, warmup: int) -> None:
+    def inproc_lat(self, ctl: Control, size: int, count: int, warmup: int) -> None:
         url = f"inproc://bench-lat-{os.getpid()}"
         with self._sock("rep", listen=url) as rep, self._sock("req", dial=url) as req:
             g = self.gevent.spawn(_echo_n, rep.send, rep.recv, count + warmup)
@@ -167,12 +163,12 @@ class Gsp(Lib):
             g.get()
         ctl.result(**figures)
 
-    def pub(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def pub(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("pub", listen=url) as s:
             ctl.ready(url=s.listeners[0].url)
             _publish(ctl, s.send, self.sleep, size, count)
 
-    def subs(self, ctl: Ctl, url: str, n: int, count: int) -> None:
+    def subs(self, ctl: Control, url: str, n: int, count: int) -> None:
         socks = [self._sock("sub", dial=url) for _ in range(n)]
         try:
             for s in socks:
@@ -186,14 +182,14 @@ class Gsp(Lib):
             for s in socks:
                 s.close()
 
-    def rep_server(self, ctl: Ctl, url: str) -> None:
+    def rep_server(self, ctl: Control, url: str) -> None:
         with self._sock("rep", listen=url) as s:
             ctl.ready(url=s.listeners[0].url)
             g = self.gevent.spawn(_echo_forever, s.send, s.recv)
             ctl.wait("stop")
             g.kill()
 
-    def req_clients(self, ctl: Ctl, url: str, size: int, clients: int, count: int) -> None:
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         socks = [self._sock("req") for _ in range(clients)]
         try:
             for s in socks:
@@ -208,7 +204,7 @@ class Gsp(Lib):
             for s in socks:
                 s.close()
 
-    def conns_server(self, ctl: Ctl, url: str) -> None:
+    def conns_server(self, ctl: Control, url: str) -> None:
         with self._sock("rep", listen=url) as s:
             g = self.gevent.spawn(_echo_forever, s.send, s.recv)
             self.gevent.sleep(0.05)
@@ -221,7 +217,7 @@ class Gsp(Lib):
             ctl.wait("stop")
             g.kill()
 
-    def conns_dialers(self, ctl: Ctl, url: str, n: int) -> None:
+    def conns_dialers(self, ctl: Control, url: str, n: int) -> None:
         socks: list[Any] = []
 
         def one(_: int) -> None:
@@ -291,7 +287,7 @@ def _round_trips(send: Callable[[bytes], Any], recv: Callable[[], Any], size: in
     return {"count": count, "elapsed": perf_counter() - t0, "samples": out if samples else None}
 
 
-def _publish(ctl: Ctl, send: Callable[[bytes], Any], sleep: Callable[[float], None],
+def _publish(ctl: Control, send: Callable[[bytes], Any], sleep: Callable[[float], None],
              size: int, count: int) -> None:
     """Warm-up messages until every subscriber has one ("go"), the data, then end markers until
     the subscribers are done ("stop"): a PUB may drop, so one end marker might not arrive."""
@@ -324,7 +320,7 @@ def _sub_loop(fan: _Fanin, i: int, recv: Callable[[], Any]) -> None:
             return
 
 
-def _await_warm(ctl: Ctl, fan: _Fanin, sleep: Callable[[float], None]) -> None:
+def _await_warm(ctl: Control, fan: _Fanin, sleep: Callable[[float], None]) -> None:
     while len(fan.warm) < fan.n:
         sleep(0.005)
     ctl.ready(subs=fan.n)
@@ -453,7 +449,7 @@ class Raw(Lib):
                 self.gevent.spawn(handler, self._accept(ls))
         return self.gevent.spawn(loop)
 
-    def thr_recv(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
         ls, bound = self._listen(url)
         ctl.ready(url=bound)
         c = self._accept(ls)
@@ -461,14 +457,14 @@ class Raw(Lib):
         c.sock.close()
         ls.close()
 
-    def thr_send(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         c = self._connect(url)
         _send_n(c.send, payload(size), count, lambda: (c.flush(), ctl.wait("go")))
         c.flush()
         ctl.wait("stop")
         c.sock.close()
 
-    def lat_server(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
         ls, bound = self._listen(url)
         ctl.ready(url=bound)
         c = self._accept(ls)
@@ -478,12 +474,12 @@ class Raw(Lib):
         c.sock.close()
         ls.close()
 
-    def lat_client(self, ctl: Ctl, url: str, size: int, count: int, warmup: int) -> None:
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
         c = self._connect(url)
         ctl.result(**_round_trips(lambda m: c.send(m, True), c.recv, size, count, warmup))
         c.sock.close()
 
-    def pub(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def pub(self, ctl: Control, url: str, size: int, count: int) -> None:
         ls, bound = self._listen(url)
         conns: list[RawConn] = []
         g = self._serve(ls, conns.append)
@@ -500,7 +496,7 @@ class Raw(Lib):
             c.sock.close()
         ls.close()
 
-    def subs(self, ctl: Ctl, url: str, n: int, count: int) -> None:
+    def subs(self, ctl: Control, url: str, n: int, count: int) -> None:
         conns = [self._connect(url) for _ in range(n)]
         fan = _Fanin(n)
         gs = [self.gevent.spawn(_sub_loop, fan, i, c.recv) for i, c in enumerate(conns)]
@@ -517,7 +513,7 @@ class Raw(Lib):
         except (EOFError, OSError):
             c.sock.close()
 
-    def rep_server(self, ctl: Ctl, url: str) -> None:
+    def rep_server(self, ctl: Control, url: str) -> None:
         ls, bound = self._listen(url)
         g = self._serve(ls, self._echo)
         ctl.ready(url=bound)
@@ -525,7 +521,7 @@ class Raw(Lib):
         g.kill()
         ls.close()
 
-    def req_clients(self, ctl: Ctl, url: str, size: int, clients: int, count: int) -> None:
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         conns = [self._connect(url) for _ in range(clients)]
         per = max(1, count // clients)
         t0 = perf_counter()
@@ -536,7 +532,7 @@ class Raw(Lib):
         for c in conns:
             c.sock.close()
 
-    def conns_server(self, ctl: Ctl, url: str) -> None:
+    def conns_server(self, ctl: Control, url: str) -> None:
         ls, bound = self._listen(url)
         served: list[RawConn] = []
 
@@ -555,7 +551,7 @@ class Raw(Lib):
         g.kill()
         ls.close()
 
-    def conns_dialers(self, ctl: Ctl, url: str, n: int) -> None:
+    def conns_dialers(self, ctl: Control, url: str, n: int) -> None:
         conns: list[RawConn] = []
 
         def one(_: int) -> None:
@@ -610,33 +606,33 @@ class Zmq(Lib):
         s.bind(url)
         return s.getsockopt(self.zmq.LAST_ENDPOINT).decode()
 
-    def thr_recv(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
         s = self._sock(self.zmq.PULL)
         ctl.ready(url=self._bind(s, url))
         ctl.result(**_recv_count(s.recv, count, ctl.started))
         s.close()
 
-    def thr_send(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         s = self._sock(self.zmq.PUSH)
         s.connect(url)
         _send_n(s.send, payload(size), count, lambda: ctl.wait("go"))
         ctl.wait("stop")
         s.close()
 
-    def lat_server(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
         s = self._sock(self.zmq.REP)
         ctl.ready(url=self._bind(s, url))
         _echo_n(s.send, s.recv, count)
         ctl.wait("stop")
         s.close()
 
-    def lat_client(self, ctl: Ctl, url: str, size: int, count: int, warmup: int) -> None:
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
         s = self._sock(self.zmq.REQ)
         s.connect(url)
         ctl.result(**_round_trips(s.send, s.recv, size, count, warmup))
         s.close()
 
-    def inproc_thr(self, ctl: Ctl, size: int, count: int) -> None:
+    def inproc_thr(self, ctl: Control, size: int, count: int) -> None:
         url = f"inproc://bench-thr-{os.getpid()}"
         pull, push = self._sock(self.zmq.PULL), self._sock(self.zmq.PUSH)
         pull.bind(url)
@@ -648,7 +644,7 @@ class Zmq(Lib):
         push.close()
         pull.close()
 
-    def inproc_lat(self, ctl: Ctl, size: int, count: int, warmup: int) -> None:
+    def inproc_lat(self, ctl: Control, size: int, count: int, warmup: int) -> None:
         url = f"inproc://bench-lat-{os.getpid()}"
         rep, req = self._sock(self.zmq.REP), self._sock(self.zmq.REQ)
         rep.bind(url)
@@ -659,13 +655,13 @@ class Zmq(Lib):
         req.close()
         rep.close()
 
-    def pub(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def pub(self, ctl: Control, url: str, size: int, count: int) -> None:
         s = self._sock(self.zmq.PUB)
         ctl.ready(url=self._bind(s, url))
         _publish(ctl, s.send, self.sleep, size, count)
         s.close()
 
-    def subs(self, ctl: Ctl, url: str, n: int, count: int) -> None:
+    def subs(self, ctl: Control, url: str, n: int, count: int) -> None:
         zmq = self.zmq
         socks = []
         for _ in range(n):
@@ -716,7 +712,7 @@ class Zmq(Lib):
             except self.zmq.Again:
                 continue
 
-    def rep_server(self, ctl: Ctl, url: str) -> None:
+    def rep_server(self, ctl: Control, url: str) -> None:
         s = self._sock(self.zmq.REP)
         ctl.ready(url=self._bind(s, url))
         stop = threading.Event()
@@ -726,7 +722,7 @@ class Zmq(Lib):
         self._join(g)
         s.close()
 
-    def req_clients(self, ctl: Ctl, url: str, size: int, clients: int, count: int) -> None:
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         socks = [self._sock(self.zmq.REQ) for _ in range(clients)]
         for s in socks:
             s.connect(url)
@@ -739,7 +735,7 @@ class Zmq(Lib):
         for s in socks:
             s.close()
 
-    def conns_server(self, ctl: Ctl, url: str) -> None:
+    def conns_server(self, ctl: Control, url: str) -> None:
         s = self._sock(self.zmq.REP)
         bound = self._bind(s, url)
         stop = threading.Event()
@@ -755,7 +751,7 @@ class Zmq(Lib):
         self._join(g)
         s.close()
 
-    def conns_dialers(self, ctl: Ctl, url: str, n: int) -> None:
+    def conns_dialers(self, ctl: Control, url: str, n: int) -> None:
         self.ctx.max_sockets = n + 64
         t0 = perf_counter()
         socks = [self._sock(self.zmq.REQ, rcvtimeo=60000) for _ in range(n)]
@@ -810,29 +806,29 @@ class Nng(Lib):
         kw.setdefault("recv_max_size", 0)
         return getattr(self.nng, cls)(**kw)
 
-    def thr_recv(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("Pull0") as s:
             ctl.ready(url=self._listen(s, url))
             ctl.result(**_recv_count(s.recv, count, ctl.started))
 
-    def thr_send(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("Push0") as s:
             s.dial(url, block=True)
             _send_n(s.send, payload(size), count, lambda: ctl.wait("go"))
             ctl.wait("stop")
 
-    def lat_server(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("Rep0") as s:
             ctl.ready(url=self._listen(s, url))
             _echo_n(s.send, s.recv, count)
             ctl.wait("stop")
 
-    def lat_client(self, ctl: Ctl, url: str, size: int, count: int, warmup: int) -> None:
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
         with self._sock("Req0") as s:
             s.dial(url, block=True)
             ctl.result(**_round_trips(s.send, s.recv, size, count, warmup))
 
-    def inproc_thr(self, ctl: Ctl, size: int, count: int) -> None:
+    def inproc_thr(self, ctl: Control, size: int, count: int) -> None:
         url = f"inproc://bench-thr-{os.getpid()}"
         with self._sock("Pull0", listen=url) as pull, self._sock("Push0", dial=url) as push:
             ev = self.event()
@@ -840,19 +836,19 @@ class Nng(Lib):
             ctl.result(**_recv_count(pull.recv, count, ev.set))
             _join_thread(t)
 
-    def inproc_lat(self, ctl: Ctl, size: int, count: int, warmup: int) -> None:
+    def inproc_lat(self, ctl: Control, size: int, count: int, warmup: int) -> None:
         url = f"inproc://bench-lat-{os.getpid()}"
         with self._sock("Rep0", listen=url) as rep, self._sock("Req0", dial=url) as req:
             t = _thread(_echo_n, rep.send, rep.recv, count + warmup)
             ctl.result(**_round_trips(req.send, req.recv, size, count, warmup))
             _join_thread(t)
 
-    def pub(self, ctl: Ctl, url: str, size: int, count: int) -> None:
+    def pub(self, ctl: Control, url: str, size: int, count: int) -> None:
         with self._sock("Pub0") as s:
             ctl.ready(url=self._listen(s, url))
             _publish(ctl, s.send, self.sleep, size, count)
 
-    def subs(self, ctl: Ctl, url: str, n: int, count: int) -> None:
+    def subs(self, ctl: Control, url: str, n: int, count: int) -> None:
         socks = [self._sock("Sub0", recv_timeout=60000) for _ in range(n)]
         try:
             for s in socks:
@@ -876,7 +872,7 @@ class Nng(Lib):
             except self.nng.Timeout:
                 continue
 
-    def rep_server(self, ctl: Ctl, url: str) -> None:
+    def rep_server(self, ctl: Control, url: str) -> None:
         with self._sock("Rep0") as s:
             ctl.ready(url=self._listen(s, url))
             stop = threading.Event()
@@ -885,7 +881,7 @@ class Nng(Lib):
             stop.set()
             _join_thread(t)
 
-    def req_clients(self, ctl: Ctl, url: str, size: int, clients: int, count: int) -> None:
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         socks = [self._sock("Req0") for _ in range(clients)]
         try:
             for s in socks:
@@ -900,7 +896,7 @@ class Nng(Lib):
             for s in socks:
                 s.close()
 
-    def conns_server(self, ctl: Ctl, url: str) -> None:
+    def conns_server(self, ctl: Control, url: str) -> None:
         with self._sock("Rep0") as s:
             bound = self._listen(s, url)
             stop = threading.Event()
@@ -915,7 +911,7 @@ class Nng(Lib):
             stop.set()
             _join_thread(t)
 
-    def conns_dialers(self, ctl: Ctl, url: str, n: int) -> None:
+    def conns_dialers(self, ctl: Control, url: str, n: int) -> None:
         t0 = perf_counter()
         socks = [self._sock("Req0", recv_timeout=60000) for _ in range(n)]
         try:

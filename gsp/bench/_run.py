@@ -14,17 +14,28 @@ import tempfile
 import time
 from typing import Any
 
+import gsp
+
+from .ctl import NotApplicable
+
+__all__ = ["BenchError", "NotApplicable", "measure"]
+
 
 class BenchError(Exception):
     """A run failed (a worker crashed, reported an error or overran its time)."""
 
 
-class NotApplicable(Exception):
-    """The library has no way to run the workload."""
+def _worker_env() -> dict[str, str]:
+    """The environment for a worker: it must import the very gsp this process runs, whatever
+    the working directory or the installed copy."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(gsp.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 class Worker:
-    """One ``python -m gsp.bench _worker`` process and its JSON-lines control channel."""
+    """One ``python -m gsp.bench.worker`` process and its JSON-lines control channel."""
 
     def __init__(self, lib: str, role: str, deadline: float, **args: Any) -> None:
         self.name = f"{lib} {role}"
@@ -32,7 +43,7 @@ class Worker:
         self._err = tempfile.TemporaryFile()
         spec = json.dumps({"lib": lib, "role": role, "args": args})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gsp.bench", "_worker", spec],
+            [sys.executable, "-m", "gsp.bench.worker", spec], env=_worker_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self._buf = b""
 

@@ -1,4 +1,9 @@
-"""A worker process: ``python -m gsp.bench _worker '{"lib": ..., "role": ..., "args": {...}}'``."""
+"""A worker process, started by the runner (never by hand):
+``python -m gsp.bench.worker '{"lib": ..., "role": ..., "args": {...}}'``.
+
+It builds the library, runs one role with the control channel on stdin/stdout, and turns a
+:class:`~gsp.bench.ctl.NotApplicable` or any other failure into a report line for the runner.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,16 @@ import json
 import sys
 import traceback
 
-from ._ctl import Ctl
-from ._libs import NotApplicable, make, raise_nofile
+from ._libs import make, raise_nofile
+from .ctl import Ctl, NotApplicable
 
 
 def run(spec_json: str) -> int:
     spec = json.loads(spec_json)
     raise_nofile()
-    ctl: Ctl | None = None
     try:
         lib = make(spec["lib"])
-        ctl = Ctl(lib.sleep)
-        getattr(lib, spec["role"])(ctl, **spec["args"])
+        getattr(lib, spec["role"])(Ctl(lib.sleep), **spec["args"])
     except NotApplicable as exc:
         print(json.dumps({"na": str(exc)}), flush=True)
         return 0
