@@ -26,8 +26,8 @@ import sys
 import time
 from typing import Any, Sequence
 
-from ._libs import LIBS
 from ._run import BenchError, NotApplicable, measure
+from .libs import LIBS
 
 __all__ = ["main"]
 
@@ -286,8 +286,8 @@ def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, 
 # -- nng-style one-sided tools ------------------------------------------------------------------
 
 def one_sided(a: argparse.Namespace) -> int:
-    from ._libs import make, raise_nofile
     from .ctl import ConsoleCtl
+    from .libs import make, raise_nofile
     raise_nofile()
     lib = make(a.lib)
     ctl = ConsoleCtl()

@@ -11,8 +11,8 @@ import json
 import sys
 import traceback
 
-from ._libs import make, raise_nofile
 from .ctl import Ctl, NotApplicable
+from .libs import make, raise_nofile
 
 
 def run(spec_json: str) -> int:
@@ -20,7 +20,7 @@ def run(spec_json: str) -> int:
     raise_nofile()
     try:
         lib = make(spec["lib"])
-        getattr(lib, spec["role"])(Ctl(lib.sleep), **spec["args"])
+        getattr(lib, spec["role"])(Ctl(lib.rt.sleep), **spec["args"])
     except NotApplicable as exc:
         print(json.dumps({"na": str(exc)}), flush=True)
         return 0

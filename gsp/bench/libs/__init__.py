@@ -1,0 +1,37 @@
+"""The libraries gsp is measured against, one module each, and their registry.
+
+* ``lib_gsp``  gsp itself, on gevent
+* ``lib_nng``  pynng, on native threads
+* ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
+* ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
+
+The roles every workload is made of are written once in :mod:`.base`, over the loops in
+:mod:`.loops`; a library module supplies its sockets and overrides a role only where its idiom
+differs. A library's own package is imported only when it is made, so a missing one fails just
+its runs.
+"""
+
+from __future__ import annotations
+
+from .base import Lib, raise_nofile
+
+LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent")
+
+__all__ = ["LIBS", "Lib", "make", "raise_nofile"]
+
+
+def make(name: str) -> Lib:
+    """The library called ``name`` (one of :data:`LIBS`), ready to run roles."""
+    if name == "gsp":
+        from .lib_gsp import Gsp
+        return Gsp()
+    if name == "pynng":
+        from .lib_nng import Nng
+        return Nng()
+    if name in ("pyzmq", "zmq.green"):
+        from .lib_zmq import Zmq
+        return Zmq(green=name == "zmq.green")
+    if name == "raw-gevent":
+        from .lib_raw import Raw
+        return Raw()
+    raise ValueError(f"unknown library {name!r}; choose from {', '.join(LIBS)}")

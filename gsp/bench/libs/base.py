@@ -1,0 +1,264 @@
+"""Every workload's roles, written once over a small per-library interface.
+
+A role runs in a worker process (see :mod:`gsp.bench.worker`) and talks to the runner through a
+:class:`~gsp.bench.ctl.Control`: ``ready(url=...)`` once bound or connected, ``result(...)``
+with raw figures (counts, seconds, bytes), and ``wait("stop")`` before closing, so a sender
+never closes with messages still queued.
+
+A library (a :class:`Lib` subclass in ``lib_*.py``) supplies sockets by *kind* (the SP
+protocol name: "push", "pull", "req", "rep", "pub", "sub") through :meth:`Lib.listen` and
+:meth:`Lib.dial`, and a :class:`~.runtime.Runtime` for its natural concurrency: gevent
+greenlets for gsp, zmq.green and raw gevent; native threads for pynng and pyzmq. A library
+overrides a role only where its idiom differs (zmq's poller fan-in, the dialers' shape on
+gevent); a library that cannot run a role raises :class:`~gsp.bench.ctl.NotApplicable` (raw
+sockets have no inproc).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from contextlib import ExitStack, closing
+from time import perf_counter
+from typing import Any, Callable, Protocol
+
+from ..ctl import Control
+from .loops import (
+    Fanin,
+    await_warm,
+    echo_n,
+    echo_until,
+    payload,
+    publish,
+    recv_count,
+    round_trips,
+    send_n,
+    sub_loop,
+)
+from .runtime import Runtime
+
+POOL = 256  # dials in flight at once per process (listen backlogs are 1024)
+
+
+def rss() -> int:
+    """Resident set size of this process, bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def raise_nofile() -> int:
+    """Raise the soft fd limit to the hard one (many-connection runs need ~1 fd per pipe)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+class Sock(Protocol):
+    """A connected socket as the roles use it (send and recv are taken as bound methods)."""
+
+    def send(self, data: bytes, /) -> Any: ...
+
+    def recv(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Lib:
+    """One library: its sockets (the first group of methods) and every role (the rest; the
+    runner starts a role by name, keyword arguments from the JSON spec)."""
+
+    name = ""
+    settle = 0.0  # seconds the echo task gets to start before a baseline RSS is taken
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    # What each library supplies.
+
+    def listen(self, kind: str, url: str) -> tuple[Any, str]:
+        """A listening socket of ``kind`` on ``url`` (port 0: any) and the URL it is bound to."""
+        raise NotImplementedError
+
+    def dial(self, kind: str, url: str, block: bool | None = None,
+             timeout: float | None = None) -> Sock:
+        """A socket of ``kind`` dialing ``url`` (``block`` as gsp's and pynng's ``dial``); a "sub"
+        subscribes to everything; ``timeout`` bounds each recv (seconds)."""
+        raise NotImplementedError
+
+    def peer(self, listening: Any) -> Sock:
+        """What a one-peer role on a listening socket talks through (the socket itself)."""
+        sock: Sock = listening
+        return sock
+
+    def flush(self, sock: Sock) -> None:
+        """Push out sends the library may still hold back (only the raw baseline coalesces)."""
+
+    def serve_echo(self, listening: Any) -> Callable[[], None]:
+        """Echo every request on ``listening`` in the background; returns what stops that."""
+        raise NotImplementedError
+
+    def serve_echo_polling(self, listening: Any, timed_out: type[BaseException]) -> \
+            Callable[[], None]:
+        """:meth:`serve_echo` for sockets whose recv was given a short timeout, raising
+        ``timed_out``: a flag stops the loop (native threads cannot be killed)."""
+        stop = threading.Event()
+        task = self.rt.spawn(echo_until, stop, listening.send, listening.recv, timed_out)
+
+        def halt() -> None:
+            stop.set()
+            self.rt.join(task)
+        return halt
+
+    def pipes(self, listening: Any) -> int | None:
+        """Connections attached to a listening socket, if the library can tell."""
+        return None
+
+    # The roles: push/pull throughput.
+
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
+        s, bound = self.listen("pull", url)
+        with closing(s):
+            ctl.ready(url=bound)
+            ctl.result(**recv_count(self.peer(s).recv, count, ctl.started))
+
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
+        with closing(self.dial("push", url)) as s:
+            def go() -> None:  # the first message goes out alone; the rest once it is in
+                self.flush(s)
+                ctl.wait("go")
+            send_n(s.send, payload(size), count, go)
+            self.flush(s)
+            ctl.wait("stop")
+
+    def inproc_thr(self, ctl: Control, size: int, count: int) -> None:
+        pull, url = self.listen("pull", f"inproc://bench-thr-{os.getpid()}")
+        with closing(pull), closing(self.dial("push", url)) as push:
+            ev = self.rt.event()
+            task = self.rt.spawn(send_n, push.send, payload(size), count, ev.wait)
+            figures = recv_count(pull.recv, count, ev.set)
+            self.rt.join(task)
+        ctl.result(**figures)
+
+    # Req/rep latency.
+
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
+        s, bound = self.listen("rep", url)
+        with closing(s):
+            ctl.ready(url=bound)
+            p = self.peer(s)
+            echo_n(p.send, p.recv, count)
+            ctl.wait("stop")
+
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
+        with closing(self.dial("req", url)) as s:
+            ctl.result(**round_trips(s.send, s.recv, size, count, warmup))
+
+    def inproc_lat(self, ctl: Control, size: int, count: int, warmup: int) -> None:
+        rep, url = self.listen("rep", f"inproc://bench-lat-{os.getpid()}")
+        with closing(rep), closing(self.dial("req", url)) as req:
+            task = self.rt.spawn(echo_n, rep.send, rep.recv, count + warmup)
+            figures = round_trips(req.send, req.recv, size, count, warmup)
+            self.rt.join(task)
+        ctl.result(**figures)
+
+    # Pub/sub fan-out.
+
+    def pub(self, ctl: Control, url: str, size: int, count: int) -> None:
+        s, bound = self.listen("pub", url)
+        with closing(s):
+            ctl.ready(url=bound)
+            publish(ctl, s.send, self.rt.sleep, size, count)
+
+    def subs(self, ctl: Control, url: str, n: int, count: int) -> None:
+        """``n`` subscribers in this process, one task each."""
+        with ExitStack() as stack:
+            socks = [opened(stack, self.dial("sub", url)) for _ in range(n)]
+            fan = Fanin(n)
+            tasks = [self.rt.spawn(sub_loop, fan, i, s.recv) for i, s in enumerate(socks)]
+            await_warm(ctl, fan, self.rt.sleep)
+            for t in tasks:
+                self.rt.join(t)
+            ctl.result(**fan.figures(n * count))
+
+    # Req/rep with concurrent clients.
+
+    def rep_server(self, ctl: Control, url: str) -> None:
+        s, bound = self.listen("rep", url)
+        with closing(s):
+            stop = self.serve_echo(s)
+            ctl.ready(url=bound)
+            ctl.wait("stop")
+            stop()
+
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
+        with ExitStack() as stack:
+            socks = [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+            per = max(1, count // clients)
+            t0 = perf_counter()
+            tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
+                     for s in socks]
+            for t in tasks:
+                self.rt.join(t)
+            ctl.result(requests=per * clients, elapsed=perf_counter() - t0)
+
+    # Many connections on one listener.
+
+    def conns_server(self, ctl: Control, url: str) -> None:
+        """The listener: its RSS before any dialer and once all are served."""
+        s, bound = self.listen("rep", url)
+        with closing(s):
+            stop = self.serve_echo(s)
+            if self.settle:
+                self.rt.sleep(self.settle)
+            gc.collect()
+            before = rss()
+            ctl.ready(url=bound)
+            ctl.wait("measure")
+            gc.collect()
+            ctl.result(rss_before=before, rss_after=rss(), pipes=self.pipes(s))
+            ctl.wait("stop")
+            stop()
+
+    def conns_dialers(self, ctl: Control, url: str, n: int) -> None:
+        """``n`` req sockets, all dialed at once in the background, each sending one request
+        (queued until its connection is up) and then waiting for the reply: the shape for
+        libraries with their own I/O threads."""
+        t0 = perf_counter()
+        with ExitStack() as stack:
+            socks = [opened(stack, self.dial("req", url, block=False, timeout=60.0))
+                     for _ in range(n)]
+            for s in socks:
+                s.send(b"x")
+            for s in socks:
+                s.recv()
+            ctl.ready(elapsed=perf_counter() - t0, served=n)
+            ctl.wait("stop")
+
+    def conns_dialers_pooled(self, ctl: Control, url: str, n: int) -> None:
+        """:meth:`conns_dialers` as a pool of greenlets, :data:`POOL` dialing at a time, each
+        dialing, sending and receiving in turn: the shape for libraries on gevent."""
+        import gevent.pool
+
+        with ExitStack() as stack:
+            def one(_: int) -> None:
+                s = opened(stack, self.dial("req", url, block=True))
+                s.send(b"x")
+                s.recv()
+
+            t0 = perf_counter()
+            gevent.pool.Pool(POOL).map(one, range(n))
+            ctl.ready(elapsed=perf_counter() - t0, served=n)
+            ctl.wait("stop")
+
+
+def opened(stack: ExitStack, sock: Sock) -> Sock:
+    """``sock``, closed when ``stack`` exits."""
+    stack.callback(sock.close)
+    return sock

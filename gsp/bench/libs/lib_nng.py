@@ -1,0 +1,55 @@
+"""pynng (nng itself, through its Python binding) on native threads: the reference gsp is
+wire-compatible with.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .base import Lib, Sock
+from .runtime import Threads
+
+
+class Nng(Lib):
+    name = "pynng"
+
+    def __init__(self) -> None:
+        import pynng
+        super().__init__(Threads())
+        self.nng: Any = pynng
+
+    def _open(self, kind: str, timeout: float | None = None) -> Any:
+        # pynng names sockets Push0, Pull0, Req0, ...; no size limit (the 1 MiB runs). A sub
+        # thread gives up after a minute rather than hang on an end marker a PUB dropped.
+        if kind == "sub" and timeout is None:
+            timeout = 60.0
+        options: dict[str, Any] = {"recv_max_size": 0}
+        if timeout is not None:
+            options["recv_timeout"] = int(timeout * 1000)
+        return getattr(self.nng, kind.capitalize() + "0")(**options)
+
+    def listen(self, kind: str, url: str) -> tuple[Any, str]:
+        s = self._open(kind)
+        try:
+            lst = s.listen(url)
+        except BaseException:
+            s.close()
+            raise
+        return s, f"tcp://{lst.local_address}" if url.startswith("tcp://") else lst.url
+
+    def dial(self, kind: str, url: str, block: bool | None = None,
+             timeout: float | None = None) -> Sock:
+        s = self._open(kind, timeout)
+        try:
+            if kind == "sub":
+                s.subscribe(b"")
+            s.dial(url, block=block)
+        except BaseException:
+            s.close()
+            raise
+        sock: Sock = s
+        return sock
+
+    def serve_echo(self, listening: Any) -> Callable[[], None]:
+        listening.recv_timeout = 100
+        return self.serve_echo_polling(listening, self.nng.Timeout)
