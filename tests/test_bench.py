@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gsp.bench import Case, _fmt, _size, table
+from gsp.bench.cases import Case, parse_size
+from gsp.bench.report import fmt, table
 
 pytestmark = pytest.mark.allow_leaks  # worker processes only; this process opens no sockets
 
@@ -83,7 +84,7 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     again = run("suite", "--from-json", str(saved), timeout=60)
     assert again.returncode == 0, again.stderr
     rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
-    assert [row[-1] for row in rows] == [_fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
+    assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
                                                                          "p99_us")]
 
 
@@ -134,7 +135,7 @@ def test_bad_library_is_refused() -> None:
 
 
 def test_sizes_and_ratios_in_the_table() -> None:
-    assert [_size(x) for x in ("16", "1k", "4KiB", "1m", "1MB")] == [
+    assert [parse_size(x) for x in ("16", "1k", "4KiB", "1m", "1MB")] == [
         16, 1024, 4096, 1 << 20, 1 << 20]
     case = Case("x", "thr", {}, [("msg_s", "msg/s")])
     results = [{"case": "x", "lib": "gsp", "figures": {"msg_s": 2_000_000.0}},

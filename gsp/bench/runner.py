@@ -1,5 +1,8 @@
-"""The orchestrator: starts worker processes for one workload and one library, relays the
-go/measure/stop words between them, and turns their raw figures into rates and percentiles."""
+"""The runner: starts worker processes for one workload and one library, relays the
+go/measure/stop words between them, turns their raw figures into rates and percentiles, and
+takes the median of repeated runs (:func:`measure`); :func:`run_cases` does that for every case
+and library, with progress on stderr.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 import gsp
 
+from .cases import Case
 from .ctl import NotApplicable
+from .report import fmt
 
-__all__ = ["BenchError", "NotApplicable", "measure"]
+__all__ = ["BenchError", "NotApplicable", "measure", "run_cases"]
 
 
 class BenchError(Exception):
@@ -207,7 +212,7 @@ def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict
             "served": sum(x["served"] for x in reports), "pipes": r["pipes"], "conns": conns}
 
 
-WORKLOADS = {"thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns}
+WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {"thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns}
 
 
 def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
@@ -215,7 +220,7 @@ def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
     """Run one case ``repeat`` times; figures are the medians (all runs kept in ``runs``)."""
     fn = WORKLOADS[workload]
     tmpdir = tempfile.mkdtemp(prefix="gsp-bench-", dir="/tmp")
-    runs = []
+    runs: list[dict[str, Any]] = []
     try:
         for _ in range(repeat):
             with Run(lib, timeout, tmpdir) as run:
@@ -228,3 +233,50 @@ def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
         med[k] = statistics.median(vals) if all(isinstance(x, (int, float)) for x in vals) else v
     med["runs"] = runs if repeat > 1 else None
     return med
+
+
+class Progress:
+    """``[done/total elapsed] what`` on stderr: rewritten in place on a terminal, one line per
+    finished run otherwise."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def show(self, text: str, end: bool = False) -> None:
+        if self.quiet:
+            return
+        line = f"[{self.done + (0 if end else 1)}/{self.total} {time.monotonic() - self.t0:5.0f}s] {text}"
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line + ("\n" if end else ""))
+        elif end:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def run_cases(cases: list[Case], libs: list[str], timeout: float, repeat: int,
+              quiet: bool = False) -> list[dict[str, Any]]:
+    """Every case with every library: one result record each (the JSON ``results``)."""
+    prog = Progress(len(cases) * len(libs), quiet)
+    results = []
+    for case in cases:
+        for lib in libs:
+            prog.show(f"{case.label} · {lib} …")
+            rec: dict[str, Any] = {"case": case.label, "workload": case.workload,
+                                   "params": case.params, "lib": lib, "figures": None}
+            try:
+                rec["figures"] = measure(lib, case.workload, case.params, timeout, repeat)
+                shown = ", ".join(f"{fmt(rec['figures'][k])} {u}" for k, u in case.rows)
+            except NotApplicable:
+                rec["na"] = True
+                shown = "n/a"
+            except BenchError as exc:
+                rec["error"] = str(exc)
+                shown = "error: " + str(exc).splitlines()[0]
+            prog.done += 1
+            prog.show(f"{case.label} · {lib}: {shown}", end=True)
+            results.append(rec)
+    return results

@@ -1,0 +1,122 @@
+"""What to run: a :class:`Case` is one workload at fixed parameters, with the table rows it
+shows. :func:`cases_for` turns a command line into cases; :func:`cases_of` rebuilds the cases of
+saved results (``--from-json``), so their labels and rows match a fresh run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable, Sequence
+
+KiB, MiB = 1024, 1024 * 1024
+SWEEP_SIZES = [16, 64, 256, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]
+
+
+class Case:
+    """One workload at fixed parameters, shown as one or more table rows (metric, unit)."""
+
+    def __init__(self, label: str, workload: str, params: dict[str, Any],
+                 rows: Sequence[tuple[str, str]]) -> None:
+        self.label = label
+        self.workload = workload
+        self.params = params
+        self.rows = list(rows)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``16``, ``4k``, ``4KiB``, ``1m``, ``1MB``."""
+    t = text.strip().lower().removesuffix("b").removesuffix("i")
+    mult = {"k": KiB, "m": MiB}.get(t[-1:], 1)
+    return int(t[:-1] if mult > 1 else t) * mult
+
+
+def parse_sizes(text: str) -> list[int]:
+    return [parse_size(x) for x in text.split(",") if x.strip()]
+
+
+def show_size(n: int) -> str:
+    if n >= MiB and n % MiB == 0:
+        return f"{n // MiB} MiB"
+    if n >= KiB and n % KiB == 0:
+        return f"{n // KiB} KiB"
+    return f"{n} B"
+
+
+def thr_case(transport: str, size: int, count: int) -> Case:
+    unit = ("mb_s", "MB/s") if size >= 64 * KiB else ("msg_s", "msg/s")
+    return Case(f"push/pull {transport} {show_size(size)}", "thr",
+                {"transport": transport, "size": size, "count": count}, [unit])
+
+
+def lat_case(transport: str, size: int, count: int) -> Case:
+    return Case(f"req/rep {transport} {show_size(size)} round trip", "lat",
+                {"transport": transport, "size": size, "count": count},
+                [("mean_us", "µs mean"), ("p50_us", "µs p50"), ("p99_us", "µs p99")])
+
+
+def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
+    return Case(f"pub → {subs} sub {transport} {show_size(size)}", "pubsub",
+                {"transport": transport, "size": size, "count": count, "subs": subs},
+                [("msg_s", "deliv. msg/s"), ("delivered_pct", "% delivered")])
+
+
+def reqrep_case(transport: str, size: int, count: int, clients: int) -> Case:
+    return Case(f"req/rep {transport} {clients} clients", "reqrep",
+                {"transport": transport, "size": size, "count": count, "clients": clients},
+                [("req_s", "req/s")])
+
+
+def conns_case(transport: str, conns: int) -> Case:
+    return Case(f"{conns} dialers → 1 rep {transport}", "conns",
+                {"transport": transport, "conns": conns},
+                [("connect_s", "s all served"), ("rss_kib", "KiB RSS/pipe")])
+
+
+MAKERS: dict[str, Callable[..., Case]] = {"thr": thr_case, "lat": lat_case, "pubsub": pub_case,
+                                         "reqrep": reqrep_case, "conns": conns_case}
+
+
+def _sweep_count(a: argparse.Namespace, size: int) -> int:
+    """Messages per sweep point: ``--sweep-bytes`` worth, at least 200, at most ``--count``."""
+    return max(200, min(int(a.count), int(a.sweep_bytes) // max(size, 1)))
+
+
+def cases_for(a: argparse.Namespace) -> list[Case]:
+    """The cases a parsed command line asks for (``a.cmd`` is the command)."""
+    cmd = a.cmd
+    if cmd == "thr":
+        sizes = a.sizes or (SWEEP_SIZES if a.plot else [a.size])
+        return [thr_case(a.transport, s, a.count if len(sizes) == 1 else _sweep_count(a, s))
+                for s in sizes]
+    if cmd == "lat":
+        return [lat_case(a.transport, a.size, a.count)]
+    if cmd == "pubsub":
+        return [pub_case(a.transport, a.size, a.count, a.subs)]
+    if cmd == "reqrep":
+        return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+    if cmd == "conns":
+        return [conns_case(a.transport, a.conns)]
+    out = [
+        thr_case("tcp", 16, a.count),
+        thr_case("tcp", MiB, a.big_count),
+        thr_case("ipc", 16, a.count),
+        thr_case("inproc", 16, a.count),
+        lat_case("tcp", 16, a.lat_count),
+        lat_case("inproc", 16, a.lat_count),
+        pub_case("tcp", 16, a.pub_count, a.subs),
+        reqrep_case("tcp", 16, a.req_count, a.clients),
+        conns_case("tcp", a.conns),
+    ]
+    if a.plot:  # the tcp sweep, less the two sizes already there
+        out += [thr_case("tcp", s, _sweep_count(a, s)) for s in a.sizes or SWEEP_SIZES
+                if s not in (16, MiB)]
+    return out
+
+
+def cases_of(results: list[dict[str, Any]]) -> list[Case]:
+    """The cases of saved results, in their order (to show a table again without running)."""
+    out: dict[str, Case] = {}
+    for r in results:
+        if r["case"] not in out:
+            out[r["case"]] = MAKERS[r["workload"]](**r["params"])
+    return list(out.values())

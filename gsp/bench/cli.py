@@ -1,0 +1,151 @@
+"""``python -m gsp.bench`` / ``gsp bench``: gsp's performance, side by side with other libraries.
+
+Workloads (senders and receivers are separate processes for tcp and ipc):
+
+* ``thr``     push/pull throughput: the receiver times first..last message (nng local_thr/remote_thr)
+* ``lat``     req/rep round trips: mean, p50, p99 µs (nng local_lat/remote_lat)
+* ``pubsub``  1 PUB → N SUB, messages delivered per second over all subscribers
+* ``reqrep``  one REP serving C concurrent REQ clients, requests per second
+* ``conns``   N dialers on one REP listener: time until all are served, RSS per pipe
+* ``suite``   all of the above at the documented sizes (``--plot`` adds a message-size sweep)
+* ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
+  one side each, for runs across machines
+
+``--compare`` runs each workload with pynng, pyzmq (native threads), zmq.green and a raw gevent
+socket baseline as well, and prints each figure with its ratio to gsp's. ``--json`` prints the
+results as JSON instead of the table; progress goes to stderr.
+
+This module is the command line only: what to run is :mod:`.cases`, running it
+:mod:`.runner` (worker processes: :mod:`.worker`, :mod:`.libs`), showing it :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import report
+from .cases import SWEEP_SIZES, MiB, cases_for, cases_of, parse_size, parse_sizes
+from .libs import LIBS
+from .runner import run_cases
+
+__all__ = ["main", "parser"]
+
+ONE_SIDED = {"local_thr": ("thr_recv", "receive and time COUNT messages (binds URL)"),
+             "remote_thr": ("thr_send", "send COUNT messages (dials URL)"),
+             "local_lat": ("lat_server", "echo COUNT requests (binds URL)"),
+             "remote_lat": ("lat_client", "time COUNT round trips (dials URL)")}
+
+
+def parser() -> argparse.ArgumentParser:
+    assert __doc__
+    ap = argparse.ArgumentParser(prog="gsp bench", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--compare", action="store_true",
+                        help="also run pynng, pyzmq, zmq.green and the raw gevent baseline")
+    common.add_argument("--libs", type=lambda s: s.split(","),
+                        help=f"comma-separated libraries to run (of {', '.join(LIBS)})")
+    common.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    common.add_argument("--plot", metavar="FILE",
+                        help="PNG of msg/s against message size (--sizes), one line per library")
+    common.add_argument("--sizes", type=parse_sizes, default=None,
+                        help=f"sizes for the sweep (default {','.join(map(str, SWEEP_SIZES))})")
+    common.add_argument("--sweep-bytes", type=int, default=256 * MiB,
+                        help="bytes per sweep point (count = this / size, at least 200)")
+    common.add_argument("--repeat", type=int, default=1, help="runs per figure; the median is shown")
+    common.add_argument("--timeout", type=float, default=300.0, help="seconds a single run may take")
+    common.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--from-json", metavar="FILE",
+                        help="run nothing: show the table (and --plot) of an earlier --json run")
+    transport = argparse.ArgumentParser(add_help=False)
+    transport.add_argument("--transport", choices=("tcp", "ipc", "inproc"), default="tcp")
+    transport.add_argument("--size", type=parse_size, default=16,
+                           help="message size in bytes (16, 1k, 1m)")
+
+    s = sub.add_parser("suite", parents=[common], help="every workload (--plot adds the sweep)")
+    s.add_argument("--count", type=int, default=200_000, help="messages per 16 B throughput run")
+    s.add_argument("--big-count", type=int, default=1000, help="messages per 1 MiB throughput run")
+    s.add_argument("--lat-count", type=int, default=20_000, help="timed round trips")
+    s.add_argument("--pub-count", type=int, default=20_000, help="messages published")
+    s.add_argument("--subs", type=int, default=50, help="subscribers")
+    s.add_argument("--req-count", type=int, default=50_000, help="requests over all clients")
+    s.add_argument("--clients", type=int, default=16, help="concurrent req clients")
+    s.add_argument("--conns", type=int, default=10_000, help="dialers on one rep")
+    for name, hlp, defaults in (
+            ("thr", "push/pull throughput", {"count": 200_000}),
+            ("lat", "req/rep round-trip latency", {"count": 20_000}),
+            ("pubsub", "1 pub → N sub fan-out", {"count": 20_000, "subs": 50}),
+            ("reqrep", "req/rep with concurrent clients", {"count": 50_000, "clients": 16}),
+            ("conns", "many dialers on one rep", {"conns": 10_000})):
+        p = sub.add_parser(name, parents=[common, transport], help=hlp)
+        for flag, default in defaults.items():
+            p.add_argument(f"--{flag}", type=int, default=default)
+    for name, (_, hlp) in ONE_SIDED.items():
+        p = sub.add_parser(name, help=hlp)
+        p.add_argument("url")
+        p.add_argument("size", type=parse_size)
+        p.add_argument("count", type=int)
+        p.add_argument("--lib", choices=LIBS, default="gsp")
+    return ap
+
+
+def one_sided(a: argparse.Namespace) -> int:
+    """nng's perf tools: one role in this process, figures printed the way nng prints them."""
+    from .ctl import ConsoleCtl
+    from .libs import make, raise_nofile
+    raise_nofile()
+    lib = make(a.lib)
+    ctl = ConsoleCtl()
+    extra = {"warmup": 0} if a.cmd == "remote_lat" else {}
+    getattr(lib, ONE_SIDED[a.cmd][0])(ctl, url=a.url, size=a.size, count=a.count, **extra)
+    f = ctl.figures
+    print(f"message size: {a.size} [B]\nmessage count: {a.count}")
+    if a.cmd == "local_thr":
+        rate = (f["count"] - 1) / f["elapsed"]
+        print(f"throughput: {rate:.0f} [msg/s]\nthroughput: {rate * a.size / 1e6:.3f} [MB/s]")
+    elif a.cmd == "remote_lat":
+        s = sorted(f["samples"])
+        print(f"round trip mean: {sum(s) / len(s) * 1e6:.2f} [us]\n"
+              f"round trip p50: {s[len(s) // 2] * 1e6:.2f} [us]\n"
+              f"round trip p99: {s[min(len(s) - 1, int(len(s) * 0.99))] * 1e6:.2f} [us]")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    if a.cmd in ONE_SIDED:
+        return one_sided(a)
+    libs: list[str] = a.libs or (list(LIBS) if a.compare else ["gsp"])
+    unknown = [x for x in libs if x not in LIBS]
+    if unknown:
+        print(f"gsp bench: unknown library {unknown[0]!r}; choose from {', '.join(LIBS)}",
+              file=sys.stderr)
+        return 2
+    if "gsp" not in libs:
+        libs.insert(0, "gsp")  # every ratio is to gsp
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("gsp bench: --plot needs matplotlib (pip install 'gsp[bench]')", file=sys.stderr)
+            return 2
+    if a.from_json:
+        info, libs, results = report.load(a.from_json)
+        cases = cases_of(results)
+    else:
+        cases = cases_for(a)
+        info = report.machine()
+        results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet)
+    if a.plot:
+        report.plot(a.plot, cases, libs, results, info)
+    if a.json:
+        report.dump(sys.stdout, info, argv if argv is not None else sys.argv[1:], libs, results)
+        if not a.quiet:  # the table too, beside the progress: one run gives both
+            print("\n" + report.table(cases, libs, results), file=sys.stderr)
+    else:
+        print(report.header(info))
+        print(report.table(cases, libs, results))
+    failed = [r for r in results if r.get("error")]
+    return 1 if failed else 0

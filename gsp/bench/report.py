@@ -1,0 +1,141 @@
+"""Showing results: the machine they came from, the table (each figure with its ratio to
+gsp's), the JSON document (``--json``, read back by ``--from-json``) and the plot (``--plot``).
+
+The JSON document is ``{"machine": {...}, "argv": [...], "libs": [...], "results": [...]}``;
+each result is ``{"case", "workload", "params", "lib", "figures"}`` plus ``"na": true`` or
+``"error"`` when the library could not run the case (then ``figures`` is null).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from typing import IO, Any
+
+from .cases import Case, show_size
+
+
+def machine() -> dict[str, Any]:
+    """CPU, kernel and the versions of everything measured."""
+    import gevent
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                         "")
+    except OSError:
+        pass
+    info: dict[str, Any] = {"nproc": os.cpu_count(), "cpu": model or platform.processor(),
+                            "kernel": platform.release(), "python": platform.python_version(),
+                            "gevent": gevent.__version__}
+    for mod, attr in (("gsp", "__version__"), ("zmq", "__version__"), ("pynng", "__version__")):
+        try:
+            info[mod] = getattr(__import__(mod), attr)
+        except ImportError:
+            info[mod] = None
+    try:
+        import zmq
+        info["libzmq"] = zmq.zmq_version()
+    except ImportError:
+        pass
+    return info
+
+
+def header(info: dict[str, Any]) -> str:
+    """The lines above the table: where it ran, and how to read the ratios."""
+    return (f"gsp bench: {info['nproc']} × {info['cpu']}, Linux {info['kernel']}, "
+            f"Python {info['python']}, gevent {info['gevent']}, pyzmq {info.get('zmq')} "
+            f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
+            "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
+            "for µs, s and KiB lower is better)\n")
+
+
+def fmt(v: Any) -> str:
+    """A figure in at most four significant characters (``1.38M``, ``304.1k``, ``23.1``)."""
+    if v is None:
+        return "—"
+    v = float(v)
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e4:
+        return f"{v / 1e3:.1f}k"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def table(cases: list[Case], libs: list[str], results: list[dict[str, Any]]) -> str:
+    """One row per case and metric, one column per library; ``n/a``, ``error`` or the figure
+    with its ratio to gsp's."""
+    by = {(r["case"], r["lib"]): r for r in results}
+    head = ["workload", "metric", *libs]
+    rows = [head]
+    for case in cases:
+        for key, unit in case.rows:
+            gsp_rec = by.get((case.label, "gsp"))
+            base = gsp_rec["figures"][key] if gsp_rec and gsp_rec["figures"] else None
+            row = [case.label, unit]
+            for lib in libs:
+                r = by.get((case.label, lib))
+                if r is None or r.get("na"):
+                    row.append("n/a")
+                elif r["figures"] is None:
+                    row.append("error")
+                else:
+                    v = r["figures"][key]
+                    cell = fmt(v)
+                    if lib != "gsp" and base and v is not None:
+                        cell += f" ({v / base:.2f}×)"
+                    row.append(cell)
+            rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def dump(out: IO[str], info: dict[str, Any], argv: list[str], libs: list[str],
+         results: list[dict[str, Any]]) -> None:
+    """The ``--json`` document."""
+    json.dump({"machine": info, "argv": argv, "libs": libs, "results": results}, out, indent=1)
+    out.write("\n")
+
+
+def load(path: str) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
+    """Machine, libraries and results of a saved ``--json`` document."""
+    with open(path) as f:
+        doc = json.load(f)
+    return doc["machine"], doc["libs"], doc["results"]
+
+
+def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, Any]],
+         info: dict[str, Any]) -> None:
+    """msg/s against message size over tcp, one line per library (log-log)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    thr = [c for c in cases if c.workload == "thr" and c.params["transport"] == "tcp"]
+    labels = {c.label: c.params["size"] for c in thr}
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    for lib in libs:
+        pts = sorted((labels[r["case"]], r["figures"]["msg_s"]) for r in results
+                     if r["lib"] == lib and r["case"] in labels and r["figures"])
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sizes = sorted(set(labels.values()))
+    ax.set_xticks(sizes, [show_size(x) for x in sizes], fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("messages per second (receiver)")
+    ax.set_title(f"push/pull over tcp — {info.get('nproc')} × {info.get('cpu')}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
