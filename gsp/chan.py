@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from random import random, shuffle
-from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
 
 from gevent import Timeout as _GTimeout
 from gevent.hub import Waiter, get_hub
@@ -92,7 +92,7 @@ class Chan(Generic[T]):
                 or capacity < 0:
             raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
         self._cap = capacity
-        self._buf: deque[Any] = deque()
+        self._buf: deque[T] = deque()
         # Waiter queues are lists: usually empty or one long, and an empty deque costs ~700 bytes
         # (a channel per pipe, times 10,000 pipes).
         self._recvq: list[_Entry] = []
@@ -178,18 +178,18 @@ class Chan(Generic[T]):
             raise WouldBlock("channel full") if timeout == 0 else Timeout("send timed out")
         _block(((self, True, item),), timeout)
 
-    def send_nowait(self, item: Any) -> None:
+    def send_nowait(self, item: T) -> None:
         """Send ``item`` if that can complete now, else raise :class:`gsp.WouldBlock`."""
         self.send(item, 0)
 
-    def recv(self, timeout: float | None = None) -> Any:
+    def recv(self, timeout: float | None = None) -> T:
         """Receive an item, waiting while none is available."""
         buf = self._buf
         if buf and not self._sendq:  # fast path: no blocked sender to move in behind it
             return buf.popleft()
         item = self._try_recv()
         if item is not _EMPTY:
-            return item
+            return cast(T, item)
         if self._closed:
             raise Closed("recv on a closed, drained channel")
         if timeout is not None and timeout <= 0:
@@ -197,13 +197,13 @@ class Chan(Generic[T]):
         _, value = _block(((self, False, None),), timeout)
         if value is CLOSED:
             raise Closed("recv on a closed, drained channel")
-        return value
+        return cast(T, value)
 
-    def recv_nowait(self) -> Any:
+    def recv_nowait(self) -> T:
         """Receive an item if one is available now, else raise :class:`gsp.WouldBlock`."""
         return self.recv(0)
 
-    def drain(self, limit: int) -> list[Any]:
+    def drain(self, limit: int) -> list[T]:
         """Take up to ``limit`` items available now without waiting (for batching writers)."""
         buf = self._buf
         if not self._sendq and len(buf) <= limit:  # fast path: take the whole buffer at once
@@ -218,7 +218,7 @@ class Chan(Generic[T]):
             out.append(item)
         return out
 
-    def send_all(self, items: Sequence[Any]) -> None:
+    def send_all(self, items: Sequence[T]) -> None:
         """Send ``items`` in order, exactly as one ``send`` after another would (waiting while
         full), but moving runs of them into the buffer at once."""
         buf = self._buf
@@ -252,7 +252,7 @@ class Chan(Generic[T]):
             if not e.sel.fired:
                 e.sel.fire(e.index, _SEND_CLOSED)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[T]:
         """Receive items until the channel is closed and drained."""
         while True:
             try:
@@ -326,7 +326,7 @@ class Recv:
 
     __slots__ = ("chan",)
 
-    def __init__(self, chan: Chan) -> None:
+    def __init__(self, chan: "Chan[Any]") -> None:
         self.chan = chan
 
 
@@ -335,7 +335,7 @@ class Send:
 
     __slots__ = ("chan", "item")
 
-    def __init__(self, chan: Chan, item: Any) -> None:
+    def __init__(self, chan: "Chan[Any]", item: Any) -> None:
         self.chan = chan
         self.item = item
 
@@ -373,19 +373,23 @@ def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[
         else:
             if ch._closed:
                 raise Closed("send on a closed channel")
-            if ch._try_send(c.item):
+            if ch._try_send(c.item):  # type: ignore[union-attr]  # a Send: type() checked above
                 return i, None
     if timeout is not None and timeout <= 0:
         raise WouldBlock("no case ready") if timeout == 0 else Timeout("select timed out")
     for c in cases:
-        ops.append((c.chan, type(c) is Send, c.item if type(c) is Send else None))
+        if type(c) is Send:
+            ops.append((c.chan, True, c.item))
+        else:
+            ops.append((c.chan, False, None))
     return _block(ops, timeout)
 
 
-def _block(ops: Sequence[tuple[Chan, bool, Any]], timeout: float | None) -> tuple[int, Any]:
+def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
+           timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
     sel = _Sel()
-    entries: list[tuple[Chan, bool, _Entry]] = []
+    entries: list[tuple[Chan[Any], bool, _Entry]] = []
     for i, (ch, is_send, item) in enumerate(ops):
         e = _Entry(sel, i, item)
         (ch._sendq if is_send else ch._recvq).append(e)

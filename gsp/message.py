@@ -53,6 +53,6 @@ def as_bytes(data: Any) -> bytes:
 def message_bytes(msg: "Message | bytes") -> bytes:
     """What a queued message puts on the wire: header then body as one ``bytes`` (a header-less
     message is queued as its body, which is returned as it is, without a copy)."""
-    if type(msg) is bytes:
+    if isinstance(msg, bytes):
         return msg
     return msg.header + msg.body if msg.header else msg.body

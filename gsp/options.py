@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, MutableMapping
+from typing import Any, Callable, Iterator, Mapping, MutableMapping
 
 from .errors import BadOption
 
@@ -135,7 +135,7 @@ class Options(MutableMapping[str, Any]):
     def __delitem__(self, name: str) -> None:
         del self._values[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.specs)
 
     def __len__(self) -> int:

@@ -63,7 +63,7 @@ class PipeHandle(_Typing):
         Never blocks, never raises."""
 
     @property
-    def sendq(self) -> "Chan":
+    def sendq(self) -> "Chan[Any]":
         """The outgoing queue, for :class:`gsp.chan.Send` cases in a :func:`gsp.select` (waiting
         for room on several pipes at once). A ``Send`` on it raises :class:`gsp.Closed` once the
         pipe is gone. Items are a :class:`gsp.Message` (header then body go on the wire) or,

@@ -228,7 +228,8 @@ class Inbox(Generic[T]):
 
     def get(self, timeout: float | None = None) -> T:
         """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
-        return self.get_or(timeout)[1]  # type: ignore[return-value]
+        item: T = self.get_or(timeout)[1]
+        return item
 
     def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
         """``(0, item)`` like :meth:`get`, or ``(k, value)`` when the :class:`gsp.chan.Recv`

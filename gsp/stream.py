@@ -138,7 +138,8 @@ _INT = struct.Struct("i")
 def _readable(sock: Any) -> int:
     """Bytes the kernel holds for reading on ``sock`` now (FIONREAD), 0 if it cannot say."""
     try:
-        return _INT.unpack(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        n: int = _INT.unpack(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        return n
     except OSError:
         return 0
 
@@ -159,7 +160,7 @@ class StreamConnection(Connection):
         self.decoder = wire.FrameDecoder(framing, max_size)
         self.local_address = local_address
         self.remote_address = remote_address
-        self.properties = dict(properties or {})
+        self.properties: dict[str, Any] = dict(properties or {})
         self._prefix = wire.prefixer(framing)
         self._cache = wire.prefix_cache(framing)
         self._tail: memoryview | None = None  # what send_now could not write yet
@@ -180,7 +181,7 @@ class StreamConnection(Connection):
 
     def _recv(self, n: int) -> bytes:
         try:
-            data = self.sock.recv(n)
+            data: bytes = self.sock.recv(n)
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
         if not data:
@@ -243,7 +244,7 @@ class StreamConnection(Connection):
         ncache = len(cache)
         buf = bytearray()
         for m in messages:
-            if type(m) is bytes:
+            if isinstance(m, bytes):
                 h, b = b"", m
             else:
                 h, b = m.header, m.body

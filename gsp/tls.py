@@ -80,7 +80,7 @@ def tls_context(options: Mapping[str, Any], *, server: bool, what: str) -> ssl.S
 
     Raises :class:`gsp.BadOption` for a listener without a certificate or files that do not load.
     """
-    given = options["ssl_context"]
+    given: ssl.SSLContext | None = options["ssl_context"]
     if given is not None:
         return given
     cert, key, ca = options["tls_cert_file"], options["tls_key_file"], options["tls_ca_file"]

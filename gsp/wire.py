@@ -250,9 +250,11 @@ class FrameDecoder:
         if self._have < self._need:
             return []
         body, self._body, self._need = self._body, None, -1
+        assert body is not None  # filled() follows the recv_buffer() that made it
         return [bytes(body)]
 
     def _length(self, buf: bytes, pos: int) -> int:
+        n: int
         t = self.framing.type_byte
         if t is None:
             (n,) = _LEN.unpack_from(buf, pos)

@@ -109,7 +109,8 @@ class Pipe:
         self._shutdown(None)
 
     def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
+        """Wait until the pipe is gone; False if ``timeout`` passed first."""
+        return bool(self._done.wait(timeout))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import gevent
@@ -29,6 +30,14 @@ class _Hot:
 
     __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
                  "ready")
+
+    closed: bool
+    send_timeout: float | None
+    recv_timeout: float | None
+    proto: Protocol
+    recv_body: Callable[[float | None], bytes] | None
+    send_body: Callable[[bytes, float | None], None] | None
+    ready: "deque[tuple[bytes, Any]] | None"
 
 
 def _hot(name: str) -> Any:
@@ -302,7 +311,7 @@ class Socket:
     # -- closing ---------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
-        return self._closed
+        return bool(self._closed)
 
     def close(self) -> None:
         """Stop endpoints, flush queued messages for up to ``linger`` seconds, release everything.
@@ -390,7 +399,7 @@ class _Handle:
 
     @property
     def closed(self) -> bool:
-        return self._sock._closed
+        return self._sock.closed
 
     @property
     def pipe_count(self) -> int:

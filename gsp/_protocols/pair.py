@@ -8,7 +8,7 @@ full and can be resized at any time.
 
 from __future__ import annotations
 
-from ..chan import Send, select
+from ..chan import Recv, Send, select
 from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -52,7 +52,7 @@ class Pair0(Protocol):
                 return
             if best_effort:
                 return
-            cases = [self._changed.case()]
+            cases: list[Recv | Send] = [self._changed.case()]
             if pipe is not None:
                 cases.append(Send(pipe.sendq, msg))
             try:

@@ -254,6 +254,7 @@ class Req(ContextHost, XReq):
             while self._pending and not self._closed:
                 ctx = self._pending[0]
                 msg = ctx._msg
+                assert msg is not None  # a queued context has a request to send
                 pipe = self._try_pipes(msg)
                 if pipe is None:
                     snapshot = list(self._pipes)

@@ -107,7 +107,8 @@ class SurveyContext(Context):
             if survey.expired:
                 raise Timeout("the survey expired")
             raise ProtocolStateError("survey canceled by a newer survey")
-        return m
+        reply: Message = m
+        return reply
 
     def _got(self, sid: int, reply: Message) -> None:
         survey = self._survey

@@ -30,7 +30,8 @@ _listeners: dict[str, "InprocListener"] = {}
 class InprocConnection(Connection):
     """One end of an in-process pipe: batches of message bodies travel through two channels."""
 
-    def __init__(self, name: str, inbox: Chan, outbox: Chan, side: str, max_size: int) -> None:
+    def __init__(self, name: str, inbox: "Chan[Any]", outbox: "Chan[Any]", side: str,
+                 max_size: int) -> None:
         self.local_address = self.remote_address = f"inproc://{name}"
         self.properties = {"side": side}
         self._in = inbox
@@ -73,7 +74,7 @@ class InprocConnection(Connection):
 
     def recv_messages(self) -> list[bytes]:
         try:
-            batch = self._in.recv()
+            batch: list[bytes] = self._in.recv()
         except Closed:
             raise self._broken() from None
         if self._max and batch and max(map(len, batch)) > self._max:
@@ -100,7 +101,7 @@ class InprocListener(TransportListener):
         self.name = _name(url)
         self.url = f"inproc://{self.name}"
         self.options = options
-        self._accepts = Chan(1024)
+        self._accepts: Chan[InprocConnection] = Chan(1024)
         self._bound = False
 
     def bind(self) -> None:
@@ -132,7 +133,9 @@ class InprocDialer(TransportDialer):
         lst = _listeners.get(self.name)
         if lst is None:
             raise ConnectionRefused(f"nothing listens on inproc://{self.name}")
-        a2b, b2a = Chan(_QUEUE_BATCHES), Chan(_QUEUE_BATCHES)
+        # Each carries the handshake (a protocol number), then lists of message bytes.
+        a2b: Chan[Any] = Chan(_QUEUE_BATCHES)
+        b2a: Chan[Any] = Chan(_QUEUE_BATCHES)
         ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["recv_max_size"])
         theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["recv_max_size"])
         try:

@@ -67,7 +67,7 @@ class _Out:
                     self.sock.listen(url)
             self._wait_peer()
             if req:
-                self._queue: gsp.Chan = gsp.Chan(cfg.window)
+                self._queue: gsp.Chan[Any] = gsp.Chan(cfg.window)
                 self._workers = [gevent.spawn(self._acked, self.sock.open_context())
                                  for _ in range(cfg.window)]
         except BaseException:

@@ -166,7 +166,7 @@ class RouteListener(TransportListener):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url
         self.options = options
-        self._incoming: Chan = Chan(_BACKLOG)
+        self._incoming: Chan[WSConnection] = Chan(_BACKLOG)
         self._closed = False
 
     def _deliver(self, conn: WSConnection) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SPWebSocketApp", "mount"]
 
-WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _apps: "weakref.WeakValueDictionary[str, SPWebSocketApp]" = weakref.WeakValueDictionary()
 _ids = itertools.count(1)
@@ -48,7 +48,7 @@ def find_app(name: str) -> "SPWebSocketApp | None":
     return _apps.get(name)
 
 
-def _not_found(environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+def _not_found(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "10")])
     return [b"not found\n"]
 
@@ -80,7 +80,7 @@ class SPWebSocketApp:
         if self._routes.get(path) is lst:
             del self._routes[path]
 
-    def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         route = self._routes.get(environ.get("PATH_INFO") or "/")
         if route is None:
             return self.app(environ, start_response)
@@ -103,7 +103,7 @@ def _refuse(start_response: Callable[..., Any], status: int, text: str,
     return [body]
 
 
-def _raw_socket(environ: dict) -> tuple[Any, Any]:
+def _raw_socket(environ: dict[str, Any]) -> tuple[Any, Any]:
     """The connection's socket and pywsgi's buffered reader of it, or ``(None, None)``."""
     stream = environ.get("wsgi.input")
     for reader in (stream, getattr(stream, "rfile", None)):
@@ -119,7 +119,7 @@ def _cooperative(sock: Any) -> bool:
     return isinstance(sock, gsocket.socket)
 
 
-def _upgrade(route: "WSGIRouteListener", environ: dict,
+def _upgrade(route: "WSGIRouteListener", environ: dict[str, Any],
              start_response: Callable[..., Any]) -> Iterable[bytes]:
     path = environ.get("PATH_INFO") or "/"
     tokens = {t.strip().lower() for t in environ.get("HTTP_CONNECTION", "").split(",")}
