@@ -215,7 +215,7 @@ class ResponderContext(Context):
 
     def _on_close(self) -> None:
         self._route = None
-        self._proto._contexts.discard(self)
+        self._proto.forget(self)
 
 
 class Responder(ContextHost, XResponder):

@@ -32,7 +32,7 @@ class ContextHost:
     context (req, rep, surveyor, respondent). List it before the raw protocol class; call
     :meth:`_host_contexts` in ``__init__``, implement :meth:`_new_context`, and call
     :meth:`_close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
-    their ``_on_close``."""
+    their ``_on_close`` through :meth:`forget`."""
 
     _closed: bool
 
@@ -61,6 +61,10 @@ class ContextHost:
         ctx = self._new_context()
         self._contexts.add(ctx)
         return ctx
+
+    def forget(self, ctx: "Context") -> None:
+        """A context closed: stop tracking it (contexts call this from their ``_on_close``)."""
+        self._contexts.discard(ctx)
 
     def _close_contexts(self) -> None:
         for ctx in [self._default, *self._contexts]:

@@ -139,7 +139,7 @@ class ReqContext(Context):
 
     def _on_close(self) -> None:
         self._cancel()
-        self._proto._contexts.discard(self)
+        self._proto.forget(self)
 
     # -- protocol side ---------------------------------------------------------------------------
     def _cancel(self) -> None:

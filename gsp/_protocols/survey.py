@@ -137,7 +137,7 @@ class SurveyContext(Context):
 
     def _on_close(self) -> None:
         self._end()
-        self._proto._contexts.discard(self)
+        self._proto.forget(self)
 
 
 class Surveyor(ContextHost, XSurveyor):
