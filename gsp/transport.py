@@ -16,7 +16,7 @@ from any greenlet at any time and must make both return. Nothing is called from 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
     from .message import Message
@@ -110,18 +110,26 @@ class TransportDialer(ABC):
         """Abort a dial in progress, if any (optional; idempotent)."""
 
 
-class Transport(ABC):
+class Transport:
     """A transport: the URL schemes it serves and how to make listeners and dialers for them."""
 
     #: URL schemes served, e.g. ``("tcp",)``.
     schemes: tuple[str, ...] = ()
     #: Transport-specific options, accepted by ``listen``/``dial`` and inherited from the socket.
     options: Mapping[str, Option] = {}
+    #: What :meth:`listener` and :meth:`dialer` call as ``cls(url, options)`` by default.
+    listener_class: Callable[[str, Mapping[str, Any]], TransportListener] | None = None
+    dialer_class: Callable[[str, Mapping[str, Any]], TransportDialer] | None = None
 
-    @abstractmethod
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
-        """Make (not yet bind) a listener for ``url``; raise :class:`gsp.InvalidAddress` if bad."""
+        """Make (not yet bind) a listener for ``url``; raise :class:`gsp.InvalidAddress` if bad.
+        ``options`` holds every option of the endpoint (the transport's own included)."""
+        if self.listener_class is None:
+            raise NotImplementedError(f"{type(self).__name__} makes no listeners")
+        return self.listener_class(url, options)
 
-    @abstractmethod
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
         """Make a dialer for ``url``; raise :class:`gsp.InvalidAddress` if bad."""
+        if self.dialer_class is None:
+            raise NotImplementedError(f"{type(self).__name__} makes no dialers")
+        return self.dialer_class(url, options)

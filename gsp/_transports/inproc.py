@@ -147,12 +147,8 @@ class InprocDialer(TransportDialer):
 
 class InprocTransport(Transport):
     schemes = ("inproc",)
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> InprocListener:
-        return InprocListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> InprocDialer:
-        return InprocDialer(url, options)
+    listener_class = InprocListener
+    dialer_class = InprocDialer
 
 
 @hookimpl

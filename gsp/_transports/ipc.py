@@ -110,12 +110,8 @@ class IPCDialer(SocketDialer):
 class IPCTransport(Transport):
     schemes = ("ipc",)
     options = IPC_OPTIONS
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> IPCListener:
-        return IPCListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> IPCDialer:
-        return IPCDialer(url, options)
+    listener_class = IPCListener
+    dialer_class = IPCDialer
 
 
 @hookimpl

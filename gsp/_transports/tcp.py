@@ -73,12 +73,8 @@ class TCPDialer(SocketDialer):
 class TCPTransport(Transport):
     schemes = ("tcp",)
     options = TCP_OPTIONS
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> TCPListener:
-        return TCPListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> TCPDialer:
-        return TCPDialer(url, options)
+    listener_class = TCPListener
+    dialer_class = TCPDialer
 
 
 @hookimpl

@@ -90,12 +90,8 @@ class TLSDialer(TCPDialer):
 class TLSTransport(Transport):
     schemes = ("tls+tcp",)
     options = {**TCP_OPTIONS, **TLS_OPTIONS}
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> TLSListener:
-        return TLSListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> TLSDialer:
-        return TLSDialer(url, options)
+    listener_class = TLSListener
+    dialer_class = TLSDialer
 
 
 @hookimpl

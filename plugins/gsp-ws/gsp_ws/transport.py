@@ -262,12 +262,8 @@ class WSDialer(TransportDialer):
 class WSTransport(Transport):
     schemes = ("ws", "wss")
     options = WS_OPTIONS
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> WSListener:
-        return WSListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> WSDialer:
-        return WSDialer(url, options)
+    listener_class = WSListener
+    dialer_class = WSDialer
 
 
 # -- ws+wsgi: a path of a WSGI app (see gsp_ws.wsgi) ------------------------------------------
@@ -302,24 +298,14 @@ class WSGIRouteListener(RouteListener):
             app._remove_route(self.path, self)
 
 
-class _NoDialer(TransportDialer):
-    def __init__(self, url: str) -> None:
-        raise gsp.InvalidAddress(f"cannot dial {url!r}: ws+wsgi is listen-only; dial the WSGI "
-                                 "server's ws:// URL instead")
-
-    def dial(self) -> Any:  # pragma: no cover - never constructed
-        raise NotImplementedError
-
-
 class WSGITransport(Transport):
     schemes = ("ws+wsgi",)
     options = WS_OPTIONS
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> WSGIRouteListener:
-        return WSGIRouteListener(url, options)
+    listener_class = WSGIRouteListener
 
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
-        return _NoDialer(url)
+        raise gsp.InvalidAddress(f"cannot dial {url!r}: ws+wsgi is listen-only; dial the WSGI "
+                                 "server's ws:// URL instead")
 
 
 @gsp.hookimpl
