@@ -14,7 +14,7 @@ The protocol keeps its open contexts and calls :meth:`close` on each when the so
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv
 from .errors import Closed, NotSupported
@@ -25,6 +25,35 @@ if TYPE_CHECKING:
     from .protocol import SocketHandle
 
 _check_duration = duration()
+
+
+_FOLLOW: Any = object()
+
+
+class ContextOption:
+    """A per-context option backed by the socket option of the same name: a context follows the
+    socket's value until it is given its own (set on the context, validated with ``validate``,
+    or copied by :meth:`Context.own_options`). Declare it on a :class:`Context` subclass::
+
+        class SurveyContext(Context):
+            survey_time = ContextOption(duration())
+    """
+
+    def __init__(self, validate: Callable[[str, Any], Any]) -> None:
+        self.validate = validate
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ctx: "Context | None", owner: type | None = None) -> Any:
+        if ctx is None:
+            return self
+        value = ctx.__dict__.get(self.name, _FOLLOW)
+        return ctx.handle.options[self.name] if value is _FOLLOW else value
+
+    def __set__(self, ctx: "Context", value: Any) -> None:
+        ctx.__dict__[self.name] = self.validate(self.name, value)
 
 
 class ContextHost:
@@ -84,48 +113,44 @@ class Context:
         self.handle = handle
         #: The :class:`gsp.Socket` this context was opened on (set by ``open_context``).
         self.socket: Any = None
-        self._recv_timeout: float | None = handle.options["recv_timeout"]
-        self._send_timeout: float | None = handle.options["send_timeout"]
         self._closed = False
         self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
 
+        self.own_options("recv_timeout", "send_timeout")  # the socket's values at open time
+
     # -- per-context options ---------------------------------------------------------------------
-    @property
-    def recv_timeout(self) -> float | None:
-        return self._recv_timeout
+    #: Seconds ``recv`` waits on this context; None = forever.
+    recv_timeout = ContextOption(_check_duration)
+    #: Seconds ``send`` waits on this context; None = forever.
+    send_timeout = ContextOption(_check_duration)
 
-    @recv_timeout.setter
-    def recv_timeout(self, value: float | None) -> None:
-        self._recv_timeout = _check_duration("recv_timeout", value)
-
-    @property
-    def send_timeout(self) -> float | None:
-        return self._send_timeout
-
-    @send_timeout.setter
-    def send_timeout(self, value: float | None) -> None:
-        self._send_timeout = _check_duration("send_timeout", value)
+    def own_options(self, *names: str) -> None:
+        """Give this context its own copy of the socket's current value of each
+        :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes)."""
+        opts = self.handle.options
+        for name in names:
+            setattr(self, name, opts[name])
 
     # -- messages --------------------------------------------------------------------------------
     def send(self, data: bytes | bytearray | memoryview) -> None:
         """Send one message body on this context; waits up to ``send_timeout`` when it must."""
         self._check_open()
-        self._send(Message(as_bytes(data)), self._send_timeout)
+        self._send(Message(as_bytes(data)), self.send_timeout)
 
     def recv(self) -> bytes:
         """Receive one message body on this context; waits up to ``recv_timeout``."""
         self._check_open()
-        return self._recv(self._recv_timeout).body
+        return self._recv(self.recv_timeout).body
 
     def send_msg(self, msg: Message) -> None:
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         self._check_open()
-        self._send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), self._send_timeout)
+        self._send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), self.send_timeout)
 
     def recv_msg(self) -> Message:
         self._check_open()
-        return self._recv(self._recv_timeout)
+        return self._recv(self.recv_timeout)
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

@@ -89,7 +89,8 @@ class Inbox(Generic[T]):
     discards the new one (bus). Drops are counted in ``dropped`` and, when ``stats`` is given, in
     ``stats[stat]`` too. Unlike a :class:`gsp.chan.Chan`, an Inbox can be resized or filtered
     while greenlets wait on it. After ``close`` both ``put`` and ``get`` raise
-    :class:`gsp.Closed`; queued items are discarded.
+    :class:`gsp.Closed` ("<owner> closed": the socket's or a context's queue says so); queued
+    items are discarded.
 
     :attr:`ready` is the queue itself, for a protocol's ``ready`` fast path: a consumer may
     ``popleft()`` it directly while it is not empty. A producer blocked on a full queue is let in
@@ -99,10 +100,11 @@ class Inbox(Generic[T]):
     POLICIES = ("block", "drop_oldest", "drop_newest")
 
     __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
-                 "_closed", "dropped", "_stats", "_stat")
+                 "_closed", "dropped", "_stats", "_stat", "_owner")
 
     def __init__(self, capacity: int, policy: Policy = "block",
-                 stats: dict[str, int] | None = None, stat: str = "dropped") -> None:
+                 stats: dict[str, int] | None = None, stat: str = "dropped",
+                 owner: str = "queue") -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
         self._buf: deque[T] = deque()
@@ -116,6 +118,7 @@ class Inbox(Generic[T]):
         self.dropped = 0
         self._stats = stats
         self._stat = stat
+        self._owner = owner
         if stats is not None:
             stats.setdefault(stat, 0)
 
@@ -123,9 +126,9 @@ class Inbox(Generic[T]):
     def for_option(cls, handle: "SocketHandle", policy: Policy = "block",
                    stats: dict[str, int] | None = None,
                    option: str = "recv_buffer") -> "Inbox[Any]":
-        """An Inbox whose capacity is the socket's ``option`` and follows it when it changes
-        (shrinking drops the oldest items, counted as drops)."""
-        inbox: Inbox[Any] = cls(handle.options[option], policy, stats)
+        """The socket's receive queue: its capacity is the socket's ``option`` and follows it when
+        it changes (shrinking drops the oldest items, counted as drops)."""
+        inbox: Inbox[Any] = cls(handle.options[option], policy, stats, owner="socket")
         handle.watch(option, inbox.resize)
         return inbox
 
@@ -151,7 +154,7 @@ class Inbox(Generic[T]):
 
     def _check(self) -> None:
         if self._closed:
-            raise Closed("queue closed")
+            raise Closed(f"{self._owner} closed")
 
     def _yield_to_getters(self) -> None:
         # Receivers were woken but have not run yet (a reader delivers a whole batch without

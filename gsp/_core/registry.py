@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -81,23 +81,17 @@ class Registry:
         self._rebuild()
 
     def transport_for(self, url: str) -> Transport:
+        """The transport serving ``url``'s scheme; :class:`gsp.InvalidAddress` if none does."""
         self._load()
         scheme, _ = split_url(url)
-        t = self._transports.get(scheme)
-        if t is None:
-            raise InvalidAddress(
-                f"no transport for {scheme!r} in {url!r}; installed schemes: "
-                f"{', '.join(sorted(self._transports)) or 'none'}")
-        return t
+        return _find(self._transports, scheme, InvalidAddress,
+                     f"no transport for {scheme!r} in {url!r}; installed schemes")
 
     def protocol(self, name: str) -> ProtocolSpec:
+        """The protocol called ``name``; :class:`gsp.UnknownPlugin` if none is installed."""
         self._load()
-        spec = self._protocols.get(name)
-        if spec is None:
-            raise UnknownPlugin(
-                f"unknown protocol {name!r}; installed protocols: "
-                f"{', '.join(sorted(self._protocols)) or 'none'}")
-        return spec
+        return _find(self._protocols, name, UnknownPlugin,
+                     f"unknown protocol {name!r}; installed protocols")
 
     @property
     def transports(self) -> dict[str, Transport]:
@@ -120,6 +114,16 @@ class Registry:
         for t in set(self._transports.values()):
             out.update(t.options)
         return out
+
+
+T = TypeVar("T")
+
+
+def _find(table: dict[str, T], key: str, error: type[GspError], what: str) -> T:
+    found = table.get(key)
+    if found is None:
+        raise error(f"{what}: {', '.join(sorted(table)) or 'none'}")
+    return found
 
 
 registry = Registry()

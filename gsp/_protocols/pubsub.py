@@ -17,7 +17,7 @@ from itertools import repeat
 from typing import Any
 
 from ..context import Context
-from ..errors import BadOption, Closed, NotSupported
+from ..errors import BadOption, NotSupported
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import integer
@@ -106,16 +106,10 @@ class Sub(Protocol):
                 sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
 
     def recv_body(self, timeout: float | None) -> bytes:
-        try:
-            return self._main.inbox.get(timeout)[0]
-        except Closed:
-            raise Closed("socket closed") from None
+        return self._main.inbox.get(timeout)[0]
 
     def recv(self, timeout: float | None) -> Message:
-        try:
-            data, pipe = self._main.inbox.get(timeout)
-        except Closed:
-            raise Closed("socket closed") from None
+        data, pipe = self._main.inbox.get(timeout)
         return Message(data, b"", pipe)
 
     def _cooked(self) -> None:
@@ -159,7 +153,7 @@ class SubContext(Context):
         super().__init__(proto.handle)
         self._proto = proto
         self._sub = _Subscriber(
-            Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats))
+            Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context"))
 
     @property
     def recv_buffer(self) -> int:
@@ -178,10 +172,7 @@ class SubContext(Context):
         self._sub.unsubscribe(prefix)
 
     def _recv(self, timeout: float | None) -> Message:
-        try:
-            data, pipe = self._sub.inbox.get(timeout)
-        except Closed:
-            raise Closed("context is closed") from None
+        data, pipe = self._sub.inbox.get(timeout)
         return Message(data, b"", pipe)
 
     def _on_close(self) -> None:

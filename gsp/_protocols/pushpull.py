@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
@@ -40,16 +39,10 @@ class Pull(Protocol):
         self._recvq.put_all(list(zip(datas, repeat(pipe))))
 
     def recv_body(self, timeout: float | None) -> bytes:
-        try:
-            return self._recvq.get(timeout)[0]
-        except Closed:
-            raise Closed("socket closed") from None
+        return self._recvq.get(timeout)[0]
 
     def recv(self, timeout: float | None) -> Message:
-        try:
-            data, pipe = self._recvq.get(timeout)
-        except Closed:
-            raise Closed("socket closed") from None
+        data, pipe = self._recvq.get(timeout)
         return Message(data, b"", pipe)
 
     def close(self) -> None:

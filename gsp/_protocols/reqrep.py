@@ -19,7 +19,7 @@ from ..backtrace import (
     u32,
 )
 from ..chan import Send, select
-from ..context import Context, ContextHost
+from ..context import Context, ContextHost, ContextOption
 from ..errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import gevent
 
 _check_resend = duration()
-_INHERIT: Any = object()  # the default context follows the socket's resend_time as it changes
 
 
 class XReq(Requester, RoundRobin):
@@ -49,10 +48,13 @@ class ReqContext(Context):
     cancels it, as in nng, so each request gets at most one ``recv``.
     """
 
-    def __init__(self, proto: "Req", resend_time: Any = _INHERIT) -> None:
+    #: Seconds before an unanswered request is sent again; 0 or None never resends. The default
+    #: context follows the socket's ``resend_time``; an opened one starts with its value then.
+    resend_time = ContextOption(_check_resend)
+
+    def __init__(self, proto: "Req") -> None:
         super().__init__(proto.handle)
         self._proto = proto
-        self._resend = resend_time
         self._id: int | None = None  # outstanding request id (registered in proto._ids)
         self._msg: Message | None = None  # the request as sent, kept for resends
         self._pipe: PipeHandle | None = None  # the pipe carrying it, None while queued
@@ -63,18 +65,6 @@ class ReqContext(Context):
         self._receiving = False
         self._timer: Any = None
         self._changed = Signal()
-
-    @property
-    def resend_time(self) -> float | None:
-        """Seconds before an unanswered request is sent again; 0 or None never resends."""
-        if self._resend is _INHERIT:
-            t: float | None = self.handle.options["resend_time"]
-            return t
-        return self._resend  # type: ignore[no-any-return]
-
-    @resend_time.setter
-    def resend_time(self, value: float | None) -> None:
-        self._resend = _check_resend("resend_time", value)
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
@@ -203,7 +193,9 @@ class Req(ContextHost, XReq):
         self._host_contexts(ReqContext(self))
 
     def _new_context(self) -> ReqContext:
-        return ReqContext(self, self.handle.options["resend_time"])
+        ctx = ReqContext(self)
+        ctx.own_options("resend_time")
+        return ctx
 
     def _deliver(self, msg: Message) -> None:
         h = msg.header

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..backtrace import TTL_OPTION, IdMap, Requester, call_later, responder, u32
 from ..chan import CLOSED, Chan, Recv, select
-from ..context import Context, ContextHost
+from ..context import Context, ContextHost, ContextOption
 from ..errors import Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -20,7 +20,6 @@ from ..options import Option, duration
 from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
 
 _check_survey = duration()
-_INHERIT: Any = object()  # the default context follows the socket's survey_time as it changes
 
 
 class XSurveyor(Requester):
@@ -65,24 +64,15 @@ class _Survey:
 class SurveyContext(Context):
     """One survey at a time: ``send`` a survey, then ``recv`` replies until it expires."""
 
-    def __init__(self, proto: "Surveyor", survey_time: Any = _INHERIT) -> None:
+    #: Seconds a survey collects replies; None = until the next survey. The default context
+    #: follows the socket's ``survey_time``; an opened one starts with its value then.
+    survey_time = ContextOption(_check_survey)
+
+    def __init__(self, proto: "Surveyor") -> None:
         super().__init__(proto.handle)
         self._proto = proto
-        self._time = survey_time
         self._survey: _Survey | None = None  # the current (or last expired) survey
         self._timer: Any = None
-
-    @property
-    def survey_time(self) -> float | None:
-        """Seconds a survey collects replies; None = until the next survey."""
-        if self._time is _INHERIT:
-            t: float | None = self.handle.options["survey_time"]
-            return t
-        return self._time  # type: ignore[no-any-return]
-
-    @survey_time.setter
-    def survey_time(self, value: float | None) -> None:
-        self._time = _check_survey("survey_time", value)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
@@ -149,7 +139,9 @@ class Surveyor(ContextHost, XSurveyor):
         self._host_contexts(SurveyContext(self))
 
     def _new_context(self) -> SurveyContext:
-        return SurveyContext(self, self.handle.options["survey_time"])
+        ctx = SurveyContext(self)
+        ctx.own_options("survey_time")
+        return ctx
 
     def _broadcast(self, msg: Message) -> None:
         XSurveyor.send(self, msg, None)

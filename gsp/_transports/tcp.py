@@ -27,13 +27,20 @@ def configure_tcp(sock: Any, options: Mapping[str, Any]) -> None:
     sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_KEEPALIVE, int(options["tcp_keepalive"]))
 
 
-def addr_name(scheme: str, addr: Any) -> str:
-    return format_hostport(scheme, addr[0], addr[1])
+class _TCPEndpoint:
+    """What a tcp listener and dialer share: per-connection options and address names."""
 
-
-class TCPListener(SocketListener):
     scheme = "tcp"
+    options: Mapping[str, Any]
 
+    def _configure(self, sock: Any) -> None:
+        configure_tcp(sock, self.options)
+
+    def _name(self, addr: Any) -> str:
+        return format_hostport(self.scheme, addr[0], addr[1])
+
+
+class TCPListener(_TCPEndpoint, SocketListener):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self.host, self.port = parse_host_port(url, listening=True)
@@ -45,16 +52,8 @@ class TCPListener(SocketListener):
         self.url = format_hostport(self.scheme, self.host or bound[0], bound[1])
         return sock
 
-    def _configure(self, sock: Any) -> None:
-        configure_tcp(sock, self.options)
 
-    def _name(self, addr: Any) -> str:
-        return addr_name(self.scheme, addr)
-
-
-class TCPDialer(SocketDialer):
-    scheme = "tcp"
-
+class TCPDialer(_TCPEndpoint, SocketDialer):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self.host, self.port = parse_host_port(url, listening=False)
@@ -62,12 +61,6 @@ class TCPDialer(SocketDialer):
     def _connect(self) -> Any:
         family, addr = resolve(self.host, self.port, False)
         return connect_socket(self.url, family, addr, park=self._park)
-
-    def _configure(self, sock: Any) -> None:
-        configure_tcp(sock, self.options)
-
-    def _name(self, addr: Any) -> str:
-        return addr_name(self.scheme, addr)
 
 
 class TCPTransport(Transport):
