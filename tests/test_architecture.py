@@ -118,6 +118,21 @@ def test_import_contracts_hold() -> None:
     assert "0 broken" in r.stdout
 
 
+def test_no_import_cycles() -> None:
+    # Between any two modules of gsp or its plugin distributions, imports go one way only
+    # (imports made only for type checking do not count).
+    import grimp
+
+    graph = grimp.build_graph("gsp", "gsp_ws", "gsp_star", "gsp_spark",
+                              exclude_type_checking_imports=True)
+    cycles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            if graph.find_shortest_chain(importer=imported, imported=module):
+                cycles.add(tuple(sorted((module, imported))))
+    assert cycles == set()
+
+
 @pytest.mark.parametrize("module", ["gsp", "gsp.wire", "gsp.errors", "gsp.protocol",
                                     "gsp.transport", "gsp.options", "gsp.hookspecs"])
 def test_sdk_imports_without_gevent(module: str) -> None:

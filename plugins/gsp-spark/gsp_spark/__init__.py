@@ -14,16 +14,14 @@ See docs/spark.md for the options and the wire format.
 
 from __future__ import annotations
 
-from typing import Any
-
 try:
-    from pyspark.sql.datasource import DataSource
-    from pyspark.sql.types import StructType
+    import pyspark.sql.datasource  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gsp-spark "
                       f"({exc})") from exc
 
 from ._config import SinkConfig, SourceConfig
+from ._datasource import GspDataSource, register
 from ._hubthread import HubThread
 from ._local import local_session
 from ._sink import BatchWriter, SinkCommit, SinkError, StreamWriter
@@ -32,48 +30,9 @@ from ._spool import SpoolBusy
 from ._types import DEFAULT_SOURCE_SCHEMA, SchemaMismatch
 from ._wire import KEY, Deduplicator, packer, unpack
 
-
-def _need_pyarrow() -> None:
-    # Without pyarrow Spark's Python worker dies and Spark reports only that it crashed.
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise ImportError("the gsp data source needs pyarrow: pip install gsp-spark") from None
-
-
-class GspDataSource(DataSource):
-    """``format("gsp")``: a streaming source (pull, sub, rep) and sinks (push, pub, req)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "gsp"
-
-    def schema(self) -> str:
-        # Only reads without a declared schema call this, at load(): a chance to reject bad
-        # options there instead of when the query starts.
-        SourceConfig.parse(self.options)
-        return DEFAULT_SOURCE_SCHEMA
-
-    def streamReader(self, schema: StructType) -> StreamReader:
-        _need_pyarrow()
-        return StreamReader(SourceConfig.parse(self.options), schema)
-
-    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        _need_pyarrow()
-        return BatchWriter(self.options, schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        _need_pyarrow()
-        return StreamWriter(self.options, schema)
-
-
-def register(spark: Any) -> None:
-    """Register the ``gsp`` format with a SparkSession (not needed where auto-discovery works)."""
-    spark.dataSource.register(GspDataSource)
-
-
 __all__ = [
     "GspDataSource", "register", "Deduplicator", "KEY", "packer", "unpack",
     "SinkError", "SourceError", "SchemaMismatch", "SpoolBusy", "SinkCommit",
     "SourceConfig", "SinkConfig", "HubThread", "local_session",
+    "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA",
 ]

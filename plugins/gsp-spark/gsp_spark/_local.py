@@ -11,7 +11,7 @@ def local_session(master: str = "local[2]", app: str = "gsp", register: bool = T
     unless ``register`` is false (to rely on auto-discovery through ``pyspark_gsp``)."""
     from pyspark.sql import SparkSession
 
-    from . import register as register_gsp
+    from ._datasource import register as register_gsp
 
     spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.ui.enabled", "false")
