@@ -262,3 +262,24 @@ def opened(stack: ExitStack, sock: Sock) -> Sock:
     """``sock``, closed when ``stack`` exits."""
     stack.callback(sock.close)
     return sock
+
+
+class SPLib(Lib):
+    """A library with SP sockets (gsp, pynng): ``dial(url, block=...)`` and ``subscribe``."""
+
+    def _open(self, kind: str, timeout: float | None = None) -> Any:
+        """A new socket of ``kind`` whose recv gives up after ``timeout`` seconds (None: never)."""
+        raise NotImplementedError
+
+    def dial(self, kind: str, url: str, block: bool | None = None,
+             timeout: float | None = None) -> Sock:
+        s = self._open(kind, timeout)
+        try:
+            if kind == "sub":
+                s.subscribe(b"")
+            s.dial(url, block=block)
+        except BaseException:
+            s.close()
+            raise
+        sock: Sock = s
+        return sock

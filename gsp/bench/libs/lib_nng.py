@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .base import Lib, Sock
+from .base import SPLib
 from .runtime import Threads
 
 
-class Nng(Lib):
+class Nng(SPLib):
     name = "pynng"
 
     def __init__(self) -> None:
@@ -36,19 +36,6 @@ class Nng(Lib):
             s.close()
             raise
         return s, f"tcp://{lst.local_address}" if url.startswith("tcp://") else lst.url
-
-    def dial(self, kind: str, url: str, block: bool | None = None,
-             timeout: float | None = None) -> Sock:
-        s = self._open(kind, timeout)
-        try:
-            if kind == "sub":
-                s.subscribe(b"")
-            s.dial(url, block=block)
-        except BaseException:
-            s.close()
-            raise
-        sock: Sock = s
-        return sock
 
     def serve_echo(self, listening: Any) -> Callable[[], None]:
         listening.recv_timeout = 100
