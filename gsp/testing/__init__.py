@@ -1,0 +1,64 @@
+"""gsp.testing — the conformance kit for gsp plugins, and helpers for tests that use gsp.
+
+Installing gsp registers :mod:`gsp.testing.plugin` as a pytest plugin (entry point ``pytest11``),
+which provides the fixtures ``gsp_socket``, ``gsp_spawn``, ``gsp_free_url`` and
+``gsp_leak_check``. A transport or protocol plugin checks itself against gsp's contract by
+subclassing a suite in one of its test modules::
+
+    from gsp.testing import ProtocolSuite, TransportSuite
+
+    class TestZlibTransport(TransportSuite):
+        scheme = "tcp+zlib"
+
+    class TestStarProtocol(ProtocolSuite):
+        protocol = peer = "star"
+        raw_header = bytes(4)
+
+Importing this package costs nothing: the names below load their modules (and gevent) on first
+use, so the pytest plugin can import it in projects that never use gsp.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._helpers import (
+        WAIT,
+        LeakSnapshot,
+        RawPeer,
+        connected,
+        free_port,
+        free_url,
+        live_greenlets,
+        socket_fds,
+        wait_for,
+    )
+    from ._suites import ProtocolSuite, TransportSuite, read_to_eof
+
+__all__ = [
+    "TransportSuite", "ProtocolSuite",
+    "WAIT", "wait_for", "connected", "free_url", "free_port", "read_to_eof", "RawPeer",
+    "LeakSnapshot", "live_greenlets", "socket_fds",
+]
+
+_WHERE = {
+    "TransportSuite": "_suites", "ProtocolSuite": "_suites", "read_to_eof": "_suites",
+    "WAIT": "_helpers", "wait_for": "_helpers", "connected": "_helpers", "free_url": "_helpers",
+    "free_port": "_helpers", "RawPeer": "_helpers", "LeakSnapshot": "_helpers",
+    "live_greenlets": "_helpers", "socket_fds": "_helpers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
