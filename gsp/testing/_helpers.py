@@ -225,5 +225,6 @@ class LeakSnapshot:
             glets, fds = self.leaks()
             if not glets and not fds or time.monotonic() > deadline:
                 break
-        assert not glets, f"greenlets left running: {glets}"
-        assert not fds, f"socket fds left open: {sorted(fds)}"
+        problems = ([f"greenlets left running: {glets}"] if glets else []) + \
+            ([f"socket fds left open: {sorted(fds)}"] if fds else [])
+        assert not problems, "; ".join(problems)

@@ -590,6 +590,9 @@ class ProtocolSuite(_Kit):
     can_recv: ClassVar[bool] = True
     #: A cooked socket sends only in reply to what it received (rep, respondent).
     replies: ClassVar[bool] = False
+    #: A cooked socket receives only answers to what it sent: a receive before any send raises
+    #: ProtocolStateError (req, surveyor).
+    asks: ClassVar[bool] = False
     #: With no peer, a send waits for ``send_timeout`` (True), returns at once (False), or
     #: either (None: not checked). Raw sends are checked too, with :attr:`raw_header`.
     send_blocks: ClassVar[bool | None] = None
@@ -770,7 +773,8 @@ class ProtocolSuite(_Kit):
         guard = AssertionError(f"a call with a 0.02 s timeout still ran after {WAIT} s")
         if self.can_recv:
             with gevent.Timeout(WAIT, guard):
-                with pytest.raises((gsp.Timeout, gsp.ProtocolStateError)):
+                with pytest.raises(gsp.ProtocolStateError if self.asks and not raw
+                                   else gsp.Timeout):
                     s.recv_msg() if raw else s.recv()
         if self.can_send and self.send_blocks is not None and not (self.replies and not raw):
             with gevent.Timeout(WAIT, guard):
@@ -790,6 +794,11 @@ class ProtocolSuite(_Kit):
             s.get_option("no_such_option")
         with pytest.raises(gsp.BadOption):
             gsp.socket(self.protocol, raw=raw, no_such_option=1)
+        with pytest.raises(AttributeError):
+            _ = s.no_such_option
+        with pytest.raises(gsp.BadOption):
+            s.recv_timeot = 1  # a typo must not silently become a plain attribute
+        assert s.recv_timeout is None
         mine = registry().protocol(self.protocol).options
         for name, (default, _, _) in self.options.items():
             assert name in mine, f"{name} is not an option of {self.protocol}"
@@ -812,8 +821,8 @@ class ProtocolSuite(_Kit):
             for v in values:
                 s.set_option(name, v)
                 assert s.get_option(name) == v and getattr(s, name) == v, (name, v)
-            with gsp.socket(self.protocol, raw=raw, **{name: values[0]}) as t:
-                assert t.get_option(name) == values[0]
+                with gsp.socket(self.protocol, raw=raw, **{name: v}) as t:
+                    assert t.get_option(name) == v and t.options[name] == v, (name, v)
         for name, values in bads.items():
             before = s.get_option(name)
             for v in values:
