@@ -265,6 +265,13 @@ class WSTransport(Transport):
     listener_class = WSListener
     dialer_class = WSDialer
 
+    def free_url(self, scheme: str, directory: str | None = None) -> str:
+        """For ``gsp.testing.free_url`` (the ``gsp_free_url`` fixture): a URL on 127.0.0.1 that
+        nothing listens on yet."""
+        from gsp.testing import free_port
+
+        return f"{scheme}://127.0.0.1:{free_port()}/sp"
+
 
 # -- ws+wsgi: a path of a WSGI app (see gsp_ws.wsgi) ------------------------------------------
 
