@@ -14,7 +14,6 @@ from typing import Any
 
 import gevent
 import pynng
-import pytest
 import trustme
 from gevent import ssl as gssl
 
@@ -90,11 +89,6 @@ def make_pki(directory: Path) -> PKI:
         files[name] = str(path)
     return PKI(ca, files["ca.pem"], files["server.pem"], files["server.key"], files["client.pem"],
                files["client.key"], files["rogue-ca.pem"], files["rogue.pem"], files["rogue.key"])
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 # -- interop scenarios ------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Shared fixtures. Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all()."""
+"""Shared fixtures. Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all().
+
+Most fixtures come from gsp's own pytest plugin (gsp.testing.plugin): ``gsp_socket``,
+``gsp_spawn``, ``gsp_free_url`` and ``gsp_leak_check``, which every test here runs under.
+"""
 
 from __future__ import annotations
 
@@ -9,56 +13,48 @@ if os.environ.get("GSP_TEST_MONKEY"):
 
     monkey.patch_all()
 
-import gc
 import shutil
 import tempfile
-import time
+from typing import TYPE_CHECKING, Callable, Iterator
 
-import gevent
 import pytest
+
+if TYPE_CHECKING:
+    import gevent
+
+    import gsp
+    from tests.certs import PKI
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
 
-
-def _socket_fds() -> set[tuple[int, str]]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if target.startswith("socket:"):
-            out.add((int(name), target))
-    return out
+pytest_plugins = ("pytester",)
 
 
-def live_greenlets() -> list[gevent.Greenlet]:
-    """gevent Greenlets that are scheduled or running (found independently of gsp, via gc)."""
-    return [o for o in gc.get_objects() if isinstance(o, gevent.Greenlet) and not o.dead]
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "allow_leaks: skip the greenlet/fd leak check")
 
 
 @pytest.fixture(autouse=True)
-def no_leaks(request):
+def no_leaks(request: pytest.FixtureRequest) -> None:
     """Every test must leave no live greenlet and no socket fd behind."""
-    before_fds = _socket_fds()
-    before_glets = {id(g) for g in live_greenlets()}
-    yield
-    if request.node.get_closest_marker("allow_leaks"):
-        return
-    deadline = time.monotonic() + 3.0
-    while True:
-        gevent.sleep(0.01)
-        glets = [g for g in live_greenlets() if id(g) not in before_glets]
-        fds = _socket_fds() - before_fds
-        # nng closes its sockets on its own threads, a moment after pynng's close() returns.
-        if not glets and not fds or time.monotonic() > deadline:
-            break
-    assert not glets, f"greenlets left running: {glets}"
-    assert not fds, f"socket fds left open: {sorted(fds)}"
+    if request.node.get_closest_marker("allow_leaks") is None:
+        request.getfixturevalue("gsp_leak_check")
 
 
 @pytest.fixture
-def ipc_dir():
+def mk(gsp_socket: Callable[..., gsp.Socket]) -> Callable[..., gsp.Socket]:
+    """Make sockets that are closed at teardown (before the leak check runs)."""
+    return gsp_socket
+
+
+@pytest.fixture
+def spawn(gsp_spawn: Callable[..., gevent.Greenlet]) -> Callable[..., gevent.Greenlet]:
+    """Spawn greenlets that are killed at teardown if a failing test left them running."""
+    return gsp_spawn
+
+
+@pytest.fixture
+def ipc_dir() -> Iterator[str]:
     """A short directory for ipc socket files (Unix socket paths are limited to 107 bytes)."""
     d = tempfile.mkdtemp(prefix="gsp-", dir="/tmp")
     yield d
@@ -66,9 +62,13 @@ def ipc_dir():
 
 
 @pytest.fixture
-def ipc_url(ipc_dir):
+def ipc_url(ipc_dir: str) -> str:
     return f"ipc://{ipc_dir}/s.sock"
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "allow_leaks: skip the greenlet/fd leak check")
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
+    """A throwaway CA with server and client certificates (tests/certs.py)."""
+    from tests.certs import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))

@@ -10,34 +10,18 @@ import gevent
 import pytest
 
 import gsp
-from tests.test_pair import (
-    COMMON_BAD,
-    TCP,
-    WAIT,
-    RawPeer,
-    closed_checks,
-    identity,
-    option_checks,
-    pair_up,
-    wait_for,
-)
+from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
+from tests.support import TCP, pair_up, silent
+
+
+class TestBusProtocol(ProtocolSuite):
+    protocol = peer = "bus"
+    number = peer_number = 0x70
+    send_blocks = False  # never waits: a peer whose queue is full misses the message
 
 
 def pid(p: gsp.Pipe) -> bytes:
     return p.id.to_bytes(4, "big")
-
-
-def silent(s: gsp.Socket, wait: float = 0.1) -> bool:
-    s.recv_timeout = wait
-    try:
-        s.recv()
-    except gsp.Timeout:
-        return True
-    return False
-
-
-def test_bus_identity():
-    identity("bus", 0x70, "bus", 0x70)
 
 
 def test_bus_cooked():
@@ -47,17 +31,6 @@ def test_bus_cooked():
         b.send(b"hi")
         m = a.recv_msg()
         assert (m.header, m.body, m.pipe) == (b"", b"hi", a.pipes[0])
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_bus_options(raw):
-    option_checks("bus", raw, {"recv_timeout": 0.5, "recv_buffer": 3, "send_buffer": 2},
-                  {k: COMMON_BAD[k] for k in ("recv_timeout", "recv_buffer", "send_buffer")})
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_bus_closed(raw):
-    closed_checks("bus", raw)
 
 
 def test_bus_device():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, deque
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import gevent
 import pytest
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import gsp
 from gsp.chan import CLOSED, Chan, Recv, Send, select
+from gsp.testing import wait_for
 
 pytestmark = pytest.mark.core
 
@@ -23,29 +24,6 @@ Spawn = Callable[..., Greenlet]
 
 class Boom(Exception):
     pass
-
-
-@pytest.fixture
-def spawn() -> Iterator[Spawn]:
-    """gevent.spawn that kills whatever a failing test leaves running."""
-    glets: list[Greenlet] = []
-
-    def _spawn(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Greenlet:
-        g = gevent.spawn(fn, *args, **kwargs)
-        glets.append(g)
-        return g
-
-    yield _spawn
-    gevent.killall(glets, timeout=2)
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 2.0) -> None:
-    """Yield to other greenlets until ``pred()`` holds (they block in a few hub turns)."""
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        gevent.sleep(0)
 
 
 def waiters(ch: Chan) -> tuple[int, int]:
@@ -87,7 +65,7 @@ def test_introspection() -> None:
 def test_unbuffered_send_blocks_until_a_receiver_takes_it(spawn: Spawn) -> None:
     ch = Chan()
     sender = spawn(ch.send, "x")
-    wait_until(lambda: waiters(ch) == (0, 1))
+    wait_for(lambda: waiters(ch) == (0, 1))
     gevent.sleep(0.02)
     assert not sender.ready(), "unbuffered send completed with no receiver"
     assert len(ch) == 0
@@ -100,7 +78,7 @@ def test_unbuffered_send_blocks_until_a_receiver_takes_it(spawn: Spawn) -> None:
 def test_unbuffered_recv_blocks_until_a_sender_comes(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     gevent.sleep(0.02)
     assert not receiver.ready()
     ch.send("y", timeout=1)  # completes at once: a receiver is waiting
@@ -121,7 +99,7 @@ def test_unbuffered_nowait() -> None:
 def test_unbuffered_send_nowait_to_waiting_receiver(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     ch.send_nowait("z")
     assert receiver.get(timeout=1) == "z"
 
@@ -129,7 +107,7 @@ def test_unbuffered_send_nowait_to_waiting_receiver(spawn: Spawn) -> None:
 def test_unbuffered_recv_nowait_from_waiting_sender(spawn: Spawn) -> None:
     ch = Chan()
     sender = spawn(ch.send, "w")
-    wait_until(lambda: waiters(ch) == (0, 1))
+    wait_for(lambda: waiters(ch) == (0, 1))
     assert ch.recv_nowait() == "w"
     sender.join(timeout=1)
     assert sender.successful()
@@ -146,7 +124,7 @@ def test_buffered_capacity(spawn: Spawn) -> None:
         ch.send_nowait(3)
     assert len(ch) == 3
     sender = spawn(ch.send, 3)
-    wait_until(lambda: waiters(ch) == (0, 1))
+    wait_for(lambda: waiters(ch) == (0, 1))
     gevent.sleep(0.01)
     assert not sender.ready(), "send on a full channel did not block"
     assert ch.recv_nowait() == 0
@@ -166,7 +144,7 @@ def test_fifo_order_with_buffer_and_blocked_senders(spawn: Spawn, cap: int) -> N
     senders = []
     for i in range(cap, cap + 5):
         senders.append(spawn(ch.send, i))
-        wait_until(lambda: waiters(ch)[1] == i - cap + 1)  # queue them in a known order
+        wait_for(lambda i=i: waiters(ch)[1] == i - cap + 1)  # queue them in a known order
     assert [ch.recv(timeout=1) for _ in range(cap + 5)] == list(range(cap + 5))
     gevent.joinall(senders, timeout=1)
     assert all(s.successful() for s in senders)
@@ -179,7 +157,7 @@ def test_fifo_order_of_blocked_receivers(spawn: Spawn) -> None:
     receivers = []
     for r in range(4):
         receivers.append(spawn(lambda r=r: got.append((r, ch.recv()))))
-        wait_until(lambda: waiters(ch)[0] == r + 1)
+        wait_for(lambda r=r: waiters(ch)[0] == r + 1)
     for i in range(4):
         ch.send(i)
     gevent.joinall(receivers, timeout=1)
@@ -267,7 +245,7 @@ def test_send_on_closed_raises() -> None:
 def test_close_wakes_blocked_receivers(spawn: Spawn) -> None:
     ch = Chan()
     receivers = [spawn(ch.recv) for _ in range(3)]
-    wait_until(lambda: waiters(ch) == (3, 0))
+    wait_for(lambda: waiters(ch) == (3, 0))
     ch.close()
     gevent.joinall(receivers, timeout=1)
     for r in receivers:
@@ -281,7 +259,7 @@ def test_close_wakes_blocked_senders_without_delivering(spawn: Spawn, cap: int) 
     for i in range(cap):
         ch.send(i)
     senders = [spawn(ch.send, f"s{i}") for i in range(3)]
-    wait_until(lambda: waiters(ch) == (0, 3))
+    wait_for(lambda: waiters(ch) == (0, 3))
     ch.close()
     gevent.joinall(senders, timeout=1)
     for s in senders:
@@ -315,7 +293,7 @@ def test_drain(spawn: Spawn) -> None:
     ch.send(0)
     ch.send(1)
     senders = [spawn(ch.send, i) for i in (2, 3)]
-    wait_until(lambda: waiters(ch) == (0, 2))
+    wait_for(lambda: waiters(ch) == (0, 2))
     assert ch.drain(0) == []
     assert ch.drain(1) == [0]
     assert ch.drain(10) == [1, 2, 3]  # takes what blocked senders offer too, without waiting
@@ -328,7 +306,7 @@ def test_drain(spawn: Spawn) -> None:
 def test_drain_unbuffered_takes_from_blocked_senders(spawn: Spawn) -> None:
     ch = Chan()
     senders = [spawn(ch.send, i) for i in range(3)]
-    wait_until(lambda: waiters(ch) == (0, 3))
+    wait_for(lambda: waiters(ch) == (0, 3))
     assert ch.drain(2) == [0, 1]
     assert ch.drain(2) == [2]
     gevent.joinall(senders, timeout=1)
@@ -368,7 +346,7 @@ def test_select_blocks_until_a_recv_case_is_ready(spawn: Spawn) -> None:
     a, b, c = Chan(), Chan(4), Chan(1)
     c.send("full")
     sel = spawn(select, [Recv(a), Recv(b), Send(c, "never")])
-    wait_until(lambda: waiters(a) == (1, 0))
+    wait_for(lambda: waiters(a) == (1, 0))
     assert waiters(b) == (1, 0) and waiters(c) == (0, 1)
     b.send("hello")
     assert sel.get(timeout=1) == (1, "hello")
@@ -382,7 +360,7 @@ def test_select_blocks_until_a_recv_case_is_ready(spawn: Spawn) -> None:
 def test_select_blocks_until_a_send_case_is_ready(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
     sel = spawn(select, [Recv(a), Send(b, "out")])
-    wait_until(lambda: waiters(b) == (0, 1))
+    wait_for(lambda: waiters(b) == (0, 1))
     assert b.recv(timeout=1) == "out"
     assert sel.get(timeout=1) == (1, None)
     assert_clean(a, b)
@@ -393,7 +371,7 @@ def test_select_blocks_until_a_send_case_is_ready(spawn: Spawn) -> None:
 def test_select_same_channel_twice(spawn: Spawn) -> None:
     a = Chan()
     sel = spawn(select, [Recv(a), Recv(a)])
-    wait_until(lambda: waiters(a) == (2, 0))
+    wait_for(lambda: waiters(a) == (2, 0))
     a.send(7)
     idx, val = sel.get(timeout=1)
     assert idx in (0, 1) and val == 7
@@ -438,7 +416,7 @@ def test_select_closed_recv_case_yields_closed() -> None:
 def test_close_wakes_blocked_select_with_closed(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
     sel = spawn(select, [Recv(a), Recv(b)])
-    wait_until(lambda: waiters(b) == (1, 0))
+    wait_for(lambda: waiters(b) == (1, 0))
     b.close()
     assert sel.get(timeout=1) == (1, CLOSED)
     assert_clean(a, b)
@@ -451,7 +429,7 @@ def test_select_send_case_on_closed_channel_raises(spawn: Spawn) -> None:
         select([Recv(a), Send(b, 1)])
     c = Chan()
     sel = spawn(select, [Recv(a), Send(c, 1)])
-    wait_until(lambda: waiters(c) == (0, 1))
+    wait_for(lambda: waiters(c) == (0, 1))
     c.close()
     sel.join(timeout=1)
     assert isinstance(sel.exception, gsp.Closed)
@@ -640,7 +618,7 @@ def test_kill_interrupts_blocked_operation(spawn: Spawn, op: str) -> None:
         "select": lambda: select([Recv(a), Send(b, "x")]),
     }[op]
     g = spawn(fn)
-    wait_until(lambda: sum(waiters(a)) == 1)
+    wait_for(lambda: sum(waiters(a)) == 1)
     g.kill(Boom, timeout=1)
     assert g.dead and isinstance(g.exception, Boom)
     assert_clean(a, b)
@@ -650,7 +628,7 @@ def test_kill_interrupts_blocked_operation(spawn: Spawn, op: str) -> None:
     with pytest.raises(gsp.WouldBlock):
         b.recv_nowait()
     r = spawn(a.recv)
-    wait_until(lambda: waiters(a) == (1, 0))
+    wait_for(lambda: waiters(a) == (1, 0))
     a.send("ok")
     assert r.get(timeout=1) == "ok"
 
@@ -660,7 +638,7 @@ def test_item_handed_to_receiver_killed_at_that_moment_is_not_lost(spawn: Spawn,
     ch = Chan(cap)
     got: list[Any] = []
     receiver = spawn(lambda: got.append(ch.recv()))
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     # The kill is queued first, then send hands the item over and queues the wake-up: the
     # receiver resumes with the kill even though its operation had completed.
     receiver.kill(block=False)
@@ -677,7 +655,7 @@ def test_kill_queued_after_the_wakeup_lets_the_receiver_finish(spawn: Spawn) -> 
     ch = Chan()
     got: list[Any] = []
     receiver = spawn(lambda: got.append(ch.recv()))
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     ch.send("item")  # wake-up queued first: the receiver returns the item before the kill lands
     receiver.kill(block=False)
     receiver.join(timeout=1)
@@ -691,9 +669,9 @@ def test_kill_queued_after_the_wakeup_lets_the_receiver_finish(spawn: Spawn) -> 
 def test_item_of_killed_receiver_goes_to_the_next_waiting_receiver(spawn: Spawn) -> None:
     ch = Chan()
     first = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     second = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (2, 0))
+    wait_for(lambda: waiters(ch) == (2, 0))
     first.kill(block=False)
     ch.send("item")
     first.join(timeout=1)
@@ -705,7 +683,7 @@ def test_item_of_killed_receiver_goes_to_the_next_waiting_receiver(spawn: Spawn)
 def test_item_of_killed_select_goes_back_to_its_channel(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
     sel = spawn(select, [Recv(a), Recv(b)])
-    wait_until(lambda: waiters(b) == (1, 0))
+    wait_for(lambda: waiters(b) == (1, 0))
     sel.kill(Boom, block=False)
     b.send("item")
     sel.join(timeout=1)
@@ -719,12 +697,12 @@ def test_item_of_killed_select_goes_back_to_its_channel(spawn: Spawn) -> None:
 def test_returned_item_keeps_unbuffered_rendezvous(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     receiver.kill(block=False)
     ch.send("first")
     receiver.join(timeout=1)
     sender = spawn(ch.send, "second")
-    wait_until(lambda: waiters(ch) == (0, 1))
+    wait_for(lambda: waiters(ch) == (0, 1))
     assert ch.recv(timeout=1) == "first"
     gevent.sleep(0.02)
     assert not sender.ready(), "an unbuffered send completed before anyone received its item"
@@ -737,7 +715,7 @@ def test_returned_item_keeps_unbuffered_rendezvous(spawn: Spawn) -> None:
 def test_returned_item_keeps_fifo_order_in_a_buffered_channel(spawn: Spawn) -> None:
     ch = Chan(1)
     receiver = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     receiver.kill(block=False)
     ch.send("first")
     ch.send_nowait("second")  # buffered before the killed receiver gives "first" back
@@ -748,7 +726,7 @@ def test_returned_item_keeps_fifo_order_in_a_buffered_channel(spawn: Spawn) -> N
 def test_returned_item_survives_close(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     receiver.kill(block=False)
     ch.send("item")
     ch.close()
@@ -761,7 +739,7 @@ def test_returned_item_survives_close(spawn: Spawn) -> None:
 def test_sender_killed_after_handover_delivers_once(spawn: Spawn) -> None:
     ch = Chan()
     sender = spawn(ch.send, "item")
-    wait_until(lambda: waiters(ch) == (0, 1))
+    wait_for(lambda: waiters(ch) == (0, 1))
     sender.kill(Boom, block=False)
     assert ch.recv_nowait() == "item"
     sender.join(timeout=1)
@@ -774,7 +752,7 @@ def test_sender_killed_after_handover_delivers_once(spawn: Spawn) -> None:
 def test_own_timer_losing_the_race_still_succeeds(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv, timeout=0.03)
-    wait_until(lambda: waiters(ch) == (1, 0))
+    wait_for(lambda: waiters(ch) == (1, 0))
     busy_wait(0.06)  # the receiver's timer is now due, but the hub has not run
     ch.send_nowait("item")  # completes the receive before the timer can fire
     assert receiver.get(timeout=1) == "item"

@@ -8,7 +8,7 @@ import gevent
 import pytest
 
 import gsp
-from tests.test_reqrep import connect, mk, spawn, u32  # noqa: F401  (mk and spawn are fixtures)
+from tests.support import connect, u32
 
 COOKED = ["req", "rep", "surveyor", "respondent"]
 

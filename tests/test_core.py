@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket as stdsocket
 import struct
 import sys
 import textwrap
@@ -18,28 +17,11 @@ from gevent import socket as gsocket
 from gevent import subprocess
 
 import gsp
+from gsp.testing import WAIT, connected, free_port, free_url, read_to_eof, wait_for
 from gsp.transport import Transport, TransportListener
-from tests import conformance as C
-from tests.conformance import WAIT, connected, raw_connect, read_to_eof, sockets, wait_for
+from tests.support import TCP, raw_connect, sockets
 
-TCP = "tcp://127.0.0.1:0"
 HDR_PUSH, HDR_PULL = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
-
-
-def free_port() -> int:
-    s = stdsocket.socket()
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
-def url_for(kind: str, ipc_dir: str) -> str:
-    """A fixed (dialable before anyone listens) URL of the given transport."""
-    return {"tcp": lambda: f"tcp://127.0.0.1:{free_port()}",
-            "ipc": lambda: f"ipc://{ipc_dir}/fixed.sock",
-            "inproc": lambda: C.inproc().url()}[kind]()
 
 
 def rss() -> int:
@@ -135,32 +117,6 @@ def test_push_send_timeout_and_best_effort_without_peers():
 
 
 # -- dialing ---------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
-@pytest.mark.parametrize("block", [None, False])
-def test_dialer_started_before_listener_connects_late(kind, block, ipc_dir):
-    url = url_for(kind, ipc_dir)
-    fast = {"reconnect_time": 0.05, "reconnect_time_max": 0.2}
-    with sockets(("push", {"send_timeout": WAIT, **fast}),
-                 ("pull", {"recv_timeout": WAIT})) as [push, pull]:
-        d = push.dial(url, block=block)
-        gevent.sleep(0.3)
-        if block is None:
-            assert isinstance(d.last_error, gsp.ConnectionRefused)
-        assert push.pipes == []
-        pull.listen(url)
-        wait_for(lambda: push.pipes, timeout=2.0, what="the early dialer to connect")
-        push.send(b"late")
-        assert pull.recv() == b"late"
-
-
-def test_dial_block_true_with_nothing_listening_is_refused(ipc_dir):
-    with sockets(("push", {})) as [push]:
-        for kind in ("tcp", "ipc", "inproc"):
-            with pytest.raises(gsp.ConnectionRefused):
-                push.dial(url_for(kind, ipc_dir), block=True)
-        assert push.dialers == []
-
 
 ECHO_CHILD = textwrap.dedent("""
     import sys, gsp
@@ -454,21 +410,6 @@ def test_bad_option_values_raise_bad_option(name, value):
         assert s.get_option(name) == before
 
 
-def test_unknown_option_names_raise_bad_option():
-    with pytest.raises(gsp.BadOption):
-        gsp.socket("pair", no_such_option=1)
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.BadOption):
-            s.get_option("no_such_option")
-        with pytest.raises(gsp.BadOption):
-            s.set_option("no_such_option", 1)
-        with pytest.raises(AttributeError):
-            s.no_such_option  # noqa: B018
-        with pytest.raises(gsp.BadOption):
-            s.recv_timeot = 1  # a typo must not silently become a plain attribute
-        assert s.recv_timeout is None
-
-
 def test_endpoint_options_inherit_from_the_socket():
     detached: list[gsp.Pipe] = []
     with sockets(("pull", {"recv_max_size": 100, "reconnect_time": 0.3, "recv_timeout": WAIT}),
@@ -477,7 +418,7 @@ def test_endpoint_options_inherit_from_the_socket():
         pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
         inherit = pull.listen(TCP)
         own = pull.listen(TCP, recv_max_size=1000)
-        d = pull.dial(C.inproc().url(), block=False, reconnect_time_max=7)
+        d = pull.dial(free_url("inproc"), block=False, reconnect_time_max=7)
         assert inherit.options["recv_max_size"] == 100 and own.options["recv_max_size"] == 1000
         assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
         pull.recv_max_size = 200  # later socket changes reach endpoints that did not override
@@ -496,29 +437,7 @@ def test_endpoint_options_inherit_from_the_socket():
         assert detached[0].listener is inherit
 
 
-def test_dialer_recv_max_size_closes_the_dialer_side_pipe():
-    detached: list[gsp.Pipe] = []
-    with sockets(("push", {"send_timeout": WAIT}), ("pull", {"reconnect_time": 5})) as [push, pull]:
-        pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
-        lst = push.listen(TCP)
-        connected(push, lst.url, pull, recv_max_size=10)
-        push.send(b"x" * 11)
-        wait_for(lambda: detached, what="the dialer's pipe to close")
-        assert isinstance(detached[0].error, gsp.MessageTooLarge) and detached[0].dialer
-
-
 # -- closing --------------------------------------------------------------------------------------
-
-def test_operations_after_close_raise_closed():
-    s = gsp.socket("pair")
-    s.close()
-    s.close()  # idempotent
-    assert s.closed
-    for op, args in [(s.send, (b"x",)), (s.recv, ()), (s.send_msg, (gsp.Message(b"x"),)),
-                     (s.recv_msg, ()), (s.listen, (TCP,)), (s.dial, ("inproc://x",))]:
-        with pytest.raises(gsp.Closed):
-            op(*args)
-
 
 def test_close_wakes_blocked_recv_and_send():
     with sockets(("pull", {}), ("push", {}), ("push", {})) as [pull, pusher, lonely]:

@@ -9,7 +9,8 @@ import gevent
 import pytest
 
 import gsp
-from tests.test_reqrep import connect, mk, spawn, wait_for  # noqa: F401  (fixtures)
+from gsp.testing import wait_for
+from tests.support import connect
 
 
 def make_device(mk: Callable[..., gsp.Socket], server: str, client: str,

@@ -12,7 +12,8 @@ import gsp
 from gsp import wire
 from gsp.message import Message
 from gsp.stream import StreamConnection
-from tests.conformance import WAIT, connected, sockets, wait_for
+from gsp.testing import WAIT, connected, wait_for
+from tests.support import sockets
 
 pytestmark = pytest.mark.core
 

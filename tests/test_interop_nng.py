@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Iterator
 
 import gevent
 import pynng
@@ -16,6 +16,7 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
+from gsp.testing import socket_fds, wait_for
 from tests import nng
 
 MIB = 1 << 20
@@ -30,25 +31,8 @@ SETUPS = ["gsp_listens", "nng_listens"]
 LINKS = [("pair", "pair"), ("push", "pull"), ("pull", "push")]
 
 
-def open_socket_fds() -> set[int]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                out.add(int(name))
-        except OSError:
-            pass  # the fd listdir itself used
-    return out
-
-
 def fresh_url(transport: str, ipc_dir: str, name: str = "s") -> str:
     return f"ipc://{ipc_dir}/{name}.sock" if transport == "ipc" else "tcp://127.0.0.1:0"
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = T) -> None:
-    with gevent.Timeout(timeout, AssertionError("condition not reached in time")):
-        while not pred():
-            gevent.sleep(0.005)
 
 
 def same(got: bytes, want: bytes) -> None:
@@ -98,7 +82,7 @@ def linked(gproto: str, nkind: str, transport: str, setup: str,
             nng.run(n.dial, g.listen(url).url, block=True)
         else:
             g.dial(nng_url(n, url, transport), block=True)
-        wait_until(lambda: len(g.pipes) == 1)
+        wait_for(lambda: len(g.pipes) == 1, T)
         yield g, n
     finally:
         close_all([g], [n])
@@ -254,7 +238,7 @@ def test_wrong_protocol_nng_push_dials_gsp_push(transport: str, ipc_dir: str) ->
         assert nng.raises(pynng.Timeout, bad.send, b"nowhere")
         assert bad_added == []
         nng.run(good.dial, url, block=True)
-        wait_until(lambda: len(g.pipes) == 1)
+        wait_for(lambda: len(g.pipes) == 1, T)
         g.send(b"ok")
         assert nng.run(good.recv) == b"ok"
         assert seen == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
@@ -273,7 +257,7 @@ def test_pair_gsp_listener_rejects_second_nng_peer(transport: str, ipc_dir: str)
     try:
         url = g.listen(fresh_url(transport, ipc_dir)).url
         nng.run(first.dial, url, block=True)
-        wait_until(lambda: len(g.pipes) == 1)
+        wait_for(lambda: len(g.pipes) == 1, T)
         kept = g.pipes[0]
         nng.run(second.dial, url, block=False)
         gevent.sleep(0.5)  # the second peer connects, is refused, redials, ...
@@ -304,7 +288,7 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
         added = nng.added_pipes(n)
         url = nng_url(n, fresh_url(transport, ipc_dir), transport)
         first.dial(url, block=True)
-        wait_until(lambda: len(added) == 1)
+        wait_for(lambda: len(added) == 1, T)
         second.dial(url)
         gevent.sleep(0.5)  # nng refuses each of second's connections
         assert len(added) == 1 and len(first.pipes) == 1
@@ -331,7 +315,7 @@ def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
     with gsp.socket("pair", recv_timeout=T, send_timeout=T) as g:
         url = g.listen(url).url
         with gsp.socket("pair", recv_timeout=T, send_timeout=T, dial=url) as first:
-            wait_until(lambda: len(g.pipes) == 1 and len(first.pipes) == 1)
+            wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
             kept = g.pipes[0]
             with gsp.socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
                             reconnect_time_max=0.05, dial=url) as second:
@@ -363,16 +347,16 @@ def test_dial_killed_mid_connect_closes_its_socket() -> None:
             f.connect_ex(lst.getsockname())
             fillers.append(f)
         gevent.sleep(0.1)
-        before = open_socket_fds()
+        before = socket_fds()
         url = f"tcp://127.0.0.1:{lst.getsockname()[1]}"
         td = gsp.registry.transport_for(url).dialer(url, {})
         g = gevent.spawn(td.dial)
         gevent.sleep(0.3)
         assert not g.dead, "the connect should still be pending"
-        assert len(open_socket_fds() - before) == 1
+        assert len(socket_fds() - before) == 1
         g.kill(block=True)
         gevent.sleep(0.05)  # gevent closes a socket fd from a hub callback
-        assert open_socket_fds() - before == set()
+        assert socket_fds() - before == set()
     finally:
         for f in fillers:
             f.close()

@@ -13,8 +13,9 @@ import pynng
 import pytest
 
 import gsp
+from gsp.testing import wait_for
 from tests import nng
-from tests.test_pair import hops, wait_for
+from tests.support import hops
 
 T = 5.0
 TRANSPORTS = ["tcp", "ipc"]

@@ -8,8 +8,9 @@ from typing import Any, Iterator
 import pytest
 
 import gsp
+from gsp.testing import wait_for
 from tests import nng
-from tests.test_reqrep import mk, spawn, u32, wait_for  # noqa: F401  (fixtures)
+from tests.support import u32
 
 SCHEMES = ["tcp", "ipc"]
 WHO_LISTENS = ["gsp_listens", "nng_listens"]
@@ -60,7 +61,7 @@ def test_nng_req_gsp_rep(mk, nsocks, ipc_dir, scheme, who):
     req, rep = nsocks("req"), mk("rep", recv_timeout=5, send_timeout=5)
     link(rep, req, scheme, who, ipc_dir)
     for i in range(3):
-        pending = nng.spawn(lambda: (req.send(b"question %d" % i), req.recv())[1])
+        pending = nng.spawn(lambda i=i: (req.send(b"question %d" % i), req.recv())[1])
         assert rep.recv() == b"question %d" % i
         rep.send(b"answer %d" % i)
         assert pending.get(timeout=5) == b"answer %d" % i
@@ -84,7 +85,7 @@ def test_nng_surveyor_gsp_respondent(mk, nsocks, ipc_dir, scheme, who):
     s, r = nsocks("surveyor", survey_time=2000), mk("respondent", recv_timeout=5, send_timeout=5)
     link(r, s, scheme, who, ipc_dir)
     for i in range(3):
-        pending = nng.spawn(lambda: (s.send(b"survey %d" % i), s.recv())[1])
+        pending = nng.spawn(lambda i=i: (s.send(b"survey %d" % i), s.recv())[1])
         assert r.recv() == b"survey %d" % i
         r.send(b"vote %d" % i)
         assert pending.get(timeout=5) == b"vote %d" % i

@@ -1,181 +1,37 @@
 """pair (v0) raw mode and pair1 (cooked, raw, polyamorous), named after mangos' test categories.
 
-Also home of two helpers the other protocol tests import: :func:`wait_for` and :class:`RawPeer`,
-a hand-driven SP peer that sends the headers and garbage a real peer never would.
+What every protocol must do (identity, options, closing, raw mode, pipe churn) is checked by the
+conformance kit's ProtocolSuite; this file adds what is particular to pair and pair1.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from contextlib import ExitStack
-from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import gevent
 import pytest
-from gevent import socket as gsocket
 
 import gsp
-from gsp import wire
-
-WAIT = 5.0  # the longest any single wait may take before the test fails
-TCP = "tcp://127.0.0.1:0"
+from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
+from tests.support import BAD_TTL, TCP, hops, pair_up
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        gevent.sleep(0.005)
+class TestPairProtocol(ProtocolSuite):
+    protocol = peer = "pair"
+    number = peer_number = 0x10
+    send_blocks = True
 
 
-class RawPeer:
-    """A plain tcp connection to a gsp listener that handshakes as ``protocol`` and then trades
-    raw frames (header+body as one bytes), so tests see and forge exactly what is on the wire."""
-
-    def __init__(self, url: str, protocol: int) -> None:
-        parts = urlsplit(url)
-        self.sock = gsocket.create_connection((parts.hostname, parts.port), timeout=WAIT)
-        self._decoder = wire.FrameDecoder(wire.TCP)
-        self._frames: deque[bytes] = deque()
-        self.sock.sendall(wire.handshake(protocol))
-        hs = b""
-        while len(hs) < wire.HANDSHAKE_SIZE:  # read exactly the handshake, not a frame after it
-            chunk = self.sock.recv(wire.HANDSHAKE_SIZE - len(hs))
-            if not chunk:
-                raise EOFError("gsp closed before its handshake")
-            hs += chunk
-        self.peer_protocol = wire.parse_handshake(hs)
-
-    def send(self, *frames: bytes) -> None:
-        self.sock.sendall(b"".join(wire.encode_frames(wire.TCP, [(b"", f) for f in frames])))
-
-    def recv(self, timeout: float = WAIT) -> bytes:
-        self.sock.settimeout(timeout)
-        while not self._frames:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("gsp closed the connection")
-            self._frames.extend(self._decoder.feed(chunk))
-        return self._frames.popleft()
-
-    def assert_silent(self, wait: float = 0.2) -> None:
-        try:
-            frame = self.recv(wait)
-        except TimeoutError:
-            return
-        raise AssertionError(f"expected nothing, got frame {frame!r}")
-
-    def wait_closed(self, timeout: float = WAIT) -> None:
-        """Read (and discard) until gsp closes the connection; fail after ``timeout``."""
-        self.sock.settimeout(timeout)
-        try:
-            while self.sock.recv(65536):
-                pass
-        except ConnectionResetError:
-            pass
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "RawPeer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def hops(n: int) -> bytes:
-    return n.to_bytes(4, "big")
-
-
-def pair_up(stack: ExitStack, proto: str, a_opts: dict[str, Any] | None = None,
-            b_opts: dict[str, Any] | None = None, *, a_raw: bool = False,
-            b_raw: bool = False) -> tuple[gsp.Socket, gsp.Socket]:
-    """Two sockets with one attached pipe: ``a`` listens on tcp, ``b`` dials."""
-    a = stack.enter_context(gsp.socket(proto, raw=a_raw, **(a_opts or {})))
-    b = stack.enter_context(gsp.socket(proto, raw=b_raw, **(b_opts or {})))
-    b.dial(a.listen(TCP).url, block=True)
-    wait_for(lambda: len(a.pipes) == 1 and len(b.pipes) == 1, what="the pipe")
-    return a, b
-
-
-def identity(name: str, number: int, peer: str, peer_number: int) -> None:
-    for raw in (False, True):
-        with gsp.socket(name, raw=raw) as s:
-            assert (s.protocol, s.spec.number) == (name, number)
-            assert (s.spec.peer_name, s.spec.peer_number) == (peer, peer_number)
-            assert s.raw is raw
-
-
-def closed_checks(name: str, raw: bool, can_send: bool = True, can_recv: bool = True) -> None:
-    """mangos' VerifyClosed*: everything on a closed socket raises Closed; close is idempotent;
-    a receive blocked at close time is woken with Closed."""
-    s = gsp.socket(name, raw=raw)
-    waiter = gevent.spawn(s.recv) if can_recv else None
-    gevent.sleep(0.01)
-    s.close()
-    s.close()
-    if waiter is not None:
-        waiter.join(WAIT)
-        assert isinstance(waiter.exception, gsp.Closed)
-    with pytest.raises(gsp.Closed):
-        s.listen(TCP)
-    with pytest.raises(gsp.Closed):
-        s.dial(TCP.replace(":0", ":1"))
-    if can_send:
-        with pytest.raises(gsp.Closed):
-            s.send(b"x")
-    if can_recv:
-        with pytest.raises(gsp.Closed):
-            s.recv()
-
-
-def option_checks(name: str, raw: bool, good: dict[str, Any], bad: dict[str, list[Any]]) -> None:
-    with gsp.socket(name, raw=raw) as s:
-        with pytest.raises(gsp.BadOption):
-            s.set_option("no_such_option", 1)
-        with pytest.raises(gsp.BadOption):
-            gsp.socket(name, raw=raw, no_such_option=1)
-        for opt, value in good.items():
-            s.set_option(opt, value)
-            assert s.get_option(opt) == value
-        for opt, values in bad.items():
-            before = s.get_option(opt)
-            for v in values:
-                with pytest.raises(gsp.BadOption):
-                    s.set_option(opt, v)
-            assert s.get_option(opt) == before
-
-
-COMMON_GOOD = {"recv_timeout": 0.5, "send_timeout": 0.25, "recv_buffer": 7, "send_buffer": 3,
-               "best_effort": True}
-COMMON_BAD = {"recv_timeout": [-1, "1"], "send_timeout": [-0.5], "recv_buffer": [0, -1, 1.5],
-              "send_buffer": [0, "2"], "best_effort": [1, "yes"]}
+class TestPair1Protocol(ProtocolSuite):
+    protocol = peer = "pair1"
+    number = peer_number = 0x11
+    send_blocks = True
+    raw_header = hops(0)
+    options = {"ttl": (8, [1, 2, 254, 255], BAD_TTL)}
 
 
 # ================================ pair v0 =======================================================
-
-def test_pair_identity():
-    identity("pair", 0x10, "pair", 0x10)
-
-
-def test_pair_cooked():
-    with gsp.socket("pair") as s:
-        assert s.raw is False
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_pair_closed(raw):
-    closed_checks("pair", raw)
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_pair_options(raw):
-    option_checks("pair", raw, COMMON_GOOD, COMMON_BAD)
-
 
 def test_raw_pair_header_passthrough():
     # No pair0 header exists: a raw send puts its header on the wire as-is, before the body, and a
@@ -214,13 +70,6 @@ def test_raw_pair_reject_second_pipe(raw):
 
 
 @pytest.mark.parametrize("raw", [False, True])
-def test_raw_pair_recv_deadline(raw):
-    with gsp.socket("pair", raw=raw, recv_timeout=0.01) as s:
-        with pytest.raises(gsp.Timeout):
-            s.recv()
-
-
-@pytest.mark.parametrize("raw", [False, True])
 def test_raw_pair_send_deadline(raw):
     with gsp.socket("pair", raw=raw, send_timeout=0.02) as s:  # no peer: nowhere to send
         t0 = time.monotonic()
@@ -235,15 +84,6 @@ def test_raw_pair_send_best_effort():
         for _ in range(100):
             s.send(b"yep")  # dropped at once, never waits
         assert time.monotonic() - t0 < 1
-
-
-def test_raw_pair_close_abort():
-    s = gsp.socket("pair", raw=True, send_timeout=60)
-    g = gevent.spawn(s.send, b"blocked: no peer")
-    gevent.sleep(0.02)
-    s.close()
-    g.join(WAIT)
-    assert isinstance(g.exception, gsp.Closed)
 
 
 BIG = b"x" * 65536
@@ -327,13 +167,9 @@ def test_raw_pair_resize_unblocks_reader():
 
 # ================================ pair v1 =======================================================
 
-def test_pair1_identity():
-    identity("pair1", 0x11, "pair1", 0x11)
-
-
 def test_pair1_cooked():
     with gsp.socket("pair1") as s:
-        assert s.raw is False and s.polyamorous is False and s.ttl == 8
+        assert s.polyamorous is False
 
 
 def test_pair1_send_receive():
@@ -344,20 +180,6 @@ def test_pair1_send_receive():
         assert (m.header, m.body, m.pipe) == (b"", b"ping", b.pipes[0])  # cooked hides hops
         b.send_msg(gsp.Message(b"pong", b"ignored header"))
         assert a.recv() == b"pong"
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_pair1_closed(raw):
-    closed_checks("pair1", raw)
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_pair1_options(raw):
-    option_checks("pair1", raw, {**COMMON_GOOD, "ttl": 1},
-                  {**COMMON_BAD, "ttl": [0, -1, 256, "8", 2.0, None]})
-    with gsp.socket("pair1", raw=raw) as s:
-        s.ttl = 255
-        assert s.get_option("ttl") == 255
 
 
 def test_pair1_wire_hop_count():
@@ -470,30 +292,19 @@ def test_raw_pair1_send_deadline_and_best_effort():
             s.send_msg(gsp.Message(b"x", hops(1)))  # dropped, never waits
 
 
-def test_raw_pair1_close_abort():
-    s = gsp.socket("pair1", raw=True, send_timeout=60)
-    g = gevent.spawn(s.send_msg, gsp.Message(b"x", hops(1)))
-    gevent.sleep(0.02)
-    s.close()
-    g.join(WAIT)
-    assert isinstance(g.exception, gsp.Closed)
-    with pytest.raises(gsp.Closed):
-        s.send_msg(gsp.Message(b"x", hops(1)))
-
-
 def test_raw_pair1_back_pressure_and_resize():
     with ExitStack() as st:
         a, b = pair_up(st, "pair1", {"recv_buffer": 1, "recv_timeout": 0.05, "linger": 0},
                        {"send_buffer": 1, "send_timeout": 0.05, "linger": 0},
                        a_raw=True, b_raw=True)
         sent = 0
-        for sent in range(5000):
+        while True:
             try:
                 b.send_msg(gsp.Message(BIG, hops(0)))
             except gsp.Timeout:
                 break
-        else:
-            raise AssertionError("no back-pressure")
+            sent += 1
+            assert sent < 5000, "no back-pressure"
         a.recv_buffer = 3  # room appears: the reader moves on
         got = [a.recv_msg() for _ in range(3)]
         assert all(m.header == hops(1) and m.body == BIG for m in got)

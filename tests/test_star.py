@@ -16,33 +16,20 @@ import gevent
 import pytest
 
 import gsp
-from tests.test_pair import (
-    COMMON_BAD,
-    TCP,
-    WAIT,
-    RawPeer,
-    closed_checks,
-    hops,
-    identity,
-    option_checks,
-    pair_up,
-    wait_for,
-)
+from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
+from tests.support import BAD_TTL, TCP, hops, pair_up, silent
 
 STAR = 0x640
 
 
-def silent(s: gsp.Socket, wait: float = 0.1) -> bool:
-    s.recv_timeout = wait
-    try:
-        s.recv()
-    except gsp.Timeout:
-        return True
-    return False
+class TestStarProtocol(ProtocolSuite):
+    """The gsp-star plugin through the conformance kit, as any third-party protocol would be."""
 
-
-def test_star_identity():
-    identity("star", STAR, "star", STAR)
+    protocol = peer = "star"
+    number = peer_number = STAR
+    send_blocks = False  # never waits: a peer whose queue is full misses the message
+    raw_header = hops(0)
+    options = {"ttl": (8, [1, 255], BAD_TTL)}
 
 
 def test_star_is_a_separate_plugin_on_public_api():
@@ -71,21 +58,6 @@ def test_star_cooked():
         a.send(b"hello")
         m = b.recv_msg()
         assert (m.header, m.body, m.pipe) == (b"", b"hello", b.pipes[0])
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_star_closed(raw):
-    closed_checks("star", raw)
-
-
-@pytest.mark.parametrize("raw", [False, True])
-def test_star_options(raw):
-    # mangos' TTLZero / TTLNegative / TTLTooBig / TTLNotInt / TTLSet, plus the queue options.
-    option_checks("star", raw, {"ttl": 1, "recv_buffer": 4, "send_buffer": 2},
-                  {"ttl": [0, -1, 256, "8", 8.0, None],
-                   **{k: COMMON_BAD[k] for k in ("recv_buffer", "send_buffer")}})
-    with gsp.socket("star", raw=raw, ttl=255) as s:
-        assert s.ttl == 255
 
 
 def test_star_wire_format_and_discard_header():

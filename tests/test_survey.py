@@ -1,6 +1,8 @@
 """surveyor/respondent and their raw twins, one test per mangos category (surveyor_test,
-respondent_test, xsurveyor, xrespondent). The TTL family for respondent is parametrized into the
-rep tests in test_reqrep.py (test_rep_ttl_*[respondent])."""
+respondent_test, xsurveyor, xrespondent). What every protocol must do (identity, options with
+respondent's TTL family, closing, raw mode, pipe churn) is checked by the conformance kit's
+ProtocolSuite (TestSurveyorProtocol, TestRespondentProtocol); the rest is particular to surveyor
+and respondent."""
 
 from __future__ import annotations
 
@@ -11,16 +13,27 @@ import gevent
 import pytest
 
 import gsp
-from tests.test_reqrep import (  # noqa: F401  (mk and spawn are fixtures)
-    _backlog_pair,
-    connect,
-    echo_forever,
-    inproc_url,
-    mk,
-    spawn,
-    u32,
-    wait_for,
-)
+from gsp.testing import ProtocolSuite, wait_for
+from tests.support import BAD_TTL, backlog_pair, connect, echo_forever, inproc_url, u32
+
+
+class TestSurveyorProtocol(ProtocolSuite):
+    protocol, peer = "surveyor", "respondent"
+    number, peer_number = 0x62, 0x63
+    asks = True
+    contexts = True
+    send_blocks = False  # a survey never waits for respondents
+    raw_header = u32(0x80000001)  # a survey id
+    options = {"survey_time": (1.0, [0.01, 5, None], [-1, -0.5, "1"])}
+
+
+class TestRespondentProtocol(ProtocolSuite):
+    protocol, peer = "respondent", "surveyor"
+    number, peer_number = 0x63, 0x62
+    replies = True
+    contexts = True
+    send_blocks = False  # raw: a reply that cannot be sent at once is dropped
+    options = {"ttl": (8, [1, 2, 3, 254, 255], BAD_TTL)}
 
 
 def respondents(mk: Any, surveyor: gsp.Socket, n: int, **kw: Any) -> list[gsp.Socket]:
@@ -41,20 +54,6 @@ def collect(s: Any) -> list[bytes]:
 
 
 # -- surveyor ------------------------------------------------------------------------------------
-def test_surveyor_identity(mk):
-    s = mk("surveyor")
-    assert (s.protocol, s.spec.number, s.spec.peer_name, s.spec.peer_number) == \
-        ("surveyor", 0x62, "respondent", 0x63)
-
-
-def test_surveyor_cooked(mk):
-    s = mk("surveyor")
-    assert s.raw is False
-    s.open_context().close()
-    with pytest.raises(gsp.NotSupported):
-        mk("surveyor", raw=True).open_context()
-
-
 def test_surveyor_non_block(mk):
     """Sending never blocks: with no peer, and with a peer that never reads."""
     s = mk("surveyor", send_buffer=2)
@@ -67,37 +66,6 @@ def test_surveyor_non_block(mk):
     for _ in range(200):
         s.send(b"ABC" * 100)
     assert time.monotonic() - t0 < 1
-
-
-def test_surveyor_options(mk):
-    s = mk("surveyor")
-    assert s.survey_time == 1.0
-    for ok in (0.01, 5, None):
-        s.survey_time = ok
-    for bad in (-1, "1"):
-        with pytest.raises(gsp.BadOption):
-            s.survey_time = bad
-    with pytest.raises(gsp.BadOption):
-        mk("surveyor", survey_time=-0.5)
-    with pytest.raises(gsp.BadOption):
-        s.set_option("ttl", 3)  # a respondent option, not a surveyor one
-    s.recv_buffer = 2
-    s.send_buffer = 2
-    s.recv_timeout = 0.1
-
-
-def test_surveyor_closed(mk):
-    s = mk("surveyor")
-    s.close()
-    for op in (lambda: s.send(b"x"), s.recv, s.open_context,
-               lambda: s.listen("tcp://127.0.0.1:0"), lambda: s.dial("tcp://127.0.0.1:1")):
-        with pytest.raises(gsp.Closed):
-            op()
-
-
-def test_surveyor_recv_state(mk):
-    with pytest.raises(gsp.ProtocolStateError):
-        mk("surveyor").recv()
 
 
 def test_surveyor_cancel(mk, spawn):
@@ -267,37 +235,6 @@ def test_surveyor_recv_garbage(mk):
 
 
 # -- respondent ----------------------------------------------------------------------------------
-def test_respondent_identity(mk):
-    s = mk("respondent")
-    assert (s.protocol, s.spec.number, s.spec.peer_name, s.spec.peer_number) == \
-        ("respondent", 0x63, "surveyor", 0x62)
-
-
-def test_respondent_cooked(mk):
-    s = mk("respondent")
-    assert s.raw is False
-    s.open_context().close()
-
-
-def test_respondent_options(mk):
-    s = mk("respondent")
-    assert s.ttl == 8
-    s.recv_timeout = s.send_timeout = 0.5
-    s.recv_buffer = 2
-    s.send_buffer = 2
-    s.best_effort = True
-    with pytest.raises(gsp.BadOption):
-        s.set_option("survey_time", 1)
-
-
-def test_respondent_closed(mk):
-    s = mk("respondent")
-    s.close()
-    for op in (lambda: s.send(b"x"), s.recv, s.open_context):
-        with pytest.raises(gsp.Closed):
-            op()
-
-
 def test_respondent_ttl_drop(mk):
     """TTLDrop for respondent (the rest of the TTL family: test_reqrep.py test_rep_ttl_*)."""
     r = mk("respondent", ttl=2, recv_timeout=0.1)
@@ -311,15 +248,6 @@ def test_respondent_ttl_drop(mk):
     r.send(b"back")
     m = xs.recv_msg()
     assert (m.header, m.body) == (u32(1) + u32(0x80000002), b"back")
-
-
-def test_respondent_close_rx(mk, spawn):
-    s = mk("respondent")
-    g = spawn(s.recv)
-    gevent.sleep(0.01)
-    s.close()
-    with pytest.raises(gsp.Closed):
-        g.get(timeout=2)
 
 
 def test_respondent_close_socket_recv(mk):
@@ -392,7 +320,7 @@ def test_respondent_send_state(mk):
 
 
 def test_respondent_best_effort_send(mk):
-    s, p = _backlog_pair(mk, "respondent", "surveyor", best_effort=True)
+    s, p = backlog_pair(mk, "respondent", "surveyor", best_effort=True)
     t0 = time.monotonic()
     for i in range(100):
         p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
@@ -402,7 +330,7 @@ def test_respondent_best_effort_send(mk):
 
 
 def test_respondent_send_back_pressure(mk):
-    s, p = _backlog_pair(mk, "respondent", "surveyor", send_timeout=0.01)
+    s, p = backlog_pair(mk, "respondent", "surveyor", send_timeout=0.01)
     for i in range(100):
         p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
         s.recv()
@@ -416,7 +344,7 @@ def test_respondent_send_back_pressure(mk):
 
 
 def test_respondent_close_context_send(mk):
-    s, p = _backlog_pair(mk, "respondent", "surveyor")
+    s, p = backlog_pair(mk, "respondent", "surveyor")
     c = s.open_context()
     c.send_timeout, c.recv_timeout = 0.01, 2
     for i in range(100):
@@ -475,14 +403,6 @@ def test_respondent_multi_contexts(mk, spawn):
 
 
 # -- raw surveyor (xsurveyor) and raw respondent (xrespondent) ----------------------------------
-@pytest.mark.parametrize("proto", ["surveyor", "respondent"])
-def test_xsurvey_raw_identity(mk, proto):
-    s = mk(proto, raw=True)
-    assert s.raw is True
-    with pytest.raises(gsp.NotSupported):
-        s.open_context()
-
-
 def test_xsurveyor_headers_and_broadcast(mk):
     """Raw surveyor: header as given to every respondent, without blocking; replies arrive with
     the survey id as header; no survey_time applies (no expiry, no filtering)."""
@@ -533,7 +453,7 @@ def test_xrespondent_recv_junk_and_ttl(mk):
 
 
 def test_xrespondent_back_pressure_and_close(mk):
-    xr, xs = _backlog_pair(mk, "respondent", "surveyor", raw=True, send_timeout=0.01)
+    xr, xs = backlog_pair(mk, "respondent", "surveyor", raw=True, send_timeout=0.01)
     route = u32(xr.pipes[0].id)
     for i in range(200):
         try:

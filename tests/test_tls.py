@@ -1,19 +1,48 @@
-"""tls+tcp: verification, mutual TLS, options, a stalled client, and pynng interop."""
+"""tls+tcp: the transport conformance kit, then verification, mutual TLS, options and pynng
+interop."""
 
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 import gevent
 import pytest
-from gevent import socket as gsocket
 
 import gsp
+from gsp.testing import TransportSuite
 from gsp.tls import TLSHandshakeError
 from tests import nng
-from tests.certs import PAIRS, PKI, interop, pki  # noqa: F401  (pki is a fixture)
+from tests.certs import PAIRS, PKI, interop
 
 LOCAL = "tls+tcp://127.0.0.1:0"
+
+
+class TestTLSTransport(TransportSuite):
+    """Every check runs with the test CA: listeners present its server certificate, dialers
+    trust it (the handshake-timeout checks stall before TLS begins)."""
+
+    scheme = "tls+tcp"
+    bad_urls = ("tls+tcp://", "tls+tcp://127.0.0.1", "tls+tcp://127.0.0.1:99999",
+                "tls+tcp://127.0.0.1:5?q=1", "tls+tcp://[::1:5")
+    options = {"tcp_nodelay": (False, "yes"), "tls_verify": (False, "yes"),
+               "tls_client_auth": ("none", "sometimes"), "tls_server_name": ("localhost", "")}
+
+    @pytest.fixture(autouse=True)
+    def _certificates(self, pki: PKI) -> None:
+        self.pki = pki
+
+    def listen_url(self) -> str:
+        return LOCAL
+
+    def anonymous_url(self) -> str:
+        return LOCAL
+
+    def listen_options(self) -> dict[str, Any]:
+        return self.pki.listen_options()
+
+    def dial_options(self) -> dict[str, Any]:
+        return self.pki.dial_options()
 
 
 def _pair(pki: PKI, listen: dict, dial: dict) -> tuple[gsp.Socket, gsp.Socket]:
@@ -113,22 +142,6 @@ def test_bad_tls_options_are_bad_option(pki, tmp_path):
         with pytest.raises(gsp.BadOption):
             s.listen(LOCAL, tls_client_auth="sometimes", **pki.listen_options())
         assert not s.listeners and not s.dialers
-
-
-def test_stalled_tls_client_delays_nobody(pki):
-    with gsp.socket("pair", recv_timeout=5, handshake_timeout=0.5) as a, \
-            gsp.socket("pair", recv_timeout=5) as b:
-        url = a.listen(LOCAL, **pki.listen_options()).url
-        port = int(url.rsplit(":", 1)[1])
-        stalled = gsocket.create_connection(("127.0.0.1", port))  # connects, never says hello
-        try:
-            b.dial(url, block=True, **pki.dial_options())
-            b.send(b"through")
-            assert a.recv() == b"through"
-            stalled.settimeout(3)
-            assert stalled.recv(100) == b""  # dropped when its handshake timed out
-        finally:
-            stalled.close()
 
 
 @pytest.mark.parametrize("gsp_listens", [True, False], ids=["gsp-listens", "nng-listens"])

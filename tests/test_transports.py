@@ -1,77 +1,49 @@
-"""The transport conformance suite (tests/conformance.py) for tcp, ipc and inproc, plus extras."""
+"""tcp, ipc and inproc through the transport conformance kit (gsp.testing.TransportSuite),
+plus what is particular to each."""
 
 from __future__ import annotations
 
 import os
 import socket as stdsocket
 import stat
+from typing import Any
 
 import pytest
 
 import gsp
-from tests import conformance as C
-from tests.conformance import WAIT, connected, sockets
+from gsp.testing import WAIT, TransportSuite, connected, read_to_eof
+from tests.support import TCP, raw_connect, sockets
 
 
-@pytest.fixture
-def tcp() -> C.Tran:
-    return C.tcp()
+class TestTCPTransport(TransportSuite):
+    scheme = "tcp"
+    bad_urls = ("tcp://", "tcp://127.0.0.1", "tcp://127.0.0.1:", "tcp://127.0.0.1:99999",
+                "tcp://127.0.0.1:x", "tcp://127.0.0.1:5?q=1", "tcp://127.0.0.1:5#frag",
+                "tcp://u:p@127.0.0.1:5", "tcp://[::1:5", "tcp://a b:5", "tcp:/127.0.0.1:5")
+    options = {"tcp_nodelay": (False, "yes"), "tcp_keepalive": (False, 1)}
+
+    def listen_url(self) -> str:
+        return "tcp://127.0.0.1:0"
+
+    def anonymous_url(self) -> str:
+        return "tcp://127.0.0.1:0"
+
+    def raw_connect(self, url: str) -> Any:
+        return raw_connect(url)
 
 
-@pytest.fixture
-def ipc(ipc_dir: str) -> C.Tran:
-    return C.ipc(ipc_dir)
+class TestIPCTransport(TransportSuite):
+    scheme = "ipc"
+    bad_urls = ("ipc://", "ipc:///" + "x" * 120, "ipc:///tmp/a\x00b")
+    options = {"ipc_file_mode": (0o600, 0o10000)}
+
+    def raw_connect(self, url: str) -> Any:
+        return raw_connect(url)
 
 
-@pytest.fixture
-def inproc() -> C.Tran:
-    return C.inproc()
-
-
-# -- tcp -------------------------------------------------------------------------------------------
-def test_tcp_scheme(tcp): C.scheme(tcp)
-def test_tcp_listen_and_accept(tcp): C.listen_and_accept(tcp)
-def test_tcp_duplicate_listen(tcp): C.duplicate_listen(tcp)
-def test_tcp_connection_refused(tcp): C.connection_refused(tcp)
-def test_tcp_bad_handshake(tcp): C.bad_handshake(tcp)
-def test_tcp_send_recv(tcp): C.send_recv(tcp)
-def test_tcp_anonymous_port(tcp): C.anonymous_port(tcp)
-def test_tcp_max_recv_size(tcp): C.max_recv_size(tcp)
-def test_tcp_message_sizes(tcp): C.message_sizes(tcp)
-def test_tcp_pipe_addresses(tcp): C.pipe_addresses(tcp)
-def test_tcp_listener_closed(tcp): C.listener_closed(tcp)
-def test_tcp_bad_urls(tcp): C.bad_urls(tcp)
-def test_tcp_bad_options(tcp): C.bad_options(tcp)
-
-
-# -- ipc -------------------------------------------------------------------------------------------
-def test_ipc_scheme(ipc): C.scheme(ipc)
-def test_ipc_listen_and_accept(ipc): C.listen_and_accept(ipc)
-def test_ipc_duplicate_listen(ipc): C.duplicate_listen(ipc)
-def test_ipc_connection_refused(ipc): C.connection_refused(ipc)
-def test_ipc_bad_handshake(ipc): C.bad_handshake(ipc)
-def test_ipc_send_recv(ipc): C.send_recv(ipc)
-def test_ipc_max_recv_size(ipc): C.max_recv_size(ipc)
-def test_ipc_message_sizes(ipc): C.message_sizes(ipc)
-def test_ipc_pipe_addresses(ipc): C.pipe_addresses(ipc)
-def test_ipc_listener_closed(ipc): C.listener_closed(ipc)
-def test_ipc_bad_urls(ipc): C.bad_urls(ipc)
-def test_ipc_bad_options(ipc): C.bad_options(ipc)
-
-
-# -- inproc ----------------------------------------------------------------------------------------
-def test_inproc_scheme(inproc): C.scheme(inproc)
-def test_inproc_listen_and_accept(inproc): C.listen_and_accept(inproc)
-def test_inproc_duplicate_listen(inproc): C.duplicate_listen(inproc)
-def test_inproc_connection_refused(inproc): C.connection_refused(inproc)
-def test_inproc_bad_handshake(inproc): C.bad_handshake(inproc)
-def test_inproc_send_recv(inproc): C.send_recv(inproc)
-def test_inproc_max_recv_size(inproc): C.max_recv_size(inproc)
-def test_inproc_message_sizes(inproc): C.message_sizes(inproc)
-def test_inproc_pipe_addresses(inproc): C.pipe_addresses(inproc)
-def test_inproc_listener_closed(inproc): C.listener_closed(inproc)
-def test_inproc_bad_urls(inproc): C.bad_urls(inproc)
-def test_inproc_bad_options(inproc): C.bad_options(inproc)
+class TestInprocTransport(TransportSuite):
+    scheme = "inproc"
+    bad_urls = ("inproc://",)
 
 
 # -- tcp extras ------------------------------------------------------------------------------------
@@ -89,7 +61,8 @@ def _ipv6_loopback() -> bool:
 
 
 def test_tcp_ipv6_literal():
-    with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {})) as [a, b]:
+    opts = {"recv_timeout": WAIT, "send_timeout": WAIT}
+    with sockets(("pair", opts), ("pair", opts)) as [a, b]:
         if not _ipv6_loopback():  # no IPv6 here: the literal must still be parsed, then refused
             with pytest.raises(gsp.InvalidAddress):
                 a.listen("tcp://[::1]:0")
@@ -99,10 +72,33 @@ def test_tcp_ipv6_literal():
         connected(a, lst.url, b)
         assert a.pipes[0].local_address == lst.url
         assert b.pipes[0].remote_address == lst.url
-        b.send(b"v6")
-        assert a.recv() == b"v6"
-    C.send_recv(C.tcp("::1"))
-    C.bad_handshake(C.tcp("::1"))
+        for i in range(50):
+            b.send(b"ping %d" % i)
+            assert a.recv() == b"ping %d" % i
+            a.send(b"pong %d" % i)
+            assert b.recv() == b"pong %d" % i
+        a.send(bytearray(b"ba"))
+        b.send(memoryview(b"xmv")[1:])
+        assert (b.recv(), a.recv()) == (b"ba", b"mv")
+    # Garbage headers and a wrong protocol over IPv6 too; the listener keeps serving.
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {}), ("pair", {})) as [srv, push, pair]:
+        events: list[gsp.PipeEvent] = []
+        srv.on_pipe_event(lambda ev, p: events.append(ev))
+        lst = srv.listen("tcp://[::1]:0")
+        for data in (b"GARBAGE!", b"\x00SP\x01\x00\x50\x00\x00", b"\x00SP\x00\x00\x50\x00\x01",
+                     b"\x00SP\x00\x00\x10\x00\x00"):
+            raw = raw_connect(lst.url)
+            try:
+                raw.sendall(data)
+                assert read_to_eof(raw) in (b"", b"\x00SP\x00\x00\x51\x00\x00")
+            finally:
+                raw.close()
+        with pytest.raises(gsp.WrongProtocol):
+            pair.dial(lst.url, block=True)
+        assert events == [] and srv.pipes == []
+        connected(srv, lst.url, push)
+        push.send(b"after garbage")
+        assert srv.recv() == b"after garbage"
 
 
 def test_tcp_listen_on_an_address_not_local_is_invalid():
@@ -116,15 +112,15 @@ def _sockopt(pipe: gsp.Pipe, level: int, opt: int) -> int:
     return pipe._conn.sock.getsockopt(level, opt)  # type: ignore[attr-defined]
 
 
-def test_tcp_nodelay_and_keepalive_default_on(tcp):
+def test_tcp_nodelay_and_keepalive_default_on():
     with sockets(("pair", {}), ("pair", {}), ("pair", {"tcp_nodelay": False}),
                  ("pair", {})) as [a, b, c, d]:
-        lst = a.listen(tcp.url())
+        lst = a.listen(TCP)
         connected(a, lst.url, b)
         for p in (a.pipes[0], b.pipes[0]):
             assert _sockopt(p, stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY) != 0
             assert _sockopt(p, stdsocket.SOL_SOCKET, stdsocket.SO_KEEPALIVE) != 0
-        lst2 = c.listen(tcp.url())  # inherits tcp_nodelay=False from its socket
+        lst2 = c.listen(TCP)  # inherits tcp_nodelay=False from its socket
         connected(c, lst2.url, d, tcp_nodelay=False, tcp_keepalive=False)
         assert _sockopt(c.pipes[0], stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY) == 0
         assert _sockopt(d.pipes[0], stdsocket.IPPROTO_TCP, stdsocket.TCP_NODELAY) == 0

@@ -1,4 +1,5 @@
-"""ws:// and wss:// (the gsp-ws plugin): upgrade rules, framing, limits, close, pynng interop."""
+"""ws:// and wss:// (the gsp-ws plugin): the transport conformance kit, then upgrade rules,
+framing, limits, close and pynng interop."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from typing import Any
 
 import gevent
+import pynng
 import pytest
 from gevent import socket as gsocket
 from wsproto import ConnectionType, WSConnection
@@ -25,12 +27,45 @@ from wsproto.events import (
 )
 
 import gsp
+from gsp.testing import TransportSuite
 from gsp.tls import TLSHandshakeError
 from gsp_ws import UpgradeRefused
 from tests import nng
-from tests.certs import PAIRS, interop, pki  # noqa: F401  (pki is a fixture)
+from tests.certs import PAIRS, PKI, interop
 
 MiB = 1 << 20
+
+
+class TestWSTransport(TransportSuite):
+    scheme = "ws"
+    wrong_protocol_error = UpgradeRefused  # an HTTP 400: the subprotocol is not the listener's peer
+    bad_urls = ("ws://127.0.0.1:99999/sp", "ws://127.0.0.1:x/sp", "ws://127.0.0.1:5/sp?q=1",
+                "ws://u:p@127.0.0.1:5/sp", "ws://[::1:5/sp", "ws://a b:5/sp")
+    options = {"ws_recv_text": (True, "yes"), "ws_recv_frame_max": (0, -1),
+               "ws_send_frame_max": (1 << 15, 1.5),
+               "ws_request_headers": ((("X-Kit", "1"),), {"X-Bad\n": "1"}),
+               "ws_origins": (frozenset({"https://good.example"}), "https://good.example")}
+
+    def listen_url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:0/sp"
+
+    def anonymous_url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:0/sp"
+
+
+class TestWSSTransport(TestWSTransport):
+    scheme = "wss"
+    bad_urls = ("wss://127.0.0.1:99999/sp", "wss://127.0.0.1:5/sp#frag")
+
+    @pytest.fixture(autouse=True)
+    def _certificates(self, pki: PKI) -> None:
+        self.pki = pki
+
+    def listen_options(self) -> dict[str, Any]:
+        return self.pki.listen_options()
+
+    def dial_options(self) -> dict[str, Any]:
+        return self.pki.dial_options()
 
 
 def port_of(url: str) -> int:
@@ -154,7 +189,7 @@ def test_wrong_or_missing_protocol_is_400():
                 raw.close()
         n = nng.socket("push")  # nng offers pull.sp.nanomsg.org too
         try:
-            with pytest.raises(Exception):
+            with pytest.raises(pynng.NNGException):
                 nng.run(n.dial, url, block=True)
         finally:
             n.close()
@@ -328,20 +363,11 @@ def test_over_the_limit_closes_only_that_pipe():
 
 
 @pytest.mark.parametrize("scheme", ["ws", "wss"])
-def test_one_mib_messages_round_trip(pki, scheme):
+def test_one_mib_messages_with_nng(pki, scheme):
+    """1 MiB each way between gsp and nng (gsp to gsp: TestWSTransport.test_message_sizes)."""
     tls_listen = pki.listen_options() if scheme == "wss" else {}
-    tls_dial = pki.dial_options() if scheme == "wss" else {}
     limit = {"recv_max_size": 2 * MiB}
     payload = os.urandom(MiB)
-    with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as a, \
-            gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as b:
-        url = a.listen(f"{scheme}://127.0.0.1:0/big", **tls_listen).url
-        b.dial(url, block=True, **tls_dial)
-        b.send(payload)
-        assert a.recv() == payload
-        a.send(payload[::-1])
-        assert b.recv() == payload[::-1]
-    # and with nng at the other end
     with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as g:
         n = nng.socket("pair", recv_timeout=10000, recv_max_size=2 * MiB)
         try:

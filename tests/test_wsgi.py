@@ -19,7 +19,6 @@ from wsproto.events import AcceptConnection, BytesMessage, RejectConnection, Req
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp, mount
 from tests import nng
-from tests.certs import pki  # noqa: F401  (a fixture)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wsgi_app.py"
 

@@ -1,0 +1,111 @@
+"""Helpers gsp's own tests share. What a plugin author would want too lives in :mod:`gsp.testing`
+(wait_for, connected, RawPeer, read_to_eof, free_url, the suites); fixtures come from gsp's
+pytest plugin (gsp_socket, gsp_spawn, gsp_free_url, gsp_leak_check) or tests/conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+from contextlib import ExitStack
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit
+
+from gevent import socket as gsocket
+
+import gsp
+from gsp.testing import WAIT, connected, free_url, wait_for
+
+TCP = "tcp://127.0.0.1:0"
+
+
+def u32(n: int) -> bytes:
+    """A 32-bit big-endian word: a pipe id, request id or backtrace entry."""
+    return n.to_bytes(4, "big")
+
+
+#: A pair1/star hop-count header.
+hops = u32
+
+#: ttl values every protocol with a hop limit refuses (mangos' TTLZero, TTLNegative, TTLTooBig,
+#: TTLNotInt), for ProtocolSuite.options.
+BAD_TTL = (0, -1, 256, "8", 2.0, 8.0, None, True)
+
+
+def raw_connect(url: str) -> Any:
+    """A plain gevent socket connected to a tcp:// or ipc:// listener (reads time out)."""
+    if url.startswith("ipc://"):
+        s = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
+        s.settimeout(WAIT)
+        try:
+            s.connect(url[len("ipc://"):])
+        except BaseException:
+            s.close()
+            raise
+        return s
+    parts = urlsplit(url)
+    return gsocket.create_connection((parts.hostname, parts.port), timeout=WAIT)
+
+
+@contextlib.contextmanager
+def sockets(*specs: tuple[str, dict[str, Any]]) -> Iterator[list[gsp.Socket]]:
+    """Open several gsp sockets, closing every one afterwards whatever happens."""
+    socks: list[gsp.Socket] = []
+    try:
+        for proto, opts in specs:
+            socks.append(gsp.socket(proto, **opts))
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
+def pair_up(stack: ExitStack, proto: str, a_opts: dict[str, Any] | None = None,
+            b_opts: dict[str, Any] | None = None, *, a_raw: bool = False,
+            b_raw: bool = False) -> tuple[gsp.Socket, gsp.Socket]:
+    """Two sockets with one attached pipe: ``a`` listens on tcp, ``b`` dials."""
+    a = stack.enter_context(gsp.socket(proto, raw=a_raw, **(a_opts or {})))
+    b = stack.enter_context(gsp.socket(proto, raw=b_raw, **(b_opts or {})))
+    b.dial(a.listen(TCP).url, block=True)
+    wait_for(lambda: len(a.pipes) == 1 and len(b.pipes) == 1, what="the pipe")
+    return a, b
+
+
+def connect(server: gsp.Socket, client: gsp.Socket, url: str = TCP) -> str:
+    """``server`` listens on ``url``, ``client`` dials; returns the bound URL once both sides
+    have the new pipe."""
+    bound = server.listen(url).url
+    connected(server, bound, client)
+    return bound
+
+
+def inproc_url() -> str:
+    return free_url("inproc")
+
+
+def silent(s: gsp.Socket, wait: float = 0.1) -> bool:
+    """True if nothing arrives on ``s`` within ``wait`` seconds (sets its recv_timeout)."""
+    s.recv_timeout = wait
+    try:
+        s.recv()
+    except gsp.Timeout:
+        return True
+    return False
+
+
+def echo_forever(sock: Any) -> None:
+    """Reply to every request with its own body until the socket (or context) closes."""
+    try:
+        while True:
+            m = sock.recv_msg()
+            sock.send_msg(m)
+    except gsp.Closed:
+        pass
+
+
+def backlog_pair(mk: Callable[..., gsp.Socket], proto: str, peer: str,
+                 **opts: Any) -> tuple[gsp.Socket, gsp.Socket]:
+    """A responder and a raw requester that never reads its replies, over inproc, so the
+    responder's pipe queue fills up (back-pressure)."""
+    s = mk(proto, send_buffer=1, recv_timeout=2, linger=0, **opts)
+    p = mk(peer, raw=True, recv_buffer=1, linger=0)
+    connect(s, p, inproc_url())
+    return s, p
