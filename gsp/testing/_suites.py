@@ -79,6 +79,10 @@ class _Kit:
         self._make = gsp_socket
         self._free_url = gsp_free_url
         self._spawn = gsp_spawn
+        self._check_description()
+
+    def _check_description(self) -> None:
+        """Fail early, and clearly, on a subclass that leaves out what the suite needs."""
 
     def socket(self, protocol: str, *, raw: bool = False, **options: Any) -> gsp.Socket:
         """A socket closed at teardown (before the leak check)."""
@@ -123,6 +127,9 @@ class TransportSuite(_Kit):
     many_pipes: ClassVar[int] = 50
     #: Largest message :meth:`test_message_sizes` sends with ``recv_max_size=0`` (no limit).
     unlimited_size: ClassVar[int] = 2 * MiB + 1
+
+    def _check_description(self) -> None:
+        assert self.scheme, f"{type(self).__name__} must set scheme, the URL scheme under test"
 
     # -- what a subclass may override ------------------------------------------------------------
     def listen_url(self) -> str:
@@ -602,6 +609,10 @@ class ProtocolSuite(_Kit):
     raw_header: ClassVar[bytes] = b""
     #: The protocol's own options: name -> (default, good values, bad values).
     options: ClassVar[dict[str, tuple[Any, Sequence[Any], Sequence[Any]]]] = {}
+
+    def _check_description(self) -> None:
+        assert self.protocol and self.peer, \
+            f"{type(self).__name__} must set protocol and peer (the protocol names)"
 
     # -- what a subclass may override ------------------------------------------------------------
     def url(self) -> str:
