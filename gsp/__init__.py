@@ -75,7 +75,16 @@ _LAZY = {
 }
 
 
+#: Public submodules, importable as attributes too (``gsp.transport.Transport``).
+_SUBMODULES = frozenset({
+    "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
+    "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
+})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gsp' has no attribute {name!r}")
@@ -85,7 +94,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
 
 
 def register_plugin(plugin: object, name: str | None = None) -> None:
