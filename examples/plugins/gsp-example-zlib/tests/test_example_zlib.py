@@ -1,0 +1,370 @@
+"""gsp-example-zlib through gsp.socket(): round trips, the wire format, its option, bad URLs and
+the size limits (including zlib bombs). Servers listen on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import gc
+import os
+import struct
+import time
+import zlib
+from typing import Any, Callable, Iterator
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+
+import gsp
+from gsp import wire
+from gsp.urls import parse_host_port
+from gsp_example_zlib import compress_bound
+
+ANY_PORT = "tcp+zlib://127.0.0.1:0"
+WAIT = 10.0  # a safety net for waits that end on an event, never a measured time
+PAIR = 0x10
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _live_greenlets() -> list[Any]:
+    return [o for o in gc.get_objects() if isinstance(o, gevent.Greenlet) and not o.dead]
+
+
+def _socket_fds() -> set[str]:
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            out.add(f"{name}:{target}")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Every test closes its sockets: no greenlet and no socket fd may be left behind."""
+    glets = {id(g) for g in _live_greenlets()}
+    fds = _socket_fds()
+    yield
+    deadline = time.monotonic() + 3.0
+    while True:
+        gevent.sleep(0.01)
+        left = [g for g in _live_greenlets() if id(g) not in glets]
+        open_fds = _socket_fds() - fds
+        if not left and not open_fds or time.monotonic() > deadline:
+            break
+    assert not left, f"greenlets left running: {left}"
+    assert not open_fds, f"socket fds left open: {open_fds}"
+
+
+def wait_for(cond: Callable[[], object]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not cond():
+        assert time.monotonic() < deadline, "condition never became true"
+        gevent.sleep(0.005)
+
+
+def detached_errors(sock: gsp.Socket) -> list[BaseException | None]:
+    """A list that collects ``pipe.error`` of every pipe of ``sock`` that goes away."""
+    errors: list[BaseException | None] = []
+
+    def on_event(event: gsp.PipeEvent, pipe: gsp.Pipe) -> None:
+        if event is gsp.PipeEvent.DETACHED:
+            errors.append(pipe.error)
+
+    sock.on_pipe_event(on_event)
+    return errors
+
+
+class RawClient:
+    """A plain TCP connection to a tcp+zlib listener that speaks the SP handshake as
+    ``protocol`` and then trades frames by hand: what a test sees is exactly the wire."""
+
+    def __init__(self, url: str, protocol: int = PAIR) -> None:
+        host, port = parse_host_port(url, listening=False)
+        self.sock = gsocket.create_connection((host, port), timeout=WAIT)
+        self.sock.sendall(wire.handshake(protocol))
+        self.peer = wire.parse_handshake(self.read(8))
+
+    def read(self, n: int) -> bytes:
+        got = b""
+        while len(got) < n:
+            chunk = self.sock.recv(n - len(got))
+            if not chunk:
+                raise EOFError("the listener closed the connection")
+            got += chunk
+        return got
+
+    def recv_frame(self) -> bytes:
+        (n,) = struct.unpack(">Q", self.read(8))
+        return self.read(n)
+
+    def send_frames(self, *frames: bytes) -> None:
+        self.sock.sendall(b"".join(struct.pack(">Q", len(f)) + f for f in frames))
+
+    def wait_eof(self) -> None:
+        while self.sock.recv(65536):
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def mixed(size: int) -> bytes:
+    """Half random (incompressible), half zeros."""
+    return os.urandom(size // 2) + bytes(size - size // 2)
+
+
+# -- tests --------------------------------------------------------------------------------------
+
+def test_scheme_is_installed() -> None:
+    assert "tcp+zlib" in gsp.transports()
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000, 70_000, 1 << 20])
+def test_round_trip_both_ways(size: int) -> None:
+    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as a:
+        with gsp.socket("pair", dial=a.listeners[0].url, recv_timeout=WAIT) as b:
+            ping, pong = mixed(size), os.urandom(size)  # the random one is at most 1 MiB too
+            b.send(ping)
+            assert a.recv() == ping
+            a.send(pong)
+            assert b.recv() == pong
+
+
+def test_many_messages_in_order() -> None:
+    """Batches (send_messages) and single writes (send_now) keep the order."""
+    with gsp.socket("pull", listen=ANY_PORT, recv_timeout=WAIT) as pull:
+        with gsp.socket("push", dial=pull.listeners[0].url) as push:
+            msgs = [b"message %d " % i * (i % 50) for i in range(3000)]
+
+            def send_all() -> None:
+                for m in msgs:
+                    push.send(m)
+
+            sender = gevent.spawn(send_all)
+            assert [pull.recv() for _ in msgs] == msgs
+            sender.get(timeout=WAIT)
+
+
+def test_bound_url_and_pipe_addresses() -> None:
+    with gsp.socket("pair", listen=ANY_PORT) as a:
+        url = a.listeners[0].url
+        assert url.startswith("tcp+zlib://127.0.0.1:") and not url.endswith(":0")
+        with gsp.socket("pair", dial=url) as b:
+            wait_for(lambda: a.pipes and b.pipes)
+            assert a.pipes[0].local_address == url
+            assert b.pipes[0].remote_address == url
+            assert a.pipes[0].remote_address == b.pipes[0].local_address
+
+
+def test_wire_format_is_one_zlib_stream_per_message() -> None:
+    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as s:
+        peer = RawClient(s.listeners[0].url)
+        try:
+            assert peer.peer == PAIR
+            wait_for(lambda: s.pipes)
+            text = b"the same words again and again " * 100
+            s.send(text)
+            frame = peer.recv_frame()
+            assert zlib.decompress(frame) == text
+            assert len(frame) < len(text) // 10
+            peer.send_frames(zlib.compress(b"from a hand-made peer"))
+            assert s.recv() == b"from a hand-made peer"
+        finally:
+            peer.close()
+
+
+def test_zlib_level_option() -> None:
+    for bad in (10, -1, "6", 6.0, True, None):
+        with pytest.raises(gsp.BadOption):
+            gsp.socket("pair", zlib_level=bad)
+    with gsp.socket("pair") as s:
+        assert s.zlib_level == 6  # the default
+        s.zlib_level = 1
+        assert s.get_option("zlib_level") == 1
+        with pytest.raises(gsp.BadOption):
+            s.zlib_level = 42
+        assert s.zlib_level == 1
+        with pytest.raises(gsp.BadOption):
+            s.listen(ANY_PORT, zlib_level="best")
+        # Another transport's endpoint does not take it.
+        with pytest.raises(gsp.BadOption):
+            s.listen("tcp://127.0.0.1:0", zlib_level=9)
+
+
+@pytest.mark.parametrize("where", ["socket", "listen"])
+def test_zlib_level_reaches_the_wire(where: str) -> None:
+    """Level 0 stores the message (it shows through, a few bytes longer); 9 squeezes it."""
+    text = b"abcdefgh" * 1000
+    sizes = {}
+    for level in (0, 9):
+        if where == "socket":
+            s = gsp.socket("pair", listen=ANY_PORT, zlib_level=level)
+        else:
+            s = gsp.socket("pair", zlib_level=5)
+            s.listen(ANY_PORT, zlib_level=level)  # the endpoint's value wins
+        with s:
+            peer = RawClient(s.listeners[0].url)
+            try:
+                wait_for(lambda: s.pipes)  # noqa: B023 (called before the loop moves on)
+                s.send(text)
+                frame = peer.recv_frame()
+            finally:
+                peer.close()
+        assert zlib.decompress(frame) == text
+        sizes[level] = len(frame)
+    assert sizes[0] > len(text) > 50 * sizes[9]
+
+
+@pytest.mark.parametrize("url", [
+    "tcp+zlib://",
+    "tcp+zlib://127.0.0.1",
+    "tcp+zlib://127.0.0.1:port",
+    "tcp+zlib://127.0.0.1:70000",
+    "tcp+zlib://127.0.0.1:5555/path",
+    "tcp+zlib://127.0.0.1:5555?level=9",
+    "tcp+zlib://127.0.0.1:5555#here",
+    "tcp+zlib://user@127.0.0.1:5555",
+    "tcp+zlib:/127.0.0.1:5555",
+    "tcp+zlib://127.0.0.1:5555 ",
+])
+def test_bad_urls_are_refused(url: str) -> None:
+    with gsp.socket("pair") as s:
+        with pytest.raises(gsp.InvalidAddress):
+            s.listen(url)
+        with pytest.raises(gsp.InvalidAddress):
+            s.dial(url)
+        assert not s.listeners and not s.dialers
+
+
+@pytest.mark.parametrize("url", ["tcp+zlib://127.0.0.1:0", "tcp+zlib://:5555"])
+def test_dialing_needs_a_host_and_a_port(url: str) -> None:
+    with gsp.socket("pair") as s:
+        with pytest.raises(gsp.InvalidAddress):
+            s.dial(url)
+
+
+def test_address_in_use_and_connection_refused() -> None:
+    with gsp.socket("pair", listen=ANY_PORT) as a, gsp.socket("pair") as b:
+        url = a.listeners[0].url
+        with pytest.raises(gsp.AddressInUse):
+            b.listen(url)
+        a.listeners[0].close()
+        with pytest.raises(gsp.ConnectionRefused):
+            b.dial(url, block=True)
+
+
+@pytest.mark.parametrize("size", [100, 1000, 10_000])
+def test_compress_bound_holds_for_random_data(size: int) -> None:
+    data = os.urandom(size)
+    for level in range(10):
+        assert len(zlib.compress(data, level)) <= compress_bound(size)
+
+
+def test_message_at_the_limit_passes() -> None:
+    with gsp.socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT) as pull:
+        with gsp.socket("push", dial=pull.listeners[0].url) as push:
+            exact = os.urandom(1000)  # compresses to more than 1000 bytes: the frame still fits
+            push.send(exact)
+            assert pull.recv() == exact
+
+
+@pytest.mark.parametrize("oversize, refused_by", [
+    pytest.param(os.urandom(2000), "length prefix", id="frame-too-long"),
+    pytest.param(bytes(500_000), "inflate", id="zlib-bomb"),  # ~500 bytes of zlib
+])
+def test_oversize_message_closes_the_pipe(oversize: bytes, refused_by: str) -> None:
+    frame_fits = len(zlib.compress(oversize, 6)) <= compress_bound(1000)
+    assert frame_fits == (refused_by == "inflate")  # the case tests what it says it does
+    with gsp.socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT) as pull:
+        errors = detached_errors(pull)
+        with gsp.socket("push", dial=pull.listeners[0].url, reconnect_time=0.01) as push:
+            wait_for(lambda: push.pipes)
+            first = push.pipes[0]
+            push.send(oversize)
+            wait_for(lambda: errors)
+            assert isinstance(errors[0], gsp.MessageTooLarge)
+            # The socket serves on: the dialer comes back and small messages pass.
+            wait_for(lambda: first.closed and push.pipes and pull.pipes)
+            push.send(b"small")
+            assert pull.recv() == b"small"
+
+
+def test_recv_max_size_of_a_dialer_and_zero_for_unlimited() -> None:
+    big = bytes(3 << 20)  # over the default 1 MiB limit once inflated
+    with gsp.socket("pair", listen=ANY_PORT) as a:
+        with gsp.socket("pair", recv_timeout=WAIT) as b:
+            errors = detached_errors(b)
+            b.dial(a.listeners[0].url, recv_max_size=1000)  # the endpoint's own limit
+            wait_for(lambda: a.pipes)
+            a.send(b"y" * 5000)
+            wait_for(lambda: errors)
+            assert isinstance(errors[0], gsp.MessageTooLarge)
+    with gsp.socket("pair", listen=ANY_PORT, recv_max_size=0, recv_timeout=WAIT) as a:
+        with gsp.socket("pair", dial=a.listeners[0].url) as b:
+            b.send(big)
+            assert a.recv() == big
+
+
+@pytest.mark.parametrize("bad", [
+    pytest.param(b"not zlib at all", id="not-zlib"),
+    pytest.param(zlib.compress(b"hello") + b"junk", id="trailing-bytes"),
+    pytest.param(zlib.compress(b"hello world")[:-3], id="truncated"),
+])
+def test_bad_frame_after_a_good_one(bad: bytes) -> None:
+    """The good message that came before a bad frame is delivered; then the pipe closes."""
+    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as s:
+        errors = detached_errors(s)
+        peer = RawClient(s.listeners[0].url)
+        try:
+            peer.send_frames(zlib.compress(b"good"), bad)  # one write: one batch
+            assert s.recv() == b"good"
+            wait_for(lambda: errors)
+            assert isinstance(errors[0], gsp.BadFrame)
+            peer.wait_eof()
+        finally:
+            peer.close()
+
+
+def test_plain_tcp_peer_is_cut_off_at_its_first_message() -> None:
+    """The SP header is tcp's, so a tcp:// dialer connects; its first frame is not zlib."""
+    with gsp.socket("pull", listen=ANY_PORT) as pull:
+        errors = detached_errors(pull)
+        port = parse_host_port(pull.listeners[0].url, listening=False)[1]
+        with gsp.socket("push", dial=f"tcp://127.0.0.1:{port}") as push:
+            push.send(b"plain bytes")
+            wait_for(lambda: errors)
+            assert isinstance(errors[0], gsp.BadFrame)
+
+
+def test_handshake_timeout_drops_a_silent_peer() -> None:
+    with gsp.socket("pair", listen=ANY_PORT, handshake_timeout=0.05) as s:
+        host, port = parse_host_port(s.listeners[0].url, listening=False)
+        silent = gsocket.create_connection((host, port), timeout=WAIT)
+        try:
+            assert silent.recv(8) == wire.handshake(PAIR)  # then we say nothing
+            assert silent.recv(8) == b""  # the listener gave up and closed the connection
+            assert not s.pipes
+        finally:
+            silent.close()
+
+
+def test_close_wakes_blocked_calls_and_ends_the_connections() -> None:
+    a = gsp.socket("pair", listen=ANY_PORT)
+    b = gsp.socket("pair", dial=a.listeners[0].url)
+    try:
+        wait_for(lambda: a.pipes and b.pipes)
+        waiting = gevent.spawn(a.recv)
+        gevent.sleep(0)
+        a.close()
+        with pytest.raises(gsp.Closed):
+            waiting.get(timeout=WAIT)
+        with pytest.raises(gsp.Closed):
+            a.send(b"x")
+        wait_for(lambda: not b.pipes)  # the peer saw the connection end
+    finally:
+        a.close()
+        b.close()
