@@ -22,13 +22,13 @@ from typing import Any
 import gevent
 
 import gsp
-from gsp.backtrace import TTL_OPTION, IdMap, Requester, responder, u32
+from gsp.backtrace import MAX_HOPS, TTL_OPTION, IdMap, responder, split_backtrace, u32
 from gsp.chan import Recv, Send, select
 from gsp.context import Context, ContextHost
 from gsp.message import Message
 from gsp.options import Option, boolean
 from gsp.protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from gsp.queues import Deadline, Signal
+from gsp.queues import Deadline, Inbox, Signal
 from gsp.routing import RoundRobin
 
 __all__ = [
@@ -42,13 +42,44 @@ REDELIVER = Option("redeliver", True, boolean,
                    "send a task again to another gather peer when its peer leaves unanswered")
 
 
-class XScatter(Requester, RoundRobin):
+class XScatter(RoundRobin):
     """Raw scatter: ``send_msg`` puts header and body as given on one gather peer in turn
-    (waiting for room, or dropping with ``best_effort``); ``recv_msg`` returns each result with
-    its backtrace (up to the first high-bit word) as the header. No task is kept."""
+    (RoundRobin: waiting for room, or dropping with ``best_effort``); ``recv_msg`` returns each
+    result with its backtrace (up to the first word with the high bit set) as the header. It
+    keeps no task. Cooked scatter overrides :meth:`_deliver` to route results by task id."""
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self.stats["discarded"] = 0
+        # Results wait here for recv; a full queue blocks the pipe readers (back-pressure).
+        self._results: Inbox[Message] = Inbox.for_option(handle, "block")
+
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        split = split_backtrace(data, MAX_HOPS)
+        if split is None:  # no task id in it: garbage, dropped (the pipe stays)
+            self.stats["discarded"] += 1
+            return
+        backtrace, body = split
+        self._deliver(Message(body, backtrace, pipe))
+
+    def _deliver(self, msg: Message) -> None:
+        try:
+            self._results.put(msg)
+        except gsp.Closed:
+            pass  # the socket is closing
+
+    def recv(self, timeout: float | None) -> Message:
+        try:
+            return self._results.get(timeout)
+        except gsp.Closed:
+            raise gsp.Closed("socket closed") from None
 
     def outstanding(self) -> int:
         raise gsp.NotSupported("a raw scatter socket keeps no tasks")
+
+    def close(self) -> None:
+        super().close()
+        self._results.close()
 
 
 class _Task:
@@ -137,7 +168,7 @@ class Scatter(ContextHost, XScatter):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats.update(dropped=0, redelivered=0, lost=0, discarded=0)
+        self.stats.update(dropped=0, redelivered=0, lost=0)
         self._ids = IdMap()  # task id -> _Task, for every task out
         self._retry: deque[_Task] = deque()  # tasks whose peer left, waiting to go out again
         self._flusher: gevent.Greenlet | None = None
@@ -160,7 +191,7 @@ class Scatter(ContextHost, XScatter):
     def recv_body(self, timeout: float | None) -> bytes:
         return self._main._take(timeout)[0]
 
-    # -- results (called by Requester.pipe_recv with the backtrace split off) -------------------
+    # -- results (called by XScatter.pipe_recv with the backtrace split off) --------------------
     def _deliver(self, msg: Message) -> None:
         h = msg.header
         task = self._ids.pop(int.from_bytes(h, "big")) if len(h) == 4 else None
