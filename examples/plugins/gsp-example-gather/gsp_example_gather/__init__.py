@@ -258,13 +258,12 @@ class Scatter(ContextHost, XScatter):
     def _flush(self) -> None:
         """Send the tasks of lost peers again, oldest first, as peers have room."""
         try:
-            while self._retry:
-                task = self._retry[0]
+            while self._retry and not self._closed:
+                task = self._retry.popleft()
                 if self._ids.get(task.id) is task:  # still wanted (its context is open)
                     pipe = self._place(task.msg, Deadline(None), False, None)
                     if pipe is not None:
                         self._placed(task, pipe)
-                self._retry.popleft()
         except gsp.Closed:
             pass  # the socket is closing
         finally:
