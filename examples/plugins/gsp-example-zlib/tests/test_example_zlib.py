@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import subprocess
+import sys
 import time
 import zlib
 from typing import Any, Callable, Iterator
@@ -121,6 +123,21 @@ def mixed(size: int) -> bytes:
 
 def test_scheme_is_installed() -> None:
     assert "tcp+zlib" in gsp.transports()
+
+
+BY_HAND = """\
+import gsp, gsp_example_zlib
+gsp.register_plugin(gsp_example_zlib)      # gsp.unregister_plugin(...) undoes it
+"""
+
+
+def test_registered_by_hand_when_autoload_is_off() -> None:
+    """docs/plugins.md shows BY_HAND: with GSP_DISABLE_PLUGIN_AUTOLOAD set it is how to load."""
+    code = ("import gsp\nassert 'tcp+zlib' not in gsp.transports()\n" + BY_HAND +
+            "assert 'tcp+zlib' in gsp.transports()\n"
+            "gsp.unregister_plugin(gsp_example_zlib)\nassert 'tcp+zlib' not in gsp.transports()\n")
+    env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 70_000, 1 << 20])
