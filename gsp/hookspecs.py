@@ -36,13 +36,11 @@ def gsp_transports() -> "list[Transport]":
     Each :class:`gsp.transport.Transport` names its URL schemes; two plugins claiming one scheme
     is an error reported when the registry loads.
     """
-    raise NotImplementedError
 
 
 @hookspec
 def gsp_protocols() -> "list[ProtocolSpec]":
     """Return the protocols this plugin provides, as :class:`gsp.protocol.ProtocolSpec` objects."""
-    raise NotImplementedError
 
 
 @hookspec

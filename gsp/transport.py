@@ -133,3 +133,8 @@ class Transport:
         if self.dialer_class is None:
             raise NotImplementedError(f"{type(self).__name__} makes no dialers")
         return self.dialer_class(url, options)
+
+    def free_url(self, scheme: str, directory: str | None = None) -> str | None:
+        """Optional, for :mod:`gsp.testing`: a URL of ``scheme`` that nothing listens on yet
+        (files, if any, go in ``directory``, which the caller removes). None: cannot tell."""
+        return None

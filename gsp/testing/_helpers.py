@@ -91,13 +91,11 @@ def free_url(scheme: str, directory: str | None = None) -> str:
                              "(the gsp_free_url fixture makes and removes one)")
         return f"ipc://{directory}/s{next(_inproc_names)}.sock"
     transport = registry().transport_for(f"{scheme}://")
-    factory = getattr(transport, "free_url", None)
-    if not callable(factory):
+    url = transport.free_url(scheme, directory)
+    if url is None:
         raise LookupError(
             f"gsp.testing cannot make a free {scheme}:// URL: it knows tcp, tls+tcp, ipc and "
-            f"inproc, and the {type(transport).__name__} transport has no "
-            "free_url(scheme, directory) method to ask")
-    url = factory(scheme, directory)
+            f"inproc, and the {type(transport).__name__} transport's free_url() gives none")
     if not isinstance(url, str) or not url.startswith(f"{scheme}://"):
         raise LookupError(f"{type(transport).__name__}.free_url gave {url!r} for {scheme}://")
     return url

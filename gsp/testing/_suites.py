@@ -25,7 +25,7 @@ MiB = 1 << 20
 #: (1 MiB): the edges of 1-byte, 8-byte, 64 KiB, 256 KiB and 1 MiB buffers.
 SIZES = (0, 1, 2, 7, 8, 9, 100, 1023, 1024, 4096, 65535, 65536, 65537, 262143, 262144,
          262145, 1 << 19, MiB - 1, MiB)
-BIG = b"x" * 65536  # a message that fills buffers fast
+BIG = os.urandom(65536)  # fills buffers fast, on transports that compress too
 
 
 def read_to_eof(sock: Any, timeout: float = WAIT) -> bytes:

@@ -200,12 +200,8 @@ class ZlibDialer(SocketDialer):
 class ZlibTransport(Transport):
     schemes = (SCHEME,)
     options = {ZLIB_LEVEL.name: ZLIB_LEVEL}
-
-    def listener(self, url: str, options: Mapping[str, Any]) -> ZlibListener:
-        return ZlibListener(url, options)
-
-    def dialer(self, url: str, options: Mapping[str, Any]) -> ZlibDialer:
-        return ZlibDialer(url, options)
+    listener_class = ZlibListener
+    dialer_class = ZlibDialer
 
     def free_url(self, scheme: str, directory: str | None = None) -> str:
         """A URL on 127.0.0.1 that nothing listens on yet (for gsp.testing's suites)."""

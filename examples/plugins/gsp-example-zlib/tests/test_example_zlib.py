@@ -3,14 +3,11 @@ the size limits (including zlib bombs). Servers listen on 127.0.0.1 only."""
 
 from __future__ import annotations
 
-import gc
 import os
 import struct
 import subprocess
 import sys
-import time
 import zlib
-from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
@@ -18,6 +15,7 @@ from gevent import socket as gsocket
 
 import gsp
 from gsp import wire
+from gsp.testing import TransportSuite, wait_for
 from gsp.urls import parse_host_port
 from gsp_example_zlib import compress_bound
 
@@ -26,46 +24,22 @@ WAIT = 10.0  # a safety net for waits that end on an event, never a measured tim
 PAIR = 0x10
 
 
-# -- helpers ------------------------------------------------------------------------------------
+# The transport through gsp's conformance kit: connect and close, 0 B to 1 MiB, oversize
+# messages, many pipes, handshake timeouts, wrong peers, bad URLs and options, leaks.
+class TestZlibTransport(TransportSuite):
+    scheme = "tcp+zlib"
+    bad_urls = ("tcp+zlib://", "tcp+zlib://127.0.0.1", "tcp+zlib://127.0.0.1:port",
+                "tcp+zlib://127.0.0.1:70000", "tcp+zlib://127.0.0.1:5555/path",
+                "tcp+zlib://127.0.0.1:5555?level=9", "tcp+zlib://127.0.0.1:5555#here",
+                "tcp+zlib://user@127.0.0.1:5555", "tcp+zlib:/127.0.0.1:5555")
+    options = {"zlib_level": (9, 10)}
 
-def _live_greenlets() -> list[Any]:
-    return [o for o in gc.get_objects() if isinstance(o, gevent.Greenlet) and not o.dead]
-
-
-def _socket_fds() -> set[str]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if target.startswith("socket:"):
-            out.add(f"{name}:{target}")
-    return out
+    def anonymous_url(self) -> str:
+        return ANY_PORT
 
 
-@pytest.fixture(autouse=True)
-def no_leaks() -> Iterator[None]:
-    """Every test closes its sockets: no greenlet and no socket fd may be left behind."""
-    glets = {id(g) for g in _live_greenlets()}
-    fds = _socket_fds()
-    yield
-    deadline = time.monotonic() + 3.0
-    while True:
-        gevent.sleep(0.01)
-        left = [g for g in _live_greenlets() if id(g) not in glets]
-        open_fds = _socket_fds() - fds
-        if not left and not open_fds or time.monotonic() > deadline:
-            break
-    assert not left, f"greenlets left running: {left}"
-    assert not open_fds, f"socket fds left open: {open_fds}"
-
-
-def wait_for(cond: Callable[[], object]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not cond():
-        assert time.monotonic() < deadline, "condition never became true"
-        gevent.sleep(0.005)
+# Every test below fails if it leaves a greenlet running or a socket open (gsp.testing's check).
+pytestmark = pytest.mark.usefixtures("gsp_leak_check")
 
 
 def detached_errors(sock: gsp.Socket) -> list[BaseException | None]:
@@ -234,27 +208,6 @@ def test_zlib_level_reaches_the_wire(where: str) -> None:
         assert zlib.decompress(frame) == text
         sizes[level] = len(frame)
     assert sizes[0] > len(text) > 50 * sizes[9]
-
-
-@pytest.mark.parametrize("url", [
-    "tcp+zlib://",
-    "tcp+zlib://127.0.0.1",
-    "tcp+zlib://127.0.0.1:port",
-    "tcp+zlib://127.0.0.1:70000",
-    "tcp+zlib://127.0.0.1:5555/path",
-    "tcp+zlib://127.0.0.1:5555?level=9",
-    "tcp+zlib://127.0.0.1:5555#here",
-    "tcp+zlib://user@127.0.0.1:5555",
-    "tcp+zlib:/127.0.0.1:5555",
-    "tcp+zlib://127.0.0.1:5555 ",
-])
-def test_bad_urls_are_refused(url: str) -> None:
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.InvalidAddress):
-            s.listen(url)
-        with pytest.raises(gsp.InvalidAddress):
-            s.dial(url)
-        assert not s.listeners and not s.dialers
 
 
 @pytest.mark.parametrize("url", ["tcp+zlib://127.0.0.1:0", "tcp+zlib://:5555"])
