@@ -160,7 +160,7 @@ class ScatterContext(Context):
         self._tasks.clear()
         self.results.clear()
         self._arrived.close()
-        self._proto._contexts.discard(self)
+        self._proto.forget(self)
 
 
 class Scatter(ContextHost, XScatter):
