@@ -9,6 +9,8 @@ from contextlib import ExitStack
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+import gevent
+import pytest
 from gevent import socket as gsocket
 
 import gsp
@@ -109,3 +111,13 @@ def backlog_pair(mk: Callable[..., gsp.Socket], proto: str, peer: str,
     p = mk(peer, raw=True, recv_buffer=1, linger=0)
     connect(s, p, inproc_url())
     return s, p
+
+
+def close_wakes(sock: gsp.Socket, blocked: list[gevent.Greenlet]) -> None:
+    """Every greenlet in ``blocked`` is still waiting; closing ``sock`` wakes each with Closed."""
+    gevent.sleep(0.02)
+    assert not any(g.ready() for g in blocked)
+    sock.close()
+    for g in blocked:
+        with pytest.raises(gsp.Closed):
+            g.get(timeout=2)

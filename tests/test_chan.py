@@ -36,6 +36,15 @@ def assert_clean(*chans: Chan) -> None:
         assert waiters(ch) == (0, 0), f"waiter left behind on {ch!r}"
 
 
+def killed_receiver(ch: Chan, spawn: Spawn) -> Greenlet:
+    """A receiver that blocked on ``ch`` and was then killed, not yet woken: an item sent now
+    is handed to it and must come back to the channel."""
+    receiver = spawn(ch.recv)
+    wait_for(lambda: waiters(ch) == (1, 0))
+    receiver.kill(block=False)
+    return receiver
+
+
 def busy_wait(seconds: float) -> None:
     """Let time pass without giving the hub a turn (time.sleep may be monkey-patched)."""
     end = time.perf_counter() + seconds
@@ -696,9 +705,7 @@ def test_item_of_killed_select_goes_back_to_its_channel(spawn: Spawn) -> None:
 
 def test_returned_item_keeps_unbuffered_rendezvous(spawn: Spawn) -> None:
     ch = Chan()
-    receiver = spawn(ch.recv)
-    wait_for(lambda: waiters(ch) == (1, 0))
-    receiver.kill(block=False)
+    receiver = killed_receiver(ch, spawn)
     ch.send("first")
     receiver.join(timeout=1)
     sender = spawn(ch.send, "second")
@@ -714,9 +721,7 @@ def test_returned_item_keeps_unbuffered_rendezvous(spawn: Spawn) -> None:
 
 def test_returned_item_keeps_fifo_order_in_a_buffered_channel(spawn: Spawn) -> None:
     ch = Chan(1)
-    receiver = spawn(ch.recv)
-    wait_for(lambda: waiters(ch) == (1, 0))
-    receiver.kill(block=False)
+    receiver = killed_receiver(ch, spawn)
     ch.send("first")
     ch.send_nowait("second")  # buffered before the killed receiver gives "first" back
     receiver.join(timeout=1)
@@ -725,9 +730,7 @@ def test_returned_item_keeps_fifo_order_in_a_buffered_channel(spawn: Spawn) -> N
 
 def test_returned_item_survives_close(spawn: Spawn) -> None:
     ch = Chan()
-    receiver = spawn(ch.recv)
-    wait_for(lambda: waiters(ch) == (1, 0))
-    receiver.kill(block=False)
+    receiver = killed_receiver(ch, spawn)
     ch.send("item")
     ch.close()
     receiver.join(timeout=1)

@@ -43,52 +43,36 @@ def link(g: gsp.Socket, n: Any, scheme: str, who: str, ipc_dir: str) -> None:
     wait_for(lambda: len(g.pipes) == 1 and len(n.pipes) == 1)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("who", WHO_LISTENS)
-def test_gsp_req_nng_rep(mk, nsocks, ipc_dir, scheme, who):
-    req, rep = mk("req", recv_timeout=5, send_timeout=5), nsocks("rep")
-    link(req, rep, scheme, who, ipc_dir)
-    for i in range(3):
-        req.send(b"question %d" % i)
-        assert nng.run(rep.recv) == b"question %d" % i
-        nng.run(rep.send, b"answer %d" % i)
-        assert req.recv() == b"answer %d" % i
+# (asker, responder, gsp asker options, nng asker options): req/rep and surveyor/respondent
+# exchange the same way, each reply answering one request or survey.
+FAMILIES = [("req", "rep", {"recv_timeout": 5, "send_timeout": 5}, {}),
+            ("surveyor", "respondent", {"survey_time": 2}, {"survey_time": 2000})]
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("who", WHO_LISTENS)
-def test_nng_req_gsp_rep(mk, nsocks, ipc_dir, scheme, who):
-    req, rep = nsocks("req"), mk("rep", recv_timeout=5, send_timeout=5)
-    link(rep, req, scheme, who, ipc_dir)
+@pytest.mark.parametrize("asker,responder,opts,_", FAMILIES, ids=["req", "surveyor"])
+def test_gsp_asks_nng_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder, opts, _):
+    a, r = mk(asker, **opts), nsocks(responder)
+    link(a, r, scheme, who, ipc_dir)
     for i in range(3):
-        pending = nng.spawn(lambda i=i: (req.send(b"question %d" % i), req.recv())[1])
-        assert rep.recv() == b"question %d" % i
-        rep.send(b"answer %d" % i)
+        a.send(b"question %d" % i)
+        assert nng.run(r.recv) == b"question %d" % i
+        nng.run(r.send, b"answer %d" % i)
+        assert a.recv() == b"answer %d" % i
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("who", WHO_LISTENS)
+@pytest.mark.parametrize("asker,responder,_,nng_opts", FAMILIES, ids=["req", "surveyor"])
+def test_nng_asks_gsp_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder, _, nng_opts):
+    a, r = nsocks(asker, **nng_opts), mk(responder, recv_timeout=5, send_timeout=5)
+    link(r, a, scheme, who, ipc_dir)
+    for i in range(3):
+        pending = nng.spawn(lambda i=i: (a.send(b"question %d" % i), a.recv())[1])
+        assert r.recv() == b"question %d" % i
+        r.send(b"answer %d" % i)
         assert pending.get(timeout=5) == b"answer %d" % i
-
-
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("who", WHO_LISTENS)
-def test_gsp_surveyor_nng_respondent(mk, nsocks, ipc_dir, scheme, who):
-    s, r = mk("surveyor", survey_time=2), nsocks("respondent")
-    link(s, r, scheme, who, ipc_dir)
-    for i in range(3):
-        s.send(b"survey %d" % i)
-        assert nng.run(r.recv) == b"survey %d" % i
-        nng.run(r.send, b"vote %d" % i)
-        assert s.recv() == b"vote %d" % i
-
-
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("who", WHO_LISTENS)
-def test_nng_surveyor_gsp_respondent(mk, nsocks, ipc_dir, scheme, who):
-    s, r = nsocks("surveyor", survey_time=2000), mk("respondent", recv_timeout=5, send_timeout=5)
-    link(r, s, scheme, who, ipc_dir)
-    for i in range(3):
-        pending = nng.spawn(lambda i=i: (s.send(b"survey %d" % i), s.recv())[1])
-        assert r.recv() == b"survey %d" % i
-        r.send(b"vote %d" % i)
-        assert pending.get(timeout=5) == b"vote %d" % i
 
 
 def test_nng_req_through_gsp_device_to_nng_rep(mk, nsocks, spawn):

@@ -56,19 +56,19 @@ def test_raw_pair_garbage_is_just_body():
             assert peer.recv() == b"hb"
 
 
-@pytest.mark.parametrize("raw", [False, True])
-def test_raw_pair_reject_second_pipe(raw):
+@pytest.mark.parametrize("proto,raw", [("pair", False), ("pair", True), ("pair1", False),
+                                       ("pair1", True)])
+def test_reject_second_pipe(proto, raw):
+    """pair and (monogamous) pair1 have one peer: a second pipe is refused at attach."""
     events: list[gsp.PipeEvent] = []
     with ExitStack() as st:
-        a, b = pair_up(st, "pair", a_raw=raw, b_raw=raw)
-        c = st.enter_context(gsp.socket("pair", raw=raw, reconnect_time=5.0))
+        a, b = pair_up(st, proto, a_raw=raw, b_raw=raw)
+        c = st.enter_context(gsp.socket(proto, raw=raw, reconnect_time=5.0))
         c.on_pipe_event(lambda ev, p: events.append(ev))
         c.dial(a.listeners[0].url, block=True)
         wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="the second pipe to be refused")
         assert events[:2] == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
         assert len(a.pipes) == 1 and a.pipes[0].remote_address == b.pipes[0].local_address
-
-
 @pytest.mark.parametrize("raw", [False, True])
 def test_raw_pair_send_deadline(raw):
     with gsp.socket("pair", raw=raw, send_timeout=0.02) as s:  # no peer: nowhere to send
@@ -270,17 +270,6 @@ def test_raw_pair1_send_malformed_header(header):
             a.send(b"raw send() has no header at all")
         with pytest.raises(gsp.Timeout):
             b.recv_msg()
-
-
-def test_raw_pair1_reject_second_pipe():
-    events: list[gsp.PipeEvent] = []
-    with ExitStack() as st:
-        a, _ = pair_up(st, "pair1", a_raw=True, b_raw=True)
-        c = st.enter_context(gsp.socket("pair1", raw=True, reconnect_time=5.0))
-        c.on_pipe_event(lambda ev, p: events.append(ev))
-        c.dial(a.listeners[0].url, block=True)
-        wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="the second pipe to be refused")
-        assert gsp.PipeEvent.ATTACHED in events and len(a.pipes) == 1
 
 
 def test_raw_pair1_send_deadline_and_best_effort():

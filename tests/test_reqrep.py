@@ -2,21 +2,21 @@
 
 Names follow mangos (TestReqCancelReply → test_req_cancel_reply). Where gsp follows nng 1.9 rather
 than mangos the docstring says so. What every protocol must do (identity, options, closing, raw
-mode, pipe churn) is checked by the conformance kit's ProtocolSuite (TestReqProtocol,
-TestRepProtocol); the rest of this file is particular to req and rep.
+mode, pipe churn) is checked by the conformance kit's ProtocolSuite (TestReqProtocol here,
+TestRepProtocol in test_backtrace.py, with what rep shares with respondent and req with surveyor);
+the rest of this file is particular to req and rep.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import gevent
 import pytest
 
 import gsp
 from gsp.testing import ProtocolSuite, wait_for
-from tests.support import BAD_TTL, backlog_pair, connect, echo_forever, inproc_url, u32
+from tests.support import backlog_pair, close_wakes, connect, inproc_url, u32
 
 
 class TestReqProtocol(ProtocolSuite):
@@ -29,58 +29,7 @@ class TestReqProtocol(ProtocolSuite):
     options = {"resend_time": (60.0, [0, None, 0.5, 3600], [-1, "1", True])}
 
 
-class TestRepProtocol(ProtocolSuite):
-    protocol, peer = "rep", "req"
-    number, peer_number = 0x31, 0x30
-    replies = True
-    contexts = True
-    send_blocks = False  # raw: a reply that cannot be sent at once is dropped
-    options = {"ttl": (8, [1, 2, 3, 254, 255], BAD_TTL)}
-
-
 # -- req: identity, options, state ---------------------------------------------------------------
-def test_req_recv_deadline(mk):
-    req, rep = mk("req", recv_timeout=0.02), mk("rep", recv_timeout=2)
-    connect(rep, req)
-    req.send(b"")
-    rep.recv()
-    t0 = time.monotonic()
-    with pytest.raises(gsp.Timeout):
-        req.recv()
-    assert time.monotonic() - t0 < 1
-    # nng: a failed recv ends the request, so there is nothing left to receive.
-    with pytest.raises(gsp.ProtocolStateError):
-        req.recv()
-
-
-def test_req_context_closed(mk):
-    s = mk("req")
-    c = s.open_context()
-    c.close()
-    c.close()  # gsp: idempotent (mangos returns ErrClosed the second time)
-    assert c.closed
-    with pytest.raises(gsp.Closed):
-        c.send(b"x")
-    c = s.open_context()
-    s.close()
-    assert c.closed
-    with pytest.raises(gsp.Closed):
-        c.recv()
-    with pytest.raises(gsp.Closed):
-        s.open_context()
-
-
-def test_req_cancel(mk, spawn):
-    """A new request cancels a recv still waiting for the previous one."""
-    s = mk("req", recv_timeout=2, best_effort=True)  # no peer: requests stay queued
-    s.send(b"first")
-    g = spawn(s.recv)
-    gevent.sleep(0.05)
-    s.send(b"second")
-    with pytest.raises(gsp.ProtocolStateError, match="canceled"):
-        g.get(timeout=2)
-
-
 def test_req_cancel_disconnect(mk):
     """resend_time disabled: when the pipe carrying the request dies, recv fails (nng
     ECONNRESET) instead of resending a request that may not be idempotent."""
@@ -198,25 +147,6 @@ def test_req_retry_reconnect(mk):
     assert time.monotonic() - t0 < 1
 
 
-def test_req_recv_garbage(mk):
-    """Replies that are garbage or for another request are dropped; the socket carries on."""
-    req, xrep = mk("req", recv_timeout=0.05, resend_time=None), mk("rep", raw=True, recv_timeout=2)
-    connect(xrep, req)
-    route = u32(xrep.pipes[0].id)
-    for junk in (b"abc", b"", b"\x00\x01\x02\x03", u32(0x12345678) + b"\x80\x04\x03\x02",
-                 b"\x01\x02\x03\x04"):
-        req.send(b"")
-        xrep.recv_msg()
-        xrep.send_msg(gsp.Message(junk, route))
-        with pytest.raises(gsp.Timeout):
-            req.recv()
-    req.recv_timeout = 2
-    req.send(b"real")
-    m = xrep.recv_msg()
-    xrep.send_msg(gsp.Message(b"fine", m.header))
-    assert req.recv() == b"fine"
-
-
 def test_req_ctx_close_send(mk, spawn):
     s = mk("req")
     c = s.open_context()
@@ -234,27 +164,6 @@ def test_req_ctx_close_recv(mk):
     gevent.spawn_later(0.02, c.close)
     with pytest.raises(gsp.Closed):
         c.recv()
-
-
-def test_req_multi_contexts(mk, spawn):
-    count, repeat = 30, 20
-    req, rep = mk("req"), mk("rep")
-    connect(rep, req)
-    server = spawn(echo_forever, rep)
-    got = [0] * count
-
-    def client(i: int) -> None:
-        with req.open_context() as c:
-            c.recv_timeout = 5
-            for _ in range(repeat):
-                c.send(u32(i))
-                assert c.recv() == u32(i)
-                got[i] += 1
-
-    gevent.joinall([spawn(client, i) for i in range(count)], timeout=20, raise_error=True)
-    rep.close()
-    server.get(timeout=2)
-    assert got == [repeat] * count
 
 
 def test_req_send_no_peers(mk):
@@ -318,13 +227,7 @@ def test_req_close_wakes_blocked_calls(mk, spawn):
     s.best_effort = True
     c2.send(b"queued")
     s.best_effort = False
-    glets = [spawn(s.send, b"x"), spawn(c1.send, b"y"), spawn(c2.recv)]
-    gevent.sleep(0.02)
-    assert not any(g.ready() for g in glets)
-    s.close()
-    for glet in glets:
-        with pytest.raises(gsp.Closed):
-            glet.get(timeout=2)
+    close_wakes(s, [spawn(s.send, b"x"), spawn(c1.send, b"y"), spawn(c2.recv)])
 
 
 def test_req_wire_header(mk):
@@ -342,25 +245,6 @@ def test_req_wire_header(mk):
 
 
 # -- rep -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("raw", [False, True])
-def test_rep_ttl_drop(mk, raw):
-    """A request carrying more backtrace words than ttl is dropped; the pipe stays up.
-    (The device-chain form of TTLDrop is in test_device.py.)"""
-    rep, xreq = mk("rep", raw=raw, ttl=3, recv_timeout=0.1), mk("req", raw=True, recv_timeout=2)
-    connect(rep, xreq)
-    hops = u32(1) + u32(2)
-    xreq.send_msg(gsp.Message(b"4 words", hops + u32(7) + u32(0x80000001)))
-    with pytest.raises(gsp.Timeout):
-        rep.recv()
-    xreq.send_msg(gsp.Message(b"3 words", hops + u32(0x80000002)))
-    m = rep.recv_msg()
-    assert m.body == b"3 words"
-    rep.send_msg(gsp.Message(b"back", m.header))
-    r = xreq.recv_msg()
-    assert (r.header, r.body) == (hops + u32(0x80000002), b"back")
-    assert len(xreq.pipes) == 1
-
-
 def test_rep_send_state(mk):
     with pytest.raises(gsp.ProtocolStateError):
         mk("rep").send(b"")
@@ -381,59 +265,13 @@ def _request(p: gsp.Socket, i: int) -> None:
     p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
 
 
-def test_rep_best_effort_send(mk):
-    s, p = backlog_pair(mk, "rep", "req", best_effort=True)
-    t0 = time.monotonic()
-    for i in range(100):
-        _request(p, i)
-        s.recv()
-        s.send(b"r" * 100)  # the peer never reads: replies beyond the queues are dropped
-    assert time.monotonic() - t0 < 2
-
-
-def test_rep_send_back_pressure(mk):
-    """Without best_effort a full pipe makes a reply wait up to send_timeout (mangos
-    RepSendNonBlocking)."""
-    s, p = backlog_pair(mk, "rep", "req", send_timeout=0.01)
-    for i in range(100):
-        _request(p, i)
-        s.recv()
-        try:
-            s.send(b"r")
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
-    assert i > 0
-
-
-def test_rep_close_context_send(mk, spawn):
-    s, p = backlog_pair(mk, "rep", "req")
-    c = s.open_context()
-    c.send_timeout = 0.01
-    c.recv_timeout = 2
-    for i in range(100):
-        _request(p, i)
-        c.recv()
-        try:
-            c.send(b"r")
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
-    _request(p, 1000)
-    c.recv()
-    c.send_timeout = 60
-    gevent.spawn_later(0.02, c.close)
-    with pytest.raises(gsp.Closed):
-        c.send(b"r")
-
-
-def test_rep_recv_junk(mk):
+@pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
+def test_rep_recv_junk(mk, raw):
     """Empty, short and id-less requests are dropped without closing the pipe."""
-    rep, xreq = mk("rep", recv_timeout=0.05), mk("req", raw=True, recv_timeout=2)
+    rep, xreq = mk("rep", raw=raw, recv_timeout=0.05), mk("req", raw=True, recv_timeout=2)
     connect(rep, xreq)
-    for junk in (b"", b"\x01\x02", b"\x01\x02\x03\x04", b"\x00\x01\x02\x03\x80"):
+    for junk in (b"", b"\x01\x02", b"\x00\x01", b"\x01\x02\x03\x04", b"\x00\x01\x02\x03",
+                 b"\x00\x01\x02\x03\x80"):
         xreq.send_msg(gsp.Message(junk))
     with pytest.raises(gsp.Timeout):
         rep.recv()
@@ -493,31 +331,6 @@ def test_rep_pipe_recv_close_socket(mk):
     assert time.monotonic() - t0 < 2
 
 
-def test_rep_multi_contexts(mk, spawn):
-    count, repeat = 30, 20
-    rep, req = mk("rep"), mk("req")
-    connect(rep, req)
-    recv, sent = [0] * count, [0] * count
-
-    def pair(c1: Any, c2: Any, i: int) -> None:
-        for _ in range(repeat):
-            c2.send(u32(i))
-            peer = int.from_bytes(c1.recv(), "big")
-            recv[peer] += 1
-            c1.send(b"answer")
-            assert c2.recv() == b"answer"
-            sent[i] += 1
-
-    glets = []
-    for i in range(count):
-        c1, c2 = rep.open_context(), req.open_context()
-        for c in (c1, c2):
-            c.recv_timeout = c.send_timeout = 15
-        glets.append(spawn(pair, c1, c2, i))
-    gevent.joinall(glets, timeout=30, raise_error=True)
-    assert recv == [repeat] * count and sent == [repeat] * count
-
-
 # -- raw req (xreq) and raw rep (xrep) ------------------------------------------------------------
 def test_xrep_headers_pass_through(mk):
     """Raw rep: header = receiving pipe id + backtrace; send routes by the first word."""
@@ -553,18 +366,6 @@ def test_xrep_recv_deadline(mk):
     s = mk("rep", raw=True, recv_timeout=0.01)
     with pytest.raises(gsp.Timeout):
         s.recv()
-
-
-def test_xrep_send_timeout(mk):
-    s, p = backlog_pair(mk, "rep", "req", raw=True, send_timeout=0.01)
-    route = u32(s.pipes[0].id)
-    for i in range(200):
-        try:
-            s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
 
 
 def test_xrep_send_best_effort(mk):
@@ -628,17 +429,6 @@ def test_xrep_resize_shrink_discards(mk):
         while True:
             got.append(s.recv())
     assert got == [bytes([7]), bytes([8]), bytes([9])]  # the oldest went
-
-
-def test_xrep_recv_junk(mk):
-    s = mk("rep", raw=True, recv_timeout=0.05)
-    xreq = mk("req", raw=True)
-    connect(s, xreq)
-    for junk in (b"", b"\x00\x01", b"\x00\x01\x02\x03", b"\x00\x01\x02\x03\x80"):
-        xreq.send_msg(gsp.Message(junk))
-    with pytest.raises(gsp.Timeout):
-        s.recv()
-    assert len(s.pipes) == 1
 
 
 def test_xreq_best_effort(mk):

@@ -257,25 +257,3 @@ def test_raw_star_back_pressure_and_resize():
             s.recv_buffer = 2
             peer.send(hops(0) + b"late")
             assert g.get(timeout=WAIT) == b"late"
-
-
-@pytest.mark.parametrize("close", ["pipe", "socket"])
-def test_raw_star_recv_abort(close):
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", {"recv_buffer": 4}, {"reconnect_time": 5.0}, a_raw=True)
-        stop = False
-
-        def flood() -> None:
-            while not stop:
-                b.send(b"x")
-                gevent.sleep(0)
-
-        g = gevent.spawn(flood)
-        gevent.sleep(0.02)
-        if close == "pipe":
-            a.pipes[0].close()
-            wait_for(lambda: not a.pipes and not b.pipes, what="the pipe to go")
-        a.close()
-        stop = True
-        g.join(WAIT)
-        assert g.successful()

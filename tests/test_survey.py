@@ -1,8 +1,8 @@
 """surveyor/respondent and their raw twins, one test per mangos category (surveyor_test,
 respondent_test, xsurveyor, xrespondent). What every protocol must do (identity, options with
 respondent's TTL family, closing, raw mode, pipe churn) is checked by the conformance kit's
-ProtocolSuite (TestSurveyorProtocol, TestRespondentProtocol); the rest is particular to surveyor
-and respondent."""
+ProtocolSuite (TestSurveyorProtocol here, TestRespondentProtocol in test_backtrace.py); what rep
+and respondent share is in test_backtrace.py; the rest is particular to surveyor and respondent."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import ProtocolSuite, wait_for
-from tests.support import BAD_TTL, backlog_pair, connect, echo_forever, inproc_url, u32
+from tests.support import connect, inproc_url, u32
 
 
 class TestSurveyorProtocol(ProtocolSuite):
@@ -25,15 +25,6 @@ class TestSurveyorProtocol(ProtocolSuite):
     send_blocks = False  # a survey never waits for respondents
     raw_header = u32(0x80000001)  # a survey id
     options = {"survey_time": (1.0, [0.01, 5, None], [-1, -0.5, "1"])}
-
-
-class TestRespondentProtocol(ProtocolSuite):
-    protocol, peer = "respondent", "surveyor"
-    number, peer_number = 0x63, 0x62
-    replies = True
-    contexts = True
-    send_blocks = False  # raw: a reply that cannot be sent at once is dropped
-    options = {"ttl": (8, [1, 2, 3, 254, 255], BAD_TTL)}
 
 
 def respondents(mk: Any, surveyor: gsp.Socket, n: int, **kw: Any) -> list[gsp.Socket]:
@@ -68,17 +59,6 @@ def test_surveyor_non_block(mk):
     assert time.monotonic() - t0 < 1
 
 
-def test_surveyor_cancel(mk, spawn):
-    """A second survey cancels a recv still waiting on the first."""
-    s = mk("surveyor", survey_time=1)
-    s.send(b"first")
-    g = spawn(s.recv)
-    gevent.sleep(0.05)
-    s.send(b"second")
-    with pytest.raises(gsp.ProtocolStateError, match="canceled"):
-        g.get(timeout=2)
-
-
 def test_surveyor_cancel_discard(mk):
     """Replies to a canceled survey (queued or still arriving) are discarded."""
     s = mk("surveyor", survey_time=1, recv_timeout=0.05)
@@ -102,19 +82,6 @@ def test_surveyor_close_rx(mk, spawn):
     s.close()
     with pytest.raises(gsp.Closed):
         g.get(timeout=2)
-
-
-def test_survey_expire(mk):
-    """A recv waiting when the survey ends raises Timeout (nng ETIMEDOUT; mangos says
-    ErrProtoState), and so does every later recv until the next survey."""
-    s = mk("surveyor", survey_time=0.02)
-    s.send(b"first")
-    t0 = time.monotonic()
-    with pytest.raises(gsp.Timeout):
-        s.recv()
-    assert time.monotonic() - t0 < 1
-    with pytest.raises(gsp.Timeout):
-        s.recv()
 
 
 def test_surveyor_best_effort_send(mk):
@@ -167,89 +134,7 @@ def test_surveyor_broadcast(mk, spawn):
     assert collect(s) == [b"answer to B"]
 
 
-def test_surveyor_context_closed(mk):
-    s = mk("surveyor")
-    c = s.open_context()
-    c.close()
-    c.close()
-    with pytest.raises(gsp.Closed):
-        c.send(b"")
-    c = s.open_context()
-    s.close()
-    assert c.closed
-    with pytest.raises(gsp.Closed):
-        s.open_context()
-
-
-def test_surveyor_context_close_abort(mk, spawn):
-    s = mk("surveyor")
-    c = s.open_context()
-    c.survey_time = 5
-    c.send(b"q")
-    g = spawn(c.recv)
-    gevent.sleep(0.02)
-    c.close()
-    with pytest.raises(gsp.Closed):
-        g.get(timeout=2)
-
-
-def test_surveyor_multi_contexts(mk, spawn):
-    count, repeat = 30, 20
-    s = mk("surveyor", recv_buffer=count * repeat, send_buffer=count * repeat)
-    r = mk("respondent", recv_buffer=count * repeat, send_buffer=count * repeat)
-    connect(r, s)
-    server = spawn(echo_forever, r)
-    got = [0] * count
-
-    def client(i: int) -> None:
-        with s.open_context() as c:
-            c.recv_timeout = 10
-            c.survey_time = 30
-            for _ in range(repeat):
-                c.send(u32(i))
-                assert c.recv() == u32(i)
-                got[i] += 1
-
-    gevent.joinall([spawn(client, i) for i in range(count)], timeout=30, raise_error=True)
-    r.close()
-    server.get(timeout=2)
-    assert got == [repeat] * count
-
-
-def test_surveyor_recv_garbage(mk):
-    s = mk("surveyor", recv_timeout=0.05, survey_time=2)
-    x = mk("respondent", raw=True, recv_timeout=2)
-    connect(s, x)
-    route = u32(x.pipes[0].id)
-    for junk in (b"abc", b"", b"\x00\x01\x02\x03", b"\x01\x02\x03\x04"):
-        s.send(b"")
-        x.recv_msg()
-        x.send_msg(gsp.Message(junk, route))
-        with pytest.raises(gsp.Timeout):
-            s.recv()
-    s.send(b"")
-    m = x.recv_msg()
-    x.send_msg(gsp.Message(b"fine", m.header))
-    s.recv_timeout = 2
-    assert s.recv() == b"fine"
-
-
 # -- respondent ----------------------------------------------------------------------------------
-def test_respondent_ttl_drop(mk):
-    """TTLDrop for respondent (the rest of the TTL family: test_reqrep.py test_rep_ttl_*)."""
-    r = mk("respondent", ttl=2, recv_timeout=0.1)
-    xs = mk("surveyor", raw=True, recv_timeout=2)
-    connect(r, xs)
-    xs.send_msg(gsp.Message(b"3 words", u32(1) + u32(2) + u32(0x80000001)))
-    with pytest.raises(gsp.Timeout):
-        r.recv()
-    xs.send_msg(gsp.Message(b"2 words", u32(1) + u32(0x80000002)))
-    assert r.recv() == b"2 words"
-    r.send(b"back")
-    m = xs.recv_msg()
-    assert (m.header, m.body) == (u32(1) + u32(0x80000002), b"back")
-
-
 def test_respondent_close_socket_recv(mk):
     """Back-pressure reaches the surveyor's pipe; closing the respondent still returns."""
     r, s = mk("respondent", recv_buffer=1), mk("surveyor")
@@ -319,89 +204,6 @@ def test_respondent_send_state(mk):
         mk("respondent").send(b"")
 
 
-def test_respondent_best_effort_send(mk):
-    s, p = backlog_pair(mk, "respondent", "surveyor", best_effort=True)
-    t0 = time.monotonic()
-    for i in range(100):
-        p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
-        s.recv()
-        s.send(b"r" * 100)
-    assert time.monotonic() - t0 < 2
-
-
-def test_respondent_send_back_pressure(mk):
-    s, p = backlog_pair(mk, "respondent", "surveyor", send_timeout=0.01)
-    for i in range(100):
-        p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
-        s.recv()
-        try:
-            s.send(b"r" * 100)
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
-    assert 0 < i < 60
-
-
-def test_respondent_close_context_send(mk):
-    s, p = backlog_pair(mk, "respondent", "surveyor")
-    c = s.open_context()
-    c.send_timeout, c.recv_timeout = 0.01, 2
-    for i in range(100):
-        p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
-        c.recv()
-        try:
-            c.send(b"r" * 100)
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
-    p.send_msg(gsp.Message(b"x", u32(0x80001000)))
-    c.recv()
-    c.send_timeout = 60
-    gevent.spawn_later(0.02, c.close)
-    with pytest.raises(gsp.Closed):
-        c.send(b"r")
-
-
-def test_respondent_context_closed(mk):
-    s = mk("respondent")
-    c = s.open_context()
-    c.close()
-    with pytest.raises(gsp.Closed):
-        c.recv()
-    c = s.open_context()
-    s.close()
-    assert c.closed
-    with pytest.raises(gsp.Closed):
-        s.open_context()
-
-
-def test_respondent_multi_contexts(mk, spawn):
-    count, repeat = 30, 20
-    r = mk("respondent", recv_buffer=count * repeat, send_buffer=count * repeat)
-    s = mk("surveyor", recv_buffer=count * repeat, send_buffer=count * repeat)
-    connect(s, r)
-    recv, sent = [0] * count, [0] * count
-
-    def pair(c1: Any, c2: Any, i: int) -> None:
-        for _ in range(repeat):
-            c2.send(u32(i))
-            recv[int.from_bytes(c1.recv(), "big")] += 1
-            c1.send(b"answer")
-            assert c2.recv() == b"answer"
-            sent[i] += 1
-
-    glets = []
-    for i in range(count):
-        c1, c2 = r.open_context(), s.open_context()
-        c1.recv_timeout = c1.send_timeout = c2.recv_timeout = 15
-        c2.survey_time = 30
-        glets.append(spawn(pair, c1, c2, i))
-    gevent.joinall(glets, timeout=30, raise_error=True)
-    assert recv == [repeat] * count and sent == [repeat] * count
-
-
 # -- raw surveyor (xsurveyor) and raw respondent (xrespondent) ----------------------------------
 def test_xsurveyor_headers_and_broadcast(mk):
     """Raw surveyor: header as given to every respondent, without blocking; replies arrive with
@@ -450,18 +252,3 @@ def test_xrespondent_recv_junk_and_ttl(mk):
     with pytest.raises(gsp.Timeout):
         xr.recv()
     assert len(xr.pipes) == 1
-
-
-def test_xrespondent_back_pressure_and_close(mk):
-    xr, xs = backlog_pair(mk, "respondent", "surveyor", raw=True, send_timeout=0.01)
-    route = u32(xr.pipes[0].id)
-    for i in range(200):
-        try:
-            xr.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-        except gsp.Timeout:
-            break
-    else:
-        pytest.fail("no back-pressure")
-    t0 = time.monotonic()
-    xr.close()
-    assert time.monotonic() - t0 < 2

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp.testing import WAIT, TransportSuite, connected, read_to_eof
+from gsp.testing import WAIT, TransportSuite, connected, ping_pong, read_to_eof
 from tests.support import TCP, raw_connect, sockets
 
 
@@ -72,14 +72,7 @@ def test_tcp_ipv6_literal():
         connected(a, lst.url, b)
         assert a.pipes[0].local_address == lst.url
         assert b.pipes[0].remote_address == lst.url
-        for i in range(50):
-            b.send(b"ping %d" % i)
-            assert a.recv() == b"ping %d" % i
-            a.send(b"pong %d" % i)
-            assert b.recv() == b"pong %d" % i
-        a.send(bytearray(b"ba"))
-        b.send(memoryview(b"xmv")[1:])
-        assert (b.recv(), a.recv()) == (b"ba", b"mv")
+        ping_pong(a, b)
     # Garbage headers and a wrong protocol over IPv6 too; the listener keeps serving.
     with sockets(("pull", {"recv_timeout": WAIT}), ("push", {}), ("pair", {})) as [srv, push, pair]:
         events: list[gsp.PipeEvent] = []

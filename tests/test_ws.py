@@ -3,11 +3,12 @@ framing, limits, close and pynng interop."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import gevent
 import pynng
@@ -70,6 +71,18 @@ class TestWSSTransport(TestWSTransport):
 
 def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+@contextlib.contextmanager
+def pair_and_raw_client(**listen_options: Any) -> Iterator[tuple[gsp.Socket, "RawClient", str]]:
+    """A pair socket listening on ws:// and a bare WebSocket client connected to it."""
+    with gsp.socket("pair", recv_timeout=5) as a:
+        url = a.listen("ws://127.0.0.1:0/sp", **listen_options).url
+        raw = RawClient(port_of(url))
+        try:
+            yield a, raw, url
+        finally:
+            raw.close()
 
 
 class RawClient:
@@ -215,46 +228,36 @@ def test_origin_allow_list_is_403():
 
 @pytest.mark.parametrize("text_ok", [False, True])
 def test_text_frames(text_ok):
-    with gsp.socket("pair", recv_timeout=5) as a:
-        url = a.listen("ws://127.0.0.1:0/sp", ws_recv_text=text_ok).url
-        raw = RawClient(port_of(url))
-        try:
-            raw.send(TextMessage(data="héllo"))
-            if text_ok:
-                assert a.recv() == "héllo".encode()
-            else:
-                ev = raw.next_event(CloseConnection)
-                assert ev.code == 1003
-                raw.send(ev.response())
-                assert raw.eof()
-                gevent.sleep(0.05)
-                assert not a.pipes
-        finally:
-            raw.close()
+    with pair_and_raw_client(ws_recv_text=text_ok) as (a, raw, url):
+        raw.send(TextMessage(data="héllo"))
+        if text_ok:
+            assert a.recv() == "héllo".encode()
+        else:
+            ev = raw.next_event(CloseConnection)
+            assert ev.code == 1003
+            raw.send(ev.response())
+            assert raw.eof()
+            gevent.sleep(0.05)
+            assert not a.pipes
 
 
 def test_fragments_reassembled_ping_answered():
-    with gsp.socket("pair", recv_timeout=5) as a:
-        url = a.listen("ws://127.0.0.1:0/sp").url
-        raw = RawClient(port_of(url))
-        try:
-            raw.send(BytesMessage(data=b"one ", message_finished=False))
-            raw.send(Ping(payload=b"are you there"))  # control frames may sit between fragments
-            raw.send(BytesMessage(data=b"two ", message_finished=False))
-            raw.send(BytesMessage(data=b"three", message_finished=True))
-            assert raw.next_event(Pong).payload == b"are you there"
-            assert a.recv() == b"one two three"
-            gevent.sleep(0.05)
-            a.send(b"x" * 200_000)  # gsp cuts it into 64 KiB frames like nng
-            got = []
-            while True:
-                ev = raw.next_event(BytesMessage)
-                got.append(ev.data)
-                if ev.message_finished:
-                    break
-            assert b"".join(got) == b"x" * 200_000 and len(got) >= 2
-        finally:
-            raw.close()
+    with pair_and_raw_client() as (a, raw, url):
+        raw.send(BytesMessage(data=b"one ", message_finished=False))
+        raw.send(Ping(payload=b"are you there"))  # control frames may sit between fragments
+        raw.send(BytesMessage(data=b"two ", message_finished=False))
+        raw.send(BytesMessage(data=b"three", message_finished=True))
+        assert raw.next_event(Pong).payload == b"are you there"
+        assert a.recv() == b"one two three"
+        gevent.sleep(0.05)
+        a.send(b"x" * 200_000)  # gsp cuts it into 64 KiB frames like nng
+        got = []
+        while True:
+            ev = raw.next_event(BytesMessage)
+            got.append(ev.data)
+            if ev.message_finished:
+                break
+        assert b"".join(got) == b"x" * 200_000 and len(got) >= 2
 
 
 def test_message_in_the_same_segment_as_the_101():
@@ -302,18 +305,14 @@ def test_frames_sent_with_the_upgrade_request_are_kept():
 
 
 def test_close_handshake_both_ways():
-    with gsp.socket("pair", recv_timeout=5) as a:
-        url = a.listen("ws://127.0.0.1:0/sp").url
-        raw = RawClient(port_of(url))
-        try:  # the client closes: gsp answers with a close frame, then closes TCP
-            with gevent.Timeout(5):
-                while not a.pipes:
-                    gevent.sleep(0.01)
-            raw.send(CloseConnection(code=1000, reason="bye"))
-            assert raw.next_event(CloseConnection).code == 1000
-            assert raw.eof()
-        finally:
-            raw.close()
+    # The client closes: gsp answers with a close frame, then closes TCP.
+    with pair_and_raw_client() as (a, raw, url):
+        with gevent.Timeout(5):
+            while not a.pipes:
+                gevent.sleep(0.01)
+        raw.send(CloseConnection(code=1000, reason="bye"))
+        assert raw.next_event(CloseConnection).code == 1000
+        assert raw.eof()
         with gevent.Timeout(5):
             while a.pipes:
                 gevent.sleep(0.01)

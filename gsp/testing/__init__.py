@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         free_port,
         free_url,
         live_greenlets,
+        ping_pong,
         socket_fds,
         wait_for,
     )
@@ -39,13 +40,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TransportSuite", "ProtocolSuite",
-    "WAIT", "wait_for", "connected", "free_url", "free_port", "read_to_eof", "RawPeer",
+    "WAIT", "wait_for", "connected", "ping_pong", "free_url", "free_port", "read_to_eof",
+    "RawPeer",
     "LeakSnapshot", "live_greenlets", "socket_fds",
 ]
 
 _WHERE = {
     "TransportSuite": "_suites", "ProtocolSuite": "_suites", "read_to_eof": "_suites",
     "WAIT": "_helpers", "wait_for": "_helpers", "connected": "_helpers", "free_url": "_helpers",
+    "ping_pong": "_helpers",
     "free_port": "_helpers", "RawPeer": "_helpers", "LeakSnapshot": "_helpers",
     "live_greenlets": "_helpers", "socket_fds": "_helpers",
 }

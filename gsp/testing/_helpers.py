@@ -21,7 +21,7 @@ import gsp
 from gsp import wire
 
 __all__ = [
-    "WAIT", "wait_for", "connected", "free_url", "free_port", "RawPeer",
+    "WAIT", "wait_for", "connected", "ping_pong", "free_url", "free_port", "RawPeer",
     "live_greenlets", "socket_fds", "LeakSnapshot",
 ]
 
@@ -46,6 +46,19 @@ def connected(listener_sock: gsp.Socket, url: str, dialer_sock: gsp.Socket,
     wait_for(lambda: len(listener_sock.pipes) > n_l and len(dialer_sock.pipes) > n_d,
              what="both ends of the new pipe to attach")
     return d
+
+
+def ping_pong(a: gsp.Socket, b: gsp.Socket, rounds: int = 50) -> None:
+    """Messages cross a connected pair of pair sockets both ways, ``rounds`` times, then a
+    ``bytearray`` and a ``memoryview`` slice (any buffer is sent as its bytes)."""
+    for i in range(rounds):
+        b.send(b"ping %d" % i)
+        assert a.recv() == b"ping %d" % i
+        a.send(b"pong %d" % i)
+        assert b.recv() == b"pong %d" % i
+    a.send(bytearray(b"ba"))
+    b.send(memoryview(b"xmv")[1:])
+    assert (b.recv(), a.recv()) == (b"ba", b"mv")
 
 
 def registry() -> Any:

@@ -16,7 +16,7 @@ from gevent.event import Event
 
 import gsp
 
-from ._helpers import WAIT, connected, registry, wait_for
+from ._helpers import WAIT, connected, ping_pong, registry, wait_for
 
 __all__ = ["TransportSuite", "ProtocolSuite", "read_to_eof"]
 
@@ -217,14 +217,7 @@ class TransportSuite(_Kit):
         a, b = self.socket("pair", **opts), self.socket("pair", **opts)
         lst = self.listen(a)
         self.connect(a, lst.url, b)
-        for i in range(50):
-            b.send(b"ping %d" % i)
-            assert a.recv() == b"ping %d" % i
-            a.send(b"pong %d" % i)
-            assert b.recv() == b"pong %d" % i
-        a.send(bytearray(b"ba"))
-        b.send(memoryview(b"xmv")[1:])
-        assert (b.recv(), a.recv()) == (b"ba", b"mv")
+        ping_pong(a, b)
 
     def _sizes_both_ways(self, sizes: Sequence[int], **opts: Any) -> None:
         msgs = [os.urandom(n) for n in sizes]
@@ -778,6 +771,46 @@ class ProtocolSuite(_Kit):
             raise AssertionError(f"{what} on a closed socket did not raise Closed")
         assert s.pipes == [] and s.listeners == [] and s.dialers == []
 
+    def test_context_close(self) -> None:
+        """Closing one context (idempotent) wakes only its blocked calls with Closed; after
+        it every call on it raises Closed, and the socket and its other contexts carry on."""
+        if not self.contexts:
+            return  # nothing to close: test_operations_not_offered checks open_context fails
+        this, peer = self.linked()
+        ctx, other = this.open_context(), this.open_context()
+        calls: list[tuple[str, Callable[..., Any]]] = []
+        if self.can_recv:
+            calls.append(("recv", ctx.recv))
+        if self.can_send and not self.replies:
+            calls.append(("send", lambda: ctx.send(b"x")))
+        blocked = [(what, self.spawn(_caught, call)) for what, call in calls[:1]]
+        # A recv that waits (one that asks first fails at once, so it proves nothing here).
+        waits = self.can_recv and not self.asks
+        bystander = self.spawn(_caught, other.recv) if waits else None
+        gevent.sleep(0.05)
+        with ctx:  # leaving the block closes it ...
+            pass
+        ctx.close()  # ... and closing again is harmless
+        assert ctx.closed and not other.closed and not this.closed
+        for what, g in blocked:
+            g.join(WAIT)
+            exc = _outcome(g, f"the context's blocked {what}")
+            assert exc is None or isinstance(exc, (gsp.Closed, *_STATE)), (what, exc)
+        for what, call in calls + [("send_msg", lambda: ctx.send_msg(gsp.Message(b"x"))),
+                                   ("recv_msg", ctx.recv_msg)]:
+            try:
+                call()
+            except gsp.Closed:
+                continue
+            raise AssertionError(f"{what} on a closed context did not raise Closed")
+        if bystander is not None:
+            gevent.sleep(0.05)
+            assert not bystander.ready(), "closing one context woke another's recv"
+            other.close()
+            bystander.join(WAIT)
+            assert isinstance(_outcome(bystander, "the other context's recv"), gsp.Closed)
+        self.exchange(this, peer, b" after a context closed")
+
     @pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
     def test_timeouts_without_peers(self, raw: bool) -> None:
         s = self.socket(self.protocol, raw=raw, recv_timeout=0.02, send_timeout=0.02)
@@ -916,6 +949,37 @@ class ProtocolSuite(_Kit):
                 pass
             this.recv_timeout = WAIT
         self.exchange(this, peer, b" after the churn")
+
+    @pytest.mark.parametrize("close", ["pipe", "socket"])
+    def test_close_while_a_peer_floods(self, close: str) -> None:
+        """A peer sends as fast as it can into a small receive queue; closing the pipe (or the
+        whole socket) mid-flood ends everything cleanly: no error, nothing left running."""
+        if not self.can_recv:
+            return
+        this, peer = self.linked(this_raw=True, recv_buffer=4, reconnect_time=5.0)
+        peer.send_timeout = 0.05  # a flood that finds no room gives up soon, not after WAIT
+        stop = Event()
+
+        def flood() -> None:
+            while not stop.is_set():
+                try:
+                    peer.send(b"x" * 100)
+                except (gsp.Timeout, gsp.ProtocolStateError):
+                    pass  # no room, or a protocol whose peer speaks only when spoken to
+                gevent.sleep(0)
+
+        g = self.spawn(flood)
+        gevent.sleep(0.02)
+        if close == "pipe":
+            this.pipes[0].close()
+            wait_for(lambda: not this.pipes and not peer.pipes, what="the pipe to go")
+        this.close()
+        gevent.sleep(0.02)
+        stop.set()
+        g.join(WAIT)
+        assert g.successful(), g.exception
+        with pytest.raises(gsp.Closed):
+            this.recv_msg()
 
     def test_close_while_pipes_attach(self) -> None:
         this = self.open(self.protocol)

@@ -1,0 +1,248 @@
+"""The two request/reply families share gsp.backtrace: rep and respondent are one state machine
+with two protocol numbers, req and surveyor both stamp ids and route replies by them. Every check
+here runs on both families; what is particular to one protocol stays in test_reqrep.py /
+test_survey.py."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+import pytest
+
+import gsp
+from gsp.testing import ProtocolSuite
+from tests.support import BAD_TTL, backlog_pair, connect, echo_forever, u32
+
+# (responder, its asker, the most replies a peer that never reads may absorb before a reply
+# waits: None where the exact figure depends on the queue sizes alone)
+RESPONDERS = [("rep", "req", None), ("respondent", "surveyor", 60)]
+IDS = ["rep", "respondent"]
+RESPONDERS_OF = [("req", "rep"), ("surveyor", "respondent")]
+#: What each asker needs so that a test's wait, not the protocol, decides when it gives up.
+ASKER_OPTIONS = {"req": {"resend_time": None}, "surveyor": {"survey_time": 30}}
+
+
+class _ResponderSuite(ProtocolSuite):
+    """rep and respondent through the conformance kit: the same declarations but the names."""
+
+    replies = True
+    contexts = True
+    send_blocks = False  # raw: a reply that cannot be sent at once is dropped
+    options = {"ttl": (8, [1, 2, 3, 254, 255], BAD_TTL)}
+
+
+class TestRepProtocol(_ResponderSuite):
+    protocol, peer = "rep", "req"
+    number, peer_number = 0x31, 0x30
+
+
+class TestRespondentProtocol(_ResponderSuite):
+    protocol, peer = "respondent", "surveyor"
+    number, peer_number = 0x63, 0x62
+
+
+def _ask(p: gsp.Socket, i: int) -> None:
+    """A raw asker's request or survey with id ``i``."""
+    p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
+
+
+def _roomy(mk: Any, responder: str, asker: str, room: int) -> tuple[gsp.Socket, gsp.Socket]:
+    """A responder and an asker linked, with queues of ``room`` messages on both."""
+    r = mk(responder, recv_buffer=room, send_buffer=room)
+    a = mk(asker, recv_buffer=room, send_buffer=room)
+    connect(r, a)
+    return r, a
+
+
+def _answer_until_a_reply_waits(p: gsp.Socket, s: Any, tries: int = 100) -> int:
+    """Answer ``p``'s requests on ``s`` (a socket or context) while ``p`` never reads, until a
+    reply waits past ``send_timeout``; how many went out before (fails if none ever waits)."""
+    for i in range(tries):
+        _ask(p, i)
+        s.recv()
+        try:
+            s.send(b"r" * 100)
+        except gsp.Timeout:
+            return i
+    pytest.fail("no back-pressure")
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_ttl_drop(mk, responder, asker, _, raw):
+    """A request carrying more backtrace words than ttl is dropped; the pipe stays up.
+    (The device-chain form of TTLDrop is in test_device.py.)"""
+    r = mk(responder, raw=raw, ttl=3, recv_timeout=0.1)
+    x = mk(asker, raw=True, recv_timeout=2)
+    connect(r, x)
+    hops = u32(1) + u32(2)
+    x.send_msg(gsp.Message(b"4 words", hops + u32(7) + u32(0x80000001)))
+    with pytest.raises(gsp.Timeout):
+        r.recv()
+    x.send_msg(gsp.Message(b"3 words", hops + u32(0x80000002)))
+    m = r.recv_msg()
+    assert m.body == b"3 words"
+    r.send_msg(gsp.Message(b"back", m.header))
+    back = x.recv_msg()
+    assert (back.header, back.body) == (hops + u32(0x80000002), b"back")
+    assert len(x.pipes) == 1
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_best_effort_send(mk, responder, asker, _):
+    s, p = backlog_pair(mk, responder, asker, best_effort=True)
+    t0 = time.monotonic()
+    for i in range(100):
+        _ask(p, i)
+        s.recv()
+        s.send(b"r" * 100)  # the peer never reads: replies beyond the queues are dropped
+    assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.parametrize("responder,asker,most", RESPONDERS, ids=IDS)
+def test_send_back_pressure(mk, responder, asker, most):
+    """Without best_effort a full pipe makes a reply wait up to send_timeout (mangos
+    RepSendNonBlocking)."""
+    s, p = backlog_pair(mk, responder, asker, send_timeout=0.01)
+    i = _answer_until_a_reply_waits(p, s)
+    assert i > 0 and (most is None or i < most)
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_close_context_send(mk, responder, asker, _):
+    """A reply waiting on a full pipe is woken with Closed when its context closes."""
+    s, p = backlog_pair(mk, responder, asker)
+    c = s.open_context()
+    c.send_timeout, c.recv_timeout = 0.01, 2
+    _answer_until_a_reply_waits(p, c)
+    _ask(p, 1000)
+    c.recv()
+    c.send_timeout = 60
+    gevent.spawn_later(0.02, c.close)
+    with pytest.raises(gsp.Closed):
+        c.send(b"r")
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_multi_contexts(mk, spawn, responder, asker, _):
+    """30 responder contexts and 30 asker contexts, 20 exchanges each, all at once."""
+    count, repeat = 30, 20
+    r, a = _roomy(mk, responder, asker, count * repeat)
+    recv, sent = [0] * count, [0] * count
+
+    def pair(c1: Any, c2: Any, i: int) -> None:
+        for _ in range(repeat):
+            c2.send(u32(i))
+            recv[int.from_bytes(c1.recv(), "big")] += 1
+            c1.send(b"answer")
+            assert c2.recv() == b"answer"
+            sent[i] += 1
+
+    glets = []
+    for i in range(count):
+        c1, c2 = r.open_context(), a.open_context()
+        c1.recv_timeout = c1.send_timeout = c2.recv_timeout = c2.send_timeout = 15
+        if asker == "surveyor":
+            c2.survey_time = 30
+        glets.append(spawn(pair, c1, c2, i))
+    gevent.joinall(glets, timeout=30, raise_error=True)
+    assert recv == [repeat] * count and sent == [repeat] * count
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=["req", "surveyor"])
+def test_asker_recv_garbage(mk, responder, asker, _):
+    """Replies that are garbage or answer another request are dropped; the socket carries on."""
+    a = mk(asker, recv_timeout=0.05, **ASKER_OPTIONS[asker])
+    x = mk(responder, raw=True, recv_timeout=2)
+    connect(x, a)
+    route = u32(x.pipes[0].id)
+    for junk in (b"abc", b"", b"\x00\x01\x02\x03", u32(0x12345678) + b"\x80\x04\x03\x02",
+                 b"\x01\x02\x03\x04"):
+        a.send(b"")
+        x.recv_msg()
+        x.send_msg(gsp.Message(junk, route))
+        with pytest.raises(gsp.Timeout):
+            a.recv()
+    a.recv_timeout = 2
+    a.send(b"real")
+    m = x.recv_msg()
+    x.send_msg(gsp.Message(b"fine", m.header))
+    assert a.recv() == b"fine"
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=["req", "surveyor"])
+def test_asker_multi_contexts(mk, spawn, responder, asker, _):
+    """30 asker contexts, 20 requests each, against one echoing responder."""
+    count, repeat = 30, 20
+    r, a = _roomy(mk, responder, asker, count * repeat)
+    server = spawn(echo_forever, r)
+    got = [0] * count
+
+    def client(i: int) -> None:
+        with a.open_context() as c:
+            c.recv_timeout = 10
+            if asker == "surveyor":
+                c.survey_time = 30
+            for _ in range(repeat):
+                c.send(u32(i))
+                assert c.recv() == u32(i)
+                got[i] += 1
+
+    gevent.joinall([spawn(client, i) for i in range(count)], timeout=30, raise_error=True)
+    r.close()
+    server.get(timeout=2)
+    assert got == [repeat] * count
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_raw_send_back_pressure_and_close(mk, responder, asker, _):
+    """A raw responder's reply waits on a full pipe up to send_timeout; closing the socket then
+    still returns at once (mangos XRepSendTimeout, XRespondentBackPressure)."""
+    xr, xa = backlog_pair(mk, responder, asker, raw=True, send_timeout=0.01)
+    route = u32(xr.pipes[0].id)
+    for i in range(200):
+        try:
+            xr.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
+        except gsp.Timeout:
+            break
+    else:
+        pytest.fail("no back-pressure")
+    t0 = time.monotonic()
+    xr.close()
+    assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.parametrize("asker,options", [("req", {"recv_timeout": 2, "best_effort": True}),
+                                           ("surveyor", {"survey_time": 1})],
+                         ids=["req", "surveyor"])
+def test_asker_cancel(mk, spawn, asker, options):
+    """A new request or survey cancels a recv still waiting on the previous one (req: with no
+    peer and best_effort, requests stay queued)."""
+    s = mk(asker, **options)
+    s.send(b"first")
+    g = spawn(s.recv)
+    gevent.sleep(0.05)
+    s.send(b"second")
+    with pytest.raises(gsp.ProtocolStateError, match="canceled"):
+        g.get(timeout=2)
+
+
+@pytest.mark.parametrize("asker,options,then", [
+    ("req", {"recv_timeout": 0.02}, gsp.ProtocolStateError),
+    ("surveyor", {"survey_time": 0.02}, gsp.Timeout)], ids=["req", "surveyor"])
+def test_asker_recv_deadline(mk, asker, options, then):
+    """A recv with no answer ends at its deadline with Timeout: REQ's recv_timeout (nng: a
+    failed recv ends the request, so the next recv has nothing to wait for), the surveyor's
+    survey_time (nng ETIMEDOUT; mangos says ErrProtoState), and so does every later recv until
+    the next survey."""
+    a = mk(asker, **options)
+    connect(mk(dict(RESPONDERS_OF)[asker], recv_timeout=2), a)
+    a.send(b"")
+    t0 = time.monotonic()
+    with pytest.raises(gsp.Timeout):
+        a.recv()
+    assert time.monotonic() - t0 < 1
+    with pytest.raises(then):
+        a.recv()
