@@ -78,8 +78,8 @@ class ContextHost:
     def recv(self, timeout: float | None) -> Message:
         return self._default._recv(timeout)
 
-    def send_body(self, body: bytes, timeout: float | None) -> None:
-        self._default._send(Message(body), timeout)
+    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
+        self._default._send(body if isinstance(body, Message) else Message(body), timeout)
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._default._recv(timeout).body

@@ -104,13 +104,11 @@ class RoundRobin(Protocol):
             self._pipes.remove(pipe)
             self._changed.fire()
 
-    def send_body(self, body: bytes, timeout: float | None) -> None:
-        self._send_one(body, timeout)
-
     def send(self, msg: Message, timeout: float | None) -> None:
-        self._send_one(msg if msg.header else msg.body, timeout)
+        self.send_body(msg if msg.header else msg.body, timeout)
 
-    def _send_one(self, msg: "Message | bytes", timeout: float | None) -> None:
+    def send_body(self, msg: "Message | bytes", timeout: float | None) -> None:
+        """Queue ``msg`` (a header-less body as plain ``bytes``) on the next pipe in turn."""
         pipes = self._pipes
         n = len(pipes)
         best_effort = self.best_effort

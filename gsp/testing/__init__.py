@@ -36,7 +36,9 @@ if TYPE_CHECKING:
         socket_fds,
         wait_for,
     )
-    from ._suites import ProtocolSuite, TransportSuite, read_to_eof
+    from ._kit import read_to_eof
+    from ._protocol import ProtocolSuite
+    from ._transport import TransportSuite
 
 __all__ = [
     "TransportSuite", "ProtocolSuite",
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "TransportSuite": "_suites", "ProtocolSuite": "_suites", "read_to_eof": "_suites",
+    "TransportSuite": "_transport", "ProtocolSuite": "_protocol", "read_to_eof": "_kit",
     "WAIT": "_helpers", "wait_for": "_helpers", "connected": "_helpers", "free_url": "_helpers",
     "ping_pong": "_helpers",
     "free_port": "_helpers", "RawPeer": "_helpers", "LeakSnapshot": "_helpers",

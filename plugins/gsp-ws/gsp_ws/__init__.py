@@ -4,7 +4,7 @@ gsp finds the transports through the ``gsp`` entry-point group (module :mod:`gsp
 importing this package is only needed for :mod:`gsp_ws.wsgi` and :class:`UpgradeRefused`.
 """
 
-from ._conn import SUFFIX, WS_OPTIONS, UpgradeRefused, subprotocol
+from ._http import SUFFIX, WS_OPTIONS, UpgradeRefused, subprotocol
 
 __all__ = ["UpgradeRefused", "WS_OPTIONS", "SUFFIX", "subprotocol"]
 __version__ = "0.1.0"

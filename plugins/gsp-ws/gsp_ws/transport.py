@@ -26,13 +26,8 @@ from gsp.tls import tls_context, tls_handshake, tls_wrap
 from gsp.transport import Transport, TransportDialer, TransportListener
 from gsp.urls import hostport, parse_host_port, split_url
 
-from ._conn import (
-    WS_OPTIONS,
-    WSClientConnection,
-    WSConnection,
-    WSServerConnection,
-    http_error,
-)
+from ._conn import WSClientConnection, WSConnection, WSServerConnection
+from ._http import WS_OPTIONS, http_error
 
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
 _BACKLOG = 128  # upgraded connections a listener holds before the core accepts them

@@ -29,7 +29,8 @@ from wsproto.utilities import generate_accept_token
 import gsp
 from gsp.tls import tls_properties
 
-from ._conn import WSGIConnection, check_upgrade, subprotocol
+from ._conn import WSGIConnection
+from ._http import check_upgrade, subprotocol
 
 if TYPE_CHECKING:
     from .transport import WSGIRouteListener

@@ -1,0 +1,393 @@
+"""The transport conformance suite: every check of :class:`TransportSuite`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import gevent
+import pytest
+
+import gsp
+
+from ._helpers import WAIT, ping_pong, registry, wait_for
+from ._kit import BIG, SIZES, MiB, _caught, _detached, _outcome, read_to_eof
+from ._transport_base import TransportSuiteBase
+
+__all__ = ["TransportSuite"]
+
+
+class TransportSuite(TransportSuiteBase):
+    __doc__ = TransportSuiteBase.__doc__
+
+    # -- the checks --------------------------------------------------------------------------------
+    def test_scheme_is_installed(self) -> None:
+        assert self.scheme in gsp.transports()
+        s = self.socket("pair")
+        lst = self.listen(s)
+        assert lst.url.startswith(f"{self.scheme}://")
+        assert s.listeners == [lst]
+
+    def test_listen_dial_close(self) -> None:
+        srv = self.socket("pull")
+        clients = [self.socket("push") for _ in range(3)]
+        lst = self.listen(srv)
+        dialers = [self.connect(srv, lst.url, c) for c in clients]
+        wait_for(lambda: len(srv.pipes) == 3, what="three accepted pipes")
+        assert all(p.listener is lst and p.dialer is None for p in srv.pipes)
+        for c, d in zip(clients, dialers):
+            assert [p.dialer for p in c.pipes] == [d]
+            assert c.dialers == [d] and d.pipe is c.pipes[0]
+        dialers[0].close()  # a dialer's close ends its pipe at both ends
+        assert clients[0].dialers == [] and clients[0].pipes == []
+        wait_for(lambda: len(srv.pipes) == 2, what="the listener to see the dialer go")
+        clients[1].close()  # and so does its socket's close
+        wait_for(lambda: len(srv.pipes) == 1, what="the listener to see the socket go")
+        srv.close()  # and the listening socket's
+        wait_for(lambda: not clients[2].pipes, what="the dialer to see the listener go")
+
+    def test_send_recv(self) -> None:
+        opts: dict[str, Any] = {"recv_timeout": WAIT, "send_timeout": WAIT}
+        a, b = self.socket("pair", **opts), self.socket("pair", **opts)
+        lst = self.listen(a)
+        self.connect(a, lst.url, b)
+        ping_pong(a, b)
+
+    def _sizes_both_ways(self, sizes: Sequence[int], **opts: Any) -> None:
+        msgs = [os.urandom(n) for n in sizes]
+        a = self.socket("pair", recv_timeout=WAIT, send_timeout=WAIT, **opts)
+        b = self.socket("pair", recv_timeout=WAIT, send_timeout=WAIT, **opts)
+        lst = self.listen(a)
+        self.connect(a, lst.url, b)
+        for m in msgs:  # one at a time, both ways
+            b.send(m)
+            got = a.recv()
+            assert got == m, f"a {len(m)}-byte message came back as {len(got)} bytes"
+            a.send(got)
+            assert b.recv() == m
+        for m in msgs:  # back to back: frames split and joined arbitrarily by a stream
+            b.send(m)
+        for m in msgs:
+            assert a.recv() == m
+        a.close()
+        b.close()
+
+    def test_message_sizes(self) -> None:
+        self._sizes_both_ways(SIZES)  # up to exactly the default limit, 1 MiB
+        self._sizes_both_ways([MiB + 1, self.unlimited_size], recv_max_size=0)
+
+    def test_oversize_message_closes_only_its_pipe(self) -> None:
+        detached: list[gsp.Pipe] = []
+        fast: dict[str, Any] = {"reconnect_time": 0.05, "send_timeout": WAIT}
+        srv = self.socket("pull", recv_timeout=WAIT)
+        a, b = self.socket("push", **fast), self.socket("push", **fast)
+        srv.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
+        lst = self.listen(srv, recv_max_size=1000)
+        da = self.connect(srv, lst.url, a)
+        self.connect(srv, lst.url, b)
+        a.send(b"a" * 1000)  # exactly the limit is fine
+        assert srv.recv() == b"a" * 1000
+        a.send(b"A" * 1001)
+        wait_for(lambda: detached, what="the oversize pipe to detach")
+        assert len(detached) == 1 and isinstance(detached[0].error, gsp.MessageTooLarge)
+        assert detached[0] not in srv.pipes
+        b.send(b"b" * 1000)  # the other pipe is unaffected
+        assert srv.recv() == b"b" * 1000
+        wait_for(lambda: da.pipe is not None and len(srv.pipes) == 2, what="a to redial")
+        a.send(b"again")
+        assert srv.recv() == b"again"
+        assert len(detached) == 1
+
+    def test_oversize_message_at_the_dialer(self) -> None:
+        detached: list[gsp.Pipe] = []
+        push = self.socket("push", send_timeout=WAIT)
+        pull = self.socket("pull", recv_timeout=WAIT, reconnect_time=5)
+        pull.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
+        lst = self.listen(push)
+        self.connect(push, lst.url, pull, recv_max_size=10)
+        push.send(b"x" * 10)
+        assert pull.recv() == b"x" * 10
+        push.send(b"x" * 11)
+        wait_for(lambda: detached, what="the dialer's pipe to close")
+        assert isinstance(detached[0].error, gsp.MessageTooLarge) and detached[0].dialer
+
+    def test_many_pipes(self) -> None:
+        n = self.many_pipes
+        srv = self.socket("pull", recv_timeout=WAIT)
+        lst = self.listen(srv)
+        clients = [self.socket("push", send_timeout=WAIT) for _ in range(n)]
+        dials = [self.spawn(self.dial, c, lst.url, block=True) for c in clients]
+        gevent.joinall(dials, timeout=WAIT, raise_error=True)
+        assert all(g.successful() for g in dials)
+        wait_for(lambda: len(srv.pipes) == n and all(c.pipes for c in clients),
+                 what=f"{n} pipes")
+        assert len({p.id for p in srv.pipes}) == n
+        for i, c in enumerate(clients):
+            c.send(b"%d" % i)
+        assert sorted(int(srv.recv()) for _ in clients) == list(range(n))
+        for c in clients:
+            c.close()
+        wait_for(lambda: not srv.pipes, what="every pipe to go")
+
+    def _stalled_connection(self, url: str) -> Any:
+        """A connection made with the transport's own dialer that never handshakes."""
+        transport = registry().transport_for(url)
+        td = transport.dialer(url, self.transport_options("push", self.dial_options()))
+        try:
+            with gevent.Timeout(WAIT, AssertionError(f"the transport's dial of {url} hung")):
+                return td.dial()
+        finally:
+            td.close()
+
+    def test_handshake_timeout(self) -> None:
+        hto = 0.25
+        srv = self.socket("pull", recv_timeout=WAIT)
+        lst = self.listen(srv, handshake_timeout=hto)
+        stalled = self._stalled_connection(lst.url)
+        try:
+            good = self.socket("push", send_timeout=WAIT)
+            self.connect(srv, lst.url, good)  # a stalled peer delays nobody
+            good.send(b"past the stalled peer")
+            assert srv.recv() == b"past the stalled peer"
+            assert len(srv.pipes) == 1
+            gevent.sleep(3 * hto)  # the listener's handshake limit passes for the stalled one
+            # It was dropped: a handshake begun now fails, or leaves a connection at its end.
+            spec = registry().protocol("push")
+            msgs: Any = None
+            try:
+                with gevent.Timeout(WAIT, AssertionError(
+                        "a connection past its handshake_timeout neither closed nor answered")):
+                    stalled.handshake(spec, None)
+                    msgs = stalled.recv_messages()
+            except gsp.GspError:
+                pass
+            assert msgs is None, f"the listener kept a connection that missed its handshake " \
+                                 f"limit, and delivered {msgs!r} on it"
+            assert len(srv.pipes) == 1
+        finally:
+            stalled.close()
+
+    def test_handshake_timeout_at_the_dialer(self) -> None:
+        url = self.listen_url()
+        transport = registry().transport_for(url)
+        tl = transport.listener(url, self.transport_options("pull", self.listen_options()))
+        tl.bind()
+        accepted: list[Any] = []
+
+        def accept_and_stall() -> None:
+            while True:
+                accepted.append(tl.accept())
+
+        g = self.spawn(accept_and_stall)
+        try:
+            push = self.socket("push", handshake_timeout=0.25, reconnect_time=5)
+            with pytest.raises(gsp.Timeout):
+                self.dial(push, tl.url, block=True)
+            assert push.dialers == [] and push.pipes == []
+        finally:
+            g.kill()
+            tl.close()
+            for conn in accepted:
+                conn.close()
+
+    def test_wrong_protocol_refused(self) -> None:
+        events: list[gsp.PipeEvent] = []
+        srv = self.socket("pull", recv_timeout=WAIT)
+        push, pair = self.socket("push", send_timeout=WAIT), self.socket("pair")
+        srv.on_pipe_event(lambda ev, p: events.append(ev))
+        lst = self.listen(srv)
+        pull_header = b"\x00SP\x00" + registry().protocol("pull").number.to_bytes(2, "big") + \
+            b"\x00\x00"
+        garbage = [b"GARBAGE!", b"\x00SP\x01\x00\x50\x00\x00", b"\x00SP\x00\x00\x50\x00\x01",
+                   b"\x00SP\x00\x00\x10\x00\x00"]  # bad magic, version, reserved, protocol (pair)
+        for data in garbage:
+            raw = self.raw_connect(lst.url)
+            if raw is None:
+                break
+            try:
+                raw.sendall(data)
+                got = read_to_eof(raw)
+            finally:
+                raw.close()
+            assert got in (b"", pull_header), got  # at most its own header, then closed
+        with pytest.raises(self.wrong_protocol_error):
+            self.dial(pair, lst.url, block=True)
+        assert issubclass(self.wrong_protocol_error, gsp.HandshakeError)
+        assert events == [] and srv.pipes == [] and pair.pipes == [] and pair.dialers == []
+        self.connect(srv, lst.url, push)  # and the listener still serves good peers
+        push.send(b"after the wrong peers")
+        assert srv.recv() == b"after the wrong peers"
+
+    def test_close_while_blocked(self) -> None:
+        # A receive blocked on a socket with a live pipe: close wakes it with Closed.
+        a, b = self.socket("pair"), self.socket("pair")
+        self.connect(a, self.listen(a).url, b)
+        recv = self.spawn(_caught, a.recv)
+        gevent.sleep(0.05)
+        assert not recv.ready(), "recv returned with nothing sent"
+        a.close()
+        recv.join(WAIT)
+        assert isinstance(_outcome(recv, "the blocked recv"), gsp.Closed)
+        wait_for(lambda: not b.pipes, what="the peer to see the pipe go")
+        # A send blocked by back-pressure (the peer never reads): close wakes it with Closed.
+        c = self.socket("pair", recv_buffer=1, linger=0)
+        d = self.socket("pair", send_buffer=1, send_timeout=0.05, linger=0)
+        self.connect(c, self.listen(c).url, d)
+        for _ in range(5000):
+            try:
+                d.send(BIG)
+            except gsp.Timeout:
+                break
+        else:
+            raise AssertionError("5000 sends of 64 KiB to a peer that never reads never blocked")
+        d.send_timeout = None
+        send = self.spawn(_caught, d.send, BIG)
+        gevent.sleep(0.05)
+        assert not send.ready(), "a send past back-pressure returned"
+        d.close()
+        send.join(WAIT)
+        assert isinstance(_outcome(send, "the blocked send"), gsp.Closed)
+        c.recv_timeout = 0.1
+
+        def drained_and_gone() -> bool:
+            try:
+                c.recv()
+            except gsp.Timeout:
+                pass
+            return not c.pipes
+
+        wait_for(drained_and_gone, what="the reader to drain the pipe and see it go")
+
+    def test_address_in_use(self) -> None:
+        a, b = self.socket("pair"), self.socket("pair")
+        lst = self.listen(a)
+        with pytest.raises(gsp.AddressInUse):
+            self.listen(b, lst.url)
+        with pytest.raises(gsp.AddressInUse):
+            self.listen(a, lst.url)
+        assert b.listeners == [] and a.listeners == [lst]
+        lst.close()
+        lst.close()  # idempotent
+        assert a.listeners == []
+        self.listen(b, lst.url)  # the address was released
+
+    def test_bound_url(self) -> None:
+        anon = self.anonymous_url()
+        a = self.socket("pair", recv_timeout=WAIT)
+        b = self.socket("pair", send_timeout=WAIT)
+        if anon is None:  # a named address is bound as named
+            url = self.listen_url()
+            lst = self.listen(a, url)
+            assert lst.url == url
+        else:  # an anonymous one becomes a new concrete address on each listen
+            l1, l2 = self.listen(a, anon), self.listen(b, anon)
+            assert l1.url != anon and l2.url != anon and l1.url != l2.url
+            l2.close()
+            lst = l1
+        self.connect(a, lst.url, b)
+        b.send(b"bound")
+        assert a.recv() == b"bound"
+
+    def test_connection_refused(self) -> None:
+        url = self.unused_url()
+        s = self.socket("pair", reconnect_time=5.0)
+        with pytest.raises(gsp.ConnectionRefused):
+            self.dial(s, url, block=True)
+        assert s.dialers == []
+        d = self.dial(s, url)  # block=None: the failure is kept, redialing goes on in background
+        assert isinstance(d.last_error, gsp.ConnectionRefused)
+        assert s.dialers == [d] and s.pipes == []
+
+    @pytest.mark.parametrize("block", [None, False])
+    def test_dial_before_listen(self, block: bool | None) -> None:
+        url = self.unused_url()
+        fast: dict[str, Any] = {"reconnect_time": 0.05, "reconnect_time_max": 0.2}
+        push = self.socket("push", send_timeout=WAIT, **fast)
+        pull = self.socket("pull", recv_timeout=WAIT)
+        d = self.dial(push, url, block=block)
+        gevent.sleep(0.3)
+        if block is None:
+            assert isinstance(d.last_error, gsp.ConnectionRefused)
+        assert push.pipes == []
+        self.listen(pull, url)
+        wait_for(lambda: push.pipes, what="the early dialer to connect")
+        push.send(b"late")
+        assert pull.recv() == b"late"
+
+    def test_bad_urls(self) -> None:
+        common = ("", self.scheme, f"{self.scheme}:", "://x", "not a url", "nosuch://x", 42, None)
+        s = self.socket("pair")
+        for url in (*self.bad_urls, *common):
+            with pytest.raises(gsp.InvalidAddress):
+                s.listen(url, **self.listen_options())
+            with pytest.raises(gsp.InvalidAddress):
+                s.dial(url, **self.dial_options())
+        assert s.listeners == [] and s.dialers == []
+        with pytest.raises(gsp.InvalidAddress) as info:
+            s.dial("nosuch://x")
+        for name in gsp.transports():
+            assert name in str(info.value)
+
+    def test_bad_options(self) -> None:
+        url = self.listen_url()
+        own = set(registry().transport_for(url).options)
+        foreign = {n for t in registry().transports.values() for n in t.options} - own
+        bad_common = {"recv_max_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
+                      "handshake_timeout": 0}
+        socket_only = ("recv_timeout", "send_timeout", "linger", "send_buffer")
+        a, b = self.socket("pair"), self.socket("pair")
+        for name, value in bad_common.items():
+            with pytest.raises(gsp.BadOption):
+                self.listen(a, url, **{name: value})
+            with pytest.raises(gsp.BadOption):
+                self.dial(a, url, **{name: value})
+        for name in (*socket_only, *sorted(foreign), "no_such_option"):
+            with pytest.raises(gsp.BadOption):
+                self.listen(a, url, **{name: 1})
+            with pytest.raises(gsp.BadOption):
+                self.dial(a, url, **{name: 1})
+        for name, (good, bad) in self.options.items():
+            assert name in own, f"{name} is not an option of the {self.scheme} transport"
+            with pytest.raises(gsp.BadOption):
+                self.listen(a, url, **{name: bad})
+            with pytest.raises(gsp.BadOption):
+                self.dial(a, url, **{name: bad})
+            with pytest.raises(gsp.BadOption):
+                gsp.socket("pair", **{name: bad})
+            a.set_option(name, good)
+            with pytest.raises(gsp.BadOption):
+                a.set_option(name, bad)
+            assert a.get_option(name) == good
+        assert a.listeners == [] and a.dialers == []
+        good_values = {n: g for n, (g, _) in self.options.items()}
+        lst = self.listen(a, url, recv_max_size=10, **good_values)  # nothing was bound before
+        self.connect(a, lst.url, b, reconnect_time=0.5, **good_values)
+
+    def test_listener_close(self) -> None:
+        opts: dict[str, Any] = {"recv_timeout": WAIT, "send_timeout": WAIT}
+        a, b, c = self.socket("pair", **opts), self.socket("pair", **opts), self.socket("pair")
+        lst = self.listen(a)
+        self.connect(a, lst.url, b)
+        lst.close()
+        assert a.listeners == []
+        with pytest.raises(gsp.ConnectionRefused):
+            self.dial(c, lst.url, block=True)
+        b.send(b"still up")  # the pipe made before the close carries on
+        assert a.recv() == b"still up"
+        a.send(b"both ways")
+        assert b.recv() == b"both ways"
+
+    def test_pipe_addresses(self) -> None:
+        a, b = self.socket("pair"), self.socket("pair")
+        lst = self.listen(a)
+        self.connect(a, lst.url, b)
+        lp, dp = a.pipes[0], b.pipes[0]
+        for addr in (lp.local_address, lp.remote_address, dp.local_address, dp.remote_address):
+            assert isinstance(addr, str) and addr.startswith(f"{self.scheme}://"), addr
+        assert lp.remote_address == dp.local_address
+        assert lp.local_address == dp.remote_address
+        # The listener's address is its URL (which may add a path to it).
+        assert lst.url == lp.local_address or lst.url.startswith(lp.local_address + "/")
+
+
+# ================================ protocols =====================================================

@@ -1,0 +1,110 @@
+"""The HTTP side of SP over WebSocket: the ws options, the upgrade checks (subprotocol
+``<name>.sp.nanomsg.org``, origins) and the HTTP errors a refused upgrade gets."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import gsp
+from gsp.options import Option
+from gsp.tls import TLS_OPTIONS
+
+SUFFIX = ".sp.nanomsg.org"
+
+
+def subprotocol(name: str) -> str:
+    return name + SUFFIX
+
+
+class UpgradeRefused(gsp.HandshakeError):
+    """The server answered the WebSocket upgrade with an HTTP error (``status_code``)."""
+
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def _bool(name: str, v: Any) -> Any:
+    if not isinstance(v, bool):
+        raise gsp.BadOption(f"{name} must be True or False, not {v!r}")
+    return v
+
+
+def _size(name: str, v: Any) -> Any:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise gsp.BadOption(f"{name} must be an int >= 0 (0 = unlimited), not {v!r}")
+    return v
+
+
+def _headers(name: str, v: Any) -> Any:
+    if v is None:
+        return None
+    items = v.items() if isinstance(v, Mapping) else v
+    try:
+        out = tuple((k, val) for k, val in items)
+    except (TypeError, ValueError):
+        raise gsp.BadOption(f"{name} must be a mapping or (name, value) pairs, not {v!r}") from None
+    for k, val in out:
+        if not isinstance(k, str) or not isinstance(val, str) or not k or any(
+                c in s for s in (k, val) for c in "\r\n") or ":" in k:
+            raise gsp.BadOption(f"{name}: bad header {k!r}: {val!r}")
+    return out
+
+
+def _origins(name: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, str) or not all(isinstance(o, str) for o in v):
+        raise gsp.BadOption(f"{name} must be a collection of origin strings, not {v!r}")
+    return frozenset(v)
+
+
+WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
+    Option("ws_request_headers", None, _headers,
+           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)"),
+    Option("ws_response_headers", None, _headers,
+           "listeners: extra HTTP headers for the 101 response"),
+    Option("ws_origins", None, _origins,
+           "listeners: the Origin values allowed (others get 403); None = any. Requests without "
+           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers"),
+    Option("ws_recv_text", False, _bool,
+           "accept text frames as messages (by default they close the pipe with 1003, as in nng)"),
+    Option("ws_recv_frame_max", 1 << 20, _size,
+           "largest frame accepted, bytes; 0 = unlimited (nng: 1 MiB)"),
+    Option("ws_send_frame_max", 1 << 16, _size,
+           "outgoing messages are cut into frames of at most this; 0 = one frame (nng: 64 KiB)"),
+    *TLS_OPTIONS.values(),
+]}
+
+
+def check_upgrade(offered: Sequence[str], origin: str | None, protocol: str,
+                  options: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``(status, reason)`` if a listener of ``protocol`` must refuse this upgrade, else None."""
+    want = subprotocol(protocol)
+    if want not in offered:
+        got = ", ".join(offered) or "no subprotocol"
+        return 400, f"this endpoint speaks {want}; the request offered {got}"
+    allowed = options["ws_origins"]
+    if allowed is not None and origin is not None and origin not in allowed:
+        return 403, f"origin {origin} is not allowed"
+    return None
+
+
+_REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 426: "Upgrade Required",
+            431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def http_error(status: int, text: str, headers: Sequence[tuple[str, str]] = ()) -> bytes:
+    """A complete ``Connection: close`` HTTP/1.1 error response with a plain-text body."""
+    body = (text + "\n").encode()
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+             "Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}",
+             "Connection: close", *(f"{k}: {v}" for k, v in headers)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _as_bytes_headers(headers: Any) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers or ()]
