@@ -12,11 +12,19 @@ from urllib.parse import urlsplit
 import gevent
 import pytest
 from gevent import socket as gsocket
+from hypothesis import HealthCheck, settings
 
 import gsp
 from gsp.testing import WAIT, connected, free_url, wait_for
 
 TCP = "tcp://127.0.0.1:0"
+
+#: The SP handshakes of a push (0x50) and a pull (0x51) socket, as raw peers send and expect them.
+HDR_PUSH, HDR_PULL = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
+
+#: Hypothesis settings of gsp.wire's property tests (test_wire_handshake.py, test_wire_frames.py).
+wire_settings = settings(max_examples=200, deadline=None,
+                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def u32(n: int) -> bytes:
@@ -121,3 +129,23 @@ def close_wakes(sock: gsp.Socket, blocked: list[gevent.Greenlet]) -> None:
     for g in blocked:
         with pytest.raises(gsp.Closed):
             g.get(timeout=2)
+
+
+def spawn_all(fn: Any, args: list[tuple[Any, ...]]) -> list[gevent.Greenlet]:
+    return [gevent.spawn(fn, *a) for a in args]
+
+
+def pub_sub(st: ExitStack, n_subs: int = 1, pub_opts: dict | None = None,
+            sub_opts: dict | None = None, sub_raw: bool = False,
+            pub_raw: bool = False) -> tuple[gsp.Socket, list[gsp.Socket]]:
+    """A PUB listening on tcp and ``n_subs`` SUBs dialed in, every pipe attached."""
+    pub = st.enter_context(gsp.socket("pub", raw=pub_raw, **(pub_opts or {})))
+    url = pub.listen(TCP).url
+    subs = []
+    for _ in range(n_subs):
+        opts = {"recv_timeout": WAIT} | (sub_opts or {})
+        s = st.enter_context(gsp.socket("sub", raw=sub_raw, **opts))
+        s.dial(url, block=True)
+        subs.append(s)
+    wait_for(lambda: len(pub.pipes) == n_subs, what="every subscriber attached")
+    return pub, subs

@@ -9,7 +9,8 @@ import pytest
 from gevent import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUITES = ["test_core.py", "test_transports.py", "test_smoke.py"]
+SUITES = ["test_core.py", "test_core_endpoints.py", "test_core_pipes.py", "test_core_plugins.py",
+          "test_transports.py", "test_smoke.py"]
 
 
 @pytest.mark.timeout(600)

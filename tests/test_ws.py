@@ -1,31 +1,22 @@
-"""ws:// and wss:// (the gsp-ws plugin): the transport conformance kit, then upgrade rules,
-framing, limits, close and pynng interop."""
+"""ws:// and wss:// (the gsp-ws plugin): the transport conformance kit, then the upgrade rules
+(request and response headers, paths sharing one port, 404 / 400 / 403 answers, a stalled HTTP
+client), wss's TLS options and identity, pynng interop and the plugin's entry point. Framing,
+limits and the close handshake are in test_ws_frames.py, which takes its bare WebSocket client
+(RawClient) and port_of from here."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
 import subprocess
 import sys
-from typing import Any, Iterator
+from typing import Any
 
-import gevent
 import pynng
 import pytest
 from gevent import socket as gsocket
 from wsproto import ConnectionType, WSConnection
-from wsproto.connection import Connection as WSProto
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    Pong,
-    RejectConnection,
-    Request,
-    TextMessage,
-)
+from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, Request
 
 import gsp
 from gsp.testing import TransportSuite
@@ -71,18 +62,6 @@ class TestWSSTransport(TestWSTransport):
 
 def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
-
-
-@contextlib.contextmanager
-def pair_and_raw_client(**listen_options: Any) -> Iterator[tuple[gsp.Socket, "RawClient", str]]:
-    """A pair socket listening on ws:// and a bare WebSocket client connected to it."""
-    with gsp.socket("pair", recv_timeout=5) as a:
-        url = a.listen("ws://127.0.0.1:0/sp", **listen_options).url
-        raw = RawClient(port_of(url))
-        try:
-            yield a, raw, url
-        finally:
-            raw.close()
 
 
 class RawClient:
@@ -224,141 +203,6 @@ def test_origin_allow_list_is_403():
                 raw.close()
         b.dial(url, block=True)  # no Origin (a non-browser client, like nng): allowed
         assert len(b.pipes) == 1
-
-
-@pytest.mark.parametrize("text_ok", [False, True])
-def test_text_frames(text_ok):
-    with pair_and_raw_client(ws_recv_text=text_ok) as (a, raw, url):
-        raw.send(TextMessage(data="héllo"))
-        if text_ok:
-            assert a.recv() == "héllo".encode()
-        else:
-            ev = raw.next_event(CloseConnection)
-            assert ev.code == 1003
-            raw.send(ev.response())
-            assert raw.eof()
-            gevent.sleep(0.05)
-            assert not a.pipes
-
-
-def test_fragments_reassembled_ping_answered():
-    with pair_and_raw_client() as (a, raw, url):
-        raw.send(BytesMessage(data=b"one ", message_finished=False))
-        raw.send(Ping(payload=b"are you there"))  # control frames may sit between fragments
-        raw.send(BytesMessage(data=b"two ", message_finished=False))
-        raw.send(BytesMessage(data=b"three", message_finished=True))
-        assert raw.next_event(Pong).payload == b"are you there"
-        assert a.recv() == b"one two three"
-        gevent.sleep(0.05)
-        a.send(b"x" * 200_000)  # gsp cuts it into 64 KiB frames like nng
-        got = []
-        while True:
-            ev = raw.next_event(BytesMessage)
-            got.append(ev.data)
-            if ev.message_finished:
-                break
-        assert b"".join(got) == b"x" * 200_000 and len(got) >= 2
-
-
-def test_message_in_the_same_segment_as_the_101():
-    """A server may send its first message right behind the 101; the dialer must not lose it."""
-    srv = gsocket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-
-    def fake_server() -> None:
-        conn, _ = srv.accept()
-        try:
-            ws = WSConnection(ConnectionType.SERVER)
-            while not any(isinstance(ev, Request) for ev in ws.events()):
-                ws.receive_data(conn.recv(65536))
-            conn.sendall(ws.send(AcceptConnection(subprotocol="pair.sp.nanomsg.org"))
-                         + ws.send(BytesMessage(data=b"early bird")))
-            conn.recv(65536)  # until the dialer goes
-        finally:
-            conn.close()
-
-    g = gevent.spawn(fake_server)
-    try:
-        with gsp.socket("pair", recv_timeout=5) as s:
-            s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", block=True)
-            assert s.recv() == b"early bird"
-        g.get(timeout=5)
-    finally:
-        g.kill()
-        srv.close()
-
-
-def test_frames_sent_with_the_upgrade_request_are_kept():
-    """A client that does not wait for the 101 (against RFC 6455) still loses nothing."""
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp").url
-        c = gsocket.create_connection(("127.0.0.1", port_of(url)), timeout=5)
-        try:
-            head = WSConnection(ConnectionType.CLIENT).send(Request(
-                host="127.0.0.1", target="/sp", subprotocols=["pull.sp.nanomsg.org"]))
-            frame = WSProto(ConnectionType.CLIENT).send(BytesMessage(data=b"eager"))
-            c.sendall(head + frame)
-            assert pull.recv() == b"eager"
-        finally:
-            c.close()
-
-
-def test_close_handshake_both_ways():
-    # The client closes: gsp answers with a close frame, then closes TCP.
-    with pair_and_raw_client() as (a, raw, url):
-        with gevent.Timeout(5):
-            while not a.pipes:
-                gevent.sleep(0.01)
-        raw.send(CloseConnection(code=1000, reason="bye"))
-        assert raw.next_event(CloseConnection).code == 1000
-        assert raw.eof()
-        with gevent.Timeout(5):
-            while a.pipes:
-                gevent.sleep(0.01)
-        raw = RawClient(port_of(url))
-        try:  # gsp closes: the client gets a 1000 close frame and answers it
-            with gevent.Timeout(5):
-                while not a.pipes:
-                    gevent.sleep(0.01)
-            pipe = a.pipes[0]
-            closer = gevent.spawn(pipe.close)
-            ev = raw.next_event(CloseConnection)
-            assert ev.code == 1000
-            raw.send(ev.response())
-            closer.join(5)
-            assert closer.successful() and pipe.closed
-            assert raw.eof()
-        finally:
-            raw.close()
-
-
-def test_over_the_limit_closes_only_that_pipe():
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp", recv_max_size=1000,
-                          ws_recv_frame_max=600).url
-        big = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        frame = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            with gevent.Timeout(5):
-                while len(pull.pipes) < 3:
-                    gevent.sleep(0.01)
-            for i in range(3):  # 1500 bytes in frames of 500: over recv_max_size
-                big.send(BytesMessage(data=b"b" * 500, message_finished=i == 2))
-            assert big.next_event(CloseConnection).code == 1009
-            frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_recv_frame_max
-            assert frame.next_event(CloseConnection).code == 1009
-            for i in range(2):  # 1000 bytes in frames of 500: within both limits
-                good.send(BytesMessage(data=b"g" * 500, message_finished=i == 1))
-            assert pull.recv() == b"g" * 1000
-            gevent.sleep(0.05)
-            assert len(pull.pipes) == 1
-            good.send(BytesMessage(data=b"still here"))
-            assert pull.recv() == b"still here"
-        finally:
-            for c in (big, frame, good):
-                c.close()
 
 
 @pytest.mark.parametrize("scheme", ["ws", "wss"])

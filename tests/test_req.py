@@ -1,10 +1,10 @@
-"""req/rep and their raw twins, one test per mangos category (req_test, rep_test, xreq, xrep).
+"""req and its raw twin (xreq), one test per mangos category (req_test, xreq).
 
 Names follow mangos (TestReqCancelReply → test_req_cancel_reply). Where gsp follows nng 1.9 rather
 than mangos the docstring says so. What every protocol must do (identity, options, closing, raw
 mode, pipe churn) is checked by the conformance kit's ProtocolSuite (TestReqProtocol here,
 TestRepProtocol in test_backtrace.py, with what rep shares with respondent and req with surveyor);
-the rest of this file is particular to req and rep.
+the rest of this file is particular to req. rep and xrep are in test_rep.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import gsp
 from gsp.testing import ProtocolSuite, wait_for
-from tests.support import backlog_pair, close_wakes, connect, inproc_url, u32
+from tests.support import close_wakes, connect, inproc_url, u32
 
 
 class TestReqProtocol(ProtocolSuite):
@@ -244,105 +244,7 @@ def test_req_wire_header(mk):
     assert m1.header != m2.header
 
 
-# -- rep -----------------------------------------------------------------------------------------
-def test_rep_send_state(mk):
-    with pytest.raises(gsp.ProtocolStateError):
-        mk("rep").send(b"")
-
-
-def test_rep_send_state_after_reply(mk):
-    req, rep = mk("req", recv_timeout=2), mk("rep", recv_timeout=2)
-    connect(rep, req)
-    req.send(b"q")
-    rep.recv()
-    rep.send(b"a")
-    with pytest.raises(gsp.ProtocolStateError):  # one reply per request
-        rep.send(b"again")
-    assert req.recv() == b"a"
-
-
-def _request(p: gsp.Socket, i: int) -> None:
-    p.send_msg(gsp.Message(b"x" * 100, u32(0x80000000 | i)))
-
-
-@pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
-def test_rep_recv_junk(mk, raw):
-    """Empty, short and id-less requests are dropped without closing the pipe."""
-    rep, xreq = mk("rep", raw=raw, recv_timeout=0.05), mk("req", raw=True, recv_timeout=2)
-    connect(rep, xreq)
-    for junk in (b"", b"\x01\x02", b"\x00\x01", b"\x01\x02\x03\x04", b"\x00\x01\x02\x03",
-                 b"\x00\x01\x02\x03\x80"):
-        xreq.send_msg(gsp.Message(junk))
-    with pytest.raises(gsp.Timeout):
-        rep.recv()
-    assert len(rep.pipes) == 1
-    xreq.send_msg(gsp.Message(b"ok", u32(0x80000009)))
-    rep.recv_timeout = 2
-    assert rep.recv() == b"ok"
-
-
-def test_rep_double_recv(mk, spawn):
-    s = mk("rep", recv_timeout=1)
-    first = spawn(s.recv)
-    gevent.sleep(0.01)
-    with pytest.raises(gsp.ProtocolStateError):
-        s.recv()
-    s.close()
-    with pytest.raises(gsp.Closed):
-        first.get(timeout=2)
-
-
-def test_rep_closed_reply(mk):
-    """The requester left: the reply is dropped quietly."""
-    req, rep = mk("req"), mk("rep", recv_timeout=2)
-    connect(rep, req)
-    req.send(b"ping")
-    assert rep.recv() == b"ping"
-    req.close()
-    wait_for(lambda: not rep.pipes)
-    rep.send(b"nack")
-
-
-def test_rep_pipe_recv_close_pipe(mk):
-    req, rep = mk("req", send_timeout=0.01), mk("rep", recv_timeout=2, recv_buffer=1)
-    connect(rep, req)
-    req.send(b"")
-    m = rep.recv_msg()
-    ctxs = [req.open_context() for _ in range(10)]
-    for c in ctxs:
-        try:
-            c.send(b"")
-        except gsp.Timeout:
-            break
-    m.pipe.close()
-    wait_for(lambda: not rep.pipes)
-
-
-def test_rep_pipe_recv_close_socket(mk):
-    req, rep = mk("req", send_timeout=0.01), mk("rep", recv_buffer=1)
-    connect(rep, req)
-    for c in [req.open_context() for _ in range(10)]:
-        try:
-            c.send(b"")
-        except gsp.Timeout:
-            break
-    t0 = time.monotonic()
-    rep.close()  # with readers blocked on a full queue
-    assert time.monotonic() - t0 < 2
-
-
-# -- raw req (xreq) and raw rep (xrep) ------------------------------------------------------------
-def test_xrep_headers_pass_through(mk):
-    """Raw rep: header = receiving pipe id + backtrace; send routes by the first word."""
-    req, xrep = mk("req", recv_timeout=2), mk("rep", raw=True, recv_timeout=2)
-    connect(xrep, req)
-    req.send(b"body")
-    m = xrep.recv_msg()
-    assert m.header[:4] == u32(m.pipe.id) and len(m.header) == 8 and m.body == b"body"
-    xrep.send_msg(gsp.Message(b"reply", m.header))
-    assert req.recv() == b"reply"
-
-
+# -- raw req (xreq) --------------------------------------------------------------------------------
 def test_xreq_headers_pass_through(mk):
     """Raw req: the header goes out as given; a reply's backtrace comes back as the header."""
     xreq, rep = mk("req", raw=True, recv_timeout=2), mk("rep", recv_timeout=2)
@@ -353,82 +255,6 @@ def test_xreq_headers_pass_through(mk):
     rep.send(b"a")
     r = xreq.recv_msg()
     assert (r.header, r.body) == (hdr, b"a")
-
-
-def test_xrep_no_header(mk):
-    """Nothing to route by (or an unknown pipe): dropped, not an error."""
-    s = mk("rep", raw=True)
-    s.send(b"")
-    s.send_msg(gsp.Message(b"", b"\x01\x01\x01\x01\x80\x00\x00\x01"))
-
-
-def test_xrep_recv_deadline(mk):
-    s = mk("rep", raw=True, recv_timeout=0.01)
-    with pytest.raises(gsp.Timeout):
-        s.recv()
-
-
-def test_xrep_send_best_effort(mk):
-    s, p = backlog_pair(mk, "rep", "req", raw=True, send_timeout=5, best_effort=True)
-    route = u32(s.pipes[0].id)
-    t0 = time.monotonic()
-    for i in range(200):
-        s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-    assert time.monotonic() - t0 < 2
-
-
-def test_xrep_pipe_close_abort(mk):
-    """A send blocked on a full pipe ends when that pipe closes (the reply is dropped: gsp,
-    like nng; mangos returns ErrClosed)."""
-    s, p = backlog_pair(mk, "rep", "req", raw=True, send_timeout=5)
-    pipe = s.pipes[0]
-    route = u32(pipe.id)
-    gevent.spawn_later(0.1, pipe.close)
-    t0 = time.monotonic()
-    for i in range(1000):
-        s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-        if pipe.closed:
-            break
-    assert pipe.closed and time.monotonic() - t0 < 2
-
-
-def test_xrep_recv_close_abort(mk):
-    s = mk("rep", raw=True, recv_buffer=1)
-    xreq = mk("req", raw=True)
-    connect(s, xreq, inproc_url())
-    for i in range(5):
-        _request(xreq, i)
-    gevent.sleep(0.02)
-    s.pipes[0].close()
-    s.close()
-
-
-def test_xrep_resize_recv(mk, spawn):
-    """Growing recv_buffer while a recv waits: the waiter moves to the new queue (needs the
-    core's Protocol.set_option hook)."""
-    s = mk("rep", raw=True, recv_buffer=1, recv_timeout=2)
-    xreq = mk("req", raw=True)
-    connect(s, xreq)
-    g = spawn(s.recv)
-    gevent.sleep(0.02)
-    s.recv_buffer = 2
-    _request(xreq, 1)
-    assert g.get(timeout=2) == b"x" * 100
-
-
-def test_xrep_resize_shrink_discards(mk):
-    s = mk("rep", raw=True, recv_buffer=20, recv_timeout=0.05)
-    xreq = mk("req", raw=True)
-    connect(s, xreq)
-    for i in range(10):
-        xreq.send_msg(gsp.Message(bytes([i]), u32(0x80000000 | i)))
-    wait_for(lambda: len(s._proto._recvq) == 10)
-    s.recv_buffer = 3
-    got = []
-    with pytest.raises(gsp.Timeout):
-        while True:
-            got.append(s.recv())
-    assert got == [bytes([7]), bytes([8]), bytes([9])]  # the oldest went
 
 
 def test_xreq_best_effort(mk):

@@ -1,0 +1,121 @@
+"""Behavioural acceptance tests of the socket core's pipes and pipe events: pipe ids and the order
+of ATTACHING / ATTACHED / DETACHED, rejecting a pipe at ATTACHING, a raising pipe callback
+contained, and a dialer whose pipe is rejected locally (by its own protocol or a hook) backing off,
+or failing dial(block=True). One of the core suites (see test_core.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import gevent
+import pytest
+
+import gsp
+from gsp.testing import WAIT, connected, wait_for
+from tests.support import TCP, sockets
+
+# -- pipes and pipe events -------------------------------------------------------------------------
+
+def test_pipe_ids_and_event_order():
+    log: list[tuple[gsp.PipeEvent, gsp.Pipe, bool]] = []
+    with sockets(("pull", {}), *[("push", {})] * 5) as [srv, *clients]:
+        socks = [srv, *clients]
+        for s in socks:
+            s.on_pipe_event(lambda ev, p, s=s: log.append((ev, p, p in s.pipes)))
+        lst = srv.listen(TCP)
+        for c in clients:
+            connected(srv, lst.url, c)
+        ids = [p.id for s in socks for p in s.pipes]
+        assert len(ids) == 10 and len(set(ids)) == 10
+        assert all(isinstance(i, int) and 0 < i < 1 << 31 for i in ids)
+        for c in clients:
+            c.close()
+        wait_for(lambda: not srv.pipes, what="the listener's pipes to go")
+    by_pipe: dict[int, list[tuple[gsp.PipeEvent, bool]]] = {}
+    for ev, p, member in log:
+        by_pipe.setdefault(p.id, []).append((ev, member))
+    assert sorted(by_pipe) == sorted(ids)
+    expected = [(gsp.PipeEvent.ATTACHING, False), (gsp.PipeEvent.ATTACHED, True),
+                (gsp.PipeEvent.DETACHED, False)]
+    assert all(seq == expected for seq in by_pipe.values()), by_pipe
+
+
+def test_rejecting_a_pipe_at_attaching():
+    seen: list[gsp.PipeEvent] = []
+    rejected: list[gsp.Pipe] = []
+
+    def reject(ev: gsp.PipeEvent, p: gsp.Pipe) -> None:
+        seen.append(ev)
+        if ev is gsp.PipeEvent.ATTACHING:
+            rejected.append(p)
+            p.close()
+
+    with sockets(("pull", {"recv_timeout": 0.5}),
+                 ("push", {"reconnect_time": 0.05, "send_timeout": 0.1})) as [pull, push]:
+        unsubscribe = pull.on_pipe_event(reject)
+        lst = pull.listen(TCP)
+        push.dial(lst.url)
+        wait_for(lambda: len(seen) >= 3, what="repeated rejections of the redialing peer")
+        for i in range(20):
+            try:
+                push.send(b"must not cross %d" % i)
+            except gsp.Timeout:
+                pass
+        with pytest.raises(gsp.Timeout):
+            pull.recv()
+        assert set(seen) == {gsp.PipeEvent.ATTACHING} and pull.pipes == []
+        assert all(p.closed and p.error is None and p not in pull.pipes for p in rejected)
+        unsubscribe()  # and without the hook the same peer gets in
+        wait_for(lambda: pull.pipes, what="the peer to attach once no longer rejected")
+
+
+@pytest.mark.parametrize("side", ["listener", "dialer"])
+def test_a_raising_pipe_callback_is_contained(side):
+    calls: Counter[gsp.PipeEvent] = Counter()
+    after: list[gsp.PipeEvent] = []
+
+    def buggy(ev: gsp.PipeEvent, p: gsp.Pipe) -> None:
+        calls[ev] += 1
+        if ev is gsp.PipeEvent.ATTACHED or (ev is gsp.PipeEvent.ATTACHING and calls[ev] <= 2):
+            raise ValueError("a bug in user code")
+
+    with sockets(("pull", {"recv_timeout": WAIT}),
+                 ("push", {"reconnect_time": 0.05, "send_timeout": WAIT})) as [pull, push]:
+        watched = pull if side == "listener" else push
+        watched.on_pipe_event(buggy)
+        watched.on_pipe_event(lambda ev, p: after.append(ev))  # later callbacks still run
+        lst = pull.listen(TCP)
+        push.dial(lst.url)
+        # Raising at ATTACHING rejects (twice); the dialer keeps redialing; raising at
+        # ATTACHED leaves the pipe working.
+        wait_for(lambda: pull.pipes and push.pipes, what="the third attempt to attach")
+        assert calls[gsp.PipeEvent.ATTACHING] == 3 and calls[gsp.PipeEvent.ATTACHED] == 1
+        assert after.count(gsp.PipeEvent.ATTACHED) == 1
+        push.send(b"through")
+        assert pull.recv() == b"through"
+
+
+@pytest.mark.parametrize("how", ["protocol", "hook"])
+def test_dialer_whose_pipe_is_rejected_locally_backs_off(how):
+    seen: list[gsp.PipeEvent] = []
+    opts = {"reconnect_time": 0.1, "reconnect_time_max": 1.0}
+    with sockets(("pair", {}), ("pair", {}), ("pair", opts)) as [a, b, c]:
+        b.on_pipe_event(lambda ev, p: seen.append(ev))
+        la, lb = a.listen(TCP), b.listen(TCP)
+        if how == "protocol":  # pair takes one peer: c's second pipe is refused by c itself
+            connected(a, la.url, c)
+        else:
+            c.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.ATTACHING and p.close())
+        c.dial(lb.url)
+        gevent.sleep(1.0)
+        # Backoff from 0.1 s: at most ~5 attempts in a second; a busy loop makes hundreds.
+        assert 1 <= seen.count(gsp.PipeEvent.ATTACHED) <= 10, Counter(seen)
+
+
+def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe():
+    with sockets(("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c]:
+        la, lb = a.listen(TCP), b.listen(TCP)
+        connected(a, la.url, c)  # c's one pair peer
+        with pytest.raises(gsp.ConnectionRefused):
+            c.dial(lb.url, block=True)
+        assert len(c.pipes) == 1
