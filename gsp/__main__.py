@@ -12,6 +12,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gsp", description="gsp — Scalability Protocols on gevent")
     sub = ap.add_subparsers(dest="cmd")
     sub.add_parser("info", help="list installed protocols and transports")
+    opts = sub.add_parser("options", help="the options reference in Markdown (docs/options.md)")
+    opts.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
+    opts.add_argument("--all", action="store_true",
+                      help="include every installed plugin, not only gsp's own and shipped ones")
     sub.add_parser("bench", help="benchmarks, alone or against pynng/pyzmq (gsp bench -h)",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else argv
@@ -25,6 +29,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  protocol  {name:<11} 0x{spec.number:03x}  peer {spec.peer_name}")
         for scheme, t in sorted(gsp.registry.transports.items()):
             print(f"  transport {scheme:<11} {type(t).__module__}")
+        return 0
+    if args.cmd == "options":
+        from gsp._docs import options_markdown
+        text = options_markdown(include_all=args.all)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
         return 0
     return 2
 

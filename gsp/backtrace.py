@@ -32,7 +32,7 @@ HIGH_BIT = 0x80000000
 #: Most words a requester-side raw socket will parse out of a reply (no ttl applies there).
 MAX_HOPS = 255
 
-TTL_OPTION = Option("ttl", 8, integer(1, 255),
+TTL_OPTION = Option("ttl", 8, integer(1, 255, unit="hops"),
                     "most backtrace words (hops) a request may carry before it is dropped")
 
 
