@@ -69,3 +69,14 @@ def test_server_answers_http_and_sp_clients_then_stops_on_sigterm() -> None:
         proc.stdout.close()
         proc.stderr.close()
     assert code == 0
+
+
+def test_the_guide_quotes_the_example_verbatim() -> None:
+    from tests.test_plugin_guide import BLOCK, ROOT
+
+    blocks = [(m[1], m[2], m[4]) for m in BLOCK.finditer((ROOT / "docs" / "webapp.md").read_text())]
+    assert sum(kind == "snippet" for kind, _, _ in blocks) >= 5
+    for kind, where, code in blocks:
+        assert kind in ("snippet", "snippet-exempt"), f"a block without a snippet marker:\n{code}"
+        if kind == "snippet":
+            assert code in (ROOT / where).read_text(), f"not (or no longer) in {where}:\n{code}"
