@@ -23,7 +23,7 @@ SHIPPED = ("gevent-sp", "gevent-sp-star", "gevent-sp-ws")
 _CORE = SHIPPED[0]
 
 
-def _origins(hook: str) -> dict[str, str | None]:
+def origins(hook: str) -> dict[str, str | None]:
     """Protocol name or URL scheme -> the distribution whose ``gsp`` entry point registered the
     plugin answering ``hook`` with it (None: a plugin registered by hand)."""
     from ._core.registry import registry
@@ -90,14 +90,14 @@ def options_markdown(include_all: bool = False) -> str:
             return dist or "registered by hand"
         return dist if dist in SHIPPED else None
 
-    protocol_dist = _origins("gsp_protocols")
+    protocol_dist = origins("gsp_protocols")
     protocol_rows: list[tuple[str, str, Option]] = []
     for name, spec in registry.protocols.items():
         dist = keep(protocol_dist.get(name))
         if dist is not None:
             protocol_rows += [(dist, name, o) for o in spec.options.values()]
 
-    transport_dist = _origins("gsp_transports")
+    transport_dist = origins("gsp_transports")
     transport_rows: list[tuple[str, str, Option]] = []
     for scheme, t in registry.transports.items():
         dist = keep(transport_dist.get(scheme))

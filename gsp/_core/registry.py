@@ -43,8 +43,9 @@ class Registry:
         self._loaded = True
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
         if not any(map(_is_builtin, eps)):
-            raise GspError("gsp's own transports and protocols are not registered: install gsp "
-                           "(pip install -e .) instead of running it from a bare source tree")
+            raise GspError("gsp's own transports and protocols are not registered: install its "
+                           "distribution, gevent-sp (pip install gevent-sp, or pip install -e . "
+                           "in a checkout), instead of running it from a bare source tree")
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
         for ep in eps:
             if autoload or _is_builtin(ep):
