@@ -5,6 +5,7 @@ The user API is what this module exports. Plugin authors build on the public SDK
 :mod:`gsp.errors`, :mod:`gsp.options`, :mod:`gsp.message`, :mod:`gsp.wire`, :mod:`gsp.chan`, and the
 helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
 :mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
+:mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``;
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
@@ -20,6 +21,7 @@ from .errors import (
     AddressInUse,
     BadFrame,
     BadMagic,
+    BadMessage,
     BadOption,
     BadReserved,
     BadVersion,
@@ -60,7 +62,7 @@ __all__ = [
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
-    "BadVersion", "BadReserved", "WrongProtocol",
+    "BadVersion", "BadReserved", "WrongProtocol", "BadMessage",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)
@@ -79,6 +81,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
+    "objects",
 })
 
 

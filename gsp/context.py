@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .chan import Chan, Recv
 from .errors import Closed, NotSupported
 from .message import Message, as_bytes
+from .objects import DEFAULT, check_timeout, pack, unpack
 from .options import duration
 
 if TYPE_CHECKING:
@@ -151,6 +152,24 @@ class Context:
     def recv_msg(self) -> Message:
         self._check_open()
         return self._recv(self.recv_timeout)
+
+    def send_obj(self, obj: Any, timeout: float | None = DEFAULT) -> None:
+        """Send ``obj`` msgpack-encoded (docs/objects.md); ``timeout`` defaults to
+        ``send_timeout``."""
+        body = pack(obj)
+        if timeout is DEFAULT:
+            self.send(body)
+            return
+        self._check_open()
+        self._send(Message(body), check_timeout(timeout))
+
+    def recv_obj(self, timeout: float | None = DEFAULT) -> Any:
+        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
+        not one msgpack object); ``timeout`` defaults to ``recv_timeout``."""
+        if timeout is DEFAULT:
+            return unpack(self.recv())
+        self._check_open()
+        return unpack(self._recv(check_timeout(timeout)).body)
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

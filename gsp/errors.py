@@ -11,7 +11,7 @@ __all__ = [
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError", "NotSupported",
     "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
-    "WrongProtocol", "BadFrame", "UnknownPlugin",
+    "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage",
 ]
 
 
@@ -61,6 +61,11 @@ class ConnectionRefused(GspError):
 
 class UnknownPlugin(GspError, LookupError):
     """No installed plugin provides the protocol or transport asked for."""
+
+
+class BadMessage(GspError, ValueError):
+    """A received message body is not what the call expects (``recv_obj``: not exactly one
+    msgpack object). The message is consumed; the socket serves on."""
 
 
 class WireError(GspError):

@@ -11,6 +11,7 @@ from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported
 from ..message import Message, as_bytes
+from ..objects import DEFAULT, check_timeout, pack, unpack
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ..protocol import Protocol, RejectPipe
 from .endpoints import Dialer, Listener
@@ -187,6 +188,26 @@ class Socket:
         if self._closed:
             raise Closed("socket is closed")
         return self._proto.recv(self._recv_timeout)
+
+    def send_obj(self, obj: Any, timeout: float | None = DEFAULT) -> None:
+        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` defaults to
+        ``send_timeout``."""
+        body = pack(obj)
+        if timeout is DEFAULT:
+            self.send(body)
+            return
+        if self._closed:
+            raise Closed("socket is closed")
+        self._proto.send(Message(body), check_timeout(timeout))
+
+    def recv_obj(self, timeout: float | None = DEFAULT) -> Any:
+        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
+        not one msgpack object); ``timeout`` defaults to ``recv_timeout``."""
+        if timeout is DEFAULT:
+            return unpack(self.recv())
+        if self._closed:
+            raise Closed("socket is closed")
+        return unpack(self._proto.recv(check_timeout(timeout)).body)
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
