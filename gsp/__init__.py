@@ -81,7 +81,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects",
+    "objects", "cat",
 })
 
 
