@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import signal
 import subprocess
 import sys
 from typing import Callable, Iterator
@@ -16,7 +17,7 @@ import gsp
 from gsp.cat import main
 from gsp.cat._formats import FORMATS
 from tests import nng
-from tests.catkit import Cats, cats_fixture, finish
+from tests.catkit import Cats, cats_fixture, finish, listening
 
 #: Every byte value, and the characters the quoted format escapes by name.
 BODY = bytes(range(256)) + b'"\\\n\r\t end'
@@ -209,3 +210,10 @@ def test_version_and_help(cats: Cats) -> None:
     bench = gsp_cmd("bench", "--help")
     assert bench.returncode == 0
     assert "SUPPRESS" not in bench.stdout and "_worker" not in bench.stdout
+
+
+def test_ctrl_c_exits_130_quietly(cats: Cats) -> None:
+    p = cats.start("-v", "--pull", "--listen", "tcp://127.0.0.1:0", "--quoted")
+    listening(p)
+    p.send_signal(signal.SIGINT)
+    assert finish(p) == (130, b"", "")

@@ -28,9 +28,13 @@ and its class), 2 bad usage, 130 interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
+
+import gevent
 
 import gsp
 
@@ -38,28 +42,51 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``gsp cat`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    from ._args import parse
+    """Run ``gsp cat`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status (bad
+    usage exits with 2 through argparse's SystemExit)."""
+    from ._args import Config, parse
     from ._run import run
 
-    cfg = None
+    def fail(text: str, cfg: Config | None) -> int:
+        if cfg is None or cfg.verbose >= 0:
+            line = " ".join(text.split())  # one line, whatever the error's text holds
+            print(f"gsp cat: {line}", file=sys.stderr, flush=True)
+        return 1
+
     try:
         cfg = parse(sys.argv[1:] if argv is None else argv)
-        run(cfg, sys.stdout.buffer, sys.stderr)
-    except gsp.GspError as exc:
-        return _fail(f"{exc} (gsp.{type(exc).__name__})", cfg is not None and cfg.verbose < 0)
-    except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as exc:
-        return _fail(str(exc), cfg is not None and cfg.verbose < 0)
-    except KeyboardInterrupt:
-        return 130
+    except OSError as exc:  # an unreadable --file
+        return fail(str(exc), None)
+    with _ctrl_c():
+        try:
+            run(cfg, sys.stdout.buffer, sys.stderr)
+        except gsp.GspError as exc:
+            return fail(f"{exc} (gsp.{type(exc).__name__})", cfg)
+        except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        except OSError as exc:
+            return fail(str(exc), cfg)
+        except KeyboardInterrupt:
+            return 130
     return 0
 
 
-def _fail(text: str, silent: bool) -> int:
-    if not silent:
-        line = " ".join(text.split())  # one line, whatever the error's text holds
-        print(f"gsp cat: {line}", file=sys.stderr, flush=True)
-    return 1
+@contextlib.contextmanager
+def _ctrl_c() -> Iterator[None]:
+    """Ctrl-C ends the run as KeyboardInterrupt in this greenlet, without gevent's report."""
+    hub = gevent.get_hub()
+    reported = hub.NOT_ERROR
+    hub.NOT_ERROR = (*reported, KeyboardInterrupt)
+    watcher = None
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # (a shell's background job: off)
+        # Delivered to this greenlet wherever the hub was when it came, never to another
+        # greenlet (a socket's accept loop, say) that Python's own handler might have hit.
+        watcher = gevent.signal_handler(signal.SIGINT, gevent.kill, gevent.getcurrent(),
+                                        KeyboardInterrupt)
+    try:
+        yield
+    finally:
+        hub.NOT_ERROR = reported
+        if watcher is not None:
+            watcher.cancel()
