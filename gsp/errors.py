@@ -73,7 +73,17 @@ class WireError(GspError):
 
 
 class MessageTooLarge(WireError):
-    """A frame announced more bytes than the receive limit (``recv_max_size``)."""
+    """A frame announced more bytes than the receive limit (``recv_max_size``).
+
+    ``size`` is the size the peer announced (or the most that was seen) and ``limit`` the limit
+    in force, each ``None`` when the transport could not say.
+    """
+
+    def __init__(self, message: str, *, size: int | None = None,
+                 limit: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class BadFrame(WireError):

@@ -263,7 +263,8 @@ class FrameDecoder:
             if kind != t:
                 raise BadFrame(f"ipc frame type byte 0x{kind:02x}, expected 0x{t:02x}")
         if self.max_size and n > self.max_size:
-            raise MessageTooLarge(f"peer announced a {n}-byte message; the limit is {self.max_size}")
+            raise MessageTooLarge(f"peer announced a {n}-byte message; the limit is {self.max_size}",
+                                  size=n, limit=self.max_size)
         return n
 
     def _start_body(self, n: int, data: bytes, pos: int) -> int:
@@ -349,7 +350,8 @@ class FrameDecoder:
                 (n,) = unpack(data, pos)
                 if n > limit:
                     raise MessageTooLarge(
-                        f"peer announced a {n}-byte message; the limit is {self.max_size}")
+                        f"peer announced a {n}-byte message; the limit is {self.max_size}",
+                        size=n, limit=self.max_size)
                 start = pos + 8
                 stop = start + n
                 if stop > end:

@@ -79,7 +79,8 @@ class InprocConnection(Connection):
             raise self._broken() from None
         if self._max and batch and max(map(len, batch)) > self._max:
             big = max(map(len, batch))
-            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}")
+            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}",
+                                  size=big, limit=self._max)
         return batch
 
     def close(self) -> None:
