@@ -15,6 +15,7 @@ Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the p
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
     from .context import Context
 
 __version__ = "0.1.0"
+
+# Library convention: gsp logs under the "gsp" hierarchy (gsp.socket, gsp.listener, gsp.dialer,
+# gsp.pipe) and prints nothing unless the application configures logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",

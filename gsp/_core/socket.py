@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
@@ -14,6 +14,7 @@ from ..message import Message, as_bytes
 from ..objects import DEFAULT, check_timeout, pack, unpack
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ..protocol import Protocol, RejectPipe
+from . import log
 from .endpoints import Dialer, Listener
 from .pipe import Pipe, PipeEvent
 from .registry import registry
@@ -79,6 +80,7 @@ class Socket:
         self._listeners: list[Listener] = []
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
+        self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         proto = self._proto = self._hot.proto = spec.factory(_Handle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
         cls = type(proto)
@@ -283,22 +285,46 @@ class Socket:
         """Call ``callback(event, pipe)`` on every pipe event; returns an unsubscribe function.
 
         At ``PipeEvent.ATTACHING`` the callback may reject the pipe with ``pipe.close()``.
-        Callbacks run in gsp's greenlets and must not block.
+        Callbacks run in gsp's greenlets and must not block. A callback that raises is logged
+        (``gsp.socket``, with the traceback once per callback and error type) and changes
+        nothing else: the pipe carries on and later callbacks still run.
         """
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
-        hook = registry.pm.hook.gsp_pipe_event
-        for cb in [lambda ev, p: hook(socket=self, event=ev, pipe=p), *self._callbacks]:
+        # A callback that raises is logged and changes nothing else: the pipe is not rejected
+        # (rejecting is an explicit pipe.close() at ATTACHING), later callbacks still run.
+        try:
+            registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
+        except Exception as exc:
+            self._callback_failed("a gsp_pipe_event hook", event, pipe, exc)
+        for cb in [*self._callbacks]:
             try:
                 cb(event, pipe)
-            except Exception:
-                # A raising callback is reported, never fatal to the endpoint; at ATTACHING it
-                # rejects the pipe (fail safe) instead of leaving it half set up.
-                gevent.get_hub().handle_error(cb, *sys.exc_info())
-                if event is PipeEvent.ATTACHING:
-                    pipe.close()
+            except Exception as exc:
+                self._callback_failed(cb, event, pipe, exc)
+
+    def _callback_failed(self, cb: object, event: PipeEvent, pipe: Pipe,
+                         exc: Exception) -> None:
+        """Log a raising pipe callback: with its traceback at ERROR the first time this callback
+        raises this type of error, at DEBUG after that."""
+        try:
+            key: tuple[object, type[BaseException]] = (cb, type(exc))
+            first = key not in self._callback_errors
+        except TypeError:  # an unhashable callable object
+            key = (id(cb), type(exc))
+            first = key not in self._callback_errors
+        if first:
+            self._callback_errors.add(key)
+        level = logging.ERROR if first else logging.DEBUG
+        if log.socket_log.isEnabledFor(level):
+            url = log.pipe_url(pipe)
+            log.socket_log.log(
+                level, "%s %s: pipe event callback %r raised %s at %s of pipe %d; the pipe "
+                "carries on%s", self.protocol, url, cb, type(exc).__name__, event.name, pipe.id,
+                " (later ones like it are logged at DEBUG)" if first else f": {exc}",
+                exc_info=exc if first else None, extra=log.fields(self, url, pipe))
 
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
@@ -310,20 +336,40 @@ class Socket:
         self._pipes[pipe.id] = pipe
         self._fire(PipeEvent.ATTACHING, pipe)
         if pipe.closed:
+            self._log_rejected(pipe, "by a pipe event callback or hook at ATTACHING")
             return None
         try:
             self._proto.add_pipe(pipe)
-        except RejectPipe:
+        except RejectPipe as exc:
             pipe._shutdown(None)
+            self._log_rejected(pipe, f"by the {self.protocol} protocol: {exc}")
             return None
         pipe.attached = True
         pipe._start()
+        if log.pipe_log.isEnabledFor(logging.INFO):
+            url = log.pipe_url(pipe)
+            log.pipe_log.info("%s %s: pipe %d attached (peer %s)", self.protocol, url, pipe.id,
+                              pipe.remote_address, extra=log.fields(self, url, pipe))
         self._fire(PipeEvent.ATTACHED, pipe)
         return pipe
+
+    def _log_rejected(self, pipe: Pipe, how: str) -> None:
+        if log.socket_log.isEnabledFor(logging.INFO):
+            url = log.pipe_url(pipe)
+            log.socket_log.info("%s %s: pipe %d (peer %s) rejected %s", self.protocol, url,
+                                pipe.id, pipe.remote_address, how,
+                                extra=log.fields(self, url, pipe))
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
         if pipe.attached:
+            error = pipe.error
+            level = log.detach_level(error)
+            if log.pipe_log.isEnabledFor(level):
+                url = log.pipe_url(pipe)
+                log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s", self.protocol,
+                                 url, pipe.id, pipe.remote_address, log.describe(error),
+                                 extra=log.fields(self, url, pipe, **log.oversize_fields(error)))
             self._fire(PipeEvent.DETACHED, pipe)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
