@@ -60,6 +60,8 @@ def describe(exc: BaseException | None, spec: "ProtocolSpec | None" = None) -> s
                 f"a {spec.name} socket needs {spec.peer_name} ({exc})")
     if isinstance(exc, Timeout):
         return f"timed out ({exc})"
+    if isinstance(exc, MessageTooLarge):
+        return f"{type(exc).__name__}: {exc} (the receiving socket's recv_max_size)"
     return f"{type(exc).__name__}: {exc}"
 
 
