@@ -26,6 +26,7 @@ from .errors import (
     BadOption,
     BadReserved,
     BadVersion,
+    Canceled,
     Closed,
     ConnectionBroken,
     ConnectionRefused,
@@ -65,7 +66,7 @@ __all__ = [
     "Chan", "Recv", "Send", "select", "CLOSED",
     "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
-    "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
+    "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
     "BadVersion", "BadReserved", "WrongProtocol", "BadMessage",
 ]

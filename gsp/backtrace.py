@@ -193,7 +193,7 @@ class ResponderContext(Context):
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:
-            raise ProtocolStateError("another recv is already waiting on this context")
+            raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
         try:
@@ -201,7 +201,7 @@ class ResponderContext(Context):
         finally:
             self._receiving = False
         if i or self._closed:
-            raise Closed("context closed" if self._closed else "socket closed")
+            raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
         self._route = m.header
         return Message(m.body, b"", m.pipe)
 

@@ -12,29 +12,8 @@ from typing import Any
 import msgpack
 
 from .errors import BadMessage
-from .options import duration
 
-__all__ = ["pack", "unpack", "DEFAULT", "check_timeout"]
-
-
-class _Default:
-    """The default of ``send_obj``/``recv_obj``'s ``timeout``: the socket's (or context's)
-    ``send_timeout``/``recv_timeout`` option."""
-
-    def __repr__(self) -> str:
-        return "<the socket's timeout option>"
-
-
-#: ``timeout=DEFAULT``: wait as long as the ``send_timeout``/``recv_timeout`` option says.
-DEFAULT: Any = _Default()
-
-_duration = duration()
-
-
-def check_timeout(timeout: Any) -> float | None:
-    """A per-call ``timeout``: seconds >= 0 or ``None`` (forever); raises :class:`gsp.BadOption`."""
-    value: float | None = _duration("timeout", timeout)
-    return value
+__all__ = ["pack", "unpack"]
 
 
 def pack(obj: Any) -> bytes:

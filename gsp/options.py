@@ -9,13 +9,15 @@ hand-written validator with :func:`described` to say the same.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, MutableMapping
+from datetime import timedelta
+from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
 from .errors import BadOption
 
 __all__ = [
     "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
-    "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS",
+    "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS", "Scope",
+    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source",
 ]
 
 _UNSET: Any = object()
@@ -63,20 +65,31 @@ def _describe(validate: Validator, field: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+Scope = Literal["dial", "listen"]
+
+
 class Option:
     """One named option: a default, a validator that returns the normalised value, a doc line.
 
     ``type``, ``unit`` and ``range`` come from the validator when it is a :class:`Check`
-    ("" otherwise).
+    ("" otherwise). ``scope`` says where a transport option does something: ``"dial"``
+    (dialers only, e.g. ``tls_verify``), ``"listen"`` (listeners only, e.g.
+    ``tls_client_auth``) or ``None`` (both). ``Socket.dial``/``listen`` refuse an option given to
+    an endpoint it does nothing on, with :class:`gsp.BadOption`; set on the socket, it applies to
+    the endpoints it fits.
     """
 
-    __slots__ = ("name", "default", "validate", "doc")
+    __slots__ = ("name", "default", "validate", "doc", "scope")
 
-    def __init__(self, name: str, default: Any, validate: Validator, doc: str = "") -> None:
+    def __init__(self, name: str, default: Any, validate: Validator, doc: str = "",
+                 scope: Scope | None = None) -> None:
+        if scope not in (None, "dial", "listen"):
+            raise ValueError(f"scope must be None, 'dial' or 'listen', not {scope!r}")
         self.name = name
         self.default = default
         self.validate = validate
         self.doc = doc
+        self.scope = scope
 
     @property
     def type(self) -> str:
@@ -98,15 +111,72 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+#: An int timeout above this many seconds (an hour) is refused as almost certainly milliseconds.
+MS_GUESS = 3600
+
+
+def _span(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{minutes:.0f} minutes"
+    hours = minutes / 60
+    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
+
+
+def seconds(name: str, v: Any, *, allow_none: bool = True, allow_zero: bool = True) -> float | None:
+    """``v`` as float seconds: an int, a float or a :class:`datetime.timedelta`, >= 0 (or > 0);
+    ``None`` (forever) when allowed. An ``int`` above :data:`MS_GUESS` (3600, an hour) is
+    refused: it is almost certainly milliseconds (nng and pynng count in ms). A longer timeout
+    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). Raises
+    :class:`gsp.BadOption` naming ``name``."""
+    if v is None and allow_none:
+        return None
+    if isinstance(v, timedelta):
+        v = v.total_seconds()
+    elif type(v) is int and v > MS_GUESS:
+        raise BadOption(
+            f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
+            f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
+    if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
+        want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
+        raise BadOption(f"{name} must be {want} or a timedelta{' or None' if allow_none else ''}"
+                        f", not {v!r}")
+    return float(v)
+
+
+#: The default of a per-call ``timeout`` argument: use the socket's (or context's) option.
+#: It is ``...`` (Ellipsis) so a hot path compares it with a constant, not a global (~10 ns).
+FROM_OPTION: Any = Ellipsis
+
+
+def call_timeout(timeout: Any, block: Any) -> float | None:
+    """The timeout of one ``send``/``recv`` call given ``timeout=`` (seconds, a timedelta, or
+    None = forever) and/or ``block=False`` (= timeout 0), when either is not the default."""
+    if block is not True and block is not False:
+        raise BadOption(f"block must be True or False, not {block!r}")
+    if not block:
+        if timeout is not FROM_OPTION and timeout != 0:
+            raise BadOption(f"block=False means timeout 0; it cannot go with timeout={timeout!r}")
+        return 0.0
+    return seconds("timeout", timeout)
+
+
+def call_source(op: str, timeout: Any, block: bool, asked: float, where: str = "") -> str:
+    """Where the timeout of a call came from, for its error message (see
+    :func:`gsp.errors.timed_out`): ``block=False``, ``timeout=0.5`` or ``recv_timeout=2``."""
+    if not block:
+        return "block=False"
+    if timeout is FROM_OPTION:
+        return f"{op}_timeout={asked:g}{where}"
+    return f"timeout={asked:g}"
+
+
 def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Check:
-    """Seconds as int/float >= 0 (or > 0); ``None`` means forever when allowed."""
+    """Validator of a duration in seconds (see :func:`seconds`): int/float or timedelta >= 0
+    (or > 0); ``None`` means forever when allowed; an int over an hour is refused as
+    milliseconds."""
     def check(name: str, v: Any) -> Any:
-        if v is None and allow_none:
-            return None
-        if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
-            want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
-            raise BadOption(f"{name} must be {want}{' or None' if allow_none else ''}, not {v!r}")
-        return float(v)
+        return seconds(name, v, allow_none=allow_none, allow_zero=allow_zero)
     return Check(check, "float or None" if allow_none else "float", "s",
                  ">= 0" if allow_zero else "> 0")
 

@@ -69,11 +69,14 @@ TLS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("tls_key_file", None, optional(_path), "PEM private key (default: in tls_cert_file)"),
     Option("tls_ca_file", None, optional(_path),
            "PEM CA bundle that verifies the peer (default: the system's CAs)"),
-    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name"),
+    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name",
+           scope="dial"),
     Option("tls_server_name", None, optional(_text),
-           "dialers: the host name to verify and send as SNI (default: the URL's host)"),
+           "dialers: the host name to verify and send as SNI (default: the URL's host)",
+           scope="dial"),
     Option("tls_client_auth", "none", _client_auth,
-           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)"),
+           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)",
+           scope="listen"),
 ]}
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from .. import hookspecs
+from .. import hookspecs, wire
 from ..errors import GspError, InvalidAddress, UnknownPlugin
 from ..options import Option
 from ..protocol import ProtocolSpec
@@ -67,6 +67,7 @@ class Registry:
                 if p.name in protocols:
                     raise GspError(f"two plugins claim the protocol {p.name!r}")
                 protocols[p.name] = p
+                wire.PROTOCOL_NAMES.setdefault(p.number, p.name)  # for WrongProtocol's message
         self._transports, self._protocols = transports, protocols
         self._methods = frozenset(m for p in protocols.values() for m in p.methods)
 

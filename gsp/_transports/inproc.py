@@ -48,7 +48,7 @@ class InprocConnection(Connection):
         if not isinstance(peer, int):
             raise ConnectionBroken("inproc peer sent data before its handshake")
         if peer != spec.peer_number:
-            wire.parse_handshake(wire.handshake(peer), spec.peer_number)  # raises WrongProtocol
+            raise wire.wrong_protocol(peer, spec.peer_number, spec.number)
 
     def _broken(self) -> Exception:
         return Closed("connection closed locally") if self._closed else ConnectionBroken(

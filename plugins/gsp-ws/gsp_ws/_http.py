@@ -60,12 +60,14 @@ def _origins(name: str, v: Any) -> Any:
 
 WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("ws_request_headers", None, _headers,
-           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)"),
+           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)",
+           scope="dial"),
     Option("ws_response_headers", None, _headers,
-           "listeners: extra HTTP headers for the 101 response"),
+           "listeners: extra HTTP headers for the 101 response", scope="listen"),
     Option("ws_origins", None, _origins,
            "listeners: the Origin values allowed (others get 403); None = any. Requests without "
-           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers"),
+           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers",
+           scope="listen"),
     Option("ws_recv_text", False, boolean,
            "accept text frames as messages (by default they close the pipe with 1003, as in nng)"),
     Option("ws_recv_frame_max", 1 << 20, _size,
