@@ -5,6 +5,7 @@ The user API is what this module exports. Plugin authors build on the public SDK
 :mod:`gsp.errors`, :mod:`gsp.options`, :mod:`gsp.message`, :mod:`gsp.wire`, :mod:`gsp.chan`, and the
 helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
 :mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
+:mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``;
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
@@ -14,15 +15,18 @@ Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the p
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AddressInUse,
     BadFrame,
     BadMagic,
+    BadMessage,
     BadOption,
     BadReserved,
     BadVersion,
+    Canceled,
     Closed,
     ConnectionBroken,
     ConnectionRefused,
@@ -52,15 +56,19 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+# Library convention: gsp logs under the "gsp" hierarchy (gsp.socket, gsp.listener, gsp.dialer,
+# gsp.pipe) and prints nothing unless the application configures logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device",
     "Chan", "Recv", "Send", "select", "CLOSED",
     "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
-    "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
+    "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
-    "BadVersion", "BadReserved", "WrongProtocol",
+    "BadVersion", "BadReserved", "WrongProtocol", "BadMessage",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)
@@ -79,6 +87,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
+    "objects", "cat",
 })
 
 

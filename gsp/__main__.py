@@ -1,4 +1,5 @@
-"""``python -m gsp`` / ``gsp``: show what is installed."""
+"""``python -m gsp`` / ``gsp``: show what is installed (``info``), benchmark (``bench``), poke at
+sockets from a shell (``cat``, nngcat's command line)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,25 @@ import gsp
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gsp", description="gsp — Scalability Protocols on gevent")
+    ap.add_argument("--version", action="version", version=f"gsp {gsp.__version__}")
     sub = ap.add_subparsers(dest="cmd")
     sub.add_parser("info", help="list installed protocols and transports")
+    opts = sub.add_parser("options", help="the options reference in Markdown (docs/options.md)")
+    opts.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
+    opts.add_argument("--all", action="store_true",
+                      help="include every installed plugin, not only gsp's own and shipped ones")
     sub.add_parser("bench", help="benchmarks, alone or against pynng/pyzmq (gsp bench -h)",
                    add_help=False)
+    sub.add_parser("cat", help="nngcat's command line: send and print messages (gsp cat -h)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # everything after "bench" belongs to gsp.bench's own parser
+    # Everything after "bench" or "cat" belongs to that command's own parser.
+    if argv[:1] == ["bench"]:
         from gsp.bench import main as bench_main
         return bench_main(argv[1:])
+    if argv[:1] == ["cat"]:
+        from gsp.cat import main as cat_main
+        return cat_main(argv[1:])
     args = ap.parse_args(argv)
     if args.cmd in (None, "info"):
         print(f"gsp {gsp.__version__}")
@@ -25,6 +37,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  protocol  {name:<11} 0x{spec.number:03x}  peer {spec.peer_name}")
         for scheme, t in sorted(gsp.registry.transports.items()):
             print(f"  transport {scheme:<11} {type(t).__module__}")
+        return 0
+    if args.cmd == "options":
+        from gsp._docs import options_markdown
+        text = options_markdown(include_all=args.all)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
         return 0
     return 2
 

@@ -32,7 +32,7 @@ HIGH_BIT = 0x80000000
 #: Most words a requester-side raw socket will parse out of a reply (no ttl applies there).
 MAX_HOPS = 255
 
-TTL_OPTION = Option("ttl", 8, integer(1, 255),
+TTL_OPTION = Option("ttl", 8, integer(1, 255, unit="hops"),
                     "most backtrace words (hops) a request may carry before it is dropped")
 
 
@@ -193,7 +193,7 @@ class ResponderContext(Context):
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:
-            raise ProtocolStateError("another recv is already waiting on this context")
+            raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
         try:
@@ -201,7 +201,7 @@ class ResponderContext(Context):
         finally:
             self._receiving = False
         if i or self._closed:
-            raise Closed("context closed" if self._closed else "socket closed")
+            raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
         self._route = m.header
         return Message(m.body, b"", m.pipe)
 

@@ -15,8 +15,9 @@ Semantics:
 * ``send`` on a closed channel raises :class:`gsp.Closed`; a sender blocked when the channel is
   closed is woken with :class:`gsp.Closed` and its item is not delivered.
 * ``recv`` on a closed channel drains what is buffered, then raises :class:`gsp.Closed`.
-* ``timeout=None`` waits forever; ``timeout`` elapsed raises :class:`gsp.Timeout`; the
-  ``*_nowait`` forms raise :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
+* ``timeout`` is in seconds (int, float or :class:`datetime.timedelta`); ``None`` waits forever;
+  ``timeout`` elapsed raises :class:`gsp.Timeout`; ``0`` and the ``*_nowait`` forms raise
+  :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
 * ``select`` picks uniformly at random among the cases ready at the same moment (no case starves);
   a :class:`Recv` case on a closed, drained channel is ready and yields :data:`CLOSED`.
 """
@@ -24,6 +25,7 @@ Semantics:
 from __future__ import annotations
 
 from collections import deque
+from datetime import timedelta
 from random import random, shuffle
 from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
 
@@ -51,6 +53,18 @@ class _Marker:
 CLOSED: Any = _Marker("gsp.chan.CLOSED")
 _EMPTY: Any = _Marker("EMPTY")
 _SEND_CLOSED: Any = _Marker("SEND_CLOSED")
+
+
+def _secs(timeout: float | timedelta | None) -> float | None:
+    """A timedelta timeout as float seconds (slow paths only: the fast ones never look)."""
+    return timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+
+
+def _zero(op: str, timeout: float, why: str) -> Timeout:
+    """The error of an operation that cannot complete now under a timeout <= 0."""
+    if timeout == 0:
+        return WouldBlock(f"{op} would block: {why} (timeout 0)", timeout=0.0)
+    return Timeout(f"{op} timed out: {why} (timeout {timeout:g} s)", timeout=timeout)
 
 
 class _Sel:
@@ -168,21 +182,22 @@ class Chan(Generic[T]):
             return False
         return self._try_send(item)
 
-    def send(self, item: T, timeout: float | None = None) -> None:
+    def send(self, item: T, timeout: float | timedelta | None = None) -> None:
         """Send ``item``, waiting while the channel is full (or, unbuffered, has no receiver)."""
         if self._closed:
             raise Closed("send on a closed channel")
         if self._try_send(item):
             return
-        if timeout is not None and timeout <= 0:
-            raise WouldBlock("channel full") if timeout == 0 else Timeout("send timed out")
-        _block(((self, True, item),), timeout)
+        t = _secs(timeout)
+        if t is not None and t <= 0:
+            raise _zero("channel send", t, "the channel is full")
+        _block(((self, True, item),), t)
 
     def send_nowait(self, item: T) -> None:
         """Send ``item`` if that can complete now, else raise :class:`gsp.WouldBlock`."""
         self.send(item, 0)
 
-    def recv(self, timeout: float | None = None) -> T:
+    def recv(self, timeout: float | timedelta | None = None) -> T:
         """Receive an item, waiting while none is available."""
         buf = self._buf
         if buf and not self._sendq:  # fast path: no blocked sender to move in behind it
@@ -192,9 +207,10 @@ class Chan(Generic[T]):
             return cast(T, item)
         if self._closed:
             raise Closed("recv on a closed, drained channel")
-        if timeout is not None and timeout <= 0:
-            raise WouldBlock("channel empty") if timeout == 0 else Timeout("recv timed out")
-        _, value = _block(((self, False, None),), timeout)
+        t = _secs(timeout)
+        if t is not None and t <= 0:
+            raise _zero("channel recv", t, "the channel is empty")
+        _, value = _block(((self, False, None),), t)
         if value is CLOSED:
             raise Closed("recv on a closed, drained channel")
         return cast(T, value)
@@ -340,7 +356,8 @@ class Send:
         self.item = item
 
 
-def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[int, Any]:
+def select(cases: Sequence[Recv | Send],
+           timeout: float | timedelta | None = None) -> tuple[int, Any]:
     """Complete exactly one of ``cases`` and return ``(index, value)``.
 
     ``value`` is the received item for a :class:`Recv` case (:data:`CLOSED` when that channel is
@@ -375,14 +392,15 @@ def select(cases: Sequence[Recv | Send], timeout: float | None = None) -> tuple[
                 raise Closed("send on a closed channel")
             if ch._try_send(c.item):  # type: ignore[union-attr]  # a Send: type() checked above
                 return i, None
-    if timeout is not None and timeout <= 0:
-        raise WouldBlock("no case ready") if timeout == 0 else Timeout("select timed out")
+    t = _secs(timeout)
+    if t is not None and t <= 0:
+        raise _zero("select", t, "no case is ready")
     for c in cases:
         if type(c) is Send:
             ops.append((c.chan, True, c.item))
         else:
             ops.append((c.chan, False, None))
-    return _block(ops, timeout)
+    return _block(ops, t)
 
 
 def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
@@ -402,7 +420,7 @@ def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
         except BaseException as exc:
             if not sel.fired:
                 if exc is timer:
-                    raise Timeout(f"timed out after {timeout} s") from None
+                    raise Timeout(f"timed out after {timeout:g} s", timeout=timeout) from None
                 raise
             if exc is not timer:
                 # Interrupted after completion: keep what was handed over, then propagate.

@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv
-from .errors import Closed, NotSupported
+from .errors import Closed, NotSupported, Timeout, timed_out
 from .message import Message, as_bytes
-from .options import duration
+from .objects import pack, unpack
+from .options import FROM_OPTION, call_source, call_timeout, duration
 
 if TYPE_CHECKING:
     from .protocol import SocketHandle
@@ -68,6 +69,7 @@ class ContextHost:
     def _host_contexts(self, default: "Context") -> None:
         self._contexts: set[Any] = set()
         self._default = default
+        default.noun = "socket"  # its errors speak of the socket the user called
 
     def _new_context(self) -> "Context":
         raise NotImplementedError
@@ -115,6 +117,9 @@ class Context:
         self.socket: Any = None
         self._closed = False
         self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
+        #: What errors call this state machine: "context", or "socket" for a socket's default
+        #: context (the user never opened it, so its errors never speak of a context).
+        self.noun = "context"
 
         self.own_options("recv_timeout", "send_timeout")  # the socket's values at open time
 
@@ -132,25 +137,65 @@ class Context:
             setattr(self, name, opts[name])
 
     # -- messages --------------------------------------------------------------------------------
-    def send(self, data: bytes | bytearray | memoryview) -> None:
-        """Send one message body on this context; waits up to ``send_timeout`` when it must."""
+    # ``timeout`` (seconds or a timedelta; None = forever; absent = this context's option) and
+    # ``block`` (False = timeout 0: gsp.WouldBlock) as on :class:`gsp.Socket`.
+    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+             block: bool = True) -> None:
+        """Send one message body on this context; waits up to ``timeout`` seconds (default: the
+        context's ``send_timeout``) when it must. ``block=False`` never waits."""
         self._check_open()
-        self._send(Message(as_bytes(data)), self.send_timeout)
+        self._call_send(Message(as_bytes(data)), timeout, block)
 
-    def recv(self) -> bytes:
-        """Receive one message body on this context; waits up to ``recv_timeout``."""
+    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+        """Receive one message body on this context; waits up to ``timeout`` seconds (default:
+        the context's ``recv_timeout``). ``block=False`` never waits."""
         self._check_open()
-        return self._recv(self.recv_timeout).body
+        return self._call_recv(timeout, block).body
 
-    def send_msg(self, msg: Message) -> None:
+    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+        """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         self._check_open()
-        self._send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), self.send_timeout)
+        self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
+                        block)
 
-    def recv_msg(self) -> Message:
+    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+        """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
-        return self._recv(self.recv_timeout)
+        return self._call_recv(timeout, block)
+
+    def _call_send(self, msg: Message, timeout: Any, block: bool) -> None:
+        t = self.send_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            self._send(msg, t)
+        except Timeout as exc:
+            raise self._timed_out(exc, "send", t, timeout, block) from None
+
+    def _call_recv(self, timeout: Any, block: bool) -> Message:
+        t = self.recv_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            return self._recv(t)
+        except Timeout as exc:
+            raise self._timed_out(exc, "recv", t, timeout, block) from None
+
+    def _timed_out(self, exc: Timeout, op: str, t: float | None, timeout: Any,
+                   block: bool) -> Timeout:
+        if exc.timeout is None or t is None:
+            return exc  # not a wait that ran out (e.g. a survey that expired)
+        return timed_out(op, t, call_source(op, timeout, block, t, f" on this {self.noun}"))
+
+    def send_obj(self, obj: Any, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
+        ``block`` as for :meth:`send`."""
+        self.send(pack(obj), timeout, block)
+
+    def recv_obj(self, timeout: Any = FROM_OPTION, block: bool = True) -> Any:
+        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
+        not one msgpack object); ``timeout`` and ``block`` as for :meth:`recv`."""
+        return unpack(self.recv(timeout, block))
 
     # -- life cycle ------------------------------------------------------------------------------
     @property
@@ -171,7 +216,7 @@ class Context:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise Closed("context is closed")
+            raise Closed(f"{self.noun} is closed")
         if self.handle.closed:
             raise Closed("socket is closed")
 

@@ -8,10 +8,11 @@ handling failures: :class:`Closed` means *you* (this process) closed the object 
 from __future__ import annotations
 
 __all__ = [
-    "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError", "NotSupported",
+    "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError", "Canceled",
+    "NotSupported",
     "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
-    "WrongProtocol", "BadFrame", "UnknownPlugin",
+    "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage", "timed_out",
 ]
 
 
@@ -20,11 +21,33 @@ class GspError(Exception):
 
 
 class Timeout(GspError, TimeoutError):
-    """A send, receive or select did not complete within its timeout."""
+    """A send, receive or select did not complete within its timeout.
+
+    ``timeout`` is the timeout that expired, in seconds, as the caller asked for it (``None``
+    when the error is not a wait running out, e.g. a survey that expired)."""
+
+    def __init__(self, message: str = "timed out", *, timeout: float | None = None) -> None:
+        super().__init__(message)
+        self.timeout = timeout
 
 
 class WouldBlock(Timeout):
-    """A ``*_nowait`` operation could not complete at once (a zero timeout elapsed)."""
+    """A non-blocking call (``block=False``, ``timeout=0``, ``*_nowait``) could not complete at
+    once."""
+
+
+_WHY = {"recv": "no message queued", "send": "no peer can take the message now"}
+
+
+def timed_out(op: str, timeout: float, source: str) -> Timeout:
+    """The error of a ``send``/``recv`` whose wait ran out, in the caller's terms: the timeout
+    asked for and where it came from (``source``, e.g. ``"recv_timeout=2"``):
+    ``recv timed out after 2 s (recv_timeout=2)``; for a zero timeout a :class:`WouldBlock`,
+    ``recv would block: no message queued (block=False)``."""
+    if timeout == 0:
+        return WouldBlock(f"{op} would block: {_WHY.get(op, 'not ready')} ({source})",
+                          timeout=0.0)
+    return Timeout(f"{op} timed out after {timeout:g} s ({source})", timeout=timeout)
 
 
 class Closed(GspError):
@@ -37,6 +60,11 @@ class ConnectionBroken(GspError):
 
 class ProtocolStateError(GspError):
     """The operation is not valid in the protocol's current state (e.g. REP send before recv)."""
+
+
+class Canceled(ProtocolStateError):
+    """A waiting call was canceled by a newer one (REQ: a newer request; surveyor: a newer
+    survey). A :class:`ProtocolStateError`, so existing handlers still catch it."""
 
 
 class NotSupported(GspError):
@@ -63,12 +91,27 @@ class UnknownPlugin(GspError, LookupError):
     """No installed plugin provides the protocol or transport asked for."""
 
 
+class BadMessage(GspError, ValueError):
+    """A received message body is not what the call expects (``recv_obj``: not exactly one
+    msgpack object). The message is consumed; the socket serves on."""
+
+
 class WireError(GspError):
     """A peer sent bytes that break the SP wire format; the pipe carrying them is closed."""
 
 
 class MessageTooLarge(WireError):
-    """A frame announced more bytes than the receive limit (``recv_max_size``)."""
+    """A frame announced more bytes than the receive limit (``recv_max_size``).
+
+    ``size`` is the size the peer announced (or the most that was seen) and ``limit`` the limit
+    in force, each ``None`` when the transport could not say.
+    """
+
+    def __init__(self, message: str, *, size: int | None = None,
+                 limit: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class BadFrame(WireError):

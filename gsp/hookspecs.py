@@ -48,5 +48,6 @@ def gsp_pipe_event(socket: "Socket", event: "PipeEvent", pipe: "Pipe") -> None:
     """Called for every pipe of every socket at ATTACHING, ATTACHED and DETACHED.
 
     At ATTACHING an implementation may reject the pipe by calling ``pipe.close()``. It runs in the
-    greenlet that set the pipe up, so it must not block.
+    greenlet that set the pipe up, so it must not block. If it raises, the error is logged
+    (``gsp.socket``) and the pipe carries on.
     """

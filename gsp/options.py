@@ -1,26 +1,107 @@
-"""Option specs: names, defaults and validators shared by sockets, endpoints and plugins."""
+"""Option specs: names, defaults and validators shared by sockets, endpoints and plugins.
+
+A validator is any ``check(name, value) -> normalised value`` that raises :class:`gsp.BadOption`.
+The factories here (:func:`duration`, :func:`integer`, :func:`optional`, :func:`instance_of`) and
+:data:`boolean` return :class:`Check` validators, which also say what they accept (type, unit,
+range) so the options reference (docs/options.md) is generated from the specs themselves; wrap a
+hand-written validator with :func:`described` to say the same.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, MutableMapping
+from datetime import timedelta
+from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
 from .errors import BadOption
+
+__all__ = [
+    "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
+    "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS", "Scope",
+    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source",
+]
 
 _UNSET: Any = object()
 
 Validator = Callable[[str, Any], Any]
 
 
+class Check:
+    """A validator that describes what it accepts, for the docs and ``repr``.
+
+    ``type`` is the Python type(s) accepted ("int", "float or None", "ssl.SSLContext"), ``unit``
+    the unit of numbers ("s", "bytes", "messages"; "" if none), ``range`` the values allowed
+    ("1..255", ">= 0", "'none', 'optional', 'required'"; "" if any value of the type).
+    """
+
+    __slots__ = ("_check", "type", "unit", "range")
+
+    def __init__(self, check: Validator, type: str, unit: str = "", range: str = "") -> None:
+        self._check = check
+        self.type = type
+        self.unit = unit
+        self.range = range
+
+    def __call__(self, name: str, v: Any) -> Any:
+        return self._check(name, v)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("unit", "range") if getattr(self, k))
+        return f"<Check {self.type!r}{extra}>"
+
+
+def described(type: str, unit: str = "", range: str = "") -> Callable[[Validator], Check]:
+    """Decorate a hand-written validator with what it accepts (see :class:`Check`)::
+
+        @described("str", range="'none', 'optional', 'required'")
+        def _client_auth(name, v): ...
+    """
+    def wrap(check: Validator) -> Check:
+        return Check(check, type, unit, range)
+    return wrap
+
+
+def _describe(validate: Validator, field: str) -> str:
+    value = getattr(validate, field, "")
+    return value if isinstance(value, str) else ""
+
+
+Scope = Literal["dial", "listen"]
+
+
 class Option:
-    """One named option: a default, a validator that returns the normalised value, a doc line."""
+    """One named option: a default, a validator that returns the normalised value, a doc line.
 
-    __slots__ = ("name", "default", "validate", "doc")
+    ``type``, ``unit`` and ``range`` come from the validator when it is a :class:`Check`
+    ("" otherwise). ``scope`` says where a transport option does something: ``"dial"``
+    (dialers only, e.g. ``tls_verify``), ``"listen"`` (listeners only, e.g.
+    ``tls_client_auth``) or ``None`` (both). ``Socket.dial``/``listen`` refuse an option given to
+    an endpoint it does nothing on, with :class:`gsp.BadOption`; set on the socket, it applies to
+    the endpoints it fits.
+    """
 
-    def __init__(self, name: str, default: Any, validate: Validator, doc: str = "") -> None:
+    __slots__ = ("name", "default", "validate", "doc", "scope")
+
+    def __init__(self, name: str, default: Any, validate: Validator, doc: str = "",
+                 scope: Scope | None = None) -> None:
+        if scope not in (None, "dial", "listen"):
+            raise ValueError(f"scope must be None, 'dial' or 'listen', not {scope!r}")
         self.name = name
         self.default = default
         self.validate = validate
         self.doc = doc
+        self.scope = scope
+
+    @property
+    def type(self) -> str:
+        return _describe(self.validate, "type")
+
+    @property
+    def unit(self) -> str:
+        return _describe(self.validate, "unit")
+
+    @property
+    def range(self) -> str:
+        return _describe(self.validate, "range")
 
     def __repr__(self) -> str:
         return f"<Option {self.name}={self.default!r}>"
@@ -30,62 +111,131 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Validator:
-    """Seconds as int/float >= 0 (or > 0); ``None`` means forever when allowed."""
+#: An int timeout above this many seconds (an hour) is refused as almost certainly milliseconds.
+MS_GUESS = 3600
+
+
+def _span(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 120:
+        return f"{minutes:.0f} minutes"
+    hours = minutes / 60
+    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
+
+
+def seconds(name: str, v: Any, *, allow_none: bool = True, allow_zero: bool = True) -> float | None:
+    """``v`` as float seconds: an int, a float or a :class:`datetime.timedelta`, >= 0 (or > 0);
+    ``None`` (forever) when allowed. An ``int`` above :data:`MS_GUESS` (3600, an hour) is
+    refused: it is almost certainly milliseconds (nng and pynng count in ms). A longer timeout
+    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). Raises
+    :class:`gsp.BadOption` naming ``name``."""
+    if v is None and allow_none:
+        return None
+    if isinstance(v, timedelta):
+        v = v.total_seconds()
+    elif type(v) is int and v > MS_GUESS:
+        raise BadOption(
+            f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
+            f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
+    if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
+        want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
+        raise BadOption(f"{name} must be {want} or a timedelta{' or None' if allow_none else ''}"
+                        f", not {v!r}")
+    return float(v)
+
+
+#: The default of a per-call ``timeout`` argument: use the socket's (or context's) option.
+#: It is ``...`` (Ellipsis) so a hot path compares it with a constant, not a global (~10 ns).
+FROM_OPTION: Any = Ellipsis
+
+
+def call_timeout(timeout: Any, block: Any) -> float | None:
+    """The timeout of one ``send``/``recv`` call given ``timeout=`` (seconds, a timedelta, or
+    None = forever) and/or ``block=False`` (= timeout 0), when either is not the default."""
+    if block is not True and block is not False:
+        raise BadOption(f"block must be True or False, not {block!r}")
+    if not block:
+        if timeout is not FROM_OPTION and timeout != 0:
+            raise BadOption(f"block=False means timeout 0; it cannot go with timeout={timeout!r}")
+        return 0.0
+    return seconds("timeout", timeout)
+
+
+def call_source(op: str, timeout: Any, block: bool, asked: float, where: str = "") -> str:
+    """Where the timeout of a call came from, for its error message (see
+    :func:`gsp.errors.timed_out`): ``block=False``, ``timeout=0.5`` or ``recv_timeout=2``."""
+    if not block:
+        return "block=False"
+    if timeout is FROM_OPTION:
+        return f"{op}_timeout={asked:g}{where}"
+    return f"timeout={asked:g}"
+
+
+def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Check:
+    """Validator of a duration in seconds (see :func:`seconds`): int/float or timedelta >= 0
+    (or > 0); ``None`` means forever when allowed; an int over an hour is refused as
+    milliseconds."""
     def check(name: str, v: Any) -> Any:
-        if v is None and allow_none:
-            return None
-        if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
-            want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
-            raise BadOption(f"{name} must be {want}{' or None' if allow_none else ''}, not {v!r}")
-        return float(v)
-    return check
+        return seconds(name, v, allow_none=allow_none, allow_zero=allow_zero)
+    return Check(check, "float or None" if allow_none else "float", "s",
+                 ">= 0" if allow_zero else "> 0")
 
 
-def integer(lo: int, hi: int | None = None) -> Validator:
+def integer(lo: int, hi: int | None = None, *, unit: str = "", range: str = "") -> Check:
+    """An int in ``lo..hi`` (``hi`` None: no upper bound). ``unit`` and ``range`` (default: the
+    bounds in decimal) only describe it."""
     def check(name: str, v: Any) -> Any:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
             rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
             raise BadOption(f"{name} must be an int {rng}, not {v!r}")
         return v
-    return check
+    return Check(check, "int", unit, range or (f">= {lo}" if hi is None else f"{lo}..{hi}"))
 
 
-def boolean(name: str, v: Any) -> Any:
+def _boolean(name: str, v: Any) -> Any:
     if not isinstance(v, bool):
         raise BadOption(f"{name} must be True or False, not {v!r}")
     return v
 
 
-def anything(name: str, v: Any) -> Any:
+boolean = Check(_boolean, "bool")
+
+
+def _anything(name: str, v: Any) -> Any:
     return v
 
 
-def optional(inner: Validator) -> Validator:
+anything = Check(_anything, "any")
+
+
+def optional(inner: Validator) -> Check:
+    """``inner``, or ``None``."""
     def check(name: str, v: Any) -> Any:
         return None if v is None else inner(name, v)
-    return check
+    kind = _describe(inner, "type") or "any"
+    return Check(check, kind if kind.endswith(" or None") else f"{kind} or None",
+                 _describe(inner, "unit"), _describe(inner, "range"))
 
 
-def instance_of(*types: type) -> Validator:
+def instance_of(*types: type) -> Check:
     def check(name: str, v: Any) -> Any:
         if not isinstance(v, types):
             raise BadOption(f"{name} must be {' or '.join(t.__name__ for t in types)}, not {v!r}")
         return v
-    return check
+    return Check(check, " or ".join(t.__name__ for t in types))
 
 
 # Options every socket has. Endpoint-scoped ones may also be given to listen()/dial().
 SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_timeout", None, duration(), "seconds recv() waits; None = forever"),
     Option("send_timeout", None, duration(), "seconds send() waits; None = forever"),
-    Option("recv_max_size", 1 << 20, integer(0), "largest message accepted, bytes; 0 = unlimited"),
+    Option("recv_max_size", 1 << 20, integer(0, unit="bytes"), "largest message accepted, bytes; 0 = unlimited"),
     Option("reconnect_time", 0.1, duration(allow_none=False, allow_zero=False),
            "first redial delay, seconds"),
     Option("reconnect_time_max", 10.0, duration(allow_none=False),
            "redial backoff ceiling, seconds; 0 = no backoff"),
-    Option("send_buffer", 1024, integer(1, 1 << 24), "messages queued per pipe for sending"),
-    Option("recv_buffer", 1024, integer(1, 1 << 24), "messages queued on the socket for recv()"),
+    Option("send_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued per pipe for sending"),
+    Option("recv_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued on the socket for recv()"),
     Option("linger", 1.0, duration(allow_none=False), "seconds close() waits to flush queued messages"),
     Option("best_effort", False, boolean, "drop instead of blocking when no peer can take a message"),
     Option("handshake_timeout", 10.0, duration(allow_zero=False),

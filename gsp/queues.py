@@ -9,6 +9,7 @@ timeout into an absolute deadline for loops that wait more than once.
 from __future__ import annotations
 
 from collections import deque
+from datetime import timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
@@ -60,11 +61,14 @@ class Signal:
 
 
 class Deadline:
-    """A timeout turned into an absolute deadline for loops that wait more than once."""
+    """A timeout (seconds, or a timedelta) turned into an absolute deadline for loops that wait
+    more than once."""
 
     __slots__ = ("_at", "timeout")
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float | timedelta | None) -> None:
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
         self.timeout = timeout
         self._at = None if timeout is None else monotonic() + timeout
 
@@ -76,8 +80,8 @@ class Deadline:
         left = self._at - monotonic()
         if left <= 0:
             if self.timeout == 0:
-                raise WouldBlock("would block (timeout 0)")
-            raise Timeout(f"timed out after {self.timeout:g} s")
+                raise WouldBlock("would block (timeout 0)", timeout=0.0)
+            raise Timeout(f"timed out after {self.timeout:g} s", timeout=self.timeout)
         return left
 
 

@@ -175,7 +175,7 @@ class StreamConnection(Connection):
             while len(got) < wire.HANDSHAKE_SIZE:
                 chunk = self._recv(wire.HANDSHAKE_SIZE - len(got))
                 got += chunk
-        wire.parse_handshake(bytes(got), spec.peer_number)
+        wire.parse_handshake(bytes(got), spec.peer_number, own=spec.number)
         # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
         self._plain = type(self.sock) is gsocket.socket
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from gevent import ssl as gssl
 
 from .errors import BadOption, ConnectionBroken, GspError, HandshakeError
-from .options import Option, boolean, optional
+from .options import Option, boolean, described, optional
 
 __all__ = [
     "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake",
@@ -29,6 +29,7 @@ class TLSHandshakeError(HandshakeError):
 
 # -- options ----------------------------------------------------------------------------------
 
+@described("ssl.SSLContext")
 def _ssl_context(name: str, v: Any) -> Any:
     # The C base class: a context made before gevent.monkey.patch_all() is still accepted.
     if not isinstance(v, _ssl._SSLContext):
@@ -36,12 +37,14 @@ def _ssl_context(name: str, v: Any) -> Any:
     return v
 
 
+@described("str or os.PathLike", range="a file path")
 def _path(name: str, v: Any) -> Any:
     if not isinstance(v, (str, os.PathLike)) or not os.fspath(v):
         raise BadOption(f"{name} must be a file path, not {v!r}")
     return os.fspath(v)
 
 
+@described("str", range="non-empty")
 def _text(name: str, v: Any) -> Any:
     if not isinstance(v, str) or not v:
         raise BadOption(f"{name} must be a non-empty str, not {v!r}")
@@ -51,6 +54,7 @@ def _text(name: str, v: Any) -> Any:
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
+@described("str", range="'none', 'optional', 'required'")
 def _client_auth(name: str, v: Any) -> Any:
     if v not in _CLIENT_AUTH:
         raise BadOption(f"{name} must be 'none', 'optional' or 'required', not {v!r}")
@@ -65,11 +69,14 @@ TLS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("tls_key_file", None, optional(_path), "PEM private key (default: in tls_cert_file)"),
     Option("tls_ca_file", None, optional(_path),
            "PEM CA bundle that verifies the peer (default: the system's CAs)"),
-    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name"),
+    Option("tls_verify", True, boolean, "dialers: verify the server's certificate and host name",
+           scope="dial"),
     Option("tls_server_name", None, optional(_text),
-           "dialers: the host name to verify and send as SNI (default: the URL's host)"),
+           "dialers: the host name to verify and send as SNI (default: the URL's host)",
+           scope="dial"),
     Option("tls_client_auth", "none", _client_auth,
-           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)"),
+           "listeners: client certificates 'none', 'optional' or 'required' (mutual TLS)",
+           scope="listen"),
 ]}
 
 

@@ -26,7 +26,8 @@ from .errors import (
 )
 
 __all__ = [
-    "HANDSHAKE_SIZE", "handshake", "parse_handshake", "Framing", "TCP", "IPC",
+    "HANDSHAKE_SIZE", "handshake", "parse_handshake", "PROTOCOL_NAMES", "protocol_name",
+    "wrong_protocol", "Framing", "TCP", "IPC",
     "encode_frames", "prefixer", "prefix_cache", "FrameDecoder", "DIRECT_SIZE",
 ]
 
@@ -36,16 +37,32 @@ _LEN = struct.Struct(">Q")
 _IPC_LEN = struct.Struct(">BQ")
 
 
+#: Protocol numbers → names, for error messages: the SP protocols nng knows, plus every protocol
+#: an installed plugin registers (gsp's registry adds them when it loads plugins).
+PROTOCOL_NAMES: dict[int, str] = {
+    0x10: "pair", 0x11: "pair1", 0x20: "pub", 0x21: "sub", 0x30: "req", 0x31: "rep",
+    0x50: "push", 0x51: "pull", 0x62: "surveyor", 0x63: "respondent", 0x70: "bus",
+}
+
+
+def protocol_name(number: int) -> str:
+    """``"rep (0x31)"`` for a known protocol number, ``"0x99"`` for an unknown one."""
+    name = PROTOCOL_NAMES.get(number)
+    return f"0x{number:x}" if name is None else f"{name} (0x{number:x})"
+
+
 def handshake(protocol: int) -> bytes:
     """The 8 bytes a side sends to announce ``protocol``."""
     return _HS.pack(b"\x00SP\x00", protocol, b"\x00\x00")
 
 
-def parse_handshake(data: bytes, expected_peer: int | None = None) -> int:
+def parse_handshake(data: bytes, expected_peer: int | None = None, *,
+                    own: int | None = None) -> int:
     """Check a peer's 8-byte header and return its protocol number.
 
     Raises :class:`BadMagic`, :class:`BadVersion`, :class:`BadReserved` or (when
-    ``expected_peer`` is given and differs) :class:`WrongProtocol`.
+    ``expected_peer`` is given and differs) :class:`WrongProtocol`, whose message names both
+    protocols (``own``, this side's number, makes it say which socket needs which peer).
     """
     if len(data) != HANDSHAKE_SIZE:
         raise ValueError(f"a handshake is {HANDSHAKE_SIZE} bytes, got {len(data)}")
@@ -58,11 +75,19 @@ def parse_handshake(data: bytes, expected_peer: int | None = None) -> int:
         raise BadReserved(f"SP header reserved bytes not zero: {data[6:8].hex()}")
     proto = (data[4] << 8) | data[5]
     if expected_peer is not None and proto != expected_peer:
-        raise WrongProtocol(
-            f"peer speaks protocol 0x{proto:x}, expected 0x{expected_peer:x}",
-            expected=expected_peer, got=proto,
-        )
+        raise wrong_protocol(proto, expected_peer, own)
     return proto
+
+
+def wrong_protocol(got: int, expected: int, own: int | None = None) -> WrongProtocol:
+    """The :class:`WrongProtocol` for a peer speaking ``got`` where ``expected`` was needed:
+    ``peer speaks rep (0x31), this push socket needs pull (0x51)``."""
+    if own is None:
+        need = f"expected {protocol_name(expected)}"
+    else:
+        me = PROTOCOL_NAMES.get(own, f"0x{own:x} protocol")
+        need = f"this {me} socket needs {protocol_name(expected)}"
+    return WrongProtocol(f"peer speaks {protocol_name(got)}, {need}", expected=expected, got=got)
 
 
 class Framing:
@@ -263,7 +288,8 @@ class FrameDecoder:
             if kind != t:
                 raise BadFrame(f"ipc frame type byte 0x{kind:02x}, expected 0x{t:02x}")
         if self.max_size and n > self.max_size:
-            raise MessageTooLarge(f"peer announced a {n}-byte message; the limit is {self.max_size}")
+            raise MessageTooLarge(f"peer announced a {n}-byte message; the limit is {self.max_size}",
+                                  size=n, limit=self.max_size)
         return n
 
     def _start_body(self, n: int, data: bytes, pos: int) -> int:
@@ -349,7 +375,8 @@ class FrameDecoder:
                 (n,) = unpack(data, pos)
                 if n > limit:
                     raise MessageTooLarge(
-                        f"peer announced a {n}-byte message; the limit is {self.max_size}")
+                        f"peer announced a {n}-byte message; the limit is {self.max_size}",
+                        size=n, limit=self.max_size)
                 start = pos + 8
                 stop = start + n
                 if stop > end:

@@ -1,7 +1,7 @@
 """The two request/reply families share gsp.backtrace: rep and respondent are one state machine
 with two protocol numbers, req and surveyor both stamp ids and route replies by them. Every check
-here runs on both families; what is particular to one protocol stays in test_reqrep.py /
-test_survey.py."""
+here runs on both families; what is particular to one protocol stays in test_req.py, test_rep.py
+and test_survey.py."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ def test_plot_writes_a_png_or_says_what_to_install(tmp_path: Any) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        assert p.returncode == 2 and "gsp[bench]" in p.stderr
+        assert p.returncode == 2 and "gevent-sp[bench]" in p.stderr
         assert not png.exists()
     else:
         assert p.returncode == 0, p.stderr[-3000:]

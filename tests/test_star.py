@@ -33,9 +33,9 @@ class TestStarProtocol(ProtocolSuite):
 
 
 def test_star_is_a_separate_plugin_on_public_api():
-    # Registered by the gsp-star distribution through the "gsp" entry-point group ...
+    # Registered by the gevent-sp-star distribution through the "gsp" entry-point group ...
     eps = [ep for ep in entry_points(group="gsp") if ep.name == "star"]
-    assert [ep.dist.name for ep in eps] == ["gsp-star"]
+    assert [ep.dist.name for ep in eps] == ["gevent-sp-star"]
     module = sys.modules[gsp.registry.protocol("star").factory.__module__]
     assert module.__name__ == "gsp_star"
     # ... and importing nothing private from gsp.

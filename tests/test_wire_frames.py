@@ -184,8 +184,9 @@ def test_huge_frame_rejected_from_its_length_prefix_byte_by_byte(framing: Framin
     for b in prefix[:-1]:
         assert dec.feed(bytes([b])) == []
     assert dec.buffered == framing.prefix_size - 1
-    with pytest.raises(gsp.MessageTooLarge):
+    with pytest.raises(gsp.MessageTooLarge) as info:
         dec.feed(prefix[-1:])
+    assert (info.value.size, info.value.limit) == (2 << 30, 1 << 20)
     assert dec.buffered <= framing.prefix_size
     with pytest.raises(gsp.MessageTooLarge):
         dec.feed(b"\x00" * 100)
@@ -201,8 +202,9 @@ def test_huge_frame_rejected_in_one_chunk(framing: Framing, lead: bytes) -> None
     if lead:  # the good frame in the same chunk is returned; the error comes next
         assert dec.feed(data) == [lead]
         assert isinstance(dec.error, gsp.MessageTooLarge)
-    with pytest.raises(gsp.MessageTooLarge):
+    with pytest.raises(gsp.MessageTooLarge) as info:
         dec.feed(data)
+    assert (info.value.size, info.value.limit) == (2 << 30, 1 << 20)  # for the log line
     assert dec.buffered <= framing.prefix_size
 
 

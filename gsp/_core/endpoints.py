@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import TYPE_CHECKING
 
 import gevent
 from gevent.event import Event
 
-from ..errors import Closed, ConnectionRefused, GspError, Timeout
+from ..errors import Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import Options
+from . import log
+from .log import dialer_log, listener_log
 
 if TYPE_CHECKING:
     from ..transport import Connection, TransportDialer, TransportListener
     from .pipe import Pipe
     from .socket import Socket
+
+
+_REJECTED = "the pipe was rejected (by the protocol or a hook; see gsp.socket)"
 
 
 class Listener:
@@ -28,8 +34,12 @@ class Listener:
         self._closed = False
         self._accepter: gevent.Greenlet | None = None
         self._pending: set[Connection] = set()
+        self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
 
     def _start(self) -> None:
+        if listener_log.isEnabledFor(logging.INFO):
+            listener_log.info("%s %s: listening", self.socket.protocol, self.url,
+                              extra=log.fields(self.socket, self.url))
         self._accepter = self.socket._spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
@@ -38,9 +48,15 @@ class Listener:
                 conn = self._tl.accept()
             except Closed:
                 return
-            except GspError:
+            except GspError as exc:
+                self._failed("accept failed", exc, None, True)
                 gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
                 continue
+            if listener_log.isEnabledFor(logging.DEBUG):
+                listener_log.debug("%s %s: accepted a connection from %s", self.socket.protocol,
+                                   self.url, conn.remote_address,
+                                   extra=log.fields(self.socket, self.url,
+                                                    remote=conn.remote_address))
             self._pending.add(conn)
             self.socket._spawn(self._handshake, conn)
 
@@ -48,8 +64,12 @@ class Listener:
         # Runs in its own greenlet so a stalled peer delays nobody else.
         try:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
-        except GspError:
+        except GspError as exc:
             conn.close()
+            # A peer that hangs up at once (a port probe) or our own close is no warning.
+            loud = isinstance(exc, (HandshakeError, Timeout)) and not self._closed
+            self._failed(f"handshake with {conn.remote_address} failed", exc,
+                         conn.remote_address, loud)
             return
         finally:
             self._pending.discard(conn)
@@ -58,11 +78,29 @@ class Listener:
             return
         self.socket._attach(conn, listener=self)
 
+    def _failed(self, what: str, exc: GspError, remote: str | None, loud: bool) -> None:
+        """Log a failed accept or handshake: WARNING when ``loud``, rate limited per error type
+        (see :class:`gsp._core.log.Repeats`); DEBUG otherwise."""
+        level, held = logging.DEBUG, 0
+        if loud:
+            repeats = self._repeats.get(type(exc))
+            if repeats is None:
+                repeats = self._repeats[type(exc)] = log.Repeats()
+            level, held = repeats.level()
+        if listener_log.isEnabledFor(level):
+            listener_log.log(level, "%s %s: %s: %s%s", self.socket.protocol, self.url, what,
+                             log.describe(exc, self.socket.spec), log.held_note(held),
+                             extra=log.fields(self.socket, self.url, remote=remote,
+                                              gsp_error=exc, gsp_suppressed=held))
+
     def close(self) -> None:
         """Stop accepting; connections already made stay up until the socket closes."""
         if self._closed:
             return
         self._closed = True
+        if listener_log.isEnabledFor(logging.DEBUG):
+            listener_log.debug("%s %s: listener closed", self.socket.protocol, self.url,
+                               extra=log.fields(self.socket, self.url))
         self._tl.close()
         for conn in list(self._pending):
             conn.close()
@@ -90,6 +128,7 @@ class Dialer:
         self.pipe: Pipe | None = None
         #: The error of the most recent failed attempt, if any.
         self.last_error: GspError | None = None
+        self._repeats = log.Repeats()  # failed attempts in a row, for the log
 
     def _connect_once(self) -> Pipe | None:
         limit = self.options["handshake_timeout"]
@@ -110,28 +149,53 @@ class Dialer:
         return pipe
 
     def _start(self, block: bool | None) -> None:
-        first_delay = 0.0
+        if dialer_log.isEnabledFor(logging.INFO):
+            dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
+                            extra=log.fields(self.socket, self.url))
+        why: str | None = None  # why the first attempt failed
         if block is not False:
             try:
                 if self._connect_once() is None:
                     if block and not self._closed:
                         raise ConnectionRefused(
                             f"dial {self.url}: the pipe was rejected (by the protocol or a hook)")
-                    first_delay = -1  # rejected at attach: wait a backoff step, too
+                    why = _REJECTED  # rejected at attach: wait a backoff step, too
             except GspError as exc:
                 if block:
+                    if dialer_log.isEnabledFor(logging.DEBUG):
+                        dialer_log.debug("%s %s: dial failed: %s", self.socket.protocol, self.url,
+                                         log.describe(exc, self.socket.spec),
+                                         extra=log.fields(self.socket, self.url, gsp_error=exc))
                     raise
                 self.last_error = exc
-                first_delay = -1  # failed: wait a backoff step before the next try
-        self._loop_g = self.socket._spawn(self._redial_loop, first_delay)
+                why = log.describe(exc, self.socket.spec)  # wait a backoff step before the next try
+        self._loop_g = self.socket._spawn(self._redial_loop, why)
 
     def _sleep(self, seconds: float) -> None:
         self._wake.wait(seconds)
 
-    def _redial_loop(self, first_delay: float) -> None:
+    def _attempt(self) -> str | None:
+        """Dial once: ``None`` if a pipe attached, else why not (for the log)."""
+        try:
+            # A pipe rejected at attach (hook or protocol) backs off like a failed dial.
+            if self._connect_once() is None:
+                return _REJECTED
+        except GspError as exc:
+            self.last_error = exc
+            return log.describe(exc, self.socket.spec)
+        self.last_error = None
+        failures = self._repeats.reset()
+        if failures and dialer_log.isEnabledFor(logging.INFO):
+            dialer_log.info("%s %s: connected after %d failed attempt%s", self.socket.protocol,
+                            self.url, failures, "s" if failures > 1 else "",
+                            extra=log.fields(self.socket, self.url, self.pipe,
+                                             gsp_attempts=failures))
+        return None
+
+    def _redial_loop(self, why: str | None) -> None:
         base = self.options["reconnect_time"]
         backoff = base
-        failed = first_delay < 0
+        failed = why is not None
         while not self._closed:
             pipe = self.pipe
             if pipe is not None:
@@ -140,29 +204,48 @@ class Dialer:
                 if self._closed:
                     return
                 failed = True  # lost a connection: wait before redialing
+                why = None
                 backoff = base
             if failed:
                 # Jitter keeps a crowd of dialers from redialing in lockstep.
-                self._sleep(backoff * random.uniform(0.5, 1.0))
+                delay = backoff * random.uniform(0.5, 1.0)
+                self._log_retry(why, delay)
+                self._sleep(delay)
                 cap = self.options["reconnect_time_max"]
                 backoff = min(backoff * 2, cap) if cap > 0 else base
                 if self._closed:
                     return
-            try:
-                # A pipe rejected at attach (hook or protocol) backs off like a failed dial.
-                failed = self._connect_once() is None
-                if not failed:
-                    backoff = base
-                    self.last_error = None
-            except GspError as exc:
-                self.last_error = exc
-                failed = True
+            why = self._attempt()
+            failed = why is not None
+            if not failed:
+                backoff = base
+
+    def _log_retry(self, why: str | None, delay: float) -> None:
+        """Log the next redial: after a lost pipe at DEBUG (its detach was logged); after a failed
+        attempt at WARNING, rate limited (:class:`gsp._core.log.Repeats`), else at DEBUG."""
+        sock = self.socket
+        if why is None:
+            if dialer_log.isEnabledFor(logging.DEBUG):
+                dialer_log.debug("%s %s: redialing in %.3g s", sock.protocol, self.url, delay,
+                                 extra=log.fields(sock, self.url, gsp_delay=delay))
+            return
+        level, held = self._repeats.level()
+        if dialer_log.isEnabledFor(level):
+            n = self._repeats.count
+            dialer_log.log(level, "%s %s: dial failed (%d in a row): %s; redialing in %.3g s%s",
+                           sock.protocol, self.url, n, why, delay, log.held_note(held),
+                           extra=log.fields(sock, self.url, gsp_error=self.last_error,
+                                            gsp_delay=delay, gsp_attempts=n,
+                                            gsp_suppressed=held))
 
     def close(self, close_pipe: bool = True) -> None:
         """Stop redialing and close the dialer's pipe."""
         if self._closed:
             return
         self._closed = True
+        if dialer_log.isEnabledFor(logging.DEBUG):
+            dialer_log.debug("%s %s: dialer closed", self.socket.protocol, self.url,
+                             extra=log.fields(self.socket, self.url))
         self._wake.set()
         self._td.close()
         g = self._loop_g

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from .. import hookspecs
+from .. import hookspecs, wire
 from ..errors import GspError, InvalidAddress, UnknownPlugin
 from ..options import Option
 from ..protocol import ProtocolSpec
@@ -43,8 +43,9 @@ class Registry:
         self._loaded = True
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
         if not any(map(_is_builtin, eps)):
-            raise GspError("gsp's own transports and protocols are not registered: install gsp "
-                           "(pip install -e .) instead of running it from a bare source tree")
+            raise GspError("gsp's own transports and protocols are not registered: install its "
+                           "distribution, gevent-sp (pip install gevent-sp, or pip install -e . "
+                           "in a checkout), instead of running it from a bare source tree")
         autoload = not os.environ.get(DISABLE_AUTOLOAD_ENV)
         for ep in eps:
             if autoload or _is_builtin(ep):
@@ -66,6 +67,7 @@ class Registry:
                 if p.name in protocols:
                     raise GspError(f"two plugins claim the protocol {p.name!r}")
                 protocols[p.name] = p
+                wire.PROTOCOL_NAMES.setdefault(p.number, p.name)  # for WrongProtocol's message
         self._transports, self._protocols = transports, protocols
         self._methods = frozenset(m for p in protocols.values() for m in p.methods)
 

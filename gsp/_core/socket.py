@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import gevent
 from gevent.pool import Group
 
-from ..errors import BadOption, Closed, NotSupported
+from ..errors import BadOption, Closed, NotSupported, Timeout, timed_out
 from ..message import Message, as_bytes
-from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..objects import pack, unpack
+from ..options import (
+    ENDPOINT_OPTIONS,
+    FROM_OPTION,
+    SOCKET_OPTIONS,
+    Options,
+    call_source,
+    call_timeout,
+)
 from ..protocol import Protocol, RejectPipe
+from . import log
 from .endpoints import Dialer, Listener
 from .pipe import Pipe, PipeEvent
 from .registry import registry
@@ -78,6 +87,7 @@ class Socket:
         self._listeners: list[Listener] = []
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
+        self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         proto = self._proto = self._hot.proto = spec.factory(_Handle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
         cls = type(proto)
@@ -150,43 +160,92 @@ class Socket:
         return dict(self._proto.stats)
 
     # -- messages --------------------------------------------------------------------------------
-    def send(self, data: bytes | bytearray | memoryview) -> None:
-        """Send one message; waits up to ``send_timeout`` when the protocol must wait."""
+    # Every call takes ``timeout`` (seconds or a timedelta; None = forever; absent = the
+    # socket's option) and ``block`` (False = timeout 0: gsp.WouldBlock when it cannot
+    # complete at once). The hot path (neither given) costs two identity checks with
+    # constants (``...`` is FROM_OPTION). They are positional-or-keyword on purpose: a
+    # keyword-only parameter keeps CPython 3.11 from specialising the call (~60 ns more).
+    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+             block: bool = True) -> None:
+        """Send one message; waits up to ``timeout`` seconds (default: ``send_timeout``) when the
+        protocol must wait. ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
             raise Closed("socket is closed")
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
-        if hot.send_body is not None:
-            hot.send_body(data, hot.send_timeout)
-        else:
-            hot.proto.send(Message(data), hot.send_timeout)
+        t = hot.send_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            if hot.send_body is not None:
+                hot.send_body(data, t)
+            else:
+                hot.proto.send(Message(data), t)
+        except Timeout as exc:
+            raise self._timed_out(exc, "send", t, timeout, block) from None
 
-    def recv(self) -> bytes:
-        """Receive one message body; waits up to ``recv_timeout``."""
+    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+        """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
+        ``block=False`` takes a message only if one is queued (else :class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
             raise Closed("socket is closed")
         if hot.ready:  # a message is queued: no call into the protocol at all
             return hot.ready.popleft()[0]
-        if hot.recv_body is not None:
-            return hot.recv_body(hot.recv_timeout)
-        return hot.proto.recv(hot.recv_timeout).body
+        t = hot.recv_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            if hot.recv_body is not None:
+                return hot.recv_body(t)
+            return hot.proto.recv(t).body
+        except Timeout as exc:
+            raise self._timed_out(exc, "recv", t, timeout, block) from None
 
-    def send_msg(self, msg: Message) -> None:
-        """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is."""
+    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+        """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
+        and ``block`` as for :meth:`send`."""
         if self._closed:
             raise Closed("socket is closed")
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
+        t = self._send_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
         out = Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe)
-        self._proto.send(out, self._send_timeout)
+        try:
+            self._proto.send(out, t)
+        except Timeout as exc:
+            raise self._timed_out(exc, "send", t, timeout, block) from None
 
-    def recv_msg(self) -> Message:
-        """Receive a :class:`gsp.Message` with its header and the pipe it came on."""
+    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+        """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
+        and ``block`` as for :meth:`recv`."""
         if self._closed:
             raise Closed("socket is closed")
-        return self._proto.recv(self._recv_timeout)
+        t = self._recv_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            return self._proto.recv(t)
+        except Timeout as exc:
+            raise self._timed_out(exc, "recv", t, timeout, block) from None
+
+    @staticmethod
+    def _timed_out(exc: Timeout, op: str, t: float | None, timeout: Any,
+                   block: bool) -> Timeout:
+        """A wait that ran out, told in the caller's terms (the timeout asked for and where it
+        came from); other timeouts (a survey that expired) stay as they are."""
+        if exc.timeout is None or t is None:
+            return exc
+        return timed_out(op, t, call_source(op, timeout, block, t))
+
+    def send_obj(self, obj: Any, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
+        ``block`` as for :meth:`send`."""
+        self.send(pack(obj), timeout, block)
+
+    def recv_obj(self, timeout: Any = FROM_OPTION, block: bool = True) -> Any:
+        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
+        not one msgpack object); ``timeout`` and ``block`` as for :meth:`recv`."""
+        return unpack(self.recv(timeout, block))
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
@@ -197,13 +256,21 @@ class Socket:
         return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def _endpoint_options(self, transport: "Transport", options: dict[str, Any]) -> Options:
+    def _endpoint_options(self, transport: "Transport", options: dict[str, Any],
+                          kind: str) -> Options:
+        """Check the options given to one ``listen``/``dial`` (``kind``): each must be one of the
+        transport's or an endpoint option, and do something on that kind of endpoint."""
         allowed = dict(transport.options)
         allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
         for name in options:
-            if name not in allowed:
+            spec = allowed.get(name)
+            if spec is None:
                 known = ", ".join(sorted(allowed))
                 raise BadOption(f"{name!r} is not an option of this endpoint; it takes: {known}")
+            if spec.scope is not None and spec.scope != kind:
+                other = {"dial": "dialers", "listen": "listeners"}[spec.scope]
+                raise BadOption(f"{name} does nothing on a {kind}er: it is for {other} only "
+                                f"(pass it to {spec.scope}(), or set it on the socket)")
         ep = Options(self._options.specs, parent=self._options)
         ep.update_checked(options)
         return ep
@@ -213,7 +280,7 @@ class Socket:
         if self._closed:
             raise Closed("socket is closed")
         transport = registry.transport_for(url)
-        opts = self._endpoint_options(transport, options)
+        opts = self._endpoint_options(transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
         lst = Listener(self, tl, opts)
@@ -232,7 +299,7 @@ class Socket:
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
-        opts = self._endpoint_options(transport, options)
+        opts = self._endpoint_options(transport, options, "dial")
         td = transport.dialer(url, opts)
         d = Dialer(self, url, td, opts)
         self._dialers.append(d)
@@ -262,22 +329,46 @@ class Socket:
         """Call ``callback(event, pipe)`` on every pipe event; returns an unsubscribe function.
 
         At ``PipeEvent.ATTACHING`` the callback may reject the pipe with ``pipe.close()``.
-        Callbacks run in gsp's greenlets and must not block.
+        Callbacks run in gsp's greenlets and must not block. A callback that raises is logged
+        (``gsp.socket``, with the traceback once per callback and error type) and changes
+        nothing else: the pipe carries on and later callbacks still run.
         """
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
-        hook = registry.pm.hook.gsp_pipe_event
-        for cb in [lambda ev, p: hook(socket=self, event=ev, pipe=p), *self._callbacks]:
+        # A callback that raises is logged and changes nothing else: the pipe is not rejected
+        # (rejecting is an explicit pipe.close() at ATTACHING), later callbacks still run.
+        try:
+            registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
+        except Exception as exc:
+            self._callback_failed("a gsp_pipe_event hook", event, pipe, exc)
+        for cb in [*self._callbacks]:
             try:
                 cb(event, pipe)
-            except Exception:
-                # A raising callback is reported, never fatal to the endpoint; at ATTACHING it
-                # rejects the pipe (fail safe) instead of leaving it half set up.
-                gevent.get_hub().handle_error(cb, *sys.exc_info())
-                if event is PipeEvent.ATTACHING:
-                    pipe.close()
+            except Exception as exc:
+                self._callback_failed(cb, event, pipe, exc)
+
+    def _callback_failed(self, cb: object, event: PipeEvent, pipe: Pipe,
+                         exc: Exception) -> None:
+        """Log a raising pipe callback: with its traceback at ERROR the first time this callback
+        raises this type of error, at DEBUG after that."""
+        try:
+            key: tuple[object, type[BaseException]] = (cb, type(exc))
+            first = key not in self._callback_errors
+        except TypeError:  # an unhashable callable object
+            key = (id(cb), type(exc))
+            first = key not in self._callback_errors
+        if first:
+            self._callback_errors.add(key)
+        level = logging.ERROR if first else logging.DEBUG
+        if log.socket_log.isEnabledFor(level):
+            url = log.pipe_url(pipe)
+            log.socket_log.log(
+                level, "%s %s: pipe event callback %r raised %s at %s of pipe %d; the pipe "
+                "carries on%s", self.protocol, url, cb, type(exc).__name__, event.name, pipe.id,
+                " (later ones like it are logged at DEBUG)" if first else f": {exc}",
+                exc_info=exc if first else None, extra=log.fields(self, url, pipe))
 
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
@@ -289,20 +380,40 @@ class Socket:
         self._pipes[pipe.id] = pipe
         self._fire(PipeEvent.ATTACHING, pipe)
         if pipe.closed:
+            self._log_rejected(pipe, "by a pipe event callback or hook at ATTACHING")
             return None
         try:
             self._proto.add_pipe(pipe)
-        except RejectPipe:
+        except RejectPipe as exc:
             pipe._shutdown(None)
+            self._log_rejected(pipe, f"by the {self.protocol} protocol: {exc}")
             return None
         pipe.attached = True
         pipe._start()
+        if log.pipe_log.isEnabledFor(logging.INFO):
+            url = log.pipe_url(pipe)
+            log.pipe_log.info("%s %s: pipe %d attached (peer %s)", self.protocol, url, pipe.id,
+                              pipe.remote_address, extra=log.fields(self, url, pipe))
         self._fire(PipeEvent.ATTACHED, pipe)
         return pipe
+
+    def _log_rejected(self, pipe: Pipe, how: str) -> None:
+        if log.socket_log.isEnabledFor(logging.INFO):
+            url = log.pipe_url(pipe)
+            log.socket_log.info("%s %s: pipe %d (peer %s) rejected %s", self.protocol, url,
+                                pipe.id, pipe.remote_address, how,
+                                extra=log.fields(self, url, pipe))
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
         if pipe.attached:
+            error = pipe.error
+            level = log.detach_level(error)
+            if log.pipe_log.isEnabledFor(level):
+                url = log.pipe_url(pipe)
+                log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s", self.protocol,
+                                 url, pipe.id, pipe.remote_address, log.describe(error),
+                                 extra=log.fields(self, url, pipe, **log.oversize_fields(error)))
             self._fire(PipeEvent.DETACHED, pipe)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:

@@ -99,7 +99,7 @@ class Pair1(Pair0):
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     return [ProtocolSpec("pair1", 0x11, "pair1", 0x11, Pair1, options={o.name: o for o in [
-        Option("ttl", 8, integer(1, 255), "most hops a received message may have made"),
+        Option("ttl", 8, integer(1, 255, unit="hops"), "most hops a received message may have made"),
         Option("polyamorous", False, boolean,
                "accept many peers, address each send by Message.pipe (before listen/dial only)"),
     ]})]

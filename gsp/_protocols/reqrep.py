@@ -20,7 +20,7 @@ from ..backtrace import (
 )
 from ..chan import Send, select
 from ..context import Context, ContextHost, ContextOption
-from ..errors import Closed, ConnectionBroken, ProtocolStateError, Timeout
+from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
@@ -44,7 +44,7 @@ class ReqContext(Context):
     """One outstanding request at a time: ``send`` a request, then ``recv`` its reply.
 
     A new ``send`` cancels the outstanding request (a late reply to it is discarded and a ``recv``
-    still waiting for it raises :class:`gsp.ProtocolStateError`). A ``recv`` that times out also
+    still waiting for it raises :class:`gsp.Canceled`, a :class:`gsp.ProtocolStateError`). A ``recv`` that times out also
     cancels it, as in nng, so each request gets at most one ``recv``.
     """
 
@@ -84,11 +84,11 @@ class ReqContext(Context):
         deadline = Deadline(timeout)
         while True:
             if self._closed:
-                raise Closed("context closed")
+                raise Closed(f"{self.noun} closed")
             if self._sent_id == rid:  # before the id check: the reply may already be in
                 return
             if self._id != rid:
-                raise ProtocolStateError("request canceled by a newer request")
+                raise Canceled(f"request canceled by a newer request on this {self.noun}")
             try:
                 select([self._changed.case()], deadline.remaining())
             except Timeout:
@@ -97,7 +97,7 @@ class ReqContext(Context):
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:
-            raise ProtocolStateError("another recv is already waiting on this context")
+            raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         if self._id is None and self._reply is None:
             if self._broken:
                 self._broken = False
@@ -113,12 +113,12 @@ class ReqContext(Context):
                     self._reply = None
                     return reply
                 if self._closed:
-                    raise Closed("context closed")
+                    raise Closed(f"{self.noun} closed")
                 if self._broken:
                     self._broken = False
                     raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
                 if self._id != rid:
-                    raise ProtocolStateError("request canceled by a newer request")
+                    raise Canceled(f"request canceled by a newer request on this {self.noun}")
                 try:
                     select([self._changed.case()], deadline.remaining())
                 except Timeout:

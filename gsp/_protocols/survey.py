@@ -13,7 +13,7 @@ from typing import Any
 from ..backtrace import TTL_OPTION, IdMap, Requester, call_later, responder, u32
 from ..chan import CLOSED, Chan, Recv, select
 from ..context import Context, ContextHost, ContextOption
-from ..errors import Closed, ProtocolStateError, Timeout, WouldBlock
+from ..errors import Canceled, Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
@@ -53,12 +53,19 @@ class XSurveyor(Requester):
 class _Survey:
     """One survey's reply queue; ``expired`` tells a woken receiver why the queue closed."""
 
-    __slots__ = ("id", "replies", "expired")
+    __slots__ = ("id", "replies", "expired", "time")
 
-    def __init__(self, sid: int, capacity: int) -> None:
+    def __init__(self, sid: int, capacity: int, time: float | None) -> None:
         self.id = sid
         self.replies: Chan[Message] = Chan(capacity)
         self.expired = False
+        self.time = time  # survey_time it was sent with
+
+
+def _expired(survey: _Survey) -> Timeout:
+    # Not a wait running out (no .timeout): the survey's own time did.
+    return Timeout(f"recv: the survey expired (survey_time={survey.time:g} s); "
+                   "send a new survey to receive again")
 
 
 class SurveyContext(Context):
@@ -78,8 +85,8 @@ class SurveyContext(Context):
         proto = self._proto
         self._end()
         sid = proto._ids.alloc(self)
-        survey = self._survey = _Survey(sid, self.handle.options["recv_buffer"])
         t = self.survey_time
+        survey = self._survey = _Survey(sid, self.handle.options["recv_buffer"], t)
         if t is not None:
             self._timer = call_later(t, self._expire, survey)
         proto._broadcast(Message(msg.body, u32(sid)))
@@ -89,14 +96,14 @@ class SurveyContext(Context):
         if survey is None:
             raise ProtocolStateError("surveyor must send a survey before it can receive")
         if survey.expired:
-            raise Timeout("the survey expired")
+            raise _expired(survey)
         i, m = select([Recv(survey.replies), self.closing_case()], timeout)
         if i == 1 or self._closed:
-            raise Closed("context closed")
+            raise Closed(f"{self.noun} closed")
         if m is CLOSED:
             if survey.expired:
-                raise Timeout("the survey expired")
-            raise ProtocolStateError("survey canceled by a newer survey")
+                raise _expired(survey)
+            raise Canceled(f"survey canceled by a newer survey on this {self.noun}")
         reply: Message = m
         return reply
 

@@ -48,7 +48,7 @@ class InprocConnection(Connection):
         if not isinstance(peer, int):
             raise ConnectionBroken("inproc peer sent data before its handshake")
         if peer != spec.peer_number:
-            wire.parse_handshake(wire.handshake(peer), spec.peer_number)  # raises WrongProtocol
+            raise wire.wrong_protocol(peer, spec.peer_number, spec.number)
 
     def _broken(self) -> Exception:
         return Closed("connection closed locally") if self._closed else ConnectionBroken(
@@ -79,7 +79,8 @@ class InprocConnection(Connection):
             raise self._broken() from None
         if self._max and batch and max(map(len, batch)) > self._max:
             big = max(map(len, batch))
-            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}")
+            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}",
+                                  size=big, limit=self._max)
         return batch
 
     def close(self) -> None:

@@ -18,8 +18,9 @@ from ..transport import Transport
 from ..urls import split_url
 
 IPC_OPTIONS = {o.name: o for o in [
-    Option("ipc_file_mode", None, optional(integer(0, 0o7777)),
-           "chmod the listening socket file to this mode (e.g. 0o600); None = umask"),
+    Option("ipc_file_mode", None, optional(integer(0, 0o7777, range="0o0..0o7777")),
+           "chmod the listening socket file to this mode (e.g. 0o600); None = umask",
+           scope="listen"),
 ]}
 
 

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("gsp bench: --plot needs matplotlib (pip install 'gsp[bench]')", file=sys.stderr)
+            print("gsp bench: --plot needs matplotlib (pip install 'gevent-sp[bench]')", file=sys.stderr)
             return 2
     if a.from_json:
         info, libs, results = report.load(a.from_json)

@@ -358,10 +358,19 @@ class TransportSuite(TransportSuiteBase):
             with pytest.raises(gsp.BadOption):
                 a.set_option(name, bad)
             assert a.get_option(name) == good
+        # An option that acts on one kind of endpoint only (Option.scope) is refused by the other.
+        specs = registry().transport_for(url).options
+        for name, spec in specs.items():
+            if spec.scope is not None:
+                wrong = self.dial if spec.scope == "listen" else self.listen
+                with pytest.raises(gsp.BadOption, match=f"^{name} does nothing on a "):
+                    wrong(a, url, **{name: spec.default})
         assert a.listeners == [] and a.dialers == []
-        good_values = {n: g for n, (g, _) in self.options.items()}
-        lst = self.listen(a, url, recv_max_size=10, **good_values)  # nothing was bound before
-        self.connect(a, lst.url, b, reconnect_time=0.5, **good_values)
+        good = {n: g for n, (g, _) in self.options.items()}
+        lst = self.listen(a, url, recv_max_size=10,  # nothing was bound before
+                          **{n: v for n, v in good.items() if specs[n].scope != "dial"})
+        self.connect(a, lst.url, b, reconnect_time=0.5,
+                     **{n: v for n, v in good.items() if specs[n].scope != "listen"})
 
     def test_listener_close(self) -> None:
         opts: dict[str, Any] = {"recv_timeout": WAIT, "send_timeout": WAIT}

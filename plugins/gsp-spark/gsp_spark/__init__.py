@@ -1,6 +1,6 @@
 """gsp as a PySpark data source named ``gsp``: a streaming source and batch/streaming sinks.
 
-The ``gsp-spark`` distribution (``pip install -e plugins/gsp-spark``; pyspark >= 4.1 and pyarrow).
+The ``gevent-sp-spark`` distribution (``pip install -e plugins/gsp-spark``; pyspark >= 4.1 and pyarrow).
 Spark finds the source by itself through the ``pyspark_gsp`` module this distribution ships
 (PySpark's convention: a top-level ``pyspark_*`` module exposing ``DefaultSource``);
 :func:`register` does the same by hand::
@@ -17,7 +17,7 @@ from __future__ import annotations
 try:
     import pyspark.sql.datasource  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gsp-spark "
+    raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gevent-sp-spark "
                       f"({exc})") from exc
 
 from ._config import SinkConfig, SourceConfig

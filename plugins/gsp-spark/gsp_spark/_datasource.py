@@ -18,7 +18,7 @@ def _need_pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ImportError("the gsp data source needs pyarrow: pip install gsp-spark") from None
+        raise ImportError("the gsp data source needs pyarrow: pip install gevent-sp-spark") from None
 
 
 class GspDataSource(DataSource):

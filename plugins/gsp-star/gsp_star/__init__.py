@@ -65,5 +65,5 @@ class Star(PipeMap):
 
 @gsp.hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
-    ttl = Option("ttl", 8, integer(1, 255), "messages that made this many hops are dropped")
+    ttl = Option("ttl", 8, integer(1, 255, unit="hops"), "messages that made this many hops are dropped")
     return [ProtocolSpec("star", STAR, "star", STAR, Star, options={"ttl": ttl})]

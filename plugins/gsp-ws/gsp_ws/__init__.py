@@ -1,4 +1,4 @@
-"""gsp-ws: the ws:// and wss:// transports for gsp (nng-compatible) and SP in WSGI apps.
+"""gevent-sp-ws: the ws:// and wss:// transports for gsp (nng-compatible) and SP in WSGI apps.
 
 gsp finds the transports through the ``gsp`` entry-point group (module :mod:`gsp_ws.transport`);
 importing this package is only needed for :mod:`gsp_ws.wsgi` and :class:`UpgradeRefused`.

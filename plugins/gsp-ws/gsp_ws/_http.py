@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import gsp
-from gsp.options import Option
+from gsp.options import Option, boolean, described
 from gsp.tls import TLS_OPTIONS
 
 SUFFIX = ".sp.nanomsg.org"
@@ -26,18 +26,14 @@ class UpgradeRefused(gsp.HandshakeError):
 
 # -- options ----------------------------------------------------------------------------------
 
-def _bool(name: str, v: Any) -> Any:
-    if not isinstance(v, bool):
-        raise gsp.BadOption(f"{name} must be True or False, not {v!r}")
-    return v
-
-
+@described("int", "bytes", ">= 0")
 def _size(name: str, v: Any) -> Any:
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise gsp.BadOption(f"{name} must be an int >= 0 (0 = unlimited), not {v!r}")
     return v
 
 
+@described("dict[str, str] or (name, value) pairs or None")
 def _headers(name: str, v: Any) -> Any:
     if v is None:
         return None
@@ -53,6 +49,7 @@ def _headers(name: str, v: Any) -> Any:
     return out
 
 
+@described("collection of str or None")
 def _origins(name: str, v: Any) -> Any:
     if v is None:
         return None
@@ -63,13 +60,15 @@ def _origins(name: str, v: Any) -> Any:
 
 WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("ws_request_headers", None, _headers,
-           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)"),
+           "dialers: extra HTTP headers for the upgrade request ({name: value} or pairs)",
+           scope="dial"),
     Option("ws_response_headers", None, _headers,
-           "listeners: extra HTTP headers for the 101 response"),
+           "listeners: extra HTTP headers for the 101 response", scope="listen"),
     Option("ws_origins", None, _origins,
            "listeners: the Origin values allowed (others get 403); None = any. Requests without "
-           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers"),
-    Option("ws_recv_text", False, _bool,
+           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers",
+           scope="listen"),
+    Option("ws_recv_text", False, boolean,
            "accept text frames as messages (by default they close the pipe with 1003, as in nng)"),
     Option("ws_recv_frame_max", 1 << 20, _size,
            "largest frame accepted, bytes; 0 = unlimited (nng: 1 MiB)"),

@@ -135,7 +135,7 @@ class ScatterContext(Context):
             if self.results:
                 return self.results.popleft()
             if self._closed:
-                raise gsp.Closed("context closed")
+                raise gsp.Closed(f"{self.noun} closed")
             if deadline is None:
                 deadline = Deadline(timeout)
             # remaining() raises gsp.Timeout (gsp.WouldBlock for timeout 0) once it has passed
