@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .chan import Chan, Recv
 from .errors import Closed, NotSupported, Timeout, timed_out
 from .message import Message, as_bytes
-from .objects import pack, unpack
+from .objects import ObjectCalls
 from .options import FROM_OPTION, call_source, call_timeout, duration
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class ContextHost:
             ctx.close()
 
 
-class Context:
+class Context(ObjectCalls):
     """An independent state machine of a socket's protocol (e.g. one outstanding request each).
 
     ``recv_timeout`` and ``send_timeout`` start as the socket's values at open time and can then
@@ -186,16 +186,6 @@ class Context:
         if exc.timeout is None or t is None:
             return exc  # not a wait that ran out (e.g. a survey that expired)
         return timed_out(op, t, call_source(op, timeout, block, t, f" on this {self.noun}"))
-
-    def send_obj(self, obj: Any, timeout: Any = FROM_OPTION, block: bool = True) -> None:
-        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
-        ``block`` as for :meth:`send`."""
-        self.send(pack(obj), timeout, block)
-
-    def recv_obj(self, timeout: Any = FROM_OPTION, block: bool = True) -> Any:
-        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
-        not one msgpack object); ``timeout`` and ``block`` as for :meth:`recv`."""
-        return unpack(self.recv(timeout, block))
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

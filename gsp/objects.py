@@ -7,13 +7,13 @@ nothing before or after it: any msgpack library in any language reads and writes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
 from .errors import BadMessage
 
-__all__ = ["pack", "unpack"]
+__all__ = ["pack", "unpack", "ObjectCalls"]
 
 
 def pack(obj: Any) -> bytes:
@@ -40,3 +40,23 @@ def unpack(body: bytes) -> Any:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise BadMessage(f"message body ({len(body)} bytes) is not one msgpack object ({why})"
                          ) from exc
+
+
+class _Endpoint(Protocol):
+    def send(self, data: bytes, timeout: Any = ..., block: bool = True) -> None: ...
+
+    def recv(self, timeout: Any = ..., block: bool = True) -> bytes: ...
+
+
+class ObjectCalls:
+    """``send_obj``/``recv_obj`` for sockets and contexts, on top of their ``send``/``recv``."""
+
+    def send_obj(self: _Endpoint, obj: Any, timeout: Any = ..., block: bool = True) -> None:
+        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
+        ``block`` as for ``send``."""
+        self.send(pack(obj), timeout, block)
+
+    def recv_obj(self: _Endpoint, timeout: Any = ..., block: bool = True) -> Any:
+        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
+        not one msgpack object); ``timeout`` and ``block`` as for ``recv``."""
+        return unpack(self.recv(timeout, block))

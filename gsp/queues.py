@@ -141,10 +141,6 @@ class Inbox(Generic[T]):
         return self._cap
 
     @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
     def ready(self) -> "deque[T]":
         return self._buf
 

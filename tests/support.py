@@ -149,3 +149,38 @@ def pub_sub(st: ExitStack, n_subs: int = 1, pub_opts: dict | None = None,
         subs.append(s)
     wait_for(lambda: len(pub.pipes) == n_subs, what="every subscriber attached")
     return pub, subs
+
+
+def stop_server(proc: Any) -> int:
+    """SIGTERM a server subprocess (if still running), wait up to 10 s (then kill it and fail),
+    close its pipes; its exit status."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        code: int = proc.wait(timeout=10)
+    except Exception:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    return code
+
+
+def http_get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """GET ``path`` from 127.0.0.1:``port`` (HTTP/1.1, connection closed after): (status, body)."""
+    s = gsocket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}\r\n"
+                  .encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body

@@ -9,7 +9,7 @@ dialer started before its peer listens retries with ``--async``.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -69,14 +69,20 @@ def test_pynng_req_asks_cat_rep(cats: Cats, url: str) -> None:
     assert finish(p) == (0, b"ping 1\nping.2\n", "")
 
 
+def cat_subscribed(cats: Cats, pub: Any, url: str, *args: str) -> Any:
+    """A ``gsp cat`` sub (``args``) dialing the pynng ``pub`` listening on ``url``, connected."""
+    connected = threading.Event()
+    pub.add_post_pipe_connect_cb(lambda pipe: connected.set())
+    pub.listen(url)
+    p = cats.start(*args, "--dial", url)
+    assert connected.wait(20), "gsp cat's sub never connected"
+    return p
+
+
 def test_cat_sub_filters_what_pynng_pub_publishes(cats: Cats, url: str) -> None:
     with nng.socket("pub") as pub:
-        connected = threading.Event()
-        pub.add_post_pipe_connect_cb(lambda pipe: connected.set())
-        pub.listen(url)
-        p = cats.start("--sub", "--dial", url, "--subscribe", "a", "--subscribe", "b",
-                       "--count", "3", "--quoted")
-        assert connected.wait(20), "gsp cat's sub never connected"
+        p = cat_subscribed(cats, pub, url, "--sub", "--subscribe", "a", "--subscribe", "b",
+                           "--count", "3", "--quoted")
         for msg in (b"a1", b"zz", b"b2", b"c3", b"ab"):
             pub.send(msg)
         assert finish(p) == (0, b'"a1"\n"b2"\n"ab"\n', "")
@@ -84,11 +90,7 @@ def test_cat_sub_filters_what_pynng_pub_publishes(cats: Cats, url: str) -> None:
 
 def test_cat_sub_subscribes_to_all_by_default(cats: Cats, url: str) -> None:
     with nng.socket("pub") as pub:
-        connected = threading.Event()
-        pub.add_post_pipe_connect_cb(lambda pipe: connected.set())
-        pub.listen(url)
-        p = cats.start("--sub0", "--dial", url, "--count", "2", "--hex")
-        assert connected.wait(20), "gsp cat's sub never connected"
+        p = cat_subscribed(cats, pub, url, "--sub0", "--count", "2", "--hex")
         pub.send(b"\x00")
         pub.send(b"zz")
         assert finish(p) == (0, b'"\\x00"\n"\\x7a\\x7a"\n', "")

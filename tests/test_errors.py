@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import gevent
 import pytest
@@ -216,6 +217,17 @@ def test_a_second_recv_speaks_of_the_socket_or_of_the_context_the_user_opened(pr
             g.kill()
 
 
+def canceled_by_a_newer_send(e: Any, text: str) -> None:
+    """A recv waiting on ``e`` (a socket or context) is canceled by a newer send:
+    :class:`gsp.Canceled` with ``text``."""
+    e.send(b"first")
+    g = gevent.spawn(e.recv)
+    gevent.sleep(0)
+    e.send(b"second")
+    with pytest.raises(gsp.Canceled, match=esc(text)):
+        g.get()
+
+
 def test_req_recv_canceled_by_a_newer_request_raises_canceled() -> None:
     with gsp.socket("req", recv_timeout=WAIT, best_effort=True) as req:  # requests stay queued
         req.send(b"first")
@@ -226,25 +238,13 @@ def test_req_recv_canceled_by_a_newer_request_raises_canceled() -> None:
         assert isinstance(g.exception, gsp.Canceled)
         assert isinstance(g.exception, gsp.ProtocolStateError)
         assert str(g.exception) == "request canceled by a newer request on this socket"
-        ctx = req.open_context()
-        ctx.send(b"first")
-        g = gevent.spawn(ctx.recv)
-        gevent.sleep(0)
-        ctx.send(b"second")
-        with pytest.raises(gsp.Canceled,
-                           match=esc("request canceled by a newer request on this context")):
-            g.get()
+        canceled_by_a_newer_send(req.open_context(),
+                                 "request canceled by a newer request on this context")
 
 
 def test_survey_canceled_by_a_newer_survey_raises_canceled_and_expiry_names_survey_time() -> None:
     with gsp.socket("surveyor", recv_timeout=WAIT, survey_time=WAIT) as sv:
-        sv.send(b"first")
-        g = gevent.spawn(sv.recv)
-        gevent.sleep(0)
-        sv.send(b"second")
-        with pytest.raises(gsp.Canceled,
-                           match=esc("survey canceled by a newer survey on this socket")):
-            g.get()
+        canceled_by_a_newer_send(sv, "survey canceled by a newer survey on this socket")
         ctx = sv.open_context()
         ctx.survey_time = T
         ctx.send(b"s")

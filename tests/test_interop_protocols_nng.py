@@ -86,11 +86,17 @@ def sync_from_nng(g: gsp.Socket, n: pynng.Socket, token: bytes) -> None:
 
 
 def recv_skipping(g: gsp.Socket, token: bytes, count: int) -> list[bytes]:
+    """The next ``count`` bodies ``g`` receives that are not the sync ``token``."""
+    return [m.body for m in recv_msgs_skipping(g, token, count)]
+
+
+def recv_msgs_skipping(g: gsp.Socket, token: bytes, count: int) -> list[gsp.Message]:
+    """The next ``count`` messages ``g`` receives whose body is not the sync ``token``."""
     g.recv_timeout = T
-    got: list[bytes] = []
+    got: list[gsp.Message] = []
     while len(got) < count:
-        m = g.recv()
-        if m != token:
+        m = g.recv_msg()
+        if m.body != token:
             got.append(m)
     return got
 
@@ -213,10 +219,7 @@ def test_raw_bus_interop(transport, setup, ipc_dir):
     with linked("bus", "bus", transport, setup, ipc_dir, graw=True) as (g, n):
         sync_from_nng(g, n, b"sync")
         nng.run(n.send, b"x")
-        g.recv_timeout = T
-        m = g.recv_msg()
-        while m.body == b"sync":
-            m = g.recv_msg()
+        [m] = recv_msgs_skipping(g, b"sync", 1)
         assert (m.body, m.header) == (b"x", m.pipe.id.to_bytes(4, "big"))
         g.send_msg(gsp.Message(b"to nng", (12345).to_bytes(4, "big")))
         assert nng.run(n.recv) == b"to nng"

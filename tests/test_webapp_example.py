@@ -3,30 +3,18 @@ answering HTTP and ws:// requests from outside until SIGTERM."""
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 import gevent
-from gevent import socket as gsocket
 from gevent import subprocess
 
 import gsp
+from tests.support import http_get, stop_server
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "webapp.py"
 
 
-def http_get(port: int, path: str) -> tuple[int, bytes]:
-    s = gsocket.create_connection(("127.0.0.1", port), timeout=10)
-    try:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
 
 
 def test_self_test_passes() -> None:
@@ -58,16 +46,7 @@ def test_server_answers_http_and_sp_clients_then_stops_on_sigterm() -> None:
         assert slow.value == (504, b"backend too slow\n")
         assert http_get(port, "/nowhere")[0] == 404
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
-        proc.stdout.close()
-        proc.stderr.close()
+        code = stop_server(proc)
     assert code == 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from wsproto.events import AcceptConnection, BytesMessage, RejectConnection, Req
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp, mount
 from tests import nng
+from tests.support import http_get, stop_server
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "wsgi_app.py"
 
@@ -36,19 +36,6 @@ def health_app(environ: dict, start_response: Any) -> list[bytes]:
     return []
 
 
-def http_get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    s = gsocket.create_connection(("127.0.0.1", port), timeout=5)
-    try:
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{extra}\r\n"
-                  .encode())
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    finally:
-        s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
 
 
 def upgrade_status(port: int, path: str, protocols: list[str],
@@ -205,14 +192,5 @@ def test_example_app(monkey):
         assert http.get(timeout=10) == 20
     finally:
         n.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
-        proc.stdout.close()
-        proc.stderr.close()
+        code = stop_server(proc)
     assert code == 0

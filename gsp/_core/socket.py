@@ -11,7 +11,7 @@ from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported, Timeout, timed_out
 from ..message import Message, as_bytes
-from ..objects import pack, unpack
+from ..objects import ObjectCalls
 from ..options import (
     ENDPOINT_OPTIONS,
     FROM_OPTION,
@@ -54,7 +54,7 @@ def _hot(name: str) -> Any:
                     lambda self, value: setattr(self._hot, name, value))
 
 
-class Socket:
+class Socket(ObjectCalls):
     """An SP socket. Safe to use from many greenlets at once.
 
     Create one with :func:`gsp.socket`. Options are keyword arguments there, attributes here
@@ -236,16 +236,6 @@ class Socket:
         if exc.timeout is None or t is None:
             return exc
         return timed_out(op, t, call_source(op, timeout, block, t))
-
-    def send_obj(self, obj: Any, timeout: Any = FROM_OPTION, block: bool = True) -> None:
-        """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
-        ``block`` as for :meth:`send`."""
-        self.send(pack(obj), timeout, block)
-
-    def recv_obj(self, timeout: Any = FROM_OPTION, block: bool = True) -> Any:
-        """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
-        not one msgpack object); ``timeout`` and ``block`` as for :meth:`recv`."""
-        return unpack(self.recv(timeout, block))
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""

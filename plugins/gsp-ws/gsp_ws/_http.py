@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import gsp
-from gsp.options import Option, boolean, described
+from gsp.options import Option, boolean, described, optional
 from gsp.tls import TLS_OPTIONS
 
 SUFFIX = ".sp.nanomsg.org"
@@ -33,10 +33,8 @@ def _size(name: str, v: Any) -> Any:
     return v
 
 
-@described("dict[str, str] or (name, value) pairs or None")
-def _headers(name: str, v: Any) -> Any:
-    if v is None:
-        return None
+@described("dict[str, str] or (name, value) pairs")
+def _header_pairs(name: str, v: Any) -> Any:
     items = v.items() if isinstance(v, Mapping) else v
     try:
         out = tuple((k, val) for k, val in items)
@@ -49,13 +47,15 @@ def _headers(name: str, v: Any) -> Any:
     return out
 
 
-@described("collection of str or None")
-def _origins(name: str, v: Any) -> Any:
-    if v is None:
-        return None
+@described("collection of str")
+def _origin_set(name: str, v: Any) -> Any:
     if isinstance(v, str) or not all(isinstance(o, str) for o in v):
         raise gsp.BadOption(f"{name} must be a collection of origin strings, not {v!r}")
     return frozenset(v)
+
+
+_headers = optional(_header_pairs)
+_origins = optional(_origin_set)
 
 
 WS_OPTIONS: dict[str, Option] = {o.name: o for o in [

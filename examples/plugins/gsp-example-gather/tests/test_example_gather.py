@@ -291,24 +291,6 @@ def test_closed_socket() -> None:
     s.close()  # idempotent
 
 
-def test_closed_context_leaves_the_socket_working() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        ctx = s.open_context()
-        waiting = gevent.spawn(ctx.recv)
-        gevent.sleep(0)
-        ctx.close()
-        with pytest.raises(gsp.Closed):
-            waiting.get(timeout=WAIT)
-        with pytest.raises(gsp.Closed):
-            ctx.send(b"x")
-        ws = workers(s.listeners[0].url, 1)
-        try:
-            s.send(b"still fine")
-            assert s.recv() == b"STILL FINE"
-        finally:
-            close_all(ws)
-
-
 def test_result_of_a_closed_context_is_discarded() -> None:
     release = Event()
 

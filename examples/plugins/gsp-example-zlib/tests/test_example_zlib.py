@@ -320,21 +320,3 @@ def test_handshake_timeout_drops_a_silent_peer() -> None:
             assert not s.pipes
         finally:
             silent.close()
-
-
-def test_close_wakes_blocked_calls_and_ends_the_connections() -> None:
-    a = gsp.socket("pair", listen=ANY_PORT)
-    b = gsp.socket("pair", dial=a.listeners[0].url)
-    try:
-        wait_for(lambda: a.pipes and b.pipes)
-        waiting = gevent.spawn(a.recv)
-        gevent.sleep(0)
-        a.close()
-        with pytest.raises(gsp.Closed):
-            waiting.get(timeout=WAIT)
-        with pytest.raises(gsp.Closed):
-            a.send(b"x")
-        wait_for(lambda: not b.pipes)  # the peer saw the connection end
-    finally:
-        a.close()
-        b.close()
