@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv
-from .errors import Closed, NotSupported, Timeout, timed_out
+from .errors import Closed, NotSupported, Timeout
 from .message import Message, as_bytes
 from .objects import ObjectCalls
-from .options import FROM_OPTION, call_source, call_timeout, duration
+from .options import FROM_OPTION, call_timed_out, call_timeout, duration
 
 if TYPE_CHECKING:
     from .protocol import SocketHandle
@@ -171,7 +171,7 @@ class Context(ObjectCalls):
         try:
             self._send(msg, t)
         except Timeout as exc:
-            raise self._timed_out(exc, "send", t, timeout, block) from None
+            raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
 
     def _call_recv(self, timeout: Any, block: bool) -> Message:
         t = self.recv_timeout if timeout is ... and block is True \
@@ -179,13 +179,7 @@ class Context(ObjectCalls):
         try:
             return self._recv(t)
         except Timeout as exc:
-            raise self._timed_out(exc, "recv", t, timeout, block) from None
-
-    def _timed_out(self, exc: Timeout, op: str, t: float | None, timeout: Any,
-                   block: bool) -> Timeout:
-        if exc.timeout is None or t is None:
-            return exc  # not a wait that ran out (e.g. a survey that expired)
-        return timed_out(op, t, call_source(op, timeout, block, t, f" on this {self.noun}"))
+            raise call_timed_out(exc, "recv", t, timeout, block, f" on this {self.noun}") from None
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

@@ -17,7 +17,7 @@ from .errors import BadOption
 __all__ = [
     "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
     "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS", "Scope",
-    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source",
+    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source", "call_timed_out",
 ]
 
 _UNSET: Any = object()
@@ -169,6 +169,17 @@ def call_source(op: str, timeout: Any, block: bool, asked: float, where: str = "
     if timeout is FROM_OPTION:
         return f"{op}_timeout={asked:g}{where}"
     return f"timeout={asked:g}"
+
+
+def call_timed_out(exc: Any, op: str, t: float | None, timeout: Any, block: bool,
+                   where: str = "") -> Any:
+    """A :class:`gsp.Timeout` of one ``send``/``recv`` call (``exc``), told in the caller's terms:
+    the timeout asked for and where it came from (:func:`call_source`). A timeout that was not a
+    wait running out (a survey that expired: ``exc.timeout`` is None) is returned as it is."""
+    if exc.timeout is None or t is None:
+        return exc
+    from .errors import timed_out
+    return timed_out(op, t, call_source(op, timeout, block, t, where))
 
 
 def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Check:

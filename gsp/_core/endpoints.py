@@ -4,23 +4,43 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
 
-from ..errors import Closed, ConnectionRefused, GspError, HandshakeError, Timeout
-from ..options import Options
+from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from . import log
 from .log import dialer_log, listener_log
 
 if TYPE_CHECKING:
-    from ..transport import Connection, TransportDialer, TransportListener
+    from ..transport import Connection, Transport, TransportDialer, TransportListener
     from .pipe import Pipe
     from .socket import Socket
 
 
 _REJECTED = "the pipe was rejected (by the protocol or a hook; see gsp.socket)"
+
+
+def endpoint_options(socket_options: Options, transport: "Transport", options: dict[str, Any],
+                     kind: str) -> Options:
+    """Check the options given to one ``listen``/``dial`` (``kind``): each must be one of the
+    transport's or an endpoint option, and do something on that kind of endpoint."""
+    allowed = dict(transport.options)
+    allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
+    for name in options:
+        spec = allowed.get(name)
+        if spec is None:
+            known = ", ".join(sorted(allowed))
+            raise BadOption(f"{name!r} is not an option of this endpoint; it takes: {known}")
+        if spec.scope is not None and spec.scope != kind:
+            other = {"dial": "dialers", "listen": "listeners"}[spec.scope]
+            raise BadOption(f"{name} does nothing on a {kind}er: it is for {other} only "
+                            f"(pass it to {spec.scope}(), or set it on the socket)")
+    ep = Options(socket_options.specs, parent=socket_options)
+    ep.update_checked(options)
+    return ep
 
 
 class Listener:

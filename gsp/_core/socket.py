@@ -4,31 +4,31 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import gevent
 from gevent.pool import Group
 
-from ..errors import BadOption, Closed, NotSupported, Timeout, timed_out
+from ..errors import BadOption, Closed, NotSupported, Timeout
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
-    ENDPOINT_OPTIONS,
     FROM_OPTION,
     SOCKET_OPTIONS,
     Options,
-    call_source,
+    call_timed_out,
     call_timeout,
 )
 from ..protocol import Protocol, RejectPipe
-from . import log
-from .endpoints import Dialer, Listener
+from . import events, log
+from .endpoints import Dialer, Listener, endpoint_options
+from .handle import SocketHandle
 from .pipe import Pipe, PipeEvent
 from .registry import registry
 
 if TYPE_CHECKING:
     from ..context import Context
-    from ..transport import Connection, Transport
+    from ..transport import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 
@@ -88,7 +88,7 @@ class Socket(ObjectCalls):
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
-        proto = self._proto = self._hot.proto = spec.factory(_Handle(self), self.raw)
+        proto = self._proto = self._hot.proto = spec.factory(SocketHandle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
         cls = type(proto)
         self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
@@ -182,7 +182,7 @@ class Socket(ObjectCalls):
             else:
                 hot.proto.send(Message(data), t)
         except Timeout as exc:
-            raise self._timed_out(exc, "send", t, timeout, block) from None
+            raise call_timed_out(exc, "send", t, timeout, block) from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
@@ -199,7 +199,7 @@ class Socket(ObjectCalls):
                 return hot.recv_body(t)
             return hot.proto.recv(t).body
         except Timeout as exc:
-            raise self._timed_out(exc, "recv", t, timeout, block) from None
+            raise call_timed_out(exc, "recv", t, timeout, block) from None
 
     def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
@@ -214,7 +214,7 @@ class Socket(ObjectCalls):
         try:
             self._proto.send(out, t)
         except Timeout as exc:
-            raise self._timed_out(exc, "send", t, timeout, block) from None
+            raise call_timed_out(exc, "send", t, timeout, block) from None
 
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
@@ -226,16 +226,7 @@ class Socket(ObjectCalls):
         try:
             return self._proto.recv(t)
         except Timeout as exc:
-            raise self._timed_out(exc, "recv", t, timeout, block) from None
-
-    @staticmethod
-    def _timed_out(exc: Timeout, op: str, t: float | None, timeout: Any,
-                   block: bool) -> Timeout:
-        """A wait that ran out, told in the caller's terms (the timeout asked for and where it
-        came from); other timeouts (a survey that expired) stay as they are."""
-        if exc.timeout is None or t is None:
-            return exc
-        return timed_out(op, t, call_source(op, timeout, block, t))
+            raise call_timed_out(exc, "recv", t, timeout, block) from None
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
@@ -246,31 +237,12 @@ class Socket(ObjectCalls):
         return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def _endpoint_options(self, transport: "Transport", options: dict[str, Any],
-                          kind: str) -> Options:
-        """Check the options given to one ``listen``/``dial`` (``kind``): each must be one of the
-        transport's or an endpoint option, and do something on that kind of endpoint."""
-        allowed = dict(transport.options)
-        allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
-        for name in options:
-            spec = allowed.get(name)
-            if spec is None:
-                known = ", ".join(sorted(allowed))
-                raise BadOption(f"{name!r} is not an option of this endpoint; it takes: {known}")
-            if spec.scope is not None and spec.scope != kind:
-                other = {"dial": "dialers", "listen": "listeners"}[spec.scope]
-                raise BadOption(f"{name} does nothing on a {kind}er: it is for {other} only "
-                                f"(pass it to {spec.scope}(), or set it on the socket)")
-        ep = Options(self._options.specs, parent=self._options)
-        ep.update_checked(options)
-        return ep
-
     def listen(self, url: str, **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
         if self._closed:
             raise Closed("socket is closed")
         transport = registry.transport_for(url)
-        opts = self._endpoint_options(transport, options, "listen")
+        opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
         lst = Listener(self, tl, opts)
@@ -289,7 +261,7 @@ class Socket(ObjectCalls):
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
-        opts = self._endpoint_options(transport, options, "dial")
+        opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
         d = Dialer(self, url, td, opts)
         self._dialers.append(d)
@@ -326,40 +298,6 @@ class Socket(ObjectCalls):
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
-    def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
-        # A callback that raises is logged and changes nothing else: the pipe is not rejected
-        # (rejecting is an explicit pipe.close() at ATTACHING), later callbacks still run.
-        try:
-            registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
-        except Exception as exc:
-            self._callback_failed("a gsp_pipe_event hook", event, pipe, exc)
-        for cb in [*self._callbacks]:
-            try:
-                cb(event, pipe)
-            except Exception as exc:
-                self._callback_failed(cb, event, pipe, exc)
-
-    def _callback_failed(self, cb: object, event: PipeEvent, pipe: Pipe,
-                         exc: Exception) -> None:
-        """Log a raising pipe callback: with its traceback at ERROR the first time this callback
-        raises this type of error, at DEBUG after that."""
-        try:
-            key: tuple[object, type[BaseException]] = (cb, type(exc))
-            first = key not in self._callback_errors
-        except TypeError:  # an unhashable callable object
-            key = (id(cb), type(exc))
-            first = key not in self._callback_errors
-        if first:
-            self._callback_errors.add(key)
-        level = logging.ERROR if first else logging.DEBUG
-        if log.socket_log.isEnabledFor(level):
-            url = log.pipe_url(pipe)
-            log.socket_log.log(
-                level, "%s %s: pipe event callback %r raised %s at %s of pipe %d; the pipe "
-                "carries on%s", self.protocol, url, cb, type(exc).__name__, event.name, pipe.id,
-                " (later ones like it are logged at DEBUG)" if first else f": {exc}",
-                exc_info=exc if first else None, extra=log.fields(self, url, pipe))
-
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
         """Turn a handshaken connection into a pipe, or close it if rejected."""
@@ -368,15 +306,15 @@ class Socket(ObjectCalls):
             return None
         pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener)
         self._pipes[pipe.id] = pipe
-        self._fire(PipeEvent.ATTACHING, pipe)
+        events.fire(self, PipeEvent.ATTACHING, pipe)
         if pipe.closed:
-            self._log_rejected(pipe, "by a pipe event callback or hook at ATTACHING")
+            events.log_rejected(self, pipe, "by a pipe event callback or hook at ATTACHING")
             return None
         try:
             self._proto.add_pipe(pipe)
         except RejectPipe as exc:
             pipe._shutdown(None)
-            self._log_rejected(pipe, f"by the {self.protocol} protocol: {exc}")
+            events.log_rejected(self, pipe, f"by the {self.protocol} protocol: {exc}")
             return None
         pipe.attached = True
         pipe._start()
@@ -384,15 +322,8 @@ class Socket(ObjectCalls):
             url = log.pipe_url(pipe)
             log.pipe_log.info("%s %s: pipe %d attached (peer %s)", self.protocol, url, pipe.id,
                               pipe.remote_address, extra=log.fields(self, url, pipe))
-        self._fire(PipeEvent.ATTACHED, pipe)
+        events.fire(self, PipeEvent.ATTACHED, pipe)
         return pipe
-
-    def _log_rejected(self, pipe: Pipe, how: str) -> None:
-        if log.socket_log.isEnabledFor(logging.INFO):
-            url = log.pipe_url(pipe)
-            log.socket_log.info("%s %s: pipe %d (peer %s) rejected %s", self.protocol, url,
-                                pipe.id, pipe.remote_address, how,
-                                extra=log.fields(self, url, pipe))
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
@@ -404,7 +335,7 @@ class Socket(ObjectCalls):
                 log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s", self.protocol,
                                  url, pipe.id, pipe.remote_address, log.describe(error),
                                  extra=log.fields(self, url, pipe, **log.oversize_fields(error)))
-            self._fire(PipeEvent.DETACHED, pipe)
+            events.fire(self, PipeEvent.DETACHED, pipe)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
         return self._group.spawn(fn, *args)
@@ -476,43 +407,3 @@ def _urls(v: str | Iterable[str] | None) -> list[str]:
     if isinstance(v, str):
         return [v]
     return list(v)
-
-
-class _Handle:
-    """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
-
-    __slots__ = ("_sock",)
-
-    def __init__(self, sock: Socket) -> None:
-        self._sock = sock
-
-    @property
-    def protocol(self) -> str:
-        return self._sock.protocol
-
-    @property
-    def raw(self) -> bool:
-        return self._sock.raw
-
-    @property
-    def options(self) -> Mapping[str, Any]:
-        return self._sock._options
-
-    @property
-    def closed(self) -> bool:
-        return self._sock.closed
-
-    @property
-    def pipe_count(self) -> int:
-        return len(self._sock._pipes)
-
-    @property
-    def has_endpoints(self) -> bool:
-        s = self._sock
-        return bool(s._listeners or s._dialers or s._pipes)
-
-    def spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
-        return self._sock._spawn(fn, *args)
-
-    def watch(self, name: str, callback: Callable[[Any], None]) -> None:
-        self._sock._watch(name, callback)

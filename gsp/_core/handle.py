@@ -1,0 +1,51 @@
+"""The narrow handle a protocol gets for its socket (implements
+:class:`gsp.protocol.SocketHandle`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import gevent
+
+if TYPE_CHECKING:
+    from .socket import Socket
+
+
+class SocketHandle:
+    """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: "Socket") -> None:
+        self._sock = sock
+
+    @property
+    def protocol(self) -> str:
+        return self._sock.protocol
+
+    @property
+    def raw(self) -> bool:
+        return self._sock.raw
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        return self._sock._options
+
+    @property
+    def closed(self) -> bool:
+        return self._sock.closed
+
+    @property
+    def pipe_count(self) -> int:
+        return len(self._sock._pipes)
+
+    @property
+    def has_endpoints(self) -> bool:
+        s = self._sock
+        return bool(s._listeners or s._dialers or s._pipes)
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
+        return self._sock._spawn(fn, *args)
+
+    def watch(self, name: str, callback: Callable[[Any], None]) -> None:
+        self._sock._watch(name, callback)
