@@ -11,7 +11,7 @@ import gevent
 from gevent.event import Event
 
 from ..chan import FLUSH, Outbox
-from ..errors import Closed, GspError
+from ..errors import Closed, ConnectionBroken, GspError
 from ..protocol import Protocol
 from ..transport import Connection
 
@@ -35,6 +35,14 @@ def _alloc_id() -> int:
         _next_id = _next_id + 1 if _next_id < (1 << 31) - 1 else 1
         if pid not in _live_pipes:
             return pid
+
+
+def _unexpected(exc: Exception, doing: str) -> ConnectionBroken:
+    """An exception a transport raised without mapping it to a gsp error, as the pipe's error
+    (the original is its ``__cause__``, and the DETACHED log line names it)."""
+    err = ConnectionBroken(f"the transport failed while {doing}: {type(exc).__name__}: {exc}")
+    err.__cause__ = exc
+    return err
 
 
 class PipeEvent(enum.Enum):
@@ -161,6 +169,8 @@ class Pipe:
                             gevent.sleep(0)
         except (GspError, OSError) as exc:  # OSError: a transport that forgot to map an error
             self._shutdown(exc)
+        except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
+            self._shutdown(_unexpected(exc, "receiving"))
 
     def _write_loop(self) -> None:
         q = self._q
@@ -177,6 +187,8 @@ class Pipe:
                 conn.send_messages(batch)
         except (GspError, OSError) as exc:
             self._shutdown(exc)
+        except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
+            self._shutdown(_unexpected(exc, "sending"))
 
     def _shutdown(self, error: BaseException | None) -> None:
         if self.closed:
