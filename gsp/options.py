@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
-from .errors import BadOption
+from .errors import BadOption, timed_out
 
 __all__ = [
     "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
@@ -178,7 +178,6 @@ def call_timed_out(exc: Any, op: str, t: float | None, timeout: Any, block: bool
     wait running out (a survey that expired: ``exc.timeout`` is None) is returned as it is."""
     if exc.timeout is None or t is None:
         return exc
-    from .errors import timed_out
     return timed_out(op, t, call_source(op, timeout, block, t, where))
 
 

@@ -231,8 +231,14 @@ class Inbox(Generic[T]):
 
     def get(self, timeout: float | None = None) -> T:
         """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
-        item: T = self.get_or(timeout)[1]
-        return item
+        buf = self._buf
+        if buf and not self._closed:  # fast path: no wait, no (index, item) pair
+            item = buf.popleft()
+            if self._putters:
+                self._space.fire()
+            return item
+        got: T = self.get_or(timeout)[1]
+        return got
 
     def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
         """``(0, item)`` like :meth:`get`, or ``(k, value)`` when the :class:`gsp.chan.Recv`
