@@ -5,7 +5,8 @@ The user API is what this module exports. Plugin authors build on the public SDK
 :mod:`gsp.errors`, :mod:`gsp.options`, :mod:`gsp.message`, :mod:`gsp.wire`, :mod:`gsp.chan`, and the
 helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
 :mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
-:mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``;
+:mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``; :mod:`gsp.poller` holds
+:func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`.
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
@@ -51,8 +52,9 @@ if TYPE_CHECKING:
     from ._core.pipe import Pipe, PipeEvent
     from ._core.registry import registry
     from ._core.socket import Socket, socket
-    from .chan import CLOSED, Chan, Recv, Send, select
+    from .chan import CLOSED, Chan, Recv, Send
     from .context import Context
+    from .poller import POLLIN, POLLOUT, Poller, select
 
 __version__ = "0.1.0"
 
@@ -63,7 +65,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device",
-    "Chan", "Recv", "Send", "select", "CLOSED",
+    "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT",
     "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
@@ -79,7 +81,8 @@ _LAZY = {
     "device": "._core.device", "Device": "._core.device",
     "registry": "._core.registry",
     "Context": ".context",
-    "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "select": ".chan", "CLOSED": ".chan",
+    "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
+    "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
 }
 
 
@@ -87,7 +90,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat",
+    "objects", "cat", "poller",
 })
 
 

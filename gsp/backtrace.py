@@ -16,10 +16,10 @@ from gevent import get_hub
 
 from .chan import Chan, Recv, Send, select
 from .context import Context, ContextHost
-from .errors import Closed, ProtocolStateError
+from .errors import Closed, ProtocolStateError, WouldBlock
 from .message import Message
 from .options import Option, integer
-from .protocol import PipeHandle, Protocol, SocketHandle
+from .protocol import Op, PipeHandle, Protocol, SocketHandle
 from .queues import Inbox
 from .routing import PipeMap
 
@@ -116,6 +116,12 @@ class Requester(Protocol):
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
 
+    def poll(self, op: Op) -> bool:
+        return self._recvq.poll() if op == "recv" else super().poll(op)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [self._recvq.wake_case()] if op == "recv" else super().wake_cases(op)
+
     def close(self) -> None:
         super().close()
         self._recvq.close()
@@ -156,14 +162,31 @@ class XResponder(PipeMap):
     def send(self, msg: Message, timeout: float | None) -> None:
         self._route(msg.header, msg.body, timeout, self._closing)
 
+    def poll(self, op: Op) -> bool:
+        if op == "recv":
+            return self._recvq.poll()
+        # A raw send goes where its header says: ready if any pipe could take it (a guess; a
+        # send to a full pipe then waits in select like any other).
+        pipes = self._pipes.values()
+        return self._closed or self.best_effort or not pipes or any(p.has_room() for p in pipes)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        if op == "recv":
+            return [self._recvq.wake_case()]
+        return [*(p.room_case() for p in self._pipes.values()), Recv(self._closing)]
+
+    def _route_pipe(self, header: bytes | None) -> PipeHandle | None:
+        """The pipe a reply with this header (pipe id + backtrace) goes to, if it is still here."""
+        if header is None or len(header) < 4:
+            return None
+        return self._pipes.get(int.from_bytes(header[:4], "big"))
+
     def _route(self, header: bytes, body: bytes, timeout: float | None,
                closing: "Chan[Any]") -> None:
         """Send ``body`` back along ``header`` (pipe id + backtrace), waiting for room on that pipe
         up to ``timeout`` (dropping at once with ``best_effort``). A missing header, an unknown pipe
         or one that dies while we wait drops the reply silently: the requester resends."""
-        if len(header) < 4:
-            return
-        pipe = self._pipes.get(int.from_bytes(header[:4], "big"))
+        pipe = self._route_pipe(header)
         if pipe is None:
             return
         out = Message(body, header[4:])
@@ -210,8 +233,27 @@ class ResponderContext(Context):
         if route is None:
             raise ProtocolStateError(
                 f"{self.handle.protocol} can only send a reply to a request it received")
-        self._route = None  # one reply per request, even if this send times out
-        self._proto._route(route, msg.body, timeout, self._closing)
+        self._route = None  # one reply per request, even if this send times out ...
+        try:
+            self._proto._route(route, msg.body, timeout, self._closing)
+        except WouldBlock:
+            self._route = route  # ... but one that could not even start (timeout 0) keeps it
+            raise
+
+    def _poll(self, op: Op) -> bool:
+        proto = self._proto
+        if op == "recv":
+            return self._receiving or proto._recvq.poll()
+        if self._route is None or proto.best_effort:
+            return True  # fails at once, or never waits
+        pipe = proto._route_pipe(self._route)
+        return pipe is None or pipe.has_room()  # a reply to a gone pipe is dropped at once
+
+    def _wake_cases(self, op: Op) -> list[Recv]:
+        if op == "recv":
+            return [self._proto._recvq.wake_case()]
+        pipe = self._proto._route_pipe(self._route)
+        return [] if pipe is None else [pipe.room_case()]
 
     def _on_close(self) -> None:
         self._route = None

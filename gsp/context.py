@@ -21,9 +21,10 @@ from .errors import Closed, NotSupported, Timeout
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
+from .protocol import check_op
 
 if TYPE_CHECKING:
-    from .protocol import SocketHandle
+    from .protocol import Op, SocketHandle
 
 _check_duration = duration()
 
@@ -85,6 +86,12 @@ class ContextHost:
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._default._recv(timeout).body
+
+    def poll(self, op: "Op") -> bool:
+        return self._default.poll(op)
+
+    def wake_cases(self, op: "Op") -> list[Recv]:
+        return self._default.wake_cases(op)
 
     def open_context(self) -> "Context":
         if self._closed:
@@ -186,6 +193,24 @@ class Context(ObjectCalls):
     def closed(self) -> bool:
         return self._closed
 
+    # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
+    def poll(self, op: "Op") -> bool:
+        """Whether ``op`` ("recv" or "send") called now with ``block=False`` would not raise
+        :class:`gsp.WouldBlock` (it would complete, or fail at once). Never waits."""
+        check_op(op)
+        if self._closed or self.handle.closed:
+            return True
+        return self._poll(op)
+
+    def wake_cases(self, op: "Op") -> list[Recv]:
+        """Select cases that become ready when :meth:`poll` may have turned true."""
+        check_op(op)
+        if self._closed or self.handle.closed:
+            return []
+        cases = self._wake_cases(op)
+        cases.append(self.closing_case())
+        return cases
+
     def closing_case(self) -> Recv:
         """A :func:`gsp.select` case that becomes ready when this context closes."""
         return Recv(self._closing)
@@ -220,6 +245,22 @@ class Context(ObjectCalls):
 
     def _recv(self, timeout: float | None) -> Message:
         raise NotSupported(f"{self.handle.protocol} contexts cannot receive")
+
+    def _poll(self, op: "Op") -> bool:
+        """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).
+        An operation the context does not offer answers True (it fails at once)."""
+        if getattr(type(self), "_" + op) is getattr(Context, "_" + op):
+            return True
+        raise NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
+                           f"for {op} (the protocol does not implement Context._poll)")
+
+    def _wake_cases(self, op: "Op") -> list[Recv]:
+        """Like :meth:`gsp.protocol.Protocol.wake_cases`, for this context; its closing is
+        covered already (:meth:`wake_cases` adds :meth:`closing_case`)."""
+        if getattr(type(self), "_" + op) is getattr(Context, "_" + op):
+            return []
+        raise NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
+                           f"for {op} (the protocol does not implement Context._wake_cases)")
 
     def _on_close(self) -> None:
         """Release protocol state; called once, from :meth:`close`."""

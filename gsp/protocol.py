@@ -20,7 +20,7 @@ is called from another OS thread. Methods called from a pipe's reader greenlet (
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from typing import Protocol as _Typing
 
 from .errors import GspError, NotSupported
@@ -29,11 +29,20 @@ from .message import Message
 if TYPE_CHECKING:
     import gevent
 
-    from .chan import Chan
+    from .chan import Chan, Recv
     from .context import Context
     from .options import Option
 
-__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe"]
+__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "Op", "check_op"]
+
+#: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
+Op = Literal["recv", "send"]
+
+
+def check_op(op: object) -> None:
+    """Raise ValueError unless ``op`` is "recv" or "send"."""
+    if op != "recv" and op != "send":
+        raise ValueError(f"op must be 'recv' or 'send', not {op!r}")
 
 
 class RejectPipe(GspError):
@@ -72,6 +81,13 @@ class PipeHandle(_Typing):
     def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
         """Queue ``msg``, waiting up to ``timeout`` seconds for room: :class:`gsp.Timeout`, or
         :class:`gsp.Closed` once the pipe is gone."""
+
+    def has_room(self) -> bool:
+        """Whether :meth:`try_send` would queue a message now (False once closed)."""
+
+    def room_case(self) -> "Recv":
+        """A :func:`gsp.select` case that becomes ready when this pipe's queue may have got room
+        (its writer took messages) or the pipe closed. For :meth:`Protocol.wake_cases`."""
 
     def close(self) -> None:
         """Close this pipe only (idempotent); the socket and its other pipes carry on."""
@@ -155,6 +171,10 @@ class Protocol:
       overridden.
     * :meth:`pipe_recv_all` — a whole batch of messages from one pipe at once.
 
+    Optional, for :func:`gsp.select` and :class:`gsp.Poller` over sockets: :meth:`poll` and
+    :meth:`wake_cases`. Without them a protocol's sockets work everywhere but there (the
+    defaults raise :class:`gsp.NotSupported`).
+
     Extra user-facing methods (SUB's ``subscribe``) are named in ``ProtocolSpec.methods``; the
     socket exposes them as its own and checks that it is open before calling them.
     """
@@ -207,6 +227,27 @@ class Protocol:
 
     def open_context(self) -> "Context":
         raise NotSupported(f"{self.handle.protocol} sockets have no contexts")
+
+    # -- readiness (optional: gsp.select and gsp.Poller over sockets) ---------------------------
+    def poll(self, op: Op) -> bool:
+        """Whether ``op`` called now with timeout 0 would not raise :class:`gsp.WouldBlock`: it
+        would complete, or fail at once (closed socket, wrong state). Never blocks. A true
+        answer may turn out wrong (select then waits on :meth:`wake_cases`); a false one must
+        not be wrong while every wake case is idle. An operation the protocol does not offer
+        answers True (it fails at once with :class:`gsp.NotSupported`)."""
+        if not self.can(op):
+            return True
+        raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
+                           f"for {op} (the protocol does not implement Protocol.poll)")
+
+    def wake_cases(self, op: Op) -> "list[Recv]":
+        """Select cases that become ready when :meth:`poll` may turn true: a message arrived, a
+        queue got room, a pipe came or went, the socket or a state changed. Called right after
+        :meth:`poll` said False; a case that is ready for good must go with a true poll."""
+        if not self.can(op):
+            return []
+        raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
+                           f"for {op} (the protocol does not implement Protocol.wake_cases)")
 
     def set_option(self, name: str, value: Any) -> None:
         """``socket.set_option`` is about to store this validated value: raise

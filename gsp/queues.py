@@ -185,7 +185,7 @@ class Inbox(Generic[T]):
                     self._wait(self._space, deadline, putter=True)
                 self._check()
         buf.append(item)
-        if self._getters:
+        if self._items._armed:  # a get or a select (wake_case) may be waiting
             self._items.fire()
         return kept
 
@@ -203,7 +203,7 @@ class Inbox(Generic[T]):
                 run = items[i:i + room]
                 buf.extend(run)
                 i += len(run)
-                if self._getters:
+                if self._items._armed:
                     self._items.fire()
                 continue
             if block:
@@ -222,7 +222,7 @@ class Inbox(Generic[T]):
                 for _ in range(len(keep)):
                     buf.popleft()
                 buf.extend(keep)
-                if self._getters:
+                if self._items._armed:
                     self._items.fire()
             break
         if dropped:
@@ -239,6 +239,17 @@ class Inbox(Generic[T]):
             return item
         got: T = self.get_or(timeout)[1]
         return got
+
+    def poll(self) -> bool:
+        """Whether :meth:`get` would not wait: an item is queued, or the inbox is closed."""
+        return bool(self._buf) or self._closed
+
+    def wake_case(self) -> Recv:
+        """A select case that becomes ready when an item may have arrived or the inbox closed
+        (for a protocol's ``wake_cases``)."""
+        if self._putters:  # items were taken through `ready`: let blocked producers in
+            self._space.fire()
+        return self._items.case()
 
     def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
         """``(0, item)`` like :meth:`get`, or ``(k, value)`` when the :class:`gsp.chan.Recv`

@@ -11,13 +11,13 @@ from typing import Any, Iterable
 
 import gevent
 
-from .chan import Send, select
+from .chan import Recv, Send, select
 from .errors import Closed, GspError
 from .message import Message
-from .protocol import PipeHandle, Protocol, SocketHandle
+from .protocol import Op, PipeHandle, Protocol, SocketHandle
 from .queues import Deadline, Signal
 
-__all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin"]
+__all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_cases"]
 
 
 def send_round_robin(pipes: list[PipeHandle], start: int, msg: "Message | bytes",
@@ -130,9 +130,27 @@ class RoundRobin(Protocol):
         if nxt >= 0:
             self._next = nxt
 
+    def poll(self, op: Op) -> bool:
+        if op == "send":
+            return self._closed or self.best_effort or any(p.has_room() for p in self._pipes)
+        return super().poll(op)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        if op == "send":
+            return send_wake_cases(self._pipes, self._changed)
+        return super().wake_cases(op)
+
     def close(self) -> None:
         self._closed = True
         self._changed.close()
+
+
+def send_wake_cases(pipes: Iterable[PipeHandle], changed: Signal) -> list[Recv]:
+    """What a send waiting for room on any of ``pipes`` wakes on: room on one of them, or
+    ``changed`` (pipes came or went, the protocol closed)."""
+    cases = [p.room_case() for p in pipes]
+    cases.append(changed.case())
+    return cases
 
 
 class PipeMap(Protocol):

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import gevent
 from gevent.event import Event
 
-from ..chan import FLUSH, Outbox
+from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
 from ..protocol import Protocol
+from ..queues import Signal
 from ..transport import Connection
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class Pipe:
     """
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "_reader", "_writer", "_done", "attached", "try_send", "__weakref__")
+                 "_reader", "_writer", "_done", "attached", "try_send", "_room", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
@@ -83,6 +84,7 @@ class Pipe:
         self._reader: gevent.Greenlet | None = None
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
+        self._room: Signal | None = None  # made by room_case(); fired as the writer takes items
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
@@ -111,6 +113,20 @@ class Pipe:
     def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
         """Queue ``msg``, waiting for room; :class:`gsp.Closed` once the pipe is gone."""
         self.sendq.send(msg, timeout)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`try_send` would queue a message now (False once closed)."""
+        q = self._q
+        return not q.closed and len(q) < q.capacity
+
+    def room_case(self) -> Recv:
+        """A select case ready once the writer took messages (room may have appeared) or the
+        pipe closed."""
+        if self._room is None:
+            self._room = Signal()
+            if self.closed:
+                self._room.close()
+        return self._room.case()
 
     def close(self) -> None:
         """Close this pipe only; the socket (and a dialer) carry on."""
@@ -184,6 +200,8 @@ class Pipe:
                 batch = [] if first is FLUSH else [first]
                 if len(q):
                     batch += q.drain(_WRITE_BATCH)
+                if self._room is not None:
+                    self._room.fire()  # room appeared: wake selects waiting for it
                 conn.send_messages(batch)
         except (GspError, OSError) as exc:
             self._shutdown(exc)
@@ -201,6 +219,8 @@ class Pipe:
         if self.attached:
             sock._proto.remove_pipe(self)
         self._q.close()
+        if self._room is not None:
+            self._room.close()
         self._conn.close()
         current = gevent.getcurrent()
         for g in (self._reader, self._writer):

@@ -19,7 +19,7 @@ from ..options import (
     call_timed_out,
     call_timeout,
 )
-from ..protocol import Protocol, RejectPipe
+from ..protocol import Protocol, RejectPipe, check_op
 from . import events, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
@@ -27,7 +27,9 @@ from .pipe import Pipe, PipeEvent
 from .registry import registry
 
 if TYPE_CHECKING:
+    from ..chan import Recv
     from ..context import Context
+    from ..protocol import Op
     from ..transport import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
@@ -227,6 +229,20 @@ class Socket(ObjectCalls):
             return self._proto.recv(t)
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
+
+    # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
+    def poll(self, op: "Op" = "recv") -> bool:
+        """Whether ``op`` ("recv" or "send") called now with ``block=False`` would not raise
+        :class:`gsp.WouldBlock` (it would complete, or fail at once). Never waits."""
+        check_op(op)
+        if self._closed or op == "recv" and self._hot.ready:
+            return True
+        return self._proto.poll(op)
+
+    def wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
+        """Select cases that become ready when :meth:`poll` may have turned true."""
+        check_op(op)
+        return [] if self._closed else self._proto.wake_cases(op)
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""

@@ -9,9 +9,10 @@ pipe id skips that pipe — so a bus device never echoes a message to where it c
 
 from __future__ import annotations
 
+from ..chan import Recv
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, ProtocolSpec, SocketHandle
 from ..queues import Inbox
 from ..routing import PipeMap, broadcast
 
@@ -40,6 +41,12 @@ class Bus(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)
+
+    def poll(self, op: Op) -> bool:
+        return self._inbox.poll() if op == "recv" else True  # sends never wait
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [self._inbox.wake_case()] if op == "recv" else []
 
     def close(self) -> None:
         self._inbox.close()

@@ -12,8 +12,9 @@ from ..chan import Recv, Send, select
 from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, RejectPipe, SocketHandle
+from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, RejectPipe, SocketHandle
 from ..queues import Deadline, Inbox, Signal
+from ..routing import send_wake_cases
 
 
 class Pair0(Protocol):
@@ -64,6 +65,17 @@ class Pair0(Protocol):
 
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
+
+    def poll(self, op: Op) -> bool:
+        if op == "recv":
+            return self._recvq.poll()
+        pipe = self._pipe
+        return self._closed or self.best_effort or pipe is not None and pipe.has_room()
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        if op == "recv":
+            return [self._recvq.wake_case()]
+        return send_wake_cases([] if self._pipe is None else [self._pipe], self._changed)
 
     def close(self) -> None:
         self._closed = True

@@ -22,7 +22,7 @@ from ..errors import NotSupported, ProtocolStateError
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, boolean, integer
-from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, ProtocolSpec, SocketHandle
 from .pair import Pair0
 
 _FIRST_HOP = (1).to_bytes(4, "big")  # a cooked send: hop count 0, plus the one the pipe adds
@@ -73,6 +73,9 @@ class Pair1(Pair0):
             self.stats["ttl_dropped"] += 1
             return
         self._recvq.put(Message(data[4:], data[:4] if self.raw else b"", pipe))
+
+    def poll(self, op: Op) -> bool:
+        return op == "send" and self._poly or super().poll(op)  # poly sends never wait
 
     def send(self, msg: Message, timeout: float | None) -> None:
         if self.raw:

@@ -16,12 +16,13 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Any
 
+from ..chan import Recv
 from ..context import Context
 from ..errors import BadOption, NotSupported
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import integer
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Inbox
 from ..routing import PipeMap, broadcast
 
@@ -47,6 +48,12 @@ class Pub(PipeMap):
 
     def send_body(self, body: bytes, timeout: float | None) -> None:
         self._publish(body)
+
+    def poll(self, op: Op) -> bool:
+        return True  # a publish never waits (a slow subscriber loses messages instead)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return []
 
     def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
@@ -112,6 +119,12 @@ class Sub(Protocol):
         data, pipe = self._main.inbox.get(timeout)
         return Message(data, b"", pipe)
 
+    def poll(self, op: Op) -> bool:
+        return self._main.inbox.poll() if op == "recv" else super().poll(op)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [self._main.inbox.wake_case()] if op == "recv" else super().wake_cases(op)
+
     def _cooked(self) -> None:
         if self.raw:
             raise NotSupported("raw sub sockets do not filter; they deliver every message")
@@ -174,6 +187,12 @@ class SubContext(Context):
     def _recv(self, timeout: float | None) -> Message:
         data, pipe = self._sub.inbox.get(timeout)
         return Message(data, b"", pipe)
+
+    def _poll(self, op: Op) -> bool:
+        return self._sub.inbox.poll() if op == "recv" else super()._poll(op)
+
+    def _wake_cases(self, op: Op) -> list[Recv]:
+        return [self._sub.inbox.wake_case()] if op == "recv" else super()._wake_cases(op)
 
     def _on_close(self) -> None:
         if self in self._proto._contexts:

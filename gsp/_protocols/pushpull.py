@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from itertools import repeat
 
+from ..chan import Recv
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Inbox
 from ..routing import RoundRobin
 
@@ -44,6 +45,12 @@ class Pull(Protocol):
     def recv(self, timeout: float | None) -> Message:
         data, pipe = self._recvq.get(timeout)
         return Message(data, b"", pipe)
+
+    def poll(self, op: Op) -> bool:
+        return self._recvq.poll() if op == "recv" else super().poll(op)
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [self._recvq.wake_case()] if op == "recv" else super().wake_cases(op)
 
     def close(self) -> None:
         self._recvq.close()

@@ -18,15 +18,15 @@ from ..backtrace import (
     responder,
     u32,
 )
-from ..chan import Send, select
+from ..chan import Recv, Send, select
 from ..context import Context, ContextHost, ContextOption
 from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Deadline, Signal
-from ..routing import RoundRobin
+from ..routing import RoundRobin, send_wake_cases
 
 if TYPE_CHECKING:
     import gevent
@@ -127,6 +127,18 @@ class ReqContext(Context):
         finally:
             self._receiving = False
 
+    def _poll(self, op: Op) -> bool:
+        if op == "send":
+            return self._proto._send_ready()
+        # Ready unless a request is out with no reply yet (recv would wait for it).
+        return (self._id is None or self._reply is not None or self._broken
+                or self._receiving)
+
+    def _wake_cases(self, op: Op) -> list[Recv]:
+        if op == "send":
+            return self._proto._send_wake_cases()
+        return [self._changed.case()]
+
     def _on_close(self) -> None:
         self._cancel()
         self._proto.forget(self)
@@ -212,6 +224,14 @@ class Req(ContextHost, XReq):
                 ctx._pipe_lost()
 
     # -- the send queue --------------------------------------------------------------------------
+    def _send_ready(self) -> bool:
+        """Whether a request sent now would go out at once (or fail at once)."""
+        return self._closed or self.best_effort or \
+            not self._pending and any(p.has_room() for p in self._pipes)
+
+    def _send_wake_cases(self) -> list[Recv]:
+        return send_wake_cases(self._pipes, self._changed)  # _changed: pipes or queue changed
+
     def _try_pipes(self, msg: Message) -> PipeHandle | None:
         pipes = self._pipes
         n = len(pipes)

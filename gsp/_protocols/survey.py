@@ -17,7 +17,8 @@ from ..errors import Canceled, Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..queues import Signal
 
 _check_survey = duration()
 
@@ -44,6 +45,12 @@ class XSurveyor(Requester):
             raise Closed("socket closed")
         for p in list(self._pipes):
             p.try_send(msg)
+
+    def poll(self, op: Op) -> bool:
+        return op == "send" or super().poll(op)  # a survey never waits
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [] if op == "send" else super().wake_cases(op)
 
     def close(self) -> None:
         self._closed = True
@@ -80,6 +87,7 @@ class SurveyContext(Context):
         self._proto = proto
         self._survey: _Survey | None = None  # the current (or last expired) survey
         self._timer: Any = None
+        self._changed = Signal()  # a reply arrived, the survey ended or expired (for selects)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
@@ -113,7 +121,8 @@ class SurveyContext(Context):
             try:
                 survey.replies.send_nowait(reply)
             except (WouldBlock, Closed):
-                pass  # queue full: like nng, drop rather than stall the pipe
+                return  # queue full: like nng, drop rather than stall the pipe
+            self._changed.fire()
 
     def _expire(self, survey: _Survey) -> None:
         # Runs in the hub: only non-blocking work.
@@ -131,6 +140,16 @@ class SurveyContext(Context):
         if survey is not None and not survey.expired:
             self._proto._ids.pop(survey.id)
             survey.replies.close()  # wakes blocked receivers with CLOSED
+        self._changed.fire()
+
+    def _poll(self, op: Op) -> bool:
+        survey = self._survey
+        if op == "send" or survey is None or survey.expired:
+            return True  # a survey never waits; a recv without one fails at once
+        return len(survey.replies) > 0 or survey.replies.closed
+
+    def _wake_cases(self, op: Op) -> list[Recv]:
+        return [] if op == "send" else [self._changed.case()]
 
     def _on_close(self) -> None:
         self._end()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import gsp
+from gsp.chan import Recv
 from gsp.message import Message
 from gsp.options import Option, integer
-from gsp.protocol import PipeHandle, ProtocolSpec, SocketHandle
+from gsp.protocol import Op, PipeHandle, ProtocolSpec, SocketHandle
 from gsp.queues import Inbox
 from gsp.routing import PipeMap, broadcast
 
@@ -58,6 +59,12 @@ class Star(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)
+
+    def poll(self, op: Op) -> bool:
+        return self._inbox.poll() if op == "recv" else True  # sends never wait
+
+    def wake_cases(self, op: Op) -> list[Recv]:
+        return [self._inbox.wake_case()] if op == "recv" else []
 
     def close(self) -> None:
         self._inbox.close()
