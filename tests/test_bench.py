@@ -45,6 +45,10 @@ def test_suite_compare_json_runs_every_workload_for_every_library() -> None:
         w = r["workload"]
         if w == "thr":
             assert f["msg_s"] > 0 and f["mb_s"] > 0, where
+            # CPU time per message (getrusage), per side; inproc has both in one process
+            sides = ["cpu_ns"] if r["params"]["transport"] == "inproc" else \
+                ["cpu_ns_send", "cpu_ns_recv"]
+            assert all(0 <= f[k] < 1e9 for k in sides), (where, f)  # short runs may read 0
         elif w == "lat":
             assert 0 < f["p50_us"] <= f["p99_us"] and f["mean_us"] > 0, where
         elif w == "pubsub":

@@ -44,8 +44,11 @@ def show_size(n: int) -> str:
 
 def thr_case(transport: str, size: int, count: int) -> Case:
     unit = ("mb_s", "MB/s") if size >= 64 * KiB else ("msg_s", "msg/s")
+    # CPU time per message (resource.getrusage): progress shows through the machine's noise.
+    cpu = [("cpu_ns", "CPU ns/msg")] if transport == "inproc" else \
+        [("cpu_ns_send", "CPU ns/msg send"), ("cpu_ns_recv", "CPU ns/msg recv")]
     return Case(f"push/pull {transport} {show_size(size)}", "thr",
-                {"transport": transport, "size": size, "count": count}, [unit])
+                {"transport": transport, "size": size, "count": count}, [unit, *cpu])
 
 
 def lat_case(transport: str, size: int, count: int) -> Case:

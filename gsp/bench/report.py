@@ -48,7 +48,7 @@ def header(info: dict[str, Any]) -> str:
             f"Python {info['python']}, gevent {info['gevent']}, pyzmq {info.get('zmq')} "
             f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
             "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
-            "for µs, s and KiB lower is better)\n")
+            "for µs, s, KiB and CPU ns lower is better)\n")
 
 
 def fmt(v: Any) -> str:

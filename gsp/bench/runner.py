@@ -143,8 +143,10 @@ class Run:
 
 def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
     """Push/pull throughput, nng local_thr/remote_thr semantics (receiver times first..last)."""
-    if transport == "inproc":
+    n = count - 1  # messages timed (the first one starts the clock)
+    if transport == "inproc":  # one process: its CPU time is both sides'
         r = run.start("inproc_thr", size=size, count=count).expect("result")
+        cpu = {"cpu_ns": r["cpu"] / n * 1e9}
     else:
         recv = run.start("thr_recv", url=run.address(transport), size=size, count=count)
         url = recv.expect("ready")["url"]
@@ -152,8 +154,12 @@ def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
         recv.expect("started")
         send.say("go")
         r = recv.expect("result")
-    rate = (r["count"] - 1) / r["elapsed"]
-    return {"msg_s": rate, "mb_s": rate * size / 1e6, "count": count, "elapsed": r["elapsed"]}
+        send.say("measure")
+        sent = send.expect("result")
+        cpu = {"cpu_ns_send": sent["cpu"] / n * 1e9, "cpu_ns_recv": r["cpu"] / n * 1e9}
+    rate = n / r["elapsed"]
+    return {"msg_s": rate, "mb_s": rate * size / 1e6, "count": count, "elapsed": r["elapsed"],
+            **cpu}
 
 
 def lat(run: Run, transport: str, size: int, count: int, warmup: int = 100) -> dict[str, Any]:

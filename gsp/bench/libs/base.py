@@ -27,6 +27,7 @@ from ..ctl import Control
 from .loops import (
     Fanin,
     await_warm,
+    cpu_seconds,
     echo_n,
     echo_until,
     payload,
@@ -130,11 +131,17 @@ class Lib:
 
     def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         with closing(self.dial("push", url)) as s:
+            c0 = 0.0
+
             def go() -> None:  # the first message goes out alone; the rest once it is in
+                nonlocal c0
                 self.flush(s)
                 ctl.wait("go")
+                c0 = cpu_seconds()
             send_n(s.send, payload(size), count, go)
             self.flush(s)
+            ctl.wait("measure")  # the receiver has them all: what it took to send is spent
+            ctl.result(cpu=cpu_seconds() - c0)
             ctl.wait("stop")
 
     def inproc_thr(self, ctl: Control, size: int, count: int) -> None:

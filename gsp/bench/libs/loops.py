@@ -5,6 +5,7 @@ ours in between, and the same loop measures every library the same way.
 
 from __future__ import annotations
 
+import resource
 import threading
 from time import perf_counter
 from typing import Any, Callable
@@ -27,16 +28,23 @@ def kind(m: Any) -> int:
     return m[0] if len(m) else 0
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this whole process so far, every thread included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def recv_count(recv: Recv, count: int, started: Callable[[], Any]) -> dict[str, Any]:
     """nng local_thr: time from the first message to the last. The sender sends the first one
     alone and the rest once told we have it (``started``), so no backlog queued before the clock
-    starts inflates the rate (a receiver's I/O may run ahead of its application)."""
+    starts inflates the rate (a receiver's I/O may run ahead of its application). ``cpu`` is the
+    process's CPU seconds over the same span."""
     recv()
-    t0 = perf_counter()
+    t0, c0 = perf_counter(), cpu_seconds()
     started()
     for _ in range(count - 1):
         recv()
-    return {"count": count, "elapsed": perf_counter() - t0}
+    return {"count": count, "elapsed": perf_counter() - t0, "cpu": cpu_seconds() - c0}
 
 
 def send_n(send: Send, msg: bytes, count: int,
