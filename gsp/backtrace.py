@@ -12,11 +12,12 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+import gevent
 from gevent import get_hub
 
-from .chan import Chan, Recv, Send, select
+from .chan import Recv
 from .context import Context, ContextHost
-from .errors import Closed, ProtocolStateError, WouldBlock
+from .errors import Closed, ProtocolStateError
 from .message import Message
 from .options import Option, integer
 from .protocol import Op, PipeHandle, Protocol, SocketHandle
@@ -132,14 +133,19 @@ class XResponder(PipeMap):
     """Raw rep/respondent: receive puts ``<pipe id><backtrace>`` in the header; send routes by the
     header's first word (the pipe id), strips it, and sends the rest of the header back.
 
+    A send never waits on one peer: a reply to a pipe whose queue stays full (after one yield, so
+    a writer that keeps up drains it) is dropped and counted in ``stats["reply_dropped"]``, as in
+    mangos and nng's xrep — a peer that never reads its replies cannot park every sender (the
+    requester resends). A reply to a pipe that is gone is dropped silently.
+
     A request whose backtrace has no high-bit word within ``ttl`` words is dropped (garbage, or
     too many hops: devices can legitimately forward those, so the pipe stays)."""
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
-        self._closing: Chan[Any] = Chan()  # closed with the socket: wakes blocked sends
         self._closed = False
+        self.stats["reply_dropped"] = 0
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
 
@@ -160,20 +166,15 @@ class XResponder(PipeMap):
         return self._recvq.get(timeout)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        self._route(msg.header, msg.body, timeout, self._closing)
+        if self._closed:
+            raise Closed("socket closed")
+        self._route(msg.header, msg.body)
 
     def poll(self, op: Op) -> bool:
-        if op == "recv":
-            return self._recvq.poll()
-        # A raw send goes where its header says: ready if any pipe could take it (a guess; a
-        # send to a full pipe then waits in select like any other).
-        pipes = self._pipes.values()
-        return self._closed or self.best_effort or not pipes or any(p.has_room() for p in pipes)
+        return self._recvq.poll() if op == "recv" else True  # a reply never waits
 
     def wake_cases(self, op: Op) -> list[Recv]:
-        if op == "recv":
-            return [self._recvq.wake_case()]
-        return [*(p.room_case() for p in self._pipes.values()), Recv(self._closing)]
+        return [self._recvq.wake_case()] if op == "recv" else []
 
     def _route_pipe(self, header: bytes | None) -> PipeHandle | None:
         """The pipe a reply with this header (pipe id + backtrace) goes to, if it is still here."""
@@ -181,28 +182,25 @@ class XResponder(PipeMap):
             return None
         return self._pipes.get(int.from_bytes(header[:4], "big"))
 
-    def _route(self, header: bytes, body: bytes, timeout: float | None,
-               closing: "Chan[Any]") -> None:
-        """Send ``body`` back along ``header`` (pipe id + backtrace), waiting for room on that pipe
-        up to ``timeout`` (dropping at once with ``best_effort``). A missing header, an unknown pipe
-        or one that dies while we wait drops the reply silently: the requester resends."""
+    def _route(self, header: bytes, body: bytes) -> None:
+        """Send ``body`` back along ``header`` (pipe id + backtrace) if that pipe takes it now or
+        after one yield; else drop it (counted). A missing header or a gone pipe drops it
+        silently: the requester resends."""
         pipe = self._route_pipe(header)
         if pipe is None:
             return
         out = Message(body, header[4:])
-        if pipe.try_send(out) or self.best_effort:
+        if pipe.try_send(out):
             return
-        try:
-            i, _ = select([Send(pipe.sendq, out), Recv(closing)], timeout)
-        except Closed:
-            return  # the pipe closed while we waited
-        if i == 1:
-            raise Closed("closed while sending")
+        if not self.best_effort:
+            gevent.sleep(0)  # a writer that keeps up drains the queue in this turn
+            if pipe.closed or pipe.try_send(out):
+                return
+        self.stats["reply_dropped"] += 1
 
     def close(self) -> None:
         self._closed = True
         self._recvq.close()
-        self._closing.close()
 
 
 class ResponderContext(Context):
@@ -233,27 +231,16 @@ class ResponderContext(Context):
         if route is None:
             raise ProtocolStateError(
                 f"{self.handle.protocol} can only send a reply to a request it received")
-        self._route = None  # one reply per request, even if this send times out ...
-        try:
-            self._proto._route(route, msg.body, timeout, self._closing)
-        except WouldBlock:
-            self._route = route  # ... but one that could not even start (timeout 0) keeps it
-            raise
+        self._route = None  # one reply per request
+        self._proto._route(route, msg.body)
 
     def _poll(self, op: Op) -> bool:
-        proto = self._proto
         if op == "recv":
-            return self._receiving or proto._recvq.poll()
-        if self._route is None or proto.best_effort:
-            return True  # fails at once, or never waits
-        pipe = proto._route_pipe(self._route)
-        return pipe is None or pipe.has_room()  # a reply to a gone pipe is dropped at once
+            return self._receiving or self._proto._recvq.poll()
+        return True  # a reply never waits (or fails at once: no request)
 
     def _wake_cases(self, op: Op) -> list[Recv]:
-        if op == "recv":
-            return [self._proto._recvq.wake_case()]
-        pipe = self._proto._route_pipe(self._route)
-        return [] if pipe is None else [pipe.room_case()]
+        return [self._proto._recvq.wake_case()] if op == "recv" else []
 
     def _on_close(self) -> None:
         self._route = None

@@ -215,30 +215,6 @@ def test_select_on_a_rep_socket_and_its_reply(mk: Mk, spawn: Any) -> None:
     assert g.get(timeout=5) == b"pong"
 
 
-def test_rep_nonblocking_send_that_would_block_keeps_the_request(mk: Mk, spawn: Any) -> None:
-    rep, raw_req = linked(mk, "rep", "req", {"send_buffer": 1}, raw=True, recv_buffer=1)
-    rep_pipe = rep.pipes[0]
-    raw_req.send_msg(gsp.Message(b"q", (0x80000001).to_bytes(4, "big")))
-    assert rep.recv(timeout=5) == b"q"
-    filler = gsp.Message(b"filler", (0x80000002).to_bytes(4, "big"))  # a reply raw req keeps
-    for _ in range(1000):  # fill every queue on the way (nobody reads the raw req socket)
-        while rep_pipe.has_room():
-            rep_pipe.try_send(filler)
-        gevent.sleep(0.01)
-        if not rep_pipe.has_room():
-            break
-    with pytest.raises(gsp.WouldBlock, match=r"send would block"):
-        rep.send(b"answer", block=False)
-    assert not rep.poll("send")
-    g = spawn(lambda: gsp.select([gsp.Send(rep, b"answer")], timeout=5))
-    gevent.sleep(0.05)
-    assert not g.ready()
-    replies = set()
-    while b"answer" not in replies:
-        replies.add(raw_req.recv_msg(timeout=5).body)  # draining makes room: the select sends
-    assert g.get(timeout=5) == (0, None)
-
-
 def test_select_over_surveyor_contexts(mk: Mk, spawn: Any) -> None:
     surveyor, respondent = linked(mk, "surveyor", "respondent")
     surveyor.survey_time = 0.3
