@@ -25,7 +25,7 @@ from .queues import Inbox
 from .routing import PipeMap
 
 __all__ = [
-    "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "IdMap", "call_later",
+    "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "IdMap", "call_later", "Alarm",
     "Requester", "XResponder", "Responder", "ResponderContext", "responder",
 ]
 
@@ -91,6 +91,49 @@ def call_later(seconds: float, fn: Callable[..., None], *args: Any) -> Any:
     t = get_hub().loop.timer(seconds)
     t.start(fn, *args)
     return t
+
+
+class Alarm:
+    """One hub timer serving many deadlines (a socket's request resends): :meth:`arm` makes sure
+    ``fire()`` runs at or after loop time ``at`` (see :meth:`now`). Arming for a time no earlier
+    than the one already armed costs one comparison — no timer per request. ``fire`` runs in
+    the hub (no blocking), finds what is due itself and re-arms for what is still ahead."""
+
+    __slots__ = ("_fire", "_loop", "_timer", "_at")
+
+    def __init__(self, fire: Callable[[], None]) -> None:
+        self._fire = fire
+        self._loop = get_hub().loop
+        self._timer: Any = None
+        self._at = float("inf")
+
+    def now(self) -> float:
+        """The event loop's clock, read afresh (its cached value can be a whole turn of callbacks
+        old), the one ``at`` is measured on. (Refreshing it also lets a pipe's next write go
+        out directly: ``gsp.chan.Outbox`` allows one direct write per value of this clock.)"""
+        loop = self._loop
+        loop.update_now()
+        now: float = loop.now()
+        return now
+
+    def arm(self, at: float) -> None:
+        if at < self._at:
+            if self._timer is not None:
+                self._timer.close()
+            self._at = at
+            self._timer = self._loop.timer(max(0.0, at - self._loop.now()))
+            self._timer.start(self._run)
+
+    def _run(self) -> None:
+        self.close()
+        self._fire()
+
+    def close(self) -> None:
+        """Disarm (``arm`` works again afterwards)."""
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
+        self._at = float("inf")
 
 
 class Requester(Protocol):

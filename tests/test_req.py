@@ -121,6 +121,32 @@ def test_req_retry_fast(mk):
     assert req.recv() == b"a"
 
 
+def test_contexts_resend_each_on_its_own_time(mk):
+    """One socket-wide resend alarm serves contexts with different resend_time: each request is
+    sent again when its own time comes, not the others' (and an answered one never)."""
+    req, xrep = mk("req", recv_timeout=3), mk("rep", raw=True, recv_timeout=3)
+    connect(xrep, req)
+    fast, slow, done = (req.open_context() for _ in range(3))
+    fast.resend_time, slow.resend_time, done.resend_time = 0.1, 0.45, 0.1
+    t0 = time.monotonic()
+    for ctx, body in ((slow, b"slow"), (fast, b"fast"), (done, b"done")):
+        ctx.send(body)
+    seen: dict[bytes, list[float]] = {b"slow": [], b"fast": [], b"done": []}
+    while time.monotonic() - t0 < 0.65:
+        try:
+            m = xrep.recv_msg(timeout=0.05)
+        except gsp.Timeout:
+            continue
+        seen[m.body].append(time.monotonic() - t0)
+        if m.body == b"done" and len(seen[b"done"]) == 1:
+            xrep.send_msg(gsp.Message(b"ok", m.header))
+    assert done.recv() == b"ok" and len(seen[b"done"]) == 1  # answered: never resent
+    assert len(seen[b"fast"]) >= 3 and seen[b"fast"][1] < 0.4  # every 0.1 s
+    assert len(seen[b"slow"]) == 2 and seen[b"slow"][1] >= 0.44  # once, at 0.45 s
+    for ctx in (fast, slow, done):
+        ctx.close()
+
+
 def test_req_retry_late_connect(mk):
     req, rep = mk("req", best_effort=True, recv_timeout=3), mk("rep", recv_timeout=3)
     req.send(b"hello")  # no peer yet: queued

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..backtrace import (
     TTL_OPTION,
+    Alarm,
     IdMap,
     Requester,
-    call_later,
     responder,
     u32,
 )
@@ -63,7 +63,7 @@ class ReqContext(Context):
         self._sent_id: int | None = None  # last request handed to a pipe (a blocked send waits)
         self._broken = False  # its pipe died with resend disabled: the next recv fails
         self._receiving = False
-        self._timer: Any = None
+        self._resend_at: float | None = None  # loop time the request goes again (None: never)
         self._changed = Signal()
 
     # -- user side -------------------------------------------------------------------------------
@@ -157,17 +157,21 @@ class ReqContext(Context):
     def _dispatched(self, pipe: PipeHandle) -> None:
         self._pipe = pipe
         self._sent_id = self._id
-        self._disarm()
         t = self.resend_time
         if t:
-            self._timer = call_later(t, self._resend_due, self._id)
+            alarm = self._proto._resends
+            self._resend_at = at = alarm.now() + t
+            alarm.arm(at)  # one socket-wide timer; usually armed already for an earlier one
+        else:
+            self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
         self._changed.fire()
 
-    def _resend_due(self, rid: int) -> None:
-        # Runs in the hub: only non-blocking work.
-        if self._id == rid and self._reply is None and not self._closed:
+    def _resend_due(self) -> None:
+        # Runs in the hub (from Req._resend_sweep): only non-blocking work.
+        self._resend_at = None
+        if self._id is not None and self._reply is None and not self._closed:
             self._pipe = None
             self._proto._queue(self)
 
@@ -189,9 +193,7 @@ class ReqContext(Context):
         self._changed.fire()
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.close()
-            self._timer = None
+        self._resend_at = None  # the sweep skips it
 
 
 class Req(ContextHost, XReq):
@@ -202,6 +204,7 @@ class Req(ContextHost, XReq):
         self._ids = IdMap()
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
+        self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
         self._host_contexts(ReqContext(self))
 
     def _new_context(self) -> ReqContext:
@@ -287,8 +290,24 @@ class Req(ContextHost, XReq):
         finally:
             self._flusher = None
 
+    def _resend_sweep(self) -> None:
+        """The resend alarm went off (in the hub): resend what is due, re-arm for the rest."""
+        now = self._resends.now()
+        nxt = float("inf")
+        for ctx in self._ids.owners():
+            at = ctx._resend_at
+            if at is None:
+                continue
+            if at <= now:
+                ctx._resend_due()
+            elif at < nxt:
+                nxt = at
+        if nxt != float("inf") and not self._closed:
+            self._resends.arm(nxt)
+
     def close(self) -> None:
         self._closed = True
+        self._resends.close()
         self._close_contexts()
         super().close()
 
