@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         socket_fds,
         wait_for,
     )
+    from ._faults import FaultProxy
     from ._kit import read_to_eof
     from ._protocol import ProtocolSuite
     from ._transport import TransportSuite
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TransportSuite", "ProtocolSuite",
     "WAIT", "wait_for", "connected", "ping_pong", "free_url", "free_port", "read_to_eof",
-    "RawPeer",
+    "RawPeer", "FaultProxy",
     "LeakSnapshot", "live_greenlets", "socket_fds",
 ]
 
@@ -52,7 +53,7 @@ _WHERE = {
     "WAIT": "_helpers", "wait_for": "_helpers", "connected": "_helpers", "free_url": "_helpers",
     "ping_pong": "_helpers",
     "free_port": "_helpers", "RawPeer": "_helpers", "LeakSnapshot": "_helpers",
-    "live_greenlets": "_helpers", "socket_fds": "_helpers",
+    "live_greenlets": "_helpers", "socket_fds": "_helpers", "FaultProxy": "_faults",
 }
 
 
