@@ -24,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._faults import FaultProxy
     from ._helpers import (
         WAIT,
         LeakSnapshot,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         socket_fds,
         wait_for,
     )
-    from ._faults import FaultProxy
     from ._kit import read_to_eof
     from ._protocol import ProtocolSuite
     from ._transport import TransportSuite
