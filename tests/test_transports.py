@@ -120,6 +120,24 @@ def test_tcp_nodelay_and_keepalive_default_on():
         assert _sockopt(d.pipes[0], stdsocket.SOL_SOCKET, stdsocket.SO_KEEPALIVE) == 0
 
 
+def test_tcp_keepalive_timing_notices_a_dead_peer_in_a_minute_or_as_configured():
+    """Keepalive probes start after tcp_keepalive_idle s and give up after tcp_keepalive_count
+    unanswered ones, tcp_keepalive_interval s apart (defaults: 30 + 3 x 10 s)."""
+    with sockets(("pair", {}), ("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c, d]:
+        connected(a, a.listen(TCP).url, b)
+        for p in (a.pipes[0], b.pipes[0]):
+            assert _sockopt(p, stdsocket.IPPROTO_TCP, stdsocket.TCP_KEEPIDLE) == 30
+            assert _sockopt(p, stdsocket.IPPROTO_TCP, stdsocket.TCP_KEEPINTVL) == 10
+            assert _sockopt(p, stdsocket.IPPROTO_TCP, stdsocket.TCP_KEEPCNT) == 3
+        c.tcp_keepalive_idle = 5
+        connected(c, c.listen(TCP).url, d, tcp_keepalive_interval=2, tcp_keepalive_count=4)
+        assert _sockopt(c.pipes[0], stdsocket.IPPROTO_TCP, stdsocket.TCP_KEEPIDLE) == 5
+        assert [_sockopt(d.pipes[0], stdsocket.IPPROTO_TCP, o) for o in (
+            stdsocket.TCP_KEEPIDLE, stdsocket.TCP_KEEPINTVL, stdsocket.TCP_KEEPCNT)] == [30, 2, 4]
+    with pytest.raises(gsp.BadOption, match="tcp_keepalive_idle"):
+        gsp.socket("pair", tcp_keepalive_idle=0)
+
+
 # -- ipc extras ------------------------------------------------------------------------------------
 def test_ipc_stale_socket_file_is_reclaimed(ipc_url):
     path = ipc_url[len("ipc://"):]

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from gevent import socket as gsocket
 
 from ..hookspecs import hookimpl
-from ..options import Option, boolean
+from ..options import Option, boolean, integer
 from ..stream import SocketDialer, SocketListener, bind_stream_socket, connect_socket, resolve
 from ..transport import Transport
 from ..urls import hostport, parse_host_port
@@ -15,7 +15,22 @@ from ..urls import hostport, parse_host_port
 TCP_OPTIONS = {o.name: o for o in [
     Option("tcp_nodelay", True, boolean, "disable Nagle's algorithm (lower latency)"),
     Option("tcp_keepalive", True, boolean, "send TCP keepalive probes on idle connections"),
+    # A peer that vanishes without a FIN (power loss, a dead router) is noticed after about
+    # idle + interval * count seconds (60 s with these) instead of the OS's two hours and more.
+    Option("tcp_keepalive_idle", 30, integer(1, 32767, unit="s"),
+           "seconds a connection is idle before the first keepalive probe"),
+    Option("tcp_keepalive_interval", 10, integer(1, 32767, unit="s"),
+           "seconds between keepalive probes"),
+    Option("tcp_keepalive_count", 3, integer(1, 127, unit="probes"),
+           "unanswered keepalive probes before the connection is declared dead"),
 ]}
+
+#: The keepalive knobs this OS has (Linux has all three; macOS names the idle time differently).
+_KEEPALIVE_KNOBS = [(name, getattr(gsocket, opt)) for name, opt in (
+    ("tcp_keepalive_idle", "TCP_KEEPIDLE" if hasattr(gsocket, "TCP_KEEPIDLE") else "TCP_KEEPALIVE"),
+    ("tcp_keepalive_interval", "TCP_KEEPINTVL"),
+    ("tcp_keepalive_count", "TCP_KEEPCNT"),
+) if hasattr(gsocket, opt)]
 
 
 def format_hostport(scheme: str, host: str, port: int) -> str:
@@ -25,6 +40,9 @@ def format_hostport(scheme: str, host: str, port: int) -> str:
 def configure_tcp(sock: Any, options: Mapping[str, Any]) -> None:
     sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, int(options["tcp_nodelay"]))
     sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_KEEPALIVE, int(options["tcp_keepalive"]))
+    if options["tcp_keepalive"]:
+        for name, opt in _KEEPALIVE_KNOBS:
+            sock.setsockopt(gsocket.IPPROTO_TCP, opt, options[name])
 
 
 class _TCPEndpoint:
