@@ -116,6 +116,9 @@ class Requester(Protocol):
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
 
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
+
     def close(self) -> None:
         super().close()
         self._recvq.close()
@@ -127,7 +130,8 @@ class XResponder(PipeMap):
     header's first word (the pipe id), strips it, and sends the rest of the header back.
 
     A request whose backtrace has no high-bit word within ``ttl`` words is dropped (garbage, or
-    too many hops: devices can legitimately forward those, so the pipe stays)."""
+    too many hops: devices can legitimately forward those, so the pipe stays), counted in
+    ``stats["dropped_ttl"]``."""
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
@@ -136,6 +140,7 @@ class XResponder(PipeMap):
         self._closed = False
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
+        self.stats["dropped_ttl"] = 0
 
     def _ttl_changed(self, value: int) -> None:
         self._ttl = value
@@ -143,6 +148,7 @@ class XResponder(PipeMap):
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         split = split_backtrace(data, self._ttl)
         if split is None:
+            self.stats["dropped_ttl"] += 1
             return
         backtrace, body = split
         try:
@@ -152,6 +158,9 @@ class XResponder(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
+
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
 
     def send(self, msg: Message, timeout: float | None) -> None:
         self._route(msg.header, msg.body, timeout, self._closing)
