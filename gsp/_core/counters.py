@@ -132,7 +132,7 @@ def connect_reason(exc: BaseException) -> str:
 def pipe_stats(pipe: "Pipe") -> dict[str, int]:
     return {"messages_received": pipe._in_msgs, "bytes_received": pipe._in_bytes,
             "messages_sent": pipe._out_msgs, "bytes_sent": pipe._out_bytes,
-            "send_queue": len(pipe._q),
+            "send_queue": len(pipe._q) + pipe._writing,
             "dropped_oversize": int(isinstance(pipe.error, MessageTooLarge))}
 
 
@@ -144,7 +144,7 @@ def _owner_stats(t: dict[str, int], pipes: Iterable["Pipe"]) -> dict[str, int]:
         bi += p._in_bytes
         mo += p._out_msgs
         bo += p._out_bytes
-        queued += len(p._q)
+        queued += len(p._q) + p._writing
         live += p.attached and not p.closed
     out["messages_received"] += mi
     out["bytes_received"] += bi
@@ -203,7 +203,9 @@ def forget(sock: "Socket") -> None:
 def sockets() -> list["Socket"]:
     """Every open socket of this process, oldest first (closed or garbage-collected sockets are
     not listed; the list holds them only weakly)."""
-    return [s for _, s in sorted(_open.items()) if not s.closed]
+    refs = _open.valuerefs()  # one C-level copy: safe while sockets come and go
+    found = [s for s in (r() for r in refs) if s is not None and not s.closed]
+    return sorted(found, key=lambda s: s.id)
 
 
 def stats() -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ class Pipe:
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_out_msgs", "_out_bytes", "__weakref__")
+                 "_out_msgs", "_out_bytes", "_writing", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
@@ -78,6 +78,7 @@ class Pipe:
         direct = self._send_now if type(conn).send_now is not Connection.send_now else None
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
+        self._writing = 0  # messages of the batch the writer is writing now
         self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct)
         #: Queue a message if there is room now; False when full or closed (never blocks).
         self.try_send = self._q.offer
@@ -119,7 +120,7 @@ class Pipe:
     @property
     def stats(self) -> dict[str, int]:
         """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
-        sent, ``send_queue`` (messages queued now), ``dropped_oversize`` (1 once closed for a
+        sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once closed for a
         message over ``recv_max_size``)."""
         return counters.pipe_stats(self)
 
@@ -199,7 +200,9 @@ class Pipe:
                 batch = [] if first is FLUSH else [first]
                 if len(q):
                     batch += q.drain(_WRITE_BATCH)
+                self._writing = len(batch)
                 conn.send_messages(batch)
+                self._writing = 0
                 self._out_msgs += len(batch)
                 self._out_bytes += size(batch)
         except (GspError, OSError) as exc:
