@@ -219,8 +219,8 @@ def _socket_entry(sock: "Socket") -> dict[str, Any]:
     pipes = []
     for p in list(sock._pipes.values()):
         ep = p.dialer or p.listener
-        pipes.append({"id": p.id, "socket": sock.id,
-                      "endpoint": "dialer" if p.dialer is not None else "listener",
+        kind = "dialer" if p.dialer is not None else "listener" if ep is not None else None
+        pipes.append({"id": p.id, "socket": sock.id, "endpoint": kind,
                       "url": None if ep is None else ep.url, "remote_address": p.remote_address,
                       "stats": p.stats})
     return {"id": sock.id, "protocol": sock.protocol, "raw": sock.raw, "stats": sock.stats,
