@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+try:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+except ImportError as exc:  # the extra is not installed
+    raise ImportError("gsp.prometheus needs prometheus_client: "
+                      "pip install \"gevent-sp[prometheus]\"") from exc
 
 import gsp
 

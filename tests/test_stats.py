@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import gc
 import logging
+import subprocess
+import sys
 from typing import Callable
 
 import pytest
 
 import gsp
+from gsp.message import Message
+from gsp.protocol import Protocol, ProtocolSpec
 from gsp.testing import WAIT, RawPeer, free_port, wait_for
 from tests.support import TCP, hops, inproc_url, raw_connect, u32
 
@@ -359,8 +363,6 @@ def test_stats_lists_every_socket_with_its_pipes_and_endpoints(mk: Mk):
 
 
 def test_gsp_exports_stats_lazily():
-    import subprocess
-    import sys
     code = ("import sys, gsp; assert 'gevent' not in sys.modules; "
             "assert callable(gsp.stats) and callable(gsp.sockets); print(gsp.stats())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -438,3 +440,55 @@ def test_prometheus_exports_a_protocols_own_counters(mk: Mk):
     assert (f'gsp_dropped_messages_total{{protocol="pair1",reason="no_peer",socket="{s.id}"}} 1.0'
             in text)
     assert "protocol_events" not in text  # pair1 counts drops only
+
+
+def test_prometheus_without_prometheus_client_says_what_to_install():
+    code = ("import sys; sys.modules['prometheus_client'] = None; "
+            "sys.modules['prometheus_client.core'] = None\n"
+            "try:\n    import gsp.prometheus\nexcept ImportError as e:\n    print(e)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == \
+        'gsp.prometheus needs prometheus_client: pip install "gevent-sp[prometheus]"', r.stderr
+
+
+class _Counting(Protocol):
+    """A plugin protocol with counters of its own: a bare ``dropped`` and an event count."""
+
+    def __init__(self, handle, raw):
+        super().__init__(handle, raw)
+        self.stats.update(dropped=0, widgets=0)
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        self.stats["dropped"] += 1
+        self.stats["widgets"] += 2
+
+
+class _CountingPlugin:
+    @gsp.hookimpl
+    def gsp_protocols(self) -> list[ProtocolSpec]:
+        return [ProtocolSpec("counting", 0x7FF0, "counting", 0x7FF0, _Counting)]
+
+
+def test_a_protocols_own_counters_and_a_bare_dropped():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    import gsp.prometheus
+
+    plugin = _CountingPlugin()
+    gsp.register_plugin(plugin)
+    try:
+        with gsp.socket("counting") as s:
+            s.send(b"a")
+            s.send(b"b")
+            st = s.stats
+            assert (st["dropped"], st["dropped_other"], st["widgets"]) == (2, 2, 4)
+            registry = CollectorRegistry()
+            gsp.prometheus.register(registry)
+            text = generate_latest(registry).decode()
+            assert (f'gsp_dropped_messages_total{{protocol="counting",reason="other",'
+                    f'socket="{s.id}"}} 2.0') in text
+            assert (f'gsp_protocol_events_total{{counter="widgets",protocol="counting",'
+                    f'socket="{s.id}"}} 4.0') in text
+    finally:
+        gsp.unregister_plugin(plugin)
+
