@@ -12,6 +12,7 @@ from typing import Callable
 import pytest
 
 import gsp
+from gsp._core import counters
 from gsp.message import Message
 from gsp.protocol import Protocol, ProtocolSpec
 from gsp.testing import WAIT, RawPeer, free_port, wait_for
@@ -81,6 +82,18 @@ def test_headers_count_as_bytes(mk: Mk):
         assert req.recv() == b"pong"
     assert _traffic(req.stats) == (2, 8 + 14, 2, 16)
     assert _traffic(rep.stats) == (2, 16, 2, 8 + 14)
+
+
+@pytest.mark.parametrize("batch, expected", [
+    ([], 0),
+    ([b"ab"] * 20, 40),  # a burst of small bodies: joined
+    ([b"a" * 200] * 20, 4000),  # bigger ones: measured one by one, never copied
+    ([b"ab"] * 10 + [Message(b"xyz", b"h")], 24),  # a Message among bodies
+    ([Message(b"xyz", b"hh")] * 3, 15),
+    ([Message(b"xyz", b"hh"), b"abcd"], 9),  # a body among Messages
+])
+def test_batch_sizes(batch: list[Message | bytes], expected: int):
+    assert counters.size(batch) == expected
 
 
 def test_stats_are_new_dicts(mk: Mk):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
 from ..errors import (
     Closed,
@@ -50,13 +50,23 @@ _join = b"".join
 def size(batch: "Sequence[Message | bytes]") -> int:
     """The bytes (headers and bodies) of a batch of messages, at the least cost per message: a
     burst of small bodies is joined by one C loop (a small copy: ~7 ns a message, against ~16 ns
-    for ``sum(map(len, batch))``, which the rest takes)."""
-    if len(batch) > 8 and type(batch[0]) is bytes and len(batch[0]) <= 128:
-        try:
-            return len(_join(batch))  # type: ignore[arg-type]  # a Message raises TypeError
-        except TypeError:
-            pass
-    return sum(map(len, batch))
+    for ``sum(map(len, batch))``); Messages are measured inline (~40 ns, against ~80 ns through
+    ``Message.__len__``)."""
+    if not batch:
+        return 0
+    first = batch[0]
+    if type(first) is bytes:
+        if len(batch) > 8 and len(first) <= 128:
+            try:
+                return len(_join(batch))  # type: ignore[arg-type]  # a Message: TypeError
+            except TypeError:
+                pass
+        return sum(map(len, batch))
+    msgs = cast("Sequence[Message]", batch)  # mostly: a body among them raises AttributeError
+    try:
+        return sum([len(m.header) + len(m.body) for m in msgs])
+    except AttributeError:
+        return sum(map(len, batch))
 
 
 # -- tallies: an owner's counters, kept between snapshots ------------------------------------------
