@@ -120,8 +120,8 @@ class Pipe:
     @property
     def stats(self) -> dict[str, int]:
         """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
-        sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once closed for a
-        message over ``recv_max_size``)."""
+        sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once
+        closed for a message over ``recv_max_size``)."""
         return counters.pipe_stats(self)
 
     def close(self) -> None:
