@@ -6,7 +6,8 @@ The user API is what this module exports. Plugin authors build on the public SDK
 helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
 :mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
 :mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``; :mod:`gsp.poller` holds
-:func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`.
+:func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`; :mod:`gsp.prometheus`
+exports :func:`gsp.stats` to Prometheus (the ``gevent-sp[prometheus]`` extra).
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
@@ -47,6 +48,7 @@ from .hookspecs import hookimpl
 from .message import Message
 
 if TYPE_CHECKING:
+    from ._core.counters import sockets, stats
     from ._core.device import Device, device
     from ._core.endpoints import Dialer, Listener
     from ._core.pipe import Pipe, PipeEvent
@@ -64,7 +66,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
-    "Context", "device", "Device",
+    "Context", "device", "Device", "sockets", "stats",
     "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT",
     "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
@@ -80,6 +82,7 @@ _LAZY = {
     "Pipe": "._core.pipe", "PipeEvent": "._core.pipe",
     "device": "._core.device", "Device": "._core.device",
     "registry": "._core.registry",
+    "sockets": "._core.counters", "stats": "._core.counters",
     "Context": ".context",
     "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
@@ -90,7 +93,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat", "poller",
+    "objects", "cat", "poller", "prometheus",
 })
 
 

@@ -166,6 +166,9 @@ class Requester(Protocol):
     def wake_cases(self, op: Op) -> list[Recv]:
         return [self._recvq.wake_case()] if op == "recv" else super().wake_cases(op)
 
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
+
     def close(self) -> None:
         super().close()
         self._recvq.close()
@@ -177,20 +180,22 @@ class XResponder(PipeMap):
     header's first word (the pipe id), strips it, and sends the rest of the header back.
 
     A send never waits on one peer: a reply to a pipe whose queue stays full (after one yield, so
-    a writer that keeps up drains it) is dropped and counted in ``stats["reply_dropped"]``, as in
-    mangos and nng's xrep — a peer that never reads its replies cannot park every sender (the
-    requester resends). A reply to a pipe that is gone is dropped silently.
+    a writer that keeps up drains it) is dropped and counted in ``stats["dropped_queue_full"]``,
+    as in mangos and nng's xrep — a peer that never reads its replies cannot park every sender
+    (the requester resends). A reply to a pipe that is gone is dropped silently.
 
     A request whose backtrace has no high-bit word within ``ttl`` words is dropped (garbage, or
-    too many hops: devices can legitimately forward those, so the pipe stays)."""
+    too many hops: devices can legitimately forward those, so the pipe stays), counted in
+    ``stats["dropped_ttl"]``."""
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
         self._closed = False
-        self.stats["reply_dropped"] = 0
+        self.stats["dropped_queue_full"] = 0
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
+        self.stats["dropped_ttl"] = 0
 
     def _ttl_changed(self, value: int) -> None:
         self._ttl = value
@@ -198,6 +203,7 @@ class XResponder(PipeMap):
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         split = split_backtrace(data, self._ttl)
         if split is None:
+            self.stats["dropped_ttl"] += 1
             return
         backtrace, body = split
         try:
@@ -207,6 +213,9 @@ class XResponder(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
+
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
 
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
@@ -239,7 +248,7 @@ class XResponder(PipeMap):
             gevent.sleep(0)  # a writer that keeps up drains the queue in this turn
             if pipe.closed or pipe.try_send(out):
                 return
-        self.stats["reply_dropped"] += 1
+        self.stats["dropped_queue_full"] += 1
 
     def close(self) -> None:
         self._closed = True

@@ -188,7 +188,10 @@ class Protocol:
         #: The socket's ``best_effort`` option, kept current (protocols read it on every send).
         self.best_effort: bool = handle.options["best_effort"]
         handle.watch("best_effort", self._best_effort_changed)
-        #: Counters (e.g. ``dropped``); users read a copy as ``socket.stats``.
+        #: The protocol's counters, merged into ``socket.stats`` (a snapshot). Drops are counted
+        #: as ``dropped_<reason>`` (``queue_full``, ``no_subscriber``, ``ttl``, ``malformed``,
+        #: ``no_peer``, or a reason of the protocol's own); the socket adds their total as
+        #: ``dropped``. Other keys are the protocol's own events (docs/stats.md).
         self.stats: dict[str, int] = {}
 
     def _best_effort_changed(self, value: bool) -> None:
@@ -209,6 +212,12 @@ class Protocol:
         """Several messages from ``pipe`` in arrival order; same contract as :meth:`pipe_recv`."""
         for data in datas:
             self.pipe_recv(pipe, data)
+
+    def recv_queue_depth(self) -> int | None:
+        """Messages waiting in the protocol's receive queue(s) now (contexts' included), shown as
+        ``recv_queue`` in ``socket.stats``; ``None`` (the default) when it has no such queue or
+        does not say. Must not block; called only when a user reads the stats."""
+        return None
 
     # -- the user's calls (through the socket) -------------------------------------------------
     def send(self, msg: Message, timeout: float | None) -> None:

@@ -91,7 +91,7 @@ class Inbox(Generic[T]):
     ``policy`` picks what ``put`` does on a full queue: ``"block"`` waits for room (back-pressure
     to the peer), ``"drop_oldest"`` discards the oldest queued item (sub), ``"drop_newest"``
     discards the new one (bus). Drops are counted in ``dropped`` and, when ``stats`` is given, in
-    ``stats[stat]`` too. Unlike a :class:`gsp.chan.Chan`, an Inbox can be resized or filtered
+    ``stats[stat]`` too (a protocol's ``stats``: ``dropped_queue_full`` by default). Unlike a :class:`gsp.chan.Chan`, an Inbox can be resized or filtered
     while greenlets wait on it. After ``close`` both ``put`` and ``get`` raise
     :class:`gsp.Closed` ("<owner> closed": the socket's or a context's queue says so); queued
     items are discarded.
@@ -107,7 +107,7 @@ class Inbox(Generic[T]):
                  "_closed", "dropped", "_stats", "_stat", "_owner")
 
     def __init__(self, capacity: int, policy: Policy = "block",
-                 stats: dict[str, int] | None = None, stat: str = "dropped",
+                 stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
                  owner: str = "queue") -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")

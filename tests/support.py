@@ -21,6 +21,8 @@ TCP = "tcp://127.0.0.1:0"
 
 #: The SP handshakes of a push (0x50) and a pull (0x51) socket, as raw peers send and expect them.
 HDR_PUSH, HDR_PULL = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00"
+#: The SP handshake of a REQ socket (0x30): a wrong-protocol peer for most listeners.
+HDR_REQ = b"\x00SP\x00\x00\x30\x00\x00"
 
 #: Hypothesis settings of gsp.wire's property tests (test_wire_handshake.py, test_wire_frames.py).
 wire_settings = settings(max_examples=200, deadline=None,

@@ -65,8 +65,8 @@ def _answer_until_a_reply_drops(p: gsp.Socket, s: Any, tries: int = 3000) -> int
         t0 = time.monotonic()
         s.send(b"r" * 100)
         assert time.monotonic() - t0 < 1  # a reply never waits on its peer
-        if s.socket.stats["reply_dropped"] if isinstance(s, gsp.Context) else \
-                s.stats["reply_dropped"]:
+        if s.socket.stats["dropped_queue_full"] if isinstance(s, gsp.Context) else \
+                s.stats["dropped_queue_full"]:
             return i
     pytest.fail("no reply was dropped")
 
@@ -111,11 +111,11 @@ def test_reply_to_a_full_pipe_is_dropped_and_counted(mk, responder, asker, most)
     i = _answer_until_a_reply_drops(p, s)
     assert i > 0 and (most is None or i < most)
     c = s.open_context()  # a context's replies drop the same way, into the socket's count
-    before = s.stats["reply_dropped"]
+    before = s.stats["dropped_queue_full"]
     _ask(p, 5000)
     c.recv(timeout=2)
     c.send(b"r")
-    assert s.stats["reply_dropped"] == before + 1
+    assert s.stats["dropped_queue_full"] == before + 1
     with pytest.raises(gsp.ProtocolStateError):
         c.send(b"again")  # one reply per request, dropped or not
     c.close()
@@ -154,7 +154,7 @@ def test_a_stalled_and_a_flooding_peer_do_not_stop_a_good_one(mk, spawn, respond
         good.send(b"good %d" % k)
         assert good.recv() == b"good %d" % k
         assert time.monotonic() - t0 < 1
-    wait_for(lambda: server.stats["reply_dropped"] > 0, what="replies dropped for the stalled peer")
+    wait_for(lambda: server.stats["dropped_queue_full"] > 0, what="replies dropped for the stalled peer")
 
 
 @pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
@@ -237,7 +237,7 @@ def test_raw_replies_to_a_full_pipe_drop(mk, responder, asker, _):
     t0 = time.monotonic()
     for i in range(200):
         xr.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-    assert time.monotonic() - t0 < 2 and xr.stats["reply_dropped"] > 0
+    assert time.monotonic() - t0 < 2 and xr.stats["dropped_queue_full"] > 0
     t0 = time.monotonic()
     xr.close()
     assert time.monotonic() - t0 < 2

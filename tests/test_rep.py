@@ -148,11 +148,11 @@ def test_xrep_pipe_close_drops_silently(mk):
     route = u32(pipe.id)
     for i in range(50):
         s.send_msg(gsp.Message(b"r" * 100, route + u32(0x80000000 | i)))
-    dropped = s.stats["reply_dropped"]
+    dropped = s.stats["dropped_queue_full"]
     assert dropped > 0
     pipe.close()
     s.send_msg(gsp.Message(b"late", route + u32(0x80000000)))
-    assert s.stats["reply_dropped"] == dropped  # a gone pipe is not a full one
+    assert s.stats["dropped_queue_full"] == dropped  # a gone pipe is not a full one
 
 
 def test_xrep_recv_close_abort(mk):

@@ -140,7 +140,7 @@ def test_star_ttl_drop():
             assert silent(s)
             other.assert_silent()
             src.assert_silent()  # nothing is sent back where it came from
-            assert s.stats["ttl_dropped"] == 2
+            assert s.stats["dropped_ttl"] == 2
             s.ttl = 1
             src.send(hops(1) + b"now too far", hops(0) + b"ok")
             assert s.recv() == b"ok"
@@ -158,7 +158,7 @@ def test_raw_star_recv_header():
             m = s.recv_msg()
             assert (m.header, m.body) == (hops(2), b"4")
             assert silent(s)
-            assert s.stats["malformed"] == 3
+            assert s.stats["dropped_malformed"] == 3
 
 
 def test_raw_star_recv_no_header():
@@ -170,7 +170,7 @@ def test_raw_star_recv_no_header():
             peer.send(hops(0))  # an empty body with its header is fine
             s.recv_timeout = WAIT
             assert s.recv_msg().body == b""
-            assert s.stats["malformed"] == 2
+            assert s.stats["dropped_malformed"] == 2
 
 
 def test_raw_star_no_header_send():
@@ -181,7 +181,7 @@ def test_raw_star_no_header_send():
         a.send_msg(gsp.Message(b"short", b"\x00\x00"))
         with pytest.raises(gsp.Timeout):
             b.recv_msg()
-        assert a.stats["malformed"] == 2
+        assert a.stats["dropped_malformed"] == 2
 
 
 def test_raw_star_send_recv():

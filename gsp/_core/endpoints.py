@@ -11,7 +11,7 @@ from gevent.event import Event
 
 from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
-from . import log
+from . import counters, log
 from .log import dialer_log, listener_log
 
 if TYPE_CHECKING:
@@ -55,6 +55,14 @@ class Listener:
         self._accepter: gevent.Greenlet | None = None
         self._pending: set[Connection] = set()
         self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
+        self.id = counters.endpoint_id()
+        self._tally = counters.listener_tally()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of this listener's counters: connections accepted, handshake failures by
+        kind, its pipes and their traffic (every key: docs/stats.md)."""
+        return counters.listener_stats(self)
 
     def _start(self) -> None:
         if listener_log.isEnabledFor(logging.INFO):
@@ -69,6 +77,7 @@ class Listener:
             except Closed:
                 return
             except GspError as exc:
+                self._tally["accept_failures"] += 1
                 self._failed("accept failed", exc, None, True)
                 gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
                 continue
@@ -77,6 +86,7 @@ class Listener:
                                    self.url, conn.remote_address,
                                    extra=log.fields(self.socket, self.url,
                                                     remote=conn.remote_address))
+            self._tally["accepted"] += 1
             self._pending.add(conn)
             self.socket._spawn(self._handshake, conn)
 
@@ -86,6 +96,8 @@ class Listener:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
         except GspError as exc:
             conn.close()
+            if not self._closed:
+                counters.handshake_failed(self._tally, exc)
             # A peer that hangs up at once (a port probe) or our own close is no warning.
             loud = isinstance(exc, (HandshakeError, Timeout)) and not self._closed
             self._failed(f"handshake with {conn.remote_address} failed", exc,
@@ -149,22 +161,41 @@ class Dialer:
         #: The error of the most recent failed attempt, if any.
         self.last_error: GspError | None = None
         self._repeats = log.Repeats()  # failed attempts in a row, for the log
+        self.id = counters.endpoint_id()
+        self._tally = counters.dialer_tally()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of this dialer's counters: dial attempts, failures by reason, handshake
+        failures by kind, reconnects, its pipes and their traffic (docs/stats.md)."""
+        return counters.dialer_stats(self)
 
     def _connect_once(self) -> Pipe | None:
         limit = self.options["handshake_timeout"]
+        t = self._tally
+        t["dial_attempts"] += 1
         # The connect shares the handshake's limit: a black-holed address must not hang a dialer
         # for the OS connect timeout (minutes).
-        with gevent.Timeout(limit, Timeout(f"dial {self.url}: no connection within {limit} s")):
-            conn = self._td.dial()
+        try:
+            with gevent.Timeout(limit, Timeout(f"dial {self.url}: no connection within {limit} s")):
+                conn = self._td.dial()
+        except GspError as exc:
+            counters.dial_failed(t, counters.connect_reason(exc))
+            raise
         try:
             conn.handshake(self.socket.spec, limit)
-        except BaseException:
+        except BaseException as exc:
             conn.close()
+            if isinstance(exc, GspError) and not isinstance(exc, Closed):
+                counters.dial_failed(t, "handshake")
+                counters.handshake_failed(t, exc)
             raise
         if self._closed:
             conn.close()
             return None
         pipe = self.socket._attach(conn, dialer=self)
+        if pipe is None:
+            counters.dial_failed(t, "rejected")
         self.pipe = pipe
         return pipe
 

@@ -15,6 +15,7 @@ from ..errors import Closed, ConnectionBroken, GspError
 from ..protocol import Protocol
 from ..queues import Signal
 from ..transport import Connection
+from . import counters
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -61,7 +62,8 @@ class Pipe:
     """
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "_reader", "_writer", "_done", "attached", "try_send", "_room", "__weakref__")
+                 "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
+                 "_out_msgs", "_out_bytes", "_writing", "_room", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
@@ -74,7 +76,10 @@ class Pipe:
         # Connections that can write without blocking (plain tcp/ipc, inproc) let a send skip the
         # writer greenlet while it is idle or not started: a request/reply round trip then costs
         # no extra switches, and a pipe that only ever answers directly never needs a writer.
-        direct = conn.send_now if type(conn).send_now is not Connection.send_now else None
+        direct = self._send_now if type(conn).send_now is not Connection.send_now else None
+        # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
+        self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
+        self._writing = 0  # messages of the batch the writer is writing now
         self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct)
         #: Queue a message if there is room now; False when full or closed (never blocks).
         self.try_send = self._q.offer
@@ -128,6 +133,13 @@ class Pipe:
                 self._room.close()
         return self._room.case()
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
+        sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once
+        closed for a message over ``recv_max_size``)."""
+        return counters.pipe_stats(self)
+
     def close(self) -> None:
         """Close this pipe only; the socket (and a dialer) carry on."""
         self._shutdown(None)
@@ -152,6 +164,7 @@ class Pipe:
 
     def _read_loop(self) -> None:
         conn = self._conn
+        size = counters.size
         proto = self._socket._proto
         deliver = proto.pipe_recv
         deliver_all = proto.pipe_recv_all
@@ -161,6 +174,8 @@ class Pipe:
         try:
             while True:
                 msgs = conn.recv_messages()
+                self._in_msgs += len(msgs)
+                self._in_bytes += size(msgs)
                 if batched:
                     if len(others) <= 1:
                         deliver_all(self, msgs)
@@ -191,6 +206,7 @@ class Pipe:
     def _write_loop(self) -> None:
         q = self._q
         conn = self._conn
+        size = counters.size
         try:
             while True:
                 try:
@@ -202,11 +218,24 @@ class Pipe:
                     batch += q.drain(_WRITE_BATCH)
                 if self._room is not None:
                     self._room.fire()  # room appeared: wake selects waiting for it
+                self._writing = len(batch)
                 conn.send_messages(batch)
+                self._writing = 0
+                self._out_msgs += len(batch)
+                self._out_bytes += size(batch)
         except (GspError, OSError) as exc:
             self._shutdown(exc)
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
             self._shutdown(_unexpected(exc, "sending"))
+
+    def _send_now(self, msg: "Message | bytes") -> int:
+        # The Outbox's direct write (the writer is idle), counted as sent once the connection
+        # took any of it (the writer finishes a partial write).
+        done = self._conn.send_now(msg)
+        if done:
+            self._out_msgs += 1
+            self._out_bytes += len(msg)
+        return done
 
     def _shutdown(self, error: BaseException | None) -> None:
         if self.closed:

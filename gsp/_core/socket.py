@@ -20,7 +20,7 @@ from ..options import (
     call_timeout,
 )
 from ..protocol import Protocol, RejectPipe, check_op
-from . import events, log
+from . import counters, events, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
 from .pipe import Pipe, PipeEvent
@@ -63,6 +63,8 @@ class Socket(ObjectCalls):
     (``sock.recv_timeout = 1``), or ``get_option``/``set_option``.
     """
 
+    #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
+    id: int = 0
     _closed = _hot("closed")
     _send_timeout = _hot("send_timeout")
     _recv_timeout = _hot("recv_timeout")
@@ -90,12 +92,14 @@ class Socket(ObjectCalls):
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
+        self._tally = counters.tally()  # pipes that went, and their traffic
         proto = self._proto = self._hot.proto = spec.factory(SocketHandle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
         cls = type(proto)
         self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
         self._hot.send_body = proto.send_body if cls.send_body is not Protocol.send_body else None
         self._hot.ready = proto.ready
+        self.id = counters.register(self)
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -158,8 +162,9 @@ class Socket(ObjectCalls):
 
     @property
     def stats(self) -> dict[str, int]:
-        """A snapshot of the protocol's counters, e.g. ``{"dropped": 3}`` on PUB (empty if none)."""
-        return dict(self._proto.stats)
+        """A snapshot of the socket's counters: traffic, pipes, queue depths, drops by reason and
+        the protocol's own (every key: docs/stats.md)."""
+        return counters.socket_stats(self)
 
     # -- messages --------------------------------------------------------------------------------
     # Every call takes ``timeout`` (seconds or a timedelta; None = forever; absent = the
@@ -343,6 +348,7 @@ class Socket(ObjectCalls):
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
+        counters.pipe_gone(self, pipe)
         if pipe.attached:
             error = pipe.error
             level = log.detach_level(error)
@@ -370,6 +376,7 @@ class Socket(ObjectCalls):
         if self._closed:
             return
         self._closed = True
+        counters.forget(self)
         for lst in list(self._listeners):
             lst.close()
         for d in list(self._dialers):

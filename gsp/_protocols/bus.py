@@ -2,7 +2,7 @@
 
 Send never blocks: a peer whose queue (``send_buffer``) is full misses the message. Receive queues
 ``recv_buffer`` messages and, like nng, drops new ones while full rather than push back. Both
-kinds of drop count in ``stats["dropped"]``. No header travels on the wire. Raw sockets receive
+kinds of drop count in ``stats["dropped_queue_full"]``. No header travels on the wire. Raw sockets receive
 the arriving pipe's id (u32 big-endian) as the header, and a raw send whose header starts with a
 pipe id skips that pipe — so a bus device never echoes a message to where it came from.
 """
@@ -20,7 +20,7 @@ from ..routing import PipeMap, broadcast
 class Bus(PipeMap):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats["dropped"] = 0
+        self.stats["dropped_queue_full"] = 0
         self._inbox: Inbox[Message] = Inbox.for_option(handle, "drop_newest", self.stats)
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
@@ -37,7 +37,7 @@ class Bus(PipeMap):
             out = Message(msg.body, msg.header[4:])  # the id is ours, not the peers' business
         else:
             out = msg
-        self.stats["dropped"] += broadcast(self._pipes.values(), out, skip)
+        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), out, skip)
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)
@@ -47,6 +47,9 @@ class Bus(PipeMap):
 
     def wake_cases(self, op: Op) -> list[Recv]:
         return [self._inbox.wake_case()] if op == "recv" else []
+
+    def recv_queue_depth(self) -> int:
+        return len(self._inbox)
 
     def close(self) -> None:
         self._inbox.close()

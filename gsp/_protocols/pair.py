@@ -39,6 +39,9 @@ class Pair0(Protocol):
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self._recvq.put(Message(data, b"", pipe))
 
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
+
     def send(self, msg: Message, timeout: float | None) -> None:
         pipe = self._pipe
         if pipe is not None and pipe.try_send(msg):

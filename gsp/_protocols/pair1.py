@@ -3,15 +3,16 @@
 Wire header: one u32 big-endian hop count (<= 0xff). As in nng, a send puts the message's hop
 count (0 for cooked sends) plus one on the wire, so a first hop arrives as 1. A received message
 without a header, or with a hop count over 0xff, closes its pipe; one with more hops than the
-``ttl`` option (1..255, default 8) is dropped (``stats["ttl_dropped"]``). Raw sockets see the hop
+``ttl`` option (1..255, default 8) is dropped (``stats["dropped_ttl"]``; a closed pipe's bad
+header counts in ``stats["dropped_malformed"]``). Raw sockets see the hop
 count as the 4-byte header and must send one (first three bytes 0, count < 0xff); cooked sockets
 never see it.
 
 Monogamous (default): a second pipe is rejected; send waits for the peer like pair v0.
 Polyamorous (``polyamorous=True``, cooked only, settable only before any listen/dial): every
 peer is accepted; ``send_msg(gsp.Message(body, pipe=p))`` goes to ``p`` (no pipe: the oldest
-peer), never waits, and drops (``stats["send_dropped"]``) when that peer is gone or its queue is
-full; ``recv_msg().pipe`` tells who sent.
+peer), never waits, and drops when that peer is gone (``stats["dropped_no_peer"]``) or its queue
+is full (``stats["dropped_queue_full"]``); ``recv_msg().pipe`` tells who sent.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class Pair1(Pair0):
         if raw and self._poly:
             raise NotSupported("polyamorous pair1 has no raw mode (as in nng)")
         self._peers: dict[int, PipeHandle] = {}  # polyamorous mode only, oldest first
-        self.stats.update(ttl_dropped=0, send_dropped=0, malformed=0)
+        self.stats.update(dropped_ttl=0, dropped_malformed=0, dropped_no_peer=0,
+                          dropped_queue_full=0)
         handle.watch("ttl", self._ttl_changed)
 
     def _ttl_changed(self, value: int) -> None:
@@ -66,11 +68,11 @@ class Pair1(Pair0):
         if pipe.closed:
             return  # closed below while the rest of its read batch was being delivered
         if len(data) < 4 or data[0] or data[1] or data[2]:
-            self.stats["malformed"] += 1
+            self.stats["dropped_malformed"] += 1
             pipe.close()  # nng: a peer that breaks the header is not worth talking to
             return
         if data[3] > self._ttl:
-            self.stats["ttl_dropped"] += 1
+            self.stats["dropped_ttl"] += 1
             return
         self._recvq.put(Message(data[4:], data[:4] if self.raw else b"", pipe))
 
@@ -95,8 +97,10 @@ class Pair1(Pair0):
             target = next(iter(self._peers.values()), None)
         elif self._peers.get(target.id) is not target:
             target = None  # gone, or a pipe of another socket
-        if target is None or not target.try_send(out):
-            self.stats["send_dropped"] += 1
+        if target is None:
+            self.stats["dropped_no_peer"] += 1
+        elif not target.try_send(out):
+            self.stats["dropped_queue_full"] += 1
 
 
 @hookimpl

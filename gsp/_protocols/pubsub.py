@@ -2,11 +2,13 @@
 
 Filtering happens on the SUB side (as in nng and mangos): PUB sends every message to every pipe.
 PUB gives each pipe a queue of ``send_buffer`` messages and, when a slow subscriber lets it fill,
-drops that pipe's oldest queued message for the new one (nng) — counted in ``stats["dropped"]``
+drops that pipe's oldest queued message for the new one (nng) — counted in
+``stats["dropped_queue_full"]``
 (a full queue first gets one yield, so peers that keep up lose nothing to a tight send loop).
 A SUB queue (``recv_buffer``, resizable at any time) likewise drops its oldest message when full,
 so a slow subscriber never pushes back on the publisher; those drops count in SUB's
-``stats["dropped"]``. ``sub.open_context()`` gives independent subscribers on one socket, each
+``stats["dropped_queue_full"]``, and messages no subscription (the socket's or a context's)
+matched in ``stats["dropped_no_subscriber"]``. ``sub.open_context()`` gives independent subscribers on one socket, each
 with its own subscriptions and queue. Raw SUB sockets deliver everything and have no
 subscriptions or contexts.
 """
@@ -38,7 +40,7 @@ def _topic(prefix: Any) -> bytes:
 class Pub(PipeMap):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats["dropped"] = 0
+        self.stats["dropped_queue_full"] = 0
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         pipe.close()  # a SUB never sends; nng treats anything arriving as a protocol violation
@@ -57,7 +59,7 @@ class Pub(PipeMap):
 
     def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
-        self.stats["dropped"] += broadcast(self._pipes.values(), out, drop_oldest=True)
+        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), out, drop_oldest=True)
 
 
 class _Subscriber:
@@ -92,7 +94,7 @@ class _Subscriber:
 class Sub(Protocol):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats["dropped"] = 0
+        self.stats.update(dropped_queue_full=0, dropped_no_subscriber=0)
         self._main = _Subscriber(Inbox.for_option(handle, "drop_oldest", self.stats))
         self.ready = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
         self._contexts: list[SubContext] = []
@@ -103,14 +105,22 @@ class Sub(Protocol):
 
     def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
         main = self._main
+        kept = 0  # messages the socket's own subscriptions matched
         if self.raw or b"" in main.topics:  # everything matches: no per-message test
             main.inbox.put_all(list(zip(datas, repeat(pipe))))
+            kept = len(datas)
         elif main.topics:
-            main.inbox.put_all([(d, pipe) for d in datas if main.matches(d)])
-        for ctx in self._contexts:
-            sub = ctx._sub
-            if sub.topics:
-                sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
+            mine = [(d, pipe) for d in datas if main.matches(d)]
+            main.inbox.put_all(mine)
+            kept = len(mine)
+        subs = [ctx._sub for ctx in self._contexts if ctx._sub.topics]
+        for sub in subs:
+            sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
+        if kept < len(datas):  # count what no subscription took (per batch)
+            if subs:
+                subs.append(main)
+                kept = sum(1 for d in datas if any(s.matches(d) for s in subs))
+            self.stats["dropped_no_subscriber"] += len(datas) - kept
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._main.inbox.get(timeout)[0]
@@ -124,6 +134,9 @@ class Sub(Protocol):
 
     def wake_cases(self, op: Op) -> list[Recv]:
         return [self._main.inbox.wake_case()] if op == "recv" else super().wake_cases(op)
+
+    def recv_queue_depth(self) -> int:
+        return len(self._main.inbox) + sum(len(ctx._sub.inbox) for ctx in self._contexts)
 
     def _cooked(self) -> None:
         if self.raw:

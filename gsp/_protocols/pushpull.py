@@ -42,6 +42,9 @@ class Pull(Protocol):
     def recv_body(self, timeout: float | None) -> bytes:
         return self._recvq.get(timeout)[0]
 
+    def recv_queue_depth(self) -> int:
+        return len(self._recvq)
+
     def recv(self, timeout: float | None) -> Message:
         data, pipe = self._recvq.get(timeout)
         return Message(data, b"", pipe)

@@ -24,7 +24,7 @@ class Star(PipeMap):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats.update(dropped=0, ttl_dropped=0, malformed=0)
+        self.stats.update(dropped_queue_full=0, dropped_ttl=0, dropped_malformed=0)
         # mangos blocks the pipe's reader while the receive queue is full: back-pressure.
         self._inbox: Inbox[Message] = Inbox.for_option(handle, "block")
         self._ttl: int = handle.options["ttl"]
@@ -35,14 +35,14 @@ class Star(PipeMap):
 
     def _broadcast(self, msg: Message, skip: PipeHandle | None) -> None:
         # Star never waits for a peer: one whose queue stays full misses the message.
-        self.stats["dropped"] += broadcast(self._pipes.values(), msg, skip)
+        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), msg, skip)
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         if len(data) < 4 or data[0] or data[1] or data[2]:
-            self.stats["malformed"] += 1
+            self.stats["dropped_malformed"] += 1
             return
         if data[3] >= self._ttl:
-            self.stats["ttl_dropped"] += 1
+            self.stats["dropped_ttl"] += 1
             return
         header = bytes((0, 0, 0, data[3] + 1))
         body = data[4:]
@@ -53,7 +53,7 @@ class Star(PipeMap):
         if not self.raw:
             msg = Message(msg.body, _NO_HOPS)
         elif len(msg.header) != 4:
-            self.stats["malformed"] += 1
+            self.stats["dropped_malformed"] += 1
             return  # mangos drops a raw send without its hop-count header
         self._broadcast(msg, None)
 
@@ -65,6 +65,9 @@ class Star(PipeMap):
 
     def wake_cases(self, op: Op) -> list[Recv]:
         return [self._inbox.wake_case()] if op == "recv" else []
+
+    def recv_queue_depth(self) -> int:
+        return len(self._inbox)
 
     def close(self) -> None:
         self._inbox.close()

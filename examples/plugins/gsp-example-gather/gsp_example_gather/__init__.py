@@ -125,7 +125,7 @@ class ScatterContext(Context):
             raise
         if pipe is None:  # best_effort and no peer had room: dropped
             self._forget(task.id)
-            proto.stats["dropped"] += 1
+            proto.stats["dropped_queue_full"] += 1
             return
         proto._placed(task, pipe)
 
@@ -168,7 +168,7 @@ class Scatter(ContextHost, XScatter):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self.stats.update(dropped=0, redelivered=0, lost=0)
+        self.stats.update(dropped_queue_full=0, redelivered=0, lost=0)
         self._ids = IdMap()  # task id -> _Task, for every task out
         self._retry: deque[_Task] = deque()  # tasks whose peer left, waiting to go out again
         self._flusher: gevent.Greenlet | None = None
