@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import gevent
@@ -23,6 +22,7 @@ from ..protocol import Protocol, RejectPipe, check_op
 from . import counters, events, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
+from .hot import Hot, hot_field
 from .pipe import Pipe, PipeEvent
 from .registry import registry
 
@@ -35,27 +35,6 @@ if TYPE_CHECKING:
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 
 
-class _Hot:
-    """What send/recv read, kept in slots: Socket's ``__getattr__`` (options as attributes) turns
-    off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
-
-    __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
-                 "ready")
-
-    closed: bool
-    send_timeout: float | None
-    recv_timeout: float | None
-    proto: Protocol
-    recv_body: Callable[[float | None], bytes] | None
-    send_body: Callable[[bytes, float | None], None] | None
-    ready: "deque[tuple[bytes, Any]] | None"
-
-
-def _hot(name: str) -> Any:
-    return property(lambda self: getattr(self._hot, name),
-                    lambda self, value: setattr(self._hot, name, value))
-
-
 class Socket(ObjectCalls):
     """An SP socket. Safe to use from many greenlets at once.
 
@@ -65,12 +44,12 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
-    _closed = _hot("closed")
-    _send_timeout = _hot("send_timeout")
-    _recv_timeout = _hot("recv_timeout")
+    _closed = hot_field("closed")
+    _send_timeout = hot_field("send_timeout")
+    _recv_timeout = hot_field("recv_timeout")
 
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
-        self._hot = _Hot()
+        self._hot = Hot()
         spec = registry.protocol(protocol)
         self.spec = spec
         self.protocol = spec.name
