@@ -10,6 +10,7 @@ import gevent
 from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported, Timeout
+from ..limits import RecvLimits
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
@@ -76,6 +77,7 @@ class Socket(ObjectCalls):
         specs.update(spec.options)
         self._options = Options(specs)
         self._options.update_checked(options)
+        self._recv_limits = RecvLimits(self._options)  # what pipes hold of messages arriving
         self._watchers: dict[str, list[Callable[[Any], None]]] = {}
         self._send_timeout = self._options["send_timeout"]
         self._recv_timeout = self._options["recv_timeout"]
@@ -304,6 +306,7 @@ class Socket(ObjectCalls):
         if self._closed:
             conn.close()
             return None
+        conn.use_recv_limits(self._recv_limits)
         pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener)
         self._pipes[pipe.id] = pipe
         events.fire(self, PipeEvent.ATTACHING, pipe)
