@@ -2,7 +2,7 @@
 
 A peer can announce a big message and then send it slowly, or not at all. Transports buffer only
 what arrived (see :class:`gsp.wire.FrameDecoder`), and every socket bounds the rest with two
-options, read live from its option mapping:
+options:
 
 * ``recv_partial_max`` — bytes held in incomplete messages across all the socket's pipes. At the
   bound a pipe in the middle of a message reads no further until the total drops (messages
@@ -20,7 +20,7 @@ The socket makes one :class:`RecvLimits` and hands it to every connection throug
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -33,32 +33,28 @@ __all__ = ["RecvLimits", "Holding"]
 class RecvLimits:
     """One socket's bound on bytes held in incomplete messages, shared by its connections.
 
-    ``options`` is any mapping with ``recv_partial_max`` (bytes, 0 = no bound) and
-    ``recv_partial_timeout`` (seconds or None); they are read at each use, so changing a socket
-    option applies to pipes already up.
+    ``max_bytes`` is ``recv_partial_max`` (0: no bound), ``stall_timeout`` is
+    ``recv_partial_timeout`` (seconds, None: never); the socket passes changes of the options on
+    with :meth:`set_max_bytes` and :meth:`set_stall_timeout`, so they apply to pipes already up.
     """
 
-    __slots__ = ("_options", "held", "_holders", "_room")
+    __slots__ = ("max_bytes", "stall_timeout", "held", "_holders", "_room")
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._options = options
+    def __init__(self, max_bytes: int = 0, stall_timeout: float | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.stall_timeout = stall_timeout
         #: Bytes held in incomplete messages by every connection using these limits.
         self.held = 0
         self._holders: set[Holding] = set()
         self._room = Event()
         self._room.set()
 
-    @property
-    def max_bytes(self) -> int:
-        """``recv_partial_max``: the bound on :attr:`held` (0: none)."""
-        limit: int = self._options["recv_partial_max"]
-        return limit
+    def set_max_bytes(self, value: int) -> None:
+        self.max_bytes = value
+        self._room.set()  # the pipes waiting for room look again
 
-    @property
-    def stall_timeout(self) -> float | None:
-        """``recv_partial_timeout``: seconds without progress before a pipe is closed."""
-        timeout: float | None = self._options["recv_partial_timeout"]
-        return timeout
+    def set_stall_timeout(self, value: float | None) -> None:
+        self.stall_timeout = value
 
     def must_wait(self, holding: "Holding") -> bool:
         """True while the socket is at the bound and another connection holds more than

@@ -210,7 +210,7 @@ class FrameDecoder:
         self.framing = framing
         self.max_size = max_size
         self._head = b""  # prefix bytes of the next frame while fewer than prefix_size arrived
-        self._parts: list[bytes | bytearray] = []  # what arrived of the body in progress
+        self._parts: list[bytes | bytearray | memoryview] = []  # the body in progress so far
         self._have = 0  # body bytes in _parts
         self._need = -1  # body size of the frame in progress, -1 while its length is unknown
         self._error: Exception | None = None
@@ -290,13 +290,13 @@ class FrameDecoder:
         take = min(self._need - self._have, len(data) - pos)
         if take <= 0:
             return pos
-        piece = data if take == len(data) else data[pos:pos + take]  # a whole chunk: no copy
         parts = self._parts
-        if take < _SMALL and parts and type(parts[-1]) is bytearray and \
-                len(parts[-1]) < _GATHER_MAX:
-            parts[-1] += piece  # a peer dribbling bytes makes no object per byte
+        if take >= _SMALL:  # the chunk itself, or a view of it: no copy (until the join)
+            parts.append(data if take == len(data) else memoryview(data)[pos:pos + take])
+        elif parts and type(parts[-1]) is bytearray and len(parts[-1]) < _GATHER_MAX:
+            parts[-1] += memoryview(data)[pos:pos + take]  # a dribble makes no object per byte
         else:
-            parts.append(bytearray(piece) if take < _SMALL else piece)
+            parts.append(bytearray(memoryview(data)[pos:pos + take]))
         self._have += take
         return pos + take
 

@@ -194,7 +194,8 @@ def test_a_message_that_keeps_arriving_slowly_is_not_stalled():
             slow.close()
 
 
-def test_recv_partial_max_holds_back_a_pipe_until_the_biggest_holder_goes():
+@pytest.mark.parametrize("room", ["the biggest holder goes", "the bound is lifted"])
+def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(room):
     with ExitStack() as st:
         pull = st.enter_context(gsp.socket("pull", recv_timeout=WAIT, recv_partial_max=256 * 1024))
         url = pull.listen("tcp://127.0.0.1:0").url
@@ -214,7 +215,10 @@ def test_recv_partial_max_holds_back_a_pipe_until_the_biggest_holder_goes():
         small.send(b"small messages still flow")  # a pipe between messages always reads
         assert pull.recv() == b"small messages still flow"
         assert silent(pull, 0.3)  # the second message waits for room
-        big.close()  # the biggest holder goes: its bytes are released
+        if room == "the biggest holder goes":
+            big.close()  # its bytes are released
+        else:
+            pull.recv_partial_max = 0  # an option changed applies to pipes already up
         assert pull.recv() == body
     with pytest.raises(gsp.BadOption, match="recv_partial_max"):
         gsp.socket("pull", recv_partial_max=-1)

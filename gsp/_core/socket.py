@@ -77,12 +77,15 @@ class Socket(ObjectCalls):
         specs.update(spec.options)
         self._options = Options(specs)
         self._options.update_checked(options)
-        self._recv_limits = RecvLimits(self._options)  # what pipes hold of messages arriving
         self._watchers: dict[str, list[Callable[[Any], None]]] = {}
         self._send_timeout = self._options["send_timeout"]
         self._recv_timeout = self._options["recv_timeout"]
         self._watch("send_timeout", lambda v: setattr(self._hot, "send_timeout", v))
         self._watch("recv_timeout", lambda v: setattr(self._hot, "recv_timeout", v))
+        limits = self._recv_limits = RecvLimits(  # what pipes hold of messages still arriving
+            self._options["recv_partial_max"], self._options["recv_partial_timeout"])
+        self._watch("recv_partial_max", limits.set_max_bytes)
+        self._watch("recv_partial_timeout", limits.set_stall_timeout)
         self._group = Group()
         self._closed = False
         self._pipes: dict[int, Pipe] = {}
