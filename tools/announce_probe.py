@@ -132,7 +132,7 @@ def main() -> None:
             held = rss_mb(server.pid)
             print(f"{args.scheme}: {args.n} peers announcing {args.size} bytes each, sending "
                   f"{args.body} of them "
-                  f"(gsp from {os.path.dirname(__import__('gsp').__file__)})")
+                  f"(gsp from {os.path.dirname(str(__import__('gsp').__file__))})")
             print(f"  server RSS: listening {base:.0f} MB, {up} idle pipes {idle:.0f} MB, "
                   f"{still} pipes after the announcements {held:.0f} MB "
                   f"(announcements: {held - idle:+.0f} MB)")
