@@ -138,7 +138,8 @@ class Holding:
         if limits.must_wait(self) and not limits.wait_room(self, timeout):
             raise FrameStalled(
                 f"{self.remote}: a message still arriving was held back for {timeout:g} s by "
-                f"recv_partial_max ({limits.max_bytes} bytes held in incomplete messages)")
+                f"recv_partial_max={limits.max_bytes} ({limits.held} bytes held in incomplete "
+                f"messages, {self.held} of them by this pipe)")
         self._reader = gevent.getcurrent()
         self.reading = True
         if self._timer is None and timeout is not None:

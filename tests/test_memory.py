@@ -9,6 +9,7 @@ together. Big messages still arrive intact however their bytes are split.
 from __future__ import annotations
 
 import random
+import re
 import ssl
 import struct
 import tracemalloc
@@ -222,6 +223,39 @@ def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(room):
         assert pull.recv() == body
     with pytest.raises(gsp.BadOption, match="recv_partial_max"):
         gsp.socket("pull", recv_partial_max=-1)
+
+
+def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed():
+    gone: list[gsp.Pipe] = []
+    with ExitStack() as st:
+        pull = st.enter_context(gsp.socket("pull", recv_partial_max=256 * 1024,
+                                           recv_partial_timeout=0.5))
+        pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
+        url = pull.listen("tcp://127.0.0.1:0").url
+        big = hostile_peer(url, None)
+        st.callback(big.close)
+        announce(big, url, MIB, bytes(300 * 1024))
+        wait_for(lambda: len(pull.pipes) == 1, what="the first pipe")
+        second = hostile_peer(url, None)
+        st.callback(second.close)
+        second.sendall(frame(bytes(512 * 1024))[:20000])
+        gevent.sleep(0.1)
+        second.sendall(bytes(100_000))  # the socket reads no further of it
+        while not gone:  # the biggest holder keeps making progress: it is never stalled
+            big.sendall(b"x")
+            gevent.sleep(0.1)
+        (pipe,) = gone
+        assert isinstance(pipe.error, gsp.FrameStalled)
+        assert "a message still arriving was held back for 0.5 s by recv_partial_max=262144 (" \
+               in str(pipe.error)
+        held = re.search(r"\((\d+) bytes held in incomplete messages, (\d+) of them by this "
+                         r"pipe\)$", str(pipe.error))
+        assert held and int(held[1]) > 300 * 1024 and 20000 <= int(held[2]) < 300 * 1024
+        assert len(pull.pipes) == 1
+        try:
+            assert second.recv(100) == b""
+        except ConnectionResetError:  # closed with bytes of ours unread: a reset, not a FIN
+            pass
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "tls+tcp"])
