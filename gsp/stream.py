@@ -1,7 +1,7 @@
 """SP over a byte-stream socket: the helpers tcp, ipc and tls+tcp (and ws) are made of.
 
 * :class:`StreamConnection` — a :class:`gsp.transport.Connection` over a connected gevent socket
-  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, big bodies read in place.
+  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, buffers of what arrived.
 * :class:`SocketListener` / :class:`SocketDialer` — listener and dialer bases that produce them;
   a transport fills in how to bind and connect.
 * :func:`resolve`, :func:`bind_stream_socket`, :func:`connect_socket` and
@@ -148,7 +148,7 @@ def _readable(sock: Any) -> int:
 class StreamConnection(Connection):
     """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.wire` framing.
 
-    Reads parse every complete frame out of each ``recv``; big bodies are read in place. Writes
+    Reads parse every complete frame out of each ``recv``; a big body is read as it arrives. Writes
     put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe
     whose writer is idle may write a message at once with :meth:`send_now`.
     """
