@@ -32,6 +32,7 @@ from .errors import (
     Closed,
     ConnectionBroken,
     ConnectionRefused,
+    FrameStalled,
     GspError,
     HandshakeError,
     InvalidAddress,
@@ -72,7 +73,7 @@ __all__ = [
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
-    "BadVersion", "BadReserved", "WrongProtocol", "BadMessage",
+    "BadVersion", "BadReserved", "WrongProtocol", "BadMessage", "FrameStalled",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)

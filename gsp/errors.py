@@ -8,7 +8,8 @@ handling failures: :class:`Closed` means *you* (this process) closed the object 
 from __future__ import annotations
 
 __all__ = [
-    "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError", "Canceled",
+    "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "FrameStalled",
+    "ProtocolStateError", "Canceled",
     "NotSupported",
     "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
@@ -56,6 +57,12 @@ class Closed(GspError):
 
 class ConnectionBroken(GspError):
     """The peer closed the connection or the network broke it (not a local close)."""
+
+
+class FrameStalled(ConnectionBroken):
+    """A pipe was closed because a message it had begun to receive made no progress for
+    ``recv_partial_timeout`` seconds: the peer stopped sending mid-message, or the socket's
+    ``recv_partial_max`` held the pipe back that long. A :class:`ConnectionBroken`."""
 
 
 class ProtocolStateError(GspError):

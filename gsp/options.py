@@ -250,6 +250,12 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("best_effort", False, boolean, "drop instead of blocking when no peer can take a message"),
     Option("handshake_timeout", 10.0, duration(allow_zero=False),
            "seconds a new connection may take to finish its SP handshake"),
+    Option("recv_partial_max", 64 << 20, integer(0, unit="bytes"),
+           "bytes all pipes may hold in messages still arriving; at the bound a pipe in the "
+           "middle of one reads no further until others finish; 0 = no bound"),
+    Option("recv_partial_timeout", 30.0, duration(allow_zero=False),
+           "seconds a message still arriving may go without new bytes (or held back by "
+           "recv_partial_max) before its pipe is closed with FrameStalled; None = never"),
 ]}
 
 # Options that listen()/dial() accept besides their transport's own.

@@ -43,6 +43,7 @@ _SOCKET_COUNTERS = {  # sockets and endpoints (these with "endpoint_" in front)
     "pipes_attached": ("pipes_attached", "Pipes that attached (connections that carried traffic)"),
     "pipes_detached": ("pipes_detached", "Pipes that went away after attaching"),
     "pipes_rejected": ("pipes_rejected", "Pipes rejected by the protocol or a pipe hook"),
+    "pipes_stalled": ("pipes_stalled", "Pipes closed because a message stopped arriving (FrameStalled)"),
 }
 _GAUGES = {
     "pipes": ("pipes", "Pipes attached now"),

@@ -1,7 +1,7 @@
 """SP over a byte-stream socket: the helpers tcp, ipc and tls+tcp (and ws) are made of.
 
 * :class:`StreamConnection` — a :class:`gsp.transport.Connection` over a connected gevent socket
-  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, big bodies read in place.
+  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, buffers of what arrived.
 * :class:`SocketListener` / :class:`SocketDialer` — listener and dialer bases that produce them;
   a transport fills in how to bind and connect.
 * :func:`resolve`, :func:`bind_stream_socket`, :func:`connect_socket` and
@@ -32,6 +32,7 @@ from .errors import (
     InvalidAddress,
     Timeout,
 )
+from .limits import Holding, RecvLimits
 from .message import message_bytes
 from .transport import Connection, TransportDialer, TransportListener
 
@@ -126,10 +127,10 @@ def map_socket_error(exc: OSError, what: str) -> Exception:
 
 # -- the stream connection shared by tcp, ipc and tls+tcp -------------------------------------
 
-# Each read allocates at most this much; there is no per-connection buffer, so an idle pipe holds
-# only the tail of an incomplete frame. 64 KiB stays under glibc's mmap threshold (a 256 KiB
-# recv() costs an mmap/munmap pair per call) and is thousands of small messages per read; frames
-# of wire.DIRECT_SIZE or more are read straight into their own buffer instead.
+# Each read allocates at most this much, and only once bytes are there; there is no
+# per-connection buffer, so an idle pipe holds only the tail of an incomplete frame. 64 KiB stays
+# under glibc's mmap threshold (a 256 KiB recv() costs an mmap/munmap pair per call) and is
+# thousands of small messages per read; a big body is read as FIONREAD says it arrived.
 _RECV_CHUNK = 64 * 1024
 _JOIN_LIMIT = 64 * 1024
 _INT = struct.Struct("i")
@@ -147,7 +148,7 @@ def _readable(sock: Any) -> int:
 class StreamConnection(Connection):
     """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.wire` framing.
 
-    Reads parse every complete frame out of each ``recv``; big bodies are read in place. Writes
+    Reads parse every complete frame out of each ``recv``; a big body is read as it arrives. Writes
     put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe
     whose writer is idle may write a message at once with :meth:`send_now`.
     """
@@ -166,6 +167,7 @@ class StreamConnection(Connection):
         self._tail: memoryview | None = None  # what send_now could not write yet
         self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
         self._big = False  # the last message was big (see recv_messages)
+        self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
@@ -266,38 +268,40 @@ class StreamConnection(Connection):
         if buf:
             self._sendall(buf)
 
+    def use_recv_limits(self, limits: RecvLimits) -> None:
+        self._holding = Holding(limits, self.remote_address)
+
     def recv_messages(self) -> list[bytes]:
         decoder = self.decoder
         if decoder.error is not None:
             raise decoder.error.with_traceback(None)  # reported after the good messages before it
         sock = self.sock
+        holding = self._holding
         while True:
-            direct = None
+            if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
+                holding.before_read()
             try:
                 if self._big and self._plain and not decoder.buffered:
                     # Big messages lately: read only the next prefix, so that a big body can then
                     # be received as the message itself (one recv, no buffer and no copy).
                     data = sock.recv(self.framing.prefix_size)
-                    n = len(data)
-                elif (want := decoder.body_wanted) >= wire.DIRECT_SIZE and self._plain and \
-                        _readable(sock) >= want:
-                    data = sock.recv(want)
-                    n = len(data)
-                elif (direct := decoder.recv_buffer()) is not None:  # read into place
-                    n = sock.recv_into(direct)
+                elif (left := decoder.body_left) >= wire.DIRECT_SIZE:
+                    # A big body: read what is there (all of it: the message itself), never
+                    # more than what is left, and never a buffer for bytes not yet arrived.
+                    waiting = _readable(sock) if self._plain else 0
+                    data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
                 else:
                     data = sock.recv(_RECV_CHUNK)
-                    n = len(data)
             except OSError as exc:
                 raise self._io_error(exc, "recv") from None
             finally:
-                if direct is not None:
-                    direct.release()  # the decoder may hand the buffer on as a message
-            if n == 0:
+                holding.reading = False
+            if not data:
                 if self._closed:
                     raise Closed("connection closed locally")
                 raise ConnectionBroken(f"{self.remote_address} closed the connection")
-            msgs = decoder.filled(n) if direct is not None else decoder.feed(data)
+            msgs = decoder.feed(data)
+            holding.hold(decoder.buffered)
             if msgs:
                 self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
                 return msgs
@@ -306,6 +310,7 @@ class StreamConnection(Connection):
         if self._closed:
             return
         self._closed = True
+        self._holding.release()
         try:
             self.sock.close()
         except OSError:

@@ -18,7 +18,7 @@ from .errors import BadOption, ConnectionBroken, GspError, HandshakeError
 from .options import Option, boolean, described, optional
 
 __all__ = [
-    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake",
+    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
     "tls_properties",
 ]
 
@@ -158,6 +158,16 @@ def tls_handshake(sslsock: Any, what: str) -> dict[str, Any]:
         raise ConnectionBroken(f"{what}: connection lost in the TLS handshake: "
                                f"{exc.strerror or exc}") from None
     return tls_properties(sslsock)
+
+
+def tls_refusal(exc: OSError, what: str) -> TLSHandshakeError | None:
+    """The :class:`TLSHandshakeError` for an ``ssl.SSLError`` a read or write met before the
+    connection was established, else None. With TLS 1.3 a server refuses a client certificate
+    only after the client's handshake returned: the client reads the alert in its first read
+    (the SP handshake on tls+tcp, the HTTP upgrade on wss)."""
+    if isinstance(exc, ssl.SSLError):
+        return TLSHandshakeError(f"{what} failed: {exc.reason or exc}")
+    return None
 
 
 def tls_properties(sslsock: Any) -> dict[str, Any]:

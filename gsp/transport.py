@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
+    from .limits import RecvLimits
     from .message import Message
     from .options import Option
     from .protocol import ProtocolSpec
@@ -53,6 +54,13 @@ class Connection(ABC):
         ``send_messages`` call (possibly with no messages) must write the rest first, or raise
         the error. Must never block or raise. The default writes nothing."""
         return 0
+
+    def use_recv_limits(self, limits: "RecvLimits") -> None:  # noqa: B027 (optional hook)
+        """Optional: the socket's :class:`gsp.limits.RecvLimits`, given before the first
+        ``recv_messages``. A transport that buffers messages still arriving keeps its account
+        there with a :class:`gsp.limits.Holding`: it reports what it holds, waits while the
+        socket is at ``recv_partial_max``, and ends a message that makes no progress for
+        ``recv_partial_timeout`` with :class:`gsp.FrameStalled`. The default ignores them."""
 
     @abstractmethod
     def send_messages(self, messages: "Sequence[Message | bytes]") -> None:

@@ -184,37 +184,40 @@ def encode_frames(framing: Framing, messages: Iterable[tuple[bytes, bytes]]) -> 
     return out
 
 
-#: Frames at least this big are assembled in a buffer of their exact size, which a transport can
-#: fill straight from the socket (see :meth:`FrameDecoder.recv_buffer`): no re-buffering copies.
+#: Frames at least this big are worth reading whole: when their body is all in the kernel a
+#: transport can ``recv`` exactly :attr:`FrameDecoder.body_left` bytes and get the message itself.
 DIRECT_SIZE = 32 * 1024
-_PREALLOC_MAX = 16 << 20  # bigger bodies (only with max_size 0 or huge) grow as bytes arrive
+_SMALL = 4096  # body pieces under this are gathered in one bytearray (no per-piece object)
+_GATHER_MAX = 64 * 1024
 
 
 class FrameDecoder:
     """Incremental frame decoder: ``feed`` any split of the stream, get whole messages back.
 
     ``max_size`` (0 = unlimited) is enforced as soon as a length prefix is read, before any of
-    the body is buffered, so a peer announcing 2 GiB costs nothing. After an error the decoder is
-    dead: the stream has no resynchronisation point, so the pipe must be closed.
+    the body is buffered. After an error the decoder is dead: the stream has no
+    resynchronisation point, so the pipe must be closed.
 
-    Complete frames in a fed chunk are sliced out of it (no copy beyond the slice); only an
-    incomplete tail is kept: its prefix bytes, then a body buffer of the announced size.
+    Memory follows the bytes received, never the size a peer announces: complete frames in a fed
+    chunk are sliced out of it (no copy beyond the slice); of an incomplete frame only what
+    arrived is kept, its prefix bytes, then the pieces of its body (joined, one copy, when the
+    last one comes). A peer announcing 2 GiB and sending nothing costs nothing.
     """
 
-    __slots__ = ("framing", "max_size", "_head", "_body", "_have", "_need", "_error")
+    __slots__ = ("framing", "max_size", "_head", "_parts", "_have", "_need", "_error")
 
     def __init__(self, framing: Framing = TCP, max_size: int = 0) -> None:
         self.framing = framing
         self.max_size = max_size
         self._head = b""  # prefix bytes of the next frame while fewer than prefix_size arrived
-        self._body: bytearray | None = None  # body in progress; made when its first byte comes
-        self._have = 0  # body bytes received into _body
+        self._parts: list[bytes | bytearray | memoryview] = []  # the body in progress so far
+        self._have = 0  # body bytes in _parts
         self._need = -1  # body size of the frame in progress, -1 while its length is unknown
         self._error: Exception | None = None
 
     @property
     def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
+        """Bytes received for an incomplete frame."""
         if self._need < 0:
             return len(self._head)
         return self.framing.prefix_size + self._have
@@ -245,7 +248,7 @@ class FrameDecoder:
             self._parse(data, pos, out)
         except Exception as exc:
             self._error = exc
-            self._head, self._body, self._need = b"", None, -1
+            self._head, self._parts, self._need = b"", [], -1
             if not out:
                 raise
         return out
@@ -257,26 +260,10 @@ class FrameDecoder:
         message itself, without a copy."""
         return self._need if self._have == 0 and self._need > 0 else 0
 
-    def recv_buffer(self) -> memoryview | None:
-        """Where the rest of a big incomplete frame's body can be read in place, else None.
-
-        After writing ``n`` bytes there (``sock.recv_into``), call :meth:`filled`.
-        """
-        need = self._need
-        if need >= DIRECT_SIZE and need <= _PREALLOC_MAX and self._error is None:
-            if self._body is None:
-                self._body = bytearray(need)
-            return memoryview(self._body)[self._have:]
-        return None
-
-    def filled(self, n: int) -> list[bytes]:
-        """``n`` more body bytes were written into :meth:`recv_buffer`; the message if complete."""
-        self._have += n
-        if self._have < self._need:
-            return []
-        body, self._body, self._need = self._body, None, -1
-        assert body is not None  # filled() follows the recv_buffer() that made it
-        return [bytes(body)]
+    @property
+    def body_left(self) -> int:
+        """Body bytes still to come of the frame in progress (0 between frames)."""
+        return self._need - self._have if self._need > 0 else 0
 
     def _length(self, buf: bytes, pos: int) -> int:
         n: int
@@ -293,9 +280,9 @@ class FrameDecoder:
         return n
 
     def _start_body(self, n: int, data: bytes, pos: int) -> int:
-        """The frame in progress has an ``n``-byte body: buffer what ``data`` has of it from pos."""
+        """The frame in progress has an ``n``-byte body: keep what ``data`` has of it from pos."""
         self._need = n
-        self._body = None
+        self._parts = []
         self._have = 0
         return self._fill(data, pos)
 
@@ -303,14 +290,14 @@ class FrameDecoder:
         take = min(self._need - self._have, len(data) - pos)
         if take <= 0:
             return pos
-        body, have = self._body, self._have
-        if body is None:
-            body = self._body = bytearray(self._need) if self._need <= _PREALLOC_MAX else bytearray()
-        if len(body) == self._need:
-            body[have:have + take] = data[pos:pos + take]
+        parts = self._parts
+        if take >= _SMALL:  # the chunk itself, or a view of it: no copy (until the join)
+            parts.append(data if take == len(data) else memoryview(data)[pos:pos + take])
+        elif parts and type(parts[-1]) is bytearray and len(parts[-1]) < _GATHER_MAX:
+            parts[-1] += memoryview(data)[pos:pos + take]  # a dribble makes no object per byte
         else:
-            body += data[pos:pos + take]
-        self._have = have + take
+            parts.append(bytearray(memoryview(data)[pos:pos + take]))
+        self._have += take
         return pos + take
 
     def _continue(self, data: bytes, out: list[bytes]) -> int:
@@ -334,8 +321,9 @@ class FrameDecoder:
         else:
             pos = self._fill(data, 0)
         if self._have == self._need:
-            body, self._body, self._need = self._body, None, -1
-            out.append(bytes(body) if body is not None else b"")
+            parts, self._parts, self._need = self._parts, [], -1
+            one = len(parts) == 1 and type(parts[0]) is bytes
+            out.append(parts[0] if one else b"".join(parts))  # type: ignore[arg-type]
         return pos
 
     def _parse_run(self, data: bytes, pos: int, out: list[bytes]) -> int:

@@ -17,6 +17,7 @@ from ..errors import (
     Closed,
     ConnectionBroken,
     ConnectionRefused,
+    FrameStalled,
     HandshakeError,
     MessageTooLarge,
     Timeout,
@@ -72,9 +73,10 @@ def size(batch: "Sequence[Message | bytes]") -> int:
 # -- tallies: an owner's counters, kept between snapshots ------------------------------------------
 def tally(*extra: str) -> dict[str, int]:
     """The counters of an owner of pipes (a socket or an endpoint): the traffic of its pipes that
-    are gone, how many went (detached, rejected, closed for an oversize message), and ``extra``."""
+    are gone, how many went (detached, rejected, closed for an oversize message or a stalled
+    one), and ``extra``."""
     return dict.fromkeys((*TRAFFIC, "pipes_detached", "pipes_rejected", "dropped_oversize",
-                          *extra), 0)
+                          "pipes_stalled", *extra), 0)
 
 
 def dialer_tally() -> dict[str, int]:
@@ -95,6 +97,7 @@ def pipe_gone(sock: "Socket", pipe: "Pipe") -> None:
     traffic = (pipe._in_msgs, pipe._in_bytes, pipe._out_msgs, pipe._out_bytes)
     event = "pipes_detached" if pipe.attached else "pipes_rejected"
     oversize = int(isinstance(pipe.error, MessageTooLarge))
+    stalled = int(isinstance(pipe.error, FrameStalled))
     ep = pipe.dialer or pipe.listener
     for t in (sock._tally, None if ep is None else ep._tally):
         if t is not None:
@@ -102,6 +105,7 @@ def pipe_gone(sock: "Socket", pipe: "Pipe") -> None:
                 t[key] += n
             t[event] += 1
             t["dropped_oversize"] += oversize
+            t["pipes_stalled"] += stalled
 
 
 def handshake_failed(t: dict[str, int], exc: BaseException) -> None:

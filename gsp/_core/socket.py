@@ -9,6 +9,7 @@ import gevent
 from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported, Timeout
+from ..limits import RecvLimits
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
@@ -64,6 +65,10 @@ class Socket(ObjectCalls):
         self._recv_timeout = self._options["recv_timeout"]
         self._watch("send_timeout", lambda v: setattr(self._hot, "send_timeout", v))
         self._watch("recv_timeout", lambda v: setattr(self._hot, "recv_timeout", v))
+        limits = self._recv_limits = RecvLimits(  # what pipes hold of messages still arriving
+            self._options["recv_partial_max"], self._options["recv_partial_timeout"])
+        self._watch("recv_partial_max", limits.set_max_bytes)
+        self._watch("recv_partial_timeout", limits.set_stall_timeout)
         self._group = Group()
         self._closed = False
         self._pipes: dict[int, Pipe] = {}
@@ -304,6 +309,7 @@ class Socket(ObjectCalls):
         if self._closed:
             conn.close()
             return None
+        conn.use_recv_limits(self._recv_limits)
         pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener)
         self._pipes[pipe.id] = pipe
         events.fire(self, PipeEvent.ATTACHING, pipe)

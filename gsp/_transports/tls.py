@@ -17,7 +17,7 @@ from .. import wire
 from ..errors import Closed, Timeout
 from ..hookspecs import hookimpl
 from ..stream import StreamConnection
-from ..tls import TLS_OPTIONS, TLSHandshakeError, tls_context, tls_handshake, tls_wrap
+from ..tls import TLS_OPTIONS, tls_context, tls_handshake, tls_refusal, tls_wrap
 from ..transport import Transport
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
@@ -55,9 +55,10 @@ class TLSConnection(StreamConnection):
     def _io_error(self, exc: OSError, what: str) -> Exception:
         # With TLS 1.3 a server refuses a client certificate only after the client's handshake
         # returned: the client reads the alert during the SP handshake. Report it as TLS.
-        if not self._closed and not self._secured and isinstance(exc, ssl.SSLError):
-            return TLSHandshakeError(
-                f"TLS with {self.remote_address} failed: {exc.reason or exc}")
+        if not self._closed and not self._secured:
+            refusal = tls_refusal(exc, f"TLS with {self.remote_address}")
+            if refusal is not None:
+                return refusal
         return super()._io_error(exc, what)
 
 

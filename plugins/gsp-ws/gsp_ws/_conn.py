@@ -28,8 +28,9 @@ from wsproto.handshake import H11Handshake
 from wsproto.utilities import ProtocolError
 
 import gsp
+from gsp.limits import Holding, RecvLimits
 from gsp.message import message_bytes
-from gsp.tls import tls_handshake, tls_wrap
+from gsp.tls import tls_handshake, tls_refusal, tls_wrap
 from gsp.transport import Connection
 
 from ._http import UpgradeRefused, _as_bytes_headers, check_upgrade, http_error, subprotocol
@@ -66,6 +67,7 @@ class WSConnection(Connection):
         self._msg_len = 0
         self._frame_len = 0
         self._error: gsp.GspError | None = None
+        self._holding = Holding(None, remote)  # see use_recv_limits
         #: Set once closed (the WSGI request greenlet waits on it).
         self.done = Event()
 
@@ -73,6 +75,10 @@ class WSConnection(Connection):
     def _io_error(self, exc: OSError, what: str) -> gsp.GspError:
         if self._closed:
             return gsp.Closed("connection closed locally")
+        if self._ws is None:  # wss upgrading: a TLS alert here is a refusal, as on tls+tcp
+            refusal = tls_refusal(exc, f"TLS with {self.remote_address}")
+            if refusal is not None:
+                return refusal
         return gsp.ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
 
     def _recv(self) -> bytes:
@@ -155,14 +161,21 @@ class WSConnection(Connection):
         out: list[bytes] = []
         self._reader = gevent.getcurrent()
         try:
+            holding = self._holding
             while True:
                 # Events first: bytes that came with the upgrade (or a previous read) may
                 # already hold whole messages.
                 for ev in ws.events():
                     self._on_event(ws, ev, out)
+                holding.hold(self._msg_len)  # wsproto hands on partial payloads as they come
                 if out:
                     break
-                ws.receive_data(self._recv())
+                if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
+                    holding.before_read()
+                try:
+                    ws.receive_data(self._recv())
+                finally:
+                    holding.reading = False
         except gsp.GspError as exc:
             if not out:
                 raise
@@ -196,7 +209,8 @@ class WSConnection(Connection):
                 self._parts = []
                 self._msg_len = 0
         elif isinstance(ev, Ping):
-            self._send(ws.send(ev.response()))
+            if ws.state is ConnectionState.OPEN:  # closing: no Pong may follow our Close
+                self._send(ws.send(ev.response()))
         elif isinstance(ev, CloseConnection):
             self._peer_closed.set()
             if ws.state is ConnectionState.REMOTE_CLOSING:  # the peer closes: answer, then go
@@ -212,10 +226,14 @@ class WSConnection(Connection):
         self._send_close(code, reason)
         raise error(f"{self.remote_address}: {reason}; closed with {int(code)}")
 
+    def use_recv_limits(self, limits: RecvLimits) -> None:
+        self._holding = Holding(limits, self.remote_address)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._holding.release()
         try:
             ws = self._ws
             if ws is not None and ws.state is ConnectionState.OPEN:
