@@ -58,6 +58,8 @@ class WSConnection(Connection):
         self._max_frame: int = options["ws_recv_frame_max"]
         self._tx_frame: int = options["ws_send_frame_max"]
         self._text_ok: bool = options["ws_recv_text"]
+        self._ping_every: float | None = options["ws_ping_interval"]
+        self._ping_wait: float = options["ws_ping_timeout"]
         self._ws: WSProto | None = None
         self._lock = Semaphore()  # one writer at a time: frames must not interleave
         self._closed = False
@@ -83,7 +85,7 @@ class WSConnection(Connection):
 
     def _recv(self) -> bytes:
         try:
-            data: bytes = self.sock.recv(_CHUNK)
+            data = self._recv_alive()
         except gsp.GspError:  # gsp.Timeout is an OSError too: keep it as it is
             raise
         except OSError as exc:
@@ -93,6 +95,36 @@ class WSConnection(Connection):
                 raise gsp.Closed("connection closed locally")
             raise gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
         return data
+
+    def _recv_alive(self) -> bytes:
+        """``sock.recv``, checking the peer is alive once open: after ``ws_ping_interval`` s of
+        silence it gets a Ping, and if nothing at all arrives ``ws_ping_timeout`` s after that,
+        the pipe ends (a peer gone without a FIN, a connection black-holed on the way)."""
+        every = self._ping_every
+        if every is None or self._ws is None or self._ws.state is not ConnectionState.OPEN:
+            data: bytes = self.sock.recv(_CHUNK)
+            return data
+        pinged = False
+        while True:
+            timer = gevent.Timeout(self._ping_wait if pinged else every)
+            timer.start()
+            try:
+                data = self.sock.recv(_CHUNK)
+                return data
+            except gevent.Timeout as exc:
+                if exc is not timer:
+                    raise
+            finally:
+                timer.close()
+            if pinged:
+                raise gsp.ConnectionBroken(
+                    f"{self.remote_address} sent nothing for {every:g} s (ws_ping_interval) and "
+                    f"did not answer a Ping within {self._ping_wait:g} s (ws_ping_timeout)")
+            ws = self._ws
+            if ws.state is not ConnectionState.OPEN:
+                return self.sock.recv(_CHUNK)  # type: ignore[no-any-return]  # closing: no Ping
+            self._send(ws.send(Ping(b"gsp")))
+            pinged = True
 
     def _send(self, data: bytes | bytearray) -> None:
         with self._lock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import gsp
-from gsp.options import Option, boolean, described, optional
+from gsp.options import Option, boolean, described, duration, optional
 from gsp.tls import TLS_OPTIONS
 
 SUFFIX = ".sp.nanomsg.org"
@@ -74,6 +74,10 @@ WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "largest frame accepted, bytes; 0 = unlimited (nng: 1 MiB)"),
     Option("ws_send_frame_max", 1 << 16, _size,
            "outgoing messages are cut into frames of at most this; 0 = one frame (nng: 64 KiB)"),
+    Option("ws_ping_interval", 30.0, duration(allow_zero=False),
+           "seconds of silence from the peer before gsp sends it a WebSocket Ping; None = never"),
+    Option("ws_ping_timeout", 10.0, duration(allow_none=False, allow_zero=False),
+           "seconds a pinged peer has to send anything (its Pong) before the pipe is closed"),
     *TLS_OPTIONS.values(),
 ]}
 
