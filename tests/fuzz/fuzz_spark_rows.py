@@ -21,34 +21,17 @@ import harness
 
 with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     import pyarrow as pa
+    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        BooleanType,
-        ByteType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        MapType,
-        ShortType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampNTZType,
-        TimestampType,
-    )
 
     from gsp_spark._source import SourceError, _Chunk, decode_chunk
     from gsp_spark._spool import REC
     from gsp_spark._types import DEFAULT_SOURCE_SCHEMA, check_source_schema
 
 
-def _schema(*fields: tuple[str, object]) -> StructType:
-    return StructType([StructField(name, typ, True) for name, typ in fields])  # type: ignore[arg-type]
+def _schema(*fields: tuple[str, object]) -> T.StructType:
+    fields_ = [T.StructField(name, typ, True) for name, typ in fields]  # type: ignore[arg-type]
+    return T.StructType(fields_)
 
 
 #: Found here, in gsp_spark/_source.py (reproducer: findings/spark_rows-timestamp-oserror): an
@@ -56,22 +39,24 @@ def _schema(*fields: tuple[str, object]) -> StructType:
 #: (errno 75), which _safe does not catch, so it escapes decode_chunk under both on_bad modes.
 KNOWN = [harness.Known("timestamp-oserror", OSError, "_to_datetime")]
 
-META = [("_received", TimestampType()), ("_pipe", LongType()), ("_seq", LongType())]
+META = [("_received", T.TimestampType()), ("_pipe", T.LongType()), ("_seq", T.LongType())]
 #: (schema, format): the msgpack decoder over scalar, temporal, nested and metadata columns,
 #: and the raw formats. DEFAULT_SOURCE_SCHEMA is the one a query gets when it declares none.
 SCHEMAS = [
-    (_schema(("a", LongType()), ("b", StringType())), "auto"),
-    (_schema(("x", DoubleType()), ("ok", BooleanType()), ("n", IntegerType()), *META), "msgpack"),
-    (_schema(("ts", TimestampType()), ("d", DateType()), ("amount", DecimalType(10, 2)),
-             ("ntz", TimestampNTZType())), "auto"),
-    (_schema(("tags", ArrayType(StringType())), ("attrs", MapType(StringType(), LongType())),
-             ("raw", BinaryType()), ("small", ByteType())), "msgpack"),
-    (_schema(("p", StructType([StructField("x", IntegerType()),
-                               StructField("y", ArrayType(DoubleType()))])),
-             ("f", FloatType()), ("s", ShortType()), ("_pipe", IntegerType())), "msgpack"),
-    (_schema(("value", BinaryType()), *META), "auto"),  # = DEFAULT_SOURCE_SCHEMA: raw bytes
-    (_schema(("text", StringType()), ("_seq", LongType())), "raw"),
-    (_schema(("value", BinaryType()), ("n", LongType())), "auto"),
+    (_schema(("a", T.LongType()), ("b", T.StringType())), "auto"),
+    (_schema(("x", T.DoubleType()), ("ok", T.BooleanType()), ("n", T.IntegerType()), *META),
+     "msgpack"),
+    (_schema(("ts", T.TimestampType()), ("d", T.DateType()), ("amount", T.DecimalType(10, 2)),
+             ("ntz", T.TimestampNTZType())), "auto"),
+    (_schema(("tags", T.ArrayType(T.StringType())),
+             ("attrs", T.MapType(T.StringType(), T.LongType())),
+             ("raw", T.BinaryType()), ("small", T.ByteType())), "msgpack"),
+    (_schema(("p", T.StructType([T.StructField("x", T.IntegerType()),
+                                 T.StructField("y", T.ArrayType(T.DoubleType()))])),
+             ("f", T.FloatType()), ("s", T.ShortType()), ("_pipe", T.IntegerType())), "msgpack"),
+    (_schema(("value", T.BinaryType()), *META), "auto"),  # = DEFAULT_SOURCE_SCHEMA: raw bytes
+    (_schema(("text", T.StringType()), ("_seq", T.LongType())), "raw"),
+    (_schema(("value", T.BinaryType()), ("n", T.LongType())), "auto"),
 ]
 assert DEFAULT_SOURCE_SCHEMA.startswith("value BINARY")
 PREPARED = [(s, check_source_schema(s, fmt), to_arrow_schema(s, timezone="UTC"))
