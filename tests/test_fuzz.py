@@ -17,7 +17,7 @@ import pytest
 FUZZ = pathlib.Path(__file__).parent / "fuzz"
 ROOT = FUZZ.parent.parent
 TARGETS = sorted(p.stem.removeprefix("fuzz_") for p in FUZZ.glob("fuzz_*.py"))
-SECONDS = 12  # per target: tens of seconds in CI, the whole file ~80 s
+SECONDS = 10  # per target (+ ~3 s start-up): the whole file takes ~90 s
 #: Reproducers of findings not fixed yet (each a harness.Known entry of its target):
 #: file -> (target, the exception its strict replay must end with).
 FINDINGS = {

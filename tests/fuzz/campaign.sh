@@ -17,5 +17,6 @@ for t in $TARGETS; do
     nice -n "${NICE:-10}" "$PY" "tests/fuzz/fuzz_$t.py" "$OUT/$t" "tests/fuzz/corpus/$t" \
         -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$OUT/$t-" >"$OUT/$t.log" 2>&1
-    echo "$(date -u +%FT%TZ) $t: exit $?; $(grep -E '^#[0-9]+ +DONE' "$OUT/$t.log" | tail -1)" >&2
+    rc=$?
+    echo "$(date -u +%FT%TZ) $t: exit $rc; $(grep -E '^#[0-9]+[[:space:]]+DONE' "$OUT/$t.log" | tail -1)" >&2
 done
