@@ -137,5 +137,11 @@ def main(one_input: Callable[[bytes], None], known: Sequence[Known] = ()) -> Non
     """Run ``one_input`` under libFuzzer with the command line's corpus dirs and flags."""
     import atheris
 
+    dirs = [a for a in sys.argv[1:] if not a.startswith("-") and os.path.isdir(a)]
+    seeds = os.path.realpath(os.path.join(os.path.dirname(__file__), "corpus"))
+    if dirs and os.path.realpath(dirs[0]).startswith(seeds + os.sep):
+        sys.exit("the first corpus directory receives every new input: put a scratch directory "
+                 f"before the seed corpus {dirs[0]} (see tests/fuzz/campaign.sh)")
+
     atheris.Setup(sys.argv, tolerate(one_input, known))
     atheris.Fuzz()
