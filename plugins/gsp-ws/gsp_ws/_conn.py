@@ -156,6 +156,9 @@ class WSConnection(Connection):
                 self._ws = self._upgrade(spec)
             except ProtocolError as err:
                 raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
+            except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
+                raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: a header "
+                                   "value is not ASCII") from None
         if self._closed:
             raise gsp.Closed("connection closed locally")
 

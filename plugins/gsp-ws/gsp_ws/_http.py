@@ -49,7 +49,8 @@ def _header_pairs(name: str, v: Any) -> Any:
 
 @described("collection of str")
 def _origin_set(name: str, v: Any) -> Any:
-    if isinstance(v, str) or not all(isinstance(o, str) for o in v):
+    if isinstance(v, str) or not hasattr(v, "__iter__") or \
+            not all(isinstance(o, str) for o in v):
         raise gsp.BadOption(f"{name} must be a collection of origin strings, not {v!r}")
     return frozenset(v)
 

@@ -114,6 +114,9 @@ class _HTTPServer:
                     extra = [("Sec-WebSocket-Version", "13")] if hint == 426 else []
                     sock.sendall(http_error(hint, str(exc), extra))
                     return
+                except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
+                    sock.sendall(http_error(400, "a header value is not ASCII"))
+                    return
                 request = next((e for e in hs.events() if isinstance(e, Request)), None)
                 if request is None:
                     sock.sendall(http_error(400, "not an HTTP/1.1 upgrade request"))
