@@ -12,6 +12,7 @@ import decimal
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import msgpack
@@ -23,12 +24,11 @@ import gsp
 from gsp_spark import Deduplicator, HubThread, local_session, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
+ipc_dir = spark_fixtures.ipc_dir
 
 
 @pytest.fixture(scope="module")
 def spark():
-    # pyspark_gsp must be found by Spark's Python workers (see PluginOnPythonPath).
-    env = spark_fixtures.PluginOnPythonPath()
     # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
     # spark.task.maxFailures), so a task failing once is retried.
     session = local_session("local[2,4]", "gsp-sink-tests", register=False)
@@ -37,7 +37,6 @@ def spark():
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    env.restore()
 
 
 class Receiver:
@@ -216,6 +215,47 @@ def test_no_peer_fails_the_task_with_a_clear_error(spark):
          .option("connect_timeout", "0.3"))
     with pytest.raises(Exception, match="no peer connected to ipc:///tmp/gsp-spark-nobody"):
         w.save()
+
+
+# -- any thread: PySpark resolves format("gsp") through the JVM thread's active session, which a
+# new Python thread lacks; this session has no register() either (auto-discovery only).
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_plain_thread(spark, ipc_dir, tmp_path):
+    got = spark_fixtures.through_gsp(spark, spark_fixtures.in_thread, f"ipc://{ipc_dir}/t.sock",
+                                     str(tmp_path), "from_thread")
+    assert got == list(range(100))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_thread_pool(spark, ipc_dir, tmp_path):
+    with ThreadPoolExecutor(2, thread_name_prefix="user-pool") as pool:
+        got = spark_fixtures.through_gsp(spark, lambda fn: pool.submit(fn).result(120),
+                                         f"ipc://{ipc_dir}/p.sock", str(tmp_path), "from_pool")
+    assert got == list(range(100))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_write_inside_foreach_batch(spark, tmp_path):
+    done: list[int] = []  # micro-batches whose save() returned
+
+    with Receiver("pull") as rx:
+        def each(df: Any, batch_id: int) -> None:  # runs in py4j's callback thread
+            df.selectExpr("value AS n").write.format("gsp").option("url", rx.url) \
+                .mode("append").save()
+            done.append(batch_id)
+
+        q = (spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+             .writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="500 milliseconds").start())
+        try:
+            rx.wait_until(lambda: len(done) >= 3 or not q.isActive, 90)
+            error = q.exception()
+        finally:
+            q.stop()
+    assert error is None
+    rows = [unpack(m) for m in rx.messages]
+    ns = sorted(r["n"] for r in rows if r["_gsp_key"][1] in done[:3])
+    assert len(ns) > 0 and ns == list(range(len(ns)))  # the rate source's values, each once
 
 
 # -- wire format and Deduplicator, no Spark ------------------------------------------------------

@@ -42,14 +42,11 @@ ipc_dir = spark_fixtures.ipc_dir
 
 @pytest.fixture(scope="module")
 def spark():
-    # Same environment as the sink module's session, whichever of them starts the JVM.
-    env = spark_fixtures.PluginOnPythonPath()
     session = local_session("local[2]", "gsp-source-tests")
     # Open the accumulator-server connection (made by the first Python UDF task) up front.
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    env.restore()
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -228,6 +225,14 @@ def test_receiver_that_cannot_listen_fails_the_query_clearly(spark, tmp_path):
             q.awaitTermination(60)
     finally:
         q.stop()
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_plain_thread_with_register(spark, ipc_dir, tmp_path):
+    # This session was registered by hand; the sink module's relies on auto-discovery.
+    got = spark_fixtures.through_gsp(spark, spark_fixtures.in_thread, f"ipc://{ipc_dir}/t.sock",
+                                     str(tmp_path), "registered_thread")
+    assert got == list(range(100))
 
 
 # -- spool and decoding, no Spark --------------------------------------------------------------

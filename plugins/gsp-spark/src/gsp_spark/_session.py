@@ -1,0 +1,60 @@
+"""``format("gsp")`` from any Python thread.
+
+Spark's JVM finds a Python data source through the *active session of the JVM thread* making the
+call. With PySpark's pinned threads (the default) every Python thread gets a JVM thread of its
+own, which has no active session unless something set one: a thread started by the user, a thread
+pool, the py4j callback thread that runs ``foreachBatch``. There ``save()`` and ``start()`` of
+``format("gsp")`` fail with ``DATA_SOURCE_NOT_FOUND`` even though the source is registered.
+
+:func:`install` (done when ``gsp_spark`` is imported) wraps the ``format`` method of PySpark's four
+classic readers and writers: ``format("gsp")`` first makes the reader's or writer's own session the
+active session of the calling thread's JVM thread if that thread has none. Other formats are
+untouched. ``save(format="gsp")``, ``load(format="gsp")`` and ``start(format="gsp")`` go through
+``format`` too.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+_MARK = "_gsp_activates"
+
+
+def activate(spark: Any) -> bool:
+    """Make ``spark`` the active session of the calling thread's JVM thread unless it already has
+    one; returns whether it set it. A session without a JVM (Spark Connect) is left alone."""
+    jvm = getattr(spark, "_jvm", None)
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jvm is None or jsession is None:
+        return False
+    from pyspark.sql import SparkSession
+
+    cls = SparkSession._get_j_spark_session_class(jvm)
+    if cls.getActiveSession().isDefined():
+        return False
+    cls.setActiveSession(jsession)
+    return True
+
+
+def _wrap(fmt: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fmt)
+    def format(self: Any, source: str) -> Any:
+        if isinstance(source, str) and source.strip().lower() == "gsp":
+            activate(self._spark)
+        return fmt(self, source)
+
+    setattr(format, _MARK, True)
+    return format
+
+
+def install() -> None:
+    """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer
+    (idempotent)."""
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+    for cls in (DataFrameReader, DataFrameWriter, DataStreamReader, DataStreamWriter):
+        fmt = cls.format
+        if not getattr(fmt, _MARK, False):
+            cls.format = _wrap(fmt)  # type: ignore[method-assign]
