@@ -6,8 +6,10 @@ run in their own thread and hub (:class:`gsp_spark.HubThread`) because Spark cal
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import socket as pysocket
 import threading
 import time
 from typing import Any, Callable
@@ -32,7 +34,14 @@ from pyspark.sql.types import (
 )
 
 import gsp
-from gsp_spark import HubThread, SourceError, SpoolBusy, local_session
+from gsp_spark import (
+    HubThread,
+    SourceConfig,
+    SourceError,
+    SpoolBusy,
+    StreamReader,
+    local_session,
+)
 from gsp_spark._source import _Chunk, decode_chunk
 from gsp_spark._spool import REC, Spool
 
@@ -297,3 +306,34 @@ def test_bad_messages_fail_with_their_seq_or_are_skipped():
                             msgpack.packb({"n": "two"})), schema, False, "fail")
     batch = decode_chunk(chunk, schema, False, "skip")
     assert batch.to_pylist() == [{"n": 1, "_seq": 100}, {"n": 4, "_seq": 103}]
+
+
+def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, tmp_path):
+    """Spark does not always call stop(): a reader that is garbage-collected (or whose process
+    exits) releases its receiver, socket and spool lock anyway."""
+    path, spool = f"{ipc_dir}/drop.sock", str(tmp_path / "spool")
+    cfg = SourceConfig.parse({"url": f"ipc://{path}", "spool": spool})
+    reader = StreamReader(cfg, StructType([StructField("value", BinaryType())]))
+    assert reader.initialOffset() == {"seq": 0}  # starts the receiver
+
+    def receivers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "gsp-spark-receiver"]
+
+    def listening() -> bool:
+        with pysocket.socket(pysocket.AF_UNIX) as s:
+            try:
+                s.connect(path)
+                return True
+            except (FileNotFoundError, ConnectionRefusedError):
+                return False
+
+    assert receivers() and listening()
+    with pytest.raises(SpoolBusy):
+        Spool(spool).open()
+    del reader
+    gc.collect()
+    assert not receivers() and not listening()
+    free = Spool(spool)
+    free.open()  # the lock was released
+    free.close()
+

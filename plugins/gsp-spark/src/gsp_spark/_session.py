@@ -1,4 +1,4 @@
-"""``format("gsp")`` from any Python thread.
+"""Session hooks: ``format("gsp")`` from any Python thread, and queries stopped with the session.
 
 Spark's JVM finds a Python data source through the *active session of the JVM thread* making the
 call. With PySpark's pinned threads (the default) every Python thread gets a JVM thread of its
@@ -11,12 +11,21 @@ classic readers and writers: ``format("gsp")`` first makes the reader's or write
 active session of the calling thread's JVM thread if that thread has none. Other formats are
 untouched. ``save(format="gsp")``, ``load(format="gsp")`` and ``start(format="gsp")`` go through
 ``format`` too.
+
+``SparkSession.stop()`` leaves a running streaming query's Python source process alive (it waits
+on its JVM socket until the driver exits), so the gsp source's receiver would keep listening and
+its spool stay locked. :func:`install` also wraps ``SparkSession.stop``: it first stops the
+session's active streaming queries (which Spark's stop ends anyway), through their ordinary
+``stop()``, which ends those processes.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Callable
+
+log = logging.getLogger("gsp.spark")
 
 _MARK = "_gsp_activates"
 
@@ -48,13 +57,42 @@ def _wrap(fmt: Callable[..., Any]) -> Callable[..., Any]:
     return format
 
 
+def stop_queries(spark: Any) -> int:
+    """Stop ``spark``'s active streaming queries; returns how many. A query that fails to stop is
+    logged, not raised: the session is being stopped either way."""
+    try:
+        queries = list(spark.streams.active)
+    except Exception:  # a session already stopped has nothing to stop
+        return 0
+    for q in queries:
+        try:
+            q.stop()
+        except Exception:
+            log.warning("gsp: stopping streaming query %s with its session failed", q.id,
+                        exc_info=True)
+    return len(queries)
+
+
+def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(stop)
+    def stop_session(self: Any) -> Any:
+        stop_queries(self)
+        return stop(self)
+
+    setattr(stop_session, _MARK, True)
+    return stop_session
+
+
 def install() -> None:
-    """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer
-    (idempotent)."""
+    """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer,
+    and ``SparkSession.stop`` (idempotent)."""
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
     for cls in (DataFrameReader, DataFrameWriter, DataStreamReader, DataStreamWriter):
         fmt = cls.format
         if not getattr(fmt, _MARK, False):
             cls.format = _wrap(fmt)  # type: ignore[method-assign]
+    if not getattr(SparkSession.stop, _MARK, False):
+        SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
