@@ -21,7 +21,7 @@ import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, local_session, unpack
+from gsp_spark import Deduplicator, HubThread, SchemaMismatch, SinkError, local_session, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
@@ -181,40 +181,54 @@ def test_streaming_pub_sink_packs_batch_rows_with_query_keys(spark, tmp_path):
     assert all(isinstance(r["timestamp"], dt.datetime) for r in rows)
 
 
-@pytest.mark.parametrize("options, error", [
-    ({"protocol": "pull"}, "unknown protocol 'pull'; use one of push, pub, req"),
-    ({"url": None}, "option 'url' is required"),
-    ({"url": "bogus://x"}, "bogus"),
-    ({"batchrows": "5"}, "unknown option.*'batchrows'"),
-    ({"batch_rows": "0"}, "'batch_rows' must be an integer >= 1"),
-    ({"format": "raw"}, "format 'raw' sends column 'value' as-is, but the DataFrame has none"),
-    ({"format": "raw", "batch_rows": "10"}, "cannot be used with format 'raw'"),
+# -- errors reach the user as gsp's own, at save()/start() --------------------------------------
+@pytest.mark.parametrize("options, error, kind", [
+    ({"protocol": "pull"}, "^gsp sink: unknown protocol 'pull'; use one of push, pub, req",
+     gsp.BadOption),
+    ({"url": None}, "^gsp sink: option 'url' is required", gsp.BadOption),
+    ({"url": "bogus://x"}, "^no transport for 'bogus' in 'bogus://x'", gsp.InvalidAddress),
+    ({"batchrows": "5"}, "^gsp sink: unknown option.*'batchrows'", gsp.BadOption),
+    ({"batch_rows": "0"}, "^gsp sink: option 'batch_rows' must be an integer >= 1", gsp.BadOption),
+    ({"format": "raw"}, "^gsp sink: format 'raw' sends column 'value' as-is, but the DataFrame "
+                        "has none", SchemaMismatch),
+    ({"format": "raw", "batch_rows": "10"}, "^gsp sink: batch_rows .* cannot be used with format "
+                                            "'raw'", gsp.BadOption),
 ])
-def test_bad_options_fail_the_write_clearly(spark, options, error):
-    w = spark.range(3).write.format("gsp").mode("append")
+def test_bad_options_fail_the_write_with_gsps_message(spark, options, error, kind, tmp_path):
     opts = {"url": "tcp://127.0.0.1:1", **options}
+    w = spark.range(3).write.format("gsp").mode("append")
     for k, v in opts.items():
         if v is not None:
             w = w.option(k, v)
-    with pytest.raises(Exception, match=error):
+    with pytest.raises(kind, match=error):
         w.save()
+    # Streaming: at start(), not when the first micro-batch runs.
+    sw = spark.readStream.format("rate").load().writeStream.format("gsp").options(
+        **{k: v for k, v in opts.items() if v is not None})
+    if "format" not in options:  # rate's columns have no 'value' of type BINARY/STRING: skip raw
+        with pytest.raises(kind, match=error):
+            sw.option("checkpointLocation", str(tmp_path / "ck")).start()
+    assert spark.streams.active == []
 
 
 def test_reserved_key_column_and_unsupported_type_are_rejected(spark):
     w = spark.range(3).selectExpr("id AS _gsp_key").write.format("gsp").mode("append")
-    with pytest.raises(Exception, match="'_gsp_key' is reserved"):
+    with pytest.raises(SchemaMismatch, match="^gsp sink: .*'_gsp_key' is reserved"):
         w.option("url", "tcp://127.0.0.1:1").save()
     w = spark.sql("SELECT parse_json('1') AS v").write.format("gsp").mode("append")
-    with pytest.raises(Exception, match="column 'v' has type variant"):
+    with pytest.raises(SchemaMismatch, match="^gsp sink: .*column 'v' has type variant"):
         w.option("url", "tcp://127.0.0.1:1").save()
 
 
-def test_no_peer_fails_the_task_with_a_clear_error(spark):
+def test_refused_connection_fails_save_with_gsps_message(spark):
+    # Found by the tasks on the executors; save() re-raises it as gsp's SinkError, chained to
+    # Spark's exception.
     w = (spark.range(3, numPartitions=1).write.format("gsp").mode("append")
-         .option("url", "ipc:///tmp/gsp-spark-nobody-listens.sock")
-         .option("connect_timeout", "0.3"))
-    with pytest.raises(Exception, match="no peer connected to ipc:///tmp/gsp-spark-nobody"):
+         .option("url", "tcp://127.0.0.1:1").option("connect_timeout", "0.3"))
+    with pytest.raises(SinkError, match=r"^gsp sink: no peer connected to tcp://127.0.0.1:1 "
+                                        r"within 0.3 s \(ConnectionRefused") as info:
         w.save()
+    assert "Python worker" in str(info.value.__cause__)  # Spark's own report, kept as the cause
 
 
 # -- any thread: PySpark resolves format("gsp") through the JVM thread's active session, which a

@@ -36,10 +36,12 @@ from pyspark.sql.types import (
 import gsp
 from gsp_spark import (
     HubThread,
+    SchemaMismatch,
     SourceConfig,
     SourceError,
     SpoolBusy,
     StreamReader,
+    gsp_error,
     local_session,
 )
 from gsp_spark._source import _Chunk, decode_chunk
@@ -195,6 +197,8 @@ def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
     assert topics == {b"alpha", b"gamma"}
 
 
+# -- errors reach the user as gsp's own, at load()/start() ---------------------------------------
+@pytest.mark.parametrize("schema", [None, "n INT"])
 @pytest.mark.parametrize("options, error", [
     ({"protocol": "push"}, "unknown protocol 'push'; use one of pull, sub, rep"),
     ({"url": None}, "option 'url' is required"),
@@ -203,37 +207,48 @@ def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
     ({"max_batch_rows": "lots"}, "'max_batch_rows' must be an integer"),
     ({"spoool": "/tmp/x"}, "unknown option.*'spoool'"),
 ])
-def test_bad_source_options_fail_at_load(spark, options, error):
+def test_bad_source_options_fail_at_load_with_gsps_message(spark, options, error, schema):
+    # With a declared schema Spark itself would not look at the options before the query runs.
     r = spark.readStream.format("gsp")
+    if schema:
+        r = r.schema(schema)
     for k, v in {"url": "tcp://127.0.0.1:1", **options}.items():
         if v is not None:
             r = r.option(k, v)
-    with pytest.raises(Exception, match=error):
+    with pytest.raises(gsp.BadOption, match="^gsp source: .*" + error):
         r.load()
+    with pytest.raises(gsp.BadOption, match="^gsp source: .*" + error):  # keyword form
+        spark.readStream.load(format="gsp", schema=schema,
+                              **{"url": "tcp://127.0.0.1:1", **options})
 
 
-def test_schema_mismatch_fails_the_query_clearly(spark, tmp_path):
-    q = (spark.readStream.format("gsp").schema("a INT, b INT").option("format", "raw")
-         .option("url", "tcp://127.0.0.1:1").load()
-         .writeStream.format("memory").queryName("never")
-         .option("checkpointLocation", str(tmp_path / "ck")).start())
-    try:
-        with pytest.raises(Exception, match="format 'raw' needs exactly one BINARY or STRING"):
-            q.awaitTermination(60)
-    finally:
-        q.stop()
+def test_bad_url_fails_at_load_with_gsps_message(spark):
+    with pytest.raises(gsp.InvalidAddress, match="^no transport for 'bogus' in 'bogus://x'"):
+        spark.readStream.format("gsp").option("url", "bogus://x").load()
 
 
-def test_receiver_that_cannot_listen_fails_the_query_clearly(spark, tmp_path):
+def test_schema_mismatch_fails_at_load_with_gsps_message(spark):
+    # Spark would only find this out when the query runs.
+    r = spark.readStream.format("gsp").schema("a INT, b INT").option("format", "raw")
+    with pytest.raises(SchemaMismatch, match="^gsp source: format 'raw' needs exactly one BINARY "
+                                             "or STRING column"):
+        r.option("url", "tcp://127.0.0.1:1").load()
+
+
+def test_receiver_that_cannot_listen_fails_the_query_with_gsps_message(spark, tmp_path):
+    # Only the running query can find this out: gsp_error digs gsp's error out of Spark's.
     q = (spark.readStream.format("gsp").option("url", "ipc:///nonexistent-gsp-dir/s.sock")
          .option("spool", str(tmp_path / "spool")).load()
          .writeStream.format("memory").queryName("cannot_listen")
          .option("checkpointLocation", str(tmp_path / "ck")).start())
     try:
-        with pytest.raises(Exception, match="gsp source: cannot open ipc:///nonexistent-gsp-dir"):
+        with pytest.raises(StreamingQueryException) as info:
             q.awaitTermination(60)
     finally:
         q.stop()
+    err = gsp_error(info.value)
+    assert isinstance(err, SourceError)
+    assert str(err).startswith("gsp source: cannot open ipc:///nonexistent-gsp-dir/s.sock: ")
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it

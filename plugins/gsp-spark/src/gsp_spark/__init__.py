@@ -21,6 +21,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gevent-sp-spark "
                       f"({exc})") from exc
 
+from ._checks import gsp_error
 from ._config import SinkConfig, SourceConfig
 from ._datasource import GspDataSource, register
 from ._hubthread import HubThread
@@ -37,7 +38,7 @@ __all__ = [
     "SinkError", "SourceError", "SchemaMismatch", "SpoolBusy", "SinkCommit",
     "SourceConfig", "SinkConfig", "HubThread", "local_session",
     "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA", "activate",
-    "worker_python",
+    "worker_python", "gsp_error",
 ]
 
 # format("gsp") from any thread: see _session (wrapping PySpark's format methods is idempotent).

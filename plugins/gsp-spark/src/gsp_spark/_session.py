@@ -25,6 +25,9 @@ import functools
 import logging
 from typing import Any, Callable
 
+from ._checks import install as install_checks
+from ._checks import note_format
+
 log = logging.getLogger("gsp.spark")
 
 _MARK = "_gsp_activates"
@@ -49,7 +52,7 @@ def activate(spark: Any) -> bool:
 def _wrap(fmt: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fmt)
     def format(self: Any, source: str) -> Any:
-        if isinstance(source, str) and source.strip().lower() == "gsp":
+        if note_format(self, source):
             activate(self._spark)
         return fmt(self, source)
 
@@ -85,12 +88,14 @@ def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer,
-    and ``SparkSession.stop`` (idempotent)."""
+    and ``SparkSession.stop``; install the checks of :mod:`gsp_spark._checks` (idempotent)."""
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
     from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-    for cls in (DataFrameReader, DataFrameWriter, DataStreamReader, DataStreamWriter):
+    readers, writers = (DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter)
+    install_checks(readers, writers)
+    for cls in readers + writers:
         fmt = cls.format
         if not getattr(fmt, _MARK, False):
             cls.format = _wrap(fmt)  # type: ignore[method-assign]
