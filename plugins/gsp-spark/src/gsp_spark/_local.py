@@ -18,8 +18,10 @@ def worker_python() -> str:
     return os.environ.get("PYSPARK_PYTHON") or sys.executable
 
 
-def local_session(master: str = "local[2]", app: str = "gsp", register: bool = True) -> Any:
-    """A local SparkSession on the loopback only, UI and progress bars off, 2 shuffle partitions
+def local_session(master: str = "local[2]", app: str = "gsp", register: bool = True,
+                  host: str = "127.0.0.1") -> Any:
+    """A SparkSession whose driver binds ``host`` only (the loopback by default; with a cluster
+    master, an address the executors reach), UI and progress bars off, 2 shuffle partitions
     (Spark's 200 would mean 200 tiny tasks per aggregation on a laptop), ``gsp`` registered
     unless ``register`` is false (to rely on auto-discovery through ``pyspark_gsp``).
 
@@ -36,8 +38,8 @@ def local_session(master: str = "local[2]", app: str = "gsp", register: bool = T
     spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", host)
+             .config("spark.driver.bindAddress", host)
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.pyspark.python", python)
              .getOrCreate())
