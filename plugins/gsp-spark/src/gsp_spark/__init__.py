@@ -26,7 +26,7 @@ from ._config import SinkConfig, SourceConfig
 from ._datasource import GspDataSource, register
 from ._hubthread import HubThread
 from ._local import local_session, worker_python
-from ._session import activate, install
+from ._session import activate, install, stop_queries
 from ._sink import BatchWriter, SinkCommit, SinkError, StreamWriter
 from ._source import SourceError, StreamReader
 from ._spool import SpoolBusy
@@ -38,7 +38,7 @@ __all__ = [
     "SinkError", "SourceError", "SchemaMismatch", "SpoolBusy", "SinkCommit",
     "SourceConfig", "SinkConfig", "HubThread", "local_session",
     "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA", "activate",
-    "worker_python", "gsp_error",
+    "worker_python", "gsp_error", "stop_queries",
 ]
 
 # format("gsp") from any thread: see _session (wrapping PySpark's format methods is idempotent).
