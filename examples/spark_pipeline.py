@@ -6,6 +6,13 @@ sink over PUB to a subscriber, which prints them. It stops by itself once the pu
 match what was sent. Needs ``pip install -e . -e plugins/gsp-spark`` and Java 17+. Run:
 
     python examples/spark_pipeline.py [--events 30000] [--users 8]
+
+Against a standalone cluster (``examples/spark_standalone.sh`` starts one from the pyspark
+distribution), with ``--host`` an address of this machine that the cluster's machines reach: the
+driver, the source's receiver and the subscriber listen there, and every executor's sink dials
+the subscriber::
+
+    python examples/spark_pipeline.py --master spark://10.0.0.5:7077 --host 10.0.0.9
 """
 
 from __future__ import annotations
@@ -26,12 +33,12 @@ import gsp
 from gsp_spark import Deduplicator, HubThread, local_session
 
 
-def free_tcp_url() -> str:
+def free_tcp_url(host: str) -> str:
     import socket
 
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        s.bind((host, 0))
+        return f"tcp://{host}:{s.getsockname()[1]}"
 
 
 def main() -> int:
@@ -39,10 +46,13 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=30_000)
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=100.0)
+    ap.add_argument("--master", default="local[2]", help="e.g. spark://10.0.0.5:7077")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="this machine's address as the cluster sees it (driver, source, subscriber)")
     args = ap.parse_args()
     t_start = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="gsp-spark-demo-")
-    events_url = free_tcp_url()
+    events_url = free_tcp_url(args.host)
 
     # What the producers send, to check what comes out at the end.
     rng = random.Random(7)
@@ -60,7 +70,7 @@ def main() -> int:
 
     def subscribe(stop: threading.Event) -> int:
         dedup = Deduplicator()  # drops rows a retried Spark task published twice
-        with gsp.socket("sub", listen="tcp://127.0.0.1:0", recv_timeout=0.1) as sub:
+        with gsp.socket("sub", listen=f"tcp://{args.host}:0", recv_timeout=0.1) as sub:
             sub.subscribe(b"")
             sub_url.append(sub.listeners[0].url)
             ready.set()
@@ -80,7 +90,7 @@ def main() -> int:
     ready.wait(10)
 
     # -- the Spark job: gsp PULL source → per-user totals → gsp PUB sink ------------------------
-    spark = local_session("local[2]", "gsp-spark-pipeline")
+    spark = local_session(args.master, "gsp-spark-pipeline", host=args.host)
     query = (spark.readStream.format("gsp")
              .schema("user STRING, amount DOUBLE")
              .option("url", events_url).option("spool", os.path.join(tmp, "spool")).load()

@@ -16,7 +16,9 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# plugins/*/gsp_* (flat layout) and plugins/*/src/gsp_* (src layout: gsp-spark)
 PACKAGES = [ROOT / "gsp", *sorted((ROOT / "plugins").glob("*/gsp_*")),
+            *sorted((ROOT / "plugins").glob("*/src/gsp_*")),
             *sorted((ROOT / "examples" / "plugins").glob("*/gsp_*"))]
 PRIVATE_PACKAGES = {"_core", "_protocols", "_transports"}
 

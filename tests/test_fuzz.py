@@ -20,15 +20,14 @@ TARGETS = sorted(p.stem.removeprefix("fuzz_") for p in FUZZ.glob("fuzz_*.py"))
 SECONDS = 10  # per target (+ ~3 s start-up): the whole file takes ~90 s
 #: Reproducers of findings not fixed yet (each a harness.Known entry of its target):
 #: file -> (target, the exception its strict replay must end with).
-FINDINGS = {
-    "spark_rows-timestamp-oserror": ("spark_rows", "OSError"),
-}
+FINDINGS: dict[str, tuple[str, str]] = {}
 #: Reproducers of findings fixed since (file -> target): each must now replay cleanly, strictly.
 FIXED = {
     "ws-pong-while-closing": "ws",
     "ws-non-ascii-header": "ws",
     "ws-non-ascii-response-header": "ws",
     "options-ws-origins-bool": "options",
+    "spark_rows-timestamp-oserror": "spark_rows",
 }
 
 
@@ -60,17 +59,18 @@ def test_bounded_fuzz_run_is_clean(target: str, tmp_path: pathlib.Path) -> None:
     assert runs > len(list(seeds.iterdir())) and cov > 20, log[-2000:]  # fuzzed, instrumented
 
 
-@pytest.mark.parametrize("name", sorted(FINDINGS))
-def test_open_findings_still_reproduce(name: str) -> None:
-    """Each reproducer still fails strictly. Once its bug is fixed this test fails: delete the
-    target's Known entry and this FINDINGS line, and move the file into the target's corpus."""
-    target, exc = FINDINGS[name]
-    proc = run(target, str(FUZZ / "findings" / name), strict=True)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and f"\n{exc}: " in out, out[-3000:]
-    tolerated = run(target, str(FUZZ / "findings" / name))
-    out = tolerated.stdout + tolerated.stderr
-    assert tolerated.returncode == 0 and "KNOWN finding" in out, out[-3000:]
+def test_open_findings_still_reproduce() -> None:
+    """Each open finding's reproducer still fails strictly and is tolerated otherwise. Once its
+    bug is fixed this fails: delete the target's Known entry, and move the file to FIXED."""
+    for name, (target, exc) in FINDINGS.items():
+        proc = run(target, str(FUZZ / "findings" / name), strict=True)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and f"\n{exc}: " in out, out[-3000:]
+        tolerated = run(target, str(FUZZ / "findings" / name))
+        out = tolerated.stdout + tolerated.stderr
+        assert tolerated.returncode == 0 and "KNOWN finding" in out, out[-3000:]
+    findings = {p.name for p in (FUZZ / "findings").iterdir()}
+    assert findings == set(FINDINGS) | set(FIXED)  # every reproducer is replayed one way
 
 
 @pytest.mark.parametrize("name", sorted(FIXED))

@@ -1,21 +1,20 @@
 """Fixtures for the gsp-spark tests, self-contained (the repository's tests/conftest.py does not
-reach this folder): the leak check every test gets, ``ipc_dir``, and the plugin's directory for
-``PYTHONPATH``. Test modules import the fixtures they need by name."""
+reach this folder): the leak check every test gets, ``ipc_dir``, and helpers that run Spark calls
+from other threads. Test modules import the fixtures they need by name."""
 
 from __future__ import annotations
 
 import gc
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
-
-#: plugins/gsp-spark: where the pyspark_gsp and gsp_spark packages are.
-PLUGIN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _socket_fds() -> set[tuple[int, str]]:
@@ -30,6 +29,28 @@ def _socket_fds() -> set[tuple[int, str]]:
     return out
 
 
+def _callback_server_fds(fds: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    """Those of ``fds`` that are py4j's callback server's (its listener and the JVM's connections
+    to it): Spark's, opened by the first ``foreachBatch`` and kept for the session."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    server = getattr(getattr(sc, "_gateway", None), "_callback_server", None)
+    port = getattr(server, "port", None)
+    if not port:
+        return set()
+    out = set()
+    for fd, target in fds:
+        try:
+            with socket.socket(fileno=os.dup(fd)) as s:
+                name = s.getsockname()
+        except OSError:
+            continue
+        if isinstance(name, tuple) and name[1] == port:
+            out.add((fd, target))
+    return out
+
+
 def _live_greenlets() -> list[gevent.Greenlet]:
     """gevent Greenlets that are scheduled or running (found independently of gsp, via gc)."""
     return [o for o in gc.get_objects() if isinstance(o, gevent.Greenlet) and not o.dead]
@@ -37,7 +58,8 @@ def _live_greenlets() -> list[gevent.Greenlet]:
 
 @pytest.fixture(autouse=True)
 def no_leaks() -> Iterator[None]:
-    """Every test must leave no live greenlet and no socket fd behind."""
+    """Every test must leave no live greenlet and no socket fd behind (Spark's py4j callback
+    server aside)."""
     before_fds = _socket_fds()
     before_glets = {id(g) for g in _live_greenlets()}
     yield
@@ -46,6 +68,7 @@ def no_leaks() -> Iterator[None]:
         gevent.sleep(0.01)
         glets = [g for g in _live_greenlets() if id(g) not in before_glets]
         fds = _socket_fds() - before_fds
+        fds -= _callback_server_fds(fds)
         if not glets and not fds or time.monotonic() > deadline:
             break
     assert not glets, f"greenlets left running: {glets}"
@@ -60,20 +83,54 @@ def ipc_dir() -> Iterator[str]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-class PluginOnPythonPath:
-    """Puts :data:`PLUGIN_ROOT` first on ``PYTHONPATH`` until :meth:`restore`.
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
 
-    Spark's Python workers look for ``pyspark_*`` modules on their sys.path; an editable install
-    maps packages through an import hook they cannot list, so the plugin's directory must be on
-    ``PYTHONPATH`` before the JVM starts (it hands its environment to the workers).
-    """
 
-    def __init__(self) -> None:
-        self._old = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_ROOT, self._old) if p)
+def in_thread(fn: Callable[[], Any], timeout: float = 120) -> Any:
+    """``fn()`` in a new plain ``threading.Thread`` (a JVM thread of its own under PySpark's pinned
+    threads, with no active session); returns its result or raises its exception."""
+    box: dict[str, Any] = {}
 
-    def restore(self) -> None:
-        if self._old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = self._old
+    def run() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name="user-thread")
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"{fn} still running after {timeout} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def through_gsp(spark: Any, run: Callable[[Callable[[], Any]], Any], url: str, tmp: str,
+                name: str, rows: int = 100) -> list[int]:
+    """A streaming query reading ``format("gsp")`` at ``url`` into memory table ``name``, and a
+    batch write of ``rows`` rows with ``format("gsp")`` into it, each started through ``run``
+    (which runs a function in some thread); returns the column ``n`` the query received."""
+    def read() -> Any:
+        return (spark.readStream.format("gsp").schema("n BIGINT").option("url", url)
+                .option("spool", os.path.join(tmp, "spool")).load()
+                .writeStream.format("memory").queryName(name)
+                .option("checkpointLocation", os.path.join(tmp, "ck"))
+                .trigger(processingTime="300 milliseconds").start())
+
+    def write() -> None:
+        (spark.range(rows, numPartitions=2).selectExpr("id AS n").write.format("gsp")
+         .option("url", url).mode("append").save())
+
+    q = run(read)
+    try:
+        run(write)
+        wait_for(lambda: spark.sql(f"SELECT count(*) AS c FROM {name}").first().c >= rows, 60,
+                 f"{rows} rows in {name}")
+    finally:
+        q.stop()
+    return sorted(r.n for r in spark.sql(f"SELECT n FROM {name}").collect())

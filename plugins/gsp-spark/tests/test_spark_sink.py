@@ -12,6 +12,7 @@ import decimal
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import msgpack
@@ -20,15 +21,14 @@ import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, local_session, unpack
+from gsp_spark import Deduplicator, HubThread, SchemaMismatch, SinkError, local_session, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
+ipc_dir = spark_fixtures.ipc_dir
 
 
 @pytest.fixture(scope="module")
 def spark():
-    # pyspark_gsp must be found by Spark's Python workers (see PluginOnPythonPath).
-    env = spark_fixtures.PluginOnPythonPath()
     # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
     # spark.task.maxFailures), so a task failing once is retried.
     session = local_session("local[2,4]", "gsp-sink-tests", register=False)
@@ -37,7 +37,6 @@ def spark():
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    env.restore()
 
 
 class Receiver:
@@ -182,40 +181,95 @@ def test_streaming_pub_sink_packs_batch_rows_with_query_keys(spark, tmp_path):
     assert all(isinstance(r["timestamp"], dt.datetime) for r in rows)
 
 
-@pytest.mark.parametrize("options, error", [
-    ({"protocol": "pull"}, "unknown protocol 'pull'; use one of push, pub, req"),
-    ({"url": None}, "option 'url' is required"),
-    ({"url": "bogus://x"}, "bogus"),
-    ({"batchrows": "5"}, "unknown option.*'batchrows'"),
-    ({"batch_rows": "0"}, "'batch_rows' must be an integer >= 1"),
-    ({"format": "raw"}, "format 'raw' sends column 'value' as-is, but the DataFrame has none"),
-    ({"format": "raw", "batch_rows": "10"}, "cannot be used with format 'raw'"),
+# -- errors reach the user as gsp's own, at save()/start() --------------------------------------
+@pytest.mark.parametrize("options, error, kind", [
+    ({"protocol": "pull"}, "^gsp sink: unknown protocol 'pull'; use one of push, pub, req",
+     gsp.BadOption),
+    ({"url": None}, "^gsp sink: option 'url' is required", gsp.BadOption),
+    ({"url": "bogus://x"}, "^no transport for 'bogus' in 'bogus://x'", gsp.InvalidAddress),
+    ({"batchrows": "5"}, "^gsp sink: unknown option.*'batchrows'", gsp.BadOption),
+    ({"batch_rows": "0"}, "^gsp sink: option 'batch_rows' must be an integer >= 1", gsp.BadOption),
+    ({"format": "raw"}, "^gsp sink: format 'raw' sends column 'value' as-is, but the DataFrame "
+                        "has none", SchemaMismatch),
+    ({"format": "raw", "batch_rows": "10"}, "^gsp sink: batch_rows .* cannot be used with format "
+                                            "'raw'", gsp.BadOption),
 ])
-def test_bad_options_fail_the_write_clearly(spark, options, error):
-    w = spark.range(3).write.format("gsp").mode("append")
+def test_bad_options_fail_the_write_with_gsps_message(spark, options, error, kind, tmp_path):
     opts = {"url": "tcp://127.0.0.1:1", **options}
+    w = spark.range(3).write.format("gsp").mode("append")
     for k, v in opts.items():
         if v is not None:
             w = w.option(k, v)
-    with pytest.raises(Exception, match=error):
+    with pytest.raises(kind, match=error):
         w.save()
+    # Streaming: at start(), not when the first micro-batch runs.
+    sw = spark.readStream.format("rate").load().writeStream.format("gsp").options(
+        **{k: v for k, v in opts.items() if v is not None})
+    if "format" not in options:  # rate's columns have no 'value' of type BINARY/STRING: skip raw
+        with pytest.raises(kind, match=error):
+            sw.option("checkpointLocation", str(tmp_path / "ck")).start()
+    assert spark.streams.active == []
 
 
 def test_reserved_key_column_and_unsupported_type_are_rejected(spark):
     w = spark.range(3).selectExpr("id AS _gsp_key").write.format("gsp").mode("append")
-    with pytest.raises(Exception, match="'_gsp_key' is reserved"):
+    with pytest.raises(SchemaMismatch, match="^gsp sink: .*'_gsp_key' is reserved"):
         w.option("url", "tcp://127.0.0.1:1").save()
     w = spark.sql("SELECT parse_json('1') AS v").write.format("gsp").mode("append")
-    with pytest.raises(Exception, match="column 'v' has type variant"):
+    with pytest.raises(SchemaMismatch, match="^gsp sink: .*column 'v' has type variant"):
         w.option("url", "tcp://127.0.0.1:1").save()
 
 
-def test_no_peer_fails_the_task_with_a_clear_error(spark):
+def test_refused_connection_fails_save_with_gsps_message(spark):
+    # Found by the tasks on the executors; save() re-raises it as gsp's SinkError, chained to
+    # Spark's exception.
     w = (spark.range(3, numPartitions=1).write.format("gsp").mode("append")
-         .option("url", "ipc:///tmp/gsp-spark-nobody-listens.sock")
-         .option("connect_timeout", "0.3"))
-    with pytest.raises(Exception, match="no peer connected to ipc:///tmp/gsp-spark-nobody"):
+         .option("url", "tcp://127.0.0.1:1").option("connect_timeout", "0.3"))
+    with pytest.raises(SinkError, match=r"^gsp sink: no peer connected to tcp://127.0.0.1:1 "
+                                        r"within 0.3 s \(ConnectionRefused") as info:
         w.save()
+    assert "Python worker" in str(info.value.__cause__)  # Spark's own report, kept as the cause
+
+
+# -- any thread: PySpark resolves format("gsp") through the JVM thread's active session, which a
+# new Python thread lacks; this session has no register() either (auto-discovery only).
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_plain_thread(spark, ipc_dir, tmp_path):
+    got = spark_fixtures.through_gsp(spark, spark_fixtures.in_thread, f"ipc://{ipc_dir}/t.sock",
+                                     str(tmp_path), "from_thread")
+    assert got == list(range(100))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_thread_pool(spark, ipc_dir, tmp_path):
+    with ThreadPoolExecutor(2, thread_name_prefix="user-pool") as pool:
+        got = spark_fixtures.through_gsp(spark, lambda fn: pool.submit(fn).result(120),
+                                         f"ipc://{ipc_dir}/p.sock", str(tmp_path), "from_pool")
+    assert got == list(range(100))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_write_inside_foreach_batch(spark, tmp_path):
+    done: list[int] = []  # micro-batches whose save() returned
+
+    with Receiver("pull") as rx:
+        def each(df: Any, batch_id: int) -> None:  # runs in py4j's callback thread
+            df.selectExpr("value AS n").write.format("gsp").option("url", rx.url) \
+                .mode("append").save()
+            done.append(batch_id)
+
+        q = (spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+             .writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="500 milliseconds").start())
+        try:
+            rx.wait_until(lambda: len(done) >= 3 or not q.isActive, 90)
+            error = q.exception()
+        finally:
+            q.stop()
+    assert error is None
+    rows = [unpack(m) for m in rx.messages]
+    ns = sorted(r["n"] for r in rows if r["_gsp_key"][1] in done[:3])
+    assert len(ns) > 0 and ns == list(range(len(ns)))  # the rate source's values, each once
 
 
 # -- wire format and Deduplicator, no Spark ------------------------------------------------------

@@ -6,8 +6,10 @@ run in their own thread and hub (:class:`gsp_spark.HubThread`) because Spark cal
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import socket as pysocket
 import threading
 import time
 from typing import Any, Callable
@@ -32,7 +34,16 @@ from pyspark.sql.types import (
 )
 
 import gsp
-from gsp_spark import HubThread, SourceError, SpoolBusy, local_session
+from gsp_spark import (
+    HubThread,
+    SchemaMismatch,
+    SourceConfig,
+    SourceError,
+    SpoolBusy,
+    StreamReader,
+    gsp_error,
+    local_session,
+)
 from gsp_spark._source import _Chunk, decode_chunk
 from gsp_spark._spool import REC, Spool
 
@@ -42,14 +53,11 @@ ipc_dir = spark_fixtures.ipc_dir
 
 @pytest.fixture(scope="module")
 def spark():
-    # Same environment as the sink module's session, whichever of them starts the JVM.
-    env = spark_fixtures.PluginOnPythonPath()
     session = local_session("local[2]", "gsp-source-tests")
     # Open the accumulator-server connection (made by the first Python UDF task) up front.
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-    env.restore()
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -189,6 +197,8 @@ def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
     assert topics == {b"alpha", b"gamma"}
 
 
+# -- errors reach the user as gsp's own, at load()/start() ---------------------------------------
+@pytest.mark.parametrize("schema", [None, "n INT"])
 @pytest.mark.parametrize("options, error", [
     ({"protocol": "push"}, "unknown protocol 'push'; use one of pull, sub, rep"),
     ({"url": None}, "option 'url' is required"),
@@ -197,37 +207,56 @@ def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
     ({"max_batch_rows": "lots"}, "'max_batch_rows' must be an integer"),
     ({"spoool": "/tmp/x"}, "unknown option.*'spoool'"),
 ])
-def test_bad_source_options_fail_at_load(spark, options, error):
+def test_bad_source_options_fail_at_load_with_gsps_message(spark, options, error, schema):
+    # With a declared schema Spark itself would not look at the options before the query runs.
     r = spark.readStream.format("gsp")
+    if schema:
+        r = r.schema(schema)
     for k, v in {"url": "tcp://127.0.0.1:1", **options}.items():
         if v is not None:
             r = r.option(k, v)
-    with pytest.raises(Exception, match=error):
+    with pytest.raises(gsp.BadOption, match="^gsp source: .*" + error):
         r.load()
+    with pytest.raises(gsp.BadOption, match="^gsp source: .*" + error):  # keyword form
+        spark.readStream.load(format="gsp", schema=schema,
+                              **{"url": "tcp://127.0.0.1:1", **options})
 
 
-def test_schema_mismatch_fails_the_query_clearly(spark, tmp_path):
-    q = (spark.readStream.format("gsp").schema("a INT, b INT").option("format", "raw")
-         .option("url", "tcp://127.0.0.1:1").load()
-         .writeStream.format("memory").queryName("never")
-         .option("checkpointLocation", str(tmp_path / "ck")).start())
-    try:
-        with pytest.raises(Exception, match="format 'raw' needs exactly one BINARY or STRING"):
-            q.awaitTermination(60)
-    finally:
-        q.stop()
+def test_bad_url_fails_at_load_with_gsps_message(spark):
+    with pytest.raises(gsp.InvalidAddress, match="^no transport for 'bogus' in 'bogus://x'"):
+        spark.readStream.format("gsp").option("url", "bogus://x").load()
 
 
-def test_receiver_that_cannot_listen_fails_the_query_clearly(spark, tmp_path):
+def test_schema_mismatch_fails_at_load_with_gsps_message(spark):
+    # Spark would only find this out when the query runs.
+    r = spark.readStream.format("gsp").schema("a INT, b INT").option("format", "raw")
+    with pytest.raises(SchemaMismatch, match="^gsp source: format 'raw' needs exactly one BINARY "
+                                             "or STRING column"):
+        r.option("url", "tcp://127.0.0.1:1").load()
+
+
+def test_receiver_that_cannot_listen_fails_the_query_with_gsps_message(spark, tmp_path):
+    # Only the running query can find this out: gsp_error digs gsp's error out of Spark's.
     q = (spark.readStream.format("gsp").option("url", "ipc:///nonexistent-gsp-dir/s.sock")
          .option("spool", str(tmp_path / "spool")).load()
          .writeStream.format("memory").queryName("cannot_listen")
          .option("checkpointLocation", str(tmp_path / "ck")).start())
     try:
-        with pytest.raises(Exception, match="gsp source: cannot open ipc:///nonexistent-gsp-dir"):
+        with pytest.raises(StreamingQueryException) as info:
             q.awaitTermination(60)
     finally:
         q.stop()
+    err = gsp_error(info.value)
+    assert isinstance(err, SourceError)
+    assert str(err).startswith("gsp source: cannot open ipc:///nonexistent-gsp-dir/s.sock: ")
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_read_and_write_from_a_plain_thread_with_register(spark, ipc_dir, tmp_path):
+    # This session was registered by hand; the sink module's relies on auto-discovery.
+    got = spark_fixtures.through_gsp(spark, spark_fixtures.in_thread, f"ipc://{ipc_dir}/t.sock",
+                                     str(tmp_path), "registered_thread")
+    assert got == list(range(100))
 
 
 # -- spool and decoding, no Spark --------------------------------------------------------------
@@ -292,3 +321,34 @@ def test_bad_messages_fail_with_their_seq_or_are_skipped():
                             msgpack.packb({"n": "two"})), schema, False, "fail")
     batch = decode_chunk(chunk, schema, False, "skip")
     assert batch.to_pylist() == [{"n": 1, "_seq": 100}, {"n": 4, "_seq": 103}]
+
+
+def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, tmp_path):
+    """Spark does not always call stop(): a reader that is garbage-collected (or whose process
+    exits) releases its receiver, socket and spool lock anyway."""
+    path, spool = f"{ipc_dir}/drop.sock", str(tmp_path / "spool")
+    cfg = SourceConfig.parse({"url": f"ipc://{path}", "spool": spool})
+    reader = StreamReader(cfg, StructType([StructField("value", BinaryType())]))
+    assert reader.initialOffset() == {"seq": 0}  # starts the receiver
+
+    def receivers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "gsp-spark-receiver"]
+
+    def listening() -> bool:
+        with pysocket.socket(pysocket.AF_UNIX) as s:
+            try:
+                s.connect(path)
+                return True
+            except (FileNotFoundError, ConnectionRefusedError):
+                return False
+
+    assert receivers() and listening()
+    with pytest.raises(SpoolBusy):
+        Spool(spool).open()
+    del reader
+    gc.collect()
+    assert not receivers() and not listening()
+    free = Spool(spool)
+    free.open()  # the lock was released
+    free.close()
+

@@ -9,7 +9,8 @@ Spark finds the source by itself through the ``pyspark_gsp`` module this distrib
     spark.readStream.format("gsp").option("url", "tcp://127.0.0.1:5555").load()
     df.write.format("gsp").option("url", "tcp://127.0.0.1:5556").mode("append").save()
 
-See docs/spark.md for the options and the wire format.
+Importing this package also makes ``format("gsp")`` work from any Python thread (see
+:mod:`gsp_spark._session`). See docs/spark.md for the options and the wire format.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(f"gsp_spark needs pyspark >= 4.1 and pyarrow: pip install gevent-sp-spark "
                       f"({exc})") from exc
 
+from ._checks import gsp_error
 from ._config import SinkConfig, SourceConfig
 from ._datasource import GspDataSource, register
 from ._hubthread import HubThread
-from ._local import local_session
+from ._local import local_session, worker_python
+from ._session import activate, install, stop_queries
 from ._sink import BatchWriter, SinkCommit, SinkError, StreamWriter
 from ._source import SourceError, StreamReader
 from ._spool import SpoolBusy
@@ -34,5 +37,9 @@ __all__ = [
     "GspDataSource", "register", "Deduplicator", "KEY", "packer", "unpack",
     "SinkError", "SourceError", "SchemaMismatch", "SpoolBusy", "SinkCommit",
     "SourceConfig", "SinkConfig", "HubThread", "local_session",
-    "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA",
+    "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA", "activate",
+    "worker_python", "gsp_error", "stop_queries",
 ]
+
+# format("gsp") from any thread: see _session (wrapping PySpark's format methods is idempotent).
+install()

@@ -19,6 +19,7 @@ import decimal
 import logging
 import threading
 import time
+import weakref
 from typing import Any, Iterator
 
 import gevent
@@ -138,6 +139,12 @@ class _Receiver(threading.Thread):
         self.join(timeout=5)
 
 
+def _release(rx: _Receiver, spool: Spool) -> None:
+    """Stop the receiver (closing its socket) and close the spool (freeing its lock)."""
+    rx.stop()
+    spool.close()
+
+
 class _Chunk(InputPartition):
     """Spooled records ``first_seq..`` for one Spark task: plain bytes, safe to pickle."""
 
@@ -157,11 +164,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._receiver: _Receiver | None = None
         self._spool: Spool | None = None
         self._until: int | None = None  # Trigger.AvailableNow target
+        self._release: weakref.finalize[[_Receiver, Spool], StreamReader] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get a copy: configuration only, never the thread, socket or spool handle.
         return {"cfg": self.cfg, "schema": self.schema, "raw": self.raw,
-                "_receiver": None, "_spool": None, "_until": None}
+                "_receiver": None, "_spool": None, "_until": None, "_release": None}
 
     # -- driver side: the long-lived planner process ------------------------------------------
     def _start(self) -> _Receiver:
@@ -177,6 +185,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise SourceError(f"gsp source: cannot open {', '.join(self.cfg.urls)}: "
                                   f"{rx.error!r}") from rx.error
             self._spool, self._receiver = spool, rx
+            # Spark does not always call stop(): whenever this reader is collected, or the
+            # process exits, the receiver and the spool are released anyway.
+            self._release = weakref.finalize(self, _release, rx, spool)
         if rx.error is not None:
             raise SourceError(f"gsp source receiver failed: {rx.error!r}") from rx.error
         return rx
@@ -226,12 +237,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._spool.drop_below(end["seq"])
 
     def stop(self) -> None:
-        if self._receiver is not None:
-            self._receiver.stop()
-            self._receiver = None
-        if self._spool is not None:
-            self._spool.close()
-            self._spool = None
+        if self._release is not None:
+            self._release()  # runs _release once, whoever comes first
+        self._release = self._receiver = self._spool = None
 
     # -- executor side ----------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -351,8 +359,10 @@ def _safe(conv: Any) -> Any:
     def f(v: Any) -> Any:
         try:
             return conv(v)
-        except (ValueError, OverflowError, decimal.InvalidOperation):
-            return v  # left as is: the Arrow conversion then names the bad value
+        except (ValueError, OverflowError, OSError, decimal.InvalidOperation):
+            # Left as is: the Arrow conversion then names the bad value. (OSError: a timestamp
+            # far out of range, e.g. 10**17 s, is EOVERFLOW from the C library on Linux.)
+            return v
     return f
 
 

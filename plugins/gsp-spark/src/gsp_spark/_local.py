@@ -1,0 +1,49 @@
+"""A small local SparkSession for examples, the benchmark and tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def worker_python() -> str:
+    """The interpreter Spark's Python workers should run: ``PYSPARK_PYTHON`` if the user set it,
+    else this process's own (``sys.executable``), which has gsp installed.
+
+    Spark's default is whatever ``python3`` comes first on PATH: for a script started with a
+    virtualenv's python by its path, without activating the virtualenv, that is an interpreter
+    without gsp, and every worker fails with ``No module named 'gsp'``.
+    """
+    return os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def local_session(master: str = "local[2]", app: str = "gsp", register: bool = True,
+                  host: str = "127.0.0.1") -> Any:
+    """A SparkSession whose driver binds ``host`` only (the loopback by default; with a cluster
+    master, an address the executors reach), UI and progress bars off, 2 shuffle partitions
+    (Spark's 200 would mean 200 tiny tasks per aggregation on a laptop), ``gsp`` registered
+    unless ``register`` is false (to rely on auto-discovery through ``pyspark_gsp``).
+
+    Spark's Python workers run :func:`worker_python`: ``PYSPARK_PYTHON`` is set to it in this
+    process's environment (PySpark reads it there, and the JVM and its workers inherit it) unless
+    it was set already, and ``spark.pyspark.python`` likewise.
+    """
+    from pyspark.sql import SparkSession
+
+    from ._datasource import register as register_gsp
+
+    python = worker_python()
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+    spark = (SparkSession.builder.master(master).appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", host)
+             .config("spark.driver.bindAddress", host)
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.pyspark.python", python)
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    if register:
+        register_gsp(spark)
+    return spark

@@ -1,0 +1,103 @@
+"""Session hooks: ``format("gsp")`` from any Python thread, and queries stopped with the session.
+
+Spark's JVM finds a Python data source through the *active session of the JVM thread* making the
+call. With PySpark's pinned threads (the default) every Python thread gets a JVM thread of its
+own, which has no active session unless something set one: a thread started by the user, a thread
+pool, the py4j callback thread that runs ``foreachBatch``. There ``save()`` and ``start()`` of
+``format("gsp")`` fail with ``DATA_SOURCE_NOT_FOUND`` even though the source is registered.
+
+:func:`install` (done when ``gsp_spark`` is imported) wraps the ``format`` method of PySpark's four
+classic readers and writers: ``format("gsp")`` first makes the reader's or writer's own session the
+active session of the calling thread's JVM thread if that thread has none. Other formats are
+untouched. ``save(format="gsp")``, ``load(format="gsp")`` and ``start(format="gsp")`` go through
+``format`` too.
+
+``SparkSession.stop()`` leaves a running streaming query's Python source process alive (it waits
+on its JVM socket until the driver exits), so the gsp source's receiver would keep listening and
+its spool stay locked. :func:`install` also wraps ``SparkSession.stop``: it first stops the
+session's active streaming queries (which Spark's stop ends anyway), through their ordinary
+``stop()``, which ends those processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable
+
+from ._checks import install as install_checks
+from ._checks import note_format
+
+log = logging.getLogger("gsp.spark")
+
+_MARK = "_gsp_activates"
+
+
+def activate(spark: Any) -> bool:
+    """Make ``spark`` the active session of the calling thread's JVM thread unless it already has
+    one; returns whether it set it. A session without a JVM (Spark Connect) is left alone."""
+    jvm = getattr(spark, "_jvm", None)
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jvm is None or jsession is None:
+        return False
+    from pyspark.sql import SparkSession
+
+    cls = SparkSession._get_j_spark_session_class(jvm)
+    if cls.getActiveSession().isDefined():
+        return False
+    cls.setActiveSession(jsession)
+    return True
+
+
+def _wrap(fmt: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fmt)
+    def format(self: Any, source: str) -> Any:
+        if note_format(self, source):
+            activate(self._spark)
+        return fmt(self, source)
+
+    setattr(format, _MARK, True)
+    return format
+
+
+def stop_queries(spark: Any) -> int:
+    """Stop ``spark``'s active streaming queries; returns how many. A query that fails to stop is
+    logged, not raised: the session is being stopped either way."""
+    try:
+        queries = list(spark.streams.active)
+    except Exception:  # a session already stopped has nothing to stop
+        return 0
+    for q in queries:
+        try:
+            q.stop()
+        except Exception:
+            log.warning("gsp: stopping streaming query %s with its session failed", q.id,
+                        exc_info=True)
+    return len(queries)
+
+
+def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(stop)
+    def stop_session(self: Any) -> Any:
+        stop_queries(self)
+        return stop(self)
+
+    setattr(stop_session, _MARK, True)
+    return stop_session
+
+
+def install() -> None:
+    """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer,
+    and ``SparkSession.stop``; install the checks of :mod:`gsp_spark._checks` (idempotent)."""
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.session import SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+    readers, writers = (DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter)
+    install_checks(readers, writers)
+    for cls in readers + writers:
+        fmt = cls.format
+        if not getattr(fmt, _MARK, False):
+            cls.format = _wrap(fmt)  # type: ignore[method-assign]
+    if not getattr(SparkSession.stop, _MARK, False):
+        SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
