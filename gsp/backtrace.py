@@ -145,6 +145,7 @@ class Requester(Protocol):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
+        self.recv_queue = self._recvq
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         split = split_backtrace(data, MAX_HOPS)
@@ -159,15 +160,6 @@ class Requester(Protocol):
 
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
-
-    def poll(self, op: Op) -> bool:
-        return self._recvq.poll() if op == "recv" else super().poll(op)
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._recvq.wake_case()] if op == "recv" else super().wake_cases(op)
-
-    def recv_queue_depth(self) -> int:
-        return len(self._recvq)
 
     def close(self) -> None:
         super().close()
@@ -188,9 +180,12 @@ class XResponder(PipeMap):
     too many hops: devices can legitimately forward those, so the pipe stays), counted in
     ``stats["dropped_ttl"]``."""
 
+    send_never_waits = True  # a reply to a full pipe is dropped
+
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
+        self.recv_queue = self._recvq
         self._closed = False
         self.stats["dropped_queue_full"] = 0
         self._ttl: int = handle.options["ttl"]
@@ -214,19 +209,10 @@ class XResponder(PipeMap):
     def recv(self, timeout: float | None) -> Message:
         return self._recvq.get(timeout)
 
-    def recv_queue_depth(self) -> int:
-        return len(self._recvq)
-
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
             raise Closed("socket closed")
         self._route(msg.header, msg.body)
-
-    def poll(self, op: Op) -> bool:
-        return self._recvq.poll() if op == "recv" else True  # a reply never waits
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._recvq.wake_case()] if op == "recv" else []
 
     def _route_pipe(self, header: bytes | None) -> PipeHandle | None:
         """The pipe a reply with this header (pipe id + backtrace) goes to, if it is still here."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .options import Option
 
-__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "Op", "check_op"]
+__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue", "Op", "check_op"]
 
 #: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
 Op = Literal["recv", "send"]
@@ -91,6 +91,19 @@ class PipeHandle(_Typing):
 
     def close(self) -> None:
         """Close this pipe only (idempotent); the socket and its other pipes carry on."""
+
+
+class RecvQueue(_Typing):
+    """What :attr:`Protocol.recv_queue` needs of a receive queue (:class:`gsp.queues.Inbox`)."""
+
+    def poll(self) -> bool:
+        """Whether taking an item would not wait (one is queued, or the queue is closed)."""
+
+    def wake_case(self) -> "Recv":
+        """A select case that becomes ready when an item may have arrived or the queue closed."""
+
+    def __len__(self) -> int:
+        """Items queued now."""
 
 
 class SocketHandle(_Typing):
@@ -181,6 +194,13 @@ class Protocol:
 
     #: See the class docstring; ``None`` = no direct receive queue.
     ready: "deque[tuple[bytes, Any]] | None" = None
+    #: The one queue ``recv`` takes from (a :class:`gsp.queues.Inbox`), if the protocol has
+    #: one: then :meth:`poll`, :meth:`wake_cases` (for "recv") and :meth:`recv_queue_depth`
+    #: follow it with no code of the protocol's own.
+    recv_queue: "RecvQueue | None" = None
+    #: True for a protocol whose ``send`` never waits (a peer that cannot take a message misses
+    #: it: pub, bus, surveyor): :meth:`poll` ("send") is then always true.
+    send_never_waits: bool = False
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         self.handle = handle
@@ -215,9 +235,11 @@ class Protocol:
 
     def recv_queue_depth(self) -> int | None:
         """Messages waiting in the protocol's receive queue(s) now (contexts' included), shown as
-        ``recv_queue`` in ``socket.stats``; ``None`` (the default) when it has no such queue or
-        does not say. Must not block; called only when a user reads the stats."""
-        return None
+        ``recv_queue`` in ``socket.stats``; ``None`` when it has no such queue or does not say
+        (the default: the length of :attr:`recv_queue`, if set). Must not block; called only
+        when a user reads the stats."""
+        q = self.recv_queue
+        return None if q is None else len(q)
 
     # -- the user's calls (through the socket) -------------------------------------------------
     def send(self, msg: Message, timeout: float | None) -> None:
@@ -243,9 +265,12 @@ class Protocol:
         would complete, or fail at once (closed socket, wrong state). Never blocks. A true
         answer may turn out wrong (select then waits on :meth:`wake_cases`); a false one must
         not be wrong while every wake case is idle. An operation the protocol does not offer
-        answers True (it fails at once with :class:`gsp.NotSupported`)."""
-        if not self.can(op):
+        answers True (it fails at once with :class:`gsp.NotSupported`). The default answers
+        from :attr:`recv_queue` and :attr:`send_never_waits` when they are set."""
+        if not self.can(op) or op == "send" and self.send_never_waits:
             return True
+        if op == "recv" and self.recv_queue is not None:
+            return self.recv_queue.poll()
         raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
                            f"for {op} (the protocol does not implement Protocol.poll)")
 
@@ -253,8 +278,10 @@ class Protocol:
         """Select cases that become ready when :meth:`poll` may turn true: a message arrived, a
         queue got room, a pipe came or went, the socket or a state changed. Called right after
         :meth:`poll` said False; a case that is ready for good must go with a true poll."""
-        if not self.can(op):
+        if not self.can(op) or op == "send" and self.send_never_waits:
             return []
+        if op == "recv" and self.recv_queue is not None:
+            return [self.recv_queue.wake_case()]
         raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
                            f"for {op} (the protocol does not implement Protocol.wake_cases)")
 

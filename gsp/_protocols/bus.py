@@ -9,19 +9,21 @@ pipe id skips that pipe — so a bus device never echoes a message to where it c
 
 from __future__ import annotations
 
-from ..chan import Recv
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import Op, PipeHandle, ProtocolSpec, SocketHandle
+from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
 from ..queues import Inbox
 from ..routing import PipeMap, broadcast
 
 
 class Bus(PipeMap):
+    send_never_waits = True  # a peer whose queue is full misses the message
+
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self.stats["dropped_queue_full"] = 0
         self._inbox: Inbox[Message] = Inbox.for_option(handle, "drop_newest", self.stats)
+        self.recv_queue = self._inbox
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         header = pipe.id.to_bytes(4, "big") if self.raw else b""
@@ -41,15 +43,6 @@ class Bus(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)
-
-    def poll(self, op: Op) -> bool:
-        return self._inbox.poll() if op == "recv" else True  # sends never wait
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._inbox.wake_case()] if op == "recv" else []
-
-    def recv_queue_depth(self) -> int:
-        return len(self._inbox)
 
     def close(self) -> None:
         self._inbox.close()

@@ -22,6 +22,7 @@ class Pair0(Protocol):
         super().__init__(handle, raw)
         self._pipe: PipeHandle | None = None
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # blocks the reader
+        self.recv_queue = self._recvq
         self._changed = Signal()
         self._closed = False
 
@@ -38,9 +39,6 @@ class Pair0(Protocol):
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self._recvq.put(Message(data, b"", pipe))
-
-    def recv_queue_depth(self) -> int:
-        return len(self._recvq)
 
     def send(self, msg: Message, timeout: float | None) -> None:
         pipe = self._pipe
@@ -71,13 +69,13 @@ class Pair0(Protocol):
 
     def poll(self, op: Op) -> bool:
         if op == "recv":
-            return self._recvq.poll()
+            return super().poll(op)
         pipe = self._pipe
         return self._closed or self.best_effort or pipe is not None and pipe.has_room()
 
     def wake_cases(self, op: Op) -> list[Recv]:
         if op == "recv":
-            return [self._recvq.wake_case()]
+            return super().wake_cases(op)
         return send_wake_cases([] if self._pipe is None else [self._pipe], self._changed)
 
     def close(self) -> None:

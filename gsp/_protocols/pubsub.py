@@ -38,6 +38,8 @@ def _topic(prefix: Any) -> bytes:
 
 
 class Pub(PipeMap):
+    send_never_waits = True  # a slow subscriber loses messages instead
+
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self.stats["dropped_queue_full"] = 0
@@ -50,12 +52,6 @@ class Pub(PipeMap):
 
     def send_body(self, body: bytes, timeout: float | None) -> None:
         self._publish(body)
-
-    def poll(self, op: Op) -> bool:
-        return True  # a publish never waits (a slow subscriber loses messages instead)
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return []
 
     def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
@@ -97,6 +93,7 @@ class Sub(Protocol):
         self.stats.update(dropped_queue_full=0, dropped_no_subscriber=0)
         self._main = _Subscriber(Inbox.for_option(handle, "drop_oldest", self.stats))
         self.ready = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
+        self.recv_queue = self._main.inbox
         self._contexts: list[SubContext] = []
 
     # Queues hold (body, pipe) pairs: far cheaper than a Message, which only recv_msg needs.
@@ -128,12 +125,6 @@ class Sub(Protocol):
     def recv(self, timeout: float | None) -> Message:
         data, pipe = self._main.inbox.get(timeout)
         return Message(data, b"", pipe)
-
-    def poll(self, op: Op) -> bool:
-        return self._main.inbox.poll() if op == "recv" else super().poll(op)
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._main.inbox.wake_case()] if op == "recv" else super().wake_cases(op)
 
     def recv_queue_depth(self) -> int:
         return len(self._main.inbox) + sum(len(ctx._sub.inbox) for ctx in self._contexts)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from ..chan import Recv
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
+from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Inbox
 from ..routing import RoundRobin
 
@@ -32,6 +31,7 @@ class Pull(Protocol):
         super().__init__(handle, raw)
         self._recvq: Inbox[tuple[bytes, PipeHandle]] = Inbox.for_option(handle, "block")
         self.ready = self._recvq.ready
+        self.recv_queue = self._recvq
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self._recvq.put((data, pipe))
@@ -42,18 +42,9 @@ class Pull(Protocol):
     def recv_body(self, timeout: float | None) -> bytes:
         return self._recvq.get(timeout)[0]
 
-    def recv_queue_depth(self) -> int:
-        return len(self._recvq)
-
     def recv(self, timeout: float | None) -> Message:
         data, pipe = self._recvq.get(timeout)
         return Message(data, b"", pipe)
-
-    def poll(self, op: Op) -> bool:
-        return self._recvq.poll() if op == "recv" else super().poll(op)
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._recvq.wake_case()] if op == "recv" else super().wake_cases(op)
 
     def close(self) -> None:
         self._recvq.close()

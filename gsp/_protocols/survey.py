@@ -28,6 +28,8 @@ class XSurveyor(Requester):
     respondent whose queue is full misses that survey); replies arrive with their backtrace
     parsed into the header."""
 
+    send_never_waits = True  # a respondent whose queue is full misses the survey
+
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._pipes: list[PipeHandle] = []
@@ -45,12 +47,6 @@ class XSurveyor(Requester):
             raise Closed("socket closed")
         for p in list(self._pipes):
             p.try_send(msg)
-
-    def poll(self, op: Op) -> bool:
-        return op == "send" or super().poll(op)  # a survey never waits
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [] if op == "send" else super().wake_cases(op)
 
     def close(self) -> None:
         self._closed = True

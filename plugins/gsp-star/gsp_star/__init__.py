@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import gsp
-from gsp.chan import Recv
 from gsp.message import Message
 from gsp.options import Option, integer
-from gsp.protocol import Op, PipeHandle, ProtocolSpec, SocketHandle
+from gsp.protocol import PipeHandle, ProtocolSpec, SocketHandle
 from gsp.queues import Inbox
 from gsp.routing import PipeMap, broadcast
 
@@ -27,6 +26,7 @@ class Star(PipeMap):
         self.stats.update(dropped_queue_full=0, dropped_ttl=0, dropped_malformed=0)
         # mangos blocks the pipe's reader while the receive queue is full: back-pressure.
         self._inbox: Inbox[Message] = Inbox.for_option(handle, "block")
+        self.recv_queue = self._inbox
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
 
@@ -59,15 +59,6 @@ class Star(PipeMap):
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)
-
-    def poll(self, op: Op) -> bool:
-        return self._inbox.poll() if op == "recv" else True  # sends never wait
-
-    def wake_cases(self, op: Op) -> list[Recv]:
-        return [self._inbox.wake_case()] if op == "recv" else []
-
-    def recv_queue_depth(self) -> int:
-        return len(self._inbox)
 
     def close(self) -> None:
         self._inbox.close()
