@@ -249,18 +249,23 @@ class Context(ObjectCalls):
     def _poll(self, op: "Op") -> bool:
         """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).
         An operation the context does not offer answers True (it fails at once)."""
-        if getattr(type(self), "_" + op) is getattr(Context, "_" + op):
+        if not self._offers(op):
             return True
-        raise NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
-                           f"for {op} (the protocol does not implement Context._poll)")
+        raise self._unselectable(op, "_poll")
 
     def _wake_cases(self, op: "Op") -> list[Recv]:
         """Like :meth:`gsp.protocol.Protocol.wake_cases`, for this context; its closing is
         covered already (:meth:`wake_cases` adds :meth:`closing_case`)."""
-        if getattr(type(self), "_" + op) is getattr(Context, "_" + op):
+        if not self._offers(op):
             return []
-        raise NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
-                           f"for {op} (the protocol does not implement Context._wake_cases)")
+        raise self._unselectable(op, "_wake_cases")
+
+    def _offers(self, op: "Op") -> bool:
+        return getattr(type(self), "_" + op) is not getattr(Context, "_" + op)
+
+    def _unselectable(self, op: "Op", hook: str) -> NotSupported:
+        return NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
+                            f"for {op} (the protocol does not implement Context.{hook})")
 
     def _on_close(self) -> None:
         """Release protocol state; called once, from :meth:`close`."""

@@ -17,7 +17,7 @@ _names = itertools.count()
 
 Mk = Callable[..., gsp.Socket]
 
-#: (sender protocol, receiver protocol, extra receiver options): every built-in way to receive.
+#: (sender protocol, receiver protocol): every built-in way to receive, and star.
 RECEIVERS = [("push", "pull"), ("pair", "pair"), ("pair1", "pair1"), ("pub", "sub"),
              ("bus", "bus"), ("star", "star")]
 
