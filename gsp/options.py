@@ -246,6 +246,9 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "redial backoff ceiling, seconds; 0 = no backoff"),
     Option("send_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued per pipe for sending"),
     Option("recv_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued on the socket for recv()"),
+    Option("recv_buffer_bytes", 16 << 20, integer(0, unit="bytes"),
+           "bytes queued on the socket for recv(); full at this or recv_buffer, whichever comes "
+           "first (one message is always let in); 0 = no byte bound"),
     Option("linger", 1.0, duration(allow_none=False), "seconds close() waits to flush queued messages"),
     Option("best_effort", False, boolean, "drop instead of blocking when no peer can take a message"),
     Option("handshake_timeout", 10.0, duration(allow_zero=False),

@@ -72,6 +72,12 @@ class PipeHandle(_Typing):
         Never blocks, never raises."""
 
     @property
+    def recv_batch_bytes(self) -> int:
+        """The bytes (headers and bodies) of the messages the pipe is handing to
+        :meth:`Protocol.pipe_recv_all` now: a receive queue bounded in bytes takes them from
+        here (``Inbox.put_all(items, pipe.recv_batch_bytes)``) instead of measuring each one."""
+
+    @property
     def sendq(self) -> "Chan[Any]":
         """The outgoing queue, for :class:`gsp.chan.Send` cases in a :func:`gsp.select` (waiting
         for room on several pipes at once). A ``Send`` on it raises :class:`gsp.Closed` once the
@@ -104,6 +110,11 @@ class RecvQueue(_Typing):
 
     def __len__(self) -> int:
         """Items queued now."""
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued now, shown as ``recv_queue_bytes`` in ``socket.stats`` (0 when the queue
+        is not bounded in bytes)."""
 
 
 class SocketHandle(_Typing):

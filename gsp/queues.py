@@ -85,6 +85,14 @@ class Deadline:
         return left
 
 
+def item_size(item: Any) -> int:
+    """The bytes of a queued item: a body, a :class:`gsp.Message` (header and body), or a tuple
+    whose first element is the body (``(body, pipe)``)."""
+    if type(item) is tuple:
+        return len(item[0])
+    return len(item)
+
+
 class Inbox(Generic[T]):
     """A bounded, resizable receive queue between pipe readers (``put``) and receivers (``get``).
 
@@ -96,23 +104,43 @@ class Inbox(Generic[T]):
     :class:`gsp.Closed` ("<owner> closed": the socket's or a context's queue says so); queued
     items are discarded.
 
+    ``max_bytes`` (0: none) bounds the queue in bytes too (``sizer(item)``, by default
+    :func:`item_size`): the queue is full at ``capacity`` items or once it holds ``max_bytes``,
+    whichever comes first, with the same policy; one item is always let in, however big. A
+    producer that knows the bytes of what it puts passes them (``nbytes``) and nothing is
+    measured.
+
     :attr:`ready` is the queue itself, for a protocol's ``ready`` fast path: a consumer may
     ``popleft()`` it directly while it is not empty. A producer blocked on a full queue is let in
-    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty.
+    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty. The byte
+    count keeps up without the consumer's help: it is kept by position (items ever put, and the
+    running total of their bytes at the end of each put), so what is still queued is known from
+    how many items are left.
     """
 
     POLICIES = ("block", "drop_oldest", "drop_newest")
 
     __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
-                 "_closed", "dropped", "_stats", "_stat", "_owner")
+                 "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer",
+                 "_puts", "_put_bytes", "_marks", "_base")
 
     def __init__(self, capacity: int, policy: Policy = "block",
                  stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
-                 owner: str = "queue") -> None:
+                 owner: str = "queue", max_bytes: int = 0,
+                 sizer: Callable[[T], int] = item_size) -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
         self._buf: deque[T] = deque()
         self._cap = capacity
+        self._max_bytes = max_bytes
+        self._sizer = sizer
+        # The byte count by position (only while max_bytes is set): items and bytes ever put,
+        # and for each put still (partly) queued, (items put, bytes put) after it; _base is the
+        # byte total after the last put wholly taken.
+        self._puts = 0
+        self._put_bytes = 0
+        self._marks: deque[tuple[int, int]] = deque()
+        self._base = 0
         self._policy = policy
         self._items = Signal()  # fired when an item arrives (only if someone waits for one)
         self._space = Signal()  # fired when room appears (only if a blocked put waits)
@@ -130,10 +158,13 @@ class Inbox(Generic[T]):
     def for_option(cls, handle: "SocketHandle", policy: Policy = "block",
                    stats: dict[str, int] | None = None,
                    option: str = "recv_buffer") -> "Inbox[Any]":
-        """The socket's receive queue: its capacity is the socket's ``option`` and follows it when
-        it changes (shrinking drops the oldest items, counted as drops)."""
-        inbox: Inbox[Any] = cls(handle.options[option], policy, stats, owner="socket")
+        """The socket's receive queue: its capacity is the socket's ``option`` and its byte bound
+        ``<option>_bytes``; both follow the options when they change (shrinking drops the oldest
+        items, counted as drops)."""
+        inbox: Inbox[Any] = cls(handle.options[option], policy, stats, owner="socket",
+                                max_bytes=handle.options[option + "_bytes"])
         handle.watch(option, inbox.resize)
+        handle.watch(option + "_bytes", inbox.set_max_bytes)
         return inbox
 
     @property
@@ -162,60 +193,164 @@ class Inbox(Generic[T]):
         gevent.sleep(0)
         self._check()
 
-    def put(self, item: T, timeout: float | None = None) -> bool:
-        """Queue ``item``; False if the policy dropped it (the new one or an older one).
-        With ``"block"``, waits up to ``timeout`` for room (:class:`gsp.Timeout`)."""
+    def _full(self) -> bool:
+        buf = self._buf
+        if len(buf) >= self._cap:
+            return True
+        return bool(self._max_bytes and buf and self.queued_bytes >= self._max_bytes)
+
+    def _added(self, n: int, nbytes: int) -> None:
+        # n items of nbytes were appended (only called while max_bytes is set)
+        self._puts += n
+        self._put_bytes += nbytes
+        self._marks.append((self._puts, self._put_bytes))
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued now (0 while no byte bound is set). Items taken from the middle of a
+        ``put_all`` batch count until the batch is all taken: at most one batch too many."""
+        if not self._max_bytes:
+            return 0
+        taken = self._puts - len(self._buf)
+        marks = self._marks
+        while marks and marks[0][0] <= taken:
+            self._base = marks.popleft()[1]
+        return self._put_bytes - self._base
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    def set_max_bytes(self, max_bytes: int) -> None:
+        """Change the byte bound (0: none); when lowering it, the oldest items that no longer fit
+        go (counted as drops)."""
+        self._max_bytes = max_bytes
+        self._recount()
+        n = 0
+        while self._full() and len(self._buf) > 1:
+            self._buf.popleft()
+            n += 1
+        if n:
+            self._count(n)
+        if self._putters:
+            self._space.fire()
+
+    def _recount(self) -> None:
+        # Measure what is queued afresh (after a change not made at the ends of the queue).
+        self._puts = self._put_bytes = self._base = 0
+        self._marks.clear()
+        if self._max_bytes:
+            size = self._sizer
+            for item in self._buf:
+                self._added(1, size(item))
+
+    def _bytes_room(self, items: list[T], i: int, room: int) -> int:
+        # How many of items[i:] (at most room) go in before the byte bound is reached: while
+        # under it, items are let in, and the one that reaches it too (as put does).
+        left = self._max_bytes - self.queued_bytes
+        if left <= 0:
+            return 0 if self._buf else 1
+        size = self._sizer
+        k = 0
+        for item in items[i:i + room]:
+            k += 1
+            left -= size(item)
+            if left <= 0:
+                break
+        return k
+
+    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None) -> bool:
+        """Queue ``item`` (of ``nbytes`` bytes, measured when not given); False if the policy
+        dropped it (the new one or an older one). With ``"block"``, waits up to ``timeout`` for
+        room (:class:`gsp.Timeout`)."""
         self._check()
         buf = self._buf
         kept = True
-        if len(buf) >= self._cap and self._policy != "block" and self._getters:
+        full = self._full()
+        if full and self._policy != "block" and self._getters:
             self._yield_to_getters()
-        if len(buf) >= self._cap:
+            full = self._full()
+        if full:
             if self._policy == "drop_newest":
                 self._count(1)
                 return False
             if self._policy == "drop_oldest":
-                buf.popleft()
-                self._count(1)
+                n = 0
+                while buf and self._full():
+                    buf.popleft()
+                    n += 1
+                self._count(n)
                 kept = False
             else:
                 deadline = Deadline(timeout)
-                while len(buf) >= self._cap:
+                while self._full():
                     self._check()
                     self._wait(self._space, deadline, putter=True)
                 self._check()
         buf.append(item)
+        if self._max_bytes:
+            self._added(1, self._sizer(item) if nbytes is None else nbytes)
         if self._items._armed:  # a get or a select (wake_case) may be waiting
             self._items.fire()
         return kept
 
-    def put_all(self, items: list[T]) -> int:
-        """``put`` each of ``items`` in order (waiting for room with ``"block"``), moving runs of
-        them at once; returns how many items the policy dropped."""
+    def put_all(self, items: list[T], nbytes: int | None = None) -> int:
+        """``put`` each of ``items`` (``nbytes`` in all, measured when not given) in order
+        (waiting for room with ``"block"``), moving runs of them at once; returns how many
+        items the policy dropped.
+
+        Items are measured one by one only near the byte bound; otherwise a run that is part of
+        the batch is counted as its share of ``nbytes`` (the shares add up to ``nbytes``)."""
         buf = self._buf
         block = self._policy == "block"
+        counted = self._max_bytes
+        left = 0  # bytes of items[i:] while counted
+        if counted:
+            left = sum(map(self._sizer, items)) if nbytes is None else nbytes
         dropped = 0
         i, n = 0, len(items)
         while i < n:
             self._check()
             room = self._cap - len(buf)
+            exact = False
+            if counted and room > 0 and buf and left > self._max_bytes - self.queued_bytes:
+                room = self._bytes_room(items, i, room)  # near the bound: by their sizes
+                exact = True
             if room > 0 and not (block and self._putters):  # blocked putters go first (FIFO)
                 run = items[i:i + room]
                 buf.extend(run)
-                i += len(run)
+                k = len(run)
+                if counted:
+                    if i + k == n:
+                        share = left
+                    elif exact:
+                        share = min(sum(map(self._sizer, run)), left)
+                    else:
+                        share = left * k // (n - i)
+                    left -= share
+                    self._added(k, share)
+                i += k
                 if self._items._armed:
                     self._items.fire()
                 continue
             if block:
-                self.put(items[i])  # full: wait for room like a plain put
+                item = items[i]
+                size = self._sizer(item) if counted else 0
+                self.put(item, None, min(size, left))  # full: wait for room like a plain put
+                left -= min(size, left)
                 i += 1
                 continue
             if self._getters:
                 self._yield_to_getters()
-                if self._cap - len(buf) > 0:
+                if not self._full():
                     continue
             # Full, and nobody drained it: the rest goes by the policy, as put would do it.
             rest = items[i:]
+            if counted:  # item by item: how many fit depends on their sizes
+                before = self.dropped
+                for item in rest:
+                    self.put(item)
+                return self.dropped - before
             dropped = len(rest)
             if self._policy == "drop_oldest":
                 keep = rest[-self._cap:]
@@ -294,7 +429,7 @@ class Inbox(Generic[T]):
         buf = self._buf
         n = 0
         while len(buf) > capacity:
-            buf.popleft()
+            buf.popleft()  # from the front: the byte count by position still holds
             n += 1
         if n:
             self._count(n)
@@ -306,6 +441,7 @@ class Inbox(Generic[T]):
         kept = [x for x in self._buf if keep(x)]
         self._buf.clear()
         self._buf.extend(kept)
+        self._recount()
         if self._putters:
             self._space.fire()
 
@@ -313,5 +449,6 @@ class Inbox(Generic[T]):
         """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
         self._closed = True
         self._buf.clear()
+        self._recount()
         self._items.close()
         self._space.close()

@@ -134,6 +134,7 @@ def map_socket_error(exc: OSError, what: str) -> Exception:
 _RECV_CHUNK = 64 * 1024
 _JOIN_LIMIT = 64 * 1024
 _INT = struct.Struct("i")
+_BODY_WAIT = 0.25  # seconds a reader waits for a whole big body before it reads what came
 
 
 def _readable(sock: Any) -> int:
@@ -166,6 +167,8 @@ class StreamConnection(Connection):
         self._cache = wire.prefix_cache(framing)
         self._tail: memoryview | None = None  # what send_now could not write yet
         self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
+        self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
+        self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
@@ -180,6 +183,7 @@ class StreamConnection(Connection):
         wire.parse_handshake(bytes(got), spec.peer_number, own=spec.number)
         # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
         self._plain = type(self.sock) is gsocket.socket
+        self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 
     def _recv(self, n: int) -> bytes:
         try:
@@ -289,6 +293,8 @@ class StreamConnection(Connection):
                     # A big body: read what is there (all of it: the message itself), never
                     # more than what is left, and never a buffer for bytes not yet arrived.
                     waiting = _readable(sock) if self._plain else 0
+                    if waiting < left and self._lowat and decoder.body_wanted:
+                        waiting = self._await_body(left)
                     data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
                 else:
                     data = sock.recv(_RECV_CHUNK)
@@ -306,11 +312,43 @@ class StreamConnection(Connection):
                 self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
                 return msgs
 
+    def _await_body(self, size: int) -> int:
+        """Wait until the kernel holds the whole ``size``-byte body of the frame in progress (or
+        :data:`_BODY_WAIT` passed, so slow progress is still seen and counted), and return what it
+        holds. SO_RCVLOWAT makes the socket readable only then (Linux also grows the receive
+        buffer to fit, up to half of tcp_rmem's maximum), so the body arrives in one ``recv``:
+        one allocation of its exact size and no join, while the bytes wait in the kernel, not in
+        gsp."""
+        sock = self.sock
+        sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_RCVLOWAT, size)
+        hub = gevent.get_hub()
+        watcher = self._body_wait = hub.loop.io(sock.fileno(), 1)
+        try:
+            with gevent.Timeout(_BODY_WAIT, False):
+                hub.wait(watcher)
+        finally:
+            self._body_wait = None
+            watcher.close()
+            if self._closed:
+                self._close_socket()  # close() left that to us: see there
+            else:
+                sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_RCVLOWAT, 1)
+        return _readable(sock)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._holding.release()
+        if self._body_wait is not None:
+            # The reader waits on its own watcher of this fd: a socket closed under an active
+            # watcher is closed late by gevent (after the next event on the fd), so wake the
+            # reader and let it close the socket once its watcher is gone.
+            gevent.get_hub().cancel_wait(self._body_wait, Closed("connection closed locally"))
+            return
+        self._close_socket()
+
+    def _close_socket(self) -> None:
         try:
             self.sock.close()
         except OSError:

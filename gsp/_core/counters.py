@@ -176,6 +176,8 @@ def socket_stats(sock: "Socket") -> dict[str, int]:
     depth = proto.recv_queue_depth()
     if depth is not None:
         out["recv_queue"] = depth
+    if proto.recv_queue is not None:
+        out["recv_queue_bytes"] = proto.recv_queue.queued_bytes
     for key, n in proto.stats.items():
         if key == "dropped":  # a protocol's own total, without a reason
             key = "dropped_other"

@@ -63,7 +63,7 @@ class Pipe:
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_out_msgs", "_out_bytes", "_writing", "_room", "__weakref__")
+                 "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
@@ -80,6 +80,8 @@ class Pipe:
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
         self._writing = 0  # messages of the batch the writer is writing now
+        #: Bytes of the batch the reader is handing to ``pipe_recv_all`` now (see PipeHandle).
+        self.recv_batch_bytes = 0
         self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct)
         #: Queue a message if there is room now; False when full or closed (never blocks).
         self.try_send = self._q.offer
@@ -175,15 +177,18 @@ class Pipe:
             while True:
                 msgs = conn.recv_messages()
                 self._in_msgs += len(msgs)
-                self._in_bytes += size(msgs)
+                self._in_bytes += (nbytes := size(msgs))
                 if batched:
                     if len(others) <= 1:
+                        self.recv_batch_bytes = nbytes
                         deliver_all(self, msgs)
                         continue
                     i, end = 0, len(msgs)
                     while i < end:  # in turns of _READ_TURN, as below
                         k = min(_READ_TURN - n, end - i)
-                        deliver_all(self, msgs[i:i + k])
+                        part = msgs if k == end else msgs[i:i + k]
+                        self.recv_batch_bytes = nbytes if k == end else size(part)
+                        deliver_all(self, part)
                         i += k
                         n += k
                         if n == _READ_TURN:

@@ -98,13 +98,16 @@ class Sub(Protocol):
 
     # Queues hold (body, pipe) pairs: far cheaper than a Message, which only recv_msg needs.
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        self.pipe_recv_all(pipe, [data])
+        self._deliver(pipe, [data], len(data))
 
     def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
+        self._deliver(pipe, datas, pipe.recv_batch_bytes)
+
+    def _deliver(self, pipe: PipeHandle, datas: list[bytes], nbytes: int) -> None:
         main = self._main
         kept = 0  # messages the socket's own subscriptions matched
         if self.raw or b"" in main.topics:  # everything matches: no per-message test
-            main.inbox.put_all(list(zip(datas, repeat(pipe))))
+            main.inbox.put_all(list(zip(datas, repeat(pipe))), nbytes)
             kept = len(datas)
         elif main.topics:
             mine = [(d, pipe) for d in datas if main.matches(d)]
@@ -170,7 +173,8 @@ class SubContext(Context):
         super().__init__(proto.handle)
         self._proto = proto
         self._sub = _Subscriber(
-            Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context"))
+            Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context",
+                  max_bytes=proto.handle.options["recv_buffer_bytes"]))
 
     @property
     def recv_buffer(self) -> int:

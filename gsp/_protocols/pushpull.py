@@ -34,10 +34,10 @@ class Pull(Protocol):
         self.recv_queue = self._recvq
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        self._recvq.put((data, pipe))
+        self._recvq.put((data, pipe), None, len(data))
 
     def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
-        self._recvq.put_all(list(zip(datas, repeat(pipe))))
+        self._recvq.put_all(list(zip(datas, repeat(pipe))), pipe.recv_batch_bytes)
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._recvq.get(timeout)[0]

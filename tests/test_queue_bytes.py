@@ -1,0 +1,236 @@
+"""Receive queues bounded in bytes as well as messages (``recv_buffer_bytes``), and big bodies
+received whole once the kernel has them (SO_RCVLOWAT on tcp)."""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Callable
+
+import gevent
+import pytest
+
+import gsp
+from gsp import wire
+from gsp.queues import Inbox
+from gsp.testing import RawPeer, free_url, wait_for
+
+pytestmark = pytest.mark.core
+
+KiB = 1024
+MiB = 1 << 20
+
+
+# -- the Inbox ------------------------------------------------------------------------------------
+
+def test_a_byte_bound_fills_the_queue_before_its_message_bound() -> None:
+    box: Inbox[bytes] = Inbox(100, "drop_newest", max_bytes=10 * KiB)
+    kept = [box.put(b"x" * (4 * KiB)) for _ in range(4)]
+    # 4 KiB, 8 KiB: under the bound; 12 KiB: full, so the fourth is dropped
+    assert kept == [True, True, True, False]
+    assert len(box) == 3 and box.queued_bytes == 12 * KiB and box.dropped == 1
+
+
+def test_one_item_bigger_than_the_bound_is_still_let_in() -> None:
+    box: Inbox[bytes] = Inbox(10, "block", max_bytes=KiB)
+    box.put(b"x" * (5 * KiB), timeout=0.1)
+    assert box.queued_bytes == 5 * KiB
+    with pytest.raises(gsp.Timeout):
+        box.put(b"y", timeout=0.05)  # full by bytes: a blocking put waits
+    assert box.get() == b"x" * (5 * KiB)
+    box.put(b"y", timeout=0.1)
+    assert box.queued_bytes == 1
+
+
+def test_drop_oldest_drops_as_many_as_the_new_item_needs() -> None:
+    box: Inbox[bytes] = Inbox(100, "drop_oldest", max_bytes=10 * KiB)
+    for i in range(5):
+        box.put(bytes([i]) * (2 * KiB))  # 10 KiB: full
+    assert box.put(b"z" * (6 * KiB)) is False  # older ones went to make room
+    # Dropped from the front until under the bound (8 KiB), then let in, as a blocking put
+    # would be: the bound is passed by one item at most
+    assert [m[0] for m in box.ready] == [1, 2, 3, 4, ord("z")]
+    assert box.dropped == 1 and box.queued_bytes == 14 * KiB
+
+
+def test_items_taken_through_ready_are_no_longer_counted() -> None:
+    box: Inbox[tuple[bytes, None]] = Inbox(100, "block", max_bytes=10 * KiB)
+    box.put_all([(b"a" * KiB, None)] * 3, nbytes=3 * KiB)  # a batch of three
+    box.put((b"b" * (2 * KiB), None))
+    assert box.queued_bytes == 5 * KiB
+    ready = box.ready
+    ready.popleft()  # the fast path: no call into the inbox
+    # Counted until the whole batch is taken (at most one batch too many) ...
+    assert box.queued_bytes == 5 * KiB
+    ready.popleft()
+    ready.popleft()
+    assert box.queued_bytes == 2 * KiB  # ... then not at all
+    ready.popleft()
+    assert box.queued_bytes == 0
+
+
+def test_a_producer_blocked_by_bytes_is_let_in_when_the_consumer_drains_through_ready() -> None:
+    box: Inbox[bytes] = Inbox(100, "block", max_bytes=4 * KiB)
+    box.put(b"a" * (4 * KiB))
+    done: list[bool] = []
+    g = gevent.spawn(lambda: done.append(box.put(b"b", timeout=2)))
+    gevent.sleep(0.05)
+    assert not done  # full by bytes
+    box.ready.popleft()
+    assert box.get(timeout=2) == b"b"  # found ready empty: lets the producer in
+    g.join(2)
+    assert done == [True]
+
+
+def test_put_all_respects_the_byte_bound_like_put_one_by_one() -> None:
+    for policy in ("drop_oldest", "drop_newest"):
+        a: Inbox[bytes] = Inbox(50, policy, max_bytes=20)  # type: ignore[arg-type]
+        b: Inbox[bytes] = Inbox(50, policy, max_bytes=20)  # type: ignore[arg-type]
+        items = [bytes([i]) * (i % 7 + 1) for i in range(30)]
+        for x in items:
+            a.put(x)
+        b.put_all(items[:2])  # under the bound: one run
+        dropped_b = b.put_all(items[2:])
+        assert list(b.ready) == list(a.ready), policy
+        assert a.dropped == b.dropped == dropped_b
+        assert b.queued_bytes == sum(map(len, b.ready))
+
+
+def test_lowering_the_byte_bound_drops_the_oldest_and_filter_recounts() -> None:
+    box: Inbox[bytes] = Inbox(100, "drop_oldest", max_bytes=0)
+    for i in range(6):
+        box.put(bytes([i]) * 100)
+    assert box.queued_bytes == 0  # no byte bound: nothing is measured
+    box.set_max_bytes(250)
+    assert [m[0] for m in box.ready] == [4, 5] and box.dropped == 4
+    assert box.queued_bytes == 200
+    box.filter(lambda m: m[0] != 4)
+    assert box.queued_bytes == 100
+    box.set_max_bytes(0)
+    assert box.queued_bytes == 0 and len(box) == 1
+
+
+# -- sockets ----------------------------------------------------------------------------------------
+
+def test_recv_buffer_bytes_is_a_validated_option(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("pull")
+    assert s.get_option("recv_buffer_bytes") == 16 * MiB
+    with pytest.raises(gsp.BadOption, match="recv_buffer_bytes"):
+        s.set_option("recv_buffer_bytes", -1)
+    s.set_option("recv_buffer_bytes", 0)
+    assert s.stats["recv_queue_bytes"] == 0
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "inproc"])
+def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
+        gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
+    url = free_url(scheme)
+    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=MiB, recv_max_size=0)
+    push = gsp_socket("push", dial=url)
+    wait_for(lambda: push.pipes)
+    body = b"m" * (256 * KiB)
+    sent = [0]
+
+    def pusher() -> None:
+        for _ in range(40):  # 10 MiB, far more than the bound and than the sockets' buffers
+            push.send(body)
+            sent[0] += 1
+
+    g = gevent.spawn(pusher)
+    try:
+        wait_for(lambda: pull.stats["recv_queue"] >= 4)
+        gevent.sleep(0.3)  # let the pusher go as far as it can
+        st = pull.stats
+        # The message bound (1024) is far away; the byte bound holds: four 256 KiB messages
+        # fill it (one batch may pass it: a reader's batch is one message here).
+        assert st["recv_queue"] <= 5 and st["recv_queue_bytes"] <= MiB + 256 * KiB, st
+        got = [pull.recv(timeout=5) for _ in range(40)]
+        assert got == [body] * 40
+        g.join(5)
+        assert sent[0] == 40 and pull.stats["recv_queue_bytes"] == 0
+    finally:
+        g.kill()
+
+
+def test_sub_drops_its_oldest_by_bytes(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    url = free_url("inproc")
+    sub = gsp_socket("sub", listen=url, recv_buffer_bytes=100 * KiB, recv_max_size=0)
+    sub.subscribe(b"")
+    pub = gsp_socket("pub", dial=url)
+    wait_for(lambda: sub.pipes)
+    for i in range(20):
+        pub.send(bytes([i]) * (30 * KiB))
+    wait_for(lambda: sub.stats["messages_received"] == 20)
+    got = []
+    while True:
+        try:
+            got.append(sub.recv(timeout=0.1)[0])
+        except gsp.Timeout:
+            break
+    # The newest ones survive, as few as the byte bound lets stay (a batch may pass it)
+    assert got == list(range(20 - len(got), 20)) and 3 <= len(got) <= 5
+    assert sub.stats["dropped_queue_full"] == 20 - len(got)
+
+
+# -- big bodies, received whole -------------------------------------------------------------------
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">Q", len(body)) + body
+
+
+def test_a_big_body_sent_slowly_is_received_and_its_progress_counts(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    url = free_url("tcp")
+    # Slower than the stall timeout in all, but never silent for that long.
+    pull = gsp_socket("pull", listen=url, recv_max_size=0, recv_partial_timeout=0.6)
+    with RawPeer(url, 0x50) as peer:
+        peer.sock.sendall(_frame(b"s" * 100))  # a small one first
+        assert pull.recv(timeout=5) == b"s" * 100
+        body = bytes(range(256)) * (4 * KiB)  # 1 MiB
+        data = _frame(body)
+        peer.sock.sendall(data[:8 + 1000])
+        for i in range(8):  # the rest over ~1.6 s, one piece every 0.2 s
+            gevent.sleep(0.2)
+            lo = 8 + 1000 + i * (len(body) - 1000) // 8
+            hi = 8 + 1000 + (i + 1) * (len(body) - 1000) // 8
+            peer.sock.sendall(data[lo:hi])
+        assert pull.recv(timeout=5) == body
+        # ... and the next big one, whose body waits whole in the kernel before gsp reads it
+        peer.sock.sendall(data[:8])
+        gevent.sleep(0.1)
+        peer.sock.sendall(data[8:])
+        assert pull.recv(timeout=5) == body
+    assert pull.stats["pipes_stalled"] == 0
+
+
+def test_closing_while_a_big_body_is_awaited_is_prompt(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    url = free_url("tcp")
+    pull = gsp_socket("pull", listen=url, recv_max_size=0)
+    with RawPeer(url, 0x50) as peer:
+        peer.sock.sendall(_frame(b"b" * (64 * KiB)))  # big: the next prefix is read alone
+        assert len(pull.recv(timeout=5)) == 64 * KiB
+        peer.sock.sendall(struct.pack(">Q", 4 * MiB) + b"x" * 1000)  # most of it never comes
+        wait_for(lambda: pull.stats["bytes_received"] >= 64 * KiB)
+        gevent.sleep(0.05)  # the reader now waits for the body
+        t0 = time.monotonic()
+        pull.close()
+        assert time.monotonic() - t0 < 0.2
+        peer.wait_closed(timeout=2)
+
+
+def test_lowat_is_set_back_so_small_messages_flow_after_a_big_one(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    url = free_url("tcp")
+    pull = gsp_socket("pull", listen=url, recv_max_size=0)
+    with RawPeer(url, 0x50) as peer:
+        big = b"B" * (wire.DIRECT_SIZE * 4)
+        peer.sock.sendall(_frame(big))
+        assert pull.recv(timeout=5) == big
+        peer.sock.sendall(_frame(b"x" * (wire.DIRECT_SIZE * 2))[:8])  # a big prefix, body later
+        gevent.sleep(0.05)
+        peer.sock.sendall(b"x" * (wire.DIRECT_SIZE * 2))
+        assert pull.recv(timeout=5) == b"x" * (wire.DIRECT_SIZE * 2)
+        for i in range(3):  # one byte each: a socket left at a high SO_RCVLOWAT would sit on them
+            peer.sock.sendall(_frame(bytes([i])))
+            assert pull.recv(timeout=2) == bytes([i])
