@@ -292,18 +292,54 @@ class Outbox(Chan[T]):
     so order is kept. ``direct(item)`` returns 2 when it took the whole item, 0 when it did
     nothing (the item is queued instead), and 1 when it took part of it: :data:`FLUSH` is then
     queued so the consumer finishes the job (or meets the error) in its own greenlet.
+
+    ``max_bytes`` (0: none) makes it full once the items queued (``len`` of each) reach that
+    many bytes, as well as at ``capacity`` items; one item is always let in. The count is the
+    producers': the consumer calls :meth:`took` after taking items to set it right again.
     """
 
-    __slots__ = ("_start", "_direct", "_started", "_loop", "_direct_at")
+    __slots__ = ("_start", "_direct", "_started", "_loop", "_direct_at", "_bytes", "_max_bytes")
 
     def __init__(self, capacity: int, start: Callable[[], None],
-                 direct: Callable[[T], int] | None = None) -> None:
+                 direct: Callable[[T], int] | None = None, max_bytes: int = 0) -> None:
         super().__init__(capacity)
         self._start = start
         self._direct = direct
         self._started = False
         self._loop = get_hub().loop
         self._direct_at = -1.0
+        self._bytes = 0  # bytes queued, as producers counted them since the consumer's took()
+        self._max_bytes = max_bytes or 1 << 62
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._bytes
+
+    def has_room(self) -> bool:
+        """Whether :meth:`offer` would queue an item now (not closed, under both bounds)."""
+        return not self._closed and len(self._buf) < self._cap and self._bytes < self._max_bytes
+
+    def took(self) -> None:
+        """For the consumer, after taking items: count what is still queued (nothing, usually)."""
+        buf: Any = self._buf
+        self._bytes = sum([len(x) for x in buf if x is not FLUSH]) if buf else 0
+
+    def recv_nowait(self) -> T:
+        """Take the oldest item now (e.g. to drop it), :class:`gsp.WouldBlock` if none."""
+        item = Chan.recv(self, 0)
+        if item is not FLUSH:
+            self._bytes = max(self._bytes - len(item), 0)  # type: ignore[arg-type]
+        return item
+
+    def _try_send(self, item: Any) -> bool:
+        if not self._buf:
+            self._bytes = 0  # an empty queue holds nothing, whoever took what it held
+        elif self._bytes >= self._max_bytes:
+            return False
+        if not Chan._try_send(self, item):
+            return False
+        self._bytes += len(item)
+        return True
 
     def ensure_consumer(self) -> None:
         """Start the consumer now if it has not been started."""
@@ -316,8 +352,10 @@ class Outbox(Chan[T]):
         closed. Never blocks."""
         buf = self._buf
         if buf:  # the busy case first, inlined: the consumer exists and will take it from here
-            if len(buf) < self._cap and not self._recvq and not self._closed:
+            if len(buf) < self._cap and self._bytes < self._max_bytes and not self._recvq \
+                    and not self._closed:
                 buf.append(item)
+                self._bytes += len(item)  # type: ignore[arg-type]  # items have a length
                 return True
         elif self._direct is not None and not self._closed:
             rq = self._recvq
@@ -327,7 +365,7 @@ class Outbox(Chan[T]):
                 done = self._direct(item)
                 if done:
                     if done == 1:
-                        self._try_send(FLUSH)
+                        Chan._try_send(self, FLUSH)  # not counted: it has no bytes
                         self.ensure_consumer()
                     return True
         if self._closed or not self._try_send(item):

@@ -245,6 +245,9 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("reconnect_time_max", 10.0, duration(allow_none=False),
            "redial backoff ceiling, seconds; 0 = no backoff"),
     Option("send_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued per pipe for sending"),
+    Option("send_buffer_bytes", 4 << 20, integer(0, unit="bytes"),
+           "bytes queued per pipe for sending; full at this or send_buffer, whichever comes "
+           "first (one message is always let in); 0 = no byte bound"),
     Option("recv_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued on the socket for recv()"),
     Option("recv_buffer_bytes", 16 << 20, integer(0, unit="bytes"),
            "bytes queued on the socket for recv(); full at this or recv_buffer, whichever comes "

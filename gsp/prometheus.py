@@ -49,6 +49,7 @@ _GAUGES = {
     "pipes": ("pipes", "Pipes attached now"),
     "send_queue": ("send_queue_messages", "Messages queued on the pipes' send queues now"),
     "recv_queue": ("receive_queue_messages", "Messages waiting in the receive queue(s) now"),
+    "send_queue_bytes": ("send_queue_bytes", "Bytes waiting in the pipes' send queues now"),
     "recv_queue_bytes": ("receive_queue_bytes", "Bytes waiting in the socket's receive queue now"),
 }
 _DIALER_COUNTERS = {

@@ -172,6 +172,68 @@ def test_sub_drops_its_oldest_by_bytes(gsp_socket: Callable[..., gsp.Socket]) ->
     assert sub.stats["dropped_queue_full"] == 20 - len(got)
 
 
+def test_outbox_bytes_bound_room_and_recount() -> None:
+    from gsp.chan import FLUSH, Outbox
+
+    q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
+    q._started = True  # no consumer in this test
+    assert q.offer(b"a" * 6) and q.offer(b"b" * 6)  # 6 < 10: let in; 12: full
+    assert not q.has_room() and not q.offer(b"c") and not q.try_send(b"c")
+    assert q.queued_bytes == 12
+    q.recv()
+    q.took()  # the consumer sets the count right
+    assert q.queued_bytes == 6 and q.has_room()
+    q._buf.append(FLUSH)  # markers have no bytes
+    q.took()
+    assert q.queued_bytes == 6
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "inproc"])
+def test_a_pusher_to_a_slow_puller_holds_both_byte_bounds(
+        gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
+    """Distinct 1 MiB messages (the issue's case): what both sides queue stays near their byte
+    bounds, the sender is pushed back, and nothing is lost."""
+    url = free_url(scheme)
+    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=2 * MiB, recv_max_size=0)
+    push = gsp_socket("push", dial=url, send_buffer_bytes=2 * MiB)
+    wait_for(lambda: push.pipes)
+    sent = [0]
+
+    def pusher() -> None:
+        for i in range(60):
+            push.send(bytes([i]) * MiB)  # a new message each time, as users send them
+            sent[0] += 1
+
+    g = gevent.spawn(pusher)
+    try:
+        peak = [0, 0]
+        for _ in range(20):  # while the puller does not read
+            gevent.sleep(0.02)
+            peak[0] = max(peak[0], push.stats["send_queue_bytes"])
+            peak[1] = max(peak[1], pull.stats["recv_queue_bytes"])
+        assert 0 < sent[0] < 60  # pushed back (tcp: the kernels' buffers hold some too)
+        assert peak[0] <= 3 * MiB and peak[1] <= 3 * MiB, peak  # bound + one message
+        got = [pull.recv(timeout=5)[0] for _ in range(60)]
+        assert got == list(range(60))
+        g.join(5)
+        assert sent[0] == 60
+    finally:
+        g.kill()
+
+
+def test_pub_to_a_stalled_subscriber_drops_by_bytes(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    url = free_url("tcp")
+    pub = gsp_socket("pub", listen=url, send_buffer_bytes=MiB)
+    with RawPeer(url, 0x21):  # a SUB that never reads
+        wait_for(lambda: pub.pipes)
+        for i in range(200):  # 50 MiB: far past the kernel's buffers and the pipe's bound
+            pub.send(bytes([i]) * (256 * KiB))
+        st = pub.stats
+        assert st["send_queue_bytes"] <= MiB + 256 * KiB, st
+        assert st["dropped_queue_full"] > 0
+
+
 # -- big bodies, received whole -------------------------------------------------------------------
 
 def _frame(body: bytes) -> bytes:

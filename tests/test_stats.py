@@ -291,7 +291,7 @@ def test_tls_handshake_failures_are_counted(mk: Mk, pki):
 
 def test_queue_depths(mk: Mk):
     pull = mk("pull", recv_buffer=4, recv_timeout=WAIT)
-    push = mk("push", send_buffer=1000, linger=0)
+    push = mk("push", send_buffer=1000, send_buffer_bytes=0, linger=0)  # bounded in messages only
     push.dial(pull.listen(TCP).url, block=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     big = b"b" * (1 << 18)

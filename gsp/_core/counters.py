@@ -146,19 +146,20 @@ def connect_reason(exc: BaseException) -> str:
 def pipe_stats(pipe: "Pipe") -> dict[str, int]:
     return {"messages_received": pipe._in_msgs, "bytes_received": pipe._in_bytes,
             "messages_sent": pipe._out_msgs, "bytes_sent": pipe._out_bytes,
-            "send_queue": len(pipe._q) + pipe._writing,
+            "send_queue": len(pipe._q) + pipe._writing, "send_queue_bytes": pipe._q.queued_bytes,
             "dropped_oversize": int(isinstance(pipe.error, MessageTooLarge))}
 
 
 def _owner_stats(t: dict[str, int], pipes: Iterable["Pipe"]) -> dict[str, int]:
     out = dict(t)
-    mi = bi = mo = bo = queued = live = 0
+    mi = bi = mo = bo = queued = qbytes = live = 0
     for p in pipes:
         mi += p._in_msgs
         bi += p._in_bytes
         mo += p._out_msgs
         bo += p._out_bytes
         queued += len(p._q) + p._writing
+        qbytes += p._q.queued_bytes
         live += p.attached and not p.closed
     out["messages_received"] += mi
     out["bytes_received"] += bi
@@ -167,6 +168,7 @@ def _owner_stats(t: dict[str, int], pipes: Iterable["Pipe"]) -> dict[str, int]:
     out["pipes"] = live
     out["pipes_attached"] = out["pipes_detached"] + live
     out["send_queue"] = queued
+    out["send_queue_bytes"] = qbytes
     return out
 
 

@@ -66,7 +66,8 @@ class Pipe:
                  "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
-                 dialer: "Dialer | None" = None, listener: "Listener | None" = None) -> None:
+                 dialer: "Dialer | None" = None, listener: "Listener | None" = None,
+                 send_buffer_bytes: int = 0) -> None:
         self.id = _alloc_id()
         _live_pipes[self.id] = self
         self._socket = socket
@@ -82,7 +83,8 @@ class Pipe:
         self._writing = 0  # messages of the batch the writer is writing now
         #: Bytes of the batch the reader is handing to ``pipe_recv_all`` now (see PipeHandle).
         self.recv_batch_bytes = 0
-        self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct)
+        self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct,
+                                                  send_buffer_bytes)
         #: Queue a message if there is room now; False when full or closed (never blocks).
         self.try_send = self._q.offer
         self.closed = False
@@ -123,8 +125,7 @@ class Pipe:
 
     def has_room(self) -> bool:
         """Whether :meth:`try_send` would queue a message now (False once closed)."""
-        q = self._q
-        return not q.closed and len(q) < q.capacity
+        return self._q.has_room()
 
     def room_case(self) -> Recv:
         """A select case ready once the writer took messages (room may have appeared) or the
@@ -221,6 +222,7 @@ class Pipe:
                 batch = [] if first is FLUSH else [first]
                 if len(q):
                     batch += q.drain(_WRITE_BATCH)
+                q.took()
                 if self._room is not None:
                     self._room.fire()  # room appeared: wake selects waiting for it
                 self._writing = len(batch)

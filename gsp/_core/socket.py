@@ -310,7 +310,8 @@ class Socket(ObjectCalls):
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
-        pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener)
+        pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener,
+                    self._options["send_buffer_bytes"])
         self._pipes[pipe.id] = pipe
         events.fire(self, PipeEvent.ATTACHING, pipe)
         if pipe.closed:
