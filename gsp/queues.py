@@ -201,9 +201,16 @@ class Inbox(Generic[T]):
 
     def _added(self, n: int, nbytes: int) -> None:
         # n items of nbytes were appended (only called while max_bytes is set)
+        marks = self._marks
+        if len(marks) >= len(self._buf):  # marks of items already taken: settle the count
+            if len(self._buf) == n:  # all but these were taken
+                marks.clear()
+                self._base = self._put_bytes
+            else:
+                self.queued_bytes  # noqa: B018 (settles _marks and _base)
         self._puts += n
         self._put_bytes += nbytes
-        self._marks.append((self._puts, self._put_bytes))
+        marks.append((self._puts, self._put_bytes))
 
     @property
     def queued_bytes(self) -> int:
@@ -263,8 +270,19 @@ class Inbox(Generic[T]):
         """Queue ``item`` (of ``nbytes`` bytes, measured when not given); False if the policy
         dropped it (the new one or an older one). With ``"block"``, waits up to ``timeout`` for
         room (:class:`gsp.Timeout`)."""
-        self._check()
         buf = self._buf
+        limit = self._max_bytes
+        if len(buf) < self._cap and not self._closed and (
+                not limit or not buf or self._put_bytes - self._base < limit):
+            # Room (the byte test uses the last settled count, never below the true one): the
+            # common case, without a call.
+            buf.append(item)
+            if limit:
+                self._added(1, self._sizer(item) if nbytes is None else nbytes)
+            if self._items._armed:  # a get or a select (wake_case) may be waiting
+                self._items.fire()
+            return True
+        self._check()
         kept = True
         full = self._full()
         if full and self._policy != "block" and self._getters:

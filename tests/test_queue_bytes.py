@@ -69,6 +69,19 @@ def test_items_taken_through_ready_are_no_longer_counted() -> None:
     assert box.queued_bytes == 0
 
 
+def test_the_count_by_position_stays_small_while_the_consumer_keeps_up() -> None:
+    box: Inbox[bytes] = Inbox(8, "block", max_bytes=1 << 30)
+    for i in range(5000):  # taken through ready, as sockets do: the inbox is never told
+        if i % 3:
+            box.put(b"x" * 10)
+        else:
+            box.put_all([b"y" * 10] * 3, nbytes=30)
+        while len(box.ready) > i % 5:
+            box.ready.popleft()
+        assert len(box._marks) <= 9  # one per put still queued, at most
+    assert 10 * len(box.ready) <= box.queued_bytes <= 10 * len(box.ready) + 20  # one batch
+
+
 def test_a_producer_blocked_by_bytes_is_let_in_when_the_consumer_drains_through_ready() -> None:
     box: Inbox[bytes] = Inbox(100, "block", max_bytes=4 * KiB)
     box.put(b"a" * (4 * KiB))
