@@ -151,6 +151,13 @@ class SocketHandle(_Typing):
         """Call ``callback(value)`` after option ``name`` changed (set_option on the socket),
         with the validated value. Not called for the value the protocol was created with."""
 
+    def send_direct(self, offer: "Callable[[bytes], bool] | None") -> None:
+        """Let ``Socket.send(body)`` try ``offer(body)`` before calling the protocol: it queues
+        the body now and returns True, or returns False and the protocol's send runs as usual.
+        For a protocol whose send of a header-less body is just that (push with one puller:
+        the pipe's ``try_send``), it saves a call per message. ``None`` turns it off; the
+        protocol must do so when it no longer holds (a second pipe came, the pipe went)."""
+
 
 class ProtocolSpec:
     """What the registry knows about one protocol: its name and number, its peer's, how to make

@@ -144,3 +144,52 @@ def test_pull_recv_msg_still_carries_its_pipe_and_fair_turns_hold() -> None:
         assert sorted(len(v) for v in by_pipe.values()) == [200, 200]
         for bodies in by_pipe.values():  # each pipe's own order is kept
             assert bodies == sorted(bodies, key=lambda x: int(x[1:]))
+
+
+def test_push_with_one_puller_queues_without_calling_the_protocol(ipc_dir: str) -> None:
+    with sockets(("push", {"send_buffer": 4}), ("pull", {}), ("pull", {})) as (push, a, b):
+        calls: list[int] = []
+        proto = push._proto
+        real = proto.send_body
+
+        def counted(msg: Any, timeout: Any) -> None:
+            calls.append(1)
+            real(msg, timeout)
+
+        push._hot.send_body = counted
+        connected(a, a.listen(url("ipc", ipc_dir, "a")).url, push)
+        for i in range(3):
+            push.send(b"%d" % i)
+        assert calls == []  # one puller with room: queued by the socket itself
+        assert [a.recv(timeout=WAIT) for _ in range(3)] == [b"0", b"1", b"2"]
+        # A full queue falls back to the protocol's send, which waits for room as ever.
+        with pytest.raises(gsp.Timeout):
+            for i in range(100_000):
+                push.send(b"x" * 65536, timeout=0.05)
+        assert calls
+        while True:
+            try:
+                a.recv(timeout=0.2)
+            except gsp.Timeout:
+                break
+        # A second puller: round robin again, through the protocol.
+        calls.clear()
+        connected(b, b.listen(url("ipc", ipc_dir, "b")).url, push)
+        wait_for(lambda: len(push.pipes) == 2)
+        for i in range(10):
+            push.send(b"%d" % i)
+        assert len(calls) == 10
+        got_a = [a.recv(timeout=WAIT) for _ in range(5)]
+        got_b = [b.recv(timeout=WAIT) for _ in range(5)]
+        assert sorted(got_a + got_b) == sorted(b"%d" % i for i in range(10))
+        # Back to one puller: direct again; none: the protocol waits (and times out).
+        b.close()
+        wait_for(lambda: len(push.pipes) == 1)
+        calls.clear()
+        push.send(b"again")
+        assert calls == [] and a.recv(timeout=WAIT) == b"again"
+        a.close()
+        wait_for(lambda: not push.pipes)
+        with pytest.raises(gsp.Timeout):
+            push.send(b"nobody", timeout=0.05)
+        assert calls == [1]

@@ -49,3 +49,6 @@ class SocketHandle:
 
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         self._sock._watch(name, callback)
+
+    def send_direct(self, offer: Callable[[bytes], bool] | None) -> None:
+        self._sock._hot.send_direct = offer

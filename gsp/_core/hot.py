@@ -13,7 +13,7 @@ class Hot:
     off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
 
     __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
-                 "ready")
+                 "ready", "send_direct")
 
     closed: bool
     send_timeout: float | None
@@ -22,6 +22,7 @@ class Hot:
     recv_body: Callable[[float | None], bytes] | None
     send_body: Callable[[bytes, float | None], None] | None
     ready: "deque[tuple[bytes, Any]] | None"
+    send_direct: Callable[[bytes], bool] | None  # see SocketHandle.send_direct
 
 
 def hot_field(name: str) -> Any:

@@ -83,6 +83,7 @@ class Socket(ObjectCalls):
         self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
         self._hot.send_body = proto.send_body if cls.send_body is not Protocol.send_body else None
         self._hot.ready = proto.ready
+        self._hot.send_direct = None
         self.id = counters.register(self)
 
     # -- options -------------------------------------------------------------------------------
@@ -165,6 +166,8 @@ class Socket(ObjectCalls):
             raise Closed("socket is closed")
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
+        if hot.send_direct is not None and hot.send_direct(data):
+            return  # queued at once (SocketHandle.send_direct): no call into the protocol
         t = hot.send_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:

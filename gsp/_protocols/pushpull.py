@@ -18,6 +18,20 @@ class Push(RoundRobin):
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         pass  # pullers never send; nng discards anything that arrives
 
+    # With one puller, a send is "queue it on that pipe if it has room": the socket may do that
+    # itself before calling send_body (which then handles a full queue as ever).
+    def add_pipe(self, pipe: PipeHandle) -> None:
+        super().add_pipe(pipe)
+        self._direct()
+
+    def remove_pipe(self, pipe: PipeHandle) -> None:
+        super().remove_pipe(pipe)
+        self._direct()
+
+    def _direct(self) -> None:
+        pipes = self._pipes
+        self.handle.send_direct(pipes[0].try_send if len(pipes) == 1 else None)
+
 
 class Pull(Protocol):
     """Every pipe's reader queues into one receive queue that pushes back when full; blocked
