@@ -164,7 +164,7 @@ def test_push_with_one_puller_queues_without_calling_the_protocol(ipc_dir: str) 
         assert [a.recv(timeout=WAIT) for _ in range(3)] == [b"0", b"1", b"2"]
         # A full queue falls back to the protocol's send, which waits for room as ever.
         with pytest.raises(gsp.Timeout):
-            for i in range(100_000):
+            for _ in range(100_000):
                 push.send(b"x" * 65536, timeout=0.05)
         assert calls
         while True:
