@@ -197,6 +197,8 @@ class Protocol:
       left end directly whenever it is not empty, without calling the protocol. Only for a queue
       whose items need no bookkeeping when removed (anything owed to a blocked producer is
       settled by the next :meth:`recv_body` call, which the socket makes once it is empty).
+      :attr:`ready_bodies` is the same for a deque of bare bodies (a queue that knows each
+      body's pipe by position, like ``Inbox(sources=True)``); a protocol sets one or the other.
     * :meth:`send_body` / :meth:`recv_body` — body-only forms of ``send``/``recv`` that a
       protocol overrides to skip making a :class:`gsp.Message`; the socket calls them only when
       overridden.
@@ -212,6 +214,8 @@ class Protocol:
 
     #: See the class docstring; ``None`` = no direct receive queue.
     ready: "deque[tuple[bytes, Any]] | None" = None
+    #: Like :attr:`ready`, but the deque holds bare bodies.
+    ready_bodies: "deque[bytes] | None" = None
     #: The one queue ``recv`` takes from (a :class:`gsp.queues.Inbox`), if the protocol has
     #: one: then :meth:`poll`, :meth:`wake_cases` (for "recv") and :meth:`recv_queue_depth`
     #: follow it with no code of the protocol's own.

@@ -1,22 +1,24 @@
 """Receive queues and wake-up signals for protocols (helpers; no protocol knowledge here).
 
-:class:`Inbox` is the one receive queue every built-in protocol uses: bounded, resizable while
-greenlets wait on it, with a policy for a full queue (push back, drop the oldest, drop the new).
-:class:`Signal` is a broadcast "something changed" for select loops and :class:`Deadline` turns a
-timeout into an absolute deadline for loops that wait more than once.
+:class:`Inbox` is the one receive queue every built-in protocol uses: bounded in messages and
+bytes, resizable while greenlets wait on it, with a policy for a full queue (push back, drop the
+oldest, drop the new). :class:`Signal` (a broadcast "something changed" for select loops) and
+:class:`Deadline` (a timeout turned into an absolute deadline) live in :mod:`gsp.waiting` and are
+named here too.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from datetime import timedelta
-from time import monotonic
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 import gevent
 
-from .chan import Chan, Recv, select
-from .errors import Closed, Timeout, WouldBlock
+from .chan import Recv, select
+from .errors import Closed
+from .ledger import Ledger
+from .waiting import Deadline, Signal
 
 if TYPE_CHECKING:
     from .protocol import SocketHandle
@@ -25,64 +27,6 @@ __all__ = ["Inbox", "Signal", "Deadline", "Policy"]
 
 T = TypeVar("T")
 Policy = Literal["block", "drop_oldest", "drop_newest"]
-
-
-class Signal:
-    """A broadcast "something changed": wait on ``case()`` in a :func:`gsp.select`, wake every
-    waiter with ``fire()``. (A closed channel is ready for every receiver at once; firing swaps in
-    a new one.) Firing when nobody took a case since the last fire costs nothing."""
-
-    __slots__ = ("_chan", "_armed")
-
-    def __init__(self) -> None:
-        self._chan: Chan[Any] = Chan()
-        self._armed = False  # a case() was handed out since the last fire: someone may wait
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._chan.closed
-
-    def case(self) -> Recv:
-        self._armed = True
-        return Recv(self._chan)
-
-    def fire(self) -> None:
-        if self._armed:  # else nobody can be waiting: keep the channel (most fires are these)
-            self._armed = False
-            old = self._chan
-            if not old.closed:  # once closed, it stays ready for good
-                self._chan = Chan()
-                old.close()
-
-    def close(self) -> None:
-        """Wake everyone for good: later ``case()`` selects are ready at once."""
-        self._chan.close()
-
-
-class Deadline:
-    """A timeout (seconds, or a timedelta) turned into an absolute deadline for loops that wait
-    more than once."""
-
-    __slots__ = ("_at", "timeout")
-
-    def __init__(self, timeout: float | timedelta | None) -> None:
-        if isinstance(timeout, timedelta):
-            timeout = timeout.total_seconds()
-        self.timeout = timeout
-        self._at = None if timeout is None else monotonic() + timeout
-
-    def remaining(self) -> float | None:
-        """Seconds left (None = forever); raises :class:`gsp.Timeout` once passed, naming the
-        timeout that was asked for (:class:`gsp.WouldBlock` for a zero timeout)."""
-        if self._at is None:
-            return None
-        left = self._at - monotonic()
-        if left <= 0:
-            if self.timeout == 0:
-                raise WouldBlock("would block (timeout 0)", timeout=0.0)
-            raise Timeout(f"timed out after {self.timeout:g} s", timeout=self.timeout)
-        return left
 
 
 def item_size(item: Any) -> int:
@@ -108,39 +52,36 @@ class Inbox(Generic[T]):
     :func:`item_size`): the queue is full at ``capacity`` items or once it holds ``max_bytes``,
     whichever comes first, with the same policy; one item is always let in, however big. A
     producer that knows the bytes of what it puts passes them (``nbytes``) and nothing is
-    measured.
+    measured. With ``sources=True`` the queue also remembers where each item came from (the
+    ``source`` of its put, e.g. the pipe), so items can be bare bodies: :meth:`get_from` returns
+    an item with its source.
 
     :attr:`ready` is the queue itself, for a protocol's ``ready`` fast path: a consumer may
     ``popleft()`` it directly while it is not empty. A producer blocked on a full queue is let in
-    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty. The byte
-    count keeps up without the consumer's help: it is kept by position (items ever put, and the
-    running total of their bytes at the end of each put), so what is still queued is known from
-    how many items are left.
+    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty. Bytes and
+    sources keep up without the consumer's help: a :class:`gsp.ledger.Ledger` knows them by
+    position.
     """
 
     POLICIES = ("block", "drop_oldest", "drop_newest")
 
     __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
                  "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer",
-                 "_puts", "_put_bytes", "_marks", "_base")
+                 "_sources", "_ledger")
 
     def __init__(self, capacity: int, policy: Policy = "block",
                  stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
                  owner: str = "queue", max_bytes: int = 0,
-                 sizer: Callable[[T], int] = item_size) -> None:
+                 sizer: Callable[[T], int] = item_size, sources: bool = False) -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
         self._buf: deque[T] = deque()
         self._cap = capacity
         self._max_bytes = max_bytes
         self._sizer = sizer
-        # The byte count by position (only while max_bytes is set): items and bytes ever put,
-        # and for each put still (partly) queued, (items put, bytes put) after it; _base is the
-        # byte total after the last put wholly taken.
-        self._puts = 0
-        self._put_bytes = 0
-        self._marks: deque[tuple[int, int]] = deque()
-        self._base = 0
+        self._sources = sources
+        # Bytes and sources by position, kept while either is wanted.
+        self._ledger: Ledger | None = Ledger() if max_bytes or sources else None
         self._policy = policy
         self._items = Signal()  # fired when an item arrives (only if someone waits for one)
         self._space = Signal()  # fired when room appears (only if a blocked put waits)
@@ -157,12 +98,14 @@ class Inbox(Generic[T]):
     @classmethod
     def for_option(cls, handle: "SocketHandle", policy: Policy = "block",
                    stats: dict[str, int] | None = None,
-                   option: str = "recv_buffer") -> "Inbox[Any]":
+                   option: str = "recv_buffer", sources: bool = False,
+                   sizer: Callable[[Any], int] = item_size) -> "Inbox[Any]":
         """The socket's receive queue: its capacity is the socket's ``option`` and its byte bound
         ``<option>_bytes``; both follow the options when they change (shrinking drops the oldest
         items, counted as drops)."""
         inbox: Inbox[Any] = cls(handle.options[option], policy, stats, owner="socket",
-                                max_bytes=handle.options[option + "_bytes"])
+                                max_bytes=handle.options[option + "_bytes"], sizer=sizer,
+                                sources=sources)
         handle.watch(option, inbox.resize)
         handle.watch(option + "_bytes", inbox.set_max_bytes)
         return inbox
@@ -199,30 +142,13 @@ class Inbox(Generic[T]):
             return True
         return bool(self._max_bytes and buf and self.queued_bytes >= self._max_bytes)
 
-    def _added(self, n: int, nbytes: int) -> None:
-        # n items of nbytes were appended (only called while max_bytes is set)
-        marks = self._marks
-        if len(marks) >= len(self._buf):  # marks of items already taken: settle the count
-            if len(self._buf) == n:  # all but these were taken
-                marks.clear()
-                self._base = self._put_bytes
-            else:
-                self.queued_bytes  # noqa: B018 (settles _marks and _base)
-        self._puts += n
-        self._put_bytes += nbytes
-        marks.append((self._puts, self._put_bytes))
-
     @property
     def queued_bytes(self) -> int:
-        """Bytes queued now (0 while no byte bound is set). Items taken from the middle of a
-        ``put_all`` batch count until the batch is all taken: at most one batch too many."""
-        if not self._max_bytes:
-            return 0
-        taken = self._puts - len(self._buf)
-        marks = self._marks
-        while marks and marks[0][0] <= taken:
-            self._base = marks.popleft()[1]
-        return self._put_bytes - self._base
+        """Bytes queued now (0 while neither bytes nor sources are kept). Items taken from the
+        middle of a ``put_all`` batch count until the batch is all taken: at most one batch too
+        many."""
+        ledger = self._ledger
+        return 0 if ledger is None else ledger.queued_bytes(len(self._buf))
 
     @property
     def max_bytes(self) -> int:
@@ -232,7 +158,7 @@ class Inbox(Generic[T]):
         """Change the byte bound (0: none); when lowering it, the oldest items that no longer fit
         go (counted as drops)."""
         self._max_bytes = max_bytes
-        self._recount()
+        self._recount(self._sources_now())
         n = 0
         while self._full() and len(self._buf) > 1:
             self._buf.popleft()
@@ -242,14 +168,25 @@ class Inbox(Generic[T]):
         if self._putters:
             self._space.fire()
 
-    def _recount(self) -> None:
-        # Measure what is queued afresh (after a change not made at the ends of the queue).
-        self._puts = self._put_bytes = self._base = 0
-        self._marks.clear()
-        if self._max_bytes:
-            size = self._sizer
-            for item in self._buf:
-                self._added(1, size(item))
+    def _sources_now(self) -> list[Any]:
+        ledger = self._ledger
+        return [] if ledger is None or not self._sources else ledger.sources(len(self._buf))
+
+    def _recount(self, sources: list[Any]) -> None:
+        # Measure what is queued afresh (after a change not made at the ends of the queue);
+        # sources: each queued item's, from _sources_now() before the change.
+        if not (self._max_bytes or self._sources):
+            self._ledger = None
+            return
+        if self._ledger is None:
+            self._ledger = Ledger()
+        buf = self._buf
+        self._ledger.reset(map(self._sizer, buf), sources if self._sources else repeat(None))
+
+    def _source_of_oldest(self) -> Any:
+        ledger = self._ledger
+        return None if ledger is None or not self._sources else \
+            ledger.oldest_source(len(self._buf))
 
     def _bytes_room(self, items: list[T], i: int, room: int) -> int:
         # How many of items[i:] (at most room) go in before the byte bound is reached: while
@@ -266,20 +203,22 @@ class Inbox(Generic[T]):
                 break
         return k
 
-    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None) -> bool:
-        """Queue ``item`` (of ``nbytes`` bytes, measured when not given); False if the policy
-        dropped it (the new one or an older one). With ``"block"``, waits up to ``timeout`` for
-        room (:class:`gsp.Timeout`)."""
+    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None,
+            source: Any = None) -> bool:
+        """Queue ``item`` (of ``nbytes`` bytes, measured when not given; from ``source``); False
+        if the policy dropped it (the new one or an older one). With ``"block"``, waits up to
+        ``timeout`` for room (:class:`gsp.Timeout`)."""
         buf = self._buf
         limit = self._max_bytes
+        ledger = self._ledger
         if len(buf) < self._cap and not self._closed and (
-                not limit or not buf or self._put_bytes - self._base < limit):
+                not limit or not buf or ledger.bytes_at_most < limit):  # type: ignore[union-attr]
             # Room (the byte test uses the last settled count, never below the true one): the
             # common case, without a call.
             buf.append(item)
-            if limit:
-                self._added(1, self._sizer(item) if nbytes is None else nbytes)
-            if self._items._armed:  # a get or a select (wake_case) may be waiting
+            if ledger is not None:
+                ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source, len(buf))
+            if self._items.armed:  # a get or a select (wake_case) may be waiting
                 self._items.fire()
             return True
         self._check()
@@ -306,13 +245,14 @@ class Inbox(Generic[T]):
                     self._wait(self._space, deadline, putter=True)
                 self._check()
         buf.append(item)
-        if self._max_bytes:
-            self._added(1, self._sizer(item) if nbytes is None else nbytes)
-        if self._items._armed:  # a get or a select (wake_case) may be waiting
+        if self._ledger is not None:
+            self._ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source,
+                               len(buf))
+        if self._items.armed:  # a get or a select (wake_case) may be waiting
             self._items.fire()
         return kept
 
-    def put_all(self, items: list[T], nbytes: int | None = None) -> int:
+    def put_all(self, items: list[T], nbytes: int | None = None, source: Any = None) -> int:
         """``put`` each of ``items`` (``nbytes`` in all, measured when not given) in order
         (waiting for room with ``"block"``), moving runs of them at once; returns how many
         items the policy dropped.
@@ -321,7 +261,9 @@ class Inbox(Generic[T]):
         the batch is counted as its share of ``nbytes`` (the shares add up to ``nbytes``)."""
         buf = self._buf
         block = self._policy == "block"
-        counted = self._max_bytes
+        ledger = self._ledger
+        counted = ledger is not None
+        limit = self._max_bytes
         left = 0  # bytes of items[i:] while counted
         if counted:
             left = sum(map(self._sizer, items)) if nbytes is None else nbytes
@@ -331,7 +273,7 @@ class Inbox(Generic[T]):
             self._check()
             room = self._cap - len(buf)
             exact = False
-            if counted and room > 0 and buf and left > self._max_bytes - self.queued_bytes:
+            if limit and room > 0 and buf and left > limit - self.queued_bytes:
                 room = self._bytes_room(items, i, room)  # near the bound: by their sizes
                 exact = True
             if room > 0 and not (block and self._putters):  # blocked putters go first (FIFO)
@@ -346,15 +288,15 @@ class Inbox(Generic[T]):
                     else:
                         share = left * k // (n - i)
                     left -= share
-                    self._added(k, share)
+                    ledger.added(k, share, source, len(buf))  # type: ignore[union-attr]
                 i += k
-                if self._items._armed:
+                if self._items.armed:
                     self._items.fire()
                 continue
             if block:
                 item = items[i]
                 size = self._sizer(item) if counted else 0
-                self.put(item, None, min(size, left))  # full: wait for room like a plain put
+                self.put(item, None, min(size, left), source)  # full: wait for room as put does
                 left -= min(size, left)
                 i += 1
                 continue
@@ -367,7 +309,7 @@ class Inbox(Generic[T]):
             if counted:  # item by item: how many fit depends on their sizes
                 before = self.dropped
                 for item in rest:
-                    self.put(item)
+                    self.put(item, None, None, source)
                 return self.dropped - before
             dropped = len(rest)
             if self._policy == "drop_oldest":
@@ -375,7 +317,7 @@ class Inbox(Generic[T]):
                 for _ in range(len(keep)):
                     buf.popleft()
                 buf.extend(keep)
-                if self._items._armed:
+                if self._items.armed:
                     self._items.fire()
             break
         if dropped:
@@ -392,6 +334,25 @@ class Inbox(Generic[T]):
             return item
         got: T = self.get_or(timeout)[1]
         return got
+
+    def get_from(self, timeout: float | None = None) -> tuple[T, Any]:
+        """Take the oldest item with the ``source`` it was put with (``sources=True``), waiting
+        up to ``timeout`` (:class:`gsp.Timeout`)."""
+        deadline: Deadline | None = None
+        while True:
+            self._check()
+            buf = self._buf
+            if buf:
+                source = self._source_of_oldest()
+                item = buf.popleft()
+                if self._putters:
+                    self._space.fire()
+                return item, source
+            if self._putters:  # items were taken through `ready`: let blocked producers in
+                self._space.fire()
+            if deadline is None:
+                deadline = Deadline(timeout)
+            self._wait(self._items, deadline, putter=False)
 
     def poll(self) -> bool:
         """Whether :meth:`get` would not wait: an item is queued, or the inbox is closed."""
@@ -456,10 +417,16 @@ class Inbox(Generic[T]):
 
     def filter(self, keep: Callable[[T], bool]) -> None:
         """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
-        kept = [x for x in self._buf if keep(x)]
+        sources = self._sources_now()
+        if sources:
+            pairs = [(x, src) for x, src in zip(self._buf, sources) if keep(x)]
+            kept = [x for x, _ in pairs]
+            sources = [src for _, src in pairs]
+        else:
+            kept = [x for x in self._buf if keep(x)]
         self._buf.clear()
         self._buf.extend(kept)
-        self._recount()
+        self._recount(sources)
         if self._putters:
             self._space.fire()
 
@@ -467,6 +434,6 @@ class Inbox(Generic[T]):
         """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
         self._closed = True
         self._buf.clear()
-        self._recount()
+        self._recount([])
         self._items.close()
         self._space.close()

@@ -78,7 +78,7 @@ def test_the_count_by_position_stays_small_while_the_consumer_keeps_up() -> None
             box.put_all([b"y" * 10] * 3, nbytes=30)
         while len(box.ready) > i % 5:
             box.ready.popleft()
-        assert len(box._marks) <= 9  # one per put still queued, at most
+        assert len(box._ledger.marks) <= 9  # one per put still queued, at most
     assert 10 * len(box.ready) <= box.queued_bytes <= 10 * len(box.ready) + 20  # one batch
 
 
@@ -121,6 +121,54 @@ def test_lowering_the_byte_bound_drops_the_oldest_and_filter_recounts() -> None:
     assert box.queued_bytes == 100
     box.set_max_bytes(0)
     assert box.queued_bytes == 0 and len(box) == 1
+
+
+def test_sources_are_known_by_position_through_ready_pops_filter_and_rebounds() -> None:
+    box: Inbox[bytes] = Inbox(100, "drop_oldest", sizer=len, sources=True)
+    box.put_all([b"a1", b"a2", b"a3"], None, "A")
+    box.put(b"b1", source="B")
+    box.put_all([b"a4", b"c1"], 4, "A")  # the source is per put: a batch has one
+    box.ready.popleft()  # taken without telling the inbox
+    assert box.get_from() == (b"a2", "A")
+    box.filter(lambda m: m != b"a3")
+    assert box.get_from() == (b"b1", "B")
+    box.set_max_bytes(1 << 20)  # counting bytes from now on keeps the sources
+    box.put(b"d1", source="D")
+    assert [box.get_from() for _ in range(3)] == [(b"a4", "A"), (b"c1", "A"), (b"d1", "D")]
+    assert box.queued_bytes == 0
+    box.put(b"e1", source="E")
+    box.set_max_bytes(0)
+    assert box.get_from(timeout=0.1) == (b"e1", "E")
+    with pytest.raises(gsp.Timeout):
+        box.get_from(timeout=0.05)
+
+
+@pytest.mark.parametrize("kind,peer", [("pull", "push"), ("sub", "pub")])
+def test_a_pull_and_a_sub_know_each_bodys_pipe(gsp_socket: Callable[..., gsp.Socket], kind: str,
+                                               peer: str) -> None:
+    url_a, url_b = free_url("tcp"), free_url("tcp")
+    rx = gsp_socket(kind, listen=[url_a, url_b])
+    if kind == "sub":
+        rx.subscribe(b"a")
+        rx.subscribe(b"b")
+    a, b = gsp_socket(peer, dial=url_a), gsp_socket(peer, dial=url_b)
+    wait_for(lambda: len(rx.pipes) == 2 and a.pipes and b.pipes)
+    for i in range(50):
+        a.send(b"a%d" % i)
+        b.send(b"b%d" % i)
+    wait_for(lambda: rx.stats["messages_received"] == 100)
+    if kind == "sub":
+        rx.unsubscribe(b"b")  # queued b-messages go: the a-ones keep their pipe
+    pipe_of = {a.pipes[0].local_address: "a", b.pipes[0].local_address: "b"}
+    got = []
+    while True:
+        try:
+            m = rx.recv_msg(timeout=0.1)
+        except gsp.Timeout:
+            break
+        got.append((m.body[:1].decode(), pipe_of[m.pipe.remote_address]))
+    assert got and all(x == y for x, y in got), kind
+    assert len(got) == (100 if kind == "pull" else 50)
 
 
 # -- sockets ----------------------------------------------------------------------------------------

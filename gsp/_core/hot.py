@@ -13,7 +13,7 @@ class Hot:
     off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
 
     __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
-                 "ready", "send_direct")
+                 "ready", "bare", "send_direct")
 
     closed: bool
     send_timeout: float | None
@@ -21,7 +21,8 @@ class Hot:
     proto: Protocol
     recv_body: Callable[[float | None], bytes] | None
     send_body: Callable[[bytes, float | None], None] | None
-    ready: "deque[tuple[bytes, Any]] | None"
+    ready: "deque[Any] | None"  # Protocol.ready, or Protocol.ready_bodies when bare
+    bare: bool
     send_direct: Callable[[bytes], bool] | None  # see SocketHandle.send_direct
 
 

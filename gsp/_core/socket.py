@@ -82,7 +82,8 @@ class Socket(ObjectCalls):
         cls = type(proto)
         self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
         self._hot.send_body = proto.send_body if cls.send_body is not Protocol.send_body else None
-        self._hot.ready = proto.ready
+        self._hot.bare = proto.ready_bodies is not None
+        self._hot.ready = proto.ready_bodies if self._hot.bare else proto.ready
         self._hot.send_direct = None
         self.id = counters.register(self)
 
@@ -185,7 +186,8 @@ class Socket(ObjectCalls):
         if hot.closed:
             raise Closed("socket is closed")
         if hot.ready:  # a message is queued: no call into the protocol at all
-            return hot.ready.popleft()[0]
+            body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
+            return body
         t = hot.recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:

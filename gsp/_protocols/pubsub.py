@@ -15,7 +15,6 @@ subscriptions or contexts.
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Any
 
 from ..chan import Recv
@@ -63,7 +62,7 @@ class _Subscriber:
 
     __slots__ = ("topics", "inbox")
 
-    def __init__(self, inbox: "Inbox[tuple[bytes, PipeHandle]]") -> None:
+    def __init__(self, inbox: "Inbox[bytes]") -> None:
         self.topics: list[bytes] = []
         self.inbox = inbox
 
@@ -84,19 +83,21 @@ class _Subscriber:
             raise BadOption(f"not subscribed to {t!r}")
         self.topics.remove(t)
         # Like nng: messages already queued that no remaining subscription matches go too.
-        self.inbox.filter(lambda item: self.matches(item[0]))
+        self.inbox.filter(self.matches)
 
 
 class Sub(Protocol):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self.stats.update(dropped_queue_full=0, dropped_no_subscriber=0)
-        self._main = _Subscriber(Inbox.for_option(handle, "drop_oldest", self.stats))
-        self.ready = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
+        self._main = _Subscriber(
+            Inbox.for_option(handle, "drop_oldest", self.stats, sources=True, sizer=len))
+        self.ready_bodies = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
         self.recv_queue = self._main.inbox
         self._contexts: list[SubContext] = []
 
-    # Queues hold (body, pipe) pairs: far cheaper than a Message, which only recv_msg needs.
+    # Queues hold bare bodies and know their pipes by position (Inbox sources): no object per
+    # message, and a Message only for recv_msg.
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         self._deliver(pipe, [data], len(data))
 
@@ -107,15 +108,15 @@ class Sub(Protocol):
         main = self._main
         kept = 0  # messages the socket's own subscriptions matched
         if self.raw or b"" in main.topics:  # everything matches: no per-message test
-            main.inbox.put_all(list(zip(datas, repeat(pipe))), nbytes)
+            main.inbox.put_all(datas, nbytes, pipe)
             kept = len(datas)
         elif main.topics:
-            mine = [(d, pipe) for d in datas if main.matches(d)]
-            main.inbox.put_all(mine)
+            mine = [d for d in datas if main.matches(d)]
+            main.inbox.put_all(mine, None, pipe)
             kept = len(mine)
         subs = [ctx._sub for ctx in self._contexts if ctx._sub.topics]
         for sub in subs:
-            sub.inbox.put_all([(d, pipe) for d in datas if sub.matches(d)])
+            sub.inbox.put_all([d for d in datas if sub.matches(d)], None, pipe)
         if kept < len(datas):  # count what no subscription took (per batch)
             if subs:
                 subs.append(main)
@@ -123,10 +124,10 @@ class Sub(Protocol):
             self.stats["dropped_no_subscriber"] += len(datas) - kept
 
     def recv_body(self, timeout: float | None) -> bytes:
-        return self._main.inbox.get(timeout)[0]
+        return self._main.inbox.get(timeout)
 
     def recv(self, timeout: float | None) -> Message:
-        data, pipe = self._main.inbox.get(timeout)
+        data, pipe = self._main.inbox.get_from(timeout)
         return Message(data, b"", pipe)
 
     def recv_queue_depth(self) -> int:
@@ -174,7 +175,7 @@ class SubContext(Context):
         self._proto = proto
         self._sub = _Subscriber(
             Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context",
-                  max_bytes=proto.handle.options["recv_buffer_bytes"]))
+                  max_bytes=proto.handle.options["recv_buffer_bytes"], sizer=len, sources=True))
 
     @property
     def recv_buffer(self) -> int:
@@ -193,7 +194,7 @@ class SubContext(Context):
         self._sub.unsubscribe(prefix)
 
     def _recv(self, timeout: float | None) -> Message:
-        data, pipe = self._sub.inbox.get(timeout)
+        data, pipe = self._sub.inbox.get_from(timeout)
         return Message(data, b"", pipe)
 
     def _poll(self, op: Op) -> bool:

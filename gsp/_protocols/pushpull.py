@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import repeat
-
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
@@ -37,27 +35,28 @@ class Pull(Protocol):
     """Every pipe's reader queues into one receive queue that pushes back when full; blocked
     readers are let in first come, first served, so pipes take turns.
 
-    The queue holds ``(body, pipe)`` pairs (far cheaper than a Message, which only ``recv_msg``
-    needs) and is the protocol's ``ready`` deque, popped by ``Socket.recv`` directly.
+    The queue holds bare bodies and knows each one's pipe by position (``sources=True``): no
+    object per message beyond the body. It is the protocol's ``ready_bodies`` deque, popped by
+    ``Socket.recv`` directly; only ``recv_msg`` asks which pipe a body came from.
     """
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._recvq: Inbox[tuple[bytes, PipeHandle]] = Inbox.for_option(handle, "block")
-        self.ready = self._recvq.ready
+        self._recvq: Inbox[bytes] = Inbox.for_option(handle, "block", sources=True, sizer=len)
+        self.ready_bodies = self._recvq.ready
         self.recv_queue = self._recvq
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        self._recvq.put((data, pipe), None, len(data))
+        self._recvq.put(data, None, len(data), pipe)
 
     def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
-        self._recvq.put_all(list(zip(datas, repeat(pipe))), pipe.recv_batch_bytes)
+        self._recvq.put_all(datas, pipe.recv_batch_bytes, pipe)
 
     def recv_body(self, timeout: float | None) -> bytes:
-        return self._recvq.get(timeout)[0]
+        return self._recvq.get(timeout)
 
     def recv(self, timeout: float | None) -> Message:
-        data, pipe = self._recvq.get(timeout)
+        data, pipe = self._recvq.get_from(timeout)
         return Message(data, b"", pipe)
 
     def close(self) -> None:
