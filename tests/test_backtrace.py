@@ -244,7 +244,7 @@ def test_raw_replies_to_a_full_pipe_drop(mk, responder, asker, _):
 
 
 @pytest.mark.parametrize("asker,options", [("req", {"recv_timeout": 2, "best_effort": True}),
-                                           ("surveyor", {"survey_time": 1})],
+                                           ("surveyor", {"survey_time": 5})],
                          ids=["req", "surveyor"])
 def test_asker_cancel(mk, spawn, asker, options):
     """A new request or survey cancels a recv still waiting on the previous one (req: with no
