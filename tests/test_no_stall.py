@@ -173,6 +173,32 @@ def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(mk, raw, spawn):
         assert time.monotonic() - t0 < 1 and not sender.dead
 
 
+def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(mk, raw, spawn):
+    sv = mk("surveyor", survey_time=5)
+    url = sv.listen(TCP).url
+    raw(url, RESPONDENT)  # never reads
+    spawn(flood, raw(url, RESPONDENT), u32(0x80000001) + BIG)  # answers to no survey
+    good = mk("respondent")
+    good.dial(url, block=True)
+    attached(sv, 3)
+    spawn(echo_forever, good)
+    load = sv.open_context()
+
+    def loading() -> None:  # 64 KiB surveys, each once the good respondent answered the last
+        while True:
+            load.send(BIG)
+            load.recv(timeout=5)
+
+    sender = spawn(loading)
+    wait_for(lambda: sv.stats["dropped_queue_full"] > 0 or sender.dead,
+             what="a survey to miss the stalled peer")
+    for k in range(ROUNDS):
+        t0 = time.monotonic()
+        sv.send(b"good %d" % k)
+        assert sv.recv(timeout=1) == b"good %d" % k
+        assert time.monotonic() - t0 < 1 and not sender.dead
+
+
 def _echo_good(hub: gsp.Socket, reply: Callable[[gsp.Message], None]) -> None:
     """Serve ``hub``: hand every message to ``reply`` until the socket closes."""
     try:
