@@ -135,7 +135,8 @@ def test_pub_keeps_serving_a_good_subscriber(mk, raw):
     assert pub.stats["dropped_queue_full"] > 0  # the stalled subscriber's oldest went
 
 
-@pytest.mark.parametrize("protocol,sender,number", [("pull", "push", PUSH), ("sub", "pub", PUB)])
+@pytest.mark.parametrize("protocol,sender,number", [("pull", "push", PUSH), ("sub", "pub", PUB)],
+                         ids=["pull", "sub"])
 def test_a_flood_does_not_keep_a_good_sender_out(mk, raw, spawn, protocol, sender, number):
     """A flooding peer fills the receive queue to its byte bound (recv_buffer_bytes, 16 MiB)
     whenever the consumer pauses; a good peer's message, queued behind it (pull pushes back on
@@ -221,7 +222,7 @@ def _echo_good(hub: gsp.Socket, reply: Callable[[gsp.Message], None]) -> None:
         pass
 
 
-@pytest.mark.parametrize("protocol,number", [("bus", BUS), ("star", STAR)])
+@pytest.mark.parametrize("protocol,number", [("bus", BUS), ("star", STAR)], ids=["bus", "star"])
 def test_bus_and_star_serve_a_good_peer_beside_stalled_and_flooding_ones(
         mk, raw, spawn, protocol, number):
     """The hub sends every message it receives to every peer (star forwards them itself, bus is
