@@ -19,14 +19,16 @@ from ..message import Message
 from ..options import Option, duration
 from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Signal
+from ..routing import broadcast
 
 _check_survey = duration()
 
 
 class XSurveyor(Requester):
     """Raw surveyor: send puts header+body as given on every pipe with room (never blocks: a
-    respondent whose queue is full misses that survey); replies arrive with their backtrace
-    parsed into the header."""
+    respondent whose queue is still full after one yield misses that survey, counted in
+    ``stats["dropped_queue_full"]``); replies arrive with their backtrace parsed into the
+    header."""
 
     send_never_waits = True  # a respondent whose queue is full misses the survey
 
@@ -34,6 +36,7 @@ class XSurveyor(Requester):
         super().__init__(handle, raw)
         self._pipes: list[PipeHandle] = []
         self._closed = False
+        self.stats["dropped_queue_full"] = 0
 
     def add_pipe(self, pipe: PipeHandle) -> None:
         self._pipes.append(pipe)
@@ -45,8 +48,7 @@ class XSurveyor(Requester):
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
             raise Closed("socket closed")
-        for p in list(self._pipes):
-            p.try_send(msg)
+        self.stats["dropped_queue_full"] += broadcast(self._pipes, msg)
 
     def close(self) -> None:
         self._closed = True
