@@ -10,18 +10,19 @@ be routed back by :meth:`XResponder.send`.
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any, Callable
 
 import gevent
 from gevent import get_hub
 
 from .chan import Recv
-from .context import Context, ContextHost
+from .context import Context, ContextHost, Wakeup
 from .errors import Closed, ProtocolStateError
 from .message import Message
 from .options import Option, integer
 from .protocol import Op, PipeHandle, Protocol, SocketHandle
-from .queues import Inbox
+from .queues import Deadline, Inbox
 from .routing import PipeMap
 
 __all__ = [
@@ -200,9 +201,11 @@ class XResponder(PipeMap):
         if split is None:
             self.stats["dropped_ttl"] += 1
             return
-        backtrace, body = split
+        self._deliver(Message(split[1], u32(pipe.id) + split[0], pipe))
+
+    def _deliver(self, msg: Message) -> None:
         try:
-            self._recvq.put(Message(body, u32(pipe.id) + backtrace, pipe))  # blocks: back-pressure
+            self._recvq.put(msg)  # blocks: back-pressure
         except Closed:
             pass  # socket closing
 
@@ -249,6 +252,8 @@ class ResponderContext(Context):
         self._proto = proto
         self._route: bytes | None = None  # pipe id + backtrace of the request being answered
         self._receiving = False
+        self._got: Message | None = None  # a request handed over while parked in recv
+        self._wakeup = Wakeup()
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:
@@ -256,13 +261,43 @@ class ResponderContext(Context):
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
         try:
-            i, m = self._proto._recvq.get_or(timeout, self.closing_case())
+            q = self._proto._recvq
+            if q.poll():  # queued (or closed): no wait
+                i, m = q.get_or(timeout, self.closing_case())
+                if i or self._closed:
+                    raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
+            else:
+                m = self._park(timeout)
         finally:
             self._receiving = False
-        if i or self._closed:
-            raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
         self._route = m.header
         return Message(m.body, b"", m.pipe)
+
+    def _park(self, timeout: float | None) -> Message:
+        """Wait on the empty queue as one of the protocol's parked receivers: the next request
+        is handed straight to the longest-parked one (no queue, no select)."""
+        proto = self._proto
+        parked = proto._parked
+        parked.append(self)
+        deadline: Deadline | None = None
+        try:
+            while True:
+                if proto._closed or self._closed:
+                    raise Closed("socket closed" if proto._closed else f"{self.noun} closed")
+                m = self._got
+                if m is not None:
+                    self._got = None
+                    return m
+                if deadline is None:
+                    deadline = Deadline(timeout)
+                self._wakeup.wait(deadline.remaining())
+        finally:
+            m = self._got
+            if m is not None:  # handed a request, then interrupted: it goes to someone else
+                self._got = None
+                proto._hand_back(m)
+            elif parked and self in parked:
+                parked.remove(self)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
         route = self._route
@@ -283,17 +318,44 @@ class ResponderContext(Context):
     def _on_close(self) -> None:
         self._route = None
         self._proto.forget(self)
+        self._wakeup.wake()
 
 
 class Responder(ContextHost, XResponder):
-    """Cooked rep/respondent: the raw routing plus a reply state machine per context."""
+    """Cooked rep/respondent: the raw routing plus a reply state machine per context.
+
+    A context whose ``recv`` finds the queue empty parks itself; while any is parked (so the
+    queue is empty), a request goes straight to the one parked longest. Selects and pollers
+    still wait on the queue: it fills once nobody is parked."""
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
+        self._parked: deque[ResponderContext] = deque()
         self._host_contexts(ResponderContext(self))
 
     def _new_context(self) -> ResponderContext:
         return ResponderContext(self)
+
+    def _deliver(self, msg: Message) -> None:
+        if not (self._parked and not len(self._recvq) and self._hand_over(msg)):
+            super()._deliver(msg)
+
+    def _hand_over(self, msg: Message) -> bool:
+        """Give ``msg`` to the receiver parked longest, if one is still open."""
+        parked = self._parked
+        while parked:
+            ctx = parked.popleft()
+            if not ctx._closed:
+                ctx._got = msg
+                ctx._wakeup.wake()
+                return True
+        return False
+
+    def _hand_back(self, msg: Message) -> None:
+        """A request handed to a receiver that then left (interrupted, or closed): to the next
+        parked one, else to the head of the queue (never lost, never waits)."""
+        if not self._hand_over(msg) and not self._closed:
+            self._recvq.ready.appendleft(msg)
 
     def close(self) -> None:
         super().close()

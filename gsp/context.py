@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from gevent.hub import Waiter, get_hub
+
 from .chan import Chan, Recv
 from .errors import Closed, NotSupported, Timeout
 from .message import Message, as_bytes
@@ -30,6 +32,43 @@ _check_duration = duration()
 
 
 _FOLLOW: Any = object()
+
+
+class Wakeup:
+    """Where the one greenlet blocked in a context's call parks until something changed: one
+    gevent ``Waiter`` per wait (no channel, no select). The waiter looks at the context's state
+    again after every :meth:`wait`, which returns when woken, when ``timeout`` passed, or
+    spuriously; :meth:`wake` with nobody parked does nothing."""
+
+    __slots__ = ("_waiter", "_loop")
+
+    def __init__(self) -> None:
+        self._waiter: Waiter | None = None
+        self._loop = get_hub().loop
+
+    def wait(self, timeout: float | None) -> None:
+        """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
+        An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates."""
+        w = Waiter()
+        self._waiter = w
+        timer = None
+        if timeout is not None:
+            timer = self._loop.timer(max(timeout, 0.0))
+            timer.start(w.switch, None)
+        try:
+            w.get()
+        finally:
+            if self._waiter is w:
+                self._waiter = None
+            if timer is not None:
+                timer.close()
+
+    def wake(self) -> None:
+        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            self._loop.run_callback(w.switch, None)
 
 
 class ContextOption:

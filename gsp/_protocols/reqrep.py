@@ -19,7 +19,7 @@ from ..backtrace import (
     u32,
 )
 from ..chan import Recv, Send, select
-from ..context import Context, ContextHost, ContextOption
+from ..context import Context, ContextHost, ContextOption, Wakeup
 from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -64,7 +64,8 @@ class ReqContext(Context):
         self._broken = False  # its pipe died with resend disabled: the next recv fails
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
-        self._changed = Signal()
+        self._changed = Signal()  # for selects and a blocked send
+        self._wakeup = Wakeup()  # for the one recv that may wait (no select, no channel)
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
@@ -104,7 +105,7 @@ class ReqContext(Context):
                 raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
             raise ProtocolStateError("req must send a request before it can receive")
         rid = self._id
-        deadline = Deadline(timeout)
+        deadline: Deadline | None = None
         self._receiving = True
         try:
             while True:
@@ -119,11 +120,14 @@ class ReqContext(Context):
                     raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
+                if deadline is None:
+                    deadline = Deadline(timeout)
                 try:
-                    select([self._changed.case()], deadline.remaining())
+                    left = deadline.remaining()
                 except Timeout:
                     self._cancel()  # nng: a failed recv ends the request
                     raise
+                self._wakeup.wait(left)
         finally:
             self._receiving = False
 
@@ -152,7 +156,7 @@ class ReqContext(Context):
         self._broken = False
         self._disarm()
         self._proto._unqueue(self)
-        self._changed.fire()
+        self._notify()
 
     def _dispatched(self, pipe: PipeHandle) -> None:
         self._pipe = pipe
@@ -166,7 +170,7 @@ class ReqContext(Context):
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
-        self._changed.fire()
+        self._notify()
 
     def _resend_due(self) -> None:
         # Runs in the hub (from Req._resend_sweep): only non-blocking work.
@@ -190,7 +194,12 @@ class ReqContext(Context):
         self._reply = reply
         self._disarm()
         self._proto._unqueue(self)
+        self._notify()
+
+    def _notify(self) -> None:
+        """Something changed: wake selects (the Signal) and a waiting recv."""
         self._changed.fire()
+        self._wakeup.wake()
 
     def _disarm(self) -> None:
         self._resend_at = None  # the sweep skips it
@@ -212,13 +221,13 @@ class Req(ContextHost, XReq):
         ctx.own_options("resend_time")
         return ctx
 
-    def _deliver(self, msg: Message) -> None:
-        h = msg.header
-        if len(h) != 4:
-            return  # not a reply to us (a bare id is all a cooked req ever sends)
-        ctx = self._ids.pop(int.from_bytes(h, "big"))
-        if ctx is not None:
-            ctx._got_reply(Message(msg.body, b"", msg.pipe))
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        # A reply to us carries just the request id (a bare id is all a cooked req ever sends):
+        # its first word has the high bit set. Anything else is not ours and is dropped.
+        if len(data) >= 4 and data[0] & 0x80:
+            ctx = self._ids.pop(int.from_bytes(data[:4], "big"))
+            if ctx is not None:
+                ctx._got_reply(Message(data[4:], b"", pipe))
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
