@@ -199,7 +199,10 @@ class XResponder(PipeMap):
         if split is None:
             self.stats["dropped_ttl"] += 1
             return
-        self._deliver(Message(split[1], u32(pipe.id) + split[0], pipe))
+        # Raw: the pipe id in front, for the user's reply to carry. Cooked: the context keeps
+        # the pipe itself.
+        header = u32(pipe.id) + split[0] if self.raw else split[0]
+        self._deliver(Message(split[1], header, pipe))
 
     def _deliver(self, msg: Message) -> None:
         try:
@@ -226,9 +229,12 @@ class XResponder(PipeMap):
         after one yield; else drop it (counted). A missing header or a gone pipe drops it
         silently: the requester resends."""
         pipe = self._route_pipe(header)
-        if pipe is None:
-            return
-        out = Message(body, header[4:])
+        if pipe is not None:
+            self._reply_to(pipe, header[4:], body)
+
+    def _reply_to(self, pipe: PipeHandle, backtrace: bytes, body: bytes) -> None:
+        """Send ``body`` with ``backtrace`` on ``pipe`` as :meth:`_route` does."""
+        out = Message(body, backtrace)
         if pipe.try_send(out):
             return
         if not self.best_effort:
@@ -248,7 +254,8 @@ class ResponderContext(Context):
     def __init__(self, proto: "Responder") -> None:
         super().__init__(proto.handle)
         self._proto = proto
-        self._route: bytes | None = None  # pipe id + backtrace of the request being answered
+        # The pipe and backtrace of the request being answered.
+        self._route: tuple[PipeHandle, bytes] | None = None
         self._receiving = False
         self._got: Message | None = None  # a request handed over while parked in recv
         self._wakeup = Wakeup()
@@ -258,6 +265,7 @@ class ResponderContext(Context):
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
+        m: Message
         try:
             q = self._proto._recvq
             if q.poll():  # queued (or closed): no wait
@@ -268,8 +276,10 @@ class ResponderContext(Context):
                 m = self._park(timeout)
         finally:
             self._receiving = False
-        self._route = m.header
-        return Message(m.body, b"", m.pipe)
+        assert m.pipe is not None  # a received request came on a pipe
+        self._route = (m.pipe, m.header)
+        m.header = b""  # (the message is ours alone)
+        return m
 
     def _park(self, timeout: float | None) -> Message:
         """Wait on the empty queue as one of the protocol's parked receivers: the next request
@@ -298,12 +308,17 @@ class ResponderContext(Context):
                 parked.remove(self)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
+        self._send_body(msg.body)
+
+    def _send_body(self, body: bytes) -> None:
         route = self._route
         if route is None:
             raise ProtocolStateError(
                 f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request
-        self._proto._route(route, msg.body)
+        pipe, backtrace = route
+        if not pipe.closed:  # else dropped silently: the requester resends
+            self._proto._reply_to(pipe, backtrace, body)
 
     def _poll(self, op: Op) -> bool:
         if op == "recv":
@@ -329,7 +344,14 @@ class Responder(ContextHost, XResponder):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
-        self._host_contexts(ResponderContext(self))
+        self._default_ctx = ResponderContext(self)
+        self._host_contexts(self._default_ctx)
+
+    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
+        if type(body) is bytes:
+            self._default_ctx._send_body(body)
+        else:
+            self._default_ctx._send(body, timeout)  # type: ignore[arg-type]  # a Message
 
     def _new_context(self) -> ResponderContext:
         return ResponderContext(self)

@@ -16,7 +16,6 @@ from ..backtrace import (
     IdMap,
     Requester,
     responder,
-    u32,
 )
 from ..chan import Recv, Send, select
 from ..context import Context, ContextHost, ContextOption, Wakeup
@@ -69,11 +68,15 @@ class ReqContext(Context):
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
+        self._send_body(msg.body, timeout)
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
         proto = self._proto
-        self._cancel()
+        if self._id is not None or self._reply is not None or self._broken:
+            self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
         rid = proto._ids.alloc(self)
         self._id = rid
-        self._msg = out = Message(msg.body, u32(rid))
+        self._msg = out = Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
             pipe = proto._try_pipes(out)
             if pipe is not None:
@@ -161,7 +164,8 @@ class ReqContext(Context):
     def _dispatched(self, pipe: PipeHandle) -> None:
         self._pipe = pipe
         self._sent_id = self._id
-        t = self.resend_time
+        own = self.__dict__  # an opened context has its own resend_time; the default follows
+        t = own["resend_time"] if "resend_time" in own else self._proto._resend_time
         if t:
             alarm = self._proto._resends
             self._resend_at = at = alarm.now() + t
@@ -214,7 +218,20 @@ class Req(ContextHost, XReq):
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
-        self._host_contexts(ReqContext(self))
+        self._resend_time: float | None = handle.options["resend_time"]  # the socket's
+        handle.watch("resend_time", self._resend_time_changed)
+        self._default_ctx = ReqContext(self)
+        self._host_contexts(self._default_ctx)
+
+    def _resend_time_changed(self, value: float | None) -> None:
+        self._resend_time = value
+
+    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
+        default = self._default_ctx
+        if type(body) is bytes:
+            default._send_body(body, timeout)
+        else:
+            default._send(body, timeout)  # type: ignore[arg-type]  # a Message
 
     def _new_context(self) -> ReqContext:
         ctx = ReqContext(self)
