@@ -308,9 +308,9 @@ class ResponderContext(Context):
                 parked.remove(self)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
-        self._send_body(msg.body)
+        self._send_body(msg.body, timeout)
 
-    def _send_body(self, body: bytes) -> None:
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
         route = self._route
         if route is None:
             raise ProtocolStateError(
@@ -344,14 +344,7 @@ class Responder(ContextHost, XResponder):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
-        self._default_ctx = ResponderContext(self)
-        self._host_contexts(self._default_ctx)
-
-    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
-        if type(body) is bytes:
-            self._default_ctx._send_body(body)
-        else:
-            self._default_ctx._send(body, timeout)  # type: ignore[arg-type]  # a Message
+        self._host_contexts(ResponderContext(self))
 
     def _new_context(self) -> ResponderContext:
         return ResponderContext(self)

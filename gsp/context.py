@@ -121,7 +121,10 @@ class ContextHost:
         return self._default._recv(timeout)
 
     def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
-        self._default._send(body if isinstance(body, Message) else Message(body), timeout)
+        if type(body) is bytes:
+            self._default._send_body(body, timeout)
+        else:
+            self._default._send(body if isinstance(body, Message) else Message(body), timeout)
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._default._recv(timeout).body
@@ -190,7 +193,13 @@ class Context(ObjectCalls):
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
         self._check_open()
-        self._call_send(Message(as_bytes(data)), timeout, block)
+        body = data if type(data) is bytes else as_bytes(data)
+        t = self.send_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            self._send_body(body, t)
+        except Timeout as exc:
+            raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
@@ -284,6 +293,11 @@ class Context(ObjectCalls):
 
     def _recv(self, timeout: float | None) -> Message:
         raise NotSupported(f"{self.handle.protocol} contexts cannot receive")
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
+        """Optional: :meth:`_send` of a message without a header, given just its body (the
+        socket's and the context's ``send`` come here; the default makes the Message)."""
+        self._send(Message(body), timeout)
 
     def _poll(self, op: "Op") -> bool:
         """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).

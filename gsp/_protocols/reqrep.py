@@ -220,18 +220,10 @@ class Req(ContextHost, XReq):
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
-        self._default_ctx = ReqContext(self)
-        self._host_contexts(self._default_ctx)
+        self._host_contexts(ReqContext(self))
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
-
-    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
-        default = self._default_ctx
-        if type(body) is bytes:
-            default._send_body(body, timeout)
-        else:
-            default._send(body, timeout)  # type: ignore[arg-type]  # a Message
 
     def _new_context(self) -> ReqContext:
         ctx = ReqContext(self)
