@@ -195,14 +195,17 @@ class XResponder(PipeMap):
         self._ttl = value
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        split = split_backtrace(data, self._ttl)
-        if split is None:
-            self.stats["dropped_ttl"] += 1
-            return
+        if len(data) >= 4 and data[0] & 0x80:  # straight from a requester: just its id
+            backtrace, body = data[:4], data[4:]
+        else:
+            split = split_backtrace(data, self._ttl)
+            if split is None:
+                self.stats["dropped_ttl"] += 1
+                return
+            backtrace, body = split
         # Raw: the pipe id in front, for the user's reply to carry. Cooked: the context keeps
         # the pipe itself.
-        header = u32(pipe.id) + split[0] if self.raw else split[0]
-        self._deliver(Message(split[1], header, pipe))
+        self._deliver(Message(body, u32(pipe.id) + backtrace if self.raw else backtrace, pipe))
 
     def _deliver(self, msg: Message) -> None:
         try:

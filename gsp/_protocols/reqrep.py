@@ -256,6 +256,8 @@ class Req(ContextHost, XReq):
     def _try_pipes(self, msg: Message) -> PipeHandle | None:
         pipes = self._pipes
         n = len(pipes)
+        if n == 1:  # the common case: no rotation to compute
+            return pipes[0] if pipes[0].try_send(msg) else None
         for k in range(n):
             i = (self._next + k) % n
             if pipes[i].try_send(msg):
