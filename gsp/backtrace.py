@@ -10,18 +10,19 @@ be routed back by :meth:`XResponder.send`.
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any, Callable
 
 import gevent
 from gevent import get_hub
 
 from .chan import Recv
-from .context import Context, ContextHost
+from .context import Context, ContextHost, Wakeup
 from .errors import Closed, ProtocolStateError
 from .message import Message
 from .options import Option, integer
 from .protocol import Op, PipeHandle, Protocol, SocketHandle
-from .queues import Inbox
+from .queues import Deadline, Inbox
 from .routing import PipeMap
 
 __all__ = [
@@ -108,12 +109,10 @@ class Alarm:
         self._at = float("inf")
 
     def now(self) -> float:
-        """The event loop's clock, read afresh (its cached value can be a whole turn of callbacks
-        old), the one ``at`` is measured on. (Refreshing it also lets a pipe's next write go
-        out directly: ``gsp.chan.Outbox`` allows one direct write per value of this clock.)"""
-        loop = self._loop
-        loop.update_now()
-        now: float = loop.now()
+        """The event loop's clock, the one ``at`` is measured on: its cached value (the loop's
+        timers count from it too), so reading it costs no system call and leaves the clock that
+        ``gsp.chan.Outbox`` batches direct writes by alone."""
+        now: float = self._loop.now()
         return now
 
     def arm(self, at: float) -> None:
@@ -196,13 +195,21 @@ class XResponder(PipeMap):
         self._ttl = value
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        split = split_backtrace(data, self._ttl)
-        if split is None:
-            self.stats["dropped_ttl"] += 1
-            return
-        backtrace, body = split
+        if len(data) >= 4 and data[0] & 0x80:  # straight from a requester: just its id
+            backtrace, body = data[:4], data[4:]
+        else:
+            split = split_backtrace(data, self._ttl)
+            if split is None:
+                self.stats["dropped_ttl"] += 1
+                return
+            backtrace, body = split
+        # Raw: the pipe id in front, for the user's reply to carry. Cooked: the context keeps
+        # the pipe itself.
+        self._deliver(Message(body, u32(pipe.id) + backtrace if self.raw else backtrace, pipe))
+
+    def _deliver(self, msg: Message) -> None:
         try:
-            self._recvq.put(Message(body, u32(pipe.id) + backtrace, pipe))  # blocks: back-pressure
+            self._recvq.put(msg)  # blocks: back-pressure
         except Closed:
             pass  # socket closing
 
@@ -225,9 +232,12 @@ class XResponder(PipeMap):
         after one yield; else drop it (counted). A missing header or a gone pipe drops it
         silently: the requester resends."""
         pipe = self._route_pipe(header)
-        if pipe is None:
-            return
-        out = Message(body, header[4:])
+        if pipe is not None:
+            self._reply_to(pipe, header[4:], body)
+
+    def _reply_to(self, pipe: PipeHandle, backtrace: bytes, body: bytes) -> None:
+        """Send ``body`` with ``backtrace`` on ``pipe`` as :meth:`_route` does."""
+        out = Message(body, backtrace)
         if pipe.try_send(out):
             return
         if not self.best_effort:
@@ -247,30 +257,71 @@ class ResponderContext(Context):
     def __init__(self, proto: "Responder") -> None:
         super().__init__(proto.handle)
         self._proto = proto
-        self._route: bytes | None = None  # pipe id + backtrace of the request being answered
+        # The pipe and backtrace of the request being answered.
+        self._route: tuple[PipeHandle, bytes] | None = None
         self._receiving = False
+        self._got: Message | None = None  # a request handed over while parked in recv
+        self._wakeup = Wakeup()
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
+        m: Message
         try:
-            i, m = self._proto._recvq.get_or(timeout, self.closing_case())
+            q = self._proto._recvq
+            if q.poll():  # queued (or closed): no wait
+                i, m = q.get_or(timeout, self.closing_case())
+                if i or self._closed:
+                    raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
+            else:
+                m = self._park(timeout)
         finally:
             self._receiving = False
-        if i or self._closed:
-            raise Closed(f"{self.noun} closed" if self._closed else "socket closed")
-        self._route = m.header
-        return Message(m.body, b"", m.pipe)
+        assert m.pipe is not None  # a received request came on a pipe
+        self._route = (m.pipe, m.header)
+        m.header = b""  # (the message is ours alone)
+        return m
+
+    def _park(self, timeout: float | None) -> Message:
+        """Wait on the empty queue as one of the protocol's parked receivers: the next request
+        is handed straight to the longest-parked one (no queue, no select)."""
+        proto = self._proto
+        parked = proto._parked
+        parked.append(self)
+        deadline: Deadline | None = None
+        try:
+            while True:
+                if proto._closed or self._closed:
+                    raise Closed("socket closed" if proto._closed else f"{self.noun} closed")
+                m = self._got
+                if m is not None:
+                    self._got = None
+                    return m
+                if deadline is None:
+                    deadline = Deadline(timeout)
+                self._wakeup.wait(deadline.remaining())
+        finally:
+            m = self._got
+            if m is not None:  # handed a request, then interrupted: it goes to someone else
+                self._got = None
+                proto._hand_back(m)
+            elif parked and self in parked:
+                parked.remove(self)
 
     def _send(self, msg: Message, timeout: float | None) -> None:
+        self._send_body(msg.body, timeout)
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
         route = self._route
         if route is None:
             raise ProtocolStateError(
                 f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request
-        self._proto._route(route, msg.body)
+        pipe, backtrace = route
+        if not pipe.closed:  # else dropped silently: the requester resends
+            self._proto._reply_to(pipe, backtrace, body)
 
     def _poll(self, op: Op) -> bool:
         if op == "recv":
@@ -283,17 +334,44 @@ class ResponderContext(Context):
     def _on_close(self) -> None:
         self._route = None
         self._proto.forget(self)
+        self._wakeup.wake()
 
 
 class Responder(ContextHost, XResponder):
-    """Cooked rep/respondent: the raw routing plus a reply state machine per context."""
+    """Cooked rep/respondent: the raw routing plus a reply state machine per context.
+
+    A context whose ``recv`` finds the queue empty parks itself; while any is parked (so the
+    queue is empty), a request goes straight to the one parked longest. Selects and pollers
+    still wait on the queue: it fills once nobody is parked."""
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
+        self._parked: deque[ResponderContext] = deque()
         self._host_contexts(ResponderContext(self))
 
     def _new_context(self) -> ResponderContext:
         return ResponderContext(self)
+
+    def _deliver(self, msg: Message) -> None:
+        if not (self._parked and not len(self._recvq) and self._hand_over(msg)):
+            super()._deliver(msg)
+
+    def _hand_over(self, msg: Message) -> bool:
+        """Give ``msg`` to the receiver parked longest, if one is still open."""
+        parked = self._parked
+        while parked:
+            ctx = parked.popleft()
+            if not ctx._closed:
+                ctx._got = msg
+                ctx._wakeup.wake()
+                return True
+        return False
+
+    def _hand_back(self, msg: Message) -> None:
+        """A request handed to a receiver that then left (interrupted, or closed): to the next
+        parked one, else to the head of the queue (never lost, never waits)."""
+        if not self._hand_over(msg) and not self._closed:
+            self._recvq.ready.appendleft(msg)
 
     def close(self) -> None:
         super().close()

@@ -341,6 +341,11 @@ class Outbox(Chan[T]):
         self._bytes += len(item)
         return True
 
+    def allow_direct(self) -> None:
+        """Let the next :meth:`offer` write directly even within this turn of the loop (the
+        peer answered the last one: a request/reply exchange, where nothing would batch)."""
+        self._direct_at = -1.0
+
     def ensure_consumer(self) -> None:
         """Start the consumer now if it has not been started."""
         if not self._started:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from gevent.hub import Waiter, get_hub
+
 from .chan import Chan, Recv
 from .errors import Closed, NotSupported, Timeout
 from .message import Message, as_bytes
@@ -30,6 +32,43 @@ _check_duration = duration()
 
 
 _FOLLOW: Any = object()
+
+
+class Wakeup:
+    """Where the one greenlet blocked in a context's call parks until something changed: one
+    gevent ``Waiter`` per wait (no channel, no select). The waiter looks at the context's state
+    again after every :meth:`wait`, which returns when woken, when ``timeout`` passed, or
+    spuriously; :meth:`wake` with nobody parked does nothing."""
+
+    __slots__ = ("_waiter", "_loop")
+
+    def __init__(self) -> None:
+        self._waiter: Waiter | None = None
+        self._loop = get_hub().loop
+
+    def wait(self, timeout: float | None) -> None:
+        """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
+        An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates."""
+        w = Waiter()
+        self._waiter = w
+        timer = None
+        if timeout is not None:
+            timer = self._loop.timer(max(timeout, 0.0))
+            timer.start(w.switch, None)
+        try:
+            w.get()
+        finally:
+            if self._waiter is w:
+                self._waiter = None
+            if timer is not None:
+                timer.close()
+
+    def wake(self) -> None:
+        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            self._loop.run_callback(w.switch, None)
 
 
 class ContextOption:
@@ -82,7 +121,10 @@ class ContextHost:
         return self._default._recv(timeout)
 
     def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
-        self._default._send(body if isinstance(body, Message) else Message(body), timeout)
+        if type(body) is bytes:
+            self._default._send_body(body, timeout)
+        else:
+            self._default._send(body if isinstance(body, Message) else Message(body), timeout)
 
     def recv_body(self, timeout: float | None) -> bytes:
         return self._default._recv(timeout).body
@@ -151,7 +193,13 @@ class Context(ObjectCalls):
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
         self._check_open()
-        self._call_send(Message(as_bytes(data)), timeout, block)
+        body = data if type(data) is bytes else as_bytes(data)
+        t = self.send_timeout if timeout is ... and block is True \
+            else call_timeout(timeout, block)
+        try:
+            self._send_body(body, t)
+        except Timeout as exc:
+            raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
@@ -245,6 +293,11 @@ class Context(ObjectCalls):
 
     def _recv(self, timeout: float | None) -> Message:
         raise NotSupported(f"{self.handle.protocol} contexts cannot receive")
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
+        """Optional: :meth:`_send` of a message without a header, given just its body (the
+        socket's and the context's ``send`` come here; the default makes the Message)."""
+        self._send(Message(body), timeout)
 
     def _poll(self, op: "Op") -> bool:
         """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).

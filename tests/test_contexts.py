@@ -128,3 +128,67 @@ def test_context_survey_time_and_resend_time_per_context(mk):
     assert qc.resend_time == 7
     qc.resend_time = None
     assert q.resend_time == 7
+
+
+def _parked_rep(mk, spawn, n: int) -> tuple[gsp.Socket, gsp.Socket, list[gsp.Context],
+                                             list[gevent.Greenlet]]:
+    """A rep with ``n`` contexts, each with a greenlet parked in ``recv`` (oldest first)."""
+    rep, req = mk("rep"), mk("req", recv_timeout=5)
+    connect(rep, req)
+    ctxs = [rep.open_context() for _ in range(n)]
+    greenlets = []
+    for c in ctxs:
+        greenlets.append(spawn(c.recv, 5))
+        gevent.sleep(0)  # parked before the next one
+    return rep, req, ctxs, greenlets
+
+
+def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(mk, spawn):
+    """A parked receiver is handed the request directly; interrupted before it could return it,
+    it passes the request on to the next parked receiver instead of losing it."""
+    rep, req, _, (first, second) = _parked_rep(mk, spawn, 2)
+
+    def deliver_then_interrupt() -> None:  # in the hub: the first receiver cannot run between
+        rep._proto._deliver(gsp.Message(b"q", u32(rep.pipes[0].id) + u32(0x80000001),
+                                         rep.pipes[0]))
+        first.throw(gevent.GreenletExit)
+
+    gevent.get_hub().loop.run_callback(deliver_then_interrupt)
+    assert second.get(timeout=5) == b"q"
+    assert first.dead and isinstance(first.value, gevent.GreenletExit)
+
+
+def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
+    rep, req, _, (only,) = _parked_rep(mk, spawn, 1)
+
+    def deliver_then_interrupt() -> None:
+        rep._proto._deliver(gsp.Message(b"q", u32(rep.pipes[0].id) + u32(0x80000002),
+                                         rep.pipes[0]))
+        only.throw(gevent.GreenletExit)
+
+    gevent.get_hub().loop.run_callback(deliver_then_interrupt)
+    only.join(timeout=5)
+    assert rep.poll("recv")  # queued, not lost
+    assert rep.recv(timeout=5) == b"q"
+
+
+def test_rep_closed_context_never_takes_a_request(mk, spawn):
+    """A context closed while parked in recv fails with Closed; the next request goes to a
+    receiver still open."""
+    rep, req, (c1, _), (first, second) = _parked_rep(mk, spawn, 2)
+    c1.close()
+    req.send(b"hello")
+    assert second.get(timeout=5) == b"hello"
+    with pytest.raises(gsp.Closed, match="context closed"):
+        first.get(timeout=5)
+
+
+def test_rep_receiver_timing_out_leaves_the_request_to_others(mk, spawn):
+    rep, req = mk("rep"), mk("req", recv_timeout=5)
+    connect(rep, req)
+    ctx = rep.open_context()
+    with pytest.raises(gsp.Timeout):
+        ctx.recv(timeout=0.05)  # parked, then gone: no longer handed anything
+    req.send(b"later")
+    assert rep.recv(timeout=5) == b"later"
+    assert not ctx.poll("recv")

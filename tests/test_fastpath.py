@@ -100,6 +100,29 @@ def test_request_reply_pipes_write_directly_and_need_no_writer(kind: str, ipc_di
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_requests_of_many_contexts_share_writes(kind: str, ipc_dir: str) -> None:
+    """Requests sent by 16 contexts in one turn of the loop: the first is written directly, the
+    others leave together through the writer (a write each would cost a system call each), and
+    a reply read re-allows a direct write."""
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, "ctx")).url, req)
+        req.send(b"warm-up")  # (arms the resend timer, which may refresh the loop's clock)
+        rep.send(rep.recv())
+        assert req.recv() == b"warm-up"
+        ctxs = [req.open_context() for _ in range(16)]
+        pipe = req.pipes[0]
+        for i, c in enumerate(ctxs):
+            c.send(b"%d" % i)
+        assert pipe._writer is not None and pipe.stats["messages_sent"] == 2
+        for _ in ctxs:
+            rep.send(rep.recv() + b"!")
+        assert sorted(c.recv() for c in ctxs) == sorted(b"%d!" % i for i in range(16))
+        sent = pipe.stats["messages_sent"]
+        ctxs[0].send(b"again")  # the replies were read: this one may go directly again
+        assert pipe.stats["messages_sent"] == sent + 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_burst_goes_through_the_writer_in_order(kind: str, ipc_dir: str) -> None:
     with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, push]:
         connected(pull, pull.listen(url(kind, ipc_dir, "burst")).url, push)

@@ -33,7 +33,7 @@ class SocketHandle:
 
     @property
     def closed(self) -> bool:
-        return self._sock.closed
+        return self._sock._hot.closed  # (what Socket.closed reads, without two properties)
 
     @property
     def pipe_count(self) -> int:

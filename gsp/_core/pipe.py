@@ -173,10 +173,12 @@ class Pipe:
         deliver_all = proto.pipe_recv_all
         batched = type(proto).pipe_recv_all is not Protocol.pipe_recv_all
         others = self._socket._pipes
+        allow_direct = self._q.allow_direct
         n = 0
         try:
             while True:
                 msgs = conn.recv_messages()
+                allow_direct()  # the peer answered: the next send may be written directly
                 self._in_msgs += len(msgs)
                 self._in_bytes += (nbytes := size(msgs))
                 if batched:

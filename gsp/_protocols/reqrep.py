@@ -16,10 +16,9 @@ from ..backtrace import (
     IdMap,
     Requester,
     responder,
-    u32,
 )
 from ..chan import Recv, Send, select
-from ..context import Context, ContextHost, ContextOption
+from ..context import Context, ContextHost, ContextOption, Wakeup
 from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -64,15 +63,20 @@ class ReqContext(Context):
         self._broken = False  # its pipe died with resend disabled: the next recv fails
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
-        self._changed = Signal()
+        self._changed = Signal()  # for selects and a blocked send
+        self._wakeup = Wakeup()  # for the one recv that may wait (no select, no channel)
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
+        self._send_body(msg.body, timeout)
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
         proto = self._proto
-        self._cancel()
+        if self._id is not None or self._reply is not None or self._broken:
+            self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
         rid = proto._ids.alloc(self)
         self._id = rid
-        self._msg = out = Message(msg.body, u32(rid))
+        self._msg = out = Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
             pipe = proto._try_pipes(out)
             if pipe is not None:
@@ -104,7 +108,7 @@ class ReqContext(Context):
                 raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
             raise ProtocolStateError("req must send a request before it can receive")
         rid = self._id
-        deadline = Deadline(timeout)
+        deadline: Deadline | None = None
         self._receiving = True
         try:
             while True:
@@ -119,11 +123,14 @@ class ReqContext(Context):
                     raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
+                if deadline is None:
+                    deadline = Deadline(timeout)
                 try:
-                    select([self._changed.case()], deadline.remaining())
+                    left = deadline.remaining()
                 except Timeout:
                     self._cancel()  # nng: a failed recv ends the request
                     raise
+                self._wakeup.wait(left)
         finally:
             self._receiving = False
 
@@ -152,12 +159,13 @@ class ReqContext(Context):
         self._broken = False
         self._disarm()
         self._proto._unqueue(self)
-        self._changed.fire()
+        self._notify()
 
     def _dispatched(self, pipe: PipeHandle) -> None:
         self._pipe = pipe
         self._sent_id = self._id
-        t = self.resend_time
+        own = self.__dict__  # an opened context has its own resend_time; the default follows
+        t = own["resend_time"] if "resend_time" in own else self._proto._resend_time
         if t:
             alarm = self._proto._resends
             self._resend_at = at = alarm.now() + t
@@ -166,7 +174,7 @@ class ReqContext(Context):
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
-        self._changed.fire()
+        self._notify()
 
     def _resend_due(self) -> None:
         # Runs in the hub (from Req._resend_sweep): only non-blocking work.
@@ -190,7 +198,12 @@ class ReqContext(Context):
         self._reply = reply
         self._disarm()
         self._proto._unqueue(self)
+        self._notify()
+
+    def _notify(self) -> None:
+        """Something changed: wake selects (the Signal) and a waiting recv."""
         self._changed.fire()
+        self._wakeup.wake()
 
     def _disarm(self) -> None:
         self._resend_at = None  # the sweep skips it
@@ -205,20 +218,25 @@ class Req(ContextHost, XReq):
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
+        self._resend_time: float | None = handle.options["resend_time"]  # the socket's
+        handle.watch("resend_time", self._resend_time_changed)
         self._host_contexts(ReqContext(self))
+
+    def _resend_time_changed(self, value: float | None) -> None:
+        self._resend_time = value
 
     def _new_context(self) -> ReqContext:
         ctx = ReqContext(self)
         ctx.own_options("resend_time")
         return ctx
 
-    def _deliver(self, msg: Message) -> None:
-        h = msg.header
-        if len(h) != 4:
-            return  # not a reply to us (a bare id is all a cooked req ever sends)
-        ctx = self._ids.pop(int.from_bytes(h, "big"))
-        if ctx is not None:
-            ctx._got_reply(Message(msg.body, b"", msg.pipe))
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        # A reply to us carries just the request id (a bare id is all a cooked req ever sends):
+        # its first word has the high bit set. Anything else is not ours and is dropped.
+        if len(data) >= 4 and data[0] & 0x80:
+            ctx = self._ids.pop(int.from_bytes(data[:4], "big"))
+            if ctx is not None:
+                ctx._got_reply(Message(data[4:], b"", pipe))
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
@@ -238,6 +256,8 @@ class Req(ContextHost, XReq):
     def _try_pipes(self, msg: Message) -> PipeHandle | None:
         pipes = self._pipes
         n = len(pipes)
+        if n == 1:  # the common case: no rotation to compute
+            return pipes[0] if pipes[0].try_send(msg) else None
         for k in range(n):
             i = (self._next + k) % n
             if pipes[i].try_send(msg):
