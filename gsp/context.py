@@ -193,13 +193,7 @@ class Context(ObjectCalls):
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
         self._check_open()
-        body = data if type(data) is bytes else as_bytes(data)
-        t = self.send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
-        try:
-            self._send_body(body, t)
-        except Timeout as exc:
-            raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
+        self._call_send(data if type(data) is bytes else as_bytes(data), timeout, block)
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
@@ -213,18 +207,20 @@ class Context(ObjectCalls):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         self._check_open()
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
-                        block)
+                        block, self._send)
 
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
         return self._call_recv(timeout, block)
 
-    def _call_send(self, msg: Message, timeout: Any, block: bool) -> None:
+    def _call_send(self, msg: Any, timeout: Any, block: bool,
+                   send: "Callable[[Any, float | None], None] | None" = None) -> None:
+        # msg: a body for _send_body (the default), or a Message for the send given
         t = self.send_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
-            self._send(msg, t)
+            (send or self._send_body)(msg, t)
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
 

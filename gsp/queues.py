@@ -338,21 +338,9 @@ class Inbox(Generic[T]):
     def get_from(self, timeout: float | None = None) -> tuple[T, Any]:
         """Take the oldest item with the ``source`` it was put with (``sources=True``), waiting
         up to ``timeout`` (:class:`gsp.Timeout`)."""
-        deadline: Deadline | None = None
-        while True:
-            self._check()
-            buf = self._buf
-            if buf:
-                source = self._source_of_oldest()
-                item = buf.popleft()
-                if self._putters:
-                    self._space.fire()
-                return item, source
-            if self._putters:  # items were taken through `ready`: let blocked producers in
-                self._space.fire()
-            if deadline is None:
-                deadline = Deadline(timeout)
-            self._wait(self._items, deadline, putter=False)
+        self._await(timeout, ())
+        source = self._source_of_oldest()
+        return self._take(), source
 
     def poll(self) -> bool:
         """Whether :meth:`get` would not wait: an item is queued, or the inbox is closed."""
@@ -368,15 +356,16 @@ class Inbox(Generic[T]):
     def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
         """``(0, item)`` like :meth:`get`, or ``(k, value)`` when the :class:`gsp.chan.Recv`
         case ``extra[k - 1]`` became ready first (e.g. a context closing)."""
+        i, v = self._await(timeout, extra)
+        return (i, v) if i else (0, self._take())
+
+    def _await(self, timeout: float | None, extra: tuple[Recv, ...]) -> tuple[int, Any]:
+        # Until an item is queued: (0, None); or (k, value) once extra[k - 1] was ready first.
         deadline: Deadline | None = None
         while True:
             self._check()
-            buf = self._buf
-            if buf:
-                item = buf.popleft()
-                if self._putters:
-                    self._space.fire()
-                return 0, item
+            if self._buf:
+                return 0, None
             if self._putters:  # items were taken through `ready`: let blocked producers in
                 self._space.fire()
             if deadline is None:
@@ -384,6 +373,12 @@ class Inbox(Generic[T]):
             i, v = self._wait(self._items, deadline, putter=False, extra=extra)
             if i:
                 return i, v
+
+    def _take(self) -> T:
+        item = self._buf.popleft()
+        if self._putters:
+            self._space.fire()
+        return item
 
     def _wait(self, signal: Signal, deadline: Deadline, putter: bool,
               extra: tuple[Recv, ...] = ()) -> tuple[int, Any]:

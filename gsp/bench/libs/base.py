@@ -204,9 +204,14 @@ class Lib:
             ctl.wait("stop")
             stop()
 
+    def requesters(self, stack: ExitStack, url: str, clients: int) -> list[Any]:
+        """The ``clients`` concurrent requesters of :meth:`req_clients` (anything with send and
+        recv), closed by ``stack``: a REQ socket each, unless a library writes it otherwise."""
+        return [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+
     def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         with ExitStack() as stack:
-            socks = [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+            socks = self.requesters(stack, url, clients)
             per = max(1, count // clients)
             t0 = perf_counter()
             tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)

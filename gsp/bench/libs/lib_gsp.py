@@ -5,13 +5,11 @@ Only the top-level package is used (``gsp.socket``), as an application would.
 
 from __future__ import annotations
 
-from contextlib import closing
-from time import perf_counter
+from contextlib import ExitStack
 from typing import Any, Callable
 
-from ..ctl import Control
-from .base import Lib, SPLib
-from .loops import echo_forever, round_trips
+from .base import Lib, SPLib, opened
+from .loops import echo_forever
 from .runtime import Greenlets
 
 
@@ -48,19 +46,11 @@ class Gsp(SPLib):
         g = self.greenlets.spawn(echo_forever, listening.send, listening.recv)
         return lambda: g.kill()
 
-    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
+    def requesters(self, stack: ExitStack, url: str, clients: int) -> list[Any]:
         """Concurrent requesters as gsp would write them: one REQ socket (one connection) and a
         context per client greenlet, so the requests in flight share reads and writes."""
-        s: Any = self.dial("req", url, block=True)
-        with closing(s):
-            ctxs = [s.open_context() for _ in range(clients)]
-            per = max(1, count // clients)
-            t0 = perf_counter()
-            tasks = [self.greenlets.spawn(round_trips, c.send, c.recv, size, per, 0, False)
-                     for c in ctxs]
-            for t in tasks:
-                self.greenlets.join(t)
-            ctl.result(requests=per * clients, elapsed=perf_counter() - t0)
+        s: Any = opened(stack, self.dial("req", url, block=True))
+        return [s.open_context() for _ in range(clients)]
 
     def pipes(self, listening: Any) -> int | None:
         return len(listening.pipes)
