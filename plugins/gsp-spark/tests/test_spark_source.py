@@ -44,8 +44,8 @@ from gsp_spark import (
     gsp_error,
     local_session,
 )
-from gsp_spark._source import _Chunk, decode_chunk
-from gsp_spark._spool import REC, Spool
+from gsp_spark._decode import _Chunk, decode_chunk
+from gsp_spark._spool import REC, Spool, scan
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
@@ -287,6 +287,38 @@ def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
             Spool(str(tmp_path)).open()
     finally:
         sp2.close()
+
+
+def test_spool_index_cuts_the_same_records_as_a_scan_across_segments_and_reopen(tmp_path):
+    """The spool remembers where each record starts (no rescan per micro-batch); the chunks the
+    planner cuts with it must decode exactly like chunks whose records are found by scanning."""
+    schema = StructType([StructField("value", BinaryType()), StructField("_seq", LongType()),
+                         StructField("_pipe", LongType())])
+    sp = Spool(str(tmp_path), segment_bytes=300)
+    sp.open()
+    try:
+        pipes: list[int] = []
+        for k in range(20):  # groups of 1-3 messages of varied sizes, over several segments
+            group = [bytes([k]) * (k * 7 % 50)] * (k % 3 + 1)
+            sp.append(group, [k] * len(group) if k % 2 else None, 1.0)  # None: pipe 0
+            pipes += [k if k % 2 else 0] * len(group)
+        total = sp.next_seq
+        assert total == len(pipes) and len(sp._segs) > 3
+        data, offs, first = sp.read(5, total - 3)
+        assert first == 5 and list(offs) == scan(data)[0]
+        by_index = decode_chunk(_Chunk(first, data, offs.tobytes()), schema, True, "fail")
+        assert by_index.equals(decode_chunk(_Chunk(first, data), schema, True, "fail"))
+        assert by_index.column("_seq").to_pylist() == list(range(5, total - 3))
+        assert by_index.column("_pipe").to_pylist() == pipes[5:total - 3]
+    finally:
+        sp.close()
+    again = Spool(str(tmp_path), segment_bytes=300)
+    again.open()  # the index is rebuilt from the files
+    try:
+        data2, offs2, _ = again.read(5, total - 3)
+        assert (data2, list(offs2)) == (data, list(offs))
+    finally:
+        again.close()
 
 
 def _chunk(*bodies: bytes) -> _Chunk:

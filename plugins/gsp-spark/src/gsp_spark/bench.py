@@ -61,7 +61,7 @@ def bench_ceiling_sink(spark: Any, n: int) -> float:
 
 
 def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") -> float:
-    ready = threading.Event()
+    ready, done = threading.Event(), threading.Event()
     state: dict[str, Any] = {"count": 0, "last": 0.0}
 
     def receive(stop: threading.Event) -> None:
@@ -70,17 +70,21 @@ def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") 
                         recv_timeout=0.1, recv_buffer=4096) as s:
             state["url"] = s.listeners[0].url
             ready.set()
-            while not stop.is_set():
+            count, recv, recv_msg, send_msg = 0, s.recv, s.recv_msg, s.send_msg
+            while count < n and not stop.is_set():
                 try:
-                    msg = s.recv_msg()
+                    if ack:
+                        msg = recv_msg()
+                        send_msg(gsp.Message(b"", msg.header))
+                        data = msg.body
+                    else:
+                        data = recv()
                 except gsp.Timeout:
                     continue
-                data = msg.body
-                if ack:
-                    s.send_msg(gsp.Message(b"", msg.header))
                 # Count rows without decoding every map: a batch message is a msgpack array.
-                state["count"] += 1 if batch_rows == 1 else len(msgpack.unpackb(data))
-                state["last"] = time.perf_counter()
+                count += 1 if batch_rows == 1 else len(msgpack.unpackb(data))
+            state["count"], state["last"] = count, time.perf_counter()
+            done.set()
 
     rx = HubThread(receive)
     try:
@@ -89,9 +93,7 @@ def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") 
         t0 = time.perf_counter()
         (df.write.format("gsp").option("url", state["url"]).option("batch_rows", batch_rows)
          .option("protocol", protocol).mode("append").save())
-        deadline = time.monotonic() + 60
-        while state["count"] < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        done.wait(60)
     finally:
         rx.join(10)
     if state["count"] != n:
