@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import socket as pysocket
 import threading
 import time
@@ -104,63 +103,8 @@ def test_pull_source_receives_every_message_from_three_producers(spark, ipc_dir,
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, ipc_dir, tmp_path):
-    """Producers' REQs are answered only after fsync to the spool; the planner process holding
-    the receiver is SIGKILLed mid-stream, the query restarted on the same checkpoint, and every
-    acknowledged message must come out of the (exactly-once) parquet sink."""
-    url = f"ipc://{ipc_dir}/rep.sock"
-    spool, out, ck = tmp_path / "spool", str(tmp_path / "out"), str(tmp_path / "ck")
-    total, producers, window = 10_000, 3, 8
-    acked: set[str] = set()
-
-    def produce(stop: threading.Event) -> None:
-        def one(p: int) -> None:
-            with gsp.socket("req", dial=url, resend_time=0.5) as s:
-                def lane(ctx: Any, ns: range) -> None:
-                    for n in ns:
-                        body = f"p{p}-{n}"
-                        ctx.send(body.encode())
-                        ctx.recv()  # waits (resending) until the source has spooled it
-                        acked.add(body)
-                mine = range(p, total, producers)
-                gevent.joinall([gevent.spawn(lane, s.open_context(), mine[k::window])
-                                for k in range(window)], raise_error=True)
-        gevent.joinall([gevent.spawn(one, p) for p in range(producers)], raise_error=True)
-
-    def start() -> Any:
-        return (spark.readStream.format("gsp").option("url", url).option("protocol", "rep")
-                .option("spool", str(spool)).load()
-                .selectExpr("CAST(value AS STRING) AS v", "_seq", "_received")
-                .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-                .trigger(processingTime="300 milliseconds").start())
-
-    q1 = start()
-    prod = HubThread(produce, "req-producers")
-    try:
-        wait_for(lambda: len(acked) >= 3000, 60, "3,000 acknowledged messages")
-        # The receiver lives in Spark's Python planner process; the spool lock names its pid.
-        os.kill(int((spool / "LOCK").read_text()), signal.SIGKILL)
-        with pytest.raises(StreamingQueryException):
-            q1.awaitTermination(60)  # the query dies with its source process
-        acked_at_kill = len(acked)
-        assert acked_at_kill < total  # producers are still at it: some wait for the restart
-        q2 = start()
-        try:
-            wait_for(lambda: not prod.is_alive(), 90, "all 10,000 messages acknowledged")
-            prod.join(5)
-            wait_for(lambda: spark.read.parquet(out).select("v").distinct().count() >= total, 90,
-                     "every message in the sink")
-        finally:
-            q2.stop()
-    finally:
-        q1.stop()
-        prod.stop.set()
-    rows = spark.read.parquet(out).collect()
-    got = {r.v for r in rows}
-    assert len(acked) == total
-    assert acked - got == set()  # 0 acknowledged messages lost
-    assert got == acked  # and nothing that was never sent
-    # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
-    assert len(rows) - len(got) <= acked_at_kill
+    spark_fixtures.rep_source_survives_kill(spark, f"ipc://{ipc_dir}/rep.sock", tmp_path,
+                                            total=10_000, kill_after=3000)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
