@@ -272,3 +272,15 @@ def test_packer_encodes_spark_values():
     assert unpack(data) == {"d": "1.50", "day": "2024-01-02", "naive": "2024-01-02T03:04:00",
                             "aware": dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc),
                             "span": 90.0}
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_bench_runs_every_path_and_counts_every_row(spark):
+    """``python -m gsp_spark.bench`` on a few rows: each path (a bench raises when its receiver
+    or query saw another count than it sent) yields a rate and a line. No timing is checked."""
+    from gsp_spark import bench
+
+    lines: list[str] = []
+    rates = bench.run(spark, 3000, 1, list(bench.PATHS), lines.append)
+    assert set(rates) == set(bench.PATHS) and all(r[0] > 0 for r in rates.values())
+    assert [ln.split()[0] for ln in lines] == list(bench.PATHS)
