@@ -1,4 +1,4 @@
-"""Fuzz target: the Spark source's row decoder (gsp_spark._source.decode_chunk), which turns the
+"""Fuzz target: the Spark source's row decoder (gsp_spark._decode.decode_chunk), which turns the
 spooled bytes of received messages into one Arrow record batch of the declared schema (msgpack
 maps, or raw bytes/strings), under ``on_bad_message`` ``fail`` and ``skip``.
 
@@ -10,7 +10,7 @@ whole spool is decoded as one chunk.
 
 A finding is: anything but a record batch of exactly the schema's Arrow type with at most one
 row per message (all of them when the format is raw), or any exception but
-:class:`gsp_spark._source.SourceError` under ``fail`` (and any exception at all under
+:class:`gsp_spark._decode.SourceError` under ``fail`` (and any exception at all under
 ``skip``). A hang is caught by libFuzzer's ``-timeout``.
 """
 
@@ -24,7 +24,7 @@ with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from gsp_spark._source import SourceError, _Chunk, decode_chunk
+    from gsp_spark._decode import SourceError, _Chunk, decode_chunk
     from gsp_spark._spool import REC
     from gsp_spark._types import DEFAULT_SOURCE_SCHEMA, check_source_schema
 
@@ -34,7 +34,7 @@ def _schema(*fields: tuple[str, object]) -> T.StructType:
     return T.StructType(fields_)
 
 
-#: Found here, in gsp_spark/_source.py (reproducer: findings/spark_rows-timestamp-oserror): an
+#: Found here, in gsp_spark/_decode.py (reproducer: findings/spark_rows-timestamp-oserror): an
 #: int timestamp beyond the platform's time_t range makes datetime.fromtimestamp raise OSError
 #: (errno 75), which _safe does not catch, so it escapes decode_chunk under both on_bad modes.
 KNOWN: list[harness.Known] = []  # the far-off timestamp's OSError is fixed (test_fuzz FIXED)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 import pytest
@@ -21,9 +20,10 @@ import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, SchemaMismatch, SinkError, local_session, unpack
+from gsp_spark import Deduplicator, SchemaMismatch, SinkError, local_session, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
+Receiver = spark_fixtures.Receiver
 ipc_dir = spark_fixtures.ipc_dir
 
 
@@ -37,46 +37,6 @@ def spark():
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
-
-
-class Receiver:
-    """A listening gsp socket in its own thread, keeping every message body (rep: and acking)."""
-
-    def __init__(self, protocol: str) -> None:
-        self.messages: list[bytes] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def run(stop: threading.Event) -> None:
-            with gsp.socket(protocol, raw=protocol == "rep", listen="tcp://127.0.0.1:0",
-                            recv_timeout=0.05) as s:
-                if protocol == "sub":
-                    s.subscribe(b"")
-                self.url = s.listeners[0].url
-                ready.set()
-                while not stop.is_set():
-                    try:
-                        m = s.recv_msg()
-                    except gsp.Timeout:
-                        continue
-                    self.messages.append(m.body)
-                    if protocol == "rep":
-                        s.send_msg(gsp.Message(b"", m.header))
-
-        self._thread = HubThread(run, "test-receiver")
-        assert ready.wait(10), "receiver did not start"
-
-    def wait_until(self, cond: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond():
-            assert time.monotonic() < deadline, f"timed out with {len(self.messages)} messages"
-            time.sleep(0.05)
-
-    def __enter__(self) -> "Receiver":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._thread.join(10)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
@@ -312,3 +272,15 @@ def test_packer_encodes_spark_values():
     assert unpack(data) == {"d": "1.50", "day": "2024-01-02", "naive": "2024-01-02T03:04:00",
                             "aware": dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc),
                             "span": 90.0}
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_bench_runs_every_path_and_counts_every_row(spark):
+    """``python -m gsp_spark.bench`` on a few rows: each path (a bench raises when its receiver
+    or query saw another count than it sent) yields a rate and a line. No timing is checked."""
+    from gsp_spark import bench
+
+    lines: list[str] = []
+    rates = bench.run(spark, 3000, 1, list(bench.PATHS), lines.append)
+    assert set(rates) == set(bench.PATHS) and all(r[0] > 0 for r in rates.values())
+    assert [ln.split()[0] for ln in lines] == list(bench.PATHS)

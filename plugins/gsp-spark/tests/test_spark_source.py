@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import socket as pysocket
 import threading
 import time
@@ -44,8 +43,8 @@ from gsp_spark import (
     gsp_error,
     local_session,
 )
-from gsp_spark._source import _Chunk, decode_chunk
-from gsp_spark._spool import REC, Spool
+from gsp_spark._decode import _Chunk, decode_chunk
+from gsp_spark._spool import REC, Spool, scan
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
@@ -104,63 +103,8 @@ def test_pull_source_receives_every_message_from_three_producers(spark, ipc_dir,
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, ipc_dir, tmp_path):
-    """Producers' REQs are answered only after fsync to the spool; the planner process holding
-    the receiver is SIGKILLed mid-stream, the query restarted on the same checkpoint, and every
-    acknowledged message must come out of the (exactly-once) parquet sink."""
-    url = f"ipc://{ipc_dir}/rep.sock"
-    spool, out, ck = tmp_path / "spool", str(tmp_path / "out"), str(tmp_path / "ck")
-    total, producers, window = 10_000, 3, 8
-    acked: set[str] = set()
-
-    def produce(stop: threading.Event) -> None:
-        def one(p: int) -> None:
-            with gsp.socket("req", dial=url, resend_time=0.5) as s:
-                def lane(ctx: Any, ns: range) -> None:
-                    for n in ns:
-                        body = f"p{p}-{n}"
-                        ctx.send(body.encode())
-                        ctx.recv()  # waits (resending) until the source has spooled it
-                        acked.add(body)
-                mine = range(p, total, producers)
-                gevent.joinall([gevent.spawn(lane, s.open_context(), mine[k::window])
-                                for k in range(window)], raise_error=True)
-        gevent.joinall([gevent.spawn(one, p) for p in range(producers)], raise_error=True)
-
-    def start() -> Any:
-        return (spark.readStream.format("gsp").option("url", url).option("protocol", "rep")
-                .option("spool", str(spool)).load()
-                .selectExpr("CAST(value AS STRING) AS v", "_seq", "_received")
-                .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-                .trigger(processingTime="300 milliseconds").start())
-
-    q1 = start()
-    prod = HubThread(produce, "req-producers")
-    try:
-        wait_for(lambda: len(acked) >= 3000, 60, "3,000 acknowledged messages")
-        # The receiver lives in Spark's Python planner process; the spool lock names its pid.
-        os.kill(int((spool / "LOCK").read_text()), signal.SIGKILL)
-        with pytest.raises(StreamingQueryException):
-            q1.awaitTermination(60)  # the query dies with its source process
-        acked_at_kill = len(acked)
-        assert acked_at_kill < total  # producers are still at it: some wait for the restart
-        q2 = start()
-        try:
-            wait_for(lambda: not prod.is_alive(), 90, "all 10,000 messages acknowledged")
-            prod.join(5)
-            wait_for(lambda: spark.read.parquet(out).select("v").distinct().count() >= total, 90,
-                     "every message in the sink")
-        finally:
-            q2.stop()
-    finally:
-        q1.stop()
-        prod.stop.set()
-    rows = spark.read.parquet(out).collect()
-    got = {r.v for r in rows}
-    assert len(acked) == total
-    assert acked - got == set()  # 0 acknowledged messages lost
-    assert got == acked  # and nothing that was never sent
-    # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
-    assert len(rows) - len(got) <= acked_at_kill
+    spark_fixtures.rep_source_survives_kill(spark, f"ipc://{ipc_dir}/rep.sock", tmp_path,
+                                            total=10_000, kill_after=3000)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
@@ -287,6 +231,38 @@ def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
             Spool(str(tmp_path)).open()
     finally:
         sp2.close()
+
+
+def test_spool_index_cuts_the_same_records_as_a_scan_across_segments_and_reopen(tmp_path):
+    """The spool remembers where each record starts (no rescan per micro-batch); the chunks the
+    planner cuts with it must decode exactly like chunks whose records are found by scanning."""
+    schema = StructType([StructField("value", BinaryType()), StructField("_seq", LongType()),
+                         StructField("_pipe", LongType())])
+    sp = Spool(str(tmp_path), segment_bytes=300)
+    sp.open()
+    try:
+        pipes: list[int] = []
+        for k in range(20):  # groups of 1-3 messages of varied sizes, over several segments
+            group = [bytes([k]) * (k * 7 % 50)] * (k % 3 + 1)
+            sp.append(group, [k] * len(group) if k % 2 else None, 1.0)  # None: pipe 0
+            pipes += [k if k % 2 else 0] * len(group)
+        total = sp.next_seq
+        assert total == len(pipes) and len(sp._segs) > 3
+        data, offs, first = sp.read(5, total - 3)
+        assert first == 5 and list(offs) == scan(data)[0]
+        by_index = decode_chunk(_Chunk(first, data, offs.tobytes()), schema, True, "fail")
+        assert by_index.equals(decode_chunk(_Chunk(first, data), schema, True, "fail"))
+        assert by_index.column("_seq").to_pylist() == list(range(5, total - 3))
+        assert by_index.column("_pipe").to_pylist() == pipes[5:total - 3]
+    finally:
+        sp.close()
+    again = Spool(str(tmp_path), segment_bytes=300)
+    again.open()  # the index is rebuilt from the files
+    try:
+        data2, offs2, _ = again.read(5, total - 3)
+        assert (data2, list(offs2)) == (data, list(offs))
+    finally:
+        again.close()
 
 
 def _chunk(*bodies: bytes) -> _Chunk:

@@ -24,11 +24,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from ._checks import gsp_error
 from ._config import SinkConfig, SourceConfig
 from ._datasource import GspDataSource, register
+from ._decode import SourceError
 from ._hubthread import HubThread
 from ._local import local_session, worker_python
 from ._session import activate, install, stop_queries
 from ._sink import BatchWriter, SinkCommit, SinkError, StreamWriter
-from ._source import SourceError, StreamReader
+from ._source import StreamReader
 from ._spool import SpoolBusy
 from ._types import DEFAULT_SOURCE_SCHEMA, SchemaMismatch
 from ._wire import KEY, Deduplicator, packer, unpack

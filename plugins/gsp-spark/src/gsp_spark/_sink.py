@@ -2,8 +2,8 @@
 
 A writer object is built once on the driver and pickled to every task, so it holds only its
 configuration; the socket is opened inside ``write`` on the executor and closed before it returns.
-The Arrow writer variants are used: Spark hands over record batches, which turn into Python rows
-in one ``to_pylist`` call instead of one ``Row`` object per row.
+The Arrow writer variants are used: Spark hands over record batches, which are msgpack-encoded a
+column at a time (:mod:`gsp_spark._arrowpack`), not one Python object per row.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import gevent
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -24,6 +26,7 @@ from pyspark.sql.types import StructType
 
 import gsp
 
+from ._arrowpack import pack_maps, split
 from ._config import SinkConfig
 from ._types import check_sink_schema
 from ._wire import KEY, packer
@@ -156,27 +159,20 @@ class _WriteMixin:
             send = out.send
             if self.value_index >= 0:
                 for rb in batches:
-                    for v in rb.column(self.value_index).to_pylist():
-                        if v is not None:  # a null has no bytes to send
-                            send(v.encode() if isinstance(v, str) else v)
-                            msgs += 1
+                    values = pc.drop_null(rb.column(self.value_index))  # NULL: no bytes to send
+                    for v in values.cast(pa.binary()).to_pylist():
+                        send(v)
+                    msgs += len(values)
                     rows += rb.num_rows
             else:
                 pack = packer().pack
-                k = self.cfg.batch_rows
+                key_head = b"\x94" + pack(wid) + pack(batch) + pack(part)  # the key but its seq
                 for rb in batches:
-                    pyrows = rb.to_pylist(maps_as_pydicts="strict")
-                    for r in pyrows:
-                        r[KEY] = [wid, batch, part, rows]
-                        rows += 1
-                    if k == 1:
-                        for r in pyrows:
-                            send(pack(r))
-                        msgs += len(pyrows)
-                    else:
-                        for i in range(0, len(pyrows), k):
-                            send(pack(pyrows[i:i + k]))
-                            msgs += 1
+                    encoded = split(pack_maps(rb, pack, KEY, key_head, rows), self.cfg.batch_rows)
+                    for data in encoded:
+                        send(data)
+                    msgs += len(encoded)
+                    rows += rb.num_rows
             dropped = out.finish()
         finally:
             out.close()

@@ -14,8 +14,6 @@ Where each piece runs (facts of PySpark's Python data sources):
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import logging
 import threading
 import time
@@ -24,14 +22,14 @@ from typing import Any, Iterator
 
 import gevent
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.types import StringType, StructType
+from pyspark.sql.types import StructType
 
 import gsp
 
 from ._config import SourceConfig
-from ._spool import REC, Spool
-from ._types import META, check_source_schema
-from ._wire import unpack
+from ._decode import SourceError, _Chunk, decode_chunk
+from ._spool import Spool, shifted
+from ._types import check_source_schema
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
@@ -46,17 +44,14 @@ _POLL = 0.1  # seconds the receiver waits per recv before looking at its stop fl
 _REBIND = 20.0  # seconds a listener retries an address its predecessor process still holds
 
 
-class SourceError(gsp.GspError):
-    """The source's receiver failed, or a message does not fit the declared schema."""
-
-
 class _Receiver(threading.Thread):
     """Owns the gsp socket: receives, spools in groups, and (rep) acknowledges after fsync."""
 
-    def __init__(self, cfg: SourceConfig, spool: Spool) -> None:
+    def __init__(self, cfg: SourceConfig, spool: Spool, pipes: bool = True) -> None:
         super().__init__(name="gsp-spark-receiver", daemon=True)
         self.cfg = cfg
         self.spool = spool
+        self.pipes = pipes  # False: the schema has no _pipe, spool 0 (recv is ~2x cheaper)
         self.durable = spool.next_seq  # first sequence number Spark may not read yet
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -108,6 +103,26 @@ class _Receiver(threading.Thread):
         return sock
 
     def _loop(self, sock: gsp.Socket) -> None:
+        if self.cfg.protocol == "rep" or self.pipes:
+            self._loop_msgs(sock)
+            return
+        spool = self.spool
+        recv = sock.recv
+        while not self._stopping:
+            try:
+                bodies = [recv()]
+            except gsp.Timeout:
+                continue
+            try:  # then what is already queued, without waiting
+                while len(bodies) < _DRAIN:
+                    bodies.append(recv(block=False))
+            except gsp.WouldBlock:
+                pass
+            spool.append(bodies, None, time.time())
+            self.durable = spool.next_seq
+
+    def _loop_msgs(self, sock: gsp.Socket) -> None:
+        """The loop with whole messages: their pipes, and (rep) their headers to reply to."""
         ack = self.cfg.protocol == "rep"
         spool = self.spool
         while not self._stopping:
@@ -115,14 +130,11 @@ class _Receiver(threading.Thread):
                 msgs = [sock.recv_msg()]
             except gsp.Timeout:
                 continue
-            sock.recv_timeout = 0  # take what is already queued without waiting
             try:
                 while len(msgs) < _DRAIN:
-                    msgs.append(sock.recv_msg())
-            except gsp.Timeout:
+                    msgs.append(sock.recv_msg(block=False))
+            except gsp.WouldBlock:
                 pass
-            finally:
-                sock.recv_timeout = _POLL
             spool.append([m.body for m in msgs], [m.pipe.id if m.pipe else 0 for m in msgs],
                          time.time())
             if ack:
@@ -143,17 +155,6 @@ def _release(rx: _Receiver, spool: Spool) -> None:
     """Stop the receiver (closing its socket) and close the spool (freeing its lock)."""
     rx.stop()
     spool.close()
-
-
-class _Chunk(InputPartition):
-    """Spooled records ``first_seq..`` for one Spark task: plain bytes, safe to pickle."""
-
-    def __init__(self, first_seq: int, data: bytes) -> None:
-        self.first_seq = first_seq
-        self.data = data
-
-    def __repr__(self) -> str:
-        return f"_Chunk(first_seq={self.first_seq}, bytes={len(self.data)})"
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -177,7 +178,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if rx is None:
             spool = Spool(self.cfg.spool)
             spool.open()
-            rx = _Receiver(self.cfg, spool)
+            rx = _Receiver(self.cfg, spool, pipes="_pipe" in self.schema.names)
             rx.start()
             rx.ready.wait()
             if rx.error is not None:  # could not listen/dial: free the spool for a retry
@@ -229,7 +230,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             a, b = i * n // parts, (i + 1) * n // parts
             if a < b:
                 stop = offs[b] if b < n else len(data)
-                out.append(_Chunk(first + a, data[offs[a]:stop]))
+                out.append(_Chunk(first + a, data[offs[a]:stop],
+                                  shifted(offs[a:b], offs[a]).tobytes()))
         return out
 
     def commit(self, end: dict[str, int]) -> None:
@@ -245,131 +247,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Chunk)
         yield decode_chunk(partition, self.schema, self.raw, self.cfg.on_bad_message)
-
-
-def decode_chunk(chunk: _Chunk, schema: StructType, raw: bool, on_bad: str) -> Any:
-    """One Arrow record batch of ``schema`` from a chunk of spooled records."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow = to_arrow_schema(schema, timezone="UTC")  # exactly what Spark checks batches against
-    data = chunk.data
-    bodies: list[bytes] = []
-    pipes: list[int] = []
-    times: list[float] = []
-    pos, end, hsize, unpack_rec = 0, len(data), REC.size, REC.unpack_from
-    while pos < end:
-        n, pipe, t = unpack_rec(data, pos)
-        pos += hsize
-        bodies.append(data[pos:pos + n])
-        pipes.append(pipe)
-        times.append(t)
-        pos += n
-    seqs = list(range(chunk.first_seq, chunk.first_seq + len(bodies)))
-    meta: dict[str, list[Any]] = {"_received": [int(t * 1e6) for t in times], "_pipe": pipes,
-                                  "_seq": seqs}
-    if raw:
-        vf = next(f for f in schema.fields if f.name not in META)
-        values: list[Any] = bodies
-        if isinstance(vf.dataType, StringType):
-            values = [b.decode("utf-8", "replace") for b in bodies]
-        meta[vf.name] = values
-        return pa.RecordBatch.from_arrays(
-            [pa.array(meta[f.name], type=arrow.field(f.name).type) for f in schema.fields],
-            schema=arrow)
-
-    rows: list[Any] = []
-    keep: list[int] = []
-    for i, body in enumerate(bodies):
-        try:
-            obj = unpack(body)
-        except Exception:
-            obj = None
-        if isinstance(obj, dict):
-            rows.append(obj)
-            keep.append(i)
-        elif on_bad == "fail":
-            raise SourceError(f"gsp source: message seq {seqs[i]} is not a msgpack map "
-                              f"({bytes(body[:40])!r}); read it raw (no schema, or format 'raw') "
-                              "or set on_bad_message 'skip'")
-    while True:
-        try:
-            arrays = []
-            for f in schema.fields:
-                typ = arrow.field(f.name).type
-                if f.name in META:
-                    src = meta[f.name]
-                    arrays.append(pa.array([src[i] for i in keep], type=typ))
-                else:
-                    arrays.append(_column([r.get(f.name) for r in rows], f.dataType, typ,
-                                          f.name))
-            return pa.RecordBatch.from_arrays(arrays, schema=arrow)
-        except _BadValue as bad:
-            if on_bad == "fail":
-                raise SourceError(
-                    f"gsp source: message seq {seqs[keep[bad.row]]}: field {bad.field!r} = "
-                    f"{bad.value!r} does not fit {bad.type}; fix the producer or the schema, or "
-                    "set on_bad_message 'skip'") from None
-            del rows[bad.row], keep[bad.row]
-
-
-class _BadValue(Exception):
-    def __init__(self, row: int, field: str, value: Any, typ: Any) -> None:
-        self.row, self.field, self.value, self.type = row, field, value, typ
-
-
-def _column(values: list[Any], dtype: Any, typ: Any, name: str) -> Any:
-    """An Arrow array of ``values`` as ``typ``, taking the forms the sink writes: timestamps as
-    msgpack Timestamps, epoch seconds or ISO strings; dates and decimals as strings."""
-    import pyarrow as pa
-
-    conv = _CONVERT.get(type(dtype).__name__)
-    if conv is not None:
-        values = [v if v is None else conv(v) if not isinstance(v, _NATIVE[conv]) else v
-                  for v in values]
-    try:
-        return pa.array(values, type=typ)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        for i, v in enumerate(values):  # slow path, only to name the culprit
-            try:
-                pa.array([v], type=typ)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                raise _BadValue(i, name, v, dtype.simpleString()) from None
-        raise
-
-
-def _to_datetime(v: Any) -> Any:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return _dt.datetime.fromtimestamp(v, _dt.timezone.utc)
-    if isinstance(v, str):
-        d = _dt.datetime.fromisoformat(v)
-        return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
-    return v
-
-
-def _to_date(v: Any) -> Any:
-    return _dt.date.fromisoformat(v) if isinstance(v, str) else v
-
-
-def _to_decimal(v: Any) -> Any:
-    return decimal.Decimal(v) if isinstance(v, (str, int, float)) else v
-
-
-def _safe(conv: Any) -> Any:
-    def f(v: Any) -> Any:
-        try:
-            return conv(v)
-        except (ValueError, OverflowError, OSError, decimal.InvalidOperation):
-            # Left as is: the Arrow conversion then names the bad value. (OSError: a timestamp
-            # far out of range, e.g. 10**17 s, is EOVERFLOW from the C library on Linux.)
-            return v
-    return f
-
-
-_TS, _DATE, _DEC = _safe(_to_datetime), _safe(_to_date), _safe(_to_decimal)
-_CONVERT = {"TimestampType": _TS, "TimestampNTZType": _TS, "DateType": _DATE,
-            "DecimalType": _DEC}
-_NATIVE = {_TS: _dt.datetime, _DATE: _dt.date, _DEC: decimal.Decimal}
 
 
 def make_stream_reader(options: Any, schema: StructType) -> StreamReader:

@@ -14,7 +14,9 @@ import logging
 import os
 import struct
 import threading
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Sequence
 
 import gsp
@@ -35,6 +37,29 @@ class _Seg:
     count: int
     size: int
     path: str
+    #: where each record starts in the file (readers take the first ``count``)
+    offs: array = field(default_factory=lambda: array("q"))  # type: ignore[type-arg]
+
+
+def shifted(offs: Sequence[int], delta: int) -> array:  # type: ignore[type-arg]
+    """``offs`` each minus ``delta``, as an ``array('q')``."""
+    return array("q", [o - delta for o in offs])
+
+
+def pack_records(bodies: Sequence[bytes], pipes: Sequence[int] | None,
+            received: float) -> tuple[bytes, list[int]]:
+    """The spool records of ``bodies`` back to back, and where each starts. (A Python loop:
+    groups are often a few dozen messages, where Arrow's per-call cost would dominate.)"""
+    pack, hsize = REC.pack, REC.size
+    parts: list[bytes] = []
+    starts: list[int] = []
+    pos = 0
+    for body, pipe in zip(bodies, repeat(0) if pipes is None else pipes):
+        starts.append(pos)
+        parts.append(pack(len(body), pipe, received))
+        parts.append(body)
+        pos += hsize + len(body)
+    return b"".join(parts), starts
 
 
 def scan(data: bytes | memoryview, limit: int | None = None) -> tuple[list[int], int]:
@@ -86,7 +111,7 @@ class Spool:
                 log.warning("gsp spool %s: dropping a torn record tail of %d bytes", p,
                             len(data) - good)
                 os.truncate(p, good)
-            self._segs.append(_Seg(first, len(offs), good, p))
+            self._segs.append(_Seg(first, len(offs), good, p, array("q", offs)))
         for a, b in zip(self._segs, self._segs[1:]):
             if a.first + a.count != b.first:
                 log.warning("gsp spool %s: messages %d..%d are missing", self.path,
@@ -127,20 +152,18 @@ class Spool:
         return self._segs[0].first
 
     # -- writing (receiver thread) ----------------------------------------------------------------
-    def append(self, bodies: Sequence[bytes], pipes: Sequence[int], received: float) -> None:
-        """Append messages in order (one ``write``); they are readable when this returns."""
-        pack = REC.pack
-        parts: list[bytes] = []
-        for body, pipe in zip(bodies, pipes):
-            parts.append(pack(len(body), pipe, received))
-            parts.append(body)
-        data = b"".join(parts)
+    def append(self, bodies: Sequence[bytes], pipes: Sequence[int] | None,
+               received: float) -> None:
+        """Append messages in order (one ``write``); they are readable when this returns.
+        ``pipes``: each one's pipe id, or None for 0 throughout."""
+        recs, starts = pack_records(bodies, pipes, received)
         with self._lock:
             seg = self._segs[-1]
-            view = memoryview(data)
+            view = memoryview(recs)
             while view:
                 view = view[os.write(self._fd, view):]
-            seg.size += len(data)
+            seg.offs.extend(shifted(starts, -seg.size))
+            seg.size += len(recs)
             seg.count += len(bodies)
             if seg.size >= self.segment_bytes:
                 self._new_segment(seg.first + seg.count)
@@ -161,30 +184,30 @@ class Spool:
             return True
 
     # -- reading and dropping (Spark's threads) -------------------------------------------------
-    def read(self, lo: int, hi: int) -> tuple[bytes, list[int], int]:
-        """Records ``lo..hi-1`` as one buffer, the offsets of the records in it, and the sequence
+    def read(self, lo: int, hi: int) -> tuple[bytes, array, int]:  # type: ignore[type-arg]
+        """Records ``lo..hi-1`` as one buffer, where each record starts in it, and the sequence
         number of the first one (above ``lo`` only if the spool lost the start)."""
         with self._lock:
-            segs = [_Seg(s.first, s.count, s.size, s.path) for s in self._segs
+            segs = [_Seg(s.first, s.count, s.size, s.path, s.offs) for s in self._segs
                     if s.first < hi and s.first + s.count > lo]
         chunks: list[bytes] = []
-        offsets: list[int] = []
+        offsets = array("q")
         base = 0
         first_seq = -1
         for s in segs:
-            with open(s.path, "rb") as f:
-                data = f.read(s.size)
-            offs, _ = scan(data, s.count)
             a, b = max(lo, s.first) - s.first, min(hi, s.first + s.count) - s.first
             if a >= b:
                 continue
             if first_seq < 0:
                 first_seq = s.first + a
-            start = offs[a]
-            stop = offs[b] if b < len(offs) else s.size
-            offsets.extend(base + o - start for o in offs[a:b])
-            chunks.append(data[start:stop])
-            base += stop - start
+            start = s.offs[a]
+            stop = s.offs[b] if b < s.count else s.size
+            with open(s.path, "rb") as f:
+                f.seek(start)
+                data = f.read(stop - start)
+            offsets.extend(shifted(s.offs[a:b], start - base))
+            chunks.append(data)
+            base += len(data)
         if first_seq > lo or (first_seq < 0 and hi > lo):
             log.warning("gsp spool %s: messages from %d were requested but are gone", self.path, lo)
         return b"".join(chunks), offsets, max(first_seq, lo)

@@ -1,12 +1,22 @@
-"""Rows per second through the gsp sink and source on a local Spark.
+"""Rows per second through the gsp sink and source on a local Spark, beside Spark's own ceiling.
 
-    python -m gsp_spark.bench [--rows N] [--master local[2]]
+    python -m gsp_spark.bench [--rows N] [--repeat R] [--master local[2]] [--paths a,b,...]
 
-Sink: ``spark.range(N)`` with three columns, written by a batch job to a PULL socket (or, for
-``req``, a raw REP that acknowledges every row; receiver in its own thread and hub); timed from
-the job's start to the last message received. Source:
-PUSH producers send N msgpack maps to a streaming query (``format("gsp")`` → noop sink); timed
-from the first message sent to the batch that brings the query's input count to N.
+Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the source: ``user``,
+``amount``) and prints the median of R runs, with all runs:
+
+* ``ceiling-sink``: ``spark.range(N)`` → the same columns → Spark's ``noop`` sink, a batch job
+  that never leaves the JVM: what the machine allows a batch write at best.
+* ``sink-push`` (and ``sink-push-100``, ``sink-req``, ``sink-req-100``): the same DataFrame
+  written with ``format("gsp")`` to a PULL socket (``req``: a raw REP that acknowledges every
+  message), the receiver in its own thread and hub in this process; timed from the job's start
+  to the last message received. ``-100`` is ``batch_rows=100``.
+* ``ceiling-source``: Spark's ``rate-micro-batch`` source (N rows in micro-batches of
+  ``max_batch_rows``) → the same columns → ``noop``; timed from the end of the first micro-batch
+  to the one that completes the count.
+* ``source``: two gevent PUSH producers (their own thread and hub) send N msgpack maps to a
+  streaming query ``format("gsp")`` → ``noop``; timed from the first message sent to the
+  micro-batch that brings the query's input count to N.
 """
 
 from __future__ import annotations
@@ -14,10 +24,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 import msgpack
@@ -26,6 +37,8 @@ import gsp
 
 from ._hubthread import HubThread
 from ._local import local_session
+
+_COLUMNS = ("id", "concat('user-', id % 1000) AS user", "cast(id AS double) * 0.25 AS amount")
 
 
 def _free_tcp_url() -> str:
@@ -36,8 +49,19 @@ def _free_tcp_url() -> str:
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
+def _frame(spark: Any, n: int) -> Any:
+    return spark.range(n, numPartitions=2).selectExpr(*_COLUMNS)
+
+
+def bench_ceiling_sink(spark: Any, n: int) -> float:
+    df = _frame(spark, n)
+    t0 = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return n / (time.perf_counter() - t0)
+
+
 def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") -> float:
-    ready = threading.Event()
+    ready, done = threading.Event(), threading.Event()
     state: dict[str, Any] = {"count": 0, "last": 0.0}
 
     def receive(stop: threading.Event) -> None:
@@ -46,32 +70,72 @@ def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") 
                         recv_timeout=0.1, recv_buffer=4096) as s:
             state["url"] = s.listeners[0].url
             ready.set()
-            while not stop.is_set():
+            count, recv, recv_msg, send_msg = 0, s.recv, s.recv_msg, s.send_msg
+            while count < n and not stop.is_set():
                 try:
-                    msg = s.recv_msg()
+                    if ack:
+                        msg = recv_msg()
+                        send_msg(gsp.Message(b"", msg.header))
+                        data = msg.body
+                    else:
+                        data = recv()
                 except gsp.Timeout:
                     continue
-                data = msg.body
-                if ack:
-                    s.send_msg(gsp.Message(b"", msg.header))
                 # Count rows without decoding every map: a batch message is a msgpack array.
-                state["count"] += 1 if batch_rows == 1 else len(msgpack.unpackb(data))
-                state["last"] = time.perf_counter()
+                count += 1 if batch_rows == 1 else len(msgpack.unpackb(data))
+            state["count"], state["last"] = count, time.perf_counter()
+            done.set()
 
     rx = HubThread(receive)
-    ready.wait(10)
-    df = spark.range(n, numPartitions=2).selectExpr(
-        "id", "concat('user-', id % 1000) AS user", "cast(id AS double) * 0.25 AS amount")
-    t0 = time.perf_counter()
-    (df.write.format("gsp").option("url", state["url"]).option("batch_rows", batch_rows)
-     .option("protocol", protocol).mode("append").save())
-    deadline = time.monotonic() + 60
-    while state["count"] < n and time.monotonic() < deadline:
-        time.sleep(0.01)
-    rx.join(10)
+    try:
+        ready.wait(10)
+        df = _frame(spark, n)
+        t0 = time.perf_counter()
+        (df.write.format("gsp").option("url", state["url"]).option("batch_rows", batch_rows)
+         .option("protocol", protocol).mode("append").save())
+        done.wait(60)
+    finally:
+        rx.join(10)
     if state["count"] != n:
         raise RuntimeError(f"sink bench: received {state['count']} of {n} rows")
     return n / (float(state["last"]) - t0)
+
+
+def _count_rows(q: Any, n: int, timeout: float, after: Callable[[], None] | None = None,
+                skip_first: bool = False) -> tuple[int, float]:
+    """Poll ``q``'s progress until its input rows reach ``n``; the rows and the time reached.
+    With ``skip_first``, the first micro-batch is not counted and the clock starts at its end."""
+    done, seen, t0 = 0, set(), time.perf_counter()
+    deadline = time.monotonic() + timeout
+    while done < n and time.monotonic() < deadline:
+        for p in q.recentProgress:
+            if p["batchId"] in seen:
+                continue
+            seen.add(p["batchId"])
+            if skip_first and len(seen) == 1:
+                t0 = time.perf_counter()
+            else:
+                done += p["numInputRows"]
+        if after is not None:
+            after()
+        time.sleep(0.02)
+    return done, time.perf_counter() - t0
+
+
+def bench_ceiling_source(spark: Any, n: int, batch: int = 200_000) -> float:
+    tmp = tempfile.mkdtemp(prefix="gsp-bench-")
+    q = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", batch)
+         .option("numPartitions", 2).load().selectExpr("value AS id").selectExpr(*_COLUMNS[1:])
+         .writeStream.format("noop").option("checkpointLocation", os.path.join(tmp, "ck"))
+         .start())
+    try:
+        done, secs = _count_rows(q, n, 120, skip_first=True)
+    finally:
+        q.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if done < n:
+        raise RuntimeError(f"ceiling bench: the query read {done} of {n} rows")
+    return done / secs
 
 
 def bench_source(spark: Any, n: int, producers: int = 2) -> float:
@@ -81,6 +145,7 @@ def bench_source(spark: Any, n: int, producers: int = 2) -> float:
          .option("url", url).option("spool", os.path.join(tmp, "spool")).load()
          .writeStream.format("noop").option("checkpointLocation", os.path.join(tmp, "ck"))
          .trigger(processingTime="200 milliseconds").start())
+    prod: HubThread | None = None
     try:
         # Wait for the receiver's listener (the first offset call opens it).
         while not q.recentProgress:
@@ -97,39 +162,67 @@ def bench_source(spark: Any, n: int, producers: int = 2) -> float:
             gevent.joinall([gevent.spawn(one, k) for k in range(producers)], raise_error=True)
 
         prod = HubThread(produce)
-        done, seen = 0, set()
-        deadline = time.monotonic() + 120
-        while done < n and time.monotonic() < deadline:
-            for p in q.recentProgress:
-                if p["batchId"] not in seen:
-                    seen.add(p["batchId"])
-                    done += p["numInputRows"]
-            time.sleep(0.05)
-        prod.join(30)
+        done, _ = _count_rows(q, n, 120)
         if done < n:
             raise RuntimeError(f"source bench: the query read {done} of {n} rows")
         return n / (time.perf_counter() - started["t"])
     finally:
+        if prod is not None:
+            prod.join(30)
         q.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: path name → (what it runs, its description)
+PATHS: dict[str, tuple[Callable[[Any, int], float], str]] = {
+    "ceiling-sink": (bench_ceiling_sink, "Spark alone: range → noop (batch)"),
+    "sink-push": (bench_sink, "sink, push, one message per row"),
+    "sink-push-100": (lambda s, n: bench_sink(s, n, 100), "sink, push, batch_rows=100"),
+    "sink-req": (lambda s, n: bench_sink(s, n, 1, "req"), "sink, req, one message per row"),
+    "sink-req-100": (lambda s, n: bench_sink(s, n, 100, "req"), "sink, req, batch_rows=100"),
+    "ceiling-source": (bench_ceiling_source, "Spark alone: rate-micro-batch → noop (stream)"),
+    "source": (bench_source, "source, pull, msgpack maps → 'user STRING, amount DOUBLE'"),
+}
+DEFAULT_PATHS = "ceiling-sink,sink-push,sink-push-100,sink-req-100,ceiling-source,source"
+
+
+def run(spark: Any, rows: int, repeat: int, paths: list[str],
+        out: Callable[[str], None] = print) -> dict[str, list[float]]:
+    """Each path ``repeat`` times, interleaved (so load that comes and goes hits all of them);
+    prints one line per path and returns every rate."""
+    rates: dict[str, list[float]] = {p: [] for p in paths}
+    for _ in range(repeat):
+        for p in paths:
+            rates[p].append(PATHS[p][0](spark, rows))
+    for p in paths:
+        runs = ", ".join(f"{r:,.0f}" for r in rates[p])
+        out(f"{p:<15} {statistics.median(rates[p]):>11,.0f} rows/s  median of "
+            f"{len(rates[p])} ({runs})  {PATHS[p][1]}")
+    return rates
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--paths", default=DEFAULT_PATHS,
+                    help=f"comma-separated, from: {', '.join(PATHS)}")
     args = ap.parse_args()
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        ap.error(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATHS)}")
 
     spark = local_session(args.master, "gsp-bench")
+    # Stopping the ceiling's endless stream cancels a running micro-batch, which Spark logs at
+    # ERROR with stack traces: nothing went wrong.
+    spark.sparkContext.setLogLevel("FATAL")
     try:
         bench_sink(spark, 20_000)  # warm up: Python workers, JIT
-        for protocol, rows_per_msg in (("push", 1), ("push", 100), ("req", 1), ("req", 100)):
-            rate = bench_sink(spark, args.rows, rows_per_msg, protocol)
-            print(f"sink   {args.master}: {rate:>9,.0f} rows/s  ({args.rows:,} rows, "
-                  f"protocol={protocol}, batch_rows={rows_per_msg})", flush=True)
-        rate = bench_source(spark, args.rows)
-        print(f"source {args.master}: {rate:>9,.0f} rows/s  ({args.rows:,} rows, 2 PUSH "
-              "producers, msgpack maps into 'user STRING, amount DOUBLE')", flush=True)
+        bench_ceiling_sink(spark, 20_000)
+        print(f"{args.master}, {args.rows:,} rows per run, {os.cpu_count()} CPUs", flush=True)
+        run(spark, args.rows, args.repeat, paths, lambda s: print(s, flush=True))
     finally:
         spark.stop()
 

@@ -1,0 +1,218 @@
+"""Decoding the source's spooled records into Arrow record batches, in Spark's executors.
+
+A micro-batch reaches an executor as a :class:`_Chunk`: the spool's records (16-byte header, then
+the body) as one ``bytes`` plus where each record starts, both cut out by the planner. The records
+become one Arrow ``large_binary`` array over those bytes without a copy, and Arrow slices the
+bodies and the header fields out of it (no Python call per record); only msgpack decoding goes
+message by message.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import struct
+import sys
+from array import array
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+import gsp
+
+from ._spool import REC, scan
+from ._types import META
+from ._wire import unpack
+
+_END = struct.Struct("=q")  # one more offset, native like array("q")
+
+
+class SourceError(gsp.GspError):
+    """The source's receiver failed, or a message does not fit the declared schema."""
+
+
+class _Chunk(InputPartition):
+    """Spooled records ``first_seq..`` for one Spark task, safe to pickle: ``data`` holds them
+    back to back, ``offsets`` (native ``int64`` bytes) where each starts; found by scanning
+    ``data`` when not given."""
+
+    def __init__(self, first_seq: int, data: bytes, offsets: bytes | None = None) -> None:
+        self.first_seq = first_seq
+        self.data = data
+        self.offsets = offsets if offsets is not None else array("q", scan(data)[0]).tobytes()
+
+    @property
+    def records(self) -> int:
+        return len(self.offsets) // 8
+
+    def __repr__(self) -> str:
+        return f"_Chunk(first_seq={self.first_seq}, records={self.records}, " \
+               f"bytes={len(self.data)})"
+
+
+def _records(chunk: _Chunk) -> Any:
+    """The chunk's records as a ``large_binary`` array over its bytes (no copy)."""
+    offsets = pa.py_buffer(chunk.offsets + _END.pack(len(chunk.data)))
+    recs = pa.Array.from_buffers(pa.large_binary(), chunk.records, [None, offsets,
+                                                                  pa.py_buffer(chunk.data)])
+    recs.validate(full=True)  # offsets in order and inside the data
+    return recs
+
+
+def _header_field(recs: Any, start: int, code: str, typ: Any) -> Any:
+    """One little-endian field of every record's header (``code``: an ``array`` type code of
+    its width) as an Arrow array of ``typ``."""
+    width = array(code).itemsize
+    raw = pc.binary_slice(recs, start, start + width).cast(pa.binary(width))
+    vals = array(code)
+    vals.frombytes(memoryview(raw.buffers()[1])[:width * len(raw)])
+    if sys.byteorder == "big":
+        vals.byteswap()
+    return pa.Array.from_buffers(typ, len(vals), [None, pa.py_buffer(vals)])
+
+
+def _meta(name: str, recs: Any, first_seq: int, typ: Any) -> Any:
+    """A metadata column for every record: its receive time, pipe id or sequence number."""
+    if name == "_received":
+        secs = _header_field(recs, 8, "d", pa.float64())
+        micros = pc.cast(pc.multiply(secs, 1e6), pa.int64(), safe=False)
+        return pc.cast(micros, typ)
+    if name == "_pipe":
+        return pc.cast(_header_field(recs, 4, "I", pa.uint32()), typ)
+    return pa.array(range(first_seq, first_seq + len(recs)), typ)
+
+
+def _values(bodies: Any, typ: Any) -> Any:
+    """Raw bodies as the value column's type (STRING: invalid UTF-8 replaced, as ``decode``)."""
+    try:
+        return bodies.cast(typ)
+    except pa.ArrowInvalid:
+        if not pa.types.is_string(typ) and not pa.types.is_large_string(typ):
+            raise
+        return pa.array([b.decode("utf-8", "replace") for b in bodies.to_pylist()], typ)
+
+
+def _maps(bodies: list[bytes], seqs: range, on_bad: str) -> tuple[list[Any], list[int] | None]:
+    """The bodies msgpack-decoded, and which of them to keep (None: all), skipping (or, with
+    ``on_bad`` 'fail', raising on) any that is not a msgpack map."""
+    try:
+        objs = [unpack(b) for b in bodies]
+        if all(type(o) is dict for o in objs):
+            return objs, None
+    except Exception:  # noqa: BLE001 - the slow path below finds and names the culprit
+        pass
+    rows: list[Any] = []
+    keep: list[int] = []
+    for i, body in enumerate(bodies):
+        try:
+            obj = unpack(body)
+        except Exception:
+            obj = None
+        if isinstance(obj, dict):
+            rows.append(obj)
+            keep.append(i)
+        elif on_bad == "fail":
+            raise SourceError(f"gsp source: message seq {seqs[i]} is not a msgpack map "
+                              f"({bytes(body[:40])!r}); read it raw (no schema, or format 'raw') "
+                              "or set on_bad_message 'skip'")
+    return rows, keep
+
+
+def decode_chunk(chunk: _Chunk, schema: StructType, raw: bool, on_bad: str) -> Any:
+    """One Arrow record batch of ``schema`` from a chunk of spooled records."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC")  # exactly what Spark checks batches against
+    recs = _records(chunk)
+    bodies = pc.binary_slice(recs, REC.size, len(chunk.data) + 1)
+    seqs = range(chunk.first_seq, chunk.first_seq + len(recs))
+    if raw:
+        return pa.RecordBatch.from_arrays(
+            [_meta(f.name, recs, chunk.first_seq, arrow.field(f.name).type) if f.name in META
+             else _values(bodies, arrow.field(f.name).type) for f in schema.fields],
+            schema=arrow)
+
+    rows, keep = _maps(bodies.to_pylist(), seqs, on_bad)
+    while True:
+        try:
+            arrays = []
+            for f in schema.fields:
+                typ = arrow.field(f.name).type
+                if f.name in META:
+                    col = _meta(f.name, recs, chunk.first_seq, typ)
+                    arrays.append(col if keep is None else col.take(pa.array(keep, pa.int64())))
+                else:
+                    arrays.append(_column([r.get(f.name) for r in rows], f.dataType, typ,
+                                          f.name))
+            return pa.RecordBatch.from_arrays(arrays, schema=arrow)
+        except _BadValue as bad:
+            if on_bad == "fail":
+                raise SourceError(
+                    f"gsp source: message seq {seqs[keep[bad.row] if keep else bad.row]}: field "
+                    f"{bad.field!r} = {bad.value!r} does not fit {bad.type}; fix the producer or "
+                    "the schema, or set on_bad_message 'skip'") from None
+            if keep is None:
+                keep = list(range(len(rows)))
+            del rows[bad.row], keep[bad.row]
+
+
+class _BadValue(Exception):
+    def __init__(self, row: int, field: str, value: Any, typ: Any) -> None:
+        self.row, self.field, self.value, self.type = row, field, value, typ
+
+
+def _column(values: list[Any], dtype: Any, typ: Any, name: str) -> Any:
+    """An Arrow array of ``values`` as ``typ``, taking the forms the sink writes: timestamps as
+    msgpack Timestamps, epoch seconds or ISO strings; dates and decimals as strings."""
+    import pyarrow as pa
+
+    conv = _CONVERT.get(type(dtype).__name__)
+    if conv is not None:
+        values = [v if v is None else conv(v) if not isinstance(v, _NATIVE[conv]) else v
+                  for v in values]
+    try:
+        return pa.array(values, type=typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        for i, v in enumerate(values):  # slow path, only to name the culprit
+            try:
+                pa.array([v], type=typ)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+                raise _BadValue(i, name, v, dtype.simpleString()) from None
+        raise
+
+
+def _to_datetime(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return _dt.datetime.fromtimestamp(v, _dt.timezone.utc)
+    if isinstance(v, str):
+        d = _dt.datetime.fromisoformat(v)
+        return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+    return v
+
+
+def _to_date(v: Any) -> Any:
+    return _dt.date.fromisoformat(v) if isinstance(v, str) else v
+
+
+def _to_decimal(v: Any) -> Any:
+    return decimal.Decimal(v) if isinstance(v, (str, int, float)) else v
+
+
+def _safe(conv: Any) -> Any:
+    def f(v: Any) -> Any:
+        try:
+            return conv(v)
+        except (ValueError, OverflowError, OSError, decimal.InvalidOperation):
+            # Left as is: the Arrow conversion then names the bad value. (OSError: a timestamp
+            # far out of range, e.g. 10**17 s, is EOVERFLOW from the C library on Linux.)
+            return v
+    return f
+
+
+_TS, _DATE, _DEC = _safe(_to_datetime), _safe(_to_date), _safe(_to_decimal)
+_CONVERT = {"TimestampType": _TS, "TimestampNTZType": _TS, "DateType": _DATE,
+            "DecimalType": _DEC}
+_NATIVE = {_TS: _dt.datetime, _DATE: _dt.date, _DEC: decimal.Decimal}
