@@ -20,7 +20,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import gsp
-from gsp_spark import HubThread
+from gsp_spark import HubThread, local_session
 
 
 def _socket_fds() -> set[tuple[int, str]]:
@@ -241,3 +241,21 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
     assert got == acked  # and nothing that was never sent
     # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
     assert len(rows) - len(got) <= acked_at_kill
+
+
+def module_session(master: str, name: str, register: bool = True,
+                   executors: int = 0) -> Iterator[Any]:
+    """A module's Spark session (``yield from`` it in a module-scoped fixture): started on
+    ``master``, with ``executors`` executors up when asked, and the accumulator-server
+    connection (made by the first Python UDF task, then open for good) opened up front, not
+    inside a test's leak check; stopped after the module (a no-op if a test stopped it)."""
+    from pyspark.sql.functions import udf
+
+    session = local_session(master, name, register=register)
+    if executors:
+        status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
+        wait_for(lambda: status.size() >= executors + 1, 90,  # the driver counts as one
+                 f"{executors} executors")
+    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
+    yield session
+    session.stop()

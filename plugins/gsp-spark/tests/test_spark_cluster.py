@@ -21,7 +21,7 @@ import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, local_session, unpack
+from gsp_spark import Deduplicator, HubThread, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 wait_for = spark_fixtures.wait_for
@@ -30,12 +30,8 @@ Receiver = spark_fixtures.Receiver
 
 @pytest.fixture(scope="module")
 def spark():
-    session = local_session("local-cluster[2,1,1024]", "gsp-cluster-tests")
-    status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
-    wait_for(lambda: status.size() >= 3, 90, "two executors")  # the driver counts as one
-    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
-    yield session
-    session.stop()
+    yield from spark_fixtures.module_session("local-cluster[2,1,1024]", "gsp-cluster-tests",
+                                             executors=2)
 
 
 def rows_with_executor_jvm(spark: Any, n: int) -> Any:

@@ -19,10 +19,9 @@ from typing import Any
 import msgpack
 import pytest
 import spark_fixtures
-from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import HubThread, local_session
+from gsp_spark import HubThread
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
@@ -31,11 +30,7 @@ wait_for = spark_fixtures.wait_for
 
 @pytest.fixture(scope="module")
 def spark():
-    session = local_session("local[2]", "gsp-lifecycle-tests")
-    # Open the accumulator-server connection (made by the first Python UDF task) up front.
-    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
-    yield session
-    session.stop()  # again, after the last test: a no-op then
+    yield from spark_fixtures.module_session("local[2]", "gsp-lifecycle-tests")
 
 
 def _alive(pid: int) -> bool:

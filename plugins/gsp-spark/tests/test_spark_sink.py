@@ -20,7 +20,7 @@ import spark_fixtures
 from pyspark.sql.functions import udf
 
 import gsp
-from gsp_spark import Deduplicator, SchemaMismatch, SinkError, local_session, unpack
+from gsp_spark import Deduplicator, SchemaMismatch, SinkError, unpack
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 Receiver = spark_fixtures.Receiver
@@ -31,12 +31,7 @@ ipc_dir = spark_fixtures.ipc_dir
 def spark():
     # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
     # spark.task.maxFailures), so a task failing once is retried.
-    session = local_session("local[2,4]", "gsp-sink-tests", register=False)
-    # The first Python UDF task makes the JVM connect to the driver's accumulator server, a socket
-    # that then stays open: open it here, not inside a test's leak check.
-    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
-    yield session
-    session.stop()
+    yield from spark_fixtures.module_session("local[2,4]", "gsp-sink-tests", register=False)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it

@@ -18,7 +18,6 @@ import msgpack
 import pytest
 import spark_fixtures
 from pyspark.errors import StreamingQueryException
-from pyspark.sql.functions import udf
 from pyspark.sql.types import (
     BinaryType,
     DateType,
@@ -41,7 +40,6 @@ from gsp_spark import (
     SpoolBusy,
     StreamReader,
     gsp_error,
-    local_session,
 )
 from gsp_spark._decode import _Chunk, decode_chunk
 from gsp_spark._spool import REC, Spool, scan
@@ -52,11 +50,7 @@ ipc_dir = spark_fixtures.ipc_dir
 
 @pytest.fixture(scope="module")
 def spark():
-    session = local_session("local[2]", "gsp-source-tests")
-    # Open the accumulator-server connection (made by the first Python UDF task) up front.
-    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
-    yield session
-    session.stop()
+    yield from spark_fixtures.module_session("local[2]", "gsp-source-tests")
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
