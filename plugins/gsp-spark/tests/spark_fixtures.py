@@ -259,3 +259,13 @@ def module_session(master: str, name: str, register: bool = True,
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
+
+
+def ipc_listening(path: str) -> bool:
+    """Whether something accepts connections on the Unix socket at ``path`` now."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(path)
+            return True
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import glob
 import os
-import socket
 import threading
 from typing import Any
 
@@ -53,22 +52,13 @@ def _lock_free(spool: str) -> bool:
         os.close(fd)
 
 
-def _listening(path: str) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(path)
-            return True
-        except (FileNotFoundError, ConnectionRefusedError):
-            return False
-
-
 def _owner(spool: str) -> int:
     with open(os.path.join(spool, "LOCK")) as f:
         return int(f.read().strip())
 
 
 def assert_released(spool: str, path: str, owner: int) -> None:
-    wait_for(lambda: not _alive(owner) and _lock_free(spool) and not _listening(path), 30,
+    wait_for(lambda: not _alive(owner) and _lock_free(spool) and not spark_fixtures.ipc_listening(path), 30,
              f"the source (pid {owner}) to release {path} and {spool}")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import socket as pysocket
 import threading
 import time
 from typing import Any, Callable
@@ -304,20 +303,12 @@ def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, t
     def receivers() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name == "gsp-spark-receiver"]
 
-    def listening() -> bool:
-        with pysocket.socket(pysocket.AF_UNIX) as s:
-            try:
-                s.connect(path)
-                return True
-            except (FileNotFoundError, ConnectionRefusedError):
-                return False
-
-    assert receivers() and listening()
+    assert receivers() and spark_fixtures.ipc_listening(path)
     with pytest.raises(SpoolBusy):
         Spool(spool).open()
     del reader
     gc.collect()
-    assert not receivers() and not listening()
+    assert not receivers() and not spark_fixtures.ipc_listening(path)
     free = Spool(spool)
     free.open()  # the lock was released
     free.close()
