@@ -29,14 +29,6 @@ T = TypeVar("T")
 Policy = Literal["block", "drop_oldest", "drop_newest"]
 
 
-def item_size(item: Any) -> int:
-    """The bytes of a queued item: a body, a :class:`gsp.Message` (header and body), or a tuple
-    whose first element is the body (``(body, pipe)``)."""
-    if type(item) is tuple:
-        return len(item[0])
-    return len(item)
-
-
 class Inbox(Generic[T]):
     """A bounded, resizable receive queue between pipe readers (``put``) and receivers (``get``).
 
@@ -48,9 +40,9 @@ class Inbox(Generic[T]):
     :class:`gsp.Closed` ("<owner> closed": the socket's or a context's queue says so); queued
     items are discarded.
 
-    ``max_bytes`` (0: none) bounds the queue in bytes too (``sizer(item)``, by default
-    :func:`item_size`): the queue is full at ``capacity`` items or once it holds ``max_bytes``,
-    whichever comes first, with the same policy; one item is always let in, however big. A
+    ``max_bytes`` (0: none) bounds the queue in bytes too (``sizer(item)``, by default ``len``:
+    a body's, or a Message's header and body): the queue is full at ``capacity`` items or once it
+    holds ``max_bytes``, whichever comes first, with the same policy; one item is always let in, however big. A
     producer that knows the bytes of what it puts passes them (``nbytes``) and nothing is
     measured. With ``sources=True`` the queue also remembers where each item came from (the
     ``source`` of its put, e.g. the pipe), so items can be bare bodies: :meth:`get_from` returns
@@ -72,13 +64,13 @@ class Inbox(Generic[T]):
     def __init__(self, capacity: int, policy: Policy = "block",
                  stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
                  owner: str = "queue", max_bytes: int = 0,
-                 sizer: Callable[[T], int] = item_size, sources: bool = False) -> None:
+                 sizer: Callable[[T], int] | None = None, sources: bool = False) -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
         self._buf: deque[T] = deque()
         self._cap = capacity
         self._max_bytes = max_bytes
-        self._sizer = sizer
+        self._sizer: Callable[[T], int] = sizer or len  # type: ignore[assignment]
         self._sources = sources
         # Bytes and sources by position, kept while either is wanted.
         self._ledger: Ledger | None = Ledger() if max_bytes or sources else None
@@ -99,7 +91,7 @@ class Inbox(Generic[T]):
     def for_option(cls, handle: "SocketHandle", policy: Policy = "block",
                    stats: dict[str, int] | None = None,
                    option: str = "recv_buffer", sources: bool = False,
-                   sizer: Callable[[Any], int] = item_size) -> "Inbox[Any]":
+                   sizer: Callable[[Any], int] | None = None) -> "Inbox[Any]":
         """The socket's receive queue: its capacity is the socket's ``option`` and its byte bound
         ``<option>_bytes``; both follow the options when they change (shrinking drops the oldest
         items, counted as drops)."""

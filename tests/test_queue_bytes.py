@@ -54,9 +54,9 @@ def test_drop_oldest_drops_as_many_as_the_new_item_needs() -> None:
 
 
 def test_items_taken_through_ready_are_no_longer_counted() -> None:
-    box: Inbox[tuple[bytes, None]] = Inbox(100, "block", max_bytes=10 * KiB)
-    box.put_all([(b"a" * KiB, None)] * 3, nbytes=3 * KiB)  # a batch of three
-    box.put((b"b" * (2 * KiB), None))
+    box: Inbox[bytes] = Inbox(100, "block", max_bytes=10 * KiB)
+    box.put_all([b"a" * KiB] * 3, nbytes=3 * KiB)  # a batch of three
+    box.put(b"b" * (2 * KiB))
     assert box.queued_bytes == 5 * KiB
     ready = box.ready
     ready.popleft()  # the fast path: no call into the inbox
@@ -124,7 +124,7 @@ def test_lowering_the_byte_bound_drops_the_oldest_and_filter_recounts() -> None:
 
 
 def test_sources_are_known_by_position_through_ready_pops_filter_and_rebounds() -> None:
-    box: Inbox[bytes] = Inbox(100, "drop_oldest", sizer=len, sources=True)
+    box: Inbox[bytes] = Inbox(100, "drop_oldest", sources=True)
     box.put_all([b"a1", b"a2", b"a3"], None, "A")
     box.put(b"b1", source="B")
     box.put_all([b"a4", b"c1"], 4, "A")  # the source is per put: a batch has one

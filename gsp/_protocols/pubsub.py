@@ -91,7 +91,7 @@ class Sub(Protocol):
         super().__init__(handle, raw)
         self.stats.update(dropped_queue_full=0, dropped_no_subscriber=0)
         self._main = _Subscriber(
-            Inbox.for_option(handle, "drop_oldest", self.stats, sources=True, sizer=len))
+            Inbox.for_option(handle, "drop_oldest", self.stats, sources=True))
         self.ready_bodies = self._main.inbox.ready  # drop-oldest: no blocked putters to let in
         self.recv_queue = self._main.inbox
         self._contexts: list[SubContext] = []
@@ -175,7 +175,7 @@ class SubContext(Context):
         self._proto = proto
         self._sub = _Subscriber(
             Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context",
-                  max_bytes=proto.handle.options["recv_buffer_bytes"], sizer=len, sources=True))
+                  max_bytes=proto.handle.options["recv_buffer_bytes"], sources=True))
 
     @property
     def recv_buffer(self) -> int:

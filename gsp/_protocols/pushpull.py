@@ -42,7 +42,7 @@ class Pull(Protocol):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._recvq: Inbox[bytes] = Inbox.for_option(handle, "block", sources=True, sizer=len)
+        self._recvq: Inbox[bytes] = Inbox.for_option(handle, "block", sources=True)
         self.ready_bodies = self._recvq.ready
         self.recv_queue = self._recvq
 
