@@ -67,6 +67,11 @@ class Ledger:
         self.settle(queued)
         return self.marks[0][2]
 
+    def holds(self, source: Any, queued: int) -> bool:
+        """Whether an item from ``source`` is still queued."""
+        self.settle(queued)
+        return any(mark[2] is source for mark in self.marks)
+
     def sources(self, queued: int) -> list[Any]:
         """The source of every queued item, front first."""
         self.settle(queued)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 import gevent
 
+from .backlog import Backlog
 from .chan import Recv, select
 from .errors import Closed
 from .ledger import Ledger
@@ -27,6 +28,19 @@ __all__ = ["Inbox", "Signal", "Deadline", "Policy"]
 
 T = TypeVar("T")
 Policy = Literal["block", "drop_oldest", "drop_newest"]
+
+#: Fairness across sources: the front (``ready``) holds about this many items or bytes (at most
+#: one turn more) while several sources have items queued, and is refilled from the sources'
+#: backlogs round robin, each turn at most TURN_ITEMS items and about TURN_BYTES (at least one).
+FRONT_ITEMS = 32
+FRONT_BYTES = 256 * 1024
+TURN_ITEMS = 8
+TURN_BYTES = 64 * 1024
+_MIXED: Any = object()  # the front's source when it holds several sources' items
+
+
+def _nothing(item: object) -> int:
+    return 0
 
 
 class Inbox(Generic[T]):
@@ -48,18 +62,30 @@ class Inbox(Generic[T]):
     ``source`` of its put, e.g. the pipe), so items can be bare bodies: :meth:`get_from` returns
     an item with its source.
 
-    :attr:`ready` is the queue itself, for a protocol's ``ready`` fast path: a consumer may
-    ``popleft()`` it directly while it is not empty. A producer blocked on a full queue is let in
-    by the next :meth:`get`, which the consumer makes once it found ``ready`` empty. Bytes and
-    sources keep up without the consumer's help: a :class:`gsp.ledger.Ledger` knows them by
-    position.
+    **Fair across sources.** The ``source`` of a put (the pipe) is also what fairness is kept
+    by: while one source alone has items queued, the queue is a plain FIFO. Once a second source
+    puts, the queue keeps a short front (:data:`FRONT_ITEMS` items, :data:`FRONT_BYTES` bytes) and
+    each source's further items wait behind it in their own FIFO (a
+    :class:`gsp.backlog.Backlog`); the front is refilled from them round robin, so a pipe's
+    message waits behind at most the front and a turn of each other source, never behind
+    another pipe's whole backlog. Each source's own order is kept. On a full queue, ``"block"``
+    still lets in one item from a source that has none waiting behind the front (its reader
+    holds that message anyway), ``"drop_oldest"`` drops the oldest waiting item of the source
+    with the most waiting, and ``"drop_newest"`` drops that source's newest rather than another
+    source's message.
+
+    :attr:`ready` is the front, for a protocol's ``ready`` fast path: a consumer may
+    ``popleft()`` it directly while it is not empty, then calls :meth:`get` (or :meth:`poll`),
+    which refills it. A producer blocked on a full queue is let in by the next :meth:`get`.
+    Bytes and sources keep up without the consumer's help: a :class:`gsp.ledger.Ledger` knows
+    them by position.
     """
 
     POLICIES = ("block", "drop_oldest", "drop_newest")
 
     __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
-                 "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer",
-                 "_sources", "_ledger")
+                 "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer", "_size_of",
+                 "_sources", "_ledger", "_front", "_held")
 
     def __init__(self, capacity: int, policy: Policy = "block",
                  stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
@@ -70,10 +96,13 @@ class Inbox(Generic[T]):
         self._buf: deque[T] = deque()
         self._cap = capacity
         self._max_bytes = max_bytes
-        self._sizer: Callable[[T], int] = sizer or len  # type: ignore[assignment]
+        self._size_of: Callable[[T], int] = sizer or len  # type: ignore[assignment]
+        self._sizer = self._size_of if max_bytes else _nothing  # unbounded: nothing measured
         self._sources = sources
-        # Bytes and sources by position, kept while either is wanted.
-        self._ledger: Ledger | None = Ledger() if max_bytes or sources else None
+        # Bytes and sources by position (the sources also for fairness, whether or not asked).
+        self._ledger = Ledger()
+        self._front: Any = _MIXED  # the source of everything in the front, or _MIXED
+        self._held: Backlog[T] = Backlog()  # behind the front, per source
         self._policy = policy
         self._items = Signal()  # fired when an item arrives (only if someone waits for one)
         self._space = Signal()  # fired when room appears (only if a blocked put waits)
@@ -111,7 +140,7 @@ class Inbox(Generic[T]):
         return self._buf
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return len(self._buf) + self._held.items
 
     def _count(self, n: int) -> None:
         self.dropped += n
@@ -129,18 +158,95 @@ class Inbox(Generic[T]):
         self._check()
 
     def _full(self) -> bool:
-        buf = self._buf
-        if len(buf) >= self._cap:
+        n = len(self._buf) + self._held.items
+        if n >= self._cap:
             return True
-        return bool(self._max_bytes and buf and self.queued_bytes >= self._max_bytes)
+        return bool(self._max_bytes and n and self.queued_bytes >= self._max_bytes)
 
     @property
     def queued_bytes(self) -> int:
         """Bytes queued now (0 while neither bytes nor sources are kept). Items taken from the
         middle of a ``put_all`` batch count until the batch is all taken: at most one batch too
         many."""
-        ledger = self._ledger
-        return 0 if ledger is None else ledger.queued_bytes(len(self._buf))
+        return self._ledger.queued_bytes(len(self._buf)) + self._held.nbytes
+
+    # -- fairness: the front and what waits behind it --------------------------------------------
+    def _mix(self) -> None:
+        # A second source puts while the front holds one source's items: from now on the front
+        # is kept short, and what the first source has beyond it waits in its backlog.
+        front, self._front = self._front, _MIXED
+        buf = self._buf
+        if front is _MIXED or len(buf) <= 1:
+            return
+        sizes: list[int] = []
+        room = FRONT_BYTES
+        for item in buf:
+            if len(sizes) == FRONT_ITEMS or room <= 0:
+                break
+            sizes.append(self._sizer(item))
+            room -= sizes[-1]
+        k = len(sizes)
+        if k == len(buf):
+            return
+        before = self._ledger.queued_bytes(len(buf))
+        moved = [buf.pop() for _ in range(len(buf) - k)]
+        moved.reverse()
+        self._ledger.reset(sizes, repeat(front))
+        self._held.add(front, moved, max(0, before - sum(sizes)))
+
+    def _refill(self) -> None:
+        # Top the front up from the backlogs, round robin; one source left and an empty front:
+        # all of it (the queue is a plain FIFO again).
+        held, buf, ledger = self._held, self._buf, self._ledger
+        if not held.items:
+            return
+        if not buf and held.sources() == 1:
+            source = held.largest()
+            for items, nbytes in held.take_all(source):
+                buf.extend(items)
+                ledger.added(len(items), nbytes, source, len(buf))
+            self._front = source
+            return
+        self._front = _MIXED
+        room = FRONT_BYTES - ledger.queued_bytes(len(buf))
+        while held.items and (len(buf) < FRONT_ITEMS and room > 0 or not buf):
+            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
+            buf.extend(items)
+            ledger.added(len(items), nbytes, source, len(buf))
+            room -= nbytes
+
+    def _flatten(self) -> None:
+        # Everything into the front, still round robin (before a change to the whole queue).
+        held, buf, ledger = self._held, self._buf, self._ledger
+        while held.items:
+            self._front = _MIXED
+            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
+            buf.extend(items)
+            ledger.added(len(items), nbytes, source, len(buf))
+
+    def _holds(self, source: Any) -> bool:
+        # Whether an item of source's is queued (at the front or behind it).
+        if source is self._front or self._held.holds(source):
+            return True
+        return self._ledger.holds(source, len(self._buf))
+
+    def _place(self, item: T, nbytes: int, source: Any) -> None:
+        # Queue one item with room for it: at the front while one source alone has items
+        # queued (or the front is short and nothing waits), else behind it.
+        buf, held = self._buf, self._held
+        if not held.items and (not buf or source is self._front):
+            self._front = source
+        elif buf and source is not self._front:
+            self._mix()
+        if held.items or self._front is _MIXED and len(buf) >= FRONT_ITEMS:
+            held.add(source, [item], nbytes)
+            if len(buf) < FRONT_ITEMS:
+                self._refill()
+        else:
+            buf.append(item)
+            self._ledger.added(1, nbytes, source, len(buf))
+        if self._items.armed:  # a get or a select (wake_case) may be waiting
+            self._items.fire()
 
     @property
     def max_bytes(self) -> int:
@@ -150,6 +256,8 @@ class Inbox(Generic[T]):
         """Change the byte bound (0: none); when lowering it, the oldest items that no longer fit
         go (counted as drops)."""
         self._max_bytes = max_bytes
+        self._sizer = self._size_of if max_bytes else _nothing
+        self._flatten()
         self._recount(self._sources_now())
         n = 0
         while self._full() and len(self._buf) > 1:
@@ -161,24 +269,15 @@ class Inbox(Generic[T]):
             self._space.fire()
 
     def _sources_now(self) -> list[Any]:
-        ledger = self._ledger
-        return [] if ledger is None or not self._sources else ledger.sources(len(self._buf))
+        return self._ledger.sources(len(self._buf))
 
     def _recount(self, sources: list[Any]) -> None:
         # Measure what is queued afresh (after a change not made at the ends of the queue);
         # sources: each queued item's, from _sources_now() before the change.
-        if not (self._max_bytes or self._sources):
-            self._ledger = None
-            return
-        if self._ledger is None:
-            self._ledger = Ledger()
-        buf = self._buf
-        self._ledger.reset(map(self._sizer, buf), sources if self._sources else repeat(None))
+        self._ledger.reset(map(self._sizer, self._buf), sources)
 
     def _source_of_oldest(self) -> Any:
-        ledger = self._ledger
-        return None if ledger is None or not self._sources else \
-            ledger.oldest_source(len(self._buf))
+        return self._ledger.oldest_source(len(self._buf)) if self._sources else None
 
     def _bytes_room(self, items: list[T], i: int, room: int) -> int:
         # How many of items[i:] (at most room) go in before the byte bound is reached: while
@@ -203,45 +302,55 @@ class Inbox(Generic[T]):
         buf = self._buf
         limit = self._max_bytes
         ledger = self._ledger
-        if len(buf) < self._cap and not self._closed and (
-                not limit or not buf or ledger.bytes_at_most < limit):  # type: ignore[union-attr]
-            # Room (the byte test uses the last settled count, never below the true one): the
-            # common case, without a call.
+        if (not buf or source is self._front) and not self._held.items and \
+                len(buf) < self._cap and not self._closed and (
+                not limit or not buf or ledger.bytes_at_most < limit):
+            # One source, and room (the byte test uses the last settled count, never below the
+            # true one): the common case, without a call.
+            self._front = source
             buf.append(item)
-            if ledger is not None:
-                ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source, len(buf))
+            ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source, len(buf))
             if self._items.armed:  # a get or a select (wake_case) may be waiting
                 self._items.fire()
             return True
         self._check()
+        if nbytes is None:
+            nbytes = self._sizer(item)
+        if buf and source is not self._front:
+            self._mix()
         kept = True
         full = self._full()
         if full and self._policy != "block" and self._getters:
             self._yield_to_getters()
             full = self._full()
+        held = self._held
         if full:
             if self._policy == "drop_newest":
+                victim = held.largest() if held.items else source
+                if victim is source:
+                    self._count(1)
+                    return False
+                held.drop(victim, True, self._sizer)  # the busiest source's newest, not this one
                 self._count(1)
-                return False
-            if self._policy == "drop_oldest":
+                kept = False
+            elif self._policy == "drop_oldest":
                 n = 0
-                while buf and self._full():
-                    buf.popleft()
+                while (buf or held.items) and self._full():
+                    if held.items:  # the busiest source's oldest waiting
+                        held.drop(held.largest(), False, self._sizer)
+                    else:
+                        buf.popleft()
                     n += 1
                 self._count(n)
                 kept = False
             else:
                 deadline = Deadline(timeout)
-                while self._full():
+                # A source with nothing queued gets one item in (its reader holds it anyway).
+                while self._full() and self._holds(source):
                     self._check()
                     self._wait(self._space, deadline, putter=True)
                 self._check()
-        buf.append(item)
-        if self._ledger is not None:
-            self._ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source,
-                               len(buf))
-        if self._items.armed:  # a get or a select (wake_case) may be waiting
-            self._items.fire()
+        self._place(item, nbytes, source)
         return kept
 
     def put_all(self, items: list[T], nbytes: int | None = None, source: Any = None) -> int:
@@ -254,15 +363,14 @@ class Inbox(Generic[T]):
         buf = self._buf
         block = self._policy == "block"
         ledger = self._ledger
-        counted = ledger is not None
         limit = self._max_bytes
-        left = 0  # bytes of items[i:] while counted
-        if counted:
-            left = sum(map(self._sizer, items)) if nbytes is None else nbytes
-        dropped = 0
+        left = sum(map(self._sizer, items)) if nbytes is None else nbytes  # of items[i:]
         i, n = 0, len(items)
         while i < n:
             self._check()
+            if self._held.items or buf and source is not self._front:  # several sources
+                return self._put_all_fair(items[i:] if i else items, left, source)
+            self._front = source
             room = self._cap - len(buf)
             exact = False
             if limit and room > 0 and buf and left > limit - self.queued_bytes:
@@ -272,22 +380,21 @@ class Inbox(Generic[T]):
                 run = items[i:i + room]
                 buf.extend(run)
                 k = len(run)
-                if counted:
-                    if i + k == n:
-                        share = left
-                    elif exact:
-                        share = min(sum(map(self._sizer, run)), left)
-                    else:
-                        share = left * k // (n - i)
-                    left -= share
-                    ledger.added(k, share, source, len(buf))  # type: ignore[union-attr]
+                if i + k == n:
+                    share = left
+                elif exact:
+                    share = min(sum(map(self._sizer, run)), left)
+                else:
+                    share = left * k // (n - i)
+                left -= share
+                ledger.added(k, share, source, len(buf))
                 i += k
                 if self._items.armed:
                     self._items.fire()
                 continue
             if block:
                 item = items[i]
-                size = self._sizer(item) if counted else 0
+                size = self._sizer(item)
                 self.put(item, None, min(size, left), source)  # full: wait for room as put does
                 left -= min(size, left)
                 i += 1
@@ -296,25 +403,34 @@ class Inbox(Generic[T]):
                 self._yield_to_getters()
                 if not self._full():
                     continue
-            # Full, and nobody drained it: the rest goes by the policy, as put would do it.
-            rest = items[i:]
-            if counted:  # item by item: how many fit depends on their sizes
-                before = self.dropped
-                for item in rest:
-                    self.put(item, None, None, source)
-                return self.dropped - before
-            dropped = len(rest)
-            if self._policy == "drop_oldest":
-                keep = rest[-self._cap:]
-                for _ in range(len(keep)):
-                    buf.popleft()
-                buf.extend(keep)
-                if self._items.armed:
-                    self._items.fire()
-            break
-        if dropped:
-            self._count(dropped)
-        return dropped
+            # Full, and nobody drained it: the rest goes by the policy, item by item as put
+            # would do it (how many fit depends on their sizes).
+            before = self.dropped
+            for item in items[i:]:
+                self.put(item, None, None, source)
+            return self.dropped - before
+        return 0
+
+    def _put_all_fair(self, items: list[T], nbytes: int, source: Any) -> int:
+        # put_all while several sources have items queued: a batch that fits waits behind the
+        # front as one run; else item by item, as put does it.
+        buf, held = self._buf, self._held
+        if buf and source is not self._front:
+            self._mix()
+        limit = self._max_bytes
+        if len(buf) + held.items + len(items) <= self._cap and not self._closed and (
+                not limit or self.queued_bytes + nbytes <= limit) and not (
+                self._policy == "block" and self._putters):
+            held.add(source, list(items), nbytes)
+            if len(buf) < FRONT_ITEMS:
+                self._refill()
+            if self._items.armed:
+                self._items.fire()
+            return 0
+        before = self.dropped
+        for item in items:
+            self.put(item, None, None, source)
+        return self.dropped - before
 
     def get(self, timeout: float | None = None) -> T:
         """Take the oldest item, waiting up to ``timeout`` (:class:`gsp.Timeout`)."""
@@ -336,6 +452,8 @@ class Inbox(Generic[T]):
 
     def poll(self) -> bool:
         """Whether :meth:`get` would not wait: an item is queued, or the inbox is closed."""
+        if not self._buf and self._held.items:
+            self._refill()
         return bool(self._buf) or self._closed
 
     def wake_case(self) -> Recv:
@@ -356,6 +474,8 @@ class Inbox(Generic[T]):
         deadline: Deadline | None = None
         while True:
             self._check()
+            if not self._buf and self._held.items:
+                self._refill()
             if self._buf:
                 return 0, None
             if self._putters:  # items were taken through `ready`: let blocked producers in
@@ -392,6 +512,7 @@ class Inbox(Generic[T]):
         """Change the capacity now; when shrinking, the oldest items that no longer fit go
         (counted as drops)."""
         self._cap = capacity
+        self._flatten()
         buf = self._buf
         n = 0
         while len(buf) > capacity:
@@ -404,16 +525,11 @@ class Inbox(Generic[T]):
 
     def filter(self, keep: Callable[[T], bool]) -> None:
         """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
-        sources = self._sources_now()
-        if sources:
-            pairs = [(x, src) for x, src in zip(self._buf, sources) if keep(x)]
-            kept = [x for x, _ in pairs]
-            sources = [src for _, src in pairs]
-        else:
-            kept = [x for x in self._buf if keep(x)]
+        pairs = [(x, src) for x, src in zip(self._buf, self._sources_now()) if keep(x)]
         self._buf.clear()
-        self._buf.extend(kept)
-        self._recount(sources)
+        self._buf.extend(x for x, _ in pairs)
+        self._recount([src for _, src in pairs])
+        self._held.keep(keep, self._sizer)
         if self._putters:
             self._space.fire()
 
@@ -421,6 +537,7 @@ class Inbox(Generic[T]):
         """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
         self._closed = True
         self._buf.clear()
+        self._held.clear()
         self._recount([])
         self._items.close()
         self._space.close()

@@ -27,7 +27,7 @@ class Bus(PipeMap):
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         header = pipe.id.to_bytes(4, "big") if self.raw else b""
-        self._inbox.put(Message(data, header, pipe))
+        self._inbox.put(Message(data, header, pipe), source=pipe)  # fair across pipes
 
     def send(self, msg: Message, timeout: float | None) -> None:
         skip = None

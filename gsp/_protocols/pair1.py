@@ -74,7 +74,7 @@ class Pair1(Pair0):
         if data[3] > self._ttl:
             self.stats["dropped_ttl"] += 1
             return
-        self._recvq.put(Message(data[4:], data[:4] if self.raw else b"", pipe))
+        self._recvq.put(Message(data[4:], data[:4] if self.raw else b"", pipe), source=pipe)
 
     def poll(self, op: Op) -> bool:
         return op == "send" and self._poly or super().poll(op)  # poly sends never wait

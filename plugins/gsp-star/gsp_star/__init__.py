@@ -47,7 +47,7 @@ class Star(PipeMap):
         header = bytes((0, 0, 0, data[3] + 1))
         body = data[4:]
         self._broadcast(Message(body, header), pipe)
-        self._inbox.put(Message(body, header if self.raw else b"", pipe))
+        self._inbox.put(Message(body, header if self.raw else b"", pipe), source=pipe)
 
     def send(self, msg: Message, timeout: float | None) -> None:
         if not self.raw:

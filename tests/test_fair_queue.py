@@ -1,0 +1,172 @@
+"""Receive queues are fair across pipes (issue 14, item 3): gsp.queues.Inbox keeps a short front
+and each source's further items behind it, refilled round robin (gsp.backlog.Backlog). The
+socket-level proof is tests/test_no_stall.py::test_a_flood_does_not_keep_a_good_sender_out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+import pytest
+
+import gsp
+from gsp.backlog import Backlog
+from gsp.queues import FRONT_ITEMS, TURN_ITEMS, Inbox
+
+A, B, C = "pipe a", "pipe b", "pipe c"
+
+
+def drain(q: Inbox[Any]) -> list[tuple[Any, Any]]:
+    """Everything queued, in the order a consumer gets it, with each item's source."""
+    out = []
+    while len(q):
+        out.append(q.get_from(0))
+    return out
+
+
+def flood(q: Inbox[Any], source: str, n: int) -> None:
+    for i in range(n):
+        q.put(b"%s %d" % (source[-1:].encode(), i), source=source)
+
+
+def test_one_source_is_a_plain_fifo_held_at_the_front():
+    q: Inbox[bytes] = Inbox(1024, sources=True, max_bytes=1 << 20)
+    flood(q, A, 300)
+    assert len(q.ready) == 300 and len(q) == 300  # nothing waits behind the front
+    assert [x for x, _ in drain(q)] == [b"a %d" % i for i in range(300)]
+
+
+def test_a_second_source_waits_behind_the_front_not_behind_the_backlog():
+    q: Inbox[bytes] = Inbox(1024, sources=True, max_bytes=1 << 20)
+    flood(q, A, 300)
+    q.put(b"b 0", nbytes=10, source=B)
+    assert len(q.ready) <= FRONT_ITEMS and len(q) == 301
+    got = drain(q)
+    assert got.index((b"b 0", B)) <= FRONT_ITEMS + TURN_ITEMS  # FIFO: 300
+    assert [x for x, s in got if s == A] == [b"a %d" % i for i in range(300)]  # order kept
+    assert q.queued_bytes == 0
+
+
+def test_backlogs_are_taken_round_robin_in_turns():
+    q: Inbox[bytes] = Inbox(1024)
+    q.put(b"a first", source=A)  # the front is A's
+    q.put_all([b"b %d" % i for i in range(40)], source=B)
+    q.put_all([b"c %d" % i for i in range(40)], source=C)
+    q.put_all([b"a %d" % i for i in range(40)], source=A)
+    order = [x[:1] for x in (q.get(0) for _ in range(121))]
+    # Once several sources wait (after the front and the turn that filled it), no source gives
+    # more than a turn before each other source had one.
+    tail = order[FRONT_ITEMS + TURN_ITEMS:]
+    runs = [len(list(g)) for _, g in __import__("itertools").groupby(tail)]
+    assert max(runs) <= TURN_ITEMS and len(runs) >= 6
+    assert sorted(order) == sorted([b"a"] * 41 + [b"b"] * 40 + [b"c"] * 40)
+
+
+def test_bytes_and_sources_stay_exact_through_the_backlog():
+    q: Inbox[bytes] = Inbox(1024, sources=True, max_bytes=1 << 30)
+    q.put_all([b"x" * 100] * 50, nbytes=5000, source=A)
+    q.put_all([b"y" * 7] * 30, source=B)
+    q.put(b"z" * 3, source=C)
+    assert q.queued_bytes == 5000 + 210 + 3
+    left = 5213
+    while len(q):
+        body, src = q.get_from(0)
+        assert src == {b"x": A, b"y": B, b"z": C}[body[:1]]
+        left -= len(body)
+        assert q.queued_bytes >= left  # at most one partly taken batch too many
+    assert q.queued_bytes == 0
+
+
+def test_block_lets_a_quiet_source_in_once_while_the_busy_one_waits():
+    q: Inbox[bytes] = Inbox(8)
+    flood(q, A, 8)
+    with pytest.raises(gsp.Timeout):
+        q.put(b"a more", timeout=0.05, source=A)  # A fills the queue: back-pressure
+    assert q.put(b"b 0", timeout=0.05, source=B)  # B had nothing queued: let in
+    with pytest.raises(gsp.Timeout):
+        q.put(b"b 1", timeout=0.05, source=B)  # but only once
+    assert b"b 0" in [q.get(0) for _ in range(9)]
+
+
+def test_a_blocked_putter_gets_in_when_the_consumer_takes():
+    q: Inbox[bytes] = Inbox(4)
+    flood(q, A, 4)
+    g = gevent.spawn(q.put, b"a late", None, None, A)
+    gevent.sleep(0.01)
+    assert not g.dead
+    assert q.get(0) == b"a 0"
+    g.join(1)
+    assert g.successful() and g.value is True
+    assert [q.get(0) for _ in range(4)] == [b"a 1", b"a 2", b"a 3", b"a late"]
+
+
+def test_drop_oldest_drops_the_busiest_sources_oldest_waiting():
+    q: Inbox[bytes] = Inbox(64, "drop_oldest")
+    flood(q, A, 64)
+    assert not q.put(b"b 0", source=B)  # an older item went
+    assert q.dropped == 1 and len(q) == 64
+    got = [q.get(0) for _ in range(64)]
+    assert b"b 0" in got and b"a 0" in got  # A's front kept; one of A's waiting ones went
+    assert sum(x.startswith(b"a") for x in got) == 63
+
+
+def test_drop_newest_drops_the_busiest_sources_newest_not_a_quiet_ones():
+    q: Inbox[bytes] = Inbox(64, "drop_newest")
+    flood(q, A, 64)
+    assert not q.put(b"a more", source=A)  # A's own new one goes
+    assert not q.put(b"b 0", source=B)  # B is kept; A's newest goes instead
+    assert q.dropped == 2
+    got = [q.get(0) for _ in range(64)]
+    assert b"b 0" in got and b"a 63" not in got and b"a more" not in got
+
+
+def test_resize_filter_and_close_see_the_backlog():
+    q: Inbox[bytes] = Inbox(1024, sources=True, max_bytes=1 << 20)
+    flood(q, A, 100)
+    flood(q, B, 100)
+    q.filter(lambda x: not x.endswith(b"7"))
+    assert len(q) == 180 and q.queued_bytes == sum(
+        len(b"%s %d" % (s, i)) for s in (b"a", b"b") for i in range(100) if i % 10 != 7)
+    q.resize(50)
+    assert len(q) == 50 and q.dropped == 130
+    assert {s for _, s in drain(q)} <= {A, B}
+    flood(q, A, 20)
+    flood(q, B, 20)
+    assert len(q) == 40
+    q.close()
+    assert len(q) == 0
+    with pytest.raises(gsp.Closed):
+        q.get(0)
+
+
+def test_poll_and_a_waiting_getter_refill_the_front():
+    q: Inbox[bytes] = Inbox(1024)
+    flood(q, A, 80)
+    flood(q, B, 5)
+    while q.ready:  # a consumer taking through the ready fast path
+        q.ready.popleft()
+    assert len(q) > 0 and q.poll() and q.ready
+    while q.ready:
+        q.ready.popleft()
+    assert q.get(0)  # get refills too
+    got = gevent.spawn(lambda: [q.get(1) for _ in range(len(q))])
+    gevent.sleep(0)
+    assert got.get(timeout=1)
+
+
+def test_backlog_turns_sizes_and_drops():
+    bl: Backlog[bytes] = Backlog()
+    bl.add(A, [b"aa"] * 10, 20)
+    bl.add(B, [b"b"] * 3, 3)
+    assert (bl.items, bl.nbytes, bl.sources()) == (13, 23, 2)
+    items, nbytes, src = bl.turn(4, 1 << 20)
+    assert (items, nbytes, src) == ([b"aa"] * 4, 8, A)
+    assert bl.turn(4, 1 << 20)[2] == B  # the turn passed on
+    assert bl.sources() == 1 and not bl.holds(B)
+    assert len(bl.turn(100, 5)[0]) == 2  # about 5 bytes of 2-byte items: 2
+    assert bl.largest() == A
+    bl.drop(A, True, len)
+    bl.drop(A, False, len)
+    assert (bl.items, bl.nbytes) == (2, 4)
+    bl.keep(lambda x: False, len)
+    assert (bl.items, bl.nbytes, bl.sources()) == (0, 0, 0)
