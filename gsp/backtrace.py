@@ -153,7 +153,7 @@ class Requester(Protocol):
 
     def _deliver(self, msg: Message) -> None:
         try:
-            self._recvq.put(msg)
+            self._recvq.put(msg, source=msg.pipe)  # fair across pipes
         except Closed:
             pass  # socket closing
 
@@ -209,7 +209,7 @@ class XResponder(PipeMap):
 
     def _deliver(self, msg: Message) -> None:
         try:
-            self._recvq.put(msg)  # blocks: back-pressure
+            self._recvq.put(msg, source=msg.pipe)  # blocks: back-pressure; fair across pipes
         except Closed:
             pass  # socket closing
 
@@ -353,8 +353,17 @@ class Responder(ContextHost, XResponder):
         return ResponderContext(self)
 
     def _deliver(self, msg: Message) -> None:
-        if not (self._parked and not len(self._recvq) and self._hand_over(msg)):
-            super()._deliver(msg)
+        if self._parked and not len(self._recvq) and self._hand_over(msg):
+            return
+        super()._deliver(msg)  # may wait for room
+        # A put that waited may land after every receiver parked on the queue it left empty
+        # (parked receivers do not watch the queue): hand them what is queued now.
+        parked, q = self._parked, self._recvq
+        while parked and len(q):
+            if parked[0]._closed:
+                parked.popleft()
+            else:
+                self._hand_over(q.get(0))
 
     def _hand_over(self, msg: Message) -> bool:
         """Give ``msg`` to the receiver parked longest, if one is still open."""

@@ -158,6 +158,25 @@ def test_a_stalled_and_a_flooding_peer_do_not_stop_a_good_one(mk, spawn, respond
 
 
 @pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
+def test_a_request_that_waited_for_room_reaches_a_receiver_parked_meanwhile(
+        mk, responder, asker, _):
+    """A reader waiting for room in a full queue may get in only after the receiver took the
+    last request and parked on the empty queue: the request is handed to it, not left queued
+    until the receiver times out."""
+    server = mk(responder, recv_buffer=1)
+    url = server.listen("tcp://127.0.0.1:0").url
+    peer = mk(asker, raw=True)
+    peer.dial(url, block=True)
+    for i in (1, 2):
+        peer.send_msg(gsp.Message(b"%d" % i, u32(0x80000000 | i)))
+    wait_for(lambda: server.stats["recv_queue"] == 1, what="the first request queued")
+    gevent.sleep(0.05)  # the second is read, and its put waits for room
+    assert server.recv(timeout=1) == b"1"  # takes it without yielding: the reader is let in
+    server.send(b"ok")
+    assert server.recv(timeout=1) == b"2"  # parks on the empty queue, then is handed it
+
+
+@pytest.mark.parametrize("responder,asker,_", RESPONDERS, ids=IDS)
 def test_multi_contexts(mk, spawn, responder, asker, _):
     """30 responder contexts and 30 asker contexts, 20 exchanges each, all at once."""
     count, repeat = 30, 20
