@@ -15,8 +15,8 @@ Once every keepalive pipe ended (or after ``--limit`` s) the filter goes and eac
 dialer must redial and deliver a message.
 
 It prints one JSON object: per link, ``ended_after`` (s from the black hole's start to the
-dialer's ``DETACHED`` pipe event, or null), the pipe's ``error`` (type and text), whether the
-listener's end ended too, ``redial_after`` (s from the heal until a message sent through the new
+dialer's ``DETACHED`` pipe event, or null), the pipe's ``error`` (type and text) and ``remote``
+address, whether the listener's end ended too, ``redial_after`` (s from the heal until a message sent through the new
 pipe was received, or null) and, for every link, ``open_when_detected``: whether its first pipe
 was still up when the last keepalive pipe ended.
 """
@@ -150,6 +150,7 @@ def main() -> None:
                     ended_after=None if link.ended_at is None else round(link.ended_at - start, 3),
                     error=None if link.pipe.error is None else
                     [type(link.pipe.error).__name__, str(link.pipe.error)],
+                    remote=link.pipe.remote_address,
                     server_pipe_ended=link.server_pipe.closed,
                     redial_after=round(time.monotonic() - healed, 3) if redialed else None)
         print(json.dumps(report), flush=True)
