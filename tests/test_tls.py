@@ -3,17 +3,23 @@ interop."""
 
 from __future__ import annotations
 
+import socket
 import ssl
-from typing import Any
+import struct
+from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import gevent
 import pytest
+from gevent import socket as gsocket
+from gevent import ssl as gssl
 
 import gsp
-from gsp.testing import TransportSuite
+from gsp.testing import TransportSuite, wait_for
 from gsp.tls import TLSHandshakeError
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
+from tests.support import HDR_PULL, HDR_PUSH
 
 LOCAL = "tls+tcp://127.0.0.1:0"
 
@@ -80,6 +86,33 @@ def test_roundtrip_and_peer_identity_with_mutual_tls(pki):
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["fin", "reset"])
+def test_a_peer_gone_without_close_notify_closed_the_connection(
+        pki: PKI, mk: Callable[..., gsp.Socket], reset: bool) -> None:
+    """A TCP stream that ends without TLS's close_notify (a FIN, or a reset) is the peer closing
+    the connection, not a timeout: OpenSSL reports both like the kernel giving up on an
+    unanswering peer, which TCP_INFO tells apart (tests/test_tcp_blackhole.py has that case)."""
+    pull = mk("pull")
+    parts = urlsplit(pull.listen(LOCAL, **pki.listen_options()).url)
+    raw = gsocket.create_connection((parts.hostname, parts.port), timeout=5)
+    context = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(pki.ca_file)
+    peer = context.wrap_socket(raw, server_hostname="127.0.0.1")
+    peer.sendall(HDR_PUSH)
+    got = b""
+    while len(got) < len(HDR_PULL):
+        got += peer.recv(len(HDR_PULL) - len(got))
+    assert got == HDR_PULL
+    wait_for(lambda: pull.pipes, what="the pipe")
+    (pipe,) = pull.pipes
+    if reset:
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()  # no close_notify: the TCP connection just ends
+    wait_for(lambda: pipe.closed, what="the pipe to end")
+    assert isinstance(pipe.error, gsp.ConnectionBroken)
+    assert str(pipe.error) == f"{pipe.remote_address} closed the connection"
 
 
 def test_untrusted_certificate_is_refused_clearly(pki):

@@ -7,14 +7,18 @@ stalls delays nobody. Contexts and peer identities come from :mod:`gsp.tls`, sha
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 import ssl
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 import gevent
 
 from .. import wire
-from ..errors import Closed, Timeout
+from ..errors import Closed, ConnectionBroken, Timeout
 from ..hookspecs import hookimpl
 from ..stream import StreamConnection
 from ..tls import TLS_OPTIONS, tls_context, tls_handshake, tls_refusal, tls_wrap
@@ -23,6 +27,8 @@ from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
 if TYPE_CHECKING:
     from ..protocol import ProtocolSpec
+
+_TCP_CLOSE = 7  # tcp_info's tcpi_state of a connection that is over (Linux's tcp_states.h)
 
 
 # -- tls+tcp --------------------------------------------------------------------------------
@@ -51,6 +57,9 @@ class TLSConnection(StreamConnection):
         left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
         super().handshake(spec, left)
         self._secured = True
+        # From now on a stream that ends without TLS's close_notify reaches _io_error instead of
+        # passing for a clean end: it may be the kernel giving up on the connection.
+        self.sock.suppress_ragged_eofs = False
 
     def _io_error(self, exc: OSError, what: str) -> Exception:
         # With TLS 1.3 a server refuses a client certificate only after the client's handshake
@@ -59,7 +68,25 @@ class TLSConnection(StreamConnection):
             refusal = tls_refusal(exc, f"TLS with {self.remote_address}")
             if refusal is not None:
                 return refusal
+        if not self._closed and isinstance(exc, ssl.SSLEOFError):
+            # OpenSSL reports a read the kernel failed (ETIMEDOUT) as an EOF; TCP_INFO tells.
+            if _timed_out(self.sock):
+                return ConnectionBroken(f"{what} on {self.remote_address}: "
+                                        f"{os.strerror(errno.ETIMEDOUT)}")
+            return ConnectionBroken(f"{self.remote_address} closed the connection")
         return super()._io_error(exc, what)
+
+
+def _timed_out(sock: Any) -> bool:
+    """Whether the kernel gave up on this TCP connection: closed (TCP_CLOSE) after unanswered
+    retransmissions or keepalive probes (tcp_info's tcpi_retransmits, tcpi_probes); Linux only."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 4)
+    except OSError:
+        return False
+    return bool(info[0] == _TCP_CLOSE and (info[2] or info[3]))
 
 
 class TLSListener(TCPListener):
