@@ -1,21 +1,35 @@
-"""What waits behind a fair queue's front: each source's items in arrival order, taken in turns.
+"""What a receive queue that is fair across sources holds, and where each item waits.
 
 A receive queue that is fair across pipes keeps a short front (the deque its consumer pops) and,
 behind it, one FIFO per source (a pipe) that has more to give. The front is refilled from those
 FIFOs round robin, a few items per source per turn, so one pipe's backlog never sits in front of
-another pipe's next message. :class:`Backlog` is that set of FIFOs: it keeps runs (the items of
-one put, with their bytes), the turn order, and counts of items and bytes, and knows nothing of
-capacities, policies or waiting (the :class:`gsp.queues.Inbox` decides those).
+another pipe's next message; while one source alone has items queued, the front is the whole
+queue, a plain FIFO. :class:`Backlog` is the set of per-source FIFOs (runs of items with their
+bytes, the turn order, counts); :class:`FairFifo` is the front, the backlog and a
+:class:`gsp.ledger.Ledger` of the front's bytes and sources together. Neither knows capacities,
+policies or waiting: the :class:`gsp.queues.Inbox` decides those.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from typing import Any, Callable, Generic, TypeVar
 
-__all__ = ["Backlog"]
+from .ledger import Ledger
+
+__all__ = ["Backlog", "FairFifo", "FRONT_ITEMS", "FRONT_BYTES", "TURN_ITEMS", "TURN_BYTES"]
 
 T = TypeVar("T")
+
+#: While several sources have items queued, the front holds about this many items or bytes (at
+#: most one turn more), refilled round robin, each turn at most TURN_ITEMS items of one source
+#: and about TURN_BYTES (at least one item).
+FRONT_ITEMS = 32
+FRONT_BYTES = 256 * 1024
+TURN_ITEMS = 8
+TURN_BYTES = 64 * 1024
+MIXED: Any = object()  #: :attr:`FairFifo.owner` while the front holds several sources' items
 
 
 class _Run(Generic[T]):
@@ -150,3 +164,128 @@ class Backlog(Generic[T]):
         else:
             del self._counts[source], self._runs[source]
             self._turns.remove(source)
+
+
+class FairFifo(Generic[T]):
+    """A queue's items: :attr:`front` (popped by the consumer, possibly without a word), the
+    per-source :attr:`held` behind it, and the front's :attr:`ledger` (bytes and sources by
+    position). :attr:`owner` is the one source everything in the front came from, or
+    :data:`MIXED`; while it is a source and nothing is held, a put of that source's goes
+    straight to the front (the caller's fast path)."""
+
+    __slots__ = ("front", "ledger", "held", "owner")
+
+    def __init__(self) -> None:
+        self.front: deque[T] = deque()
+        self.ledger = Ledger()
+        self.held: Backlog[T] = Backlog()
+        self.owner: Any = MIXED
+
+    def __len__(self) -> int:
+        return len(self.front) + self.held.items
+
+    def queued_bytes(self) -> int:
+        return self.ledger.queued_bytes(len(self.front)) + self.held.nbytes
+
+    def mix(self, sizer: Callable[[T], int]) -> None:
+        """A second source puts while the front holds one source's items: from now on the front
+        is kept short, and what the first source has beyond it waits in its backlog."""
+        owner, self.owner = self.owner, MIXED
+        buf = self.front
+        if owner is MIXED or len(buf) <= 1:
+            return
+        sizes: list[int] = []
+        room = FRONT_BYTES
+        for item in buf:
+            if len(sizes) == FRONT_ITEMS or room <= 0:
+                break
+            sizes.append(sizer(item))
+            room -= sizes[-1]
+        k = len(sizes)
+        if k == len(buf):
+            return
+        before = self.ledger.queued_bytes(len(buf))
+        moved = [buf.pop() for _ in range(len(buf) - k)]
+        moved.reverse()
+        self.ledger.reset(sizes, repeat(owner))
+        self.held.add(owner, moved, max(0, before - sum(sizes)))
+
+    def refill(self) -> None:
+        """Top the front up from the backlogs, round robin; with one source left and an empty
+        front, all of it (the queue is a plain FIFO again)."""
+        held, buf, ledger = self.held, self.front, self.ledger
+        if not held.items:
+            return
+        if not buf and held.sources() == 1:
+            source = held.largest()
+            for items, nbytes in held.take_all(source):
+                buf.extend(items)
+                ledger.added(len(items), nbytes, source, len(buf))
+            self.owner = source
+            return
+        self.owner = MIXED
+        room = FRONT_BYTES - ledger.queued_bytes(len(buf))
+        while held.items and (len(buf) < FRONT_ITEMS and room > 0 or not buf):
+            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
+            buf.extend(items)
+            ledger.added(len(items), nbytes, source, len(buf))
+            room -= nbytes
+
+    def flatten(self) -> None:
+        """Everything into the front, still round robin (before a change to the whole queue)."""
+        held, buf, ledger = self.held, self.front, self.ledger
+        while held.items:
+            self.owner = MIXED
+            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
+            buf.extend(items)
+            ledger.added(len(items), nbytes, source, len(buf))
+
+    def holds(self, source: Any) -> bool:
+        """Whether an item of ``source``'s is queued (at the front or behind it)."""
+        if source is self.owner or self.held.holds(source):
+            return True
+        return self.ledger.holds(source, len(self.front))
+
+    def place(self, item: T, nbytes: int, source: Any, sizer: Callable[[T], int]) -> None:
+        """Queue one item: at the front while one source alone has items queued (or the front
+        is short and nothing waits), else behind it (``sizer`` measures the front if a second
+        source shortens it)."""
+        buf, held = self.front, self.held
+        if not held.items and (not buf or source is self.owner):
+            self.owner = source
+        elif buf and source is not self.owner:
+            self.mix(sizer)
+        if held.items or self.owner is MIXED and len(buf) >= FRONT_ITEMS:
+            held.add(source, [item], nbytes)
+            if len(buf) < FRONT_ITEMS:
+                self.refill()
+        else:
+            buf.append(item)
+            self.ledger.added(1, nbytes, source, len(buf))
+
+    def add_run(self, items: list[T], nbytes: int, source: Any,
+                sizer: Callable[[T], int]) -> None:
+        """Queue a run of ``source``'s items (``nbytes`` in all) behind the front, then top the
+        front up: a batch while several sources have items queued."""
+        if self.front and source is not self.owner:
+            self.mix(sizer)
+        self.held.add(source, list(items), nbytes)
+        if len(self.front) < FRONT_ITEMS:
+            self.refill()
+
+    def sources(self) -> list[Any]:
+        """The source of every item at the front, front first."""
+        return self.ledger.sources(len(self.front))
+
+    def recount(self, sizer: Callable[[T], int], sources: list[Any]) -> None:
+        """Measure the front afresh (after a change not made at its ends); ``sources``: each
+        item's, from :meth:`sources` before the change."""
+        self.ledger.reset(map(sizer, self.front), sources)
+
+    def oldest_source(self) -> Any:
+        return self.ledger.oldest_source(len(self.front))
+
+    def clear(self) -> None:
+        self.front.clear()
+        self.held.clear()
+        self.ledger.reset((), ())

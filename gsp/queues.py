@@ -10,33 +10,23 @@ named here too.
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 import gevent
 
-from .backlog import Backlog
+from .backlog import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS, FairFifo
 from .chan import Recv, select
 from .errors import Closed
-from .ledger import Ledger
 from .waiting import Deadline, Signal
 
 if TYPE_CHECKING:
     from .protocol import SocketHandle
 
-__all__ = ["Inbox", "Signal", "Deadline", "Policy"]
+__all__ = ["Inbox", "Signal", "Deadline", "Policy", "FRONT_ITEMS", "FRONT_BYTES", "TURN_ITEMS",
+           "TURN_BYTES"]
 
 T = TypeVar("T")
 Policy = Literal["block", "drop_oldest", "drop_newest"]
-
-#: Fairness across sources: the front (``ready``) holds about this many items or bytes (at most
-#: one turn more) while several sources have items queued, and is refilled from the sources'
-#: backlogs round robin, each turn at most TURN_ITEMS items and about TURN_BYTES (at least one).
-FRONT_ITEMS = 32
-FRONT_BYTES = 256 * 1024
-TURN_ITEMS = 8
-TURN_BYTES = 64 * 1024
-_MIXED: Any = object()  # the front's source when it holds several sources' items
 
 
 def _nothing(item: object) -> int:
@@ -66,7 +56,7 @@ class Inbox(Generic[T]):
     by: while one source alone has items queued, the queue is a plain FIFO. Once a second source
     puts, the queue keeps a short front (:data:`FRONT_ITEMS` items, :data:`FRONT_BYTES` bytes) and
     each source's further items wait behind it in their own FIFO (a
-    :class:`gsp.backlog.Backlog`); the front is refilled from them round robin, so a pipe's
+    :class:`gsp.backlog.FairFifo`); the front is refilled from them round robin, so a pipe's
     message waits behind at most the front and a turn of each other source, never behind
     another pipe's whole backlog. Each source's own order is kept. On a full queue, ``"block"``
     still lets in one item from a source that has none waiting behind the front (its reader
@@ -85,7 +75,7 @@ class Inbox(Generic[T]):
 
     __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
                  "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer", "_size_of",
-                 "_sources", "_ledger", "_front", "_held")
+                 "_sources", "_fifo")
 
     def __init__(self, capacity: int, policy: Policy = "block",
                  stats: dict[str, int] | None = None, stat: str = "dropped_queue_full",
@@ -93,16 +83,15 @@ class Inbox(Generic[T]):
                  sizer: Callable[[T], int] | None = None, sources: bool = False) -> None:
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {self.POLICIES}, not {policy!r}")
-        self._buf: deque[T] = deque()
         self._cap = capacity
         self._max_bytes = max_bytes
         self._size_of: Callable[[T], int] = sizer or len  # type: ignore[assignment]
         self._sizer = self._size_of if max_bytes else _nothing  # unbounded: nothing measured
         self._sources = sources
-        # Bytes and sources by position (the sources also for fairness, whether or not asked).
-        self._ledger = Ledger()
-        self._front: Any = _MIXED  # the source of everything in the front, or _MIXED
-        self._held: Backlog[T] = Backlog()  # behind the front, per source
+        # The front, what waits behind it per source, and the front's bytes and sources by
+        # position (sources are kept for fairness, whether or not asked).
+        self._fifo: FairFifo[T] = FairFifo()
+        self._buf: deque[T] = self._fifo.front
         self._policy = policy
         self._items = Signal()  # fired when an item arrives (only if someone waits for one)
         self._space = Signal()  # fired when room appears (only if a blocked put waits)
@@ -140,7 +129,7 @@ class Inbox(Generic[T]):
         return self._buf
 
     def __len__(self) -> int:
-        return len(self._buf) + self._held.items
+        return len(self._fifo)
 
     def _count(self, n: int) -> None:
         self.dropped += n
@@ -158,7 +147,7 @@ class Inbox(Generic[T]):
         self._check()
 
     def _full(self) -> bool:
-        n = len(self._buf) + self._held.items
+        n = len(self._fifo)
         if n >= self._cap:
             return True
         return bool(self._max_bytes and n and self.queued_bytes >= self._max_bytes)
@@ -168,83 +157,11 @@ class Inbox(Generic[T]):
         """Bytes queued now (0 while neither bytes nor sources are kept). Items taken from the
         middle of a ``put_all`` batch count until the batch is all taken: at most one batch too
         many."""
-        return self._ledger.queued_bytes(len(self._buf)) + self._held.nbytes
-
-    # -- fairness: the front and what waits behind it --------------------------------------------
-    def _mix(self) -> None:
-        # A second source puts while the front holds one source's items: from now on the front
-        # is kept short, and what the first source has beyond it waits in its backlog.
-        front, self._front = self._front, _MIXED
-        buf = self._buf
-        if front is _MIXED or len(buf) <= 1:
-            return
-        sizes: list[int] = []
-        room = FRONT_BYTES
-        for item in buf:
-            if len(sizes) == FRONT_ITEMS or room <= 0:
-                break
-            sizes.append(self._sizer(item))
-            room -= sizes[-1]
-        k = len(sizes)
-        if k == len(buf):
-            return
-        before = self._ledger.queued_bytes(len(buf))
-        moved = [buf.pop() for _ in range(len(buf) - k)]
-        moved.reverse()
-        self._ledger.reset(sizes, repeat(front))
-        self._held.add(front, moved, max(0, before - sum(sizes)))
-
-    def _refill(self) -> None:
-        # Top the front up from the backlogs, round robin; one source left and an empty front:
-        # all of it (the queue is a plain FIFO again).
-        held, buf, ledger = self._held, self._buf, self._ledger
-        if not held.items:
-            return
-        if not buf and held.sources() == 1:
-            source = held.largest()
-            for items, nbytes in held.take_all(source):
-                buf.extend(items)
-                ledger.added(len(items), nbytes, source, len(buf))
-            self._front = source
-            return
-        self._front = _MIXED
-        room = FRONT_BYTES - ledger.queued_bytes(len(buf))
-        while held.items and (len(buf) < FRONT_ITEMS and room > 0 or not buf):
-            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
-            buf.extend(items)
-            ledger.added(len(items), nbytes, source, len(buf))
-            room -= nbytes
-
-    def _flatten(self) -> None:
-        # Everything into the front, still round robin (before a change to the whole queue).
-        held, buf, ledger = self._held, self._buf, self._ledger
-        while held.items:
-            self._front = _MIXED
-            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
-            buf.extend(items)
-            ledger.added(len(items), nbytes, source, len(buf))
-
-    def _holds(self, source: Any) -> bool:
-        # Whether an item of source's is queued (at the front or behind it).
-        if source is self._front or self._held.holds(source):
-            return True
-        return self._ledger.holds(source, len(self._buf))
+        return self._fifo.queued_bytes()
 
     def _place(self, item: T, nbytes: int, source: Any) -> None:
-        # Queue one item with room for it: at the front while one source alone has items
-        # queued (or the front is short and nothing waits), else behind it.
-        buf, held = self._buf, self._held
-        if not held.items and (not buf or source is self._front):
-            self._front = source
-        elif buf and source is not self._front:
-            self._mix()
-        if held.items or self._front is _MIXED and len(buf) >= FRONT_ITEMS:
-            held.add(source, [item], nbytes)
-            if len(buf) < FRONT_ITEMS:
-                self._refill()
-        else:
-            buf.append(item)
-            self._ledger.added(1, nbytes, source, len(buf))
+        # Queue one item with room for it (fairly: FairFifo.place), and wake a waiting getter.
+        self._fifo.place(item, nbytes, source, self._sizer)
         if self._items.armed:  # a get or a select (wake_case) may be waiting
             self._items.fire()
 
@@ -257,7 +174,7 @@ class Inbox(Generic[T]):
         go (counted as drops)."""
         self._max_bytes = max_bytes
         self._sizer = self._size_of if max_bytes else _nothing
-        self._flatten()
+        self._fifo.flatten()
         self._recount(self._sources_now())
         n = 0
         while self._full() and len(self._buf) > 1:
@@ -269,15 +186,15 @@ class Inbox(Generic[T]):
             self._space.fire()
 
     def _sources_now(self) -> list[Any]:
-        return self._ledger.sources(len(self._buf))
+        return self._fifo.sources()
 
     def _recount(self, sources: list[Any]) -> None:
-        # Measure what is queued afresh (after a change not made at the ends of the queue);
-        # sources: each queued item's, from _sources_now() before the change.
-        self._ledger.reset(map(self._sizer, self._buf), sources)
+        # Measure the front afresh (after a change not made at its ends); sources: each item's,
+        # from _sources_now() before the change.
+        self._fifo.recount(self._sizer, sources)
 
     def _source_of_oldest(self) -> Any:
-        return self._ledger.oldest_source(len(self._buf)) if self._sources else None
+        return self._fifo.oldest_source() if self._sources else None
 
     def _bytes_room(self, items: list[T], i: int, room: int) -> int:
         # How many of items[i:] (at most room) go in before the byte bound is reached: while
@@ -301,13 +218,14 @@ class Inbox(Generic[T]):
         ``timeout`` for room (:class:`gsp.Timeout`)."""
         buf = self._buf
         limit = self._max_bytes
-        ledger = self._ledger
-        if (not buf or source is self._front) and not self._held.items and \
+        fifo = self._fifo
+        ledger = fifo.ledger
+        if (not buf or source is fifo.owner) and not fifo.held.items and \
                 len(buf) < self._cap and not self._closed and (
                 not limit or not buf or ledger.bytes_at_most < limit):
             # One source, and room (the byte test uses the last settled count, never below the
             # true one): the common case, without a call.
-            self._front = source
+            fifo.owner = source
             buf.append(item)
             ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source, len(buf))
             if self._items.armed:  # a get or a select (wake_case) may be waiting
@@ -316,14 +234,14 @@ class Inbox(Generic[T]):
         self._check()
         if nbytes is None:
             nbytes = self._sizer(item)
-        if buf and source is not self._front:
-            self._mix()
+        if buf and source is not fifo.owner:
+            fifo.mix(self._sizer)
         kept = True
         full = self._full()
         if full and self._policy != "block" and self._getters:
             self._yield_to_getters()
             full = self._full()
-        held = self._held
+        held = fifo.held
         if full:
             if self._policy == "drop_newest":
                 victim = held.largest() if held.items else source
@@ -346,7 +264,7 @@ class Inbox(Generic[T]):
             else:
                 deadline = Deadline(timeout)
                 # A source with nothing queued gets one item in (its reader holds it anyway).
-                while self._full() and self._holds(source):
+                while self._full() and fifo.holds(source):
                     self._check()
                     self._wait(self._space, deadline, putter=True)
                 self._check()
@@ -362,15 +280,16 @@ class Inbox(Generic[T]):
         the batch is counted as its share of ``nbytes`` (the shares add up to ``nbytes``)."""
         buf = self._buf
         block = self._policy == "block"
-        ledger = self._ledger
+        fifo = self._fifo
+        ledger = fifo.ledger
         limit = self._max_bytes
         left = sum(map(self._sizer, items)) if nbytes is None else nbytes  # of items[i:]
         i, n = 0, len(items)
         while i < n:
             self._check()
-            if self._held.items or buf and source is not self._front:  # several sources
+            if fifo.held.items or buf and source is not fifo.owner:  # several sources
                 return self._put_all_fair(items[i:] if i else items, left, source)
-            self._front = source
+            fifo.owner = source
             room = self._cap - len(buf)
             exact = False
             if limit and room > 0 and buf and left > limit - self.queued_bytes:
@@ -414,16 +333,11 @@ class Inbox(Generic[T]):
     def _put_all_fair(self, items: list[T], nbytes: int, source: Any) -> int:
         # put_all while several sources have items queued: a batch that fits waits behind the
         # front as one run; else item by item, as put does it.
-        buf, held = self._buf, self._held
-        if buf and source is not self._front:
-            self._mix()
         limit = self._max_bytes
-        if len(buf) + held.items + len(items) <= self._cap and not self._closed and (
+        if len(self._fifo) + len(items) <= self._cap and not self._closed and (
                 not limit or self.queued_bytes + nbytes <= limit) and not (
                 self._policy == "block" and self._putters):
-            held.add(source, list(items), nbytes)
-            if len(buf) < FRONT_ITEMS:
-                self._refill()
+            self._fifo.add_run(items, nbytes, source, self._sizer)
             if self._items.armed:
                 self._items.fire()
             return 0
@@ -452,8 +366,8 @@ class Inbox(Generic[T]):
 
     def poll(self) -> bool:
         """Whether :meth:`get` would not wait: an item is queued, or the inbox is closed."""
-        if not self._buf and self._held.items:
-            self._refill()
+        if not self._buf and self._fifo.held.items:
+            self._fifo.refill()
         return bool(self._buf) or self._closed
 
     def wake_case(self) -> Recv:
@@ -474,8 +388,8 @@ class Inbox(Generic[T]):
         deadline: Deadline | None = None
         while True:
             self._check()
-            if not self._buf and self._held.items:
-                self._refill()
+            if not self._buf and self._fifo.held.items:
+                self._fifo.refill()
             if self._buf:
                 return 0, None
             if self._putters:  # items were taken through `ready`: let blocked producers in
@@ -512,7 +426,7 @@ class Inbox(Generic[T]):
         """Change the capacity now; when shrinking, the oldest items that no longer fit go
         (counted as drops)."""
         self._cap = capacity
-        self._flatten()
+        self._fifo.flatten()
         buf = self._buf
         n = 0
         while len(buf) > capacity:
@@ -529,15 +443,13 @@ class Inbox(Generic[T]):
         self._buf.clear()
         self._buf.extend(x for x, _ in pairs)
         self._recount([src for _, src in pairs])
-        self._held.keep(keep, self._sizer)
+        self._fifo.held.keep(keep, self._sizer)
         if self._putters:
             self._space.fire()
 
     def close(self) -> None:
         """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
         self._closed = True
-        self._buf.clear()
-        self._held.clear()
-        self._recount([])
+        self._fifo.clear()
         self._items.close()
         self._space.close()

@@ -78,7 +78,7 @@ def test_the_count_by_position_stays_small_while_the_consumer_keeps_up() -> None
             box.put_all([b"y" * 10] * 3, nbytes=30)
         while len(box.ready) > i % 5:
             box.ready.popleft()
-        assert len(box._ledger.marks) <= 9  # one per put still queued, at most
+        assert len(box._fifo.ledger.marks) <= 9  # one per put still queued, at most
     assert 10 * len(box.ready) <= box.queued_bytes <= 10 * len(box.ready) + 20  # one batch
 
 
