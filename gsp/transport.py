@@ -78,6 +78,14 @@ class Connection(ABC):
         :class:`gsp.MessageTooLarge`) for bytes that break the framing — after returning the
         good messages that came before them — and :class:`gsp.Closed` after ``close``."""
 
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """Optional: :meth:`recv_messages`, except that when nothing has arrived and nothing of
+        a message is held (the stream is between messages), return ``None`` at once and call
+        ``wake()`` once from the event loop when bytes (or the peer's close) arrive. The core's
+        reader greenlet then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not
+        called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks."""
+        return self.recv_messages()
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection; idempotent."""

@@ -1,4 +1,5 @@
-"""Pipes: one per established connection, each with a reader and a writer greenlet."""
+"""Pipes: one per established connection, with a reader greenlet while bytes come in (see
+:mod:`gsp._core.readers`) and a writer greenlet once something had to be queued."""
 
 from __future__ import annotations
 
@@ -157,7 +158,11 @@ class Pipe:
 
     # -- life cycle (driven by the socket) -----------------------------------------------------
     def _start(self) -> None:
-        self._reader = self._socket._spawn(self._read_loop)
+        self._socket._readers.start(self)
+
+    def _wake(self) -> None:
+        # The connection's read watcher fired (in the event loop): a reader takes the pipe on.
+        self._socket._readers.wake(self)
 
     def _start_writer(self) -> None:
         # Not for a closed pipe, nor while the socket closes (it closes every queue: nothing new
@@ -166,7 +171,11 @@ class Pipe:
             self._writer = self._socket._spawn(self._write_loop)
 
     def _read_loop(self) -> None:
+        """Read and deliver until the connection parks (nothing more to read now: the reader
+        is left to :class:`~gsp._core.readers.Readers`) or the pipe ends."""
         conn = self._conn
+        recv = conn.recv_or_park
+        wake = self._wake
         size = counters.size
         proto = self._socket._proto
         deliver = proto.pipe_recv
@@ -177,7 +186,10 @@ class Pipe:
         n = 0
         try:
             while True:
-                msgs = conn.recv_messages()
+                msgs = recv(wake)
+                if msgs is None:  # parked: the watcher calls wake when bytes come
+                    self._reader = None
+                    return
                 allow_direct()  # the peer answered: the next send may be written directly
                 self._in_msgs += len(msgs)
                 self._in_bytes += (nbytes := size(msgs))
