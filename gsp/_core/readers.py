@@ -12,7 +12,7 @@ blocked in a read is; a new greenlet is spawned only when every reader is busy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import gevent
 from gevent.hub import Waiter, get_hub
@@ -55,13 +55,17 @@ class Readers:
         else:
             pipe._reader = self._spawn(self._run, pipe)
 
-    def _run(self, pipe: "Pipe") -> None:
+    def wait(self, waiter: Waiter) -> "Pipe | None":
+        """For a reader whose pipe just parked: wait idle on ``waiter`` (the reader's own) and
+        return the next pipe woken, or None at once when enough readers wait already."""
         idle = self._idle
-        waiter: Any = Waiter(self._hub)  # used again for every wait (one at a time)
-        while True:
-            pipe._read_loop()  # returns once the pipe is parked or closed
-            if pipe.closed or len(idle) >= IDLE_READERS:
-                # A pipe closed while we read may have been told to kill us: end, take nothing.
-                return
-            idle.append(waiter)
-            pipe = waiter.get()
+        if len(idle) >= IDLE_READERS:
+            return None
+        idle.append(waiter)
+        pipe: Pipe = waiter.get()
+        return pipe
+
+    def _run(self, pipe: "Pipe | None") -> None:
+        waiter = Waiter(self._hub)  # this reader's, for every wait (one at a time)
+        while pipe is not None:
+            pipe = pipe._read_loop(waiter)  # the next pipe, or None once this reader should end
