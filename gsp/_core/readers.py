@@ -1,8 +1,9 @@
 """A socket's reader greenlets: a pipe has one only while bytes are coming in.
 
 A pipe's reader reads until its connection has nothing more (``Connection.recv_or_park``
-returned None, its read watcher armed); the greenlet then waits here, idle, for the next pipe
-whose watcher fires. An idle pipe so costs no greenlet — no saved C stack, no Python frame
+returned None, its read watcher armed); the greenlet then waits idle (:meth:`Readers.wait`,
+still inside that pipe's read loop, so the same pipe waking again needs no setup) for the next
+pipe whose watcher fires. An idle pipe so costs no greenlet — no saved C stack, no Python frame
 stack page — which is most of a pipe's memory. Connections that cannot park keep their reader
 for as long as they live, as before.
 
