@@ -9,8 +9,9 @@ stream socket: the connection, listener and dialer tcp and ipc are made of), :mo
 contexts and handshakes), :mod:`gsp.options` (option specs), :mod:`gsp.wire` (the codec).
 
 Greenlet rules: ``handshake`` runs in a greenlet of its own under ``handshake_timeout``; after it,
-one greenlet calls ``recv_messages`` in a loop and another ``send_messages``; ``close`` may come
-from any greenlet at any time and must make both return. Nothing is called from another thread.
+one greenlet at a time calls ``recv_or_park`` (by default ``recv_messages``) in a loop — after a
+park, maybe another one — and one other ``send_messages``; ``close`` may come from any greenlet
+at any time and must make both return. Nothing is called from another thread.
 """
 
 from __future__ import annotations
