@@ -167,6 +167,8 @@ class StreamConnection(Connection):
         self._cache = wire.prefix_cache(framing)
         self._tail: memoryview | None = None  # what send_now could not write yet
         self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
+        self._raw: Any = None  # a plain socket's non-blocking socket underneath (recv_or_park)
+        self._park: Any = None  # the io watcher recv_or_park leaves armed (made on first need)
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
@@ -183,6 +185,10 @@ class StreamConnection(Connection):
         wire.parse_handshake(bytes(got), spec.peer_number, own=spec.number)
         # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
         self._plain = type(self.sock) is gsocket.socket
+        # gevent's socket wraps a non-blocking one: a read there says EAGAIN instead of waiting.
+        # Not for a subclass that reads its own way (its recv_messages): it never parks.
+        own = type(self).recv_messages is StreamConnection.recv_messages
+        self._raw = getattr(self.sock, "_sock", None) if self._plain and own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 
     def _recv(self, n: int) -> bytes:
@@ -303,14 +309,47 @@ class StreamConnection(Connection):
             finally:
                 holding.reading = False
             if not data:
-                if self._closed:
-                    raise Closed("connection closed locally")
-                raise ConnectionBroken(f"{self.remote_address} closed the connection")
+                raise self._eof()
             msgs = decoder.feed(data)
             holding.hold(decoder.buffered)
             if msgs:
                 self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
                 return msgs
+
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
+        arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits).
+        A subclass overriding :meth:`recv_messages` never parks unless it overrides this too."""
+        decoder = self.decoder
+        raw = self._raw
+        if raw is None or decoder.buffered or decoder.error is not None:
+            return self.recv_messages()
+        try:  # after a big message only its successor's prefix, as recv_messages reads it
+            data = raw.recv(self.framing.prefix_size if self._big else _RECV_CHUNK)
+        except BlockingIOError:
+            if self._park is None:
+                self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
+            self._park.start(self._unpark, wake)
+            return None
+        except OSError as exc:
+            raise self._io_error(exc, "recv") from None
+        if not data:
+            raise self._eof()
+        msgs = decoder.feed(data)
+        self._holding.hold(decoder.buffered)
+        if msgs:
+            self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
+            return msgs
+        return self.recv_messages()  # part of a frame: wait for the rest as any read does
+
+    def _unpark(self, wake: Callable[[], None]) -> None:
+        self._park.stop()  # an io watcher fires for as long as the socket is readable
+        wake()
+
+    def _eof(self) -> Exception:
+        if self._closed:
+            return Closed("connection closed locally")
+        return ConnectionBroken(f"{self.remote_address} closed the connection")
 
     def _await_body(self, size: int) -> int:
         """Wait until the kernel holds the whole ``size``-byte body of the frame in progress (or
@@ -340,6 +379,8 @@ class StreamConnection(Connection):
             return
         self._closed = True
         self._holding.release()
+        if self._park is not None:
+            self._park.close()  # before the fd goes: no wake after close
         if self._body_wait is not None:
             # The reader waits on its own watcher of this fd: a socket closed under an active
             # watcher is closed late by gevent (after the next event on the fd), so wake the

@@ -9,8 +9,9 @@ stream socket: the connection, listener and dialer tcp and ipc are made of), :mo
 contexts and handshakes), :mod:`gsp.options` (option specs), :mod:`gsp.wire` (the codec).
 
 Greenlet rules: ``handshake`` runs in a greenlet of its own under ``handshake_timeout``; after it,
-one greenlet calls ``recv_messages`` in a loop and another ``send_messages``; ``close`` may come
-from any greenlet at any time and must make both return. Nothing is called from another thread.
+one greenlet at a time calls ``recv_or_park`` (by default ``recv_messages``) in a loop — after a
+park, maybe another one — and one other ``send_messages``; ``close`` may come from any greenlet
+at any time and must make both return. Nothing is called from another thread.
 """
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ class Connection(ABC):
         closed or the network failed, a :class:`gsp.WireError` (e.g.
         :class:`gsp.MessageTooLarge`) for bytes that break the framing — after returning the
         good messages that came before them — and :class:`gsp.Closed` after ``close``."""
+
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """Optional: :meth:`recv_messages`, except that when nothing has arrived and nothing of
+        a message is held (the stream is between messages), return ``None`` at once and call
+        ``wake()`` once from the event loop when bytes (or the peer's close) arrive. The core's
+        reader greenlet then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not
+        called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks."""
+        return self.recv_messages()
 
     @abstractmethod
     def close(self) -> None:

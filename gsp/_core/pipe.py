@@ -1,4 +1,5 @@
-"""Pipes: one per established connection, each with a reader and a writer greenlet."""
+"""Pipes: one per established connection, with a reader greenlet while bytes come in (see
+:mod:`gsp._core.readers`) and a writer greenlet once something had to be queued."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import gevent
 from gevent.event import Event
+from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
@@ -157,7 +159,11 @@ class Pipe:
 
     # -- life cycle (driven by the socket) -----------------------------------------------------
     def _start(self) -> None:
-        self._reader = self._socket._spawn(self._read_loop)
+        self._socket._readers.start(self)
+
+    def _wake(self) -> None:
+        # The connection's read watcher fired (in the event loop): a reader takes the pipe on.
+        self._socket._readers.wake(self)
 
     def _start_writer(self) -> None:
         # Not for a closed pipe, nor while the socket closes (it closes every queue: nothing new
@@ -165,8 +171,14 @@ class Pipe:
         if self._writer is None and not self.closed and not self._socket._closed:
             self._writer = self._socket._spawn(self._write_loop)
 
-    def _read_loop(self) -> None:
+    def _read_loop(self, idle: Waiter) -> "Pipe | None":
+        """Read and deliver until the pipe ends or its connection parks (nothing to read now);
+        then wait with ``idle`` among the socket's idle readers and return the next pipe to
+        read, or None when this reader should end (see :class:`~gsp._core.readers.Readers`)."""
         conn = self._conn
+        recv = conn.recv_or_park
+        readers = self._socket._readers
+        wake = self._wake  # (a bound method: 64 bytes a parked pipe, a partial's 256)
         size = counters.size
         proto = self._socket._proto
         deliver = proto.pipe_recv
@@ -177,7 +189,13 @@ class Pipe:
         n = 0
         try:
             while True:
-                msgs = conn.recv_messages()
+                msgs = recv(wake)
+                if msgs is None:  # parked: the watcher calls wake when bytes come
+                    self._reader = None
+                    nxt = readers.wait(idle)
+                    if nxt is not self:
+                        return nxt
+                    continue  # this pipe woke again: everything above still holds
                 allow_direct()  # the peer answered: the next send may be written directly
                 self._in_msgs += len(msgs)
                 self._in_bytes += (nbytes := size(msgs))
@@ -210,6 +228,7 @@ class Pipe:
             self._shutdown(exc)
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
             self._shutdown(_unexpected(exc, "receiving"))
+        return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
     def _write_loop(self) -> None:
         q = self._q

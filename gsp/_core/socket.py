@@ -25,6 +25,7 @@ from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
 from .hot import Hot, hot_field
 from .pipe import Pipe, PipeEvent
+from .readers import Readers
 from .registry import registry
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class Socket(ObjectCalls):
         self._watch("recv_partial_max", limits.set_max_bytes)
         self._watch("recv_partial_timeout", limits.set_stall_timeout)
         self._group = Group()
+        self._readers = Readers(self._spawn)
         self._closed = False
         self._pipes: dict[int, Pipe] = {}
         self._listeners: list[Listener] = []

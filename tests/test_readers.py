@@ -1,0 +1,170 @@
+"""Reader greenlets only while bytes come in (gsp._core.readers): an idle tcp/ipc pipe parks on a
+read watcher and holds no greenlet; the next bytes, the peer's close and a local close are all
+still seen; a reader blocked in delivery still ends with its pipe; a subclass that reads its own
+way never parks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+
+import gsp
+from gsp import wire
+from gsp._core.readers import IDLE_READERS
+from gsp.stream import StreamConnection
+from gsp.testing import WAIT, connected, wait_for
+from tests.support import sockets
+
+pytestmark = pytest.mark.core
+
+
+def url(kind: str, ipc_dir: str, name: str = "s") -> str:
+    return {"tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{ipc_dir}/{name}.sock",
+            "inproc": f"inproc://readers-{name}"}[kind]
+
+
+def readers_of(sock: gsp.Socket) -> int:
+    """Reader greenlets a socket has now, busy or idle (its greenlets less its accepters)."""
+    return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(kind: str, ipc_dir: str) -> None:
+    n = 40
+    with sockets(("rep", {"recv_timeout": WAIT}),
+                 *[("req", {"recv_timeout": WAIT}) for _ in range(n)]) as [rep, *reqs]:
+        bound = rep.listen(url(kind, ipc_dir)).url
+        for r in reqs:
+            connected(rep, bound, r)
+        for rnd in range(2):  # the second round finds every pipe parked
+            for i, r in enumerate(reqs):
+                r.send(b"%d.%d" % (rnd, i))
+                rep.send(rep.recv() + b"!")
+                assert r.recv() == b"%d.%d!" % (rnd, i)
+            wait_for(lambda: all(p._reader is None for p in rep.pipes), what="every pipe parked")
+            assert len(rep.pipes) == n
+            # One reader served them all in turn and waits for the next pipe; none is per pipe.
+            assert readers_of(rep) == rep._readers.idle == 1
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_pipes_park_after_big_messages_too(kind: str, ipc_dir: str) -> None:
+    big = b"b" * wire.DIRECT_SIZE * 4
+    with sockets(("pair", {"recv_timeout": WAIT, "recv_max_size": 0}),
+                 ("pair", {"recv_timeout": WAIT})) as [a, b]:
+        connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
+        pipe = a.pipes[0]
+        for m in [big, b"", big, b"small", big]:
+            b.send(m)
+            assert a.recv() == m
+            wait_for(lambda: pipe._reader is None, what="the pipe parked")
+
+
+def test_inproc_pipes_keep_their_reader() -> None:
+    with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {"recv_timeout": WAIT})) as [a, b]:
+        connected(a, a.listen(url("inproc", "", "keep")).url, b)
+        b.send(b"x")
+        assert a.recv() == b"x"
+        gevent.sleep(0.01)
+        assert a.pipes[0]._reader is not None and a._readers.idle == 0
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_a_parked_pipe_sees_its_peer_leave(kind: str, ipc_dir: str) -> None:
+    with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {"recv_timeout": WAIT})) as [a, b]:
+        connected(a, a.listen(url(kind, ipc_dir, "leave")).url, b)
+        b.send(b"x")
+        assert a.recv() == b"x"
+        pipe = a.pipes[0]
+        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        b.close()
+        assert pipe.wait_closed(WAIT)
+        assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_closing_a_parked_pipe_disarms_its_watcher(kind: str, ipc_dir: str) -> None:
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT}),
+                 ("push", {"send_timeout": WAIT})) as [pull, p1, p2]:
+        bound = pull.listen(url(kind, ipc_dir, "disarm")).url
+        connected(pull, bound, p1)
+        p1.send(b"one")
+        assert pull.recv() == b"one"
+        pipe = pull.pipes[0]
+        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        watcher = pipe._conn._park
+        assert watcher.active
+        pipe.close()
+        assert pipe.wait_closed(WAIT) and pipe.error is None
+        assert not watcher.active and pipe._reader is None
+        connected(pull, bound, p2)  # the socket serves the next pipe as before
+        p2.send(b"two")
+        assert pull.recv() == b"two"
+
+
+def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
+    """Pipes whose readers wait for room in a full receive queue each hold a reader; closing
+    such a pipe ends its reader, and of the others only IDLE_READERS stay once all are idle."""
+    n = IDLE_READERS + 8
+    with sockets(("pull", {"recv_timeout": WAIT, "recv_buffer": 1}),
+                 *[("push", {"send_timeout": WAIT, "reconnect_time": 60}) for _ in range(n)]) \
+            as [pull, *pushes]:
+        bound = pull.listen("tcp://127.0.0.1:0").url
+        for p in pushes:
+            connected(pull, bound, p)
+        by_address = {p.pipes[0].local_address: i for i, p in enumerate(pushes)}
+        for i, p in enumerate(pushes):
+            p.send(b"a%d" % i)
+            p.send(b"b%d" % i)
+        # One message is queued on the socket; every pipe's reader waits to deliver the next.
+        wait_for(lambda: readers_of(pull) == n, what="a reader per pipe")
+        doomed = pull.pipes[:4]
+        gone = {by_address[pp.remote_address] for pp in doomed}
+        for pp in doomed:
+            pp.close()
+        wait_for(lambda: readers_of(pull) == n - 4, what="the closed pipes' readers to end")
+        expected = {b"%s%d" % (k, i) for i in range(n) if i not in gone for k in (b"a", b"b")}
+        got: set[bytes] = set()
+        while not expected <= got:
+            got.add(pull.recv())
+        wait_for(lambda: all(pp._reader is None for pp in pull.pipes), what="every pipe parked")
+        assert readers_of(pull) == pull._readers.idle <= IDLE_READERS
+        for i, p in enumerate(pushes):  # every open pipe still delivers
+            if i not in gone:
+                p.send(b"c%d" % i)
+        assert {pull.recv() for _ in range(n - 4)} == {b"c%d" % i for i in range(n) if i not in gone}
+
+
+class OwnReads(StreamConnection):
+    """A connection that reads its own way (as the zlib example plugin does)."""
+
+    def recv_messages(self) -> list[bytes]:
+        return [m.upper() for m in super().recv_messages()]
+
+
+def test_a_subclass_reading_its_own_way_never_parks() -> None:
+    spec = gsp.registry.protocol("pair")
+    x, y = gsocket.socketpair()
+    a = OwnReads(x, wire.TCP, 0, "a", "b")
+    b = StreamConnection(y, wire.TCP, 0, "b", "a")
+    try:
+        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+        got: list[Any] = []
+        g = gevent.spawn(lambda: got.append(a.recv_or_park(lambda: None)))
+        gevent.sleep(0.01)
+        assert not got and a._park is None  # it waits in recv_messages, as before
+        b.send_messages([b"hi"])
+        g.get(timeout=WAIT)
+        assert got == [[b"HI"]]
+        # The plain connection parks when nothing is there, and wakes once bytes come.
+        woke: list[int] = []
+        assert b.recv_or_park(lambda: woke.append(1)) is None
+        a.send_messages([b"back"])
+        wait_for(lambda: woke == [1], what="the wake")
+        assert not b._park.active and b.recv_or_park(lambda: None) == [b"back"]
+    finally:
+        a.close()
+        b.close()
