@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 from typing import Iterator
@@ -17,6 +18,11 @@ class Cats:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
+        # A test run started as a background job (``pytest &`` without job control) ignores
+        # SIGINT, and its children inherit that: gsp cat then rightly leaves Ctrl-C alone. The
+        # tests play a foreground run, so the children start with Ctrl-C's default.
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
         p = subprocess.Popen([sys.executable, "-m", "gsp", "cat", *args], stdin=subprocess.DEVNULL,
