@@ -13,7 +13,7 @@ policies or waiting: the :class:`gsp.queues.Inbox` decides those.
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import accumulate, islice, repeat
 from typing import Any, Callable, Generic, TypeVar
 
 from .ledger import Ledger
@@ -24,10 +24,11 @@ T = TypeVar("T")
 
 #: While several sources have items queued, the front holds about this many items or bytes (at
 #: most one turn more), refilled round robin, each turn at most TURN_ITEMS items of one source
-#: and about TURN_BYTES (at least one item).
-FRONT_ITEMS = 32
+#: and about TURN_BYTES (at least one item): fair in bytes for big messages (a 64 KiB message a
+#: turn), and for small ones in turns long enough that refilling costs nothing per message.
+FRONT_ITEMS = 256
 FRONT_BYTES = 256 * 1024
-TURN_ITEMS = 8
+TURN_ITEMS = 256
 TURN_BYTES = 64 * 1024
 MIXED: Any = object()  #: :attr:`FairFifo.owner` while the front holds several sources' items
 
@@ -187,24 +188,29 @@ class FairFifo(Generic[T]):
     def queued_bytes(self) -> int:
         return self.ledger.queued_bytes(len(self.front)) + self.held.nbytes
 
-    def mix(self, sizer: Callable[[T], int]) -> None:
+    def mix(self, sizer: Callable[[T], int], spare: bool = False) -> None:
         """A second source puts while the front holds one source's items: from now on the front
-        is kept short, and what the first source has beyond it waits in its backlog."""
+        is kept short, and what the first source has beyond it waits in its backlog (with
+        ``spare``, at least its newest item, so that it can be dropped rather than the new
+        source's)."""
         owner, self.owner = self.owner, MIXED
         buf = self.front
         if owner is MIXED or len(buf) <= 1:
             return
-        sizes: list[int] = []
-        room = FRONT_BYTES
-        for item in buf:
-            if len(sizes) == FRONT_ITEMS or room <= 0:
-                break
-            sizes.append(sizer(item))
-            room -= sizes[-1]
-        k = len(sizes)
+        before = self.ledger.queued_bytes(len(buf))
+        if not spare and len(buf) <= FRONT_ITEMS and before <= FRONT_BYTES:
+            return  # short already (the common case: nothing measured)
+        # The front keeps its first items up to FRONT_ITEMS, and up to the one reaching
+        # FRONT_BYTES.
+        sizes = list(islice(map(sizer, buf), FRONT_ITEMS))
+        k = next((i + 1 for i, total in enumerate(accumulate(sizes)) if total >= FRONT_BYTES),
+                 len(sizes))
+        del sizes[k:]
+        if spare:
+            k = min(k, len(buf) - 1)
+            del sizes[k:]
         if k == len(buf):
             return
-        before = self.ledger.queued_bytes(len(buf))
         moved = [buf.pop() for _ in range(len(buf) - k)]
         moved.reverse()
         self.ledger.reset(sizes, repeat(owner))

@@ -234,10 +234,10 @@ class Inbox(Generic[T]):
         self._check()
         if nbytes is None:
             nbytes = self._sizer(item)
-        if buf and source is not fifo.owner:
-            fifo.mix(self._sizer)
-        kept = True
         full = self._full()
+        if buf and source is not fifo.owner:
+            fifo.mix(self._sizer, spare=full and self._policy == "drop_newest")
+        kept = True
         if full and self._policy != "block" and self._getters:
             self._yield_to_getters()
             full = self._full()

@@ -14,6 +14,9 @@ from gsp.backlog import Backlog
 from gsp.queues import FRONT_ITEMS, TURN_ITEMS, Inbox
 
 A, B, C = "pipe a", "pipe b", "pipe c"
+#: Many more small items than the front and a turn hold, and a capacity that takes them all.
+MANY = 2 * (FRONT_ITEMS + TURN_ITEMS) + 100
+ROOMY = 1 << 16
 
 
 def drain(q: Inbox[Any]) -> list[tuple[Any, Any]]:
@@ -37,29 +40,30 @@ def test_one_source_is_a_plain_fifo_held_at_the_front():
 
 
 def test_a_second_source_waits_behind_the_front_not_behind_the_backlog():
-    q: Inbox[bytes] = Inbox(1024, sources=True, max_bytes=1 << 20)
-    flood(q, A, 300)
+    q: Inbox[bytes] = Inbox(ROOMY, sources=True, max_bytes=1 << 30)
+    flood(q, A, MANY)
     q.put(b"b 0", nbytes=10, source=B)
-    assert len(q.ready) <= FRONT_ITEMS and len(q) == 301
+    assert len(q.ready) <= FRONT_ITEMS and len(q) == MANY + 1
     got = drain(q)
-    assert got.index((b"b 0", B)) <= FRONT_ITEMS + TURN_ITEMS  # FIFO: 300
-    assert [x for x, s in got if s == A] == [b"a %d" % i for i in range(300)]  # order kept
+    assert got.index((b"b 0", B)) <= FRONT_ITEMS + TURN_ITEMS  # FIFO: MANY
+    assert [x for x, s in got if s == A] == [b"a %d" % i for i in range(MANY)]  # order kept
     assert q.queued_bytes == 0
 
 
 def test_backlogs_are_taken_round_robin_in_turns():
-    q: Inbox[bytes] = Inbox(1024)
+    q: Inbox[bytes] = Inbox(ROOMY)
+    n = 3 * TURN_ITEMS + FRONT_ITEMS  # each source's: several turns beyond the front
     q.put(b"a first", source=A)  # the front is A's
-    q.put_all([b"b %d" % i for i in range(40)], source=B)
-    q.put_all([b"c %d" % i for i in range(40)], source=C)
-    q.put_all([b"a %d" % i for i in range(40)], source=A)
-    order = [x[:1] for x in (q.get(0) for _ in range(121))]
+    q.put_all([b"b %d" % i for i in range(n)], source=B)
+    q.put_all([b"c %d" % i for i in range(n)], source=C)
+    q.put_all([b"a %d" % i for i in range(n)], source=A)
+    order = [x[:1] for x in (q.get(0) for _ in range(3 * n + 1))]
     # Once several sources wait (after the front and the turn that filled it), no source gives
     # more than a turn before each other source had one.
     tail = order[FRONT_ITEMS + TURN_ITEMS:]
     runs = [len(list(g)) for _, g in __import__("itertools").groupby(tail)]
     assert max(runs) <= TURN_ITEMS and len(runs) >= 6
-    assert sorted(order) == sorted([b"a"] * 41 + [b"b"] * 40 + [b"c"] * 40)
+    assert sorted(order) == sorted([b"a"] * (n + 1) + [b"b"] * n + [b"c"] * n)
 
 
 def test_bytes_and_sources_stay_exact_through_the_backlog():
@@ -100,24 +104,27 @@ def test_a_blocked_putter_gets_in_when_the_consumer_takes():
     assert [q.get(0) for _ in range(4)] == [b"a 1", b"a 2", b"a 3", b"a late"]
 
 
-def test_drop_oldest_drops_the_busiest_sources_oldest_waiting():
-    q: Inbox[bytes] = Inbox(64, "drop_oldest")
-    flood(q, A, 64)
-    assert not q.put(b"b 0", source=B)  # an older item went
-    assert q.dropped == 1 and len(q) == 64
-    got = [q.get(0) for _ in range(64)]
-    assert b"b 0" in got and b"a 0" in got  # A's front kept; one of A's waiting ones went
-    assert sum(x.startswith(b"a") for x in got) == 63
+@pytest.mark.parametrize("cap", [64, MANY])  # within the front, and beyond it
+def test_drop_oldest_drops_the_busiest_sources_oldest(cap):
+    q: Inbox[bytes] = Inbox(cap, "drop_oldest")
+    flood(q, A, cap)
+    assert not q.put(b"b 0", source=B)  # an older item went: one of A's
+    assert not q.put(b"b 1", source=B)
+    assert q.dropped == 2 and len(q) == cap
+    got = [q.get(0) for _ in range(cap)]
+    assert b"b 0" in got and b"b 1" in got
+    assert sum(x.startswith(b"a") for x in got) == cap - 2
 
 
-def test_drop_newest_drops_the_busiest_sources_newest_not_a_quiet_ones():
-    q: Inbox[bytes] = Inbox(64, "drop_newest")
-    flood(q, A, 64)
+@pytest.mark.parametrize("cap", [64, MANY])
+def test_drop_newest_drops_the_busiest_sources_newest_not_a_quiet_ones(cap):
+    q: Inbox[bytes] = Inbox(cap, "drop_newest")
+    flood(q, A, cap)
     assert not q.put(b"a more", source=A)  # A's own new one goes
     assert not q.put(b"b 0", source=B)  # B is kept; A's newest goes instead
     assert q.dropped == 2
-    got = [q.get(0) for _ in range(64)]
-    assert b"b 0" in got and b"a 63" not in got and b"a more" not in got
+    got = [q.get(0) for _ in range(cap)]
+    assert b"b 0" in got and b"a %d" % (cap - 1) not in got and b"a more" not in got
 
 
 def test_resize_filter_and_close_see_the_backlog():
@@ -140,8 +147,8 @@ def test_resize_filter_and_close_see_the_backlog():
 
 
 def test_poll_and_a_waiting_getter_refill_the_front():
-    q: Inbox[bytes] = Inbox(1024)
-    flood(q, A, 80)
+    q: Inbox[bytes] = Inbox(ROOMY)
+    flood(q, A, MANY)
     flood(q, B, 5)
     while q.ready:  # a consumer taking through the ready fast path
         q.ready.popleft()
