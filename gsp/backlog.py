@@ -261,7 +261,8 @@ class FairFifo(Generic[T]):
             self.owner = source
         elif buf and source is not self.owner:
             self.mix(sizer)
-        if held.items or self.owner is MIXED and len(buf) >= FRONT_ITEMS:
+        if held.items or self.owner is MIXED and (
+                len(buf) >= FRONT_ITEMS or self.ledger.queued_bytes(len(buf)) >= FRONT_BYTES):
             held.add(source, [item], nbytes)
             if len(buf) < FRONT_ITEMS:
                 self.refill()

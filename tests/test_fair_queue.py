@@ -11,7 +11,7 @@ import pytest
 
 import gsp
 from gsp.backlog import Backlog
-from gsp.queues import FRONT_ITEMS, TURN_ITEMS, Inbox
+from gsp.queues import FRONT_BYTES, FRONT_ITEMS, TURN_ITEMS, Inbox
 
 A, B, C = "pipe a", "pipe b", "pipe c"
 #: Many more small items than the front and a turn hold, and a capacity that takes them all.
@@ -48,6 +48,20 @@ def test_a_second_source_waits_behind_the_front_not_behind_the_backlog():
     assert got.index((b"b 0", B)) <= FRONT_ITEMS + TURN_ITEMS  # FIFO: MANY
     assert [x for x, s in got if s == A] == [b"a %d" % i for i in range(MANY)]  # order kept
     assert q.queued_bytes == 0
+
+
+def test_the_front_stays_short_in_bytes_while_sources_take_turns():
+    """Once the front holds several sources' items, a source's big items go behind it as soon
+    as it holds FRONT_BYTES, not only once it holds FRONT_ITEMS."""
+    q: Inbox[bytes] = Inbox(ROOMY, max_bytes=1 << 30)
+    big = b"x" * 65536
+    q.put(b"b first", source=B)
+    q.put(b"a first", source=A)  # the front is mixed from here on
+    for _ in range(100):
+        q.put(big, source=A)
+    q.put(b"b last", source=B)
+    got = [q.get(0) for _ in range(len(q))]
+    assert got.index(b"b last") <= 2 + FRONT_BYTES // len(big) + 1  # FIFO: 102
 
 
 def test_backlogs_are_taken_round_robin_in_turns():
