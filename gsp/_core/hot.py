@@ -1,10 +1,12 @@
-"""The few fields a socket's send and recv read on every call, kept where loads are fast."""
+"""The few fields a socket's send and recv read on every call, kept where loads are fast, and
+``recv_many``, which reads them the same way."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any, Callable
 
+from ..errors import BadOption, GspError
 from ..protocol import Protocol
 
 
@@ -30,3 +32,30 @@ def hot_field(name: str) -> Any:
     """A property of the socket kept in its :class:`Hot` slots."""
     return property(lambda self: getattr(self._hot, name),
                     lambda self, value: setattr(self._hot, name, value))
+
+
+def recv_many(hot: Hot, recv: Callable[..., bytes], limit: int, timeout: Any,
+              block: bool) -> list[bytes]:
+    """``Socket.recv_many``: the first body through ``recv`` (the socket's), then what is queued:
+    from the ``ready`` deque in whole runs, else through ``recv`` without waiting."""
+    if type(limit) is not int or limit < 1:
+        raise BadOption(f"recv_many: limit must be an int >= 1, not {limit!r}")
+    out = [recv(timeout, block)]
+    ready = hot.ready
+    if ready is None:  # no ready deque: ask the protocol, never waiting
+        try:
+            while len(out) < limit:
+                out.append(recv(block=False))
+        except GspError:  # WouldBlock, or a lasting state (closed) that the next call reports
+            pass
+        return out
+    n = limit - 1
+    if not ready or n == 0:
+        return out
+    if n >= len(ready):  # the usual case for a consumer that keeps up: take all of it
+        out.extend(ready if hot.bare else [item[0] for item in ready])
+        ready.clear()
+    else:
+        pop = ready.popleft
+        out.extend([pop() for _ in range(n)] if hot.bare else [pop()[0] for _ in range(n)])
+    return out
