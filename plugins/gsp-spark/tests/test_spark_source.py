@@ -24,6 +24,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -290,6 +291,24 @@ def test_bad_messages_fail_with_their_seq_or_are_skipped():
                             msgpack.packb({"n": "two"})), schema, False, "fail")
     batch = decode_chunk(chunk, schema, False, "skip")
     assert batch.to_pylist() == [{"n": 1, "_seq": 100}, {"n": 4, "_seq": 103}]
+
+
+def test_quick_decoding_gives_way_to_the_exact_one():
+    """Schemas without timestamps decode with plain ``msgpack.unpackb`` first; whatever it reads
+    differently (a Timestamp, a map with int keys) must come out as the exact decoder has it."""
+    when = msgpack.Timestamp(1_700_000_000)
+    schema = StructType([StructField("s", StringType()),
+                         StructField("m", MapType(IntegerType(), StringType())),
+                         StructField("_seq", LongType())])
+    int_keys = msgpack.packb({"s": "a", "m": {1: "one", 2: "two"}})
+    batch = decode_chunk(_chunk(int_keys, msgpack.packb({"s": "b"})), schema, False, "fail")
+    assert batch.to_pylist() == [{"s": "a", "m": [(1, "one"), (2, "two")], "_seq": 100},
+                                 {"s": "b", "m": None, "_seq": 101}]
+    stamped = msgpack.packb({"s": when}, datetime=False)
+    with pytest.raises(SourceError, match=r"message seq 101: field 's' = datetime\.datetime\(2023"):
+        decode_chunk(_chunk(msgpack.packb({"s": "a"}), stamped), schema, False, "fail")
+    batch = decode_chunk(_chunk(stamped, msgpack.packb({"s": "c"})), schema, False, "skip")
+    assert batch.to_pylist() == [{"s": "c", "m": None, "_seq": 101}]
 
 
 def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, tmp_path):
