@@ -28,7 +28,7 @@ import gsp
 
 from ._config import SourceConfig
 from ._decode import SourceError, _Chunk, decode_chunk
-from ._spool import Spool, shifted
+from ._spool import Spool
 from ._types import check_source_schema
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
@@ -224,16 +224,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lo, hi = start["seq"], end["seq"]
         if hi <= lo:
             return []
-        data, offs, first = self._spool.read(lo, hi)
-        n = len(offs)
+        n = hi - lo
         parts = max(1, min(self.cfg.partitions, n // 1024 or 1))
         out: list[InputPartition] = []
-        for i in range(parts):
-            a, b = i * n // parts, (i + 1) * n // parts
-            if a < b:
-                stop = offs[b] if b < n else len(data)
-                out.append(_Chunk(first + a, data[offs[a]:stop],
-                                  shifted(offs[a:b], offs[a]).tobytes()))
+        for i in range(parts):  # each read straight from the spool files: no copy of the batch
+            data, offs, first = self._spool.read(lo + i * n // parts, lo + (i + 1) * n // parts)
+            if offs:
+                out.append(_Chunk(first, data, offs.tobytes()))
         return out
 
     def commit(self, end: dict[str, int]) -> None:
