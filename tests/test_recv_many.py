@@ -151,3 +151,24 @@ def test_closed_socket():
     pull.close()
     with pytest.raises(gsp.Closed):
         pull.recv_many(4)
+
+
+def test_takes_every_pipes_queued_messages():
+    # Two pushers' messages queued: recv_many takes all of them in one call, whatever part of
+    # the queue its ready deque holds (a fair queue keeps only a front there, the rest per pipe).
+    with ExitStack() as st:
+        pull = st.enter_context(gsp.socket("pull", recv_timeout=WAIT, recv_buffer=2000))
+        url = pull.listen(inproc_url()).url
+        pushers = [st.enter_context(gsp.socket("push", send_timeout=WAIT)) for _ in range(2)]
+        for push in pushers:
+            push.dial(url, block=True)
+        wait_for(lambda: len(pull.pipes) == 2, what="two pipes")
+        for k, push in enumerate(pushers):
+            for i in range(600):
+                push.send(b"%d-%d" % (k, i))
+        wait_for(lambda: pull.stats["recv_queue"] == 1200, what="1200 queued")
+        got = pull.recv_many(5000)
+        assert len(got) == 1200
+        for k in range(2):  # each pipe's messages in order
+            assert [b for b in got if b.startswith(b"%d-" % k)] == [b"%d-%d" % (k, i)
+                                                                     for i in range(600)]

@@ -37,25 +37,26 @@ def hot_field(name: str) -> Any:
 def recv_many(hot: Hot, recv: Callable[..., bytes], limit: int, timeout: Any,
               block: bool) -> list[bytes]:
     """``Socket.recv_many``: the first body through ``recv`` (the socket's), then what is queued:
-    from the ``ready`` deque in whole runs, else through ``recv`` without waiting."""
+    the ``ready`` deque in whole runs, and through ``recv`` without waiting whenever it is empty
+    (a queue that keeps only a front in ``ready`` refills it there), until ``limit`` or nothing
+    is left."""
     if type(limit) is not int or limit < 1:
         raise BadOption(f"recv_many: limit must be an int >= 1, not {limit!r}")
     out = [recv(timeout, block)]
     ready = hot.ready
-    if ready is None:  # no ready deque: ask the protocol, never waiting
+    while len(out) < limit:
+        n = limit - len(out)
+        if ready:
+            if n >= len(ready):  # a consumer that keeps up takes all of it
+                out.extend(ready if hot.bare else [item[0] for item in ready])
+                ready.clear()
+            else:
+                pop = ready.popleft
+                out.extend([pop() for _ in range(n)] if hot.bare else
+                           [pop()[0] for _ in range(n)])
+            continue
         try:
-            while len(out) < limit:
-                out.append(recv(block=False))
+            out.append(recv(block=False))
         except GspError:  # WouldBlock, or a lasting state (closed) that the next call reports
-            pass
-        return out
-    n = limit - 1
-    if not ready or n == 0:
-        return out
-    if n >= len(ready):  # the usual case for a consumer that keeps up: take all of it
-        out.extend(ready if hot.bare else [item[0] for item in ready])
-        ready.clear()
-    else:
-        pop = ready.popleft
-        out.extend([pop() for _ in range(n)] if hot.bare else [pop()[0] for _ in range(n)])
+            break
     return out
