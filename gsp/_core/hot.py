@@ -1,10 +1,12 @@
-"""The few fields a socket's send and recv read on every call, kept where loads are fast."""
+"""The few fields a socket's send and recv read on every call, kept where loads are fast, and
+``recv_many``, which reads them the same way."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any, Callable
 
+from ..errors import BadOption, GspError
 from ..protocol import Protocol
 
 
@@ -30,3 +32,31 @@ def hot_field(name: str) -> Any:
     """A property of the socket kept in its :class:`Hot` slots."""
     return property(lambda self: getattr(self._hot, name),
                     lambda self, value: setattr(self._hot, name, value))
+
+
+def recv_many(hot: Hot, recv: Callable[..., bytes], limit: int, timeout: Any,
+              block: bool) -> list[bytes]:
+    """``Socket.recv_many``: the first body through ``recv`` (the socket's), then what is queued:
+    the ``ready`` deque in whole runs, and through ``recv`` without waiting whenever it is empty
+    (a queue that keeps only a front in ``ready`` refills it there), until ``limit`` or nothing
+    is left."""
+    if type(limit) is not int or limit < 1:
+        raise BadOption(f"recv_many: limit must be an int >= 1, not {limit!r}")
+    out = [recv(timeout, block)]
+    ready = hot.ready
+    while len(out) < limit:
+        n = limit - len(out)
+        if ready:
+            if n >= len(ready):  # a consumer that keeps up takes all of it
+                out.extend(ready if hot.bare else [item[0] for item in ready])
+                ready.clear()
+            else:
+                pop = ready.popleft
+                out.extend([pop() for _ in range(n)] if hot.bare else
+                           [pop()[0] for _ in range(n)])
+            continue
+        try:
+            out.append(recv(block=False))
+        except GspError:  # WouldBlock, or a lasting state (closed) that the next call reports
+            break
+    return out

@@ -10,6 +10,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -182,15 +184,10 @@ class Receiver:
         self._thread.join(10)
 
 
-def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_after: int,
-                             producers: int = 3, window: int = 8) -> None:
-    """Producers' REQs are answered only after fsync to the spool; the planner process beside
-    the driver that holds the receiver is SIGKILLed once ``kill_after`` are acknowledged, the
-    query restarted on the same checkpoint, and every acknowledged message must come out of the
-    (exactly-once) parquet sink."""
-    spool, out, ck = tmp / "spool", str(tmp / "out"), str(tmp / "ck")
-    acked: set[str] = set()
-
+def _req_producers(url: str, total: int, producers: int, window: int,
+                   acked: set[str]) -> Callable[[threading.Event], None]:
+    """A HubThread body: ``producers`` REQ sockets, each with ``window`` contexts in flight,
+    send ``p<k>-<n>`` for n < ``total`` and add each to ``acked`` once the source answered."""
     def produce(stop: threading.Event) -> None:
         def one(p: int) -> None:
             with gsp.socket("req", dial=url, resend_time=0.5) as s:
@@ -204,6 +201,28 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
                 gevent.joinall([gevent.spawn(lane, s.open_context(), mine[k::window])
                                 for k in range(window)], raise_error=True)
         gevent.joinall([gevent.spawn(one, p) for p in range(producers)], raise_error=True)
+    return produce
+
+
+def _no_acknowledged_message_lost(spark: Any, out: str, acked: set[str], total: int,
+                                  acked_at_kill: int) -> None:
+    rows = spark.read.parquet(out).collect()
+    got = {r.v for r in rows}
+    assert len(acked) == total
+    assert acked - got == set()  # 0 acknowledged messages lost
+    assert got == acked  # and nothing that was never sent
+    # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
+    assert len(rows) - len(got) <= acked_at_kill
+
+
+def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_after: int,
+                             producers: int = 3, window: int = 8) -> None:
+    """Producers' REQs are answered only after fsync to the spool; the planner process beside
+    the driver that holds the receiver is SIGKILLed once ``kill_after`` are acknowledged, the
+    query restarted on the same checkpoint, and every acknowledged message must come out of the
+    (exactly-once) parquet sink."""
+    spool, out, ck = tmp / "spool", str(tmp / "out"), str(tmp / "ck")
+    acked: set[str] = set()
 
     def start() -> Any:
         return (spark.readStream.format("gsp").option("url", url).option("protocol", "rep")
@@ -213,7 +232,7 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
                 .trigger(processingTime="300 milliseconds").start())
 
     q1 = start()
-    prod = HubThread(produce, "req-producers")
+    prod = HubThread(_req_producers(url, total, producers, window, acked), "req-producers")
     try:
         wait_for(lambda: len(acked) >= kill_after, 60, f"{kill_after} acknowledged messages")
         # The receiver lives in Spark's Python planner process; the spool lock names its pid.
@@ -234,13 +253,82 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
     finally:
         q1.stop()
         prod.stop.set()
-    rows = spark.read.parquet(out).collect()
-    got = {r.v for r in rows}
-    assert len(acked) == total
-    assert acked - got == set()  # 0 acknowledged messages lost
-    assert got == acked  # and nothing that was never sent
-    # At-least-once: a REQ resent across the kill may be spooled twice, never more than that.
-    assert len(rows) - len(got) <= acked_at_kill
+    _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
+
+
+def _distinct_in_sink(spark: Any, out: str) -> int:
+    """Distinct messages in the parquet sink at ``out`` so far (0 before its first file)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return int(spark.read.parquet(out).select("v").distinct().count())
+    except AnalysisException:  # no file yet: the schema cannot be inferred
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any, total: int,
+                                    kill_after: int, producers: int = 3,
+                                    window: int = 8) -> None:
+    """As :func:`rep_source_survives_kill`, but the whole driver is SIGKILLed — its Python
+    process and its JVM, which a crashed machine or an OOM kill takes down at once: the query
+    runs in a driver process of its own (``rep_driver.py``), and a new driver restarts it on the
+    same checkpoint and spool. ``spark`` (this process's session) only reads the sink."""
+    spool, out, ck = tmp / "spool", str(tmp / "out"), str(tmp / "ck")
+    acked: set[str] = set()
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rep_driver.py")
+    drivers: list[subprocess.Popen[bytes]] = []
+
+    def driver(tag: str) -> tuple[subprocess.Popen[bytes], int]:
+        pids, log = tmp / f"pids-{tag}", tmp / f"driver-{tag}.log"
+        with open(log, "wb") as out_log:
+            p = subprocess.Popen([sys.executable, script, master, url, str(spool), out, ck,
+                                  str(pids)], stdin=subprocess.PIPE, stdout=out_log,
+                                 stderr=subprocess.STDOUT)
+        drivers.append(p)
+        wait_for(lambda: pids.exists() or p.poll() is not None, 120, f"driver {tag}'s query")
+        assert p.poll() is None, f"driver {tag} exited: {log.read_text()[-3000:]}"
+        return p, int(pids.read_text().split()[1])
+
+    p1, jvm1 = driver("1")
+    prod = HubThread(_req_producers(url, total, producers, window, acked), "req-producers")
+    try:
+        wait_for(lambda: len(acked) >= kill_after, 90, f"{kill_after} acknowledged messages")
+        source = int((spool / "LOCK").read_text())  # the receiver's process, the JVM's child
+        os.kill(jvm1, signal.SIGKILL)
+        os.kill(p1.pid, signal.SIGKILL)
+        p1.wait(30)
+        acked_at_kill = len(acked)
+        assert acked_at_kill < total, f"all {total} were acknowledged before the kill landed"
+        # Orphaned, the source process sees its JVM connection close and exits, freeing the
+        # spool (and the address) for the next driver.
+        wait_for(lambda: not _alive(jvm1) and not _alive(source), 60,
+                 "the killed driver's JVM and source process to be gone")
+        p2, _ = driver("2")
+        try:
+            wait_for(lambda: not prod.is_alive(), 120, f"all {total} messages acknowledged")
+            prod.join(5)
+            wait_for(lambda: _distinct_in_sink(spark, out) >= total, 120,
+                     "every message in the sink")
+        finally:
+            assert p2.stdin is not None
+            p2.stdin.close()  # stop the query and the session
+            p2.wait(60)
+    finally:
+        prod.stop.set()
+        for p in drivers:
+            if p.poll() is None:
+                p.kill()
+                p.wait(30)
+    _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
 
 
 def module_session(master: str, name: str, register: bool = True,

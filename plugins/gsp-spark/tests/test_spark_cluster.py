@@ -122,3 +122,14 @@ def test_rep_source_keeps_acknowledged_messages_across_kill_on_a_local_cluster(s
     # unacknowledged when the kill lands.
     spark_fixtures.rep_source_survives_kill(spark, free_tcp_url(), tmp_path, total=6000,
                                             kill_after=1000)
+
+
+@pytest.mark.timeout(480)  # two more drivers, each starting a cluster: Spark on 2 shared cores
+def test_rep_source_keeps_acknowledged_messages_across_a_driver_sigkill_on_a_local_cluster(
+        spark, tmp_path):
+    # The whole driver (its Python process and its JVM, in which local-cluster's master and
+    # workers run too; the executors' JVMs lose it and exit), then a new driver and cluster on
+    # the same checkpoint and spool.
+    spark_fixtures.rep_source_survives_driver_kill(spark, "local-cluster[2,1,1024]",
+                                                   free_tcp_url(), tmp_path, total=6000,
+                                                   kill_after=1000)

@@ -24,6 +24,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -98,6 +99,14 @@ def test_pull_source_receives_every_message_from_three_producers(spark, ipc_dir,
 def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, ipc_dir, tmp_path):
     spark_fixtures.rep_source_survives_kill(spark, f"ipc://{ipc_dir}/rep.sock", tmp_path,
                                             total=10_000, kill_after=3000)
+
+
+@pytest.mark.timeout(420)  # two more drivers start: Spark on 2 shared cores bounds it
+def test_rep_source_keeps_acknowledged_messages_across_a_driver_sigkill(spark, ipc_dir, tmp_path):
+    # The whole driver this time (its Python process and its JVM), then a new driver on the
+    # same checkpoint and spool.
+    spark_fixtures.rep_source_survives_driver_kill(spark, "local[2]", f"ipc://{ipc_dir}/d.sock",
+                                                   tmp_path, total=6000, kill_after=1500)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
@@ -292,6 +301,24 @@ def test_bad_messages_fail_with_their_seq_or_are_skipped():
     assert batch.to_pylist() == [{"n": 1, "_seq": 100}, {"n": 4, "_seq": 103}]
 
 
+def test_quick_decoding_gives_way_to_the_exact_one():
+    """Schemas without timestamps decode with plain ``msgpack.unpackb`` first; whatever it reads
+    differently (a Timestamp, a map with int keys) must come out as the exact decoder has it."""
+    when = msgpack.Timestamp(1_700_000_000)
+    schema = StructType([StructField("s", StringType()),
+                         StructField("m", MapType(IntegerType(), StringType())),
+                         StructField("_seq", LongType())])
+    int_keys = msgpack.packb({"s": "a", "m": {1: "one", 2: "two"}})
+    batch = decode_chunk(_chunk(int_keys, msgpack.packb({"s": "b"})), schema, False, "fail")
+    assert batch.to_pylist() == [{"s": "a", "m": [(1, "one"), (2, "two")], "_seq": 100},
+                                 {"s": "b", "m": None, "_seq": 101}]
+    stamped = msgpack.packb({"s": when}, datetime=False)
+    with pytest.raises(SourceError, match=r"message seq 101: field 's' = datetime\.datetime\(2023"):
+        decode_chunk(_chunk(msgpack.packb({"s": "a"}), stamped), schema, False, "fail")
+    batch = decode_chunk(_chunk(stamped, msgpack.packb({"s": "c"})), schema, False, "skip")
+    assert batch.to_pylist() == [{"s": "c", "m": None, "_seq": 101}]
+
+
 def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, tmp_path):
     """Spark does not always call stop(): a reader that is garbage-collected (or whose process
     exits) releases its receiver, socket and spool lock anyway."""
@@ -313,3 +340,36 @@ def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, t
     free.open()  # the lock was released
     free.close()
 
+
+
+def test_planner_cuts_a_batch_into_partitions_that_decode_to_every_message(ipc_dir, tmp_path):
+    """The receiver spools a burst (in groups), the planner cuts any seq range into partitions
+    read straight from the spool files, and executors decode them: every message once, in
+    order, each partition numbered from its first message's seq."""
+    path = f"{ipc_dir}/cut.sock"
+    cfg = SourceConfig.parse({"url": f"ipc://{path}", "spool": str(tmp_path / "spool"),
+                              "partitions": "3"})
+    schema = StructType([StructField("n", LongType()), StructField("_seq", LongType())])
+    reader = StreamReader(cfg, schema)
+    try:
+        reader.initialOffset()
+        n = 5000
+
+        def send(stop: threading.Event) -> None:
+            with gsp.socket("push", dial=f"ipc://{path}", send_timeout=10) as s:
+                for i in range(n):
+                    s.send(msgpack.packb({"n": i}))
+                gevent.sleep(0.2)  # let the last writes go out before close
+
+        producer = HubThread(send)
+        deadline = time.monotonic() + 30
+        while reader.latestOffset({"seq": 0}, None)["seq"] < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        producer.join(10)
+        for lo, hi in [(0, n), (1234, 4321)]:
+            parts = reader.partitions({"seq": lo}, {"seq": hi})
+            batches = [next(reader.read(p)).to_pylist() for p in parts]
+            assert len(batches) == 3 and all(batches)
+            assert [r for b in batches for r in b] == [{"n": i, "_seq": i} for i in range(lo, hi)]
+    finally:
+        reader.stop()

@@ -104,18 +104,28 @@ def bench_sink(spark: Any, n: int, batch_rows: int = 1, protocol: str = "push") 
 def _count_rows(q: Any, n: int, timeout: float, after: Callable[[], None] | None = None,
                 skip_first: bool = False) -> tuple[int, float]:
     """Poll ``q``'s progress until its input rows reach ``n``; the rows and the time reached.
-    With ``skip_first``, the first micro-batch is not counted and the clock starts at its end."""
+    With ``skip_first``, the first micro-batch is not counted and the clock starts at its end.
+
+    Every 20 ms only ``lastProgress`` is read (two py4j calls); the whole ``recentProgress``
+    list — a py4j call and a JSON document per micro-batch so far — only when that changed.
+    (With 13 micro-batches, ``recentProgress`` took 2.4 ms of this process's CPU per call, 12 %
+    of a core at 50 calls a second, beside the JVM's share; ``lastProgress`` 0.26 ms.)"""
     done, seen, t0 = 0, set(), time.perf_counter()
     deadline = time.monotonic() + timeout
+    last: Any = None
     while done < n and time.monotonic() < deadline:
-        for p in q.recentProgress:
-            if p["batchId"] in seen:
-                continue
-            seen.add(p["batchId"])
-            if skip_first and len(seen) == 1:
-                t0 = time.perf_counter()
-            else:
-                done += p["numInputRows"]
+        lp = q.lastProgress
+        mark = None if lp is None else (lp["batchId"], lp["timestamp"])
+        if mark != last:
+            last = mark
+            for p in q.recentProgress:
+                if p["batchId"] in seen:
+                    continue
+                seen.add(p["batchId"])
+                if skip_first and len(seen) == 1:
+                    t0 = time.perf_counter()
+                else:
+                    done += p["numInputRows"]
         if after is not None:
             after()
         time.sleep(0.02)
@@ -148,7 +158,7 @@ def bench_source(spark: Any, n: int, producers: int = 2) -> float:
     prod: HubThread | None = None
     try:
         # Wait for the receiver's listener (the first offset call opens it).
-        while not q.recentProgress:
+        while q.lastProgress is None:
             time.sleep(0.05)
         started: dict[str, float] = {}
 
