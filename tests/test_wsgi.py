@@ -169,7 +169,9 @@ def test_wss_through_an_https_wsgi_server(pki):
         assert sock.recv() == b"over https"
         assert sock.pipes[0].properties["tls_version"].startswith("TLS")
     finally:
-        n.close()
+        # On a native thread, as every blocking nng call here: the hub (and the gsp end of the
+        # TLS connection) keeps running while nng tears its wss pipe down.
+        nng.run(n.close)
         sock.close()
         server.stop(timeout=5)
 
