@@ -216,35 +216,38 @@ class FairFifo(Generic[T]):
         self.ledger.reset(sizes, repeat(owner))
         self.held.add(owner, moved, max(0, before - sum(sizes)))
 
+    def _to_front(self, items: list[T], nbytes: int, source: Any) -> None:
+        # Items taken from the backlog go to the back of the front, and into its ledger.
+        buf = self.front
+        buf.extend(items)
+        self.ledger.added(len(items), nbytes, source, len(buf))
+
     def refill(self) -> None:
         """Top the front up from the backlogs, round robin; with one source left and an empty
         front, all of it (the queue is a plain FIFO again)."""
-        held, buf, ledger = self.held, self.front, self.ledger
+        held, buf = self.held, self.front
         if not held.items:
             return
         if not buf and held.sources() == 1:
             source = held.largest()
             for items, nbytes in held.take_all(source):
-                buf.extend(items)
-                ledger.added(len(items), nbytes, source, len(buf))
+                self._to_front(items, nbytes, source)
             self.owner = source
             return
         self.owner = MIXED
-        room = FRONT_BYTES - ledger.queued_bytes(len(buf))
+        room = FRONT_BYTES - self.ledger.queued_bytes(len(buf))
         while held.items and (len(buf) < FRONT_ITEMS and room > 0 or not buf):
             items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
-            buf.extend(items)
-            ledger.added(len(items), nbytes, source, len(buf))
+            self._to_front(items, nbytes, source)
             room -= nbytes
 
     def flatten(self) -> None:
         """Everything into the front, still round robin (before a change to the whole queue)."""
-        held, buf, ledger = self.held, self.front, self.ledger
-        while held.items:
+        held = self.held
+        if held.items:
             self.owner = MIXED
-            items, nbytes, source = held.turn(TURN_ITEMS, TURN_BYTES)
-            buf.extend(items)
-            ledger.added(len(items), nbytes, source, len(buf))
+        while held.items:
+            self._to_front(*held.turn(TURN_ITEMS, TURN_BYTES))
 
     def holds(self, source: Any) -> bool:
         """Whether an item of ``source``'s is queued (at the front or behind it)."""
