@@ -7,7 +7,8 @@ helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :
 :mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
 :mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``; :mod:`gsp.poller` holds
 :func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`; :mod:`gsp.prometheus`
-exports :func:`gsp.stats` to Prometheus (the ``gevent-sp[prometheus]`` extra).
+exports :func:`gsp.stats` to Prometheus (the ``gevent-sp[prometheus]`` extra); :mod:`gsp.allocator`
+holds :func:`gsp.tune_allocator`, the opt-in malloc setting for big messages.
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from ._core.pipe import Pipe, PipeEvent
     from ._core.registry import registry
     from ._core.socket import Socket, socket
+    from .allocator import tune_allocator
     from .chan import CLOSED, Chan, Recv, Send
     from .context import Context
     from .poller import POLLIN, POLLOUT, Poller, select
@@ -69,7 +71,7 @@ __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device", "sockets", "stats",
     "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT",
-    "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
+    "tune_allocator", "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
@@ -87,6 +89,7 @@ _LAZY = {
     "Context": ".context",
     "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
+    "tune_allocator": ".allocator",
 }
 
 
@@ -94,7 +97,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat", "poller", "prometheus",
+    "objects", "cat", "poller", "prometheus", "allocator",
 })
 
 
