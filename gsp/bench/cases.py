@@ -47,6 +47,9 @@ def thr_case(transport: str, size: int, count: int) -> Case:
     # CPU time per message (resource.getrusage): progress shows through the machine's noise.
     cpu = [("cpu_ns", "CPU ns/msg")] if transport == "inproc" else \
         [("cpu_ns_send", "CPU ns/msg send"), ("cpu_ns_recv", "CPU ns/msg recv")]
+    if size >= 64 * KiB:  # a big body's cost is mostly fresh pages: see gsp.allocator
+        cpu.append(("faults", "faults/msg") if transport == "inproc" else
+                   ("faults_recv", "faults/msg recv"))
     return Case(f"push/pull {transport} {show_size(size)}", "thr",
                 {"transport": transport, "size": size, "count": count}, [unit, *cpu])
 

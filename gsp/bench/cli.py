@@ -57,6 +57,9 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--repeat", type=int, default=1, help="runs per figure; the median is shown")
     common.add_argument("--timeout", type=float, default=300.0, help="seconds a single run may take")
     common.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--malloc", choices=("default", "tuned"), default="default",
+                        help="tuned: every library's worker processes call gsp.tune_allocator() "
+                             "first (glibc keeps big messages' memory mapped); see docs")
     common.add_argument("--from-json", metavar="FILE",
                         help="run nothing: show the table (and --plot) of an earlier --json run")
     transport = argparse.ArgumentParser(add_help=False)
@@ -137,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases = cases_for(a)
         info = report.machine()
-        results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet)
+        info["malloc"] = a.malloc
+        results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet, a.malloc)
     if a.plot:
         report.plot(a.plot, cases, libs, results, info)
     if a.json:

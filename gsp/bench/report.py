@@ -47,6 +47,8 @@ def header(info: dict[str, Any]) -> str:
     return (f"gsp bench: {info['nproc']} × {info['cpu']}, Linux {info['kernel']}, "
             f"Python {info['python']}, gevent {info['gevent']}, pyzmq {info.get('zmq')} "
             f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
+            + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
+               if info.get("malloc") == "tuned" else "") +
             "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
             "for µs, s, KiB and CPU ns lower is better)\n")
 
@@ -74,9 +76,13 @@ def table(cases: list[Case], libs: list[str], results: list[dict[str, Any]]) -> 
     head = ["workload", "metric", *libs]
     rows = [head]
     for case in cases:
+        figures = [r["figures"] for lib in libs if (r := by.get((case.label, lib))) and
+                   r.get("figures")]
         for key, unit in case.rows:
+            if figures and not any(key in f for f in figures):
+                continue  # a figure this (older, saved) run did not measure
             gsp_rec = by.get((case.label, "gsp"))
-            base = gsp_rec["figures"][key] if gsp_rec and gsp_rec["figures"] else None
+            base = gsp_rec["figures"].get(key) if gsp_rec and gsp_rec["figures"] else None
             row = [case.label, unit]
             for lib in libs:
                 r = by.get((case.label, lib))
@@ -85,7 +91,7 @@ def table(cases: list[Case], libs: list[str], results: list[dict[str, Any]]) -> 
                 elif r["figures"] is None:
                     row.append("error")
                 else:
-                    v = r["figures"][key]
+                    v = r["figures"].get(key)
                     cell = fmt(v)
                     if lib != "gsp" and base and v is not None:
                         cell += f" ({v / base:.2f}×)"

@@ -42,11 +42,12 @@ def _worker_env() -> dict[str, str]:
 class Worker:
     """One ``python -m gsp.bench.worker`` process and its JSON-lines control channel."""
 
-    def __init__(self, lib: str, role: str, deadline: float, **args: Any) -> None:
+    def __init__(self, lib: str, role: str, deadline: float, malloc: str = "default",
+                 **args: Any) -> None:
         self.name = f"{lib} {role}"
         self.deadline = deadline
         self._err = tempfile.TemporaryFile()
-        spec = json.dumps({"lib": lib, "role": role, "args": args})
+        spec = json.dumps({"lib": lib, "role": role, "malloc": malloc, "args": args})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gsp.bench.worker", spec], env=_worker_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
@@ -113,14 +114,15 @@ class Worker:
 class Run:
     """The workers of one measurement; all of them are stopped (or killed) on exit."""
 
-    def __init__(self, lib: str, timeout: float, tmpdir: str) -> None:
+    def __init__(self, lib: str, timeout: float, tmpdir: str, malloc: str = "default") -> None:
         self.lib = lib
         self.deadline = time.monotonic() + timeout
         self.tmpdir = tmpdir
+        self.malloc = malloc
         self.workers: list[Worker] = []
 
     def start(self, role: str, **args: Any) -> Worker:
-        w = Worker(self.lib, role, self.deadline, **args)
+        w = Worker(self.lib, role, self.deadline, self.malloc, **args)
         self.workers.append(w)
         return w
 
@@ -146,7 +148,7 @@ def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
     n = count - 1  # messages timed (the first one starts the clock)
     if transport == "inproc":  # one process: its CPU time is both sides'
         r = run.start("inproc_thr", size=size, count=count).expect("result")
-        cpu = {"cpu_ns": r["cpu"] / n * 1e9}
+        cpu = {"cpu_ns": r["cpu"] / n * 1e9, "faults": r["faults"] / n}
     else:
         recv = run.start("thr_recv", url=run.address(transport), size=size, count=count)
         url = recv.expect("ready")["url"]
@@ -156,7 +158,8 @@ def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
         r = recv.expect("result")
         send.say("measure")
         sent = send.expect("result")
-        cpu = {"cpu_ns_send": sent["cpu"] / n * 1e9, "cpu_ns_recv": r["cpu"] / n * 1e9}
+        cpu = {"cpu_ns_send": sent["cpu"] / n * 1e9, "cpu_ns_recv": r["cpu"] / n * 1e9,
+               "faults_recv": r["faults"] / n}
     rate = n / r["elapsed"]
     return {"msg_s": rate, "mb_s": rate * size / 1e6, "count": count, "elapsed": r["elapsed"],
             **cpu}
@@ -222,14 +225,16 @@ WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {"thr": thr, "lat": lat, "
 
 
 def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
-            repeat: int) -> dict[str, Any]:
-    """Run one case ``repeat`` times; figures are the medians (all runs kept in ``runs``)."""
+            repeat: int, malloc: str = "default") -> dict[str, Any]:
+    """Run one case ``repeat`` times; figures are the medians (all runs kept in ``runs``).
+    ``malloc="tuned"``: every worker process calls :func:`gsp.tune_allocator` first, whatever its
+    library."""
     fn = WORKLOADS[workload]
     tmpdir = tempfile.mkdtemp(prefix="gsp-bench-", dir="/tmp")
     runs: list[dict[str, Any]] = []
     try:
         for _ in range(repeat):
-            with Run(lib, timeout, tmpdir) as run:
+            with Run(lib, timeout, tmpdir, malloc) as run:
                 runs.append(fn(run, **params))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -264,7 +269,7 @@ class Progress:
 
 
 def run_cases(cases: list[Case], libs: list[str], timeout: float, repeat: int,
-              quiet: bool = False) -> list[dict[str, Any]]:
+              quiet: bool = False, malloc: str = "default") -> list[dict[str, Any]]:
     """Every case with every library: one result record each (the JSON ``results``)."""
     prog = Progress(len(cases) * len(libs), quiet)
     results = []
@@ -274,7 +279,8 @@ def run_cases(cases: list[Case], libs: list[str], timeout: float, repeat: int,
             rec: dict[str, Any] = {"case": case.label, "workload": case.workload,
                                    "params": case.params, "lib": lib, "figures": None}
             try:
-                rec["figures"] = measure(lib, case.workload, case.params, timeout, repeat)
+                rec["figures"] = measure(lib, case.workload, case.params, timeout, repeat,
+                                         malloc)
                 shown = ", ".join(f"{fmt(rec['figures'][k])} {u}" for k, u in case.rows)
             except NotApplicable:
                 rec["na"] = True

@@ -1,5 +1,5 @@
 """A worker process, started by the runner (never by hand):
-``python -m gsp.bench.worker '{"lib": ..., "role": ..., "args": {...}}'``.
+``python -m gsp.bench.worker '{"lib": ..., "role": ..., "malloc": ..., "args": {...}}'``.
 
 It builds the library, runs one role with the control channel on stdin/stdout, and turns a
 :class:`~gsp.bench.ctl.NotApplicable` or any other failure into a report line for the runner.
@@ -11,6 +11,7 @@ import json
 import sys
 import traceback
 
+from ..allocator import tune_allocator
 from .ctl import Ctl, NotApplicable
 from .libs import make, raise_nofile
 
@@ -18,6 +19,8 @@ from .libs import make, raise_nofile
 def run(spec_json: str) -> int:
     spec = json.loads(spec_json)
     raise_nofile()
+    if spec.get("malloc") == "tuned":  # before the library allocates anything of its own
+        tune_allocator()
     try:
         lib = make(spec["lib"])
         getattr(lib, spec["role"])(Ctl(lib.rt.sleep), **spec["args"])

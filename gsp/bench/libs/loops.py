@@ -34,17 +34,24 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def page_faults() -> int:
+    """Minor page faults of this whole process so far (pages the kernel mapped in on first touch:
+    what a fresh big message body costs when the allocator does not keep its memory)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def recv_count(recv: Recv, count: int, started: Callable[[], Any]) -> dict[str, Any]:
     """nng local_thr: time from the first message to the last. The sender sends the first one
     alone and the rest once told we have it (``started``), so no backlog queued before the clock
     starts inflates the rate (a receiver's I/O may run ahead of its application). ``cpu`` is the
-    process's CPU seconds over the same span."""
+    process's CPU seconds over the same span, ``faults`` its minor page faults."""
     recv()
-    t0, c0 = perf_counter(), cpu_seconds()
+    t0, c0, f0 = perf_counter(), cpu_seconds(), page_faults()
     started()
     for _ in range(count - 1):
         recv()
-    return {"count": count, "elapsed": perf_counter() - t0, "cpu": cpu_seconds() - c0}
+    return {"count": count, "elapsed": perf_counter() - t0, "cpu": cpu_seconds() - c0,
+            "faults": page_faults() - f0}
 
 
 def send_n(send: Send, msg: bytes, count: int,
