@@ -357,3 +357,34 @@ def test_lowat_is_set_back_so_small_messages_flow_after_a_big_one(
         for i in range(3):  # one byte each: a socket left at a high SO_RCVLOWAT would sit on them
             peer.sock.sendall(_frame(bytes([i])))
             assert pull.recv(timeout=2) == bytes([i])
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "ipc"])
+def test_a_receiver_keeping_up_takes_each_big_body_before_the_next_is_read(
+        gsp_socket: Callable[..., gsp.Socket], gsp_free_url: Callable[[str], str],
+        scheme: str) -> None:
+    """Big bodies are not read ahead by many MiB while the receiver keeps up: its reader lets
+    it take each one first, so bodies live one or two at a time and their memory is reused (a
+    deep read-ahead swings the heap and faults every body's pages in afresh)."""
+    url = gsp_free_url(scheme)
+    pull = gsp_socket("pull", listen=url, recv_max_size=0)  # 16 MiB of room by default
+    push = gsp_socket("push", dial=url)
+    wait_for(lambda: push.pipes)
+    body = b"b" * (256 * KiB)
+    n = 60  # 15 MiB: the kernel's buffers hold several of them at any time
+
+    def pusher() -> None:
+        for _ in range(n):
+            push.send(body)
+
+    g = gevent.spawn(pusher)
+    try:
+        queued = []
+        for _ in range(n):
+            assert pull.recv(timeout=5) == body
+            queued.append(pull.stats["recv_queue_bytes"])
+        g.join(5)
+        # before: 4 MiB queued at the deepest on tcp, as fast as the kernel delivered it
+        assert max(queued) <= 2 * len(body), queued
+    finally:
+        g.kill()

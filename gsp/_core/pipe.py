@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 _WRITE_BATCH = 1024  # messages coalesced into one write at most
 _READ_TURN = 32  # messages a reader delivers before letting other pipes' readers have a turn
+# A reader yields after a read that brought this many bytes in bodies of _BIG_BODY or more on
+# average, so that a receiver keeping up takes each big body before the next is read: bodies then
+# live one or two at a time, and the allocator reuses their memory. Read ahead by many MiB, the
+# heap's top swings past glibc's trim threshold and every body is written to freshly faulted-in
+# pages (1 MiB messages: 1.4 -> 3.5-4.3 GB/s, 150-180 -> 8-10 faults per message).
+_BIG_READ = 64 * 1024
+_BIG_BODY = 8 * 1024
 
 _live_pipes: "weakref.WeakValueDictionary[int, Pipe]" = weakref.WeakValueDictionary()
 _next_id = random.randrange(1, 1 << 31)
@@ -203,27 +210,29 @@ class Pipe:
                     if len(others) <= 1:
                         self.recv_batch_bytes = nbytes
                         deliver_all(self, msgs)
-                        continue
-                    i, end = 0, len(msgs)
-                    while i < end:  # in turns of _READ_TURN, as below
-                        k = min(_READ_TURN - n, end - i)
-                        part = msgs if k == end else msgs[i:i + k]
-                        self.recv_batch_bytes = nbytes if k == end else size(part)
-                        deliver_all(self, part)
-                        i += k
-                        n += k
+                    else:
+                        i, end = 0, len(msgs)
+                        while i < end:  # in turns of _READ_TURN, as below
+                            k = min(_READ_TURN - n, end - i)
+                            part = msgs if k == end else msgs[i:i + k]
+                            self.recv_batch_bytes = nbytes if k == end else size(part)
+                            deliver_all(self, part)
+                            i += k
+                            n += k
+                            if n == _READ_TURN:
+                                n = 0
+                                if len(others) > 1:
+                                    gevent.sleep(0)
+                else:
+                    for data in msgs:
+                        deliver(self, data)
+                        n += 1
                         if n == _READ_TURN:
                             n = 0
-                            if len(others) > 1:
+                            if len(others) > 1:  # a deep backlog on one pipe must not starve others
                                 gevent.sleep(0)
-                    continue
-                for data in msgs:
-                    deliver(self, data)
-                    n += 1
-                    if n == _READ_TURN:
-                        n = 0
-                        if len(others) > 1:  # a deep backlog on one pipe must not starve others
-                            gevent.sleep(0)
+                if nbytes >= _BIG_READ and nbytes >= _BIG_BODY * len(msgs):
+                    gevent.sleep(0)  # big bodies: let the receiver take them before reading more
         except (GspError, OSError) as exc:  # OSError: a transport that forgot to map an error
             self._shutdown(exc)
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
