@@ -93,7 +93,8 @@ def table(cases: list[Case], libs: list[str], results: list[dict[str, Any]]) -> 
                 else:
                     v = r["figures"].get(key)
                     cell = fmt(v)
-                    if lib != "gsp" and base and v is not None:
+                    if lib != "gsp" and base and abs(base) >= 0.005 and v is not None:
+                        # (a ratio to a figure shown as 0.00, e.g. no page faults, says nothing)
                         cell += f" ({v / base:.2f}×)"
                     row.append(cell)
             rows.append(row)
