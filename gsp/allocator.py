@@ -1,11 +1,13 @@
 """Big messages without page faults: an opt-in, process-wide setting of glibc's ``malloc``.
 
 Every message :meth:`gsp.Socket.recv` returns is a new ``bytes`` object, as with pyzmq, pynng and
-the standard library's sockets. Under glibc's default settings a body of 128 KiB or more gets its
-own ``mmap`` and is unmapped when freed, and freed memory at the top of the heap beyond 128 KiB is
-given back to the kernel; either way the next body is written into pages the kernel must map and
-zero again. Measured on gsp's push/pull over tcp, that is 10 page faults per 64 KiB message and
-150 per 1 MiB message, and two thirds of the receiver's CPU (``gsp bench thr --size 1m``).
+the standard library's sockets. Under glibc's default settings a body of 128 KiB or more may get
+its own ``mmap`` and be unmapped when freed, and free memory at the top of the heap beyond the
+trim threshold (128 KiB, or twice the largest body unmapped so far) is given back to the kernel;
+either way later bodies are written into pages the kernel must map and zero again. gsp's readers
+keep bodies from piling up ahead of a receiver that keeps up, so a steady stream reuses its
+memory; a receiver that falls behind and then drains its queue still pays: 63 page faults per
+256 KiB body, draining bursts of 40 over tcp (``tests/test_allocator.py``), against 0 tuned.
 
 :func:`tune_allocator` makes ``malloc`` keep that memory instead: bodies up to ``big`` bytes come
 from the heap, and up to ``keep`` bytes of free heap stay mapped for the next ones. The setting is

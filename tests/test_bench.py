@@ -96,7 +96,8 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
 @pytest.mark.skipif(sys.platform != "linux", reason="gsp.tune_allocator: glibc only")
 def test_malloc_tuned_runs_every_library_with_gsp_tune_allocator() -> None:
     """Big messages' page faults are a row of the table; ``--malloc tuned`` has every library's
-    worker processes call gsp.tune_allocator(), which the receivers' faults show, and says so."""
+    worker processes call gsp.tune_allocator(), which pyzmq's receiver's faults show, and the
+    table says so."""
     args = ("thr", "--size", "256k", "--count", "1500", "--libs", "gsp,pyzmq", "--quiet")
     default, tuned = run(*args, "--json"), run(*args, "--json", "--malloc", "tuned")
     assert default.returncode == 0 and tuned.returncode == 0, default.stderr + tuned.stderr
@@ -105,10 +106,12 @@ def test_malloc_tuned_runs_every_library_with_gsp_tune_allocator() -> None:
     faults = {b["lib"]: (b["figures"]["faults_recv"], a["figures"]["faults_recv"])
               for b, a in zip(before["results"], after["results"], strict=True)}
     assert set(faults) == {"gsp", "pyzmq"}
-    # glibc's defaults map fresh pages for most 256 KiB bodies (~25-50 a message here); tuned,
-    # what is left is the heap growing once to the queue's size (~4,000 faults in all)
-    assert faults["gsp"][0] > 4 and faults["gsp"][1] < 4, faults
-    assert all(tuned_ < default_ / 2 for default_, tuned_ in faults.values()), faults
+    # gsp's readers keep its bodies from piling up, so it faults little either way (what is left
+    # is the heap growing once); pyzmq's receiving process, under glibc's defaults, faults ~10 a
+    # 256 KiB message, and tuned, in its worker too, a fraction of that
+    assert faults["gsp"][1] < 4, faults
+    pyzmq_default, pyzmq_tuned = faults["pyzmq"]
+    assert pyzmq_tuned < pyzmq_default / 2, faults
     shown = run(*args, "--malloc", "tuned")
     assert shown.returncode == 0, shown.stderr
     assert "malloc: tuned" in shown.stdout
