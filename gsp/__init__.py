@@ -70,8 +70,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device", "sockets", "stats",
-    "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT",
-    "tune_allocator", "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
+    "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT", "tune_allocator",
+    "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",

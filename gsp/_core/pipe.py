@@ -30,7 +30,7 @@ _READ_TURN = 32  # messages a reader delivers before letting other pipes' reader
 # average, so that a receiver keeping up takes each big body before the next is read: bodies then
 # live one or two at a time, and the allocator reuses their memory. Read ahead by many MiB, the
 # heap's top swings past glibc's trim threshold and every body is written to freshly faulted-in
-# pages (1 MiB messages: 1.4 -> 3.5-4.3 GB/s, 150-180 -> 8-10 faults per message).
+# pages (1 MiB push/pull over tcp: 1.3-1.7 -> 5.3-5.4 GB/s, 150-190 -> 2-10 faults a message).
 _BIG_READ = 64 * 1024
 _BIG_BODY = 8 * 1024
 
