@@ -172,6 +172,7 @@ class StreamConnection(Connection):
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
+        self._drained = False  # recv_or_park's last read looked like a request: park at once
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
 
@@ -324,12 +325,17 @@ class StreamConnection(Connection):
         raw = self._raw
         if raw is None or decoder.buffered or decoder.error is not None:
             return self.recv_messages()
+        if self._drained:
+            # The last read brought one message and emptied the kernel's buffer: a request or
+            # a reply, whose peer now waits for us. A read now would all but surely find nothing
+            # (one failed recv a message); the watcher sees whatever comes meanwhile.
+            self._drained = False
+            self._park_on(raw, wake)
+            return None
         try:  # after a big message only its successor's prefix, as recv_messages reads it
             data = raw.recv(self.framing.prefix_size if self._big else _RECV_CHUNK)
         except BlockingIOError:
-            if self._park is None:
-                self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
-            self._park.start(self._unpark, wake)
+            self._park_on(raw, wake)
             return None
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
@@ -338,9 +344,16 @@ class StreamConnection(Connection):
         msgs = decoder.feed(data)
         self._holding.hold(decoder.buffered)
         if msgs:
-            self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
+            self._big = big = len(msgs[-1]) >= wire.DIRECT_SIZE
+            # A stream of messages keeps being read until a recv finds nothing.
+            self._drained = len(msgs) == 1 and not big and len(data) < _RECV_CHUNK
             return msgs
         return self.recv_messages()  # part of a frame: wait for the rest as any read does
+
+    def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
+        if self._park is None:
+            self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
+        self._park.start(self._unpark, wake)
 
     def _unpark(self, wake: Callable[[], None]) -> None:
         self._park.stop()  # an io watcher fires for as long as the socket is readable

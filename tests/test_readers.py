@@ -168,3 +168,55 @@ def test_a_subclass_reading_its_own_way_never_parks() -> None:
     finally:
         a.close()
         b.close()
+
+
+class CountingRaw:
+    """A plain socket's non-blocking socket, counting the recv calls made on it."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.recvs = 0
+
+    def recv(self, n: int) -> bytes:
+        self.recvs += 1
+        data: bytes = self.raw.recv(n)
+        return data
+
+    def fileno(self) -> int:
+        return int(self.raw.fileno())
+
+
+def test_a_lone_message_parks_without_a_read_that_finds_nothing() -> None:
+    """A read that brought one message and emptied the kernel's buffer is a request or a reply
+    whose peer now waits: the next call parks at once (no recv failing with EAGAIN), and the
+    watcher still sees the next message. A read that brought several reads on."""
+    spec = gsp.registry.protocol("pair")
+    x, y = gsocket.socketpair()
+    a = StreamConnection(x, wire.TCP, 0, "a", "b")
+    b = StreamConnection(y, wire.TCP, 0, "b", "a")
+    try:
+        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+        assert b._raw is not None
+        raw = b._raw = CountingRaw(b._raw)
+        woke: list[int] = []
+        a.send_messages([b"request"])
+        wait_for(lambda: b.recv_or_park(woke.append) == [b"request"], what="the request")
+        before = raw.recvs
+        assert b.recv_or_park(lambda: woke.append(1)) is None
+        assert raw.recvs == before and b._park.active  # parked with no recv
+        a.send_messages([b"next"])
+        wait_for(lambda: woke == [1], what="the wake")
+        assert b.recv_or_park(lambda: None) == [b"next"]
+        # Bytes that came meanwhile wait for the watcher, which fires at once.
+        a.send_messages([b"one", b"two"])
+        gevent.sleep(0.01)
+        assert b.recv_or_park(lambda: woke.append(2)) is None
+        wait_for(lambda: woke == [1, 2], what="the second wake")
+        # Several messages in one read: the next call reads again (and finds nothing here).
+        assert b.recv_or_park(lambda: None) == [b"one", b"two"]
+        before = raw.recvs
+        assert b.recv_or_park(lambda: None) is None
+        assert raw.recvs == before + 1
+    finally:
+        a.close()
+        b.close()
