@@ -261,7 +261,8 @@ class ResponderContext(Context):
         self._route: tuple[PipeHandle, bytes] | None = None
         self._receiving = False
         self._got: Message | None = None  # a request handed over while parked in recv
-        self._wakeup = Wakeup()
+        # A request delivered while a receiver is parked is handed to it: never blocks.
+        self._wakeup = Wakeup(proto.handle)
 
     def _recv(self, timeout: float | None) -> Message:
         if self._receiving:

@@ -38,13 +38,21 @@ class Wakeup:
     """Where the one greenlet blocked in a context's call parks until something changed: one
     gevent ``Waiter`` per wait (no channel, no select). The waiter looks at the context's state
     again after every :meth:`wait`, which returns when woken, when ``timeout`` passed, or
-    spuriously; :meth:`wake` with nobody parked does nothing."""
+    spuriously; :meth:`wake` with nobody parked does nothing.
 
-    __slots__ = ("_waiter", "_loop")
+    Given ``lend`` (the protocol's socket handle), a wait offers its greenlet to read the socket's
+    pipes (:meth:`gsp.protocol.SocketHandle.lend_reads`): when bytes come while it waits, it reads
+    and delivers them itself, one switch from the event loop in place of three (a reader greenlet,
+    then a wakeup), and returns. Pass it only if the protocol's ``pipe_recv`` of one message never
+    blocks while such a wait is parked (a reply looked up by id; a request handed to a parked
+    receiver)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_waiter", "_loop", "_lend")
+
+    def __init__(self, lend: "SocketHandle | None" = None) -> None:
         self._waiter: Waiter | None = None
         self._loop = get_hub().loop
+        self._lend = lend
 
     def wait(self, timeout: float | None) -> None:
         """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
@@ -55,13 +63,19 @@ class Wakeup:
         if timeout is not None:
             timer = self._loop.timer(max(timeout, 0.0))
             timer.start(w.switch, None)
+        lend = self._lend
+        lent = lend is not None and lend.lend_reads(w)
         try:
-            w.get()
+            chore: Callable[[], None] | None = w.get()
         finally:
+            if lent:
+                lend.end_lend(w)  # type: ignore[union-attr]  # (lent implies lend)
             if self._waiter is w:
                 self._waiter = None
             if timer is not None:
                 timer.close()
+        if chore is not None:  # handed a pipe's read: do it (a wake meanwhile finds nobody)
+            chore()
 
     def wake(self) -> None:
         """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""

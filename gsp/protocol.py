@@ -28,6 +28,7 @@ from .message import Message
 
 if TYPE_CHECKING:
     import gevent
+    from gevent.hub import Waiter
 
     from .chan import Chan, Recv
     from .context import Context
@@ -150,6 +151,17 @@ class SocketHandle(_Typing):
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         """Call ``callback(value)`` after option ``name`` changed (set_option on the socket),
         with the validated value. Not called for the value the protocol was created with."""
+
+    def lend_reads(self, waiter: "Waiter") -> bool:
+        """Offer the greenlet waiting on ``waiter`` to read the socket's pipes while it waits:
+        the next pipe with bytes is then read in it, not in a reader greenlet, by switching
+        ``waiter`` with a callable to call at once (it reads without blocking, delivers, and
+        leaves the rest to a reader greenlet). False when another wait holds the offer. End
+        every offer made with :meth:`end_lend`. :class:`gsp.context.Wakeup` does all this (its
+        ``lend``); the protocol's ``pipe_recv`` of one message must not block meanwhile."""
+
+    def end_lend(self, waiter: "Waiter") -> None:
+        """Withdraw :meth:`lend_reads`'s offer for ``waiter`` (nothing if it was taken)."""
 
     def send_direct(self, offer: "Callable[[bytes], bool] | None") -> None:
         """Let ``Socket.send(body)`` try ``offer(body)`` before calling the protocol: it queues

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import gevent
+from gevent.hub import Waiter
 
 if TYPE_CHECKING:
     from .socket import Socket
@@ -49,6 +50,12 @@ class SocketHandle:
 
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         self._sock._watch(name, callback)
+
+    def lend_reads(self, waiter: Waiter) -> bool:
+        return self._sock._readers.lend(waiter)
+
+    def end_lend(self, waiter: Waiter) -> None:
+        self._sock._readers.end_lend(waiter)
 
     def send_direct(self, offer: Callable[[bytes], bool] | None) -> None:
         self._sock._hot.send_direct = offer

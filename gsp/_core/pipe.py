@@ -18,6 +18,7 @@ from ..protocol import Protocol
 from ..queues import Signal
 from ..transport import Connection
 from . import counters
+from .readers import WOULD_WAIT, WouldWait
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -72,7 +73,8 @@ class Pipe:
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "__weakref__")
+                 "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
+                 "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -103,6 +105,7 @@ class Pipe:
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
         self._room: Signal | None = None  # made by room_case(); fired as the writer takes items
+        self._held: list[bytes] | None = None  # read by a lent read, for the next reader
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
@@ -179,9 +182,10 @@ class Pipe:
             self._writer = self._socket._spawn(self._write_loop)
 
     def _read_loop(self, idle: Waiter) -> "Pipe | None":
-        """Read and deliver until the pipe ends or its connection parks (nothing to read now);
-        then wait with ``idle`` among the socket's idle readers and return the next pipe to
-        read, or None when this reader should end (see :class:`~gsp._core.readers.Readers`)."""
+        """Read and deliver (first what a lent read left in ``_held``) until the pipe ends or
+        its connection parks (nothing to read now); then wait with ``idle`` among the socket's
+        idle readers and return the next pipe to read, or None when this reader should end (see
+        :class:`~gsp._core.readers.Readers`)."""
         conn = self._conn
         recv = conn.recv_or_park
         readers = self._socket._readers
@@ -196,13 +200,18 @@ class Pipe:
         n = 0
         try:
             while True:
-                msgs = recv(wake)
-                if msgs is None:  # parked: the watcher calls wake when bytes come
-                    self._reader = None
-                    nxt = readers.wait(idle)
-                    if nxt is not self:
-                        return nxt
-                    continue  # this pipe woke again: everything above still holds
+                held = self._held
+                if held is None:
+                    msgs = recv(wake)
+                    if msgs is None:  # parked: the watcher calls wake when bytes come
+                        self._reader = None
+                        nxt = readers.wait(idle)
+                        if nxt is not self:
+                            return nxt
+                        continue  # this pipe woke again: everything above still holds
+                else:
+                    msgs = held
+                    self._held = None
                 allow_direct()  # the peer answered: the next send may be written directly
                 self._in_msgs += len(msgs)
                 self._in_bytes += (nbytes := size(msgs))
@@ -238,6 +247,60 @@ class Pipe:
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
             self._shutdown(_unexpected(exc, "receiving"))
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
+
+    def _read_lent(self) -> None:
+        """Read this pipe in a user greenlet parked in a lending wait, handed the read by
+        :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader greenlet.
+        Nothing here may wait: a read that would (part of a frame came) stops after one loop
+        turn and goes on in a reader greenlet. The first message read is delivered here; the
+        rest of a batch, or what a second read brings, go to a reader greenlet too; else the
+        pipe parks again."""
+        readers = self._socket._readers
+        guard = readers.guard
+        throw = gevent.getcurrent().throw
+        conn = self._conn
+        held: list[bytes] | None = None
+        try:
+            for again in (False, True):
+                guard.start(throw, WOULD_WAIT)
+                try:
+                    msgs = conn.recv_or_park(self._wake)
+                finally:
+                    guard.stop()
+                if msgs is None:  # parked (again): the watcher wakes it when bytes come
+                    self._reader = None
+                    return
+                if again:
+                    held = msgs
+                    break
+                first = msgs[0]
+                if len(msgs) > 1:
+                    held = msgs[1:]
+                self._q.allow_direct()
+                self._in_msgs += 1
+                self._in_bytes += len(first)
+                proto = self._socket._proto
+                if type(proto).pipe_recv_all is not Protocol.pipe_recv_all:
+                    self.recv_batch_bytes = len(first)
+                    proto.pipe_recv_all(self, [first])
+                else:
+                    proto.pipe_recv(self, first)
+                if held is not None:
+                    break
+        except WouldWait:
+            pass  # a reader greenlet waits for the rest
+        except (GspError, OSError) as exc:
+            self._reader = None
+            self._shutdown(exc)
+            return
+        except Exception as exc:
+            self._reader = None
+            self._shutdown(_unexpected(exc, "receiving"))
+            return
+        except BaseException:  # a kill, an outer timeout: the pipe still needs a reader
+            readers.carry(self, held)
+            raise
+        readers.carry(self, held)
 
     def _write_loop(self) -> None:
         q = self._q

@@ -9,11 +9,16 @@ for as long as they live, as before.
 
 Handing a pipe to an idle reader is one switch from the event loop, as waking a greenlet
 blocked in a read is; a new greenlet is spawned only when every reader is busy.
+
+A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
+:class:`gsp.context.Wakeup`) comes before the idle readers: it is handed the pipe's read
+(``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
+greenlet waiting for it without a reader's switch and a wakeup in between.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
 from gevent.hub import Waiter, get_hub
@@ -25,16 +30,38 @@ if TYPE_CHECKING:
 IDLE_READERS = 16
 
 
+class _Lent:
+    """``Pipe._reader`` while a user greenlet reads the pipe (see :meth:`Readers.wake`): the pipe
+    has a reader, and closing the pipe must not kill it (it is not the pipe's to kill)."""
+
+    dead = True
+
+
+LENT: Any = _Lent()
+
+
+class WouldWait(BaseException):
+    """Thrown into a lent read that waited a loop turn (see ``Readers.guard``); a
+    BaseException so that nothing on the way takes it for a transport's error."""
+
+
+WOULD_WAIT = WouldWait()
+
+
 class Readers:
     """The reader greenlets of one socket (spawned with its ``spawn``, so closing the socket
     kills them with its other greenlets)."""
 
-    __slots__ = ("_spawn", "_idle", "_hub")
+    __slots__ = ("_spawn", "_idle", "_hub", "_borrower", "guard")
 
     def __init__(self, spawn: Callable[..., gevent.Greenlet]) -> None:
         self._spawn = spawn
         self._idle: list[Waiter] = []  # idle readers, each waiting on its own Waiter
         self._hub = get_hub()
+        self._borrower: Waiter | None = None  # a lending wait's waiter (see lend)
+        #: A zero timer a lent read runs under, so that it never waits: started to throw
+        #: WOULD_WAIT into the reading greenlet after one loop turn, stopped once it read.
+        self.guard = self._hub.loop.timer(0)
 
     @property
     def idle(self) -> int:
@@ -49,7 +76,43 @@ class Readers:
         """Give ``pipe`` a reader now; called in the event loop (a watcher or callback)."""
         if pipe.closed or pipe._reader is not None:
             return
-        if self._idle:
+        borrower = self._borrower
+        if borrower is not None:
+            self._borrower = None
+            pipe._reader = LENT
+            borrower.switch(pipe._read_lent)
+        elif self._idle:
+            waiter = self._idle.pop()
+            pipe._reader = waiter.greenlet
+            waiter.switch(pipe)
+        else:
+            pipe._reader = self._spawn(self._run, pipe)
+
+    def lend(self, waiter: Waiter) -> bool:
+        """Take the greenlet waiting on ``waiter`` as this socket's first reader while it waits
+        (one at a time: False when another holds the place); :meth:`end_lend` when it stops."""
+        if self._borrower is not None:
+            return False
+        self._borrower = waiter
+        return True
+
+    def end_lend(self, waiter: Waiter) -> None:
+        if self._borrower is waiter:
+            self._borrower = None
+
+    def carry(self, pipe: "Pipe", held: "list[bytes] | None") -> None:
+        """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``
+        to a reader greenlet in the next loop turn, to deliver ``held`` (read already) first."""
+        pipe._held = held
+        self._hub.loop.run_callback(self._give, pipe)
+
+    def _give(self, pipe: "Pipe") -> None:
+        # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
+        # still marked LENT, so that nothing else hands it out meanwhile.
+        if pipe.closed:
+            pipe._held = None
+            pipe._reader = None
+        elif self._idle:
             waiter = self._idle.pop()
             pipe._reader = waiter.greenlet
             waiter.switch(pipe)

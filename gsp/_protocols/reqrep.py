@@ -64,7 +64,8 @@ class ReqContext(Context):
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
         self._changed = Signal()  # for selects and a blocked send
-        self._wakeup = Wakeup()  # for the one recv that may wait (no select, no channel)
+        # For the one recv that may wait (no select, no channel); replies never block delivery.
+        self._wakeup = Wakeup(proto.handle)
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:

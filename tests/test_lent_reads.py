@@ -1,0 +1,150 @@
+"""Lent reads (gsp._core.readers, gsp.context.Wakeup's ``lend``): a greenlet waiting in a req or
+rep ``recv`` reads the socket's pipe itself when bytes come, in place of a reader greenlet. It
+never waits there: part of a frame, or several messages in one read, go on in a reader greenlet;
+the recv's timeout still holds; a stalled peer holds up nobody else."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+import greenlet
+import pytest
+
+import gsp
+from gsp import wire
+from gsp.testing import WAIT, RawPeer, connected, wait_for
+from tests.support import sockets
+
+pytestmark = pytest.mark.core
+
+REQ = 0x30  # the raw peers below speak req to gsp's rep
+RID = (0x80000001).to_bytes(4, "big")
+
+
+def url(kind: str, ipc_dir: str, name: str) -> str:
+    return {"tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{ipc_dir}/{name}.sock"}[kind]
+
+
+def readers_of(sock: gsp.Socket) -> int:
+    """Reader greenlets a socket has now, busy or idle (its greenlets less its accepters)."""
+    return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
+        kind: str, ipc_dir: str) -> None:
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, "lent")).url, req)
+        served = []
+
+        def echo() -> None:
+            while True:
+                body = rep.recv()
+                served.append(gevent.getcurrent())
+                rep.send(body + b"!")
+
+        g = gevent.spawn(echo)
+        req.send(b"warm")  # the first pipe reads may be a reader's, before anyone waited
+        assert req.recv() == b"warm!"
+        owned = set(rep._group) | set(req._group)  # their readers (and accepters)
+        switches_to_owned = []
+
+        def trace(event: str, args: tuple[greenlet.greenlet, greenlet.greenlet]) -> None:
+            if event == "switch" and args[1] in owned:
+                switches_to_owned.append(args[1])
+
+        old = greenlet.settrace(trace)
+        try:
+            for i in range(50):
+                req.send(b"%d" % i)
+                assert req.recv() == b"%d!" % i
+        finally:
+            greenlet.settrace(old)
+            g.kill()
+        # No reader greenlet ran: each request was read by the echo greenlet waiting in
+        # rep.recv, each reply by this one waiting in req.recv.
+        assert switches_to_owned == []
+        assert set(served) == {g}
+        assert req.pipes[0].stats["messages_received"] == 51
+        assert rep.pipes[0].stats["messages_received"] == 51
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_a_peer_stalled_mid_frame_holds_up_neither_the_timeout_nor_other_peers(
+        kind: str, ipc_dir: str) -> None:
+    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+        bound = rep.listen(url(kind, ipc_dir, "stall")).url
+        with RawPeer(bound, REQ) as slow, RawPeer(bound, REQ) as fast:
+            wait_for(lambda: len(rep.pipes) == 2, what="both pipes")
+            frame = b"".join(wire.encode_frames(slow.framing, [(b"", RID + b"slow request")]))
+            gevent.spawn_later(0.05, slow.sock.sendall, frame[:7])  # while rep.recv waits
+            t0 = time.monotonic()
+            with pytest.raises(gsp.Timeout):
+                rep.recv(timeout=0.3)
+            assert time.monotonic() - t0 < 0.3 + 1.0  # the lent read did not wait for the rest
+            fast.send(RID + b"fast request")
+            assert rep.recv() == b"fast request"  # the stalled pipe holds nobody up
+            rep.send(b"fast reply")
+            assert fast.recv() == RID + b"fast reply"
+            slow.sock.sendall(frame[7:])  # the rest: a reader greenlet was waiting for it
+            assert rep.recv() == b"slow request"
+            rep.send(b"slow reply")
+            assert slow.recv() == RID + b"slow reply"
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_several_messages_in_one_read_all_arrive_in_order(kind: str, ipc_dir: str) -> None:
+    n = 20
+    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+        bound = rep.listen(url(kind, ipc_dir, "batch")).url
+        with RawPeer(bound, REQ) as peer:
+            wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
+            ids = [(0x80000000 | i).to_bytes(4, "big") for i in range(n)]
+            gevent.spawn_later(0.05, peer.send, *[rid + b"req %d" % i for i, rid in enumerate(ids)])
+            for i, rid in enumerate(ids):  # the first recv waits: its greenlet reads the batch
+                assert rep.recv() == b"req %d" % i
+                rep.send(b"rep %d" % i)
+                assert peer.recv() == rid + b"rep %d" % i
+
+
+def test_a_lent_read_of_a_closed_peer_ends_the_pipe_and_fails_the_waiting_recv() -> None:
+    with sockets(("req", {"recv_timeout": WAIT, "resend_time": 0})) as [req]:
+        with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+            connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
+            req.send(b"never answered")
+            assert rep.recv() == b"never answered"
+            pipe = req.pipes[0]
+            gevent.spawn_later(0.05, rep.close)
+            with pytest.raises(gsp.ConnectionBroken):
+                req.recv()  # waiting, it read the peer's close itself
+        assert pipe.wait_closed(WAIT) and isinstance(pipe.error, gsp.ConnectionBroken)
+        assert req.pipes == [] and not req.closed  # the socket carries on
+
+
+def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> None:
+    """An outer gevent.Timeout (or a kill) reaching the waiting greenlet while it reads: it goes
+    on up through recv, and the pipe is read on by a reader greenlet, losing nothing."""
+    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+            wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
+            conn = rep.pipes[0]._conn
+            real = conn.recv_or_park
+            outer = gevent.Timeout(1)  # as if it fired while the read went on
+            calls = []
+
+            def interrupted(wake: object) -> object:
+                calls.append(gevent.getcurrent())
+                if len(calls) == 1:
+                    raise outer
+                return real(wake)
+
+            conn.recv_or_park = interrupted  # type: ignore[method-assign]
+            gevent.spawn_later(0.05, peer.send, RID + b"request")
+            with pytest.raises(gevent.Timeout) as caught:
+                rep.recv()
+            assert caught.value is outer and calls == [gevent.getcurrent()]
+            assert rep.recv() == b"request"  # read on, by a reader greenlet
+            assert gevent.getcurrent() not in calls[1:]  # (an idle one may use the real method)
+            rep.send(b"reply")
+            assert peer.recv() == RID + b"reply"
