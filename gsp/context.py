@@ -45,14 +45,16 @@ class Wakeup:
     and delivers them itself, one switch from the event loop in place of three (a reader greenlet,
     then a wakeup), and returns. Pass it only if the protocol's ``pipe_recv`` of one message never
     blocks while such a wait is parked (a reply looked up by id; a request handed to a parked
-    receiver)."""
+    receiver). With ``batches`` (for a ``pipe_recv`` that never blocks at all, as req's), it
+    delivers every message of a read, not only the first."""
 
-    __slots__ = ("_waiter", "_loop", "_lend")
+    __slots__ = ("_waiter", "_loop", "_lend", "_batches")
 
-    def __init__(self, lend: "SocketHandle | None" = None) -> None:
+    def __init__(self, lend: "SocketHandle | None" = None, batches: bool = False) -> None:
         self._waiter: Waiter | None = None
         self._loop = get_hub().loop
         self._lend = lend
+        self._batches = batches
 
     def wait(self, timeout: float | None) -> None:
         """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
@@ -64,12 +66,13 @@ class Wakeup:
             timer = self._loop.timer(max(timeout, 0.0))
             timer.start(w.switch, None)
         lend = self._lend
-        lent = lend is not None and lend.lend_reads(w)
+        if lend is not None:
+            lend.lend_reads(w, self._batches)
         try:
             chore: Callable[[], None] | None = w.get()
         finally:
-            if lent:
-                lend.end_lend(w)  # type: ignore[union-attr]  # (lent implies lend)
+            if lend is not None:
+                lend.end_lend(w)
             if self._waiter is w:
                 self._waiter = None
             if timer is not None:

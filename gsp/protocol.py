@@ -152,16 +152,18 @@ class SocketHandle(_Typing):
         """Call ``callback(value)`` after option ``name`` changed (set_option on the socket),
         with the validated value. Not called for the value the protocol was created with."""
 
-    def lend_reads(self, waiter: "Waiter") -> bool:
+    def lend_reads(self, waiter: "Waiter", batches: bool = False) -> bool:
         """Offer the greenlet waiting on ``waiter`` to read the socket's pipes while it waits:
         the next pipe with bytes is then read in it, not in a reader greenlet, by switching
-        ``waiter`` with a callable to call at once (it reads without blocking, delivers, and
-        leaves the rest to a reader greenlet). False when another wait holds the offer. End
-        every offer made with :meth:`end_lend`. :class:`gsp.context.Wakeup` does all this (its
-        ``lend``); the protocol's ``pipe_recv`` of one message must not block meanwhile."""
+        ``waiter`` with a callable to call at once (it reads without blocking, delivers the
+        first message read, or all of them with ``batches``, and leaves the rest to a reader
+        greenlet). False when it is not taken (another wait offers too: then readers read). End
+        every offer, taken or not, with :meth:`end_lend`. :class:`gsp.context.Wakeup` does all this (its ``lend``); the
+        protocol's ``pipe_recv`` of one message (of any, with ``batches``) must not block
+        meanwhile."""
 
     def end_lend(self, waiter: "Waiter") -> None:
-        """Withdraw :meth:`lend_reads`'s offer for ``waiter`` (nothing if it was taken)."""
+        """End :meth:`lend_reads`'s offer for ``waiter`` (once per offer, taken or not)."""
 
     def send_direct(self, offer: "Callable[[bytes], bool] | None") -> None:
         """Let ``Socket.send(body)`` try ``offer(body)`` before calling the protocol: it queues

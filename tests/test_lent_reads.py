@@ -148,3 +148,23 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
             assert gevent.getcurrent() not in calls[1:]  # (an idle one may use the real method)
             rep.send(b"reply")
             assert peer.recv() == RID + b"reply"
+
+
+def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
+    """Among several greenlets waiting (contexts), what one would read is mostly the others':
+    readers read, and each context still gets its own reply."""
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
+        a, b = req.open_context(), req.open_context()
+        a.send(b"a")
+        b.send(b"b")
+        got: dict[str, bytes] = {}
+        waiting = [gevent.spawn(lambda c=c, k=k: got.__setitem__(k, c.recv()))
+                   for k, c in (("a", a), ("b", b))]
+        gevent.sleep(0.01)  # both wait now
+        assert req._readers._offers == 2 and req._readers._borrower is None
+        for _ in range(2):
+            rep.send(rep.recv() + b"!")
+        gevent.joinall(waiting, timeout=WAIT, raise_error=True)
+        assert got == {"a": b"a!", "b": b"b!"}
+        assert req._readers._offers == 0

@@ -51,8 +51,8 @@ class SocketHandle:
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         self._sock._watch(name, callback)
 
-    def lend_reads(self, waiter: Waiter) -> bool:
-        return self._sock._readers.lend(waiter)
+    def lend_reads(self, waiter: Waiter, batches: bool = False) -> bool:
+        return self._sock._readers.lend(waiter, batches)
 
     def end_lend(self, waiter: Waiter) -> None:
         self._sock._readers.end_lend(waiter)

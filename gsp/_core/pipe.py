@@ -252,10 +252,11 @@ class Pipe:
         """Read this pipe in a user greenlet parked in a lending wait, handed the read by
         :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader greenlet.
         Nothing here may wait: a read that would (part of a frame came) stops after one loop
-        turn and goes on in a reader greenlet. The first message read is delivered here; the
-        rest of a batch, or what a second read brings, go to a reader greenlet too; else the
-        pipe parks again."""
+        turn and goes on in a reader greenlet. The first message read (every one, for a wait
+        lending with ``batches``) is delivered here; the rest, or what a second read brings, go
+        to a reader greenlet too; else the pipe parks again."""
         readers = self._socket._readers
+        whole = readers.lent_batches
         guard = readers.guard
         throw = gevent.getcurrent().throw
         conn = self._conn
@@ -273,18 +274,19 @@ class Pipe:
                 if again:
                     held = msgs
                     break
-                first = msgs[0]
-                if len(msgs) > 1:
+                if len(msgs) > 1 and not whole:
                     held = msgs[1:]
+                    msgs = msgs[:1]
                 self._q.allow_direct()
-                self._in_msgs += 1
-                self._in_bytes += len(first)
+                self._in_msgs += len(msgs)
+                self._in_bytes += (nbytes := counters.size(msgs))
                 proto = self._socket._proto
                 if type(proto).pipe_recv_all is not Protocol.pipe_recv_all:
-                    self.recv_batch_bytes = len(first)
-                    proto.pipe_recv_all(self, [first])
+                    self.recv_batch_bytes = nbytes
+                    proto.pipe_recv_all(self, msgs)
                 else:
-                    proto.pipe_recv(self, first)
+                    for data in msgs:
+                        proto.pipe_recv(self, data)
                 if held is not None:
                     break
         except WouldWait:

@@ -52,13 +52,18 @@ class Readers:
     """The reader greenlets of one socket (spawned with its ``spawn``, so closing the socket
     kills them with its other greenlets)."""
 
-    __slots__ = ("_spawn", "_idle", "_hub", "_borrower", "guard")
+    __slots__ = ("_spawn", "_idle", "_hub", "_borrower", "_batches", "_offers", "guard",
+                 "lent_batches")
 
     def __init__(self, spawn: Callable[..., gevent.Greenlet]) -> None:
         self._spawn = spawn
         self._idle: list[Waiter] = []  # idle readers, each waiting on its own Waiter
         self._hub = get_hub()
         self._borrower: Waiter | None = None  # a lending wait's waiter (see lend)
+        self._batches = False  # ... which delivers whole batches
+        self._offers = 0  # lending waits now, taken or not
+        #: Whether the lent read under way delivers a whole batch (set as it is handed out).
+        self.lent_batches = False
         #: A zero timer a lent read runs under, so that it never waits: started to throw
         #: WOULD_WAIT into the reading greenlet after one loop turn, stopped once it read.
         self.guard = self._hub.loop.timer(0)
@@ -80,6 +85,7 @@ class Readers:
         if borrower is not None:
             self._borrower = None
             pipe._reader = LENT
+            self.lent_batches = self._batches
             borrower.switch(pipe._read_lent)
         elif self._idle:
             waiter = self._idle.pop()
@@ -88,15 +94,22 @@ class Readers:
         else:
             pipe._reader = self._spawn(self._run, pipe)
 
-    def lend(self, waiter: Waiter) -> bool:
-        """Take the greenlet waiting on ``waiter`` as this socket's first reader while it waits
-        (one at a time: False when another holds the place); :meth:`end_lend` when it stops."""
-        if self._borrower is not None:
+    def lend(self, waiter: Waiter, batches: bool = False) -> bool:
+        """Take the greenlet waiting on ``waiter`` as this socket's first reader while it waits;
+        :meth:`end_lend` when it stops. Only while it is the one lending wait: among several
+        (contexts), what one reads is mostly for others, and it would wake for nothing, so
+        readers read (False). ``batches``: it delivers every message of a read, not only the
+        first."""
+        self._offers += 1
+        if self._offers > 1:
+            self._borrower = None  # the one before is no longer alone either
             return False
         self._borrower = waiter
+        self._batches = batches
         return True
 
     def end_lend(self, waiter: Waiter) -> None:
+        self._offers -= 1
         if self._borrower is waiter:
             self._borrower = None
 

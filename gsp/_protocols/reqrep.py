@@ -64,8 +64,8 @@ class ReqContext(Context):
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
         self._changed = Signal()  # for selects and a blocked send
-        # For the one recv that may wait (no select, no channel); replies never block delivery.
-        self._wakeup = Wakeup(proto.handle)
+        # For the one recv that may wait (no select, no channel); no reply's delivery blocks.
+        self._wakeup = Wakeup(proto.handle, batches=True)
 
     # -- user side -------------------------------------------------------------------------------
     def _send(self, msg: Message, timeout: float | None) -> None:
