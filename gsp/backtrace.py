@@ -300,6 +300,9 @@ class ResponderContext(Context):
                 if m is not None:
                     self._got = None
                     return m
+                if timeout is None:  # (no Deadline to make for the usual wait)
+                    self._wakeup.wait(None)
+                    continue
                 if deadline is None:
                     deadline = Deadline(timeout)
                 self._wakeup.wait(deadline.remaining())

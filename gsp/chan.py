@@ -98,7 +98,7 @@ class _Entry:
 class Chan(Generic[T]):
     """A goroutine-style channel; ``capacity=0`` makes it unbuffered."""
 
-    __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "__weakref__")
+    __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "_ready", "__weakref__")
 
     def __init__(self, capacity: int = 0) -> None:
         exact = type(capacity) is int  # the common case, checked without isinstance calls
@@ -112,6 +112,7 @@ class Chan(Generic[T]):
         self._recvq: list[_Entry] = []
         self._sendq: list[_Entry] = []
         self._closed = False
+        self._ready: tuple[Callable[..., Any], Callable[[], None]] | None = None  # notify_ready
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -140,8 +141,16 @@ class Chan(Generic[T]):
                 return True
         if len(self._buf) < self._cap:
             self._buf.append(item)
+            if self._ready is not None:
+                self._notify()
             return True
         return False
+
+    def _notify(self) -> None:
+        assert self._ready is not None
+        run, callback = self._ready
+        self._ready = None
+        run(callback)
 
     def _try_recv(self) -> Any:
         buf = self._buf
@@ -173,6 +182,8 @@ class Chan(Generic[T]):
                 e.sel.fire(e.index, item)
                 return
         self._buf.appendleft(item)  # may exceed capacity for a moment rather than lose it
+        if self._ready is not None:
+            self._notify()
 
     # -- public operations ---------------------------------------------------------------------
     def try_send(self, item: T) -> bool:
@@ -219,6 +230,18 @@ class Chan(Generic[T]):
         """Receive an item if one is available now, else raise :class:`gsp.WouldBlock`."""
         return self.recv(0)
 
+    def notify_ready(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback()`` once, from the event loop, when a ``recv`` could next complete at
+        once: an item buffered, or the channel closed (at once if so now). A receiver with no
+        greenlet to spare waits this way. One callback at a time; a new one (or None) replaces
+        it. For a buffered channel: an unbuffered one holds nothing to be ready with."""
+        if callback is None:
+            self._ready = None
+            return
+        self._ready = (get_hub().loop.run_callback, callback)
+        if self._buf or self._closed:
+            self._notify()
+
     def drain(self, limit: int) -> list[T]:
         """Take up to ``limit`` items available now without waiting (for batching writers)."""
         buf = self._buf
@@ -250,6 +273,8 @@ class Chan(Generic[T]):
                 run = items[i:i + room]
                 buf.extend(run)
                 i += len(run)
+                if self._ready is not None:
+                    self._notify()
             else:
                 self.send(items[i])  # full: wait for room like a plain send
                 i += 1
@@ -259,6 +284,8 @@ class Chan(Generic[T]):
         if self._closed:
             return
         self._closed = True
+        if self._ready is not None:
+            self._notify()
         rq, self._recvq = self._recvq, []
         for e in rq:
             if not e.sel.fired:

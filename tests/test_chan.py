@@ -368,3 +368,47 @@ def test_nowait_operations_match_a_deque_model(cap: int, ops: list[tuple[str, An
             closed = True
         assert len(ch) == len(model) and ch.closed == closed
     assert_clean(ch)
+
+
+# -- notify_ready: a receiver with no greenlet to spare ------------------------------------------
+def test_notify_ready_calls_back_once_from_the_loop_when_an_item_comes() -> None:
+    ch: Chan[int] = Chan(4)
+    calls: list[Any] = []
+    ch.notify_ready(lambda: calls.append(gevent.getcurrent()))
+    gevent.sleep(0)
+    assert calls == []  # nothing buffered yet
+    ch.send(1)
+    assert calls == []  # not in the sender's call: from the loop
+    gevent.sleep(0)
+    assert calls == [gevent.get_hub()] and ch.recv() == 1
+    ch.send(2)
+    gevent.sleep(0)
+    assert len(calls) == 1  # once: a new callback is needed for the next item
+
+
+@pytest.mark.parametrize("how", ["buffered", "closed", "send_all", "put_back"])
+def test_notify_ready_sees_every_way_an_item_or_the_end_comes(how: str) -> None:
+    ch: Chan[int] = Chan(4)
+    if how == "buffered":
+        ch.send(7)
+    woke: list[int] = []
+    ch.notify_ready(lambda: woke.append(1))
+    if how == "closed":
+        ch.close()
+    elif how == "send_all":
+        ch.send_all([1, 2])
+    elif how == "put_back":
+        ch._put_back(3)  # an interrupted receiver's item, back at the head
+    gevent.sleep(0)
+    assert woke == [1]
+
+
+def test_notify_ready_none_withdraws_the_callback() -> None:
+    ch: Chan[int] = Chan(4)
+    woke: list[int] = []
+    ch.notify_ready(lambda: woke.append(1))
+    ch.notify_ready(None)
+    ch.send(1)
+    ch.close()
+    gevent.sleep(0)
+    assert woke == []

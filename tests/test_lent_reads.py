@@ -23,7 +23,8 @@ RID = (0x80000001).to_bytes(4, "big")
 
 
 def url(kind: str, ipc_dir: str, name: str) -> str:
-    return {"tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{ipc_dir}/{name}.sock"}[kind]
+    return {"tcp": "tcp://127.0.0.1:0", "ipc": f"ipc://{ipc_dir}/{name}.sock",
+            "inproc": f"inproc://lent-{name}"}[kind]
 
 
 def readers_of(sock: gsp.Socket) -> int:
@@ -31,7 +32,7 @@ def readers_of(sock: gsp.Socket) -> int:
     return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
 
 
-@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
 def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
         kind: str, ipc_dir: str) -> None:
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:

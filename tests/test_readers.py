@@ -63,13 +63,31 @@ def test_pipes_park_after_big_messages_too(kind: str, ipc_dir: str) -> None:
             wait_for(lambda: pipe._reader is None, what="the pipe parked")
 
 
-def test_inproc_pipes_keep_their_reader() -> None:
+def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave() -> None:
     with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {"recv_timeout": WAIT})) as [a, b]:
-        connected(a, a.listen(url("inproc", "", "keep")).url, b)
-        b.send(b"x")
-        assert a.recv() == b"x"
-        gevent.sleep(0.01)
-        assert a.pipes[0]._reader is not None and a._readers.idle == 0
+        connected(a, a.listen(url("inproc", "", "park")).url, b)
+        for m in [b"x", b"y"]:
+            b.send(m)
+            assert a.recv() == m
+            pipe = a.pipes[0]
+            wait_for(lambda p=pipe: p._reader is None, what="the inproc pipe parked")
+            assert pipe._conn._in._ready is not None  # its channel calls it back
+        b.close()
+        assert pipe.wait_closed(WAIT)
+        assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
+
+
+def test_closing_a_parked_inproc_pipe_withdraws_its_callback() -> None:
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, p]:
+        connected(pull, pull.listen(url("inproc", "", "withdraw")).url, p)
+        p.send(b"one")
+        assert pull.recv() == b"one"
+        pipe = pull.pipes[0]
+        wait_for(lambda: pipe._reader is None, what="the inproc pipe parked")
+        inbox = pipe._conn._in
+        pipe.close()
+        assert pipe.wait_closed(WAIT) and pipe.error is None
+        assert inbox._ready is None and pipe._reader is None
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])

@@ -15,10 +15,13 @@ if TYPE_CHECKING:
 class SocketHandle:
     """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
 
-    __slots__ = ("_sock",)
+    __slots__ = ("_sock", "lend_reads", "end_lend")
 
     def __init__(self, sock: "Socket") -> None:
         self._sock = sock
+        # The readers' own methods: a lending wait calls both on every wait.
+        self.lend_reads: Callable[..., bool] = sock._readers.lend
+        self.end_lend: Callable[[Waiter], None] = sock._readers.end_lend
 
     @property
     def protocol(self) -> str:
@@ -50,12 +53,6 @@ class SocketHandle:
 
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         self._sock._watch(name, callback)
-
-    def lend_reads(self, waiter: Waiter, batches: bool = False) -> bool:
-        return self._sock._readers.lend(waiter, batches)
-
-    def end_lend(self, waiter: Waiter) -> None:
-        self._sock._readers.end_lend(waiter)
 
     def send_direct(self, offer: Callable[[bytes], bool] | None) -> None:
         self._sock._hot.send_direct = offer

@@ -251,30 +251,23 @@ class Pipe:
     def _read_lent(self) -> None:
         """Read this pipe in a user greenlet parked in a lending wait, handed the read by
         :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader greenlet.
-        Nothing here may wait: a read that would (part of a frame came) stops after one loop
-        turn and goes on in a reader greenlet. The first message read (every one, for a wait
-        lending with ``batches``) is delivered here; the rest, or what a second read brings, go
-        to a reader greenlet too; else the pipe parks again."""
+        Nothing here may wait (delivery does not, by the lending wait's promise; a read that
+        would, as part of a frame came, stops after one loop turn and goes on in a reader
+        greenlet). The first message read (every one, for a wait lending with ``batches``) is
+        delivered here; then the pipe parks again, or the rest and what a second read brought
+        go to a reader greenlet."""
         readers = self._socket._readers
-        whole = readers.lent_batches
         guard = readers.guard
-        throw = gevent.getcurrent().throw
         conn = self._conn
         held: list[bytes] | None = None
         try:
-            for again in (False, True):
-                guard.start(throw, WOULD_WAIT)
-                try:
-                    msgs = conn.recv_or_park(self._wake)
-                finally:
-                    guard.stop()
-                if msgs is None:  # parked (again): the watcher wakes it when bytes come
+            guard.start(gevent.getcurrent().throw, WOULD_WAIT)
+            try:
+                msgs = conn.recv_or_park(self._wake)
+                if msgs is None:  # parked again: its watcher wakes it when bytes come
                     self._reader = None
                     return
-                if again:
-                    held = msgs
-                    break
-                if len(msgs) > 1 and not whole:
+                if len(msgs) > 1 and not readers.lent_batches:
                     held = msgs[1:]
                     msgs = msgs[:1]
                 self._q.allow_direct()
@@ -287,8 +280,13 @@ class Pipe:
                 else:
                     for data in msgs:
                         proto.pipe_recv(self, data)
-                if held is not None:
-                    break
+                if held is None:
+                    held = conn.recv_or_park(self._wake)
+                    if held is None:  # parked
+                        self._reader = None
+                        return
+            finally:
+                guard.stop()
         except WouldWait:
             pass  # a reader greenlet waits for the rest
         except (GspError, OSError) as exc:

@@ -124,13 +124,16 @@ class ReqContext(Context):
                     raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
-                if deadline is None:
-                    deadline = Deadline(timeout)
-                try:
-                    left = deadline.remaining()
-                except Timeout:
-                    self._cancel()  # nng: a failed recv ends the request
-                    raise
+                if timeout is None:  # (no Deadline to make for the usual wait)
+                    left = None
+                else:
+                    if deadline is None:
+                        deadline = Deadline(timeout)
+                    try:
+                        left = deadline.remaining()
+                    except Timeout:
+                        self._cancel()  # nng: a failed recv ends the request
+                        raise
                 self._wakeup.wait(left)
         finally:
             self._receiving = False

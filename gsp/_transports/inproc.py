@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .. import wire
 from ..chan import Chan
@@ -83,9 +83,20 @@ class InprocConnection(Connection):
                                   size=big, limit=self._max)
         return batch
 
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """:meth:`recv_messages` while a batch waits (or the channel closed); else ask the
+        channel to call ``wake`` once one does, and return None: an idle inproc pipe holds no
+        reader greenlet, and a greenlet waiting for the message may read it itself."""
+        inbox = self._in
+        if len(inbox) or inbox.closed:
+            return self.recv_messages()
+        inbox.notify_ready(wake)
+        return None
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._in.notify_ready(None)  # no wake after close
             self._in.close()
             self._out.close()
 
