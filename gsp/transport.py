@@ -84,7 +84,12 @@ class Connection(ABC):
         a message is held (the stream is between messages), return ``None`` at once and call
         ``wake()`` once from the event loop when bytes (or the peer's close) arrive. The core's
         reader greenlet then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not
-        called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks."""
+        called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks.
+
+        The core may call it (on a connection that overrides it) from a greenlet that gives up
+        waiting after one turn of the event loop, by an exception thrown into the wait: a call
+        interrupted so must lose nothing, and the next call goes on from where it stopped (as
+        with gevent's own socket waits, and reading into a decoder that keeps partial frames)."""
         return self.recv_messages()
 
     @abstractmethod

@@ -169,3 +169,30 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
         gevent.joinall(waiting, timeout=WAIT, raise_error=True)
         assert got == {"a": b"a!", "b": b"b!"}
         assert req._readers._offers == 0
+
+
+def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection without recv_or_park (ws, from its plugin) never promised to be read by a
+    greenlet that gives up after one loop turn: its reader greenlet reads it, lending or not."""
+    from gsp._core.pipe import Pipe
+
+    lent: list[Pipe] = []
+    real = Pipe._read_lent
+    monkeypatch.setattr(Pipe, "_read_lent", lambda self: (lent.append(self), real(self))[1])
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        bound = rep.listen("ws://127.0.0.1:0/lent").url
+        got: list[bytes] = []
+        g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts
+        gevent.sleep(0.01)
+        req.dial(bound, block=True)
+        req.send(b"hello")
+        g.join(WAIT)
+        assert got == [b"hello"]
+        rep.send(b"hi")
+        assert req.recv() == b"hi"  # this greenlet waited, lending, for it
+        assert lent == []
+        for s in (rep, req):
+            pipe = s.pipes[0]
+            assert not pipe.parks
+            assert pipe._reader is not None and not pipe._reader.dead  # a real reader

@@ -74,7 +74,7 @@ class Pipe:
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
-                 "__weakref__")
+                 "parks", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -89,6 +89,9 @@ class Pipe:
         # writer greenlet while it is idle or not started: a request/reply round trip then costs
         # no extra switches, and a pipe that only ever answers directly never needs a writer.
         direct = self._send_now if type(conn).send_now is not Connection.send_now else None
+        #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
+        #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
+        self.parks = type(conn).recv_or_park is not Connection.recv_or_park
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
         self._writing = 0  # messages of the batch the writer is writing now

@@ -13,7 +13,9 @@ blocked in a read is; a new greenlet is spawned only when every reader is busy.
 A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
 :class:`gsp.context.Wakeup`) comes before the idle readers: it is handed the pipe's read
 (``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
-greenlet waiting for it without a reader's switch and a wakeup in between.
+greenlet waiting for it without a reader's switch and a wakeup in between. Only pipes whose
+connections park are lent (``Pipe.parks``): only they promised to lose nothing when a read is
+given up after one loop turn (see ``Connection.recv_or_park``).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class Readers:
         if pipe.closed or pipe._reader is not None:
             return
         borrower = self._borrower
-        if borrower is not None:
+        if borrower is not None and pipe.parks:
             self._borrower = None
             pipe._reader = LENT
             self.lent_batches = self._batches
