@@ -242,6 +242,21 @@ class Chan(Generic[T]):
         if self._buf or self._closed:
             self._notify()
 
+    def recv_or_notify(self, callback: Callable[[], None]) -> T | None:
+        """Receive an item if one is there now; else :meth:`notify_ready` ``callback`` and
+        return None (for channels whose items are never None). :class:`gsp.Closed` once closed
+        and drained, as :meth:`recv`."""
+        buf = self._buf
+        if buf and not self._sendq:  # as recv's fast path
+            return buf.popleft()
+        item = self._try_recv()
+        if item is not _EMPTY:
+            return cast(T, item)
+        if self._closed:
+            raise Closed("recv on a closed, drained channel")
+        self._ready = (get_hub().loop.run_callback, callback)
+        return None
+
     def drain(self, limit: int) -> list[T]:
         """Take up to ``limit`` items available now without waiting (for batching writers)."""
         buf = self._buf

@@ -412,3 +412,21 @@ def test_notify_ready_none_withdraws_the_callback() -> None:
     ch.close()
     gevent.sleep(0)
     assert woke == []
+
+
+def test_recv_or_notify_takes_an_item_or_asks_to_be_called_back() -> None:
+    ch: Chan[int] = Chan(4)
+    ch.send(1)
+    woke: list[int] = []
+    assert ch.recv_or_notify(lambda: woke.append(1)) == 1  # there: taken, no callback
+    assert ch.recv_or_notify(lambda: woke.append(2)) is None  # not there: called back later
+    gevent.sleep(0)
+    assert woke == []
+    ch.send(5)
+    gevent.sleep(0)
+    assert woke == [2] and ch.recv_or_notify(lambda: woke.append(3)) == 5
+    ch.close()
+    gevent.sleep(0)
+    assert woke == [2, 3]  # the close calls back too, and then recv_or_notify raises
+    with pytest.raises(gsp.Closed):
+        ch.recv_or_notify(lambda: woke.append(4))

@@ -68,15 +68,19 @@ class InprocConnection(Connection):
     def send_now(self, msg: "Message | bytes") -> int:
         """Hand ``msg`` to the peer at once if its channel has room (the pipe's writer is idle):
         2 done, 0 no room (queue it); 1 when the peer is gone, so the writer meets that."""
-        if self._out.closed:
-            return 1
-        return 2 if self._out.try_send([message_bytes(msg)]) else 0
+        out = self._out
+        if out.try_send([msg if type(msg) is bytes else message_bytes(msg)]):
+            return 2
+        return 1 if out.closed else 0
 
     def recv_messages(self) -> list[bytes]:
         try:
             batch: list[bytes] = self._in.recv()
         except Closed:
             raise self._broken() from None
+        return self._checked(batch)
+
+    def _checked(self, batch: list[bytes]) -> list[bytes]:
         if self._max and batch and max(map(len, batch)) > self._max:
             big = max(map(len, batch))
             raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}",
@@ -87,11 +91,11 @@ class InprocConnection(Connection):
         """:meth:`recv_messages` while a batch waits (or the channel closed); else ask the
         channel to call ``wake`` once one does, and return None: an idle inproc pipe holds no
         reader greenlet, and a greenlet waiting for the message may read it itself."""
-        inbox = self._in
-        if len(inbox) or inbox.closed:
-            return self.recv_messages()
-        inbox.notify_ready(wake)
-        return None
+        try:
+            batch: list[bytes] | None = self._in.recv_or_notify(wake)
+        except Closed:
+            raise self._broken() from None
+        return None if batch is None else self._checked(batch)
 
     def close(self) -> None:
         if not self._closed:
