@@ -424,7 +424,8 @@ def test_recv_or_notify_takes_an_item_or_asks_to_be_called_back() -> None:
     assert woke == []
     ch.send(5)
     gevent.sleep(0)
-    assert woke == [2] and ch.recv_or_notify(lambda: woke.append(3)) == 5
+    assert woke == [2] and ch.recv_or_notify(lambda: woke.append(0)) == 5
+    assert ch.recv_or_notify(lambda: woke.append(3)) is None
     ch.close()
     gevent.sleep(0)
     assert woke == [2, 3]  # the close calls back too, and then recv_or_notify raises
