@@ -172,7 +172,6 @@ class StreamConnection(Connection):
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
-        self._drained = False  # recv_or_park's last read looked like a request: park at once
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
 
@@ -325,13 +324,6 @@ class StreamConnection(Connection):
         raw = self._raw
         if raw is None or decoder.buffered or decoder.error is not None:
             return self.recv_messages()
-        if self._drained:
-            # The last read brought one message and emptied the kernel's buffer: a request or
-            # a reply, whose peer now waits for us. A read now would all but surely find nothing
-            # (one failed recv a message); the watcher sees whatever comes meanwhile.
-            self._drained = False
-            self._park_on(raw, wake)
-            return None
         try:  # after a big message only its successor's prefix, as recv_messages reads it
             data = raw.recv(self.framing.prefix_size if self._big else _RECV_CHUNK)
         except BlockingIOError:
@@ -344,11 +336,17 @@ class StreamConnection(Connection):
         msgs = decoder.feed(data)
         self._holding.hold(decoder.buffered)
         if msgs:
-            self._big = big = len(msgs[-1]) >= wire.DIRECT_SIZE
-            # A stream of messages keeps being read until a recv finds nothing.
-            self._drained = len(msgs) == 1 and not big and len(data) < _RECV_CHUNK
+            self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
             return msgs
         return self.recv_messages()  # part of a frame: wait for the rest as any read does
+
+    def park(self, wake: Callable[[], None]) -> bool:
+        """Arm the read watcher without reading first, on a plain socket between messages."""
+        raw = self._raw
+        if raw is None or self.decoder.buffered or self.decoder.error is not None:
+            return False
+        self._park_on(raw, wake)
+        return True
 
     def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
         if self._park is None:

@@ -92,6 +92,15 @@ class Connection(ABC):
         with gevent's own socket waits, and reading into a decoder that keeps partial frames)."""
         return self.recv_messages()
 
+    def park(self, wake: Callable[[], None]) -> bool:
+        """Optional, with :meth:`recv_or_park`: park as it does when nothing has arrived, but
+        without reading first, for a caller with reason to think nothing has (it just read a
+        request or a reply, whose peer now waits for an answer): a read would all but surely
+        find nothing. True if parked (``wake`` as for :meth:`recv_or_park`, called at once if
+        bytes did come); False if it cannot now (part of a message is held) or never parks
+        (the default)."""
+        return False
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection; idempotent."""

@@ -55,6 +55,13 @@ def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
             if event == "switch" and args[1] in owned:
                 switches_to_owned.append(args[1])
 
+        counted = []
+        if kind != "inproc":  # count the socket reads: one a message, none finding nothing
+            from tests.test_readers import CountingRaw
+            for s in (rep, req):
+                conn = s.pipes[0]._conn
+                conn._raw = CountingRaw(conn._raw)
+                counted.append(conn._raw)
         old = greenlet.settrace(trace)
         try:
             for i in range(50):
@@ -67,6 +74,7 @@ def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
         # rep.recv, each reply by this one waiting in req.recv.
         assert switches_to_owned == []
         assert set(served) == {g}
+        assert [c.recvs for c in counted] == [50] * len(counted)
         assert req.pipes[0].stats["messages_received"] == 51
         assert rep.pipes[0].stats["messages_received"] == 51
 

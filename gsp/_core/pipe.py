@@ -284,6 +284,12 @@ class Pipe:
                     for data in msgs:
                         proto.pipe_recv(self, data)
                 if held is None:
+                    # One message read and delivered: a request or a reply, whose peer waits for
+                    # the answer, so park without a read that would find nothing (a failed recv
+                    # a message on tcp and ipc). A batch reads on: its sender may be streaming.
+                    if len(msgs) == 1 and conn.park(self._wake):
+                        self._reader = None
+                        return
                     held = conn.recv_or_park(self._wake)
                     if held is None:  # parked
                         self._reader = None
