@@ -246,16 +246,13 @@ class Chan(Generic[T]):
         """Receive an item if one is there now; else :meth:`notify_ready` ``callback`` and
         return None (for channels whose items are never None). :class:`gsp.Closed` once closed
         and drained, as :meth:`recv`."""
-        buf = self._buf
-        if buf and not self._sendq:  # as recv's fast path
-            return buf.popleft()
         item = self._try_recv()
-        if item is not _EMPTY:
-            return cast(T, item)
-        if self._closed:
-            raise Closed("recv on a closed, drained channel")
-        self._ready = (get_hub().loop.run_callback, callback)
-        return None
+        if item is _EMPTY:
+            if self._closed:
+                raise Closed("recv on a closed, drained channel")
+            self._ready = (get_hub().loop.run_callback, callback)
+            return None
+        return cast(T, item)
 
     def drain(self, limit: int) -> list[T]:
         """Take up to ``limit`` items available now without waiting (for batching writers)."""

@@ -5,7 +5,8 @@ way never parks."""
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import gevent
 import pytest
@@ -156,6 +157,21 @@ def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
         assert {pull.recv() for _ in range(n - 4)} == {b"c%d" % i for i in range(n) if i not in gone}
 
 
+@contextmanager
+def handshaken(cls: type[StreamConnection]) -> Iterator[tuple[StreamConnection, StreamConnection]]:
+    """A ``cls`` connection and a plain one over a socketpair, past the pair handshake."""
+    spec = gsp.registry.protocol("pair")
+    x, y = gsocket.socketpair()
+    a = cls(x, wire.TCP, 0, "a", "b")
+    b = StreamConnection(y, wire.TCP, 0, "b", "a")
+    try:
+        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
 class OwnReads(StreamConnection):
     """A connection that reads its own way (as the zlib example plugin does)."""
 
@@ -164,12 +180,7 @@ class OwnReads(StreamConnection):
 
 
 def test_a_subclass_reading_its_own_way_never_parks() -> None:
-    spec = gsp.registry.protocol("pair")
-    x, y = gsocket.socketpair()
-    a = OwnReads(x, wire.TCP, 0, "a", "b")
-    b = StreamConnection(y, wire.TCP, 0, "b", "a")
-    try:
-        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+    with handshaken(OwnReads) as (a, b):
         got: list[Any] = []
         g = gevent.spawn(lambda: got.append(a.recv_or_park(lambda: None)))
         gevent.sleep(0.01)
@@ -183,9 +194,6 @@ def test_a_subclass_reading_its_own_way_never_parks() -> None:
         a.send_messages([b"back"])
         wait_for(lambda: woke == [1], what="the wake")
         assert not b._park.active and b.recv_or_park(lambda: None) == [b"back"]
-    finally:
-        a.close()
-        b.close()
 
 
 class CountingRaw:
@@ -207,12 +215,7 @@ class CountingRaw:
 def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:
     """After a request or reply, the caller parks without reading (no recv failing with
     EAGAIN); the watcher still sees the next message. Not with part of a frame held."""
-    spec = gsp.registry.protocol("pair")
-    x, y = gsocket.socketpair()
-    a = StreamConnection(x, wire.TCP, 0, "a", "b")
-    b = StreamConnection(y, wire.TCP, 0, "b", "a")
-    try:
-        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+    with handshaken(StreamConnection) as (a, b):
         assert b._raw is not None
         raw = b._raw = CountingRaw(b._raw)
         woke: list[int] = []
@@ -230,6 +233,3 @@ def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:
         assert not b.park(lambda: woke.append(2))
         a.sock.sendall(frame[5:])
         assert b.recv_or_park(lambda: None) == [b"partial"]
-    finally:
-        a.close()
-        b.close()

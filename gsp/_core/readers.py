@@ -89,12 +89,8 @@ class Readers:
             pipe._reader = LENT
             self.lent_batches = self._batches
             borrower.switch(pipe._read_lent)
-        elif self._idle:
-            waiter = self._idle.pop()
-            pipe._reader = waiter.greenlet
-            waiter.switch(pipe)
         else:
-            pipe._reader = self._spawn(self._run, pipe)
+            self._give(pipe)
 
     def lend(self, waiter: Waiter, batches: bool = False) -> bool:
         """Take the greenlet waiting on ``waiter`` as this socket's first reader while it waits;
@@ -119,15 +115,20 @@ class Readers:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``
         to a reader greenlet in the next loop turn, to deliver ``held`` (read already) first."""
         pipe._held = held
-        self._hub.loop.run_callback(self._give, pipe)
+        self._hub.loop.run_callback(self._carried, pipe)
 
-    def _give(self, pipe: "Pipe") -> None:
+    def _carried(self, pipe: "Pipe") -> None:
         # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
         # still marked LENT, so that nothing else hands it out meanwhile.
         if pipe.closed:
             pipe._held = None
             pipe._reader = None
-        elif self._idle:
+        else:
+            self._give(pipe)
+
+    def _give(self, pipe: "Pipe") -> None:
+        """To an idle reader greenlet, or a new one (in the event loop)."""
+        if self._idle:
             waiter = self._idle.pop()
             pipe._reader = waiter.greenlet
             waiter.switch(pipe)
