@@ -250,7 +250,7 @@ class Chan(Generic[T]):
         if item is _EMPTY:
             if self._closed:
                 raise Closed("recv on a closed, drained channel")
-            self._ready = (get_hub().loop.run_callback, callback)
+            self.notify_ready(callback)
             return None
         return cast(T, item)
 
