@@ -38,7 +38,7 @@ class Wakeup:
     """Where the one greenlet blocked in a context's call parks until something changed: one
     gevent ``Waiter`` per wait (no channel, no select). The waiter looks at the context's state
     again after every :meth:`wait`, which returns when woken, when ``timeout`` passed, or
-    spuriously; :meth:`wake` with nobody parked does nothing.
+    spuriously; :meth:`wake` with nobody parked does nothing (but set :attr:`woken`).
 
     Given ``lend`` (the protocol's socket handle), a wait offers its greenlet to read the socket's
     pipes (:meth:`gsp.protocol.SocketHandle.lend_reads`): when bytes come while it waits, it reads
@@ -46,15 +46,20 @@ class Wakeup:
     then a wakeup), and returns. Pass it only if the protocol's ``pipe_recv`` of one message never
     blocks while such a wait is parked (a reply looked up by id; a request handed to a parked
     receiver). With ``batches`` (for a ``pipe_recv`` that never blocks at all, as req's), it
-    delivers every message of a read, not only the first."""
+    delivers every message of a read, not only the first. A read whose delivery did not
+    :meth:`wake` it (:attr:`woken`: it is the read's :class:`gsp.protocol.LendingWait`) leaves
+    the pipe to a reader greenlet, which reads on at once."""
 
-    __slots__ = ("_waiter", "_loop", "_lend", "_batches")
+    __slots__ = ("_waiter", "_loop", "_lend", "_batches", "woken")
 
     def __init__(self, lend: "SocketHandle | None" = None, batches: bool = False) -> None:
         self._waiter: Waiter | None = None
         self._loop = get_hub().loop
         self._lend = lend
         self._batches = batches
+        #: Whether :meth:`wake` was called during a lent read (see
+        #: :class:`gsp.protocol.LendingWait`): the read delivered what this wait waited for.
+        self.woken = False
 
     def wait(self, timeout: float | None) -> None:
         """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
@@ -69,7 +74,7 @@ class Wakeup:
         if lend is not None:
             lend.lend_reads(w, self._batches)
         try:
-            chore: Callable[[], None] | None = w.get()
+            chore: Callable[[Wakeup], None] | None = w.get()
         finally:
             if lend is not None:
                 lend.end_lend(w)
@@ -77,8 +82,9 @@ class Wakeup:
                 self._waiter = None
             if timer is not None:
                 timer.close()
-        if chore is not None:  # handed a pipe's read: do it (a wake meanwhile finds nobody)
-            chore()
+        if chore is not None:  # handed a pipe's read: do it (a wake meanwhile sets woken)
+            self.woken = False
+            chore(self)
 
     def wake(self) -> None:
         """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
@@ -86,6 +92,8 @@ class Wakeup:
         if w is not None:
             self._waiter = None
             self._loop.run_callback(w.switch, None)
+        else:
+            self.woken = True
 
 
 class ContextOption:

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from .context import Context
     from .options import Option
 
-__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue", "Op", "check_op"]
+__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
+           "LendingWait", "Op", "check_op"]
 
 #: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
 Op = Literal["recv", "send"]
@@ -118,6 +119,16 @@ class RecvQueue(_Typing):
         is not bounded in bytes)."""
 
 
+class LendingWait(_Typing):
+    """What the callable a lent read hands a waiting greenlet (see
+    :meth:`SocketHandle.lend_reads`) is called with."""
+
+    #: Set False before the call; True once what it delivered woke the wait (the message it
+    #: waited for came). Until then the pipe is read on, by a reader greenlet: what came was
+    #: not the answer, and more may be behind it.
+    woken: bool
+
+
 class SocketHandle(_Typing):
     """A protocol's view of its socket: the narrow handle passed to ``spec.factory``."""
 
@@ -155,12 +166,12 @@ class SocketHandle(_Typing):
     def lend_reads(self, waiter: "Waiter", batches: bool = False) -> bool:
         """Offer the greenlet waiting on ``waiter`` to read the socket's pipes while it waits:
         the next pipe with bytes is then read in it, not in a reader greenlet, by switching
-        ``waiter`` with a callable to call at once (it reads without blocking, delivers the
-        first message read, or all of them with ``batches``, and leaves the rest to a reader
-        greenlet). False when it is not taken (another wait offers too: then readers read). End
-        every offer, taken or not, with :meth:`end_lend`. :class:`gsp.context.Wakeup` does all this (its ``lend``); the
-        protocol's ``pipe_recv`` of one message (of any, with ``batches``) must not block
-        meanwhile."""
+        ``waiter`` with a callable to call at once with a :class:`LendingWait` (it reads
+        without blocking, delivers the first message read, or all of them with ``batches``, and
+        leaves the rest to a reader greenlet). False when it is not taken (another wait offers
+        too: then readers read). End every offer, taken or not, with :meth:`end_lend`.
+        :class:`gsp.context.Wakeup` does all this (its ``lend``); the protocol's ``pipe_recv``
+        of one message (of any, with ``batches``) must not block meanwhile."""
 
     def end_lend(self, waiter: "Waiter") -> None:
         """End :meth:`lend_reads`'s offer for ``waiter`` (once per offer, taken or not)."""

@@ -187,7 +187,8 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
 
     lent: list[Pipe] = []
     real = Pipe._read_lent
-    monkeypatch.setattr(Pipe, "_read_lent", lambda self: (lent.append(self), real(self))[1])
+    monkeypatch.setattr(Pipe, "_read_lent",
+                        lambda self, wait: (lent.append(self), real(self, wait))[1])
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         bound = rep.listen("ws://127.0.0.1:0/lent").url
         got: list[bytes] = []
@@ -204,3 +205,70 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
             pipe = s.pipes[0]
             assert not pipe.parks
             assert pipe._reader is not None and not pipe._reader.dead  # a real reader
+
+
+def counting_lent_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record each lent read (the pipe handed to a waiting greenlet) from now on."""
+    from gsp._core.pipe import Pipe
+
+    lent: list[object] = []
+    real = Pipe._read_lent
+    monkeypatch.setattr(Pipe, "_read_lent",
+                        lambda self, wait: (lent.append(self), real(self, wait))[1])
+    return lent
+
+
+def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Late replies queued ahead of the one a req waits for (big ones: one a read): the waiting
+    greenlet reads the first, which wakes nobody, so the pipe is read on at once, by a reader
+    greenlet, rather than parked to come back one message a loop turn (which, beside a busy
+    pipe, made a req wait seconds behind a few hundred late replies)."""
+    late = 10
+    with sockets(("req", {"recv_timeout": WAIT, "resend_time": 0})) as [req]:
+        with RawPeer(req.listen("tcp://127.0.0.1:0").url, 0x31) as rep:
+            wait_for(lambda: len(req.pipes) == 1, what="the pipe")
+            body = b"x" * (wire.DIRECT_SIZE + 1024)  # big: after one, each is read on its own
+            req.send(b"warm-up")
+            rep.send(rep.recv()[:4] + body)
+            assert req.recv() == body
+            req.send(b"question")
+            rid = rep.recv()[:4]
+            other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
+            pipe = req.pipes[0]
+            wait_for(lambda: pipe._reader is None, what="the pipe parked")
+            lent = counting_lent_reads(monkeypatch)
+            rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
+            assert req.recv() == b"answer"
+            assert lent == [pipe]  # one lent read, whose late reply woke nobody; then a reader's
+            assert pipe.stats["messages_received"] == 1 + late + 1
+
+
+def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lent read that would wait runs under the socket's one guard timer until the end of its
+    loop turn; a second lending wait (another context) is not handed a pipe meanwhile (it would
+    take the guard over, and the first would wait in its read for as long as its peer stalls):
+    a reader greenlet reads it."""
+    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+                     what="the pipe, parked")
+            lent = counting_lent_reads(monkeypatch)
+            guard = rep._readers.guard
+
+            def turn() -> None:  # as while a lent read waits out its turn, every turn
+                guard.start(turn)
+
+            turn()
+            try:
+                gevent.spawn_later(0.05, peer.send, RID + b"one")
+                assert rep.recv() == b"one"  # this greenlet waited, lending: not taken
+                assert lent == []
+            finally:
+                guard.stop()
+            rep.send(b"reply one")
+            assert peer.recv() == RID + b"reply one"
+            gevent.spawn_later(0.05, peer.send, RID + b"two")
+            assert rep.recv() == b"two"
+            assert lent == [rep.pipes[0]]  # the same wait, with no lent read under way, reads

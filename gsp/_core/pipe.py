@@ -14,7 +14,7 @@ from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
-from ..protocol import Protocol
+from ..protocol import LendingWait, Protocol
 from ..queues import Signal
 from ..transport import Connection
 from . import counters
@@ -251,14 +251,14 @@ class Pipe:
             self._shutdown(_unexpected(exc, "receiving"))
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
-    def _read_lent(self) -> None:
-        """Read this pipe in a user greenlet parked in a lending wait, handed the read by
-        :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader greenlet.
-        Nothing here may wait (delivery does not, by the lending wait's promise; a read that
-        would, as part of a frame came, stops after one loop turn and goes on in a reader
-        greenlet). The first message read (every one, for a wait lending with ``batches``) is
-        delivered here; then the pipe parks again, or the rest and what a second read brought
-        go to a reader greenlet."""
+    def _read_lent(self, wait: LendingWait) -> None:
+        """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
+        read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
+        greenlet. Nothing here may wait (delivery does not, by the lending wait's promise; a
+        read that would, as part of a frame came, stops after one loop turn and goes on in a
+        reader greenlet). The first message read (every one, for a wait lending with
+        ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
+        read brought go to a reader greenlet."""
         readers = self._socket._readers
         guard = readers.guard
         conn = self._conn
@@ -284,10 +284,13 @@ class Pipe:
                     for data in msgs:
                         proto.pipe_recv(self, data)
                 if held is None:
-                    # One message read and delivered: a request or a reply, whose peer waits for
-                    # the answer, so park without a read that would find nothing (a failed recv
-                    # a message on tcp and ipc). A batch reads on: its sender may be streaming.
-                    if len(msgs) == 1 and conn.park(self._wake):
+                    # One message read and delivered, and it was what the wait waited for: a
+                    # request or a reply, whose peer waits for the answer, so park without a
+                    # read that would find nothing (a failed recv a message on tcp and ipc). A
+                    # batch reads on (its sender may be streaming), and so does a read whose
+                    # message woke nobody (a late reply, say: more may be queued behind it,
+                    # which a reader greenlet reads on, not one a loop turn here).
+                    if len(msgs) == 1 and wait.woken and conn.park(self._wake):
                         self._reader = None
                         return
                     held = conn.recv_or_park(self._wake)

@@ -84,7 +84,9 @@ class Readers:
         if pipe.closed or pipe._reader is not None:
             return
         borrower = self._borrower
-        if borrower is not None and pipe.parks:
+        # Not while another lent read is under way (it waits out its loop turn, under the one
+        # guard timer): a second would take the guard over, and the first would never be told.
+        if borrower is not None and pipe.parks and not self.guard.active:
             self._borrower = None
             pipe._reader = LENT
             self.lent_batches = self._batches
