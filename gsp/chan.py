@@ -100,10 +100,10 @@ class Chan(Generic[T]):
 
     __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "_ready", "__weakref__")
 
-    def __init__(self, capacity: int = 0) -> None:
-        exact = type(capacity) is int  # the common case, checked without isinstance calls
-        if not exact and (not isinstance(capacity, int) or isinstance(capacity, bool)) \
-                or capacity < 0:
+    def __init__(self, capacity: object = 0) -> None:
+        # (``object``, not ``int``: compiled with mypyc, an ``int`` parameter would refuse a float
+        # with a TypeError of its own before this check; both builds raise the same error.)
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 0:
             raise ValueError(f"capacity must be an int >= 0, not {capacity!r}")
         self._cap = capacity
         self._buf: deque[T] = deque()
@@ -420,20 +420,24 @@ class Outbox(Chan[T]):
 
 
 class Recv:
-    """A :func:`select` case that receives from ``chan``."""
+    """A :func:`select` case that receives from ``chan``: a :class:`Chan`, or for
+    :func:`gsp.select` a socket or context too (a :class:`gsp.poller.Selectable`, which this
+    module cannot name: it sits below it; hence ``Any``, which also keeps a mypyc build of
+    this module from refusing those)."""
 
     __slots__ = ("chan",)
 
-    def __init__(self, chan: "Chan[Any]") -> None:
+    def __init__(self, chan: Any) -> None:
         self.chan = chan
 
 
 class Send:
-    """A :func:`select` case that sends ``item`` on ``chan``."""
+    """A :func:`select` case that sends ``item`` on ``chan`` (a :class:`Chan`, or a socket or
+    context for :func:`gsp.select`, as :class:`Recv`)."""
 
     __slots__ = ("chan", "item")
 
-    def __init__(self, chan: "Chan[Any]", item: Any) -> None:
+    def __init__(self, chan: Any, item: Any) -> None:
         self.chan = chan
         self.item = item
 

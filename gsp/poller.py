@@ -80,7 +80,7 @@ def _try(case: Recv | Send) -> tuple[bool, Any]:
                 return True, obj.recv(block=False)
             except WouldBlock:
                 pass
-    elif obj.poll("send"):
+    elif isinstance(case, Send) and obj.poll("send"):
         try:
             obj.send(case.item, block=False)
             return True, None

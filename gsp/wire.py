@@ -56,7 +56,7 @@ def handshake(protocol: int) -> bytes:
     return _HS.pack(b"\x00SP\x00", protocol, b"\x00\x00")
 
 
-def parse_handshake(data: bytes, expected_peer: int | None = None, *,
+def parse_handshake(data: bytes | bytearray | memoryview, expected_peer: int | None = None, *,
                     own: int | None = None) -> int:
     """Check a peer's 8-byte header and return its protocol number.
 

@@ -29,6 +29,7 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"nproc": os.cpu_count(), "cpu": model or platform.processor(),
                             "kernel": platform.release(), "python": platform.python_version(),
                             "gevent": gevent.__version__}
+    info["compiled"] = compiled()
     for mod, attr in (("gsp", "__version__"), ("zmq", "__version__"), ("pynng", "__version__")):
         try:
             info[mod] = getattr(__import__(mod), attr)
@@ -42,13 +43,26 @@ def machine() -> dict[str, Any]:
     return info
 
 
+#: gsp's modules that may run compiled (docs/performance.md, "Compiled chan and wire").
+COMPILABLE = ("gsp.chan", "gsp.wire")
+
+
+def compiled() -> list[str]:
+    """Those of :data:`COMPILABLE` imported from an extension module, not their ``.py``."""
+    import importlib
+    return [m for m in COMPILABLE
+            if not str(getattr(importlib.import_module(m), "__file__", "")).endswith(".py")]
+
+
 def header(info: dict[str, Any]) -> str:
     """The lines above the table: where it ran, and how to read the ratios."""
     return (f"gsp bench: {info['nproc']} × {info['cpu']}, Linux {info['kernel']}, "
             f"Python {info['python']}, gevent {info['gevent']}, pyzmq {info.get('zmq')} "
             f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
             + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
-               if info.get("malloc") == "tuned" else "") +
+               if info.get("malloc") == "tuned" else "")
+            + (f"gsp compiled with mypyc: {', '.join(info['compiled'])}\n"
+               if info.get("compiled") else "") +
             "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
             "for µs, s, KiB and CPU ns lower is better)\n")
 
