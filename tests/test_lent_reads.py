@@ -32,6 +32,17 @@ def readers_of(sock: gsp.Socket) -> int:
     return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
 
 
+def counting_lent_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record each lent read (the pipe handed to a waiting greenlet) from now on."""
+    from gsp._core.pipe import Pipe
+
+    lent: list[object] = []
+    real = Pipe._read_lent
+    monkeypatch.setattr(Pipe, "_read_lent",
+                        lambda self, wait: (lent.append(self), real(self, wait))[1])
+    return lent
+
+
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
 def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
         kind: str, ipc_dir: str) -> None:
@@ -183,12 +194,7 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection without recv_or_park (ws, from its plugin) never promised to be read by a
     greenlet that gives up after one loop turn: its reader greenlet reads it, lending or not."""
-    from gsp._core.pipe import Pipe
-
-    lent: list[Pipe] = []
-    real = Pipe._read_lent
-    monkeypatch.setattr(Pipe, "_read_lent",
-                        lambda self, wait: (lent.append(self), real(self, wait))[1])
+    lent = counting_lent_reads(monkeypatch)
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         bound = rep.listen("ws://127.0.0.1:0/lent").url
         got: list[bytes] = []
@@ -205,17 +211,6 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
             pipe = s.pipes[0]
             assert not pipe.parks
             assert pipe._reader is not None and not pipe._reader.dead  # a real reader
-
-
-def counting_lent_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Record each lent read (the pipe handed to a waiting greenlet) from now on."""
-    from gsp._core.pipe import Pipe
-
-    lent: list[object] = []
-    real = Pipe._read_lent
-    monkeypatch.setattr(Pipe, "_read_lent",
-                        lambda self, wait: (lent.append(self), real(self, wait))[1])
-    return lent
 
 
 def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
