@@ -40,6 +40,11 @@ class Connection(ABC):
     remote_address: str = ""
     #: Transport facts a user may read on the pipe (e.g. ``peer_certificate`` for TLS).
     properties: Mapping[str, Any] = {}
+    #: Whether :meth:`recv_or_park` may wait (part of a message came, the rest has not). The core
+    #: reads such a connection in a user's wait only under a guard that interrupts it after one
+    #: loop turn. Set it False on a connection whose ``recv_or_park`` returns what is there or
+    #: parks, and never waits (inproc's): its reads then need no guard (a timer each).
+    recv_may_wait: bool = True
 
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:

@@ -6,6 +6,7 @@ the recv's timeout still holds; a stalled peer holds up nobody else."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import gevent
 import greenlet
@@ -88,6 +89,49 @@ def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
         assert [c.recvs for c in counted] == [50] * len(counted)
         assert req.pipes[0].stats["messages_received"] == 51
         assert rep.pipes[0].stats["messages_received"] == 51
+
+
+class CountingGuard:
+    """A socket's guard timer, counting the lent reads started under it."""
+
+    def __init__(self, timer: Any) -> None:
+        self.timer = timer
+        self.starts = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.timer.active)
+
+    def start(self, *args: Any) -> None:
+        self.starts += 1
+        self.timer.start(*args)
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
+def test_only_reads_that_may_wait_run_under_the_guard(
+        kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream's read may wait (part of a frame came), so a lent one runs under the one-turn
+    guard; an inproc read never waits (Connection.recv_may_wait is False), so it needs none."""
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, "guard")).url, req)
+        g = gevent.spawn(lambda: [rep.send(rep.recv() + b"!") for _ in iter(int, 1)])
+        try:
+            req.send(b"warm")
+            assert req.recv() == b"warm!"
+            lent = counting_lent_reads(monkeypatch)
+            guards = [CountingGuard(s._readers.guard) for s in (rep, req)]
+            for s, guard in zip((rep, req), guards):
+                s._readers.guard = guard
+            for i in range(5):
+                req.send(b"%d" % i)
+                assert req.recv() == b"%d!" % i
+        finally:
+            g.kill()
+        assert len(lent) == 10  # each request and each reply read by the greenlet waiting for it
+        assert [guard.starts for guard in guards] == ([0, 0] if kind == "inproc" else [5, 5])
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])

@@ -15,6 +15,8 @@ from gevent import socket as gsocket
 import gsp
 from gsp import wire
 from gsp._core.readers import IDLE_READERS
+from gsp._transports.inproc import InprocConnection
+from gsp.chan import Chan
 from gsp.stream import StreamConnection
 from gsp.testing import WAIT, connected, wait_for
 from tests.support import sockets
@@ -76,6 +78,57 @@ def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave() -
         b.close()
         assert pipe.wait_closed(WAIT)
         assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
+
+
+def inproc_pair(limit: int = 0) -> tuple[InprocConnection, InprocConnection]:
+    """Two ends of an inproc pipe, as a dial makes them (the receiver refuses above ``limit``)."""
+    a2b: Chan[Any] = Chan(8)
+    b2a: Chan[Any] = Chan(8)
+    return (InprocConnection("t", b2a, a2b, "dialer", limit),
+            InprocConnection("t", a2b, b2a, "listener", limit))
+
+
+def test_an_inproc_connection_parks_without_a_read_and_wakes_for_what_comes() -> None:
+    """``park`` (after a request or a reply) reads nothing; it calls back once a batch waits,
+    at once if one already does, and for the peer's close."""
+    a, b = inproc_pair()
+    try:
+        woke: list[int] = []
+        assert b.park(lambda: woke.append(1))
+        gevent.sleep(0)
+        assert woke == []  # nothing there: no call yet
+        a.send_messages([b"one"])
+        wait_for(lambda: woke == [1], what="the wake")
+        assert b.recv_or_park(lambda: None) == [b"one"]
+        a.send_messages([b"two"])  # there before it parks: called back all the same
+        assert b.park(lambda: woke.append(2))
+        wait_for(lambda: woke == [1, 2], what="the wake for what was there")
+        assert b.recv_or_park(lambda: None) == [b"two"]
+        assert b.park(lambda: woke.append(3))
+        a.close()
+        wait_for(lambda: woke == [1, 2, 3], what="the wake for the close")
+        with pytest.raises(gsp.ConnectionBroken):
+            b.recv_or_park(lambda: None)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_inproc_batch_over_recv_max_size_is_refused_whatever_its_length() -> None:
+    a, b = inproc_pair(limit=10)
+    try:
+        for batch, big in [([b"x" * 11], 11), ([b"ok", b"y" * 12, b""], 12)]:
+            a.send_messages(batch)
+            with pytest.raises(gsp.MessageTooLarge) as info:
+                b.recv_or_park(lambda: None)
+            assert (info.value.size, info.value.limit) == (big, 10)
+        a.send_messages([b"x" * 10])  # exactly the limit crosses
+        assert b.recv_or_park(lambda: None) == [b"x" * 10]
+        a.send_messages([b"a", b"b" * 10])
+        assert b.recv_messages() == [b"a", b"b" * 10]
+    finally:
+        a.close()
+        b.close()
 
 
 def test_closing_a_parked_inproc_pipe_withdraws_its_callback() -> None:

@@ -57,6 +57,8 @@ def size(batch: "Sequence[Message | bytes]") -> int:
         return 0
     first = batch[0]
     if type(first) is bytes:
+        if len(batch) == 1:  # a request, a reply: one body
+            return len(first)
         if len(batch) > 8 and len(first) <= 128:
             try:
                 return len(_join(batch))  # type: ignore[arg-type]  # a Message: TypeError

@@ -263,8 +263,10 @@ class Pipe:
         guard = readers.guard
         conn = self._conn
         held: list[bytes] | None = None
+        guarded = conn.recv_may_wait
         try:
-            guard.start(gevent.getcurrent().throw, WOULD_WAIT)
+            if guarded:
+                guard.start(gevent.getcurrent().throw, WOULD_WAIT)
             try:
                 msgs = conn.recv_or_park(self._wake)
                 if msgs is None:  # parked again: its watcher wakes it when bytes come
@@ -298,7 +300,8 @@ class Pipe:
                         self._reader = None
                         return
             finally:
-                guard.stop()
+                if guarded:
+                    guard.stop()
         except WouldWait:
             pass  # a reader greenlet waits for the rest
         except (GspError, OSError) as exc:

@@ -30,6 +30,8 @@ _listeners: dict[str, "InprocListener"] = {}
 class InprocConnection(Connection):
     """One end of an in-process pipe: batches of message bodies travel through two channels."""
 
+    recv_may_wait = False  # recv_or_park takes a whole batch or parks
+
     def __init__(self, name: str, inbox: "Chan[Any]", outbox: "Chan[Any]", side: str,
                  max_size: int) -> None:
         self.local_address = self.remote_address = f"inproc://{name}"
@@ -81,10 +83,12 @@ class InprocConnection(Connection):
         return self._checked(batch)
 
     def _checked(self, batch: list[bytes]) -> list[bytes]:
-        if self._max and batch and max(map(len, batch)) > self._max:
-            big = max(map(len, batch))
-            raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {self._max}",
-                                  size=big, limit=self._max)
+        limit = self._max
+        if limit and batch:
+            big = len(batch[0]) if len(batch) == 1 else max(map(len, batch))
+            if big > limit:
+                raise MessageTooLarge(f"inproc peer sent {big} bytes; the limit is {limit}",
+                                      size=big, limit=limit)
         return batch
 
     def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
@@ -96,6 +100,12 @@ class InprocConnection(Connection):
         except Closed:
             raise self._broken() from None
         return None if batch is None else self._checked(batch)
+
+    def park(self, wake: Callable[[], None]) -> bool:
+        """Park without a read: the channel calls ``wake`` when a batch waits (at once if one
+        does now, or the channel closed). An inproc read never holds part of a message."""
+        self._in.notify_ready(wake)
+        return True
 
     def close(self) -> None:
         if not self._closed:
