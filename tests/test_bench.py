@@ -162,6 +162,42 @@ def test_plot_writes_a_png_or_says_what_to_install(tmp_path: Any) -> None:
         assert "push/pull tcp 4 KiB" in p.stdout
 
 
+def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
+    from gsp.bench.cases import SWEEP_SIZES, cases_for
+    from gsp.bench.cli import parser
+
+    def points(*argv: str) -> list[tuple[str, int]]:
+        return [(c.params["transport"], c.params["size"])
+                for c in cases_for(parser().parse_args(["suite", *argv])) if c.workload == "thr"]
+
+    plain = points()
+    assert sorted(plain) == [("inproc", 16), ("ipc", 16), ("tcp", 16), ("tcp", 1 << 20)]
+    swept = points("--plot", "sweep.png")
+    assert len(swept) == len(set(swept)) and set(plain) <= set(swept)
+    for transport in ("tcp", "ipc"):
+        assert sorted(s for t, s in swept if t == transport) == SWEEP_SIZES
+    assert sorted(points("--plot", "x.png", "--sizes", "16,4k")) == sorted(
+        plain + [("tcp", 4096), ("ipc", 4096)])
+
+
+def test_the_plot_has_a_panel_for_each_transport_swept(tmp_path: Any) -> None:
+    from gsp.bench.cases import thr_case
+    from gsp.bench.report import plot
+
+    cases = [thr_case(t, s, 100) for t in ("tcp", "ipc") for s in (16, 1024)] + \
+        [thr_case("inproc", 16, 100)]
+    results = [{"case": c.label, "lib": lib, "figures": {"msg_s": 1000.0 * n}}
+               for n, c in enumerate(cases, 1) for lib in ("gsp", "pyzmq")]
+    widths = []
+    for name, shown in [("one.png", cases[:2]), ("two.png", cases)]:
+        png = tmp_path / name
+        plot(str(png), shown, ["gsp", "pyzmq"], results, {"nproc": 2, "cpu": "test"})
+        head = png.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        widths.append(int.from_bytes(head[16:20], "big"))  # IHDR: width, then height
+    assert widths[1] == 2 * widths[0]  # tcp and ipc side by side; inproc (one size) not drawn
+
+
 def test_bad_library_is_refused() -> None:
     p = run("thr", "--libs", "nosuchlib", "--quiet", timeout=60)
     assert p.returncode == 2 and "nosuchlib" in p.stderr

@@ -10,6 +10,8 @@ from typing import Any, Callable, Sequence
 
 KiB, MiB = 1024, 1024 * 1024
 SWEEP_SIZES = [16, 64, 256, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]
+#: The transports ``suite --plot`` sweeps the sizes over (``thr --plot`` sweeps its one).
+SWEEP_TRANSPORTS = ("tcp", "ipc")
 
 
 class Case:
@@ -113,9 +115,10 @@ def cases_for(a: argparse.Namespace) -> list[Case]:
         reqrep_case("tcp", 16, a.req_count, a.clients),
         conns_case("tcp", a.conns),
     ]
-    if a.plot:  # the tcp sweep, less the two sizes already there
-        out += [thr_case("tcp", s, _sweep_count(a, s)) for s in a.sizes or SWEEP_SIZES
-                if s not in (16, MiB)]
+    if a.plot:  # the size sweep over tcp and ipc, less the points already there
+        have = {(c.params["transport"], c.params["size"]) for c in out if c.workload == "thr"}
+        out += [thr_case(t, s, _sweep_count(a, s)) for t in SWEEP_TRANSPORTS
+                for s in a.sizes or SWEEP_SIZES if (t, s) not in have]
     return out
 
 

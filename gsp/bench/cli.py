@@ -7,7 +7,7 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``pubsub``  1 PUB → N SUB, messages delivered per second over all subscribers
 * ``reqrep``  one REP serving C concurrent REQ clients, requests per second
 * ``conns``   N dialers on one REP listener: time until all are served, RSS per pipe
-* ``suite``   all of the above at the documented sizes (``--plot`` adds a message-size sweep)
+* ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
   one side each, for runs across machines
 
@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     transport.add_argument("--size", type=parse_size, default=16,
                            help="message size in bytes (16, 1k, 1m)")
 
-    s = sub.add_parser("suite", parents=[common], help="every workload (--plot adds the sweep)")
+    s = sub.add_parser("suite", parents=[common], help="every workload (--plot adds the size sweep over tcp and ipc)")
     s.add_argument("--count", type=int, default=200_000, help="messages per 16 B throughput run")
     s.add_argument("--big-count", type=int, default=1000, help="messages per 1 MiB throughput run")
     s.add_argument("--lat-count", type=int, default=20_000, help="timed round trips")

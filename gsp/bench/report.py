@@ -134,29 +134,36 @@ def load(path: str) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
 
 def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, Any]],
          info: dict[str, Any]) -> None:
-    """msg/s against message size over tcp, one line per library (log-log)."""
+    """msg/s against message size, one panel per transport swept (tcp, ipc), one line per
+    library (log-log)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    thr = [c for c in cases if c.workload == "thr" and c.params["transport"] == "tcp"]
-    labels = {c.label: c.params["size"] for c in thr}
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    for lib in libs:
-        pts = sorted((labels[r["case"]], r["figures"]["msg_s"]) for r in results
-                     if r["lib"] == lib and r["case"] in labels and r["figures"])
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    sizes = sorted(set(labels.values()))
-    ax.set_xticks(sizes, [show_size(x) for x in sizes], fontsize=8)
-    ax.minorticks_off()
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("messages per second (receiver)")
-    ax.set_title(f"push/pull over tcp — {info.get('nproc')} × {info.get('cpu')}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    sizes_of: dict[str, dict[str, int]] = {}  # transport -> {case label: size}
+    for c in cases:
+        if c.workload == "thr":
+            sizes_of.setdefault(c.params["transport"], {})[c.label] = c.params["size"]
+    swept = [t for t, labels in sizes_of.items() if len(labels) > 1] or list(sizes_of)[:1]
+    fig, axes = plt.subplots(1, len(swept), figsize=(8 * len(swept), 5), dpi=110, squeeze=False)
+    for ax, transport in zip(axes[0], swept):
+        labels = sizes_of[transport]
+        for lib in libs:
+            pts = sorted((labels[r["case"]], r["figures"]["msg_s"]) for r in results
+                         if r["lib"] == lib and r["case"] in labels and r["figures"])
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        sizes = sorted(set(labels.values()))
+        ax.set_xticks(sizes, [show_size(x) for x in sizes], fontsize=8)
+        ax.minorticks_off()
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("messages per second (receiver)")
+        ax.set_title(f"push/pull over {transport} — {info.get('nproc')} × {info.get('cpu')}",
+                     fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
