@@ -228,8 +228,9 @@ class StreamConnection(Connection):
         if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
             return 0  # a big body goes through the writer: joining it here would copy it
         data = self._prefix(n) + message_bytes(msg)
-        try:
-            sent = self.sock.send(data, 0, 0.0)  # timeout 0: EAGAIN raises instead of waiting
+        raw = self._raw  # the non-blocking socket under gevent's, when it is there: one call less
+        try:  # timeout 0: EAGAIN raises instead of waiting
+            sent = self.sock.send(data, 0, 0.0) if raw is None else raw.send(data)
         except BlockingIOError:
             return 0
         except OSError:

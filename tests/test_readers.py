@@ -261,6 +261,9 @@ class CountingRaw:
         data: bytes = self.raw.recv(n)
         return data
 
+    def send(self, data: bytes) -> int:
+        return int(self.raw.send(data))
+
     def fileno(self) -> int:
         return int(self.raw.fileno())
 
