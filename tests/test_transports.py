@@ -4,6 +4,7 @@ plus what is particular to each."""
 from __future__ import annotations
 
 import os
+import pathlib
 import socket as stdsocket
 import stat
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp.testing import WAIT, TransportSuite, connected, ping_pong, read_to_eof
+from gsp.testing import WAIT, TransportSuite, connected, ping_pong, read_to_eof, wait_for
 from tests.support import TCP, raw_connect, sockets
 
 
@@ -35,7 +36,7 @@ class TestTCPTransport(TransportSuite):
 class TestIPCTransport(TransportSuite):
     scheme = "ipc"
     bad_urls = ("ipc://", "ipc:///" + "x" * 120, "ipc:///tmp/a\x00b")
-    options = {"ipc_file_mode": (0o600, 0o10000)}
+    options = {"ipc_file_mode": (0o600, 0o10000), "ipc_send_buffer": (1 << 20, -1)}
 
     def raw_connect(self, url: str) -> Any:
         return raw_connect(url)
@@ -193,6 +194,26 @@ def test_ipc_file_mode(ipc_dir):
         b.listen(f"ipc://{ipc_dir}/m640.sock")  # inherited from the socket
         assert stat.S_IMODE(os.stat(f"{ipc_dir}/m600.sock").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(f"{ipc_dir}/m640.sock").st_mode) == 0o640
+
+
+def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(ipc_dir):
+    """A big message fits in flight (the sender does not wait for the receiver in its middle):
+    each ipc connection asks for ipc_send_buffer; 0 leaves the kernel's default."""
+    wmem_max = int(pathlib.Path("/proc/sys/net/core/wmem_max").read_text())
+    wmem_default = int(pathlib.Path("/proc/sys/net/core/wmem_default").read_text())
+
+    def sndbuf(s: gsp.Socket) -> int:
+        wait_for(lambda: s.pipes, what="the pipe")
+        return int(s.pipes[0]._conn.sock.getsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF))
+
+    with sockets(("pair", {}), ("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c, d]:
+        url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer=300_000).url
+        b.dial(url, block=True)  # the option's default, 512 KiB
+        assert sndbuf(a) == 2 * min(300_000, wmem_max)  # Linux grants twice what it allows
+        assert sndbuf(b) == 2 * min(512 * 1024, wmem_max)
+        url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer=0).url
+        d.dial(url, block=True, ipc_send_buffer=0)
+        assert sndbuf(c) == sndbuf(d) == wmem_default
 
 
 def test_ipc_socket_file_removed_on_close(ipc_dir):
