@@ -172,6 +172,8 @@ class StreamConnection(Connection):
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
+        self._body_buf: bytearray | None = None  # see _gather_body
+        self._body_got = 0  # bytes of the body in progress in _body_buf
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
 
@@ -291,6 +293,7 @@ class StreamConnection(Connection):
         while True:
             if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
                 holding.before_read()
+            data: bytes | None = None
             try:
                 if self._big and self._plain and not decoder.buffered:
                     # Big messages lately: read only the next prefix, so that a big body can then
@@ -300,9 +303,17 @@ class StreamConnection(Connection):
                     # A big body: read what is there (all of it: the message itself), never
                     # more than what is left, and never a buffer for bytes not yet arrived.
                     waiting = _readable(sock) if self._plain else 0
-                    if waiting < left and self._lowat and decoder.body_wanted:
+                    want = decoder.body_wanted
+                    if waiting < left and self._lowat and want:
                         waiting = self._await_body(left)
-                    data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
+                    elif want and self._plain and (self._body_got or (waiting < want and (
+                            waiting * 2 >= want or len(self._body_buf or b"") >= want))):
+                        data = self._gather_body(want)  # None until the whole body is in
+                        if data is None:
+                            holding.hold(decoder.buffered + self._body_got)
+                            continue
+                    if data is None:
+                        data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
                 else:
                     data = sock.recv(_RECV_CHUNK)
             except OSError as exc:
@@ -315,7 +326,32 @@ class StreamConnection(Connection):
             holding.hold(decoder.buffered)
             if msgs:
                 self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
+                if not self._big:
+                    self._body_buf = None  # small messages again: give the gathering buffer back
                 return msgs
+
+    def _gather_body(self, size: int) -> bytes | None:
+        """Read on into the buffer that gathers a ``size``-byte body (made when the kernel held
+        half of it, kept while messages stay big), waiting as any read does; the body once all
+        of it is in, else None (what came is kept: a read interrupted loses nothing).
+
+        For sockets whose readiness ignores SO_RCVLOWAT (Unix domain): a big body comes in
+        pieces, which read one by one and joined would cost an allocation each (fresh pages, for
+        pieces this big) and the join's. Gathered, the body costs one copy out of a buffer that
+        stays mapped, and memory stays within twice what the peer sent."""
+        buf = self._body_buf
+        if buf is None or len(buf) < size:
+            buf = self._body_buf = bytearray(size)
+        got = self._body_got
+        n = self.sock.recv_into(memoryview(buf)[got:size])
+        if not n:
+            raise self._eof()
+        got += n
+        if got < size:
+            self._body_got = got
+            return None
+        self._body_got = 0
+        return bytes(memoryview(buf)[:size])
 
     def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
         """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
@@ -391,6 +427,7 @@ class StreamConnection(Connection):
             return
         self._closed = True
         self._holding.release()
+        self._body_buf = None
         if self._park is not None:
             self._park.close()  # before the fd goes: no wake after close
         if self._body_wait is not None:

@@ -1,0 +1,105 @@
+"""Big bodies over ipc: a Unix socket's readiness ignores SO_RCVLOWAT, so a big body comes in
+pieces, and the stream connection gathers them in one reused buffer
+(``StreamConnection._gather_body``). The body arrives whole and intact however it is split, a
+read interrupted while gathering loses nothing, the buffer goes once messages are small again,
+and none is made for a body the peer has sent less than half of."""
+
+from __future__ import annotations
+
+import os
+import socket as stdsocket
+
+import gevent
+import pytest
+
+from gsp import wire
+from gsp.testing import WAIT, RawPeer, wait_for
+from tests.support import sockets
+from tests.test_lent_reads import RID, counting_lent_reads
+
+pytestmark = pytest.mark.core
+
+KiB = 1024
+PUSH, REQ = 0x50, 0x30
+
+
+def frame(peer: RawPeer, body: bytes) -> bytes:
+    return b"".join(wire.encode_frames(peer.framing, [(b"", body)]))
+
+
+def roomy(peer: RawPeer) -> RawPeer:
+    """Let the peer put ~400 KiB in flight at once (so a test's first piece lands whole)."""
+    peer.sock.setsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF, 1 << 20)
+    return peer
+
+
+def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messages(
+        ipc_dir: str) -> None:
+    with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
+        url = pull.listen(f"ipc://{ipc_dir}/gather.sock").url
+        with roomy(RawPeer(url, PUSH)) as peer:
+            wait_for(lambda: pull.pipes, what="the pipe")
+            conn = pull.pipes[0]._conn
+            first = os.urandom(300 * KiB)
+            peer.sock.sendall(frame(peer, first))
+            assert pull.recv() == first  # read as it came: a big message, so the next one...
+            for size in (300 * KiB, 200 * KiB, 320 * KiB):
+                body = os.urandom(size)
+                data = frame(peer, body)
+                cut = len(data) * 3 // 5
+                peer.sock.sendall(data[:cut])  # ...whose first piece is more than half of it
+                gevent.spawn_later(0.05, peer.sock.sendall, data[cut:])
+                assert pull.recv() == body
+                assert conn._body_buf is not None and len(conn._body_buf) >= size  # gathered
+            peer.send(b"small")
+            assert pull.recv() == b"small"
+            assert conn._body_buf is None and conn._body_got == 0
+
+
+def test_a_lent_read_interrupted_while_gathering_loses_nothing(
+        ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
+        url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
+        with roomy(RawPeer(url, REQ)) as peer:
+            wait_for(lambda: rep.pipes and rep.pipes[0]._reader is None, what="the pipe, parked")
+            conn = rep.pipes[0]._conn
+            first = RID + os.urandom(300 * KiB)
+            peer.sock.sendall(frame(peer, first))
+            assert rep.recv() == first[4:]
+            rep.send(b"ok")
+            assert peer.recv() == RID + b"ok"
+            lent = counting_lent_reads(monkeypatch)
+            request = RID + os.urandom(300 * KiB)
+            data = frame(peer, request)
+            cut = len(data) * 3 // 5
+
+            def pieces() -> None:
+                peer.sock.sendall(data[:cut])  # read by the greenlet waiting in rep.recv...
+                gevent.sleep(0.2)  # ...which gives up after one loop turn: a reader goes on
+                assert 0 < conn._body_got < len(request)
+                peer.sock.sendall(data[cut:])
+
+            g = gevent.spawn_later(0.05, pieces)
+            try:
+                assert rep.recv() == request[4:]
+                g.get(timeout=WAIT)
+            finally:
+                g.kill()
+            assert lent  # the waiting greenlet did start the read
+            rep.send(b"done")
+            assert peer.recv() == RID + b"done"
+
+
+def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(ipc_dir: str) -> None:
+    with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
+        url = pull.listen(f"ipc://{ipc_dir}/gather-half.sock").url
+        with roomy(RawPeer(url, PUSH)) as peer:
+            wait_for(lambda: pull.pipes, what="the pipe")
+            conn = pull.pipes[0]._conn
+            first = os.urandom(64 * KiB)
+            peer.sock.sendall(frame(peer, first))
+            assert pull.recv() == first
+            data = frame(peer, os.urandom(1 << 20))  # announces 1 MiB, sends 30 % of it
+            peer.sock.sendall(data[:len(data) * 3 // 10])
+            wait_for(lambda: conn.decoder.buffered >= len(data) * 3 // 10, what="what came")
+            assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
