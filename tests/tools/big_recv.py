@@ -3,6 +3,7 @@ receiver's CPU and its page faults per message.
 
     python tests/tools/big_recv.py 1048576 1000
     python tests/tools/big_recv.py 65536 8000 --recv-buffer-bytes 1048576 --tune
+    python tests/tools/big_recv.py 262144 3000 --url ipc:///tmp/big.sock
 
 Run it with two checkouts alternately (``PYTHONPATH=<tree>``; the child inherits it) to compare
 them. Page faults are the receiver's ``ru_minflt``: what fresh pages under each body cost.
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("size", type=int)
     ap.add_argument("n", type=int)
     ap.add_argument("--recv-buffer-bytes", type=int, default=16 << 20)
+    ap.add_argument("--url", default="tcp://127.0.0.1:0", help="where the pull listens")
     ap.add_argument("--tune", action="store_true", help="gsp.tune_allocator() in the receiver")
     ap.add_argument("--send-to", help=argparse.SUPPRESS)  # the child's role
     a = ap.parse_args()
@@ -45,7 +47,7 @@ def main() -> None:
     if a.tune:
         gsp.tune_allocator()
     with gsp.socket("pull", recv_buffer_bytes=a.recv_buffer_bytes) as pull:
-        url = pull.listen("tcp://127.0.0.1:0").url
+        url = pull.listen(a.url).url
         child = subprocess.Popen([sys.executable, __file__, str(a.size), str(a.n),
                                   "--send-to", url])
         try:
