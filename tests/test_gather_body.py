@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import socket as stdsocket
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import gevent
 import pytest
 
+import gsp
 from gsp import wire
 from gsp.testing import WAIT, RawPeer, wait_for
 from tests.support import sockets
@@ -33,27 +36,36 @@ def roomy(peer: RawPeer) -> RawPeer:
     return peer
 
 
-def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messages(
-        ipc_dir: str) -> None:
+@contextmanager
+def pull_after_a_big_message(ipc_dir: str, name: str,
+                             size: int) -> Iterator[tuple[gsp.Socket, RawPeer, Any]]:
+    """A pull over ipc, a raw push peer, and the pull's connection, after one ``size``-byte
+    message (read as it came: a first big message makes the reader take the next one's prefix
+    alone, and then its body)."""
     with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
-        url = pull.listen(f"ipc://{ipc_dir}/gather.sock").url
+        url = pull.listen(f"ipc://{ipc_dir}/{name}.sock").url
         with roomy(RawPeer(url, PUSH)) as peer:
             wait_for(lambda: pull.pipes, what="the pipe")
-            conn = pull.pipes[0]._conn
-            first = os.urandom(300 * KiB)
+            first = os.urandom(size)
             peer.sock.sendall(frame(peer, first))
-            assert pull.recv() == first  # read as it came: a big message, so the next one...
-            for size in (300 * KiB, 200 * KiB, 320 * KiB):
-                body = os.urandom(size)
-                data = frame(peer, body)
-                cut = len(data) * 3 // 5
-                peer.sock.sendall(data[:cut])  # ...whose first piece is more than half of it
-                gevent.spawn_later(0.05, peer.sock.sendall, data[cut:])
-                assert pull.recv() == body
-                assert conn._body_buf is not None and len(conn._body_buf) >= size  # gathered
-            peer.send(b"small")
-            assert pull.recv() == b"small"
-            assert conn._body_buf is None and conn._body_got == 0
+            assert pull.recv() == first
+            yield pull, peer, pull.pipes[0]._conn
+
+
+def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messages(
+        ipc_dir: str) -> None:
+    with pull_after_a_big_message(ipc_dir, "gather", 300 * KiB) as (pull, peer, conn):
+        for size in (300 * KiB, 200 * KiB, 320 * KiB):
+            body = os.urandom(size)
+            data = frame(peer, body)
+            cut = len(data) * 3 // 5
+            peer.sock.sendall(data[:cut])  # a first piece of more than half of it
+            gevent.spawn_later(0.05, peer.sock.sendall, data[cut:])
+            assert pull.recv() == body
+            assert conn._body_buf is not None and len(conn._body_buf) >= size  # gathered
+        peer.send(b"small")
+        assert pull.recv() == b"small"
+        assert conn._body_buf is None and conn._body_got == 0
 
 
 def test_a_lent_read_interrupted_while_gathering_loses_nothing(
@@ -91,15 +103,8 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
 
 
 def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(ipc_dir: str) -> None:
-    with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
-        url = pull.listen(f"ipc://{ipc_dir}/gather-half.sock").url
-        with roomy(RawPeer(url, PUSH)) as peer:
-            wait_for(lambda: pull.pipes, what="the pipe")
-            conn = pull.pipes[0]._conn
-            first = os.urandom(64 * KiB)
-            peer.sock.sendall(frame(peer, first))
-            assert pull.recv() == first
-            data = frame(peer, os.urandom(1 << 20))  # announces 1 MiB, sends 30 % of it
-            peer.sock.sendall(data[:len(data) * 3 // 10])
-            wait_for(lambda: conn.decoder.buffered >= len(data) * 3 // 10, what="what came")
-            assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
+    with pull_after_a_big_message(ipc_dir, "gather-half", 64 * KiB) as (pull, peer, conn):
+        data = frame(peer, os.urandom(1 << 20))  # announces 1 MiB, sends 30 % of it
+        peer.sock.sendall(data[:len(data) * 3 // 10])
+        wait_for(lambda: conn.decoder.buffered >= len(data) * 3 // 10, what="what came")
+        assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
