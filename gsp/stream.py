@@ -303,11 +303,10 @@ class StreamConnection(Connection):
                     # A big body: read what is there (all of it: the message itself), never
                     # more than what is left, and never a buffer for bytes not yet arrived.
                     waiting = _readable(sock) if self._plain else 0
-                    want = decoder.body_wanted
+                    want = decoder.body_wanted  # (the whole body, while none of it is read)
                     if waiting < left and self._lowat and want:
                         waiting = self._await_body(left)
-                    elif want and self._plain and (self._body_got or (waiting < want and (
-                            waiting * 2 >= want or len(self._body_buf or b"") >= want))):
+                    elif want and self._plain and self._gathers(want, waiting):
                         data = self._gather_body(want)  # None until the whole body is in
                         if data is None:
                             holding.hold(decoder.buffered + self._body_got)
@@ -329,6 +328,17 @@ class StreamConnection(Connection):
                 if not self._big:
                     self._body_buf = None  # small messages again: give the gathering buffer back
                 return msgs
+
+    def _gathers(self, size: int, waiting: int) -> bool:
+        """Whether the next read of a ``size``-byte body goes through :meth:`_gather_body`: one
+        under way; else one not all in the kernel (all of it is one ``recv``, the message
+        itself) of which the kernel holds half, or the buffer kept from the last is as big."""
+        if self._body_got:
+            return True
+        if waiting >= size:
+            return False
+        buf = self._body_buf
+        return waiting * 2 >= size or (buf is not None and len(buf) >= size)
 
     def _gather_body(self, size: int) -> bytes | None:
         """Read on into the buffer that gathers a ``size``-byte body (made when the kernel held
