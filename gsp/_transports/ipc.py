@@ -29,11 +29,19 @@ IPC_OPTIONS = {o.name: o for o in [
 ]}
 
 
-def configure_ipc(sock: Any, options: Mapping[str, Any]) -> None:
-    """Per-connection socket options of an ipc listener's or dialer's ``options``."""
-    size = options["ipc_send_buffer"]
-    if size:
-        sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, size)
+class _IPCEndpoint:
+    """What an ipc listener and dialer share: per-connection options and the address name."""
+
+    path: str
+    options: Mapping[str, Any]
+
+    def _configure(self, sock: Any) -> None:
+        size = self.options["ipc_send_buffer"]
+        if size:
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, size)
+
+    def _name(self, addr: Any) -> str:
+        return f"ipc://{self.path}"
 
 
 def ipc_path(url: str) -> str:
@@ -47,7 +55,7 @@ def ipc_path(url: str) -> str:
     return path
 
 
-class IPCListener(SocketListener):
+class IPCListener(_IPCEndpoint, SocketListener):
     framing = wire.IPC
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
@@ -91,12 +99,6 @@ class IPCListener(SocketListener):
         self._inode = (st.st_dev, st.st_ino)
         return sock
 
-    def _name(self, addr: Any) -> str:
-        return f"ipc://{self.path}"
-
-    def _configure(self, sock: Any) -> None:
-        configure_ipc(sock, self.options)
-
     def close(self) -> None:
         was_open = not self._closed
         super().close()
@@ -109,7 +111,7 @@ class IPCListener(SocketListener):
                 pass
 
 
-class IPCDialer(SocketDialer):
+class IPCDialer(_IPCEndpoint, SocketDialer):
     framing = wire.IPC
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
@@ -118,12 +120,6 @@ class IPCDialer(SocketDialer):
 
     def _connect(self) -> Any:
         return connect_socket(self.url, gsocket.AF_UNIX, self.path, park=self._park)
-
-    def _configure(self, sock: Any) -> None:
-        configure_ipc(sock, self.options)
-
-    def _name(self, addr: Any) -> str:
-        return f"ipc://{self.path}"
 
 
 class IPCTransport(Transport):
