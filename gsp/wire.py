@@ -204,28 +204,21 @@ class FrameDecoder:
     last one comes). A peer announcing 2 GiB and sending nothing costs nothing.
     """
 
-    __slots__ = ("framing", "max_size", "_head", "_parts", "_have", "_need", "_error")
+    __slots__ = ("framing", "max_size", "buffered", "error", "_head", "_parts", "_have", "_need",
+                 "_tcp")
 
     def __init__(self, framing: Framing = TCP, max_size: int = 0) -> None:
         self.framing = framing
         self.max_size = max_size
+        #: Bytes received for an incomplete frame (kept by :meth:`feed`; read it, never set it).
+        self.buffered = 0
+        #: The error that ended the stream, once one has been seen (read it, never set it).
+        self.error: Exception | None = None
         self._head = b""  # prefix bytes of the next frame while fewer than prefix_size arrived
         self._parts: list[bytes | bytearray | memoryview] = []  # the body in progress so far
         self._have = 0  # body bytes in _parts
         self._need = -1  # body size of the frame in progress, -1 while its length is unknown
-        self._error: Exception | None = None
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received for an incomplete frame."""
-        if self._need < 0:
-            return len(self._head)
-        return self.framing.prefix_size + self._have
-
-    @property
-    def error(self) -> Exception | None:
-        """The error that ended the stream, once one has been seen."""
-        return self._error
+        self._tcp = framing.type_byte is None
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Consume ``data`` and return every message it completes (header+body as one bytes).
@@ -234,8 +227,16 @@ class FrameDecoder:
         in :attr:`error` and raised by the next ``feed`` (callers check :attr:`error` after
         handling the messages, so nothing a peer sent before its mistake is lost).
         """
-        if self._error is not None:
-            raise self._error.with_traceback(None)
+        if self.buffered == 0 and self._tcp and type(data) is bytes and self.error is None:
+            # The usual read of a request or a reply: exactly one whole tcp frame, between
+            # frames. Its message is one slice, with nothing to keep and no loop to run.
+            end = len(data)
+            if end >= 8:
+                (n,) = _LEN.unpack_from(data)
+                if n + 8 == end and (n <= self.max_size or not self.max_size):
+                    return [data[8:]]
+        if self.error is not None:
+            raise self.error.with_traceback(None)
         if type(data) is not bytes:
             data = bytes(data)  # one copy; then every message is a cheap slice, never a view
         out: list[bytes] = []
@@ -247,10 +248,13 @@ class FrameDecoder:
                     return out
             self._parse(data, pos, out)
         except Exception as exc:
-            self._error = exc
+            self.error = exc
             self._head, self._parts, self._need = b"", [], -1
             if not out:
                 raise
+        finally:
+            self.buffered = len(self._head) if self._need < 0 else \
+                self.framing.prefix_size + self._have
         return out
 
     @property
