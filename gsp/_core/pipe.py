@@ -259,32 +259,36 @@ class Pipe:
         reader greenlet). The first message read (every one, for a wait lending with
         ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
         read brought go to a reader greenlet."""
-        readers = self._socket._readers
-        guard = readers.guard
+        sock = self._socket
+        readers = sock._readers
         conn = self._conn
         held: list[bytes] | None = None
         guarded = conn.recv_may_wait
         try:
             if guarded:
-                guard.start(gevent.getcurrent().throw, WOULD_WAIT)
+                readers.guard.start(gevent.getcurrent().throw, WOULD_WAIT)
             try:
                 msgs = conn.recv_or_park(self._wake)
                 if msgs is None:  # parked again: its watcher wakes it when bytes come
                     self._reader = None
                     return
-                if len(msgs) > 1 and not readers.lent_batches:
+                n = len(msgs)
+                if n > 1 and not readers.lent_batches:
                     held = msgs[1:]
                     msgs = msgs[:1]
+                    n = 1
                 self._q.allow_direct()
-                self._in_msgs += len(msgs)
-                self._in_bytes += (nbytes := counters.size(msgs))
-                proto = self._socket._proto
-                if type(proto).pipe_recv_all is not Protocol.pipe_recv_all:
+                self._in_msgs += n
+                nbytes = len(msgs[0]) if n == 1 else counters.size(msgs)
+                self._in_bytes += nbytes
+                deliver_all = sock._deliver_all
+                if deliver_all is not None:
                     self.recv_batch_bytes = nbytes
-                    proto.pipe_recv_all(self, msgs)
+                    deliver_all(self, msgs)
                 else:
+                    deliver = sock._deliver
                     for data in msgs:
-                        proto.pipe_recv(self, data)
+                        deliver(self, data)
                 if held is None:
                     # One message read and delivered, and it was what the wait waited for: a
                     # request or a reply, whose peer waits for the answer, so park without a
@@ -292,7 +296,7 @@ class Pipe:
                     # batch reads on (its sender may be streaming), and so does a read whose
                     # message woke nobody (a late reply, say: more may be queued behind it,
                     # which a reader greenlet reads on, not one a loop turn here).
-                    if len(msgs) == 1 and wait.woken and conn.park(self._wake):
+                    if n == 1 and wait.woken and conn.park(self._wake):
                         self._reader = None
                         return
                     held = conn.recv_or_park(self._wake)
@@ -301,7 +305,7 @@ class Pipe:
                         return
             finally:
                 if guarded:
-                    guard.stop()
+                    readers.guard.stop()
         except WouldWait:
             pass  # a reader greenlet waits for the rest
         except (GspError, OSError) as exc:

@@ -87,6 +87,10 @@ class Socket(ObjectCalls):
         self._hot.bare = proto.ready_bodies is not None
         self._hot.ready = proto.ready_bodies if self._hot.bare else proto.ready
         self._hot.send_direct = None
+        #: How pipes deliver what they read: the batch hook where the protocol has one.
+        self._deliver = proto.pipe_recv
+        self._deliver_all = proto.pipe_recv_all \
+            if cls.pipe_recv_all is not Protocol.pipe_recv_all else None
         self.id = counters.register(self)
 
     # -- options -------------------------------------------------------------------------------
