@@ -229,7 +229,9 @@ class StreamConnection(Connection):
         n = len(msg)  # bytes, or a Message's header + body
         if not self._plain or self._tail is not None or n >= _JOIN_LIMIT:
             return 0  # a big body goes through the writer: joining it here would copy it
-        data = self._prefix(n) + message_bytes(msg)
+        cache = self._cache  # (inline: a request or a reply is small, its prefix made already)
+        data = (cache[n] if n < len(cache) else self._prefix(n)) + \
+            (msg if type(msg) is bytes else message_bytes(msg))
         raw = self._raw  # the non-blocking socket under gevent's, when it is there: one call less
         try:  # timeout 0: EAGAIN raises instead of waiting
             sent = self.sock.send(data, 0, 0.0) if raw is None else raw.send(data)
@@ -381,7 +383,9 @@ class StreamConnection(Connection):
         if not data:
             raise self._eof()
         msgs = decoder.feed(data)
-        self._holding.hold(decoder.buffered)
+        holding = self._holding
+        if decoder.buffered or holding.held:  # (holding nothing before or after: nothing to do)
+            holding.hold(decoder.buffered)
         if msgs:
             self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
             return msgs
