@@ -135,6 +135,17 @@ class ContextHost:
         self._contexts: set[Any] = set()
         self._default = default
         default.noun = "socket"  # its errors speak of the socket the user called
+        # The socket's body-only send and recv (bytes in, bytes out) go straight to the default
+        # context's: a call less each way than the methods below, which stay for the class
+        # check that tells the socket these fast paths exist (gsp.protocol.Protocol.send_body),
+        # and for a subclass that overrides them (then they are its own). The socket sends
+        # bytes alone through send_body (Protocol.send_body's contract); the method below also
+        # takes a Message, for a raw base class's send (RoundRobin's) that passes one.
+        cls = type(self)
+        if cls.send_body is ContextHost.send_body:
+            self.send_body = default._send_body  # type: ignore[method-assign, assignment]
+        if cls.recv_body is ContextHost.recv_body:
+            self.recv_body = default._recv_body  # type: ignore[method-assign]
 
     def _new_context(self) -> "Context":
         raise NotImplementedError
@@ -152,7 +163,7 @@ class ContextHost:
             self._default._send(body if isinstance(body, Message) else Message(body), timeout)
 
     def recv_body(self, timeout: float | None) -> bytes:
-        return self._default._recv(timeout).body
+        return self._default._recv_body(timeout)
 
     def poll(self, op: "Op") -> bool:
         return self._default.poll(op)
@@ -224,7 +235,8 @@ class Context(ObjectCalls):
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
         self._check_open()
-        return self._call_recv(timeout, block).body
+        body: bytes = self._call_recv(timeout, block, self._recv_body)
+        return body
 
     def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
@@ -237,7 +249,8 @@ class Context(ObjectCalls):
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
-        return self._call_recv(timeout, block)
+        msg: Message = self._call_recv(timeout, block)
+        return msg
 
     def _call_send(self, msg: Any, timeout: Any, block: bool,
                    send: "Callable[[Any, float | None], None] | None" = None) -> None:
@@ -249,11 +262,13 @@ class Context(ObjectCalls):
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
 
-    def _call_recv(self, timeout: Any, block: bool) -> Message:
+    def _call_recv(self, timeout: Any, block: bool,
+                   recv: "Callable[[float | None], Any] | None" = None) -> Any:
+        # returns what ``recv`` does (a Message from _recv, the default, or a body)
         t = self.recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
-            return self._recv(t)
+            return (recv or self._recv)(t)
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block, f" on this {self.noun}") from None
 
@@ -319,6 +334,11 @@ class Context(ObjectCalls):
         """Optional: :meth:`_send` of a message without a header, given just its body (the
         socket's and the context's ``send`` come here; the default makes the Message)."""
         self._send(Message(body), timeout)
+
+    def _recv_body(self, timeout: float | None) -> bytes:
+        """Optional: :meth:`_recv`'s body alone (the socket's and the context's ``recv`` come
+        here; the default takes it from the Message, an override need not make one)."""
+        return self._recv(timeout).body
 
     def _poll(self, op: "Op") -> bool:
         """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).
