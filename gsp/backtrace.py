@@ -19,7 +19,7 @@ from gevent import get_hub
 from .chan import Recv
 from .context import Context, ContextHost, Wakeup
 from .errors import Closed, ProtocolStateError
-from .message import Message
+from .message import JOIN_MAX, Message
 from .options import Option, integer
 from .protocol import Op, PipeHandle, Protocol, SocketHandle
 from .queues import Deadline, Inbox
@@ -237,7 +237,7 @@ class XResponder(PipeMap):
 
     def _reply_to(self, pipe: PipeHandle, backtrace: bytes, body: bytes) -> None:
         """Send ``body`` with ``backtrace`` on ``pipe`` as :meth:`_route` does."""
-        out = Message(body, backtrace)
+        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)
         if pipe.try_send(out):
             return
         if not self.best_effort:

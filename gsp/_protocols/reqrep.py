@@ -21,7 +21,7 @@ from ..chan import Recv, Send, select
 from ..context import Context, ContextHost, ContextOption, Wakeup
 from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
 from ..hookspecs import hookimpl
-from ..message import Message
+from ..message import JOIN_MAX, Message
 from ..options import Option, duration
 from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Deadline, Signal
@@ -55,9 +55,12 @@ class ReqContext(Context):
         super().__init__(proto.handle)
         self._proto = proto
         self._id: int | None = None  # outstanding request id (registered in proto._ids)
-        self._msg: Message | None = None  # the request as sent, kept for resends
+        # The request as sent, kept for resends: one bytes (id and body) if it is small, so
+        # that it is written without a Message or a join; else a Message (no copy of the body).
+        self._msg: Message | bytes | None = None
         self._pipe: PipeHandle | None = None  # the pipe carrying it, None while queued
-        self._reply: Message | None = None
+        self._reply: bytes | None = None  # the reply's body, once it came (on _reply_pipe)
+        self._reply_pipe: PipeHandle | None = None
         self._queued = False  # in proto._pending, waiting for a pipe with room
         self._sent_id: int | None = None  # last request handed to a pipe (a blocked send waits)
         self._broken = False  # its pipe died with resend disabled: the next recv fails
@@ -77,7 +80,8 @@ class ReqContext(Context):
             self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
         rid = proto._ids.alloc(self)
         self._id = rid
-        self._msg = out = Message(body, rid.to_bytes(4, "big"))
+        self._msg = out = rid.to_bytes(4, "big") + body if len(body) <= JOIN_MAX \
+            else Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
             pipe = proto._try_pipes(out)
             if pipe is not None:
@@ -101,6 +105,10 @@ class ReqContext(Context):
                 raise
 
     def _recv(self, timeout: float | None) -> Message:
+        body = self._recv_body(timeout)
+        return Message(body, b"", self._reply_pipe)
+
+    def _recv_body(self, timeout: float | None) -> bytes:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         if self._id is None and self._reply is None:
@@ -159,7 +167,7 @@ class ReqContext(Context):
         """Forget the outstanding request (if any) and wake whoever waits on it."""
         if self._id is not None:
             self._proto._ids.pop(self._id)
-        self._id = self._msg = self._pipe = self._reply = None
+        self._id = self._msg = self._pipe = self._reply = self._reply_pipe = None
         self._broken = False
         self._disarm()
         self._proto._unqueue(self)
@@ -197,9 +205,10 @@ class ReqContext(Context):
             self._cancel()
             self._broken = True
 
-    def _got_reply(self, reply: Message) -> None:
+    def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
         self._id = self._msg = self._pipe = None
         self._reply = reply
+        self._reply_pipe = pipe
         self._disarm()
         self._proto._unqueue(self)
         self._notify()
@@ -240,7 +249,7 @@ class Req(ContextHost, XReq):
         if len(data) >= 4 and data[0] & 0x80:
             ctx = self._ids.pop(int.from_bytes(data[:4], "big"))
             if ctx is not None:
-                ctx._got_reply(Message(data[4:], b"", pipe))
+                ctx._got_reply(data[4:], pipe)
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
@@ -257,7 +266,7 @@ class Req(ContextHost, XReq):
     def _send_wake_cases(self) -> list[Recv]:
         return send_wake_cases(self._pipes, self._changed)  # _changed: pipes or queue changed
 
-    def _try_pipes(self, msg: Message) -> PipeHandle | None:
+    def _try_pipes(self, msg: Message | bytes) -> PipeHandle | None:
         pipes = self._pipes
         n = len(pipes)
         if n == 1:  # the common case: no rotation to compute
