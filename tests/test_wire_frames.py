@@ -241,6 +241,26 @@ def test_max_size_boundary(framing: Framing, bytewise: bool) -> None:
         run(b"e" * (limit + 1))
 
 
+def test_one_whole_frame_per_feed_keeps_every_rule() -> None:
+    """A feed of exactly one whole tcp frame between frames (a request or a reply, read at
+    once) is the decoder's shortest path; it still refuses a frame over max_size, never
+    resumes after an error, and leaves nothing buffered."""
+    dec = FrameDecoder(TCP, max_size=8)
+    for body in (b"", b"a", b"12345678"):
+        assert dec.feed(frame(TCP, body)) == [body] and dec.buffered == 0
+    assert dec.feed(bytearray(frame(TCP, b"view"))) == [b"view"]  # any buffer, as bytes
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(frame(TCP, b"123456789"))
+    assert isinstance(dec.error, gsp.MessageTooLarge) and dec.buffered == 0
+    with pytest.raises(gsp.MessageTooLarge):
+        dec.feed(frame(TCP, b"ok"))  # a whole frame after the error: the error again
+    # Mid-frame, a chunk that is a whole frame is the body of the frame in progress.
+    dec = FrameDecoder(TCP)
+    inner = frame(TCP, b"x" * 16)
+    assert dec.feed(struct.pack(">Q", len(inner))) == [] and dec.buffered == 8
+    assert dec.feed(inner) == [inner] and dec.buffered == 0
+
+
 def test_max_size_zero_is_unlimited() -> None:
     dec = FrameDecoder(TCP, max_size=0)
     big = b"z" * (1 << 20)
