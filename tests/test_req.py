@@ -15,6 +15,7 @@ import gevent
 import pytest
 
 import gsp
+from gsp.message import JOIN_MAX
 from gsp.testing import ProtocolSuite, wait_for
 from tests.support import close_wakes, connect, inproc_url, u32
 
@@ -268,6 +269,27 @@ def test_req_wire_header(mk):
     for m in (m1, m2):
         assert len(m.header) == 8 and m.header[:4] == pid and m.header[4] & 0x80
     assert m1.header != m2.header
+
+
+@pytest.mark.parametrize("size", [0, JOIN_MAX - 1, JOIN_MAX, JOIN_MAX + 1, 1 << 20])
+def test_req_rep_bodies_either_side_of_the_join_limit(mk, size):
+    """A request or reply up to message.JOIN_MAX is queued as one bytes (id or backtrace joined
+    to the body), a bigger one as a Message: either way the peer gets exactly the body, the
+    same id on a resend, and recv_msg still tells the pipe a reply came on."""
+    req = mk("req", recv_timeout=5, resend_time=0.05, recv_max_size=0)
+    xrep = mk("rep", raw=True, recv_timeout=5, recv_max_size=0)
+    connect(xrep, req)
+    body = bytes(range(256)) * (size // 256) + b"r" * (size % 256)
+    req.send(body)
+    first, second = xrep.recv_msg(), xrep.recv_msg()  # the request, then its resend
+    assert first.body == second.body == body and first.header == second.header
+    rep = mk("rep", recv_timeout=5, recv_max_size=0)
+    connect(rep, req)
+    xrep.close()
+    assert rep.recv() == body  # resent to the pipe that is left
+    rep.send(body[::-1])
+    reply = req.recv_msg()
+    assert reply.body == body[::-1] and reply.header == b"" and reply.pipe is req.pipes[0]
 
 
 # -- raw req (xreq) --------------------------------------------------------------------------------
