@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import gevent
 import pytest
 
 import gsp
+from gsp.context import Context, ContextHost
+from gsp.message import Message
+from gsp.protocol import Protocol, ProtocolSpec
 from tests.support import close_wakes, connect, u32
 
 COOKED = ["req", "rep", "surveyor", "respondent"]
@@ -192,3 +196,73 @@ def test_rep_receiver_timing_out_leaves_the_request_to_others(mk, spawn):
     req.send(b"later")
     assert rep.recv(timeout=5) == b"later"
     assert not ctx.poll("recv")
+
+
+# -- ContextHost for a third party's protocol ------------------------------------------------------
+class _LoopContext(Context):
+    """A context that gives back what was sent on it (implements only _send and _recv)."""
+
+    def __init__(self, handle: Any) -> None:
+        super().__init__(handle)
+        self.kept: list[Message] = []
+
+    def _send(self, msg: Message, timeout: float | None) -> None:
+        self.kept.append(msg)
+
+    def _recv(self, timeout: float | None) -> Message:
+        if not self.kept:
+            raise gsp.WouldBlock("nothing sent")
+        return self.kept.pop(0)
+
+    def _on_close(self) -> None:
+        self.kept.clear()
+
+
+class _Loop(ContextHost, Protocol):
+    def __init__(self, handle: Any, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self._closed = False
+        self._host_contexts(_LoopContext(handle))
+
+    def _new_context(self) -> Context:
+        return _LoopContext(self.handle)
+
+    def close(self) -> None:
+        self._closed = True
+        self._close_contexts()
+
+
+class _LoopOwnRecv(_Loop):
+    def recv_body(self, timeout: float | None) -> bytes:
+        return b"own " + self._default._recv(timeout).body
+
+
+class _LoopPlugin:
+    @gsp.hookimpl
+    def gsp_protocols(self) -> list[ProtocolSpec]:
+        return [ProtocolSpec("testloop", 0x7E0, "testloop", 0x7E0, _Loop),
+                ProtocolSpec("testloop2", 0x7E1, "testloop2", 0x7E1, _LoopOwnRecv)]
+
+
+def test_context_host_socket_calls_reach_the_default_context_or_the_protocols_own():
+    """The socket's send(bytes)/recv() of a ContextHost protocol call its default context's
+    _send_body/_recv_body; a context implementing only _send/_recv gets them from Context (a
+    Message made and unmade); a protocol overriding recv_body keeps its own."""
+    plugin = _LoopPlugin()
+    gsp.register_plugin(plugin)
+    try:
+        with gsp.socket("testloop") as s, gsp.socket("testloop2") as own:
+            s.send(b"one")
+            s.send(bytearray(b"two"))
+            assert [s.recv(), s.recv()] == [b"one", b"two"]
+            with pytest.raises(gsp.WouldBlock):
+                s.recv()
+            s.send_msg(Message(b"three"))
+            assert s.recv_msg().body == b"three"
+            own.send(b"four")
+            assert own.recv() == b"own four"
+            ctx = s.open_context()
+            ctx.send(b"five")
+            assert ctx.recv() == b"five"
+    finally:
+        gsp.unregister_plugin(plugin)
