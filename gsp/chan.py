@@ -335,9 +335,13 @@ class Outbox(Chan[T]):
     ``max_bytes`` (0: none) makes it full once the items queued (``len`` of each) reach that
     many bytes, as well as at ``capacity`` items; one item is always let in. The count is the
     producers': the consumer calls :meth:`took` after taking items to set it right again.
+
+    :attr:`direct_items` and :attr:`direct_bytes` (``len`` of each) count the items ``direct``
+    took, whole or in part: with what the consumer took, everything that left.
     """
 
-    __slots__ = ("_start", "_direct", "_started", "_loop", "_direct_at", "_bytes", "_max_bytes")
+    __slots__ = ("_start", "_direct", "_started", "_loop", "_direct_at", "_bytes", "_max_bytes",
+                 "direct_items", "direct_bytes")
 
     def __init__(self, capacity: int, start: Callable[[], None],
                  direct: Callable[[T], int] | None = None, max_bytes: int = 0) -> None:
@@ -349,6 +353,8 @@ class Outbox(Chan[T]):
         self._direct_at = -1.0
         self._bytes = 0  # bytes queued, as producers counted them since the consumer's took()
         self._max_bytes = max_bytes or 1 << 62
+        self.direct_items = 0
+        self.direct_bytes = 0
 
     @property
     def queued_bytes(self) -> int:
@@ -404,10 +410,12 @@ class Outbox(Chan[T]):
         elif self._direct is not None and not self._closed:
             rq = self._recvq
             if (not self._started or rq and not rq[0].sel.fired) and \
-                    self._loop.now() != self._direct_at:
-                self._direct_at = self._loop.now()
+                    (now := self._loop.now()) != self._direct_at:
+                self._direct_at = now
                 done = self._direct(item)
                 if done:
+                    self.direct_items += 1
+                    self.direct_bytes += len(item)  # type: ignore[arg-type]  # items have a length
                     if done == 1:
                         Chan._try_send(self, FLUSH)  # not counted: it has no bytes
                         self.ensure_consumer()

@@ -73,7 +73,7 @@ class Pipe:
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_out_msgs", "_out_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
+                 "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
                  "parks", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
@@ -88,12 +88,13 @@ class Pipe:
         # Connections that can write without blocking (plain tcp/ipc, inproc) let a send skip the
         # writer greenlet while it is idle or not started: a request/reply round trip then costs
         # no extra switches, and a pipe that only ever answers directly never needs a writer.
-        direct = self._send_now if type(conn).send_now is not Connection.send_now else None
+        # (The queue counts what it hands to send_now: see _out_msgs.)
+        direct = conn.send_now if type(conn).send_now is not Connection.send_now else None
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
         self.parks = type(conn).recv_or_park is not Connection.recv_or_park
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
-        self._in_msgs = self._in_bytes = self._out_msgs = self._out_bytes = 0
+        self._in_msgs = self._in_bytes = self._wrote_msgs = self._wrote_bytes = 0
         self._writing = 0  # messages of the batch the writer is writing now
         #: Bytes of the batch the reader is handing to ``pipe_recv_all`` now (see PipeHandle).
         self.recv_batch_bytes = 0
@@ -340,21 +341,21 @@ class Pipe:
                 self._writing = len(batch)
                 conn.send_messages(batch)
                 self._writing = 0
-                self._out_msgs += len(batch)
-                self._out_bytes += size(batch)
+                self._wrote_msgs += len(batch)
+                self._wrote_bytes += size(batch)
         except (GspError, OSError) as exc:
             self._shutdown(exc)
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
             self._shutdown(_unexpected(exc, "sending"))
 
-    def _send_now(self, msg: "Message | bytes") -> int:
-        # The Outbox's direct write (the writer is idle), counted as sent once the connection
-        # took any of it (the writer finishes a partial write).
-        done = self._conn.send_now(msg)
-        if done:
-            self._out_msgs += 1
-            self._out_bytes += len(msg)
-        return done
+    @property
+    def _out_msgs(self) -> int:
+        """Messages sent: those the writer wrote and those written directly (see Outbox)."""
+        return self._wrote_msgs + self._q.direct_items
+
+    @property
+    def _out_bytes(self) -> int:
+        return self._wrote_bytes + self._q.direct_bytes
 
     def _shutdown(self, error: BaseException | None) -> None:
         if self.closed:

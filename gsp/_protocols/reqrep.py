@@ -83,7 +83,11 @@ class ReqContext(Context):
         self._msg = out = rid.to_bytes(4, "big") + body if len(body) <= JOIN_MAX \
             else Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipe = proto._try_pipes(out)
+            pipes = proto._pipes
+            if len(pipes) == 1:  # (the usual case, inline: one pipe, no turn to take)
+                pipe = pipes[0] if pipes[0].try_send(out) else None
+            else:
+                pipe = proto._try_pipes(out)
             if pipe is not None:
                 self._dispatched(pipe)
                 return
@@ -206,12 +210,14 @@ class ReqContext(Context):
             self._broken = True
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
-        self._id = self._msg = self._pipe = None
+        # (_disarm, _unqueue and _notify inline: this runs between a reply's read and its recv)
+        self._id = self._msg = self._pipe = self._resend_at = None
         self._reply = reply
         self._reply_pipe = pipe
-        self._disarm()
-        self._proto._unqueue(self)
-        self._notify()
+        if self._queued:
+            self._proto._unqueue(self)
+        self._changed.fire()
+        self._wakeup.wake()
 
     def _notify(self) -> None:
         """Something changed: wake selects (the Signal) and a waiting recv."""
