@@ -84,6 +84,11 @@ class IdMap:
         return list(self._live.values())
 
 
+def reply(backtrace: bytes, body: bytes) -> "Message | bytes":
+    """A reply as a pipe queues it: one bytes if the body is small (see message.JOIN_MAX)."""
+    return backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)
+
+
 def call_later(seconds: float, fn: Callable[..., None], *args: Any) -> Any:
     """Run ``fn(*args)`` in the hub after ``seconds``; ``.close()`` the result to cancel.
 
@@ -233,11 +238,10 @@ class XResponder(PipeMap):
         silently: the requester resends."""
         pipe = self._route_pipe(header)
         if pipe is not None:
-            self._reply_to(pipe, header[4:], body)
+            self._reply_to(pipe, reply(header[4:], body))
 
-    def _reply_to(self, pipe: PipeHandle, backtrace: bytes, body: bytes) -> None:
-        """Send ``body`` with ``backtrace`` on ``pipe`` as :meth:`_route` does."""
-        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)
+    def _reply_to(self, pipe: PipeHandle, out: "Message | bytes") -> None:
+        """Send ``out`` (see :func:`reply`) on ``pipe`` as :meth:`_route` does."""
         if pipe.try_send(out):
             return
         if not self.best_effort:
@@ -324,8 +328,11 @@ class ResponderContext(Context):
                 f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request
         pipe, backtrace = route
-        if not pipe.closed:  # else dropped silently: the requester resends
-            self._proto._reply_to(pipe, backtrace, body)
+        if pipe.closed:
+            return  # dropped silently: the requester resends
+        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)  # (reply)
+        if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
+            self._proto._reply_to(pipe, out)
 
     def _poll(self, op: Op) -> bool:
         if op == "recv":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import random
 import weakref
 from typing import TYPE_CHECKING, Any, Mapping
@@ -18,7 +19,7 @@ from ..protocol import LendingWait, Protocol
 from ..queues import Signal
 from ..transport import Connection
 from . import counters
-from .readers import WOULD_WAIT, WouldWait
+from .readers import WOULD_WAIT, Readers, WouldWait
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -74,7 +75,7 @@ class Pipe:
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
-                 "parks", "__weakref__")
+                 "parks", "_wake", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -93,6 +94,10 @@ class Pipe:
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
         self.parks = type(conn).recv_or_park is not Connection.recv_or_park
+        #: What the connection calls (in the event loop) when bytes come to the parked pipe: a
+        #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
+        #: read, and no Python frame between the watcher and the readers.
+        self._wake = functools.partial(Readers.wake, socket._readers, self)
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._wrote_msgs = self._wrote_bytes = 0
         self._writing = 0  # messages of the batch the writer is writing now
@@ -175,10 +180,6 @@ class Pipe:
     def _start(self) -> None:
         self._socket._readers.start(self)
 
-    def _wake(self) -> None:
-        # The connection's read watcher fired (in the event loop): a reader takes the pipe on.
-        self._socket._readers.wake(self)
-
     def _start_writer(self) -> None:
         # Not for a closed pipe, nor while the socket closes (it closes every queue: nothing new
         # can be queued, and whatever is queued already has its writer).
@@ -193,7 +194,7 @@ class Pipe:
         conn = self._conn
         recv = conn.recv_or_park
         readers = self._socket._readers
-        wake = self._wake  # (a bound method: 64 bytes a parked pipe, a partial's 256)
+        wake = self._wake
         size = counters.size
         proto = self._socket._proto
         deliver = proto.pipe_recv
