@@ -101,30 +101,30 @@ def call_later(seconds: float, fn: Callable[..., None], *args: Any) -> Any:
 
 class Alarm:
     """One hub timer serving many deadlines (a socket's request resends): :meth:`arm` makes sure
-    ``fire()`` runs at or after loop time ``at`` (see :meth:`now`). Arming for a time no earlier
-    than the one already armed costs one comparison — no timer per request. ``fire`` runs in
-    the hub (no blocking), finds what is due itself and re-arms for what is still ahead."""
+    ``fire()`` runs at or after loop time ``at`` (see :attr:`now`). Arming for a time no earlier
+    than :attr:`at`, the one already armed, does nothing — no timer per request (a caller may
+    compare first and skip the call). ``fire`` runs in the hub (no blocking), finds what is due
+    itself and re-arms for what is still ahead."""
 
-    __slots__ = ("_fire", "_loop", "_timer", "_at")
+    __slots__ = ("_fire", "_loop", "_timer", "at", "now")
 
     def __init__(self, fire: Callable[[], None]) -> None:
         self._fire = fire
         self._loop = get_hub().loop
         self._timer: Any = None
-        self._at = float("inf")
-
-    def now(self) -> float:
-        """The event loop's clock, the one ``at`` is measured on: its cached value (the loop's
-        timers count from it too), so reading it costs no system call and leaves the clock that
-        ``gsp.chan.Outbox`` batches direct writes by alone."""
-        now: float = self._loop.now()
-        return now
+        #: The loop time armed for (infinity while disarmed); read it, never set it.
+        self.at = float("inf")
+        #: ``now()``: the event loop's clock, the one ``at`` is measured on: its cached value (the
+        #: loop's timers count from it too), so reading it costs no system call and leaves the
+        #: clock that ``gsp.chan.Outbox`` batches direct writes by alone. (The loop's own method:
+        #: no Python call.)
+        self.now: Callable[[], float] = self._loop.now
 
     def arm(self, at: float) -> None:
-        if at < self._at:
+        if at < self.at:
             if self._timer is not None:
                 self._timer.close()
-            self._at = at
+            self.at = at
             self._timer = self._loop.timer(max(0.0, at - self._loop.now()))
             self._timer.start(self._run)
 
@@ -137,7 +137,7 @@ class Alarm:
         if self._timer is not None:
             self._timer.close()
             self._timer = None
-        self._at = float("inf")
+        self.at = float("inf")
 
 
 class Requester(Protocol):

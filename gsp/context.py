@@ -228,13 +228,15 @@ class Context(ObjectCalls):
              block: bool = True) -> None:
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
-        self._check_open()
+        if self._closed or self.handle.closed:
+            raise self._closed_error()
         self._call_send(data if type(data) is bytes else as_bytes(data), timeout, block)
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
-        self._check_open()
+        if self._closed or self.handle.closed:
+            raise self._closed_error()
         body: bytes = self._call_recv(timeout, block, self._recv_body)
         return body
 
@@ -255,8 +257,11 @@ class Context(ObjectCalls):
     def _call_send(self, msg: Any, timeout: Any, block: bool,
                    send: "Callable[[Any, float | None], None] | None" = None) -> None:
         # msg: a body for _send_body (the default), or a Message for the send given
-        t = self.send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        if timeout is ... and block is True:
+            own = self.__dict__  # (ContextOption's storage, read without the descriptor's call)
+            t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
+        else:
+            t = call_timeout(timeout, block)
         try:
             (send or self._send_body)(msg, t)
         except Timeout as exc:
@@ -265,8 +270,11 @@ class Context(ObjectCalls):
     def _call_recv(self, timeout: Any, block: bool,
                    recv: "Callable[[float | None], Any] | None" = None) -> Any:
         # returns what ``recv`` does (a Message from _recv, the default, or a body)
-        t = self.recv_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        if timeout is ... and block is True:
+            own = self.__dict__  # (as in _call_send)
+            t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
+        else:
+            t = call_timeout(timeout, block)
         try:
             return (recv or self._recv)(t)
         except Timeout as exc:
@@ -308,10 +316,11 @@ class Context(ObjectCalls):
         self._on_close()
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"{self.noun} is closed")
-        if self.handle.closed:
-            raise Closed("socket is closed")
+        if self._closed or self.handle.closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> Closed:
+        return Closed(f"{self.noun} is closed" if self._closed else "socket is closed")
 
     def __enter__(self) -> "Context":
         return self

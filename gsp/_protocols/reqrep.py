@@ -89,7 +89,7 @@ class ReqContext(Context):
             else:
                 pipe = proto._try_pipes(out)
             if pipe is not None:
-                self._dispatched(pipe)
+                self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return
         proto._queue(self)
         if proto.best_effort:
@@ -177,7 +177,7 @@ class ReqContext(Context):
         self._proto._unqueue(self)
         self._notify()
 
-    def _dispatched(self, pipe: PipeHandle) -> None:
+    def _dispatched(self, pipe: PipeHandle, notify: bool = True) -> None:
         self._pipe = pipe
         self._sent_id = self._id
         own = self.__dict__  # an opened context has its own resend_time; the default follows
@@ -185,12 +185,14 @@ class ReqContext(Context):
         if t:
             alarm = self._proto._resends
             self._resend_at = at = alarm.now() + t
-            alarm.arm(at)  # one socket-wide timer; usually armed already for an earlier one
+            if at < alarm.at:  # one socket-wide timer; usually armed already for an earlier one
+                alarm.arm(at)
         else:
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
-        self._notify()
+        if notify:  # a send waiting for its request to go (see _send_body), a select
+            self._notify()
 
     def _resend_due(self) -> None:
         # Runs in the hub (from Req._resend_sweep): only non-blocking work.
