@@ -319,7 +319,8 @@ class FrameDecoder:
         elif self._have == 0 and len(data) >= self._need:
             # The whole body in one piece: the message is a slice (the chunk itself if exact).
             pos = self._need
-            out.append(data[:pos])
+            # (Not data[:pos] when that is all of it: compiled with mypyc, the slice copies.)
+            out.append(data if pos == len(data) else data[:pos])
             self._need = -1
             return pos
         else:

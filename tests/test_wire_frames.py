@@ -261,6 +261,19 @@ def test_one_whole_frame_per_feed_keeps_every_rule() -> None:
     assert dec.feed(inner) == [inner] and dec.buffered == 0
 
 
+@pytest.mark.parametrize("framing", [TCP, IPC], ids=["tcp", "ipc"])
+def test_a_body_fed_whole_is_the_message_itself(framing: Framing) -> None:
+    """body_wanted's promise: a reader that reads exactly the wanted body in one piece gets that
+    very object back, not a copy (compiled with mypyc too, where a full slice would copy)."""
+    dec = FrameDecoder(framing)
+    body = bytes(range(256)) * 300
+    data = frame(framing, body)
+    head = framing.prefix_size
+    assert dec.feed(data[:head]) == [] and dec.body_wanted == len(body)
+    got = dec.feed(body)
+    assert got == [body] and got[0] is body and dec.buffered == 0
+
+
 def test_max_size_zero_is_unlimited() -> None:
     dec = FrameDecoder(TCP, max_size=0)
     big = b"z" * (1 << 20)
