@@ -195,6 +195,10 @@ class Context(ObjectCalls):
     :class:`gsp.Closed`, and calls blocked at that moment are woken with it.
     """
 
+    # Slots for what every call reads (attributes of an instance dict cost more to read); the
+    # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
+    __slots__ = ("handle", "socket", "_closed", "_closing", "noun")
+
     def __init__(self, handle: "SocketHandle") -> None:
         #: The socket's handle (see :class:`gsp.protocol.SocketHandle`).
         self.handle = handle

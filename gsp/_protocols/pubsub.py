@@ -170,6 +170,8 @@ class SubContext(Context):
     ``recv_timeout``; both can then be set per context. Closing the socket closes it.
     """
 
+    __slots__ = ("_proto", "_sub")
+
     def __init__(self, proto: Sub) -> None:
         super().__init__(proto.handle)
         self._proto = proto

@@ -51,6 +51,9 @@ class ReqContext(Context):
     #: context follows the socket's ``resend_time``; an opened one starts with its value then.
     resend_time = ContextOption(_check_resend)
 
+    __slots__ = ("_proto", "_id", "_msg", "_pipe", "_reply", "_reply_pipe", "_queued", "_sent_id",
+                 "_broken", "_receiving", "_resend_at", "_changed", "_wakeup")
+
     def __init__(self, proto: "Req") -> None:
         super().__init__(proto.handle)
         self._proto = proto

@@ -80,6 +80,8 @@ class SurveyContext(Context):
     #: follows the socket's ``survey_time``; an opened one starts with its value then.
     survey_time = ContextOption(_check_survey)
 
+    __slots__ = ("_proto", "_survey", "_timer", "_changed")
+
     def __init__(self, proto: "Surveyor") -> None:
         super().__init__(proto.handle)
         self._proto = proto
