@@ -154,6 +154,11 @@ class StreamConnection(Connection):
     whose writer is idle may write a message at once with :meth:`send_now`.
     """
 
+    # Slots for what every read and write reads (a subclass's own attributes go in its dict).
+    __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
+                 "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
+                 "_big", "_body_buf", "_body_got", "_holding", "_closed")
+
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
                  properties: Mapping[str, Any] | None = None) -> None:
