@@ -272,6 +272,11 @@ class ResponderContext(Context):
         self._wakeup = Wakeup(proto.handle)
 
     def _recv(self, timeout: float | None) -> Message:
+        body = self._recv_body(timeout)
+        assert self._route is not None  # set by the recv that just returned
+        return Message(body, b"", self._route[0])
+
+    def _recv_body(self, timeout: float | None) -> bytes:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
@@ -289,8 +294,7 @@ class ResponderContext(Context):
             self._receiving = False
         assert m.pipe is not None  # a received request came on a pipe
         self._route = (m.pipe, m.header)
-        m.header = b""  # (the message is ours alone)
-        return m
+        return m.body
 
     def _park(self, timeout: float | None) -> Message:
         """Wait on the empty queue as one of the protocol's parked receivers: the next request
