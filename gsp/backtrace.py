@@ -337,7 +337,7 @@ class ResponderContext(Context):
         pipe, backtrace = route
         if pipe.closed:
             return  # dropped silently: the requester resends
-        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)  # (reply)
+        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)  # (reply())
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)
 
