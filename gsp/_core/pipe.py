@@ -15,7 +15,7 @@ from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
-from ..protocol import LendingWait, Protocol
+from ..protocol import LendingWait
 from ..queues import Signal
 from ..transport import Connection
 from . import counters
@@ -196,10 +196,8 @@ class Pipe:
         readers = self._socket._readers
         wake = self._wake
         size = counters.size
-        proto = self._socket._proto
-        deliver = proto.pipe_recv
-        deliver_all = proto.pipe_recv_all
-        batched = type(proto).pipe_recv_all is not Protocol.pipe_recv_all
+        deliver = self._socket._deliver  # (the protocol's hooks, as the socket found them)
+        deliver_all = self._socket._deliver_all
         others = self._socket._pipes
         allow_direct = self._q.allow_direct
         n = 0
@@ -220,7 +218,7 @@ class Pipe:
                 allow_direct()  # the peer answered: the next send may be written directly
                 self._in_msgs += len(msgs)
                 self._in_bytes += (nbytes := size(msgs))
-                if batched:
+                if deliver_all is not None:
                     if len(others) <= 1:
                         self.recv_batch_bytes = nbytes
                         deliver_all(self, msgs)
