@@ -374,10 +374,21 @@ class StreamConnection(Connection):
         """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
         arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits).
         A subclass overriding :meth:`recv_messages` never parks unless it overrides this too."""
+        msgs = self.recv_nowait(wake)
+        if msgs is not None and not msgs:
+            return self.recv_messages()  # part of a frame: wait for the rest as any read does
+        return msgs
+
+    def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """:meth:`recv_or_park` without a wait: on a plain socket between messages, one read of
+        what is there (the whole messages it completes), or park when nothing is; an empty list
+        when a read would wait (part of a frame is held, before or after this read: its rest is
+        waited for in :meth:`recv_messages`, under the stall timer), on a TLS socket, and
+        before an error still to report."""
         decoder = self.decoder
         raw = self._raw
         if raw is None or decoder.buffered or decoder.error is not None:
-            return self.recv_messages()
+            return []
         try:  # after a big message only its successor's prefix, as recv_messages reads it
             data = raw.recv(self.framing.prefix_size if self._big else _RECV_CHUNK)
         except BlockingIOError:
@@ -393,8 +404,7 @@ class StreamConnection(Connection):
             holding.hold(decoder.buffered)
         if msgs:
             self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
-            return msgs
-        return self.recv_messages()  # part of a frame: wait for the rest as any read does
+        return msgs
 
     def park(self, wake: Callable[[], None]) -> bool:
         """Arm the read watcher without reading first, on a plain socket between messages."""

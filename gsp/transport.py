@@ -40,12 +40,6 @@ class Connection(ABC):
     remote_address: str = ""
     #: Transport facts a user may read on the pipe (e.g. ``peer_certificate`` for TLS).
     properties: Mapping[str, Any] = {}
-    #: Whether :meth:`recv_or_park` may wait (part of a message came, the rest has not). The core
-    #: reads such a connection in a user's wait only under a guard that interrupts it after one
-    #: loop turn. Set it False on a connection whose ``recv_or_park`` returns what is there or
-    #: parks, and never waits (inproc's): its reads then need no guard (a timer each).
-    recv_may_wait: bool = True
-
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         """Agree on protocols with the peer within ``timeout`` seconds. Raises
@@ -91,11 +85,24 @@ class Connection(ABC):
         reader greenlet then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not
         called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks.
 
-        The core may call it (on a connection that overrides it) from a greenlet that gives up
-        waiting after one turn of the event loop, by an exception thrown into the wait: a call
-        interrupted so must lose nothing, and the next call goes on from where it stopped (as
-        with gevent's own socket waits, and reading into a decoder that keeps partial frames)."""
+        The core may call it (on a connection that overrides it, but not :meth:`recv_nowait`)
+        from a greenlet that gives up waiting after one turn of the event loop, by an exception
+        thrown into the wait: a call interrupted so must lose nothing, and the next call goes on
+        from where it stopped (as with gevent's own socket waits, and reading into a decoder that
+        keeps partial frames)."""
         return self.recv_messages()
+
+    def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """Optional, with :meth:`recv_or_park`: the same, except that it never waits. Where
+        ``recv_or_park`` would wait (part of a message came, the rest has not; or anything else
+        it waits for), return an empty list at once, losing nothing: the core then calls
+        ``recv_or_park`` from a greenlet that may wait. Raises as :meth:`recv_messages`.
+
+        The core reads a connection in a user's wait (a lent read) with it. Without it, it calls
+        ``recv_or_park`` there under a guard that interrupts it after one loop turn (a timer
+        started and stopped for every such read). The default returns an empty list (read
+        nothing now); the core uses the guard instead unless a connection overrides it."""
+        return []
 
     def park(self, wake: Callable[[], None]) -> bool:
         """Optional, with :meth:`recv_or_park`: park as it does when nothing has arrived, but

@@ -6,7 +6,7 @@ the recv's timeout still holds; a stalled peer holds up nobody else."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gevent
 import greenlet
@@ -14,7 +14,11 @@ import pytest
 
 import gsp
 from gsp import wire
+from gsp.limits import RecvLimits
+from gsp.message import Message
+from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, RawPeer, connected, wait_for
+from gsp.transport import Connection, Transport, TransportDialer, TransportListener
 from tests.support import sockets
 
 pytestmark = pytest.mark.core
@@ -110,13 +114,110 @@ class CountingGuard:
         self.timer.stop()
 
 
-@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
-def test_only_reads_that_may_wait_run_under_the_guard(
-        kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stream's read may wait (part of a frame came), so a lent one runs under the one-turn
-    guard; an inproc read never waits (Connection.recv_may_wait is False), so it needs none."""
+class GuardedConnection(Connection):
+    """A tcp connection as a third party might have written it before ``recv_nowait``: it
+    parks (``recv_or_park``, ``park``) but has no read that never waits, so its lent reads run
+    under the readers' one-turn guard."""
+
+    def __init__(self, inner: Connection) -> None:
+        self.inner = inner
+        self.local_address, self.remote_address = inner.local_address, inner.remote_address
+        self.send_now = inner.send_now  # type: ignore[method-assign]
+        self.recv_or_park = inner.recv_or_park  # type: ignore[method-assign]
+        self.park = inner.park  # type: ignore[method-assign]
+
+    def handshake(self, spec: ProtocolSpec, timeout: float | None) -> None:
+        self.inner.handshake(spec, timeout)
+
+    def use_recv_limits(self, limits: RecvLimits) -> None:
+        self.inner.use_recv_limits(limits)
+
+    def send_messages(self, messages: Sequence[Message | bytes]) -> None:
+        self.inner.send_messages(messages)
+
+    def recv_messages(self) -> list[bytes]:
+        return self.inner.recv_messages()
+
+    # Declared, so that the core sees them overridden (the instance's are the inner's).
+    def send_now(self, msg: Message | bytes) -> int:
+        raise AssertionError("replaced in __init__")
+
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        raise AssertionError("replaced in __init__")
+
+    def park(self, wake: Callable[[], None]) -> bool:
+        raise AssertionError("replaced in __init__")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class GuardedTransport(Transport):
+    schemes = ("guarded",)
+
+    @staticmethod
+    def _tcp() -> Transport:
+        tcp: Transport = gsp.registry.transport_for("tcp://x")
+        return tcp
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
+        inner = self._tcp().listener(url.replace("guarded", "tcp", 1), options)
+
+        class Listener(TransportListener):
+            def bind(self) -> None:
+                inner.bind()
+                self.url = inner.url.replace("tcp", "guarded", 1)
+
+            def accept(self) -> Connection:
+                return GuardedConnection(inner.accept())
+
+            def close(self) -> None:
+                inner.close()
+
+        return Listener()
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
+        inner = self._tcp().dialer(url.replace("guarded", "tcp", 1), options)
+
+        class Dialer(TransportDialer):
+            def dial(self) -> Connection:
+                return GuardedConnection(inner.dial())
+
+            def close(self) -> None:
+                inner.close()
+
+        return Dialer()
+
+
+class GuardedPlugin:
+    @gsp.hookimpl
+    def gsp_transports(self) -> list[Transport]:
+        return [GuardedTransport()]
+
+
+@pytest.fixture
+def guarded() -> Iterator[None]:
+    plugin = GuardedPlugin()
+    gsp.register_plugin(plugin)
+    try:
+        yield
+    finally:
+        gsp.unregister_plugin(plugin)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc", "guarded"])
+def test_only_connections_without_a_read_that_never_waits_are_read_under_the_guard(
+        kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """tcp, ipc and inproc connections have ``recv_nowait``: their lent reads start no timer.
+    A connection that parks without it is read with ``recv_or_park`` under the one-turn guard,
+    a timer started (and stopped) for each lent read."""
+    if kind == "guarded":
+        request.getfixturevalue("guarded")
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, "guard")).url, req)
+        bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
+                           else url(kind, ipc_dir, "guard")).url
+        connected(rep, bound, req)
         g = gevent.spawn(lambda: [rep.send(rep.recv() + b"!") for _ in iter(int, 1)])
         try:
             req.send(b"warm")
@@ -131,14 +232,19 @@ def test_only_reads_that_may_wait_run_under_the_guard(
         finally:
             g.kill()
         assert len(lent) == 10  # each request and each reply read by the greenlet waiting for it
-        assert [guard.starts for guard in guards] == ([0, 0] if kind == "inproc" else [5, 5])
+        assert [guard.starts for guard in guards] == ([5, 5] if kind == "guarded" else [0, 0])
 
 
-@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+@pytest.mark.parametrize("kind", ["tcp", "ipc", "guarded"])
 def test_a_peer_stalled_mid_frame_holds_up_neither_the_timeout_nor_other_peers(
-        kind: str, ipc_dir: str) -> None:
+        kind: str, ipc_dir: str, request: pytest.FixtureRequest) -> None:
+    """Part of a frame comes while rep.recv waits: the lent read hands the pipe to a reader
+    greenlet at once (tcp, ipc: ``recv_nowait``) or after one loop turn (the guard)."""
+    if kind == "guarded":
+        request.getfixturevalue("guarded")
     with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        bound = rep.listen(url(kind, ipc_dir, "stall")).url
+        bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
+                           else url(kind, ipc_dir, "stall")).url.replace("guarded", "tcp")
         with RawPeer(bound, REQ) as slow, RawPeer(bound, REQ) as fast:
             wait_for(lambda: len(rep.pipes) == 2, what="both pipes")
             frame = b"".join(wire.encode_frames(slow.framing, [(b"", RID + b"slow request")]))
@@ -192,8 +298,9 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
     with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
         with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
             wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
-            conn = rep.pipes[0]._conn
-            real = conn.recv_or_park
+            pipe = rep.pipes[0]
+            real = pipe._nowait  # what a lent read reads with (the connection's recv_nowait)
+            assert real is not None
             outer = gevent.Timeout(1)  # as if it fired while the read went on
             calls = []
 
@@ -203,7 +310,7 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
                     raise outer
                 return real(wake)
 
-            conn.recv_or_park = interrupted  # type: ignore[method-assign]
+            pipe._nowait = interrupted
             gevent.spawn_later(0.05, peer.send, RID + b"request")
             with pytest.raises(gevent.Timeout) as caught:
                 rep.recv()

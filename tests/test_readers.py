@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import gevent
 import pytest
+from gevent import select as gselect
 from gevent import socket as gsocket
 
 import gsp
@@ -289,3 +290,27 @@ def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:
         assert not b.park(lambda: woke.append(2))
         a.sock.sendall(frame[5:])
         assert b.recv_or_park(lambda: None) == [b"partial"]
+
+
+def test_recv_nowait_reads_what_is_there_and_never_waits() -> None:
+    """A lent read's read: nothing there parks (None, the watcher armed); a whole frame is its
+    message; part of a frame is an empty list at once, with nothing lost, and so is a call while
+    part is held (without a read); recv_or_park then waits for the rest."""
+    with handshaken(StreamConnection) as (a, b):
+        assert b._raw is not None
+        raw = b._raw = CountingRaw(b._raw)
+        woke: list[int] = []
+        assert b.recv_nowait(lambda: woke.append(1)) is None and b._park.active
+        a.send_messages([b"whole"])
+        wait_for(lambda: woke == [1], what="the wake")
+        assert b.recv_nowait(lambda: None) == [b"whole"]
+        frame = b"".join(wire.encode_frames(wire.TCP, [(b"", b"partial")]))
+        a.sock.sendall(frame[:5])
+        assert gselect.select([b.sock], [], [], WAIT)[0]
+        assert b.recv_nowait(lambda: woke.append(2)) == [] and b.decoder.buffered == 5
+        before = raw.recvs
+        assert b.recv_nowait(lambda: woke.append(3)) == [] and raw.recvs == before  # no read
+        assert not b._park.active and woke == [1]  # and never parked mid-frame
+        gevent.spawn_later(0.05, a.sock.sendall, frame[5:])
+        assert b.recv_or_park(lambda: None) == [b"partial"]  # waited for the rest
+        assert b.decoder.buffered == 0

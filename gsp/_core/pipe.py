@@ -75,7 +75,7 @@ class Pipe:
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
-                 "parks", "_wake", "__weakref__")
+                 "parks", "_nowait", "_wake", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -94,6 +94,10 @@ class Pipe:
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
         self.parks = type(conn).recv_or_park is not Connection.recv_or_park
+        #: How a lent read reads: the connection's recv_nowait, or (None) recv_or_park under the
+        #: readers' one-turn guard.
+        self._nowait = conn.recv_nowait if type(conn).recv_nowait is not Connection.recv_nowait \
+            else None
         #: What the connection calls (in the event loop) when bytes come to the parked pipe: a
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.
@@ -254,25 +258,30 @@ class Pipe:
     def _read_lent(self, wait: LendingWait) -> None:
         """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
         read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
-        greenlet. Nothing here may wait (delivery does not, by the lending wait's promise; a
-        read that would, as part of a frame came, stops after one loop turn and goes on in a
-        reader greenlet). The first message read (every one, for a wait lending with
-        ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
-        read brought go to a reader greenlet."""
+        greenlet. Nothing here may wait (delivery does not, by the lending wait's promise). A
+        read that would (part of a frame came) goes on in a reader greenlet: the connection's
+        ``recv_nowait`` says so at once, or a guard stops ``recv_or_park`` after one loop turn.
+        The first message read (every one, for a wait lending with ``batches``) is delivered
+        here; then the pipe parks again, or the rest and what a second read brought go to a
+        reader greenlet."""
         sock = self._socket
         readers = sock._readers
-        conn = self._conn
         held: list[bytes] | None = None
-        guarded = conn.recv_may_wait
+        recv = self._nowait
+        guarded = recv is None
+        if recv is None:
+            recv = self._conn.recv_or_park
         try:
             if guarded:
                 readers.guard.start(gevent.getcurrent().throw, WOULD_WAIT)
             try:
-                msgs = conn.recv_or_park(self._wake)
+                msgs = recv(self._wake)
                 if msgs is None:  # parked again: its watcher wakes it when bytes come
                     self._reader = None
                     return
                 n = len(msgs)
+                if n == 0:
+                    raise WOULD_WAIT  # part of a frame: a reader greenlet waits for the rest
                 if n > 1 and not readers.lent_batches:
                     held = msgs[1:]
                     msgs = msgs[:1]
@@ -296,13 +305,15 @@ class Pipe:
                     # batch reads on (its sender may be streaming), and so does a read whose
                     # message woke nobody (a late reply, say: more may be queued behind it,
                     # which a reader greenlet reads on, not one a loop turn here).
-                    if n == 1 and wait.woken and conn.park(self._wake):
+                    if n == 1 and wait.woken and self._conn.park(self._wake):
                         self._reader = None
                         return
-                    held = conn.recv_or_park(self._wake)
+                    held = recv(self._wake)
                     if held is None:  # parked
                         self._reader = None
                         return
+                    if not held:
+                        held = None  # part of a frame: as above
             finally:
                 if guarded:
                     readers.guard.stop()

@@ -30,8 +30,6 @@ _listeners: dict[str, "InprocListener"] = {}
 class InprocConnection(Connection):
     """One end of an in-process pipe: batches of message bodies travel through two channels."""
 
-    recv_may_wait = False  # recv_or_park takes a whole batch or parks
-
     def __init__(self, name: str, inbox: "Chan[Any]", outbox: "Chan[Any]", side: str,
                  max_size: int) -> None:
         self.local_address = self.remote_address = f"inproc://{name}"
@@ -100,6 +98,9 @@ class InprocConnection(Connection):
         except Closed:
             raise self._broken() from None
         return None if batch is None else self._checked(batch)
+
+    #: recv_or_park never waits: it takes a whole batch or parks.
+    recv_nowait = recv_or_park
 
     def park(self, wake: Callable[[], None]) -> bool:
         """Park without a read: the channel calls ``wake`` when a batch waits (at once if one
