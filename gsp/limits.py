@@ -92,12 +92,14 @@ class Holding:
 
     The connection calls :meth:`hold` with what it holds for its incomplete message after each
     read, :meth:`before_read` before a read while it holds something (and sets :attr:`reading`
-    False after it), and :meth:`release` when it closes. One timer per connection, armed while
-    it holds something, throws :class:`gsp.FrameStalled` into the reading greenlet once no bytes
-    came for ``recv_partial_timeout`` seconds; a read costs no timer of its own.
+    False after it), and :meth:`release` when it closes. One timer per connection, armed by the
+    first read of an incomplete message, throws :class:`gsp.FrameStalled` into the reading
+    greenlet once no bytes came for ``recv_partial_timeout`` seconds. A read costs no timer of
+    its own, and neither does a message: the timer stays armed when a message completes, and
+    when it fires finds out what happened since (the next incomplete message may be under way).
     """
 
-    __slots__ = ("limits", "held", "remote", "reading", "_last", "_timer", "_reader")
+    __slots__ = ("limits", "held", "remote", "reading", "_last", "_due", "_timer", "_reader")
 
     def __init__(self, limits: RecvLimits | None, remote: str) -> None:
         self.limits = limits
@@ -106,6 +108,7 @@ class Holding:
         #: True while the connection's greenlet is in a read the stall timer may end.
         self.reading = False
         self._last = 0.0  # when the held bytes last changed
+        self._due = 0.0  # when the timer, if armed, fires
         self._timer: Any = None
         self._reader: Any = None
 
@@ -119,12 +122,12 @@ class Holding:
             self.held = n
         if n:
             self._last = time.monotonic()  # progress
-        elif self._timer is not None:
-            self._timer.close()
-            self._timer = None
 
     def release(self) -> None:
         self.hold(0)
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
 
     def before_read(self) -> None:
         """Before reading more of an incomplete message: wait while the socket is at
@@ -142,11 +145,18 @@ class Holding:
                 f"messages, {self.held} of them by this pipe)")
         self._reader = gevent.getcurrent()
         self.reading = True
-        if self._timer is None and timeout is not None:
-            self._arm(max(self._last + timeout - time.monotonic(), 0.0))
+        if timeout is not None:
+            due = self._last + timeout
+            if self._timer is None:
+                self._arm(due)
+            elif self._due > due:  # armed under a longer recv_partial_timeout than now
+                self._timer.close()
+                self._arm(due)
 
-    def _arm(self, after: float) -> None:
-        self._timer = gevent.get_hub().loop.timer(after, ref=False)
+    def _arm(self, due: float) -> None:
+        """Fire at ``due`` (time.monotonic), or at once if that has passed."""
+        self._due = due
+        self._timer = gevent.get_hub().loop.timer(max(due - time.monotonic(), 0.0), ref=False)
         self._timer.start(self._fire)
 
     def _fire(self) -> None:  # in the hub
@@ -155,10 +165,11 @@ class Holding:
         self._timer = None
         timeout = self.limits.stall_timeout
         if not self.held or timeout is None:
-            return
-        left = self._last + timeout - time.monotonic()
-        if left > 0 or not self.reading:  # progress since, or busy with what it has
-            self._arm(left if left > 0 else timeout)
+            return  # nothing incomplete now: the next read of part of a message arms it again
+        now = time.monotonic()
+        due = self._last + timeout
+        if due > now or not self.reading:  # progress since, or busy with what it has
+            self._arm(due if due > now else now + timeout)
             return
         self._reader.throw(FrameStalled(
             f"{self.remote} sent nothing more of a message for {timeout:g} s "

@@ -12,6 +12,7 @@ import random
 import re
 import ssl
 import struct
+import time
 import tracemalloc
 from contextlib import ExitStack
 from typing import Any, Callable, Iterator
@@ -195,6 +196,48 @@ def test_a_message_that_keeps_arriving_slowly_is_not_stalled():
             assert pull.recv() == body
         finally:
             slow.close()
+
+
+def test_messages_split_one_after_another_are_not_stalled_by_an_earlier_timer():
+    """The stall timer stays armed from one message to the next; firing while a later message
+    is under way, it counts from that message's last bytes, not the earlier one's."""
+    with gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3) as pull:
+        url = pull.listen("tcp://127.0.0.1:0").url
+        peer = hostile_peer(url, None)
+        try:
+            bodies = [b"%d" % i * 3000 for i in range(8)]
+            for body in bodies:  # 0.25 s a message, for two seconds: the timer fires mid-message
+                data = frame(body)
+                peer.sendall(data[:1000])
+                gevent.sleep(0.15)
+                peer.sendall(data[1000:])
+                gevent.sleep(0.1)
+            assert [pull.recv() for _ in bodies] == bodies
+            assert pull.stats["pipes_stalled"] == 0 and len(pull.pipes) == 1
+        finally:
+            peer.close()
+
+
+def test_a_shorter_stall_timeout_applies_to_a_timer_armed_already():
+    gone: list[gsp.Pipe] = []
+    with gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=30) as pull:
+        pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
+        url = pull.listen("tcp://127.0.0.1:0").url
+        peer = hostile_peer(url, None)
+        try:
+            data = frame(b"first" * 1000)
+            peer.sendall(data[:100])  # part of a message: the timer is armed for 30 s
+            gevent.sleep(0.05)
+            peer.sendall(data[100:])
+            assert pull.recv() == b"first" * 1000
+            pull.recv_partial_timeout = 0.3
+            t0 = time.monotonic()
+            peer.sendall(frame(b"second" * 1000)[:100])  # and nothing more
+            wait_for(lambda: gone, what="the stalled pipe closed")
+            assert 0.25 < time.monotonic() - t0 < 5  # the new 0.3 s, not what is left of 30 s
+            assert isinstance(gone[0].error, gsp.FrameStalled)
+        finally:
+            peer.close()
 
 
 @pytest.mark.parametrize("room", ["the biggest holder goes", "the bound is lifted"])
