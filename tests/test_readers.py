@@ -314,3 +314,30 @@ def test_recv_nowait_reads_what_is_there_and_never_waits() -> None:
         gevent.spawn_later(0.05, a.sock.sendall, frame[5:])
         assert b.recv_or_park(lambda: None) == [b"partial"]  # waited for the rest
         assert b.decoder.buffered == 0
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_a_receiver_keeping_up_finds_big_bodies_queued_a_few_at_a_time(
+        kind: str, ipc_dir: str) -> None:
+    """A reader of big bodies yields once it read _BIG_READ bytes of them since it last did: a
+    receiver waiting in recv takes them before more are read (the allocator reuses their
+    memory), however far ahead the sender is; the kernel's buffers hold the rest."""
+    from gsp._core.pipe import _BIG_READ
+
+    n, size = 64, 64 * 1024
+    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, push]:
+        connected(pull, pull.listen(url(kind, ipc_dir, "ahead")).url, push)
+        queued: list[int] = []
+
+        def take() -> None:
+            for i in range(n):
+                assert pull.recv() == bytes([i]) * size
+                queued.append(pull.stats["recv_queue_bytes"])
+
+        g = gevent.spawn(take)
+        gevent.sleep(0.01)  # the receiver waits
+        for i in range(n):  # 4 MiB, queued at once for the writer
+            push.send(bytes([i]) * size)
+        g.get(timeout=WAIT)
+        assert len(queued) == n
+        assert max(queued) <= _BIG_READ + size  # never the megabytes the kernel held

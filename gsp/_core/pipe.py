@@ -28,12 +28,13 @@ if TYPE_CHECKING:
 
 _WRITE_BATCH = 1024  # messages coalesced into one write at most
 _READ_TURN = 32  # messages a reader delivers before letting other pipes' readers have a turn
-# A reader yields after a read that brought this many bytes in bodies of _BIG_BODY or more on
-# average, so that a receiver keeping up takes each big body before the next is read: bodies then
-# live one or two at a time, and the allocator reuses their memory. Read ahead by many MiB, the
-# heap's top swings past glibc's trim threshold and every body is written to freshly faulted-in
-# pages (1 MiB push/pull over tcp: 1.3-1.7 -> 5.3-5.4 GB/s, 150-190 -> 2-10 faults a message).
-_BIG_READ = 64 * 1024
+# A reader yields once its reads of bodies of _BIG_BODY or more (on average) brought _BIG_READ
+# bytes since it last did, so that a receiver keeping up takes those bodies before more are read:
+# they then live a few at a time, and the allocator reuses their memory. Read ahead by many MiB,
+# the heap's top swings past glibc's trim threshold and every body is written to freshly
+# faulted-in pages (1 MiB push/pull over tcp: 1.3-1.7 -> 5.3-5.4 GB/s, 150-190 -> 2-10 faults a
+# message). A yield is a turn of the loop for both greenlets; 64 KiB bodies share one in four.
+_BIG_READ = 256 * 1024
 _BIG_BODY = 8 * 1024
 
 _live_pipes: "weakref.WeakValueDictionary[int, Pipe]" = weakref.WeakValueDictionary()
@@ -205,6 +206,7 @@ class Pipe:
         others = self._socket._pipes
         allow_direct = self._q.allow_direct
         n = 0
+        ahead = 0  # bytes read in big bodies since this reader last yielded
         try:
             while True:
                 held = self._held
@@ -247,8 +249,11 @@ class Pipe:
                             n = 0
                             if len(others) > 1:  # a deep backlog on one pipe must not starve others
                                 gevent.sleep(0)
-                if nbytes >= _BIG_READ and nbytes >= _BIG_BODY * len(msgs):
-                    gevent.sleep(0)  # big bodies: let the receiver take them before reading more
+                if nbytes >= _BIG_BODY and nbytes >= _BIG_BODY * len(msgs):
+                    ahead += nbytes
+                    if ahead >= _BIG_READ:  # big bodies: let the receiver take them first
+                        ahead = 0
+                        gevent.sleep(0)
         except (GspError, OSError) as exc:  # OSError: a transport that forgot to map an error
             self._shutdown(exc)
         except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
