@@ -157,7 +157,7 @@ class StreamConnection(Connection):
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
-                 "_big", "_body_buf", "_body_got", "_holding", "_closed")
+                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed")
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
@@ -177,6 +177,9 @@ class StreamConnection(Connection):
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
+        #: Bytes the kernel holds for this socket at least: the last FIONREAD count less what was
+        #: read since (below 0: unknown). A big body known to be there needs no count of its own.
+        self._known = 0
         self._body_buf: bytearray | None = None  # see _gather_body
         self._body_got = 0  # bytes of the body in progress in _body_buf
         self._holding = Holding(None, remote_address)  # see use_recv_limits
@@ -309,10 +312,12 @@ class StreamConnection(Connection):
                 elif (left := decoder.body_left) >= wire.DIRECT_SIZE:
                     # A big body: read what is there (all of it: the message itself), never
                     # more than what is left, and never a buffer for bytes not yet arrived.
-                    waiting = _readable(sock) if self._plain else 0
+                    waiting = self._known
+                    if waiting < left:
+                        waiting = self._known = _readable(sock) if self._plain else 0
                     want = decoder.body_wanted  # (the whole body, while none of it is read)
                     if waiting < left and self._lowat and want:
-                        waiting = self._await_body(left)
+                        waiting = self._known = self._await_body(left)
                     elif want and self._plain and self._gathers(want, waiting):
                         data = self._gather_body(want)  # None until the whole body is in
                         if data is None:
@@ -320,6 +325,11 @@ class StreamConnection(Connection):
                             continue
                     if data is None:
                         data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
+                elif self._big and left and self._plain:
+                    # The end of a big message that came in a read of several frames: read only
+                    # that, so that the next read starts at a prefix (as above), and big bodies
+                    # are read whole again, not joined from the pieces of every read.
+                    data = sock.recv(left)
                 else:
                     data = sock.recv(_RECV_CHUNK)
             except OSError as exc:
@@ -328,6 +338,7 @@ class StreamConnection(Connection):
                 holding.reading = False
             if not data:
                 raise self._eof()
+            self._known -= len(data)  # (a gathered body was counted as it came: below 0 now)
             msgs = decoder.feed(data)
             holding.hold(decoder.buffered)
             if msgs:
@@ -360,6 +371,7 @@ class StreamConnection(Connection):
         if buf is None or len(buf) < size:
             buf = self._body_buf = bytearray(size)
         got = self._body_got
+        self._known = 0  # (what it knew counted the bytes read here: it knows nothing now)
         n = self.sock.recv_into(memoryview(buf)[got:size])
         if not n:
             raise self._eof()
@@ -398,6 +410,7 @@ class StreamConnection(Connection):
             raise self._io_error(exc, "recv") from None
         if not data:
             raise self._eof()
+        self._known -= len(data)
         msgs = decoder.feed(data)
         holding = self._holding
         if decoder.buffered or holding.held:  # (holding nothing before or after: nothing to do)
