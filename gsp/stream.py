@@ -386,6 +386,9 @@ class StreamConnection(Connection):
         """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
         arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits).
         A subclass overriding :meth:`recv_messages` never parks unless it overrides this too."""
+        park = self._park
+        if park is not None and park.active:
+            park.stop()  # a reader greenlet reads from here on (see _park_on)
         msgs = self.recv_nowait(wake)
         if msgs is not None and not msgs:
             return self.recv_messages()  # part of a frame: wait for the rest as any read does
@@ -424,17 +427,23 @@ class StreamConnection(Connection):
         raw = self._raw
         if raw is None or self.decoder.buffered or self.decoder.error is not None:
             return False
-        self._park_on(raw, wake)
+        park = self._park
+        if park is None or not park.active:  # (armed still, after a read that did not wait)
+            self._park_on(raw, wake)
         return True
 
     def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
-        if self._park is None:
-            self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
-        self._park.start(self._unpark, wake)
-
-    def _unpark(self, wake: Callable[[], None]) -> None:
-        self._park.stop()  # an io watcher fires for as long as the socket is readable
-        wake()
+        """Arm the read watcher, which calls ``wake`` itself: no Python frame in between. An io
+        watcher fires in every turn of the loop while the socket is readable, so it is left
+        armed by reads that do not wait (:meth:`recv_nowait`: a lent read takes what is there),
+        and a read that may wait stops it first (:meth:`recv_or_park`: a reader greenlet takes
+        the pipe on). Until then ``wake`` may be called more than once, and the core's wake
+        does nothing for a pipe it has given a reader already."""
+        park = self._park
+        if park is None:
+            park = self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
+        if not park.active:
+            park.start(wake)
 
     def _eof(self) -> Exception:
         if self._closed:

@@ -81,9 +81,11 @@ class Connection(ABC):
     def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
         """Optional: :meth:`recv_messages`, except that when nothing has arrived and nothing of
         a message is held (the stream is between messages), return ``None`` at once and call
-        ``wake()`` once from the event loop when bytes (or the peer's close) arrive. The core's
-        reader greenlet then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not
-        called after :meth:`close`. Raises as :meth:`recv_messages`. The default never parks.
+        ``wake()`` from the event loop when bytes (or the peer's close) arrive: once, or in more
+        loop turns until the next read (as an io watcher left armed does; the core's ``wake``
+        does nothing for a pipe it has handed to a reader already). The core's reader greenlet
+        then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not called after
+        :meth:`close`. Raises as :meth:`recv_messages`. The default never parks.
 
         The core may call it (on a connection that overrides it, but not :meth:`recv_nowait`)
         from a greenlet that gives up waiting after one turn of the event loop, by an exception

@@ -418,3 +418,30 @@ def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
             gevent.spawn_later(0.05, peer.send, RID + b"two")
             assert rep.recv() == b"two"
             assert lent == [rep.pipes[0]]  # the same wait, with no lent read under way, reads
+
+
+def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on() -> None:
+    """A lent read leaves its pipe's watcher armed (it calls the wake in every loop turn while
+    bytes wait). A reader greenlet that then reads the pipe stops it first, so a reader blocked
+    in delivery (a full queue) costs the event loop nothing, and nothing read is lost."""
+    with sockets(("rep", {"recv_timeout": WAIT, "recv_buffer": 2})) as [rep]:
+        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+                     what="the pipe, parked")
+            pipe = rep.pipes[0]
+            conn = pipe._conn
+            gevent.spawn_later(0.05, peer.send, RID + b"first")
+            assert rep.recv() == b"first"  # read by this greenlet, waiting
+            assert conn._park.active and pipe._reader is None  # parked, its watcher armed
+            rep.send(b"reply")
+            assert peer.recv() == RID + b"reply"
+            ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
+            peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
+            wait_for(lambda: len(rep._proto._recvq) == 2, what="the queue, full")
+            gevent.sleep(0.05)
+            assert pipe._reader is not None and not pipe._reader.dead  # blocked in delivery
+            assert not conn._park.active  # and its watcher stopped
+            for i, rid in enumerate(ids):
+                assert rep.recv() == b"more %d" % i
+                rep.send(b"reply %d" % i)
+                assert peer.recv() == rid + b"reply %d" % i
