@@ -438,7 +438,8 @@ class StreamConnection(Connection):
         armed by reads that do not wait (:meth:`recv_nowait`: a lent read takes what is there),
         and a read that may wait stops it first (:meth:`recv_or_park`: a reader greenlet takes
         the pipe on). Until then ``wake`` may be called more than once, and the core's wake
-        does nothing for a pipe it has given a reader already."""
+        does nothing for a pipe it has given a reader already. An armed watcher keeps the wake
+        it was armed with: the core passes the same one (the pipe's) every time."""
         park = self._park
         if park is None:
             park = self._park = gevent.get_hub().loop.io(raw.fileno(), 1)

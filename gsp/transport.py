@@ -40,6 +40,7 @@ class Connection(ABC):
     remote_address: str = ""
     #: Transport facts a user may read on the pipe (e.g. ``peer_certificate`` for TLS).
     properties: Mapping[str, Any] = {}
+
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         """Agree on protocols with the peer within ``timeout`` seconds. Raises
