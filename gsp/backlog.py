@@ -283,6 +283,17 @@ class FairFifo(Generic[T]):
         if len(self.front) < FRONT_ITEMS:
             self.refill()
 
+    def put_front(self, item: T, source: Any, sizer: Callable[[T], int]) -> None:
+        """Put ``item`` (``source``'s), taken from the front, back at its head to go first;
+        ``sizer`` measures the front afresh, as the ledger knows it by position."""
+        sources = self.sources()
+        self.front.appendleft(item)
+        self.recount(sizer, [source, *sources])
+        if len(self.front) == 1 and not self.held.items:
+            self.owner = source
+        elif source is not self.owner:
+            self.owner = MIXED
+
     def sources(self) -> list[Any]:
         """The source of every item at the front, front first."""
         return self.ledger.sources(len(self.front))

@@ -397,8 +397,8 @@ class Responder(ContextHost, XResponder):
     def _hand_back(self, msg: Message) -> None:
         """A request handed to a receiver that then left (interrupted, or closed): to the next
         parked one, else to the head of the queue (never lost, never waits)."""
-        if not self._hand_over(msg) and not self._closed:
-            self._recvq.ready.appendleft(msg)
+        if not self._hand_over(msg):
+            self._recvq.put_back(msg, msg.pipe)
 
     def close(self) -> None:
         super().close()

@@ -438,6 +438,18 @@ class Inbox(Generic[T]):
         if self._putters:
             self._space.fire()
 
+    def put_back(self, item: T, source: Any = None) -> None:
+        """Return ``item`` (``source``'s), taken from this queue or handed on in its place, to
+        the head of the queue, to be taken next: for a receiver that was given it and left
+        before it could return it. It was accepted once, so it never waits and is never dropped,
+        whatever the bounds; after :meth:`close` it is discarded. Counted in the queue's bytes
+        and sources as any queued item."""
+        if self._closed:
+            return
+        self._fifo.put_front(item, source, self._sizer)
+        if self._items.armed:  # a get or a select (wake_case) may be waiting
+            self._items.fire()
+
     def filter(self, keep: Callable[[T], bool]) -> None:
         """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
         pairs = [(x, src) for x, src in zip(self._buf, self._sources_now()) if keep(x)]

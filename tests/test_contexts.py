@@ -173,7 +173,10 @@ def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
     gevent.get_hub().loop.run_callback(deliver_then_interrupt)
     only.join(timeout=5)
     assert rep.poll("recv")  # queued, not lost
+    assert rep.stats["recv_queue"] == 1  # and counted: its backtrace and body
+    assert rep.stats["recv_queue_bytes"] == 8 + 1
     assert rep.recv(timeout=5) == b"q"
+    assert rep.stats["recv_queue_bytes"] == 0
 
 
 def test_rep_closed_context_never_takes_a_request(mk, spawn):

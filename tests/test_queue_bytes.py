@@ -143,6 +143,29 @@ def test_sources_are_known_by_position_through_ready_pops_filter_and_rebounds() 
         box.get_from(timeout=0.05)
 
 
+def test_an_item_put_back_goes_first_and_is_counted_whatever_the_bounds() -> None:
+    """put_back: an item handed to a receiver that left before it could return it. It goes to
+    the head, counted in bytes and sources as any queued item, and a full queue neither waits
+    nor drops for it (it was accepted once)."""
+    box: Inbox[bytes] = Inbox(2, "block", max_bytes=1 << 20, sources=True)
+    box.put(b"aa", source="A")
+    box.put(b"bbb", source="B")
+    taken = box.get_from()
+    assert taken == (b"aa", "A") and box.queued_bytes == 3
+    box.put(b"cccc", source="C")  # full again
+    box.put_back(b"aa", "A")  # never waits, never drops
+    assert len(box) == 3 and box.dropped == 0 and box.queued_bytes == 9
+    assert [box.get_from() for _ in range(3)] == [(b"aa", "A"), (b"bbb", "B"), (b"cccc", "C")]
+    assert box.queued_bytes == 0
+    waiting = gevent.spawn(box.get_from, 1)
+    gevent.sleep(0)  # a get waits on the empty queue
+    box.put_back(b"x", "X")  # and is woken for what is put back
+    assert waiting.get(timeout=1) == (b"x", "X")
+    box.close()
+    box.put_back(b"late", "L")  # after close: discarded
+    assert len(box) == 0
+
+
 @pytest.mark.parametrize("kind,peer", [("pull", "push"), ("sub", "pub")])
 def test_a_pull_and_a_sub_know_each_bodys_pipe(gsp_socket: Callable[..., gsp.Socket], kind: str,
                                                peer: str) -> None:
