@@ -184,15 +184,20 @@ class Receiver:
         self._thread.join(10)
 
 
-def _req_producers(url: str, total: int, producers: int, window: int,
-                   acked: set[str]) -> Callable[[threading.Event], None]:
+def _req_producers(url: str, total: int, producers: int, window: int, acked: set[str],
+                   hold_at: int, resume: threading.Event) -> Callable[[threading.Event], None]:
     """A HubThread body: ``producers`` REQ sockets, each with ``window`` contexts in flight,
-    send ``p<k>-<n>`` for n < ``total`` and add each to ``acked`` once the source answered."""
+    send ``p<k>-<n>`` for n < ``total`` and add each to ``acked`` once the source answered.
+    Once ``hold_at`` are acknowledged, no new message is sent until ``resume`` is set: the test
+    kills the receiver meanwhile, however fast the first ``hold_at`` went, with some of
+    ``total`` still to come (at most ``producers * window`` more are acknowledged)."""
     def produce(stop: threading.Event) -> None:
         def one(p: int) -> None:
             with gsp.socket("req", dial=url, resend_time=0.5) as s:
                 def lane(ctx: Any, ns: range) -> None:
                     for n in ns:
+                        while len(acked) >= hold_at and not resume.is_set() and not stop.is_set():
+                            gevent.sleep(0.01)
                         body = f"p{p}-{n}"
                         ctx.send(body.encode())
                         ctx.recv()  # waits (resending) until the source has spooled it
@@ -232,7 +237,9 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
                 .trigger(processingTime="300 milliseconds").start())
 
     q1 = start()
-    prod = HubThread(_req_producers(url, total, producers, window, acked), "req-producers")
+    resume = threading.Event()
+    prod = HubThread(_req_producers(url, total, producers, window, acked, kill_after, resume),
+                     "req-producers")
     try:
         wait_for(lambda: len(acked) >= kill_after, 60, f"{kill_after} acknowledged messages")
         # The receiver lives in Spark's Python planner process; the spool lock names its pid.
@@ -242,6 +249,7 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
         acked_at_kill = len(acked)
         # Producers are still at it: some messages wait for the restart.
         assert acked_at_kill < total, f"all {total} were acknowledged before the kill landed"
+        resume.set()
         q2 = start()
         try:
             wait_for(lambda: not prod.is_alive(), 90, f"all {total} messages acknowledged")
@@ -299,7 +307,9 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
         return p, int(pids.read_text().split()[1])
 
     p1, jvm1 = driver("1")
-    prod = HubThread(_req_producers(url, total, producers, window, acked), "req-producers")
+    resume = threading.Event()
+    prod = HubThread(_req_producers(url, total, producers, window, acked, kill_after, resume),
+                     "req-producers")
     try:
         wait_for(lambda: len(acked) >= kill_after, 90, f"{kill_after} acknowledged messages")
         source = int((spool / "LOCK").read_text())  # the receiver's process, the JVM's child
@@ -308,6 +318,7 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
         p1.wait(30)
         acked_at_kill = len(acked)
         assert acked_at_kill < total, f"all {total} were acknowledged before the kill landed"
+        resume.set()
         # Orphaned, the source process sees its JVM connection close and exits, freeing the
         # spool (and the address) for the next driver.
         wait_for(lambda: not _alive(jvm1) and not _alive(source), 60,
