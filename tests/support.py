@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 
 import gsp
 from gsp.testing import WAIT, connected, free_url, wait_for
+from gsp.transport import Transport
 
 TCP = "tcp://127.0.0.1:0"
 
@@ -27,6 +28,24 @@ HDR_REQ = b"\x00SP\x00\x00\x30\x00\x00"
 #: Hypothesis settings of gsp.wire's property tests (test_wire_handshake.py, test_wire_frames.py).
 wire_settings = settings(max_examples=200, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@contextlib.contextmanager
+def plugged_transports(*transports: Transport) -> Iterator[None]:
+    """Within the block, ``transports`` are installed as a third party's plugin provides them
+    (``gsp_transports``), then removed."""
+
+    class Plugin:
+        @gsp.hookimpl
+        def gsp_transports(self) -> list[Transport]:
+            return list(transports)
+
+    plugin = Plugin()
+    gsp.register_plugin(plugin)
+    try:
+        yield
+    finally:
+        gsp.unregister_plugin(plugin)
 
 
 def u32(n: int) -> bytes:

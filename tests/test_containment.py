@@ -12,6 +12,7 @@ from gsp.message import Message, message_bytes
 from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, wait_for
 from gsp.transport import Connection, Transport, TransportDialer, TransportListener
+from tests.support import plugged_transports
 
 BOOM_IN = b"boom on receive"
 BOOM_OUT = b"boom on send"
@@ -82,20 +83,10 @@ class FaultyTransport(Transport):
         return FaultyDialer(self._inproc().dialer(url.replace("faulty", "inproc", 1), options))
 
 
-class Plugin:
-    @gsp.hookimpl
-    def gsp_transports(self) -> list[Transport]:
-        return [FaultyTransport()]
-
-
 @pytest.fixture
 def faulty() -> Iterator[str]:
-    plugin = Plugin()
-    gsp.register_plugin(plugin)
-    try:
+    with plugged_transports(FaultyTransport()):
         yield "faulty://containment"
-    finally:
-        gsp.unregister_plugin(plugin)
 
 
 @pytest.mark.parametrize("where", ["receiving", "sending"])

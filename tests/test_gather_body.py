@@ -110,29 +110,13 @@ def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(ipc_dir: str) -> N
         assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
 
 
-class RecordingSock:
-    """A connection's gevent socket, recording the size of every recv."""
-
-    def __init__(self, sock: Any) -> None:
-        self.sock = sock
-        self.recvs: list[int] = []
-
-    def recv(self, n: int) -> bytes:
-        self.recvs.append(n)
-        data: bytes = self.sock.recv(n)
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sock, name)
-
-
 def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Big messages back to back: the end of one that came with another's start is read alone,
     so that from then on each read takes a prefix, then a whole body (the message itself, no
     join); one FIONREAD count serves every body it covers (what was read since is taken off)."""
     from gsp import stream
-    from tests.test_readers import handshaken
+    from tests.test_readers import CountingRaw, handshaken
 
     counts: list[int] = []
     real = stream._readable
@@ -143,8 +127,8 @@ def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(
             s.setsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_RCVBUF, 1 << 20)
         bodies = [os.urandom(64 * KiB) for _ in range(5)]
         a.sock.sendall(b"".join(wire.encode_frames(wire.TCP, [(b"", body) for body in bodies])))
-        sock = b.sock = RecordingSock(b.sock)
+        sock = b.sock = CountingRaw(b.sock)
         got = [m for _ in bodies for m in b.recv_messages()]
         assert got == bodies
-        assert sock.recvs == [64 * KiB, 64 * KiB, 16] + [8, 64 * KiB] * 3
+        assert sock.sizes == [64 * KiB, 64 * KiB, 16] + [8, 64 * KiB] * 3
         assert len(counts) == 1

@@ -19,7 +19,7 @@ from gsp.message import Message
 from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, RawPeer, connected, wait_for
 from gsp.transport import Connection, Transport, TransportDialer, TransportListener
-from tests.support import sockets
+from tests.support import plugged_transports, sockets
 
 pytestmark = pytest.mark.core
 
@@ -189,20 +189,10 @@ class GuardedTransport(Transport):
         return Dialer()
 
 
-class GuardedPlugin:
-    @gsp.hookimpl
-    def gsp_transports(self) -> list[Transport]:
-        return [GuardedTransport()]
-
-
 @pytest.fixture
 def guarded() -> Iterator[None]:
-    plugin = GuardedPlugin()
-    gsp.register_plugin(plugin)
-    try:
+    with plugged_transports(GuardedTransport()):
         yield
-    finally:
-        gsp.unregister_plugin(plugin)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc", "guarded"])

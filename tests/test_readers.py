@@ -251,22 +251,25 @@ def test_a_subclass_reading_its_own_way_never_parks() -> None:
 
 
 class CountingRaw:
-    """A plain socket's non-blocking socket, counting the recv calls made on it."""
+    """A socket (a plain one's non-blocking socket, or the gevent one), counting the recv calls
+    made on it (``recvs``) and recording the size each asked for (``sizes``); anything else
+    goes to the socket."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.recvs = 0
+        self.sizes: list[int] = []
+
+    @property
+    def recvs(self) -> int:
+        return len(self.sizes)
 
     def recv(self, n: int) -> bytes:
-        self.recvs += 1
+        self.sizes.append(n)
         data: bytes = self.raw.recv(n)
         return data
 
-    def send(self, data: bytes) -> int:
-        return int(self.raw.send(data))
-
-    def fileno(self) -> int:
-        return int(self.raw.fileno())
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:
