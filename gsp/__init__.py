@@ -42,6 +42,7 @@ from .errors import (
     ProtocolStateError,
     Timeout,
     UnknownPlugin,
+    UpgradeRefused,
     WireError,
     WouldBlock,
     WrongProtocol,
@@ -76,6 +77,7 @@ __all__ = [
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
     "BadVersion", "BadReserved", "WrongProtocol", "BadMessage", "FrameStalled",
+    "UpgradeRefused",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)

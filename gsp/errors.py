@@ -148,3 +148,18 @@ class WrongProtocol(HandshakeError):
         super().__init__(message)
         self.expected = expected
         self.got = got
+
+
+class UpgradeRefused(HandshakeError):
+    """A server refused the HTTP upgrade a dialer asked for (ws/wss: the WebSocket upgrade).
+
+    ``status`` is the HTTP status it answered with (400: not this endpoint's protocol,
+    403: origin refused, 404: no SP endpoint at that path, 426: not a WebSocket upgrade,
+    500/503: the server cannot serve it now) and ``reason`` the text of its answer (``""`` if it
+    gave none).
+    """
+
+    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason

@@ -6,7 +6,7 @@ WebSocket message. The protocol check is the HTTP upgrade's subprotocol ``<name>
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import gevent
 from gevent.event import Event
@@ -33,7 +33,7 @@ from gsp.message import message_bytes
 from gsp.tls import tls_handshake, tls_refusal, tls_wrap
 from gsp.transport import Connection
 
-from ._http import UpgradeRefused, _as_bytes_headers, check_upgrade, http_error, subprotocol
+from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
 
 if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec
@@ -336,8 +336,8 @@ class WSClientConnection(WSConnection):
 
     def _refused(self, status: int, body: bytes) -> None:
         why = body[:300].decode("utf-8", "replace").strip()
-        raise UpgradeRefused(f"{self._url} refused the WebSocket upgrade: HTTP {status}"
-                             + (f": {why}" if why else ""), status)
+        raise gsp.UpgradeRefused(f"{self._url} refused the WebSocket upgrade: HTTP {status}"
+                                 + (f": {why}" if why else ""), status=status, reason=why)
 
 
 class WSServerConnection(WSConnection):
@@ -378,13 +378,14 @@ class WSServerConnection(WSConnection):
 
 
 class WSGIConnection(WSConnection):
-    """A connection a WSGI server upgraded (101 already sent): only framing is left to do."""
+    """A connection a WSGI server upgraded (101 already sent): only framing is left to do.
+    ``release`` gives the socket back to the server that lent it (see gsp_ws.wsgi)."""
 
-    def __init__(self, sock: Any, rfile: Any, options: Mapping[str, Any], local: str,
-                 remote: str, path: str, headers: list[tuple[str, str]], protocol: str,
-                 trailing: bytes, tls_props: Mapping[str, Any]) -> None:
+    def __init__(self, sock: Any, release: Callable[[], None], options: Mapping[str, Any],
+                 local: str, remote: str, path: str, headers: list[tuple[str, str]],
+                 protocol: str, trailing: bytes, tls_props: Mapping[str, Any]) -> None:
         super().__init__(sock, options, local, remote, path)
-        self._rfile = rfile
+        self._give_back = release
         self._trailing = trailing
         self.properties.update(tls_props)
         self.properties["ws_request_headers"] = headers
@@ -395,10 +396,4 @@ class WSGIConnection(WSConnection):
         return WSProto(ConnectionType.SERVER, trailing_data=self._trailing)
 
     def _release(self) -> None:
-        # The WSGI server's reader holds a reference on the socket; drop it first, or close()
-        # would leave the descriptor open (and a blocked recv would never wake).
-        try:
-            self._rfile.close()
-        except (OSError, ValueError):
-            pass
-        super()._release()
+        self._give_back()

@@ -16,14 +16,6 @@ def subprotocol(name: str) -> str:
     return name + SUFFIX
 
 
-class UpgradeRefused(gsp.HandshakeError):
-    """The server answered the WebSocket upgrade with an HTTP error (``status_code``)."""
-
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
 # -- options ----------------------------------------------------------------------------------
 
 @described("int", "bytes", ">= 0")

@@ -1,4 +1,4 @@
-"""SP over WebSocket at a path of a WSGI app served by ``gevent.pywsgi.WSGIServer``.
+"""SP over WebSocket at a path of a WSGI app served by a gevent WSGI server.
 
 ::
 
@@ -9,19 +9,38 @@
 or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. Any protocol works; ``mount`` takes the ws
 listener options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
 
-How the upgrade works: for an upgrade request pywsgi hands its buffered reader of the connection
-to the app as ``environ["wsgi.input"]`` (other requests get an ``Input`` wrapping it as
-``.rfile``). The app checks the request, answers 101 through ``start_response`` (pywsgi adds no
-body framing to a 101), takes the socket from that reader and parks the request's greenlet until
-the SP pipe closes, so pywsgi never reads or writes the socket meanwhile. Works with or without
-``gevent.monkey.patch_all()``, over HTTP or HTTPS (``WSGIServer(..., ssl_context=...)``).
+The servers that carry it (each has a small adapter below that knows how to take the
+connection over; the one to use is chosen from the request's environ):
+
+- ``gevent.pywsgi.WSGIServer`` (HTTP or HTTPS, with or without monkey-patching) and gunicorn
+  ``-k gevent_pywsgi``: pywsgi hands its buffered reader of the connection to the app as
+  ``environ["wsgi.input"]``;
+- gunicorn ``-k gevent``: the worker puts the connection's socket in the environ
+  (``gunicorn.socket``) and its parser's read-ahead is taken with it;
+- uWSGI ``--gevent N`` with ``--http-socket``: the connection's descriptor is
+  ``uwsgi.connection_fd()``.
+
+How the upgrade works: the app checks the request, answers 101 through ``start_response`` (the
+server writes the head; none adds body framing to a 101), takes the socket over and parks the
+request's greenlet until the SP pipe closes, so the server never reads or writes the socket
+meanwhile. Bytes the server read past the request head (a client that did not wait for the 101)
+go to the WebSocket first. When the pipe ends the connection goes back to the server closed.
+
+A server that cannot carry it is refused when the socket is mounted, not at the first upgrade:
+mounting raises :class:`gsp.NotSupported` under gunicorn with a worker that is not gevent's
+(``sync``, ``gthread``, ...) and under uWSGI without ``--gevent`` or with ``--https-socket``
+(uWSGI keeps that connection's TLS to itself). Any other server is told at its first upgrade
+request (one ERROR log line; such requests get a 500 naming the servers that work).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import os
+import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
@@ -39,10 +58,14 @@ __all__ = ["SPWebSocketApp", "mount"]
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
+log = logging.getLogger("gsp.listener")
+
 _apps: "weakref.WeakValueDictionary[str, SPWebSocketApp]" = weakref.WeakValueDictionary()
 _ids = itertools.count(1)
 _REASONS = {400: "Bad Request", 403: "Forbidden", 426: "Upgrade Required",
             500: "Internal Server Error", 503: "Service Unavailable"}
+_WORKS_ON = ("gevent.pywsgi.WSGIServer, gunicorn -k gevent or -k gevent_pywsgi, "
+             "uWSGI --gevent N --http-socket")
 
 
 def find_app(name: str) -> "SPWebSocketApp | None":
@@ -62,12 +85,19 @@ class SPWebSocketApp:
         self.app: WSGIApp = app if app is not None else _not_found
         self.name = f"app{next(_ids)}"
         self._routes: dict[str, WSGIRouteListener] = {}
+        self._warned = False
         _apps[self.name] = self
 
     def mount(self, path: str, sock: gsp.Socket, **options: Any) -> gsp.Listener:
-        """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it."""
+        """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it.
+
+        Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
+        WebSocket pipes (see the module's doc)."""
         if not isinstance(path, str) or not path.startswith("/") or "?" in path:
             raise gsp.InvalidAddress(f"a mount path starts with '/' and has no query: {path!r}")
+        refusal = _startup_refusal()
+        if refusal is not None:
+            raise gsp.NotSupported(f"cannot mount a WebSocket SP endpoint at {path}: {refusal}")
         lst = sock.listen(f"ws+wsgi://{self.name}{path}", **options)
         self._routes[path].protocol = sock.protocol  # the subprotocol this path answers to
         return lst
@@ -85,11 +115,14 @@ class SPWebSocketApp:
         route = self._routes.get(environ.get("PATH_INFO") or "/")
         if route is None:
             return self.app(environ, start_response)
-        return _upgrade(route, environ, start_response)
+        return _upgrade(self, route, environ, start_response)
 
 
 def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, **options: Any) -> SPWebSocketApp:
-    """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``."""
+    """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``.
+
+    Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
+    WebSocket pipes (see the module's doc)."""
     sp_app = app if isinstance(app, SPWebSocketApp) else SPWebSocketApp(app)
     sp_app.mount(path, sock, **options)
     return sp_app
@@ -104,23 +137,172 @@ def _refuse(start_response: Callable[..., Any], status: int, text: str,
     return [body]
 
 
-def _raw_socket(environ: dict[str, Any]) -> tuple[Any, Any]:
-    """The connection's socket and pywsgi's buffered reader of it, or ``(None, None)``."""
-    stream = environ.get("wsgi.input")
-    for reader in (stream, getattr(stream, "rfile", None)):
-        sock = getattr(getattr(reader, "raw", None), "_sock", None)
-        if sock is not None and hasattr(sock, "recv"):
-            return sock, reader
-    return None, None
+# -- the servers: how each lets the app take a connection over --------------------------------
+
+class _Taken(NamedTuple):
+    sock: Any  # the connection's socket (a gevent socket)
+    trailing: bytes  # bytes the server read past the request head
+    release: Callable[[], None]  # gives the connection back to the server, closed
+
+
+class _Server:
+    """One kind of WSGI server. ``refusal`` runs before the 101 (a reason to answer 500
+    instead, or None); ``take`` after the 101 has been written."""
+
+    name = ""
+
+    def serves(self, environ: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def refusal(self, environ: dict[str, Any]) -> str | None:
+        return None
+
+    def take(self, environ: dict[str, Any]) -> _Taken:
+        raise NotImplementedError
 
 
 def _cooperative(sock: Any) -> bool:
-    # A stdlib ssl.SSLSocket (pywsgi given a plain ssl.SSLContext without monkey-patching)
-    # blocks the whole process on every read; gevent's sockets (and patched ones) do not.
+    # A stdlib socket (a server that is not running on gevent, or a stdlib ssl.SSLSocket given
+    # to pywsgi without monkey-patching) blocks the whole process on every read; gevent's
+    # sockets (and patched ones) do not.
     return isinstance(sock, gsocket.socket)
 
 
-def _upgrade(route: "WSGIRouteListener", environ: dict[str, Any],
+def _quietly(*calls: Callable[[], Any]) -> None:
+    for call in calls:
+        try:
+            call()
+        except (OSError, ValueError):
+            pass
+
+
+class _PyWSGI(_Server):
+    """gevent.pywsgi (also gunicorn -k gevent_pywsgi): for an upgrade request pywsgi passes its
+    buffered reader of the connection as ``wsgi.input`` (other requests get an ``Input``
+    wrapping it as ``.rfile``)."""
+
+    name = "gevent.pywsgi"
+
+    @staticmethod
+    def _reader(environ: dict[str, Any]) -> tuple[Any, Any]:
+        stream = environ.get("wsgi.input")
+        for reader in (stream, getattr(stream, "rfile", None)):
+            sock = getattr(getattr(reader, "raw", None), "_sock", None)
+            if sock is not None and hasattr(sock, "recv"):
+                return sock, reader
+        return None, None
+
+    def serves(self, environ: dict[str, Any]) -> bool:
+        return self._reader(environ)[0] is not None
+
+    def refusal(self, environ: dict[str, Any]) -> str | None:
+        if not _cooperative(self._reader(environ)[0]):
+            return ("the connection's socket is not a gevent socket; give WSGIServer a "
+                    "gevent.ssl.SSLContext (or monkey-patch) for HTTPS")
+        return None
+
+    def take(self, environ: dict[str, Any]) -> _Taken:
+        sock, rfile = self._reader(environ)
+        # The reader keeps a reference on the socket: close it first, or closing the socket
+        # would leave the descriptor open (and a blocked recv would never wake).
+        return _Taken(sock, self._buffered(sock, rfile), lambda: _quietly(rfile.close, sock.close))
+
+    @staticmethod
+    def _buffered(sock: Any, rfile: Any) -> bytes:
+        """What pywsgi's reader already holds past the request head, read without blocking."""
+        timeout = sock.gettimeout()
+        sock.settimeout(0)
+        try:
+            data = rfile.peek(1)
+            return rfile.read(len(data)) if data else b""  # type: ignore[no-any-return]
+        except OSError:  # nothing buffered and nothing readable now (TLS says "want read")
+            return b""
+        finally:
+            sock.settimeout(timeout)
+
+
+class _Gunicorn(_Server):
+    """gunicorn -k gevent: ``gunicorn.socket`` is the connection; what its parser read past the
+    head waits in the request body's unreader. At the end the socket is shut down rather than
+    closed: gunicorn then reads end-of-stream where it would look for a next request, and
+    closes the connection itself."""
+
+    name = "gunicorn"
+
+    def serves(self, environ: dict[str, Any]) -> bool:
+        return "gunicorn.socket" in environ
+
+    def refusal(self, environ: dict[str, Any]) -> str | None:
+        if not _cooperative(environ["gunicorn.socket"]):
+            return "this gunicorn worker does not run on gevent; use -k gevent"
+        return None
+
+    def take(self, environ: dict[str, Any]) -> _Taken:
+        sock = environ["gunicorn.socket"]
+        unreader = getattr(getattr(environ.get("wsgi.input"), "reader", None), "unreader", None)
+        trailing = b""
+        if hasattr(unreader, "take_buffered"):
+            trailing = unreader.take_buffered()
+        elif hasattr(unreader, "buf"):  # gunicorn before 24: the same buffer, by hand
+            trailing, unreader.buf = unreader.buf.getvalue(), type(unreader.buf)()
+        return _Taken(sock, trailing, lambda: _quietly(lambda: sock.shutdown(gsocket.SHUT_RDWR)))
+
+
+class _UWSGI(_Server):
+    """uWSGI (--gevent): the connection's descriptor is ``uwsgi.connection_fd()``. The pipe
+    works on a duplicate of it (uWSGI closes its own when the request ends)."""
+
+    name = "uWSGI"
+
+    def serves(self, environ: dict[str, Any]) -> bool:
+        return "uwsgi.version" in environ and sys.modules.get("uwsgi") is not None
+
+    def take(self, environ: dict[str, Any]) -> _Taken:
+        fd = os.dup(sys.modules["uwsgi"].connection_fd())
+        sock = gsocket.socket(fileno=fd)
+
+        def release() -> None:
+            _quietly(lambda: sock.shutdown(gsocket.SHUT_RDWR), sock.close)
+
+        return _Taken(sock, b"", release)
+
+
+_SERVERS: tuple[_Server, ...] = (_UWSGI(), _Gunicorn(), _PyWSGI())
+
+
+def _startup_refusal() -> str | None:
+    """Why the WSGI server this process runs cannot carry a mount, or None. Only the servers
+    that can be recognised without a request are checked here."""
+    uwsgi = sys.modules.get("uwsgi")
+    opts = getattr(uwsgi, "opt", None)
+    if isinstance(opts, dict):  # inside uWSGI
+        if "gevent" not in opts:
+            return ("uWSGI runs this app without gevent; the ws mount needs uWSGI's gevent loop "
+                    "(--gevent N, e.g. --gevent 100)")
+        if "https-socket" in opts:
+            return ("uWSGI keeps the TLS of --https-socket connections to itself, so they "
+                    "cannot be taken over; serve --http-socket and terminate TLS in front "
+                    "(nginx, a load balancer)")
+        return None
+    if "gunicorn.arbiter" in sys.modules and "gunicorn.workers.ggevent" not in sys.modules:
+        return ("gunicorn runs this app with a worker that is not gevent's; run it with "
+                "-k gevent (or -k gevent_pywsgi)")
+    return None
+
+
+def _server_of(app: SPWebSocketApp, environ: dict[str, Any]) -> _Server | None:
+    for server in _SERVERS:
+        if server.serves(environ):
+            return server
+    if not app._warned:
+        app._warned = True
+        log.error("the WSGI server %r cannot hand a WebSocket connection over to gsp; the SP "
+                  "endpoints mounted with gsp_ws.wsgi answer 500 to every upgrade. Servers "
+                  "that work: %s", environ.get("SERVER_SOFTWARE", "?"), _WORKS_ON)
+    return None
+
+
+def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str, Any],
              start_response: Callable[..., Any]) -> Iterable[bytes]:
     path = environ.get("PATH_INFO") or "/"
     tokens = {t.strip().lower() for t in environ.get("HTTP_CONNECTION", "").split(",")}
@@ -140,13 +322,13 @@ def _upgrade(route: "WSGIRouteListener", environ: dict[str, Any],
     refusal = check_upgrade(offered, environ.get("HTTP_ORIGIN"), route.protocol, route.options)
     if refusal is not None:
         return _refuse(start_response, *refusal)
-    sock, rfile = _raw_socket(environ)
-    if sock is None:
-        return _refuse(start_response, 500, "this WSGI server does not expose the connection's "
-                       "socket; serve the app with gevent.pywsgi.WSGIServer")
-    if not _cooperative(sock):
-        return _refuse(start_response, 500, "the connection's socket is not a gevent socket; "
-                       "give WSGIServer a gevent.ssl.SSLContext (or monkey-patch) for HTTPS")
+    server = _server_of(app, environ)
+    if server is None:
+        return _refuse(start_response, 500, "this WSGI server cannot hand the connection over "
+                       f"to a WebSocket endpoint; servers that can: {_WORKS_ON}")
+    why = server.refusal(environ)
+    if why is not None:
+        return _refuse(start_response, 500, why)
     write = start_response("101 Switching Protocols", [
         ("Upgrade", "websocket"), ("Connection", "Upgrade"),
         ("Sec-WebSocket-Accept", generate_accept_token(key.encode("latin-1")).decode("ascii")),
@@ -154,41 +336,35 @@ def _upgrade(route: "WSGIRouteListener", environ: dict[str, Any],
         *(route.options["ws_response_headers"] or ())])
     headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
                if k.startswith("HTTP_")]
-    return _serve(route, write, sock, rfile, path, headers)
+    return _serve(route, server, environ, write, path, headers)
 
 
-def _take_buffered(sock: Any, rfile: Any) -> bytes:
-    """Bytes pywsgi's reader already buffered past the request head (a client that did not wait
-    for the 101); read without blocking."""
-    timeout = sock.gettimeout()
-    sock.settimeout(0)
+def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
+    if isinstance(sock_addr, tuple):  # the socket's own address where it has one
+        host, port = sock_addr[0], sock_addr[1]
+    host = str(host or "?")
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
+           write: Callable[[bytes], Any], path: str,
+           headers: list[tuple[str, str]]) -> Iterator[bytes]:
+    # A generator: the server iterates it after start_response, so the 101 goes out from here
+    # and the request greenlet stays parked in it for the life of the pipe.
+    conn = taken = None
     try:
-        data = rfile.peek(1)
-        return rfile.read(len(data)) if data else b""
-    except OSError:  # nothing buffered and nothing readable now (TLS says "want read")
-        return b""
-    finally:
-        sock.settimeout(timeout)
-
-
-def _serve(route: "WSGIRouteListener", write: Callable[[bytes], Any], sock: Any, rfile: Any,
-           path: str, headers: list[tuple[str, str]]) -> Iterator[bytes]:
-    # A generator: pywsgi iterates it after start_response, so the 101 goes out from here and
-    # the request greenlet stays parked in it for the life of the pipe.
-    conn = None
-    try:
-        write(b"")  # sends the 101 headers now
-        trailing = _take_buffered(sock, rfile)
+        write(b"")  # sends the 101 head now
+        taken = server.take(environ)
+        sock = taken.sock
         tls = hasattr(sock, "getpeercert")
         scheme = "wss" if tls else "ws"
-
-        def name(addr: Any) -> str:
-            host = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
-            return f"{scheme}://{host}:{addr[1]}"
-
-        conn = WSGIConnection(sock, rfile, route.options, name(sock.getsockname()),
-                              name(sock.getpeername()), path, headers, route.protocol or "",
-                              trailing, tls_properties(sock) if tls else {})
+        local = _address(sock.getsockname(), environ.get("SERVER_NAME"),
+                         environ.get("SERVER_PORT"), scheme)
+        remote = _address(sock.getpeername(), environ.get("REMOTE_ADDR"),
+                          environ.get("REMOTE_PORT"), scheme)
+        conn = WSGIConnection(sock, taken.release, route.options, local, remote, path, headers,
+                              route.protocol or "", taken.trailing,
+                              tls_properties(sock) if tls else {})
         route._deliver(conn)
         conn.done.wait()
     except OSError:
@@ -196,5 +372,7 @@ def _serve(route: "WSGIRouteListener", write: Callable[[bytes], Any], sock: Any,
     finally:
         if conn is not None:
             conn.close()
+        elif taken is not None:
+            taken.release()
     return
     yield b""  # noqa: unreachable - makes this function a generator

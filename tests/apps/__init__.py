@@ -1,0 +1,1 @@
+"""WSGI apps that tests/servers.py serves with real gunicorn and uWSGI processes."""

@@ -1,0 +1,54 @@
+"""A WSGI app with SP endpoints mounted beside a normal route, for the real-server tests
+(tests/test_wsgi_servers.py): a REP echo at /sp, a PULL at /pull whose messages' sizes /pulled
+reports, and /health (200, the worker's pid)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable
+
+import gevent
+
+import gsp
+from gsp_ws.wsgi import SPWebSocketApp
+
+pulled: list[int] = []
+
+
+def routes(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    path = environ.get("PATH_INFO")
+    if path == "/health":
+        body = f"ok {os.getpid()}\n".encode()
+    elif path == "/pulled":
+        body = (" ".join(map(str, pulled)) + "\n").encode()
+    else:
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+        return [b"no!\n"]
+    start_response("200 OK", [("Content-Type", "text/plain"),
+                              ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _echo(sock: gsp.Socket) -> None:
+    while True:
+        try:
+            sock.send(sock.recv())
+        except gsp.Closed:
+            return
+
+
+def _pull(sock: gsp.Socket) -> None:
+    while True:
+        try:
+            pulled.append(len(sock.recv()))
+        except gsp.Closed:
+            return
+
+
+rep = gsp.socket("rep", recv_max_size=0)
+pull = gsp.socket("pull", recv_max_size=0)
+application = SPWebSocketApp(routes)
+application.mount("/sp", rep)
+application.mount("/pull", pull)
+gevent.spawn(_echo, rep)
+gevent.spawn(_pull, pull)
