@@ -214,7 +214,7 @@ class _PyWSGI(_Server):
         sock.settimeout(0)
         try:
             data = rfile.peek(1)
-            return rfile.read(len(data)) if data else b""  # type: ignore[no-any-return]
+            return rfile.read(len(data)) if data else b""
         except OSError:  # nothing buffered and nothing readable now (TLS says "want read")
             return b""
         finally:
@@ -239,7 +239,8 @@ class _Gunicorn(_Server):
 
     def take(self, environ: dict[str, Any]) -> _Taken:
         sock = environ["gunicorn.socket"]
-        unreader = getattr(getattr(environ.get("wsgi.input"), "reader", None), "unreader", None)
+        unreader: Any = getattr(getattr(environ.get("wsgi.input"), "reader", None), "unreader",
+                                None)
         trailing = b""
         if hasattr(unreader, "take_buffered"):
             trailing = unreader.take_buffered()
@@ -375,4 +376,4 @@ def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
         elif taken is not None:
             taken.release()
     return
-    yield b""  # noqa: unreachable - makes this function a generator
+    yield b""  # unreachable: makes this function a generator

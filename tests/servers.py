@@ -1,0 +1,140 @@
+"""Real gunicorn and uWSGI servers for tests, each in a process group of its own.
+
+::
+
+    with servers.gunicorn("tests.apps.ws_app:application", pythonpath=ROOT) as srv:
+        srv.url        # http://127.0.0.1:PORT, answering already
+        srv.proc       # the master's subprocess.Popen
+        srv.output()   # everything the server wrote so far (stdout and stderr)
+        srv.stop()     # SIGTERM to the master, wait; returns its exit status
+
+Whatever happens, leaving the block kills what is left of the process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import IO, Iterator, Sequence
+
+from gevent import socket as gsocket
+
+from gsp.testing import free_port
+
+START_TIMEOUT = 30.0  # seconds a server gets to answer its first request
+
+
+class Server:
+    def __init__(self, args: Sequence[str], port: int, env: dict[str, str] | None = None) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.port = port
+        self.args = list(args)
+        self._log: IO[bytes] = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+    def output(self) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Until an HTTP request gets an HTTP answer (any status)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.args[:3]} exited with {self.proc.returncode}:\n"
+                                   f"{self.output()}")
+            try:
+                with gsocket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    s.sendall(b"GET /__ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                    if s.recv(16).startswith(b"HTTP/1."):
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.args[:3]} did not answer within {timeout:g} s:\n"
+                                   f"{self.output()}")
+            time.sleep(0.1)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Send ``sig`` to the server's main process and wait for it to exit; killed (the whole
+        group) if it has not after ``timeout`` s. Returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_group()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self._kill_group()  # the workers too, whatever the master did
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        self._log.close()
+
+
+@contextlib.contextmanager
+def _serving(args: Sequence[str], port: int) -> Iterator[Server]:
+    srv = Server(args, port)
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.close()
+
+
+def _gunicorn_has(setting: str) -> bool:
+    from gunicorn.config import KNOWN_SETTINGS
+
+    return any(s.name == setting for s in KNOWN_SETTINGS)
+
+
+@contextlib.contextmanager
+def gunicorn(app: str, *, pythonpath: str, worker_class: str = "gevent", workers: int = 3,
+             preload: bool = False, extra: Sequence[str] = ()) -> Iterator[Server]:
+    """``gunicorn -k worker_class -w workers [--preload] app`` on 127.0.0.1, a free port."""
+    port = free_port()
+    args = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),
+            "-b", f"127.0.0.1:{port}", "--pythonpath", pythonpath, "--graceful-timeout", "10"]
+    if _gunicorn_has("control_socket_disable"):  # gunicorn 25+: no shared ~/.gunicorn socket
+        args.append("--no-control-socket")
+    if preload:
+        args.append("--preload")
+    with _serving([*args, *extra, app], port) as srv:
+        yield srv
+
+
+def uwsgi_binary() -> str:
+    return os.path.join(os.path.dirname(sys.executable), "uwsgi")
+
+
+@contextlib.contextmanager
+def uwsgi(app: str, *, pythonpath: str, processes: int = 3, gevent: int = 100,
+          lazy_apps: bool = False, extra: Sequence[str] = ()) -> Iterator[Server]:
+    """``uwsgi --http-socket 127.0.0.1:PORT --master --processes N --gevent G [--lazy-apps]``
+    serving ``module:callable`` with this interpreter's environment; SIGTERM ends it
+    (``--die-on-term``). ``gevent=0`` runs it without gevent."""
+    port = free_port()
+    args = [uwsgi_binary(), "--http-socket", f"127.0.0.1:{port}", "--master",
+            "--processes", str(processes), "--virtualenv", sys.prefix,
+            "--pythonpath", pythonpath, "--module", app, "--need-app", "--die-on-term",
+            "--worker-reload-mercy", "10", "--ignore-sigpipe", "--ignore-write-errors",
+            "--disable-write-exception"]
+    if gevent:
+        args += ["--gevent", str(gevent)]
+    if lazy_apps:
+        args.append("--lazy-apps")
+    with _serving([*args, *extra], port) as srv:
+        yield srv
