@@ -20,9 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 from gevent import socket as gsocket
+from gevent import ssl as gssl
 
 from gsp.testing import free_port
 
@@ -31,9 +32,10 @@ START_TIMEOUT = 30.0  # seconds a server gets to answer its first request
 
 class Server:
     def __init__(self, args: Sequence[str], port: int, env: dict[str, str] | None = None) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.port = port
         self.args = list(args)
+        self.tls = "--certfile" in self.args  # gunicorn serving HTTPS
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
+        self.port = port
         self._log: IO[bytes] = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -51,16 +53,26 @@ class Server:
                 raise RuntimeError(f"{self.args[:3]} exited with {self.proc.returncode}:\n"
                                    f"{self.output()}")
             try:
-                with gsocket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
-                    s.sendall(b"GET /__ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-                    if s.recv(16).startswith(b"HTTP/1."):
-                        return
+                if self._answers():
+                    return
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.args[:3]} did not answer within {timeout:g} s:\n"
                                    f"{self.output()}")
             time.sleep(0.1)
+
+    def _answers(self) -> bool:
+        with contextlib.ExitStack() as stack:
+            s: Any = stack.enter_context(
+                gsocket.create_connection(("127.0.0.1", self.port), timeout=2))
+            if self.tls:
+                ctx = gssl.create_default_context()
+                ctx.check_hostname = False
+                ctx.verify_mode = gssl.CERT_NONE
+                s = stack.enter_context(ctx.wrap_socket(s))
+            s.sendall(b"GET /__ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            return bool(s.recv(16).startswith(b"HTTP/1."))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Send ``sig`` to the server's main process and wait for it to exit; killed (the whole

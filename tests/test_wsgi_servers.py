@@ -167,6 +167,50 @@ def test_refused_upgrades_carry_the_http_status(name: str) -> None:
         assert_clean(srv)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["gunicorn-preload", "uwsgi-default"])
+def test_a_mount_made_before_the_fork_serves_in_every_worker(name: str) -> None:
+    """The app (and its mounted sockets) loaded in the master, then forked into 3 workers."""
+    start = (servers.gunicorn(APP, pythonpath=ROOT, preload=True) if name == "gunicorn-preload"
+             else servers.uwsgi(APP, pythonpath=ROOT))
+    with start as srv:
+        reqs = [gsp.socket("req", recv_timeout=10) for _ in range(12)]
+        try:
+            for req in reqs:
+                req.dial(ws_url(srv, "/who"), block=True)
+            pids = set()
+            for _ in range(3):
+                for req in reqs:
+                    req.send(b"who?")
+                    pids.add(int(req.recv()))
+        finally:
+            for req in reqs:
+                req.close()
+        assert srv.proc.pid not in pids and 1 <= len(pids) <= 3
+        assert_clean(srv)
+
+
+@pytest.mark.timeout(60)
+def test_wss_through_gunicorn_with_tls(pki: Any) -> None:
+    with servers.gunicorn(APP, pythonpath=ROOT, workers=1, extra=(
+            "--certfile", pki.server_cert_file, "--keyfile", pki.server_key_file)) as srv:
+        url = srv.url.replace("https://", "wss://") + "/sp"
+        with gsp.socket("req", recv_max_size=0, recv_timeout=10) as req:
+            req.dial(url, block=True, **pki.dial_options())
+            for msg in [b"over tls", b"t" * (MiB + 3)]:
+                req.send(msg)
+                assert req.recv() == msg
+            assert req.pipes[0].properties["tls_version"].startswith("TLS")
+        n = nng.socket("req", tls_config=pki.nng_client())
+        try:
+            nng.run(n.dial, url.replace("127.0.0.1", "localhost"), block=True)
+            nng.run(n.send, b"nng over tls")
+            assert nng.run(n.recv) == b"nng over tls"
+        finally:
+            nng.run(n.close)
+        assert_clean(srv)
+
+
 def eager_upgrade(port: int, path: str, protocol: str, payload: bytes) -> gsocket.socket:
     """An upgrade request with a WebSocket frame in the same write (a client that does not
     wait for the 101), as a server's parser then has it buffered past the request head."""
@@ -198,6 +242,15 @@ def test_uwsgi_without_gevent_is_refused_at_start_up() -> None:
         with servers.uwsgi(APP, pythonpath=ROOT, processes=1, gevent=0):
             pass
     assert "the ws mount needs uWSGI's gevent loop (--gevent N" in str(info.value)
+
+
+@pytest.mark.timeout(60)
+def test_uwsgi_https_socket_is_refused_at_start_up(pki: Any) -> None:
+    tls = f"127.0.0.1:{free_port()},{pki.server_cert_file},{pki.server_key_file}"
+    with pytest.raises(RuntimeError) as info:
+        with servers.uwsgi(APP, pythonpath=ROOT, processes=1, extra=("--https-socket", tls)):
+            pass
+    assert "uWSGI keeps the TLS of --https-socket connections to itself" in str(info.value)
 
 
 @pytest.mark.timeout(60)

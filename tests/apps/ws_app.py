@@ -1,6 +1,10 @@
 """A WSGI app with SP endpoints mounted beside a normal route, for the real-server tests
-(tests/test_wsgi_servers.py): a REP echo at /sp, a PULL at /pull whose messages' sizes /pulled
-reports, and /health (200, the worker's pid)."""
+(tests/test_wsgi_servers.py): a REP echo at /sp, a REP answering its worker's pid at /who, a
+PULL at /pull whose messages' sizes /pulled reports, and /health (200, the worker's pid).
+
+The sockets are made at import: in the worker, or before the fork in the master (uWSGI's
+default, gunicorn --preload); a ws mount has no descriptor of its own, so each worker serves the
+upgrades it accepts."""
 
 from __future__ import annotations
 
@@ -37,6 +41,15 @@ def _echo(sock: gsp.Socket) -> None:
             return
 
 
+def _who(sock: gsp.Socket) -> None:
+    while True:
+        try:
+            sock.recv()
+            sock.send(str(os.getpid()).encode())
+        except gsp.Closed:
+            return
+
+
 def _pull(sock: gsp.Socket) -> None:
     while True:
         try:
@@ -46,9 +59,12 @@ def _pull(sock: gsp.Socket) -> None:
 
 
 rep = gsp.socket("rep", recv_max_size=0)
+who = gsp.socket("rep")
 pull = gsp.socket("pull", recv_max_size=0)
 application = SPWebSocketApp(routes)
 application.mount("/sp", rep)
+application.mount("/who", who)
 application.mount("/pull", pull)
 gevent.spawn(_echo, rep)
+gevent.spawn(_who, who)
 gevent.spawn(_pull, pull)
