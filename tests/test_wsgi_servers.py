@@ -245,6 +245,40 @@ def test_uwsgi_without_gevent_is_refused_at_start_up() -> None:
 
 
 @pytest.mark.timeout(60)
+def test_uwsgi_http_router_with_websockets() -> None:
+    """uWSGI's --http router in front of the workers (uwsgi protocol between them) passes the
+    upgraded connection on with --http-websockets."""
+    router, backend = free_port(), f"127.0.0.1:{free_port()}"
+    with servers.uwsgi(APP, pythonpath=ROOT, processes=1, extra=(
+            "--socket", backend, "--http", f"127.0.0.1:{router}", "--http-to", backend,
+            "--http-websockets")) as srv:
+        url = f"ws://127.0.0.1:{router}/sp"
+        with gsp.socket("req", recv_max_size=0, recv_timeout=10) as req:
+            req.dial(url, block=True)
+            for msg in [b"via the router", b"r" * (2 * MiB)]:
+                req.send(msg)
+                assert req.recv() == msg
+        n = nng.socket("req", recv_max_size=0)
+        try:
+            nng.run(n.dial, url, block=True)
+            nng.run(n.send, b"nng via the router")
+            assert nng.run(n.recv) == b"nng via the router"
+        finally:
+            nng.run(n.close)
+        assert_clean(srv)
+
+
+@pytest.mark.timeout(60)
+def test_uwsgi_http_router_without_websockets_is_refused_at_start_up() -> None:
+    router, backend = free_port(), f"127.0.0.1:{free_port()}"
+    with pytest.raises(RuntimeError) as info:
+        with servers.uwsgi(APP, pythonpath=ROOT, processes=1, extra=(
+                "--socket", backend, "--http", f"127.0.0.1:{router}", "--http-to", backend)):
+            pass
+    assert "passes WebSocket frames on only with --http-websockets" in str(info.value)
+
+
+@pytest.mark.timeout(60)
 def test_uwsgi_https_socket_is_refused_at_start_up(pki: Any) -> None:
     tls = f"127.0.0.1:{free_port()},{pki.server_cert_file},{pki.server_key_file}"
     with pytest.raises(RuntimeError) as info:

@@ -17,8 +17,8 @@ connection over; the one to use is chosen from the request's environ):
   ``environ["wsgi.input"]``;
 - gunicorn ``-k gevent``: the worker puts the connection's socket in the environ
   (``gunicorn.socket``) and its parser's read-ahead is taken with it;
-- uWSGI ``--gevent N`` with ``--http-socket``: the connection's descriptor is
-  ``uwsgi.connection_fd()``.
+- uWSGI ``--gevent N`` with ``--http-socket`` (or behind its ``--http`` router with
+  ``--http-websockets``): the connection's descriptor is ``uwsgi.connection_fd()``.
 
 How the upgrade works: the app checks the request, answers 101 through ``start_response`` (the
 server writes the head; none adds body framing to a 101), takes the socket over and parks the
@@ -28,8 +28,9 @@ go to the WebSocket first. When the pipe ends the connection goes back to the se
 
 A server that cannot carry it is refused when the socket is mounted, not at the first upgrade:
 mounting raises :class:`gsp.NotSupported` under gunicorn with a worker that is not gevent's
-(``sync``, ``gthread``, ...) and under uWSGI without ``--gevent`` or with ``--https-socket``
-(uWSGI keeps that connection's TLS to itself). Any other server is told at its first upgrade
+(``sync``, ``gthread``, ...) and under uWSGI without ``--gevent``, with ``--https-socket``
+(uWSGI keeps that connection's TLS to itself) or with its ``--http`` router but not
+``--http-websockets`` (the router would answer 101 and then pass no frames on). Any other server is told at its first upgrade
 request (one ERROR log line; such requests get a 500 naming the servers that work).
 """
 
@@ -65,7 +66,7 @@ _ids = itertools.count(1)
 _REASONS = {400: "Bad Request", 403: "Forbidden", 426: "Upgrade Required",
             500: "Internal Server Error", 503: "Service Unavailable"}
 _WORKS_ON = ("gevent.pywsgi.WSGIServer, gunicorn -k gevent or -k gevent_pywsgi, "
-             "uWSGI --gevent N --http-socket")
+             "uWSGI --gevent N with --http-socket (or --http and --http-websockets)")
 
 
 def find_app(name: str) -> "SPWebSocketApp | None":
@@ -280,6 +281,10 @@ def _startup_refusal() -> str | None:
         if "gevent" not in opts:
             return ("uWSGI runs this app without gevent; the ws mount needs uWSGI's gevent loop "
                     "(--gevent N, e.g. --gevent 100)")
+        if ("http" in opts or "https" in opts) and "http-websockets" not in opts \
+                and "http-raw-body" not in opts:
+            return ("uWSGI's --http router passes WebSocket frames on only with "
+                    "--http-websockets; add it (or serve --http-socket)")
         if "https-socket" in opts:
             return ("uWSGI keeps the TLS of --https-socket connections to itself, so they "
                     "cannot be taken over; serve --http-socket and terminate TLS in front "
