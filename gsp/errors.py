@@ -159,7 +159,7 @@ class UpgradeRefused(HandshakeError):
     gave none).
     """
 
-    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason

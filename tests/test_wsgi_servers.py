@@ -6,6 +6,7 @@ gsp dialer and by pynng (nng)."""
 from __future__ import annotations
 
 import contextlib
+import pickle
 import signal
 import subprocess
 import sys
@@ -157,6 +158,8 @@ def test_refused_upgrades_carry_the_http_status(name: str) -> None:
             with pytest.raises(gsp.UpgradeRefused) as info:
                 req.dial(ws_url(srv, "/elsewhere"), block=True)  # the app's own 404
         assert info.value.status == 404 and gsp_ws.UpgradeRefused is gsp.UpgradeRefused
+        copy = pickle.loads(pickle.dumps(info.value))  # e.g. from a multiprocessing worker
+        assert (copy.status, copy.reason, str(copy)) == (404, "no!", str(info.value))
         assert http_get(port, "/sp")[0] == 426  # a plain GET at the SP path
         n = nng.socket("push")
         try:
