@@ -108,6 +108,12 @@ def pulled(port: int, count: int) -> list[int]:
             gevent.sleep(0.05)
 
 
+def assert_peer_is(port: int, dialer: gsp.Socket) -> None:
+    """The server side names the dialer's end of the connection as its pipe's remote address."""
+    status, body = http_get(port, "/peers")
+    assert status == 200 and body.split() == [dialer.pipes[0].local_address.encode()]
+
+
 def assert_clean(srv: Any) -> None:
     code = srv.stop(timeout=20)
     out = srv.output()
@@ -128,6 +134,7 @@ def test_gsp_and_nng_reach_the_mount_beside_the_app(name: str) -> None:
                 req.send(msg)
                 assert req.recv() == msg
             assert http_get(port, "/health") == (status, body)  # the app serves on meanwhile
+            assert_peer_is(port, req)
         n = nng.socket("req", recv_max_size=0)
         try:
             nng.run(n.dial, ws_url(srv), block=True)

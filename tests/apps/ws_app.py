@@ -1,6 +1,7 @@
 """A WSGI app with SP endpoints mounted beside a normal route, for the real-server tests
 (tests/test_wsgi_servers.py): a REP echo at /sp, a REP answering its worker's pid at /who, a
-PULL at /pull whose messages' sizes /pulled reports, and /health (200, the worker's pid).
+PULL at /pull whose messages' sizes /pulled reports, /peers (the addresses of the echo's
+pipes) and /health (200, the worker's pid).
 
 The sockets are made at import: in the worker, or before the fork in the master (uWSGI's
 default, gunicorn --preload); a ws mount has no descriptor of its own, so each worker serves the
@@ -23,6 +24,8 @@ def routes(environ: dict[str, Any], start_response: Callable[..., Any]) -> Itera
     path = environ.get("PATH_INFO")
     if path == "/health":
         body = f"ok {os.getpid()}\n".encode()
+    elif path == "/peers":  # the addresses of the echo's pipes, as the server names them
+        body = (" ".join(p.remote_address for p in rep.pipes) + "\n").encode()
     elif path == "/pulled":
         body = (" ".join(map(str, pulled)) + "\n").encode()
     else:

@@ -23,15 +23,17 @@ connection over; the one to use is chosen from the request's environ):
 How the upgrade works: the app checks the request, answers 101 through ``start_response`` (the
 server writes the head; none adds body framing to a 101), takes the socket over and parks the
 request's greenlet until the SP pipe closes, so the server never reads or writes the socket
-meanwhile. Bytes the server read past the request head (a client that did not wait for the 101)
-go to the WebSocket first. When the pipe ends the connection goes back to the server closed.
+meanwhile. Bytes the server read past the request head (a client that did not wait for the 101,
+against RFC 6455) go to the WebSocket first, except under uWSGI, which keeps them out of reach.
+When the pipe ends the connection goes back to the server closed.
 
 A server that cannot carry it is refused when the socket is mounted, not at the first upgrade:
 mounting raises :class:`gsp.NotSupported` under gunicorn with a worker that is not gevent's
 (``sync``, ``gthread``, ...) and under uWSGI without ``--gevent``, with ``--https-socket``
 (uWSGI keeps that connection's TLS to itself) or with its ``--http`` router but not
-``--http-websockets`` (the router would answer 101 and then pass no frames on). Any other server is told at its first upgrade
-request (one ERROR log line; such requests get a 500 naming the servers that work).
+``--http-websockets`` (the router would answer 101 and then pass no frames on). Any other
+server is told at its first upgrade request (one ERROR log line; such requests get a 500 naming
+the servers that work).
 """
 
 from __future__ import annotations
@@ -150,8 +152,6 @@ class _Server:
     """One kind of WSGI server. ``refusal`` runs before the 101 (a reason to answer 500
     instead, or None); ``take`` after the 101 has been written."""
 
-    name = ""
-
     def serves(self, environ: dict[str, Any]) -> bool:
         raise NotImplementedError
 
@@ -181,8 +181,6 @@ class _PyWSGI(_Server):
     """gevent.pywsgi (also gunicorn -k gevent_pywsgi): for an upgrade request pywsgi passes its
     buffered reader of the connection as ``wsgi.input`` (other requests get an ``Input``
     wrapping it as ``.rfile``)."""
-
-    name = "gevent.pywsgi"
 
     @staticmethod
     def _reader(environ: dict[str, Any]) -> tuple[Any, Any]:
@@ -228,8 +226,6 @@ class _Gunicorn(_Server):
     closed: gunicorn then reads end-of-stream where it would look for a next request, and
     closes the connection itself."""
 
-    name = "gunicorn"
-
     def serves(self, environ: dict[str, Any]) -> bool:
         return "gunicorn.socket" in environ
 
@@ -245,16 +241,15 @@ class _Gunicorn(_Server):
         trailing = b""
         if hasattr(unreader, "take_buffered"):
             trailing = unreader.take_buffered()
-        elif hasattr(unreader, "buf"):  # gunicorn before 24: the same buffer, by hand
+        elif hasattr(unreader, "buf"):  # older gunicorn: the same buffer, taken by hand
             trailing, unreader.buf = unreader.buf.getvalue(), type(unreader.buf)()
         return _Taken(sock, trailing, lambda: _quietly(lambda: sock.shutdown(gsocket.SHUT_RDWR)))
 
 
 class _UWSGI(_Server):
     """uWSGI (--gevent): the connection's descriptor is ``uwsgi.connection_fd()``. The pipe
-    works on a duplicate of it (uWSGI closes its own when the request ends)."""
-
-    name = "uWSGI"
+    works on a duplicate of it (uWSGI closes its own when the request ends). Behind its --http
+    router the connection's peer is the router."""
 
     def serves(self, environ: dict[str, Any]) -> bool:
         return "uwsgi.version" in environ and sys.modules.get("uwsgi") is not None
@@ -346,9 +341,9 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
 
 
 def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
-    if isinstance(sock_addr, tuple):  # the socket's own address where it has one
+    if isinstance(sock_addr, tuple):  # the socket's own address where it has one (TCP)
         host, port = sock_addr[0], sock_addr[1]
-    host = str(host or "?")
+    host, port = str(host or "?"), port or "?"
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
