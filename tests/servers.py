@@ -28,10 +28,14 @@ from gevent import ssl as gssl
 from gsp.testing import free_port
 
 START_TIMEOUT = 30.0  # seconds a server gets to answer its first request
+_WORKER_READY = "tests.servers: worker ready"
 
 
 class Server:
-    def __init__(self, args: Sequence[str], port: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: Sequence[str], port: int, env: dict[str, str] | None = None, *,
+                 ready_line: str = "", ready_count: int = 0) -> None:
+        self.ready_line = ready_line  # wait_ready also waits for ready_count lines holding it
+        self.ready_count = ready_count
         self.args = list(args)
         self.tls = "--certfile" in self.args  # gunicorn serving HTTPS
         self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
@@ -53,7 +57,7 @@ class Server:
                 raise RuntimeError(f"{self.args[:3]} exited with {self.proc.returncode}:\n"
                                    f"{self.output()}")
             try:
-                if self._answers():
+                if self._answers() and self.output().count(self.ready_line) >= self.ready_count:
                     return
             except OSError:
                 pass
@@ -98,8 +102,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def _serving(args: Sequence[str], port: int) -> Iterator[Server]:
-    srv = Server(args, port)
+def _serving(args: Sequence[str], port: int, ready_line: str = "",
+             ready_count: int = 0) -> Iterator[Server]:
+    srv = Server(args, port, ready_line=ready_line, ready_count=ready_count)
     try:
         srv.wait_ready()
         yield srv
@@ -118,14 +123,23 @@ def gunicorn(app: str, *, pythonpath: str, worker_class: str = "gevent", workers
              preload: bool = False, extra: Sequence[str] = ()) -> Iterator[Server]:
     """``gunicorn -k worker_class -w workers [--preload] app`` on 127.0.0.1, a free port."""
     port = free_port()
-    args = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),
-            "-b", f"127.0.0.1:{port}", "--pythonpath", pythonpath, "--graceful-timeout", "10"]
-    if _gunicorn_has("control_socket_disable"):  # gunicorn 25+: no shared ~/.gunicorn socket
-        args.append("--no-control-socket")
-    if preload:
-        args.append("--preload")
-    with _serving([*args, *extra, app], port) as srv:
-        yield srv
+    # Ready means every worker has set up its signal handlers (post_worker_init runs after
+    # that): a SIGTERM that reaches a worker earlier goes to the master's inherited handler and
+    # is lost, and the worker lingers until the graceful timeout.
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "gunicorn_conf.py")
+        with open(config, "w") as f:
+            f.write("def post_worker_init(worker):\n"
+                    "    worker.log.info('%s %s', " + repr(_WORKER_READY) + ", worker.pid)\n")
+        args = [sys.executable, "-m", "gunicorn", "-c", config, "-k", worker_class,
+                "-w", str(workers), "-b", f"127.0.0.1:{port}", "--pythonpath", pythonpath,
+                "--graceful-timeout", "10"]
+        if _gunicorn_has("control_socket_disable"):  # gunicorn 25+: no shared ~/.gunicorn socket
+            args.append("--no-control-socket")
+        if preload:
+            args.append("--preload")
+        with _serving([*args, *extra, app], port, _WORKER_READY, workers) as srv:
+            yield srv
 
 
 def uwsgi_binary() -> str:
