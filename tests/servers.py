@@ -151,15 +151,13 @@ def uwsgi(app: str, *, pythonpath: str, processes: int = 3, gevent: int = 100,
           lazy_apps: bool = False, extra: Sequence[str] = ()) -> Iterator[Server]:
     """``uwsgi --http-socket 127.0.0.1:PORT --master --processes N --gevent G [--lazy-apps]``
     serving ``module:callable`` with this interpreter's environment; SIGTERM ends it
-    (``--die-on-term``). ``gevent=0`` runs it without gevent."""
+    (``--die-on-term``)."""
     port = free_port()
     args = [uwsgi_binary(), "--http-socket", f"127.0.0.1:{port}", "--master",
             "--processes", str(processes), "--virtualenv", sys.prefix,
             "--pythonpath", pythonpath, "--module", app, "--need-app", "--die-on-term",
             "--worker-reload-mercy", "10", "--ignore-sigpipe", "--ignore-write-errors",
-            "--disable-write-exception"]
-    if gevent:
-        args += ["--gevent", str(gevent)]
+            "--disable-write-exception", "--gevent", str(gevent)]
     if lazy_apps:
         args.append("--lazy-apps")
     with _serving([*args, *extra], port) as srv:
