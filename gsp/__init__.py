@@ -38,6 +38,7 @@ from .errors import (
     HandshakeError,
     InvalidAddress,
     MessageTooLarge,
+    NoPeers,
     NotSupported,
     ProtocolStateError,
     Timeout,
@@ -76,6 +77,7 @@ __all__ = [
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
     "BadVersion", "BadReserved", "WrongProtocol", "BadMessage", "FrameStalled",
+    "NoPeers",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)

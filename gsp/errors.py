@@ -14,6 +14,7 @@ __all__ = [
     "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
     "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage", "timed_out",
+    "NoPeers",
 ]
 
 
@@ -148,3 +149,14 @@ class WrongProtocol(HandshakeError):
         super().__init__(message)
         self.expected = expected
         self.got = got
+
+
+class NoPeers(GspError):
+    """No peer is connected, and the socket's ``fail_no_peers`` option is set: an operation that
+    would have waited for a peer to exist failed at once instead (mangos' ``ErrNoPeers``): a send
+    on push, req, surveyor, pair, pair1, bus or star with no pipe at all, a req recv whose
+    request has no pipe to go on, a req recv whose request's pipe died and no other is left.
+
+    Neither :class:`Closed` (nothing was closed) nor :class:`ConnectionBroken` nor a
+    :class:`Timeout`: no wait ran out, so ``except WouldBlock`` around ``block=False`` calls does
+    not catch it. A peer that connects later makes the same call succeed."""

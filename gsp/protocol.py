@@ -23,7 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from typing import Protocol as _Typing
 
-from .errors import GspError, NotSupported
+from .errors import GspError, NoPeers, NotSupported
 from .message import Message
 
 if TYPE_CHECKING:
@@ -331,6 +331,15 @@ class Protocol:
             return [self.recv_queue.wake_case()]
         raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
                            f"for {op} (the protocol does not implement Protocol.wake_cases)")
+
+    def check_no_peers(self, op: str = "send") -> None:
+        """Call where ``op`` found no pipe at all and would wait for one (or drop for want of
+        one): raises :class:`gsp.NoPeers` when the socket's ``fail_no_peers`` option is set,
+        else returns and the caller waits (or drops) as before. It reads the option: call it on
+        the waiting path only, never per message."""
+        if self.handle.options["fail_no_peers"]:
+            raise NoPeers(f"{op}: no peer is connected to this {self.handle.protocol} socket "
+                          "(fail_no_peers=True; unset it to wait for one)")
 
     def set_option(self, name: str, value: Any) -> None:
         """``socket.set_option`` is about to store this validated value: raise

@@ -48,6 +48,8 @@ class XSurveyor(Requester):
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
             raise Closed("socket closed")
+        if not self._pipes:
+            self.check_no_peers()  # NoPeers with fail_no_peers; else the survey goes nowhere
         self.stats["dropped_queue_full"] += broadcast(self._pipes, msg)
 
     def close(self) -> None:
@@ -91,6 +93,8 @@ class SurveyContext(Context):
 
     def _send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
+        if not proto._pipes:
+            proto.check_no_peers()  # before the survey starts: the last one carries on
         self._end()
         sid = proto._ids.alloc(self)
         t = self.survey_time
