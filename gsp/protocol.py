@@ -23,7 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from typing import Protocol as _Typing
 
-from .errors import GspError, NoPeers, NotSupported
+from .errors import Closed, GspError, NoPeers, NotSupported
 from .message import Message
 
 if TYPE_CHECKING:
@@ -345,6 +345,26 @@ class Protocol:
         """``socket.set_option`` is about to store this validated value: raise
         :class:`gsp.BadOption` or :class:`gsp.ProtocolStateError` to refuse it. To react to a
         change after it is stored, use ``handle.watch``."""
+
+    def drain(self, timeout: float | None) -> None:
+        """:meth:`gsp.Socket.drain` began: take no new work from now on, and return once the work
+        already taken is finished, or raise :class:`gsp.Timeout` after ``timeout`` seconds
+        (``None``: as long as it takes). Called once, in the draining greenlet, after the socket
+        stopped its listeners and dialers and turned its send fast paths off (every send now
+        calls this instance's ``send``); the socket then waits for the pipes' send queues to
+        empty and closes, also when this raises. Blocked calls may be woken with
+        :class:`gsp.Closed`; a concurrent ``close()`` ends it (the protocol's :meth:`close`
+        runs).
+
+        The default refuses every send from now on with :class:`gsp.Closed` (it replaces this
+        instance's ``send`` and ``send_body``), leaves receiving alone and waits for nothing:
+        right for a protocol that owes no peer an answer (push, pub, pair, bus...). REQ also
+        refuses new requests but lets those out get their replies, and waits until they are
+        received; REP and respondent take no new request and wait until every context answered
+        the one it holds (docs/plugins.md)."""
+        def refuse(msg: object, timeout: float | None) -> None:
+            raise Closed(f"{self.handle.protocol} socket is draining: it sends nothing new")
+        self.send = self.send_body = refuse  # type: ignore[method-assign, assignment]
 
     def close(self) -> None:
         """The socket is closing: wake every blocked send/recv with :class:`gsp.Closed`."""

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import gevent
+from gevent.event import AsyncResult
 from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported, Timeout
@@ -18,8 +19,10 @@ from ..options import (
     Options,
     call_timed_out,
     call_timeout,
+    duration,
 )
 from ..protocol import Protocol, RejectPipe, check_op
+from ..waiting import Deadline
 from . import counters, events, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from ..transport import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
+_check_timeout = duration()
 
 
 class Socket(ObjectCalls):
@@ -47,6 +51,8 @@ class Socket(ObjectCalls):
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
     _closed = hot_field("closed")
+    _draining = False  # drain() began (set on the instance): no new endpoint, pipe or context
+    _drain_end: "AsyncResult[None] | None" = None  # how drain() ended, for a concurrent one
     _send_timeout = hot_field("send_timeout")
     _recv_timeout = hot_field("recv_timeout")
 
@@ -252,8 +258,8 @@ class Socket(ObjectCalls):
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
-        if self._closed:
-            raise Closed("socket is closed")
+        if self._closed or self._draining:
+            raise Closed("socket is closed" if self._closed else "socket is draining")
         ctx = self._proto.open_context()
         ctx.socket = self
         return ctx
@@ -261,8 +267,8 @@ class Socket(ObjectCalls):
     # -- endpoints -------------------------------------------------------------------------------
     def listen(self, url: str, **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
-        if self._closed:
-            raise Closed("socket is closed")
+        if self._closed or self._draining:
+            raise Closed("socket is closed" if self._closed else "socket is draining")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
@@ -278,8 +284,8 @@ class Socket(ObjectCalls):
         ``block=None`` tries once now and, on failure, keeps redialing in the background;
         ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
         """
-        if self._closed:
-            raise Closed("socket is closed")
+        if self._closed or self._draining:
+            raise Closed("socket is closed" if self._closed else "socket is draining")
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
@@ -323,7 +329,7 @@ class Socket(ObjectCalls):
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
         """Turn a handshaken connection into a pipe, or close it if rejected."""
-        if self._closed:
+        if self._closed or self._draining:
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
@@ -397,6 +403,64 @@ class Socket(ObjectCalls):
         current = gevent.getcurrent()
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)
+
+    def drain(self, timeout: Any = None) -> None:
+        """Close gracefully: finish the work in hand, take no new work, then close.
+
+        At once: listeners and dialers stop (the pipes up stay), new contexts, endpoints and
+        (except for the replies REP and respondent owe) sends raise :class:`gsp.Closed`; REP and
+        respondent take no new request (recv raises Closed; requests not yet taken by a recv are
+        dropped, and their requesters resend when the pipe closes). Then it waits, up to
+        ``timeout`` seconds (``None``: as long as it takes), for the protocol's work in hand to
+        finish (:meth:`gsp.protocol.Protocol.drain`: every REP context answers the request it
+        took; REQ's requests out get their replies, received) and for every pipe's send queue
+        to empty, and closes (``linger`` still lets the last writes finish). When ``timeout``
+        runs out it closes anyway and raises :class:`gsp.Timeout`. Idempotent: on a closed or
+        drained socket it returns at once; a drain called while one runs waits for its end (and
+        closes it then if its own ``timeout`` runs out first). See docs/webapp.md.
+        """
+        t = _check_timeout("timeout", timeout)
+        end = self._drain_end
+        if end is not None:  # drained, or draining: the same end
+            end.wait(t)
+            if not end.ready():
+                self.close()  # this caller's time ran out first: closing ends the other drain
+                raise Timeout(f"drain did not finish within {t:g} s; the socket is closed",
+                              timeout=t)
+            return
+        if self._closed:
+            return
+        end = self._drain_end = AsyncResult()
+        self._draining = True
+        error: Timeout | None = None
+        try:
+            deadline = Deadline(t)
+            hot = self._hot  # every call through the protocol's send and recv from now on
+            hot.send_direct = hot.send_body = hot.recv_body = None
+
+            def stop_endpoints() -> None:  # (they may yield: the protocol stops work meanwhile)
+                for lst in list(self._listeners):
+                    lst.close()
+                for d in list(self._dialers):
+                    d.close(close_pipe=False)  # _attach takes no new pipe meanwhile
+            stopping = self._spawn(stop_endpoints)
+            self._proto.drain(deadline.remaining())
+            stopping.join()
+            pipes = list(self._pipes.values())
+            for p in pipes:
+                p.sendq.close()  # writers flush what is queued, then stop (as in close())
+            writers = [p._writer for p in pipes if p._writer is not None]
+            gevent.joinall(writers, timeout=deadline.remaining())
+            if not all(w.dead for w in writers):
+                deadline.remaining()  # (raises Timeout: the time ran out)
+        except Timeout:
+            error = Timeout(f"drain did not finish within {t:g} s; the socket is closed anyway",
+                            timeout=t)
+        finally:
+            self.close()
+            end.set(None)
+        if error is not None:
+            raise error
 
     def __enter__(self) -> "Socket":
         return self

@@ -8,7 +8,9 @@ dies. REP is the responder of :mod:`gsp.backtrace` (respondent is the same state
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import gevent
 
 from ..backtrace import (
     TTL_OPTION,
@@ -34,9 +36,6 @@ from ..options import Option, duration
 from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Deadline, Signal
 from ..routing import RoundRobin, send_wake_cases
-
-if TYPE_CHECKING:
-    import gevent
 
 _check_resend = duration()
 
@@ -282,6 +281,7 @@ class Req(ContextHost, XReq):
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
         self._host_contexts(ReqContext(self))
+        self._drained: Signal | None = None  # while draining: a context's request ended
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
@@ -391,11 +391,63 @@ class Req(ContextHost, XReq):
         if nxt != float("inf") and not self._closed:
             self._resends.arm(nxt)
 
+    def drain(self, timeout: float | None) -> None:
+        """Send no new request (:class:`gsp.Closed`); the requests out still go, are resent and
+        get their replies: wait until each is received by its recv (or ends: canceled, timed
+        out, its context closed, its pipe lost for good)."""
+        done = self._drained = Signal()
+        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        for ctx in contexts:  # from now on each refuses new requests and tells the drain
+            ctx.__class__ = _DrainingReqContext
+        deadline = Deadline(timeout)
+        while True:
+            busy = [c for c in contexts
+                    if not c._closed and (c._id is not None or c._reply is not None)]
+            if not busy:
+                return
+            if any(c._receiving and c._reply is not None for c in busy):
+                # A recv that was waiting when the drain began (in ReqContext's own method,
+                # which tells nobody) is taking its reply now: let it run, then look again.
+                gevent.sleep(0.001)
+                deadline.remaining()
+                continue
+            select([done.case()], deadline.remaining())
+
     def close(self) -> None:
         self._closed = True
         self._resends.close()
         self._close_contexts()
         super().close()
+
+
+class _DrainingReqContext(ReqContext):
+    """A context of a draining :class:`Req` (its class from then on): new requests raise
+    :class:`gsp.Closed`; the end of the request out (its reply received, canceled, closed) wakes
+    the drain. Only while draining, so the usual calls pay nothing for it."""
+
+    __slots__ = ()
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
+        raise Closed(f"req {self.noun} is draining: it sends no new request")
+
+    def _recv_body(self, timeout: float | None) -> bytes:
+        try:
+            return super()._recv_body(timeout)
+        finally:
+            self._ended()
+
+    def _cancel(self) -> None:
+        super()._cancel()
+        self._ended()
+
+    def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
+        super()._got_reply(reply, pipe)
+        self._ended()  # (for a recv waiting since before the drain: see Req.drain)
+
+    def _ended(self) -> None:
+        done = self._proto._drained
+        if done is not None:
+            done.fire()
 
 
 def _req(handle: SocketHandle, raw: bool) -> Protocol:

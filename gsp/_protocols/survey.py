@@ -52,6 +52,12 @@ class XSurveyor(Requester):
             self.check_no_peers()  # NoPeers with fail_no_peers; else the survey goes nowhere
         self.stats["dropped_queue_full"] += broadcast(self._pipes, msg)
 
+    def drain(self, timeout: float | None) -> None:
+        """No new survey (:class:`gsp.Closed`, from contexts too); replies to the last ones
+        are received until the socket closes, not waited for."""
+        self._closed = True
+        super().drain(timeout)
+
     def close(self) -> None:
         self._closed = True
         super().close()
