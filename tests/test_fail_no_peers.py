@@ -285,3 +285,36 @@ def test_polyamorous_pair1_fails_only_with_no_peer_at_all(mk):
     gevent.sleep(0.05)
     s.send_msg(gsp.Message(b"to the gone one", pipe=gone))  # dropped, as without the option
     assert s.stats["dropped_no_peer"] == 1
+
+
+def test_time_to_fail_fast(mk):
+    """The figures in docs/webapp.md: ``python -m pytest -s tests/test_fail_no_peers.py -k
+    time_to_fail``. A send with no peer, and a REQ recv from the moment its only pipe closes."""
+    n = 1000
+    figures = {}
+    for proto in ("push", "req"):
+        s = mk(proto, fail_no_peers=True, send_timeout=10)
+        t = time.perf_counter()
+        for _ in range(n):
+            try:
+                s.send(b"x")
+            except gsp.NoPeers:
+                pass
+        figures[proto] = (time.perf_counter() - t) / n
+    rep = mk("rep", recv_timeout=5)
+    req = mk("req", fail_no_peers=True, recv_timeout=10)
+    connect(rep, req, TCP_URL)
+    req.send(b"q")
+    rep.recv()
+    t = time.perf_counter()
+    req.pipes[0].close()
+    with pytest.raises(gsp.NoPeers):
+        req.recv()
+    died = time.perf_counter() - t
+    assert max(figures.values()) < FAST / 10 and died < FAST
+    print(f"send with no peer -> NoPeers: push {figures['push'] * 1e6:.1f} µs, "
+          f"req {figures['req'] * 1e6:.1f} µs (mean of {n}, send_timeout=10); "
+          f"req recv after its only pipe closed -> NoPeers in {died * 1e3:.2f} ms")
+
+
+TCP_URL = "tcp://127.0.0.1:0"
