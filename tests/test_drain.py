@@ -302,3 +302,89 @@ def test_drain_stops_dialers_but_keeps_their_pipes(mk, spawn):
     push.send(b"before")
     push.drain(5)
     assert pull.recv() == b"before"
+
+
+BACKEND = r'''
+import signal, sys
+import gevent, gsp
+
+name = sys.argv[1].encode()
+rep = gsp.socket("rep", listen="tcp://127.0.0.1:0")
+print(rep.listeners[0].url, flush=True)
+taken, answered = [], []
+
+def work():
+    ctx = rep.open_context()
+    while True:
+        try:
+            q = ctx.recv()
+        except gsp.Closed:
+            return
+        taken.append(q)
+        gevent.sleep(0.02)
+        ctx.send(name + b":" + q)
+        answered.append(q)
+
+workers = [gevent.spawn(work) for _ in range(8)]
+stop = gevent.event.Event()
+gevent.signal_handler(signal.SIGTERM, stop.set)
+stop.wait()
+rep.drain(timeout=10)  # on SIGTERM: answer what the handlers took, then close
+gevent.joinall(workers, timeout=5)
+print("drained", len(taken), len(answered), flush=True)
+'''
+
+
+def test_sigterm_under_load_loses_no_request(spawn):
+    """Two backend processes; one gets SIGTERM while 32 clients keep asking: it drains. Every
+    request is answered (by the draining backend if its handler had taken it, else resent to the
+    other), and the backend exits cleanly."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import stop_server
+
+    procs = [subprocess.Popen([sys.executable, "-c", BACKEND, name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    try:
+        urls = [p.stdout.readline().strip() for p in procs]
+        req = gsp.socket("req", recv_timeout=10, send_timeout=10)
+        try:
+            for url in urls:
+                req.dial(url, block=True)
+            answers: dict[bytes, bytes] = {}
+
+            def client(i: int) -> None:
+                ctx = req.open_context()
+                for j in range(30):
+                    q = b"%d.%d" % (i, j)
+                    ctx.send(q)
+                    answers[q] = ctx.recv()
+
+            clients = [spawn(client, i) for i in range(32)]
+            gevent.sleep(0.3)  # under load
+            assert 0 < len(answers) < 32 * 30
+            procs[0].send_signal(signal.SIGTERM)
+            gevent.joinall(clients, timeout=30)
+            assert all(c.successful() for c in clients), [c.exception for c in clients]
+            assert len(answers) == 32 * 30  # none lost, none failed
+            assert all(a.endswith(b":" + q) for q, a in answers.items())
+            by_a = sum(a.startswith(b"a:") for a in answers.values())
+            assert 0 < by_a < len(answers)
+            for _ in range(100):  # the drained backend exits by itself
+                if procs[0].poll() is not None:
+                    break
+                gevent.sleep(0.1)
+            out, err = procs[0].communicate(timeout=5)
+            assert procs[0].returncode == 0 and "drained" in out and "Traceback" not in err, err
+            taken, answered = map(int, out.split()[-2:])
+            assert taken == answered >= by_a  # it answered every request its handlers took
+            print(f"SIGTERM under load: {len(answers)} requests, all answered, {by_a} by the "
+                  f"draining backend ({taken} taken, {answered} answered), the rest by the other")
+        finally:
+            req.close()
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                stop_server(p)
