@@ -236,6 +236,17 @@ def test_surveyor_contexts_send_no_new_survey(mk, spawn):
     assert drain.successful()
 
 
+def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
+    mk("push").drain(timeout=0)  # nothing in hand, nothing queued
+    rep, req = mk("rep"), mk("req", recv_timeout=5)
+    connect(rep, req, TCP)
+    req.send(b"q")
+    assert rep.recv() == b"q"
+    with pytest.raises(gsp.Timeout):
+        rep.drain(timeout=0)  # a reply is owed
+    assert rep.closed
+
+
 def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(mk, spawn):
     s = mk("push")
     s.drain()

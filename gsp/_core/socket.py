@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import gevent
@@ -22,7 +23,6 @@ from ..options import (
     duration,
 )
 from ..protocol import Protocol, RejectPipe, check_op
-from ..waiting import Deadline
 from . import counters, events, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
@@ -433,8 +433,11 @@ class Socket(ObjectCalls):
         end = self._drain_end = AsyncResult()
         self._draining = True
         error: Timeout | None = None
+        at = None if t is None else monotonic() + t
+
+        def left() -> float | None:  # seconds left (0 once passed: a step that must wait fails)
+            return None if at is None else max(0.0, at - monotonic())
         try:
-            deadline = Deadline(t)
             hot = self._hot  # every call through the protocol's send and recv from now on
             hot.send_direct = hot.send_body = hot.recv_body = None
 
@@ -444,17 +447,18 @@ class Socket(ObjectCalls):
                 for d in list(self._dialers):
                     d.close(close_pipe=False)  # _attach takes no new pipe meanwhile
             stopping = self._spawn(stop_endpoints)
-            self._proto.drain(deadline.remaining())
+            self._proto.drain(left())
             stopping.join()
             pipes = list(self._pipes.values())
             for p in pipes:
                 p.sendq.close()  # writers flush what is queued, then stop (as in close())
             writers = [p._writer for p in pipes if p._writer is not None]
-            gevent.joinall(writers, timeout=deadline.remaining())
+            gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
-                deadline.remaining()  # (raises Timeout: the time ran out)
+                raise Timeout("the send queues were not flushed in time")
         except Timeout:
-            error = Timeout(f"drain did not finish within {t:g} s; the socket is closed anyway",
+            within = "in time" if t is None else f"within {t:g} s"
+            error = Timeout(f"drain did not finish {within}; the socket is closed anyway",
                             timeout=t)
         finally:
             self.close()
