@@ -58,9 +58,15 @@ def install() -> None:
 def _chain_uwsgi_hook() -> None:
     """uWSGI forks its workers in C without Python's fork hooks (unless started with
     ``--py-call-uwsgi-fork-hooks``): chain onto ``uwsgi.post_fork_hook``, which it calls in each
-    new worker. A no-op outside uWSGI; the pid check makes a second call harmless."""
+    new worker (or onto uwsgidecorators' chain, which that hook runs, when it is imported: it
+    replaces the hook when imported later, see docs/serving.md). A no-op outside uWSGI; the pid
+    check makes a second call harmless."""
     uwsgi: Any = sys.modules.get("uwsgi")
     if uwsgi is None:
+        return
+    decorators: Any = sys.modules.get("uwsgidecorators")
+    if decorators is not None and isinstance(getattr(decorators, "postfork_chain", None), list):
+        decorators.postfork_chain.insert(0, after_fork_in_child)  # its hook runs that chain
         return
     previous: Callable[[], None] | None = getattr(uwsgi, "post_fork_hook", None)
 
