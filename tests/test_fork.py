@@ -17,6 +17,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "apps", "fork_scenario.py")
 @pytest.mark.parametrize("scenario", [
     "fork",  # the child uses the inherited REQ; the parent's pipes go on; the REP raises
     "transports",  # tls+tcp, ws, wss: no close_notify, no close frame reaches the parent's peers
+    "mixed",  # a socket that listens and dials: its dialer works in the child
     "copies_closed",  # the child closed its copies of pipes and listeners at once
     "midflight",  # dials and handshakes under way at fork
     "multiprocessing",  # the "fork" start method
@@ -29,3 +30,37 @@ def test_fork(scenario: str, monkey: bool) -> None:
     assert proc.returncode == 0, out
     assert out.splitlines()[-1].startswith("OK"), out
     assert "Traceback" not in out, out
+
+
+def test_per_process_in_one_process(gsp_free_url) -> None:  # type: ignore[no-untyped-def]
+    """Concurrent first calls share one factory call, and its exception; a later call tries
+    again; close() closes the object and refuses more."""
+    import gevent
+
+    import gsp
+
+    calls: list[int] = []
+    made: list[gsp.Socket] = []
+
+    def factory() -> gsp.Socket:
+        calls.append(1)
+        gevent.sleep(0.05)  # a factory that yields, as gsp.socket(dial=...) does
+        if len(calls) == 1:
+            raise gsp.InvalidAddress("first attempt fails")
+        sock = gsp.socket("req")
+        made.append(sock)
+        return sock
+
+    holder = gsp.per_process(factory)
+    jobs = [gevent.spawn(holder.get) for _ in range(20)]
+    gevent.joinall(jobs)
+    assert len(calls) == 1
+    assert all(isinstance(j.exception, gsp.InvalidAddress) for j in jobs)
+    jobs = [gevent.spawn(holder.get) for _ in range(20)]
+    gevent.joinall(jobs, raise_error=True)
+    assert len(calls) == 2 and len(made) == 1 and all(j.value is made[0] for j in jobs)
+    assert holder.made and "made" in repr(holder)
+    holder.close()
+    assert made[0].closed and not holder.made
+    with pytest.raises(gsp.Closed):
+        holder.get()

@@ -197,6 +197,41 @@ def scenario_transports() -> dict[str, Any]:
     return {"urls": urls}
 
 
+def scenario_mixed() -> dict[str, Any]:
+    """A socket that listens and dials keeps working in the child through its dialer; its
+    listener is the parent's (not listed in the child), and the parent's still accepts."""
+    hub = gsp.socket("bus", listen="tcp://127.0.0.1:0", recv_timeout=10)
+    node = gsp.socket("bus", listen="tcp://127.0.0.1:0", dial=hub.listeners[0].url,
+                      recv_timeout=10)
+    node_url = node.listeners[0].url
+    gevent.sleep(0.1)
+    node.send(b"parent hello")
+    assert hub.recv() == b"parent hello"
+
+    def child() -> None:
+        assert node.listeners == [] and len(node.dialers) == 1 and not node.closed
+        line, = [x for x in forked_lines() if x.startswith("bus") and "redialing" in x]
+        assert "left 1 listener to the parent" in line, line
+        with gevent.Timeout(5):
+            while not node.pipes:
+                gevent.sleep(0.01)
+        node.send(b"child hello")
+        node.close()
+
+    pid = fork_child(child)
+    assert hub.recv() == b"child hello"
+    assert wait_child(pid) == 0
+    late = gsp.socket("bus", dial=node_url, recv_timeout=10)  # the parent's listener accepts
+    with gevent.Timeout(5):
+        while not late.pipes:
+            gevent.sleep(0.01)
+    late.send(b"late")
+    assert node.recv() == b"late"
+    for s in (late, node, hub):
+        s.close()
+    return {}
+
+
 def scenario_copies_closed() -> dict[str, Any]:
     """The child closed its copies at once: while it still runs, the parent's peer sees the
     parent close a pipe (EOF), and the parent's closed listener frees its port."""
