@@ -40,14 +40,14 @@ pytestmark = pytest.mark.timeout(90)
 
 
 class Backend:
-    """A REP backend in this process: 64 contexts answering ``ok <request>``, remembering every
+    """A REP backend in this process: 400 contexts answering ``ok <request>``, remembering every
     request that reached it."""
 
     def __init__(self) -> None:
         self.sock = gsp.socket("rep", listen="tcp://127.0.0.1:0")
         self.url = self.sock.listeners[0].url
         self.seen: set[bytes] = set()
-        self._workers = [gevent.spawn(self._serve) for _ in range(64)]
+        self._workers = [gevent.spawn(self._serve) for _ in range(400)]
 
     def _serve(self) -> None:
         ctx = self.sock.open_context()
@@ -55,6 +55,8 @@ class Backend:
             try:
                 request = ctx.recv()
                 self.seen.add(request)
+                if request.startswith(b"burst-"):
+                    gevent.sleep(0.05)  # held a while: no one worker can take the whole burst
                 ctx.send(b"ok " + request)
             except gsp.Closed:
                 return
@@ -189,7 +191,9 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
 
 @pytest.mark.parametrize("preload", [True, False], ids=["preload", "no-preload"])
 def test_gunicorn_gevent(backend: Backend, preload: bool) -> None:
+    # At most 100 connections a worker (as uWSGI's --gevent 100): the burst needs them all.
     with servers.gunicorn(APP, pythonpath=APPS, workers=3, preload=preload,
+                          extra=["--worker-connections", "100"],
                           env={"GSP_SERVING_BACKEND": backend.url}) as srv:
         exercise(srv, backend, f"gunicorn -k gevent {'--preload' if preload else ''}")
 
