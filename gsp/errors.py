@@ -151,6 +151,13 @@ class WrongProtocol(HandshakeError):
         self.got = got
 
 
+class InheritedListener(Closed):
+    """The socket was made before this process forked and its only endpoints were listeners,
+    which stay the parent's: the socket is closed in the child (docs/serving.md). Make the
+    socket after fork (gunicorn ``post_fork``, :func:`gsp.per_process`), or listen in each
+    process (``tcp_reuseport``)."""
+
+
 class NoPeers(GspError):
     """No peer is connected, and the socket's ``fail_no_peers`` option is set: an operation that
     would have waited for a peer to exist failed at once instead (mangos' ``ErrNoPeers``): a send

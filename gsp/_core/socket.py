@@ -23,7 +23,7 @@ from ..options import (
     duration,
 )
 from ..protocol import Protocol, RejectPipe, check_op
-from . import counters, events, log
+from . import counters, events, fork, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
 from .hot import Hot, hot_field, recv_many
@@ -50,6 +50,8 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
+    #: Set in a forked child when the socket's only endpoints stayed the parent's (gsp._core.fork).
+    _inherited: str | None = None
     _closed = hot_field("closed")
     _draining = False  # drain() began (set on the instance): no new endpoint, pipe or context
     _drain_end: "AsyncResult[None] | None" = None  # how drain() ended, for a concurrent one
@@ -98,6 +100,7 @@ class Socket(ObjectCalls):
         self._deliver_all = proto.pipe_recv_all \
             if cls.pipe_recv_all is not Protocol.pipe_recv_all else None
         self.id = counters.register(self)
+        fork.install()  # once per process: the child's fork hook (gsp._core.fork)
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -135,7 +138,7 @@ class Socket(ObjectCalls):
                          method: Callable[..., Any] | None) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._closed:
-                raise Closed("socket is closed")
+                raise self._closed_error()
             if method is None:
                 raise NotSupported(f"{self.protocol} sockets have no {name}()")
             return method(*args, **kwargs)
@@ -176,7 +179,7 @@ class Socket(ObjectCalls):
         protocol must wait. ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
         if hot.send_direct is not None and hot.send_direct(data):
@@ -196,7 +199,7 @@ class Socket(ObjectCalls):
         ``block=False`` takes a message only if one is queued (else :class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
@@ -219,7 +222,7 @@ class Socket(ObjectCalls):
         """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
         and ``block`` as for :meth:`send`."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         t = self._send_timeout if timeout is ... and block is True \
@@ -234,7 +237,7 @@ class Socket(ObjectCalls):
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
         and ``block`` as for :meth:`recv`."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         t = self._recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
@@ -258,8 +261,10 @@ class Socket(ObjectCalls):
 
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
-        if self._closed or self._draining:
-            raise Closed("socket is closed" if self._closed else "socket is draining")
+        if self._closed:
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         ctx = self._proto.open_context()
         ctx.socket = self
         return ctx
@@ -267,8 +272,10 @@ class Socket(ObjectCalls):
     # -- endpoints -------------------------------------------------------------------------------
     def listen(self, url: str, **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
-        if self._closed or self._draining:
-            raise Closed("socket is closed" if self._closed else "socket is draining")
+        if self._closed:
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
@@ -284,8 +291,10 @@ class Socket(ObjectCalls):
         ``block=None`` tries once now and, on failure, keeps redialing in the background;
         ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
         """
-        if self._closed or self._draining:
-            raise Closed("socket is closed" if self._closed else "socket is draining")
+        if self._closed:
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
@@ -372,6 +381,10 @@ class Socket(ObjectCalls):
         return self._group.spawn(fn, *args)
 
     # -- closing ---------------------------------------------------------------------------------
+    def _closed_error(self) -> Closed:
+        """What a call on the closed socket raises (not on the hot path: only once closed)."""
+        return fork.inherited_error(self) or Closed("socket is closed")
+
     @property
     def closed(self) -> bool:
         return bool(self._closed)
