@@ -36,8 +36,10 @@ from .errors import (
     FrameStalled,
     GspError,
     HandshakeError,
+    InheritedListener,
     InvalidAddress,
     MessageTooLarge,
+    NoPeers,
     NotSupported,
     ProtocolStateError,
     Timeout,
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from .allocator import tune_allocator
     from .chan import CLOSED, Chan, Recv, Send
     from .context import Context
+    from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
 
 __version__ = "0.1.0"
@@ -77,6 +80,8 @@ __all__ = [
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
     "BadVersion", "BadReserved", "WrongProtocol", "BadMessage", "FrameStalled",
+    "per_process", "PerProcess", "InheritedListener",
+    "NoPeers",
     "UpgradeRefused",
 ]
 
@@ -92,6 +97,7 @@ _LAZY = {
     "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
     "tune_allocator": ".allocator",
+    "per_process": ".perprocess", "PerProcess": ".perprocess",
 }
 
 
@@ -99,7 +105,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat", "poller", "prometheus", "allocator",
+    "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
 })
 
 

@@ -16,13 +16,13 @@ from typing import Any, Callable
 import gevent
 from gevent import get_hub
 
-from .chan import Recv
+from .chan import Recv, select
 from .context import Context, ContextHost, Wakeup
 from .errors import Closed, ProtocolStateError
 from .message import JOIN_MAX, Message
 from .options import Option, integer
 from .protocol import Op, PipeHandle, Protocol, SocketHandle
-from .queues import Deadline, Inbox
+from .queues import Deadline, Inbox, Signal
 from .routing import PipeMap
 
 __all__ = [
@@ -251,6 +251,12 @@ class XResponder(PipeMap):
                 return
         self.stats["dropped_queue_full"] += 1
 
+    def drain(self, timeout: float | None) -> None:
+        """Take no new request (recv raises :class:`gsp.Closed`; queued and arriving requests are
+        dropped, and their requesters resend once the pipe closes). Raw: replies still go out
+        (a device may be forwarding them) and nothing is waited for."""
+        self._recvq.close()
+
     def close(self) -> None:
         self._closed = True
         self._recvq.close()
@@ -366,6 +372,7 @@ class Responder(ContextHost, XResponder):
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
         self._host_contexts(ResponderContext(self))
+        self._drained: Signal | None = None  # while draining: a context's request ended
 
     def _new_context(self) -> ResponderContext:
         return ResponderContext(self)
@@ -400,9 +407,57 @@ class Responder(ContextHost, XResponder):
         if not self._hand_over(msg):
             self._recvq.put_back(msg, msg.pipe)
 
+    def drain(self, timeout: float | None) -> None:
+        """Take no new request (new contexts and every recv raise :class:`gsp.Closed`, parked
+        receivers are woken with it; requests queued or arriving are dropped, and their
+        requesters resend once the pipe closes), and wait until every context answered (or
+        abandoned: a recv, or its close) the request it took. Replies still go out."""
+        self._closed = True
+        self._recvq.close()
+        parked, self._parked = self._parked, deque()
+        for ctx in parked:
+            ctx._wakeup.wake()
+        done = self._drained = Signal()
+        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        for ctx in contexts:  # from now on each tells the drain when its request ends
+            ctx.__class__ = _DrainingResponderContext
+        deadline = Deadline(timeout)
+        while any(c._route is not None and not c._closed for c in contexts):
+            select([done.case()], deadline.remaining())
+
     def close(self) -> None:
         super().close()
         self._close_contexts()
+
+
+class _DrainingResponderContext(ResponderContext):
+    """A context of a draining :class:`Responder` (its class from then on): the same, but the end
+    of its request (the reply sent, a recv, its close) wakes the drain. Only while draining,
+    so the usual calls pay nothing for it."""
+
+    __slots__ = ()
+    _proto: Responder
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
+        try:
+            super()._send_body(body, timeout)
+        finally:
+            self._ended()
+
+    def _recv_body(self, timeout: float | None) -> bytes:
+        try:
+            return super()._recv_body(timeout)
+        finally:
+            self._ended()
+
+    def _on_close(self) -> None:
+        super()._on_close()
+        self._ended()
+
+    def _ended(self) -> None:
+        done = self._proto._drained
+        if done is not None:
+            done.fire()
 
 
 def responder(handle: SocketHandle, raw: bool) -> Protocol:

@@ -14,6 +14,7 @@ __all__ = [
     "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused", "WireError",
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
     "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage", "timed_out",
+    "NoPeers",
 ]
 
 
@@ -148,6 +149,24 @@ class WrongProtocol(HandshakeError):
         super().__init__(message)
         self.expected = expected
         self.got = got
+
+
+class InheritedListener(Closed):
+    """The socket was made before this process forked and its only endpoints were listeners,
+    which stay the parent's: the socket is closed in the child (docs/serving.md). Make the
+    socket after fork (gunicorn ``post_fork``, :func:`gsp.per_process`), or listen in each
+    process (``tcp_reuseport``)."""
+
+
+class NoPeers(GspError):
+    """No peer is connected, and the socket's ``fail_no_peers`` option is set: an operation that
+    would have waited for a peer to exist failed at once instead (mangos' ``ErrNoPeers``): a send
+    on push, req, surveyor, pair, pair1, bus or star with no pipe at all, a req recv whose
+    request has no pipe to go on, a req recv whose request's pipe died and no other is left.
+
+    Neither :class:`Closed` (nothing was closed) nor :class:`ConnectionBroken` nor a
+    :class:`Timeout`: no wait ran out, so ``except WouldBlock`` around ``block=False`` calls does
+    not catch it. A peer that connects later makes the same call succeed."""
 
 
 class UpgradeRefused(HandshakeError):

@@ -262,6 +262,9 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_partial_timeout", 30.0, duration(allow_zero=False),
            "seconds a message still arriving may go without new bytes (or held back by "
            "recv_partial_max) before its pipe is closed with FrameStalled; None = never"),
+    Option("fail_no_peers", False, boolean,
+           "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "
+           "exist: no pipe at all; as mangos' OptionFailNoPeers (docs/errors.md)"),
 ]}
 
 # Options that listen()/dial() accept besides their transport's own.

@@ -23,7 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from typing import Protocol as _Typing
 
-from .errors import GspError, NotSupported
+from .errors import Closed, GspError, NoPeers, NotSupported
 from .message import Message
 
 if TYPE_CHECKING:
@@ -332,10 +332,39 @@ class Protocol:
         raise NotSupported(f"{self.handle.protocol} sockets cannot be polled or selected on "
                            f"for {op} (the protocol does not implement Protocol.wake_cases)")
 
+    def check_no_peers(self, op: str = "send") -> None:
+        """Call where ``op`` found no pipe at all and would wait for one (or drop for want of
+        one): raises :class:`gsp.NoPeers` when the socket's ``fail_no_peers`` option is set,
+        else returns and the caller waits (or drops) as before. It reads the option: call it on
+        the waiting path only, never per message."""
+        if self.handle.options["fail_no_peers"]:
+            raise NoPeers(f"{op}: no peer is connected to this {self.handle.protocol} socket "
+                          "(fail_no_peers=True; unset it to wait for one)")
+
     def set_option(self, name: str, value: Any) -> None:
         """``socket.set_option`` is about to store this validated value: raise
         :class:`gsp.BadOption` or :class:`gsp.ProtocolStateError` to refuse it. To react to a
         change after it is stored, use ``handle.watch``."""
+
+    def drain(self, timeout: float | None) -> None:
+        """:meth:`gsp.Socket.drain` began: take no new work from now on, and return once the work
+        already taken is finished, or raise :class:`gsp.Timeout` after ``timeout`` seconds
+        (``None``: as long as it takes). Called once, in the draining greenlet, after the socket
+        stopped its listeners and dialers and turned its send fast paths off (every send now
+        calls this instance's ``send``); the socket then waits for the pipes' send queues to
+        empty and closes, also when this raises. Blocked calls may be woken with
+        :class:`gsp.Closed`; a concurrent ``close()`` ends it (the protocol's :meth:`close`
+        runs).
+
+        The default refuses every send from now on with :class:`gsp.Closed` (it replaces this
+        instance's ``send`` and ``send_body``), leaves receiving alone and waits for nothing:
+        right for a protocol that owes no peer an answer (push, pub, pair, bus...). REQ also
+        refuses new requests but lets those out get their replies, and waits until they are
+        received; REP and respondent take no new request and wait until every context answered
+        the one it holds (docs/plugins.md)."""
+        def refuse(msg: object, timeout: float | None) -> None:
+            raise Closed(f"{self.handle.protocol} socket is draining: it sends nothing new")
+        self.send = self.send_body = refuse  # type: ignore[method-assign, assignment]
 
     def close(self) -> None:
         """The socket is closing: wake every blocked send/recv with :class:`gsp.Closed`."""

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import gevent
 
@@ -21,19 +21,24 @@ __all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_
 
 
 def send_round_robin(pipes: list[PipeHandle], start: int, msg: "Message | bytes",
-                     changed: Signal, timeout: float | None, best_effort: bool) -> int:
+                     changed: Signal, timeout: float | None, best_effort: bool,
+                     no_peers: Callable[[], None] | None = None) -> int:
     """Queue ``msg`` on the first pipe from ``start`` with room; wait if none has.
 
     Returns the index after the pipe used (the next round-robin start), or -1 when dropped
     because ``best_effort`` is set and no pipe could take it now. Waits for room on any pipe or
     for ``changed`` (a pipe came or went), up to ``timeout`` (:class:`gsp.Timeout`);
-    :class:`gsp.Closed` once ``changed`` is closed (the protocol is closing).
+    :class:`gsp.Closed` once ``changed`` is closed (the protocol is closing). Whenever there is
+    no pipe at all it first calls ``no_peers`` (:meth:`Protocol.check_no_peers`: it raises
+    :class:`gsp.NoPeers` with ``fail_no_peers`` set), before ``best_effort`` or the timeout.
     """
     deadline = Deadline(timeout)
     while True:
         if changed.closed:
             raise Closed("socket closed")
         n = len(pipes)
+        if not n and no_peers is not None:
+            no_peers()
         for k in range(n):
             i = (start + k) % n
             if pipes[i].try_send(msg):
@@ -126,13 +131,16 @@ class RoundRobin(Protocol):
                     return
         if self._closed:
             raise Closed("socket closed")
-        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort)
+        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort,
+                               self.check_no_peers)
         if nxt >= 0:
             self._next = nxt
 
     def poll(self, op: Op) -> bool:
         if op == "send":
-            return self._closed or self.best_effort or any(p.has_room() for p in self._pipes)
+            pipes = self._pipes
+            return self._closed or self.best_effort or any(p.has_room() for p in pipes) \
+                or not pipes and self.handle.options["fail_no_peers"]  # (fails at once)
         return super().poll(op)
 
     def wake_cases(self, op: Op) -> list[Recv]:

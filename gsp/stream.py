@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import ipaddress
+import os
 import socket as _stdsocket
 import struct
 import termios
@@ -144,6 +145,27 @@ def _readable(sock: Any) -> int:
         return n
     except OSError:
         return 0
+
+
+def forget_socket(sock: Any) -> None:
+    """Close this process's copy of ``sock``'s file descriptor at once, with no ``shutdown()``,
+    nothing sent (a TLS socket's ``close_notify`` neither) and no wait: what a transport's
+    ``forget`` does in a child process after fork, where the parent still uses the connection
+    (see :meth:`gsp.transport.Connection.forget`). The socket object holds no descriptor
+    afterwards, so nothing left in this process can read or write the parent's connection.
+    A gevent socket drops its watchers (greenlets waiting on it get an error later). Never
+    raises."""
+    if sock is None:
+        return
+    try:
+        fd = sock.detach()
+    except (OSError, AttributeError, ValueError):
+        return
+    if isinstance(fd, int) and fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class StreamConnection(Connection):
@@ -496,6 +518,17 @@ class StreamConnection(Connection):
         except OSError:
             pass
 
+    def forget(self) -> None:
+        """In a child after fork: stop this process's watchers and close its copy of the
+        descriptor; nothing is sent, nothing shut down (see :func:`forget_socket`)."""
+        self._closed = True
+        for watcher in (self._park, self._body_wait):
+            if watcher is not None:
+                watcher.close()
+        self._park = self._body_wait = None
+        self._raw = None
+        forget_socket(self.sock)
+
 
 class SocketListener(TransportListener):
     """Accepts on a bound gevent socket; subclasses fill in ``_bind_socket``."""
@@ -547,6 +580,12 @@ class SocketListener(TransportListener):
         if self._sock is not None:
             self._sock.close()
 
+    def forget(self) -> None:
+        """In a child after fork: close this process's copy of the listening descriptor only
+        (the parent keeps accepting; an ipc path is not unlinked)."""
+        self._closed = True
+        forget_socket(self._sock)
+
 
 class SocketDialer(TransportDialer):
     framing: wire.Framing = wire.TCP
@@ -585,3 +624,8 @@ class SocketDialer(TransportDialer):
         s = self._inflight
         if s is not None:
             s.close()
+
+    def forget(self) -> None:
+        """In a child after fork: drop this process's copy of a connection being made."""
+        s, self._inflight = self._inflight, None
+        forget_socket(s)

@@ -120,6 +120,15 @@ class Connection(ABC):
     def close(self) -> None:
         """Release the connection; idempotent."""
 
+    def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
+        """Optional, for fork safety: called in a child process right after ``fork`` in place of
+        :meth:`close`, for a connection the parent still uses. Release only this process's copy:
+        stop its watchers and close its copies of the file descriptors, synchronously, without
+        sending anything (no close frame, no TLS close_notify), without ``shutdown()`` and
+        without waiting, so that no code left in this process can read or write the parent's
+        connection. Must not raise. The default does nothing: the child then keeps the copies
+        open until it exits (see docs/serving.md)."""
+
 
 class TransportListener(ABC):
     """A bound address accepting connections."""
@@ -141,6 +150,21 @@ class TransportListener(ABC):
     def close(self) -> None:
         """Stop accepting and release the address; idempotent."""
 
+    def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
+        """Optional, for fork safety: as :meth:`Connection.forget`, for a listener inherited
+        by a child process: close this process's copy of the listening descriptor and stop
+        accepting here, but leave the address to the parent (unlink no ipc path). Must not
+        raise. The default does nothing."""
+
+    def keep_after_fork(self) -> bool:
+        """Optional, for fork safety: asked first, in a child process right after ``fork``.
+        True keeps the listener accepting in the child, for one with no descriptor of its own
+        (a route in an in-process server, such as gsp_ws's WSGI mount: the child's copy of the
+        server routes to it); it must first drop, with ``forget``, any connection of the
+        parent's it holds. False (the default) leaves the listener to the parent: ``forget``
+        is called. Must not raise."""
+        return False
+
 
 class TransportDialer(ABC):
     """Makes connections to one address; the core calls ``dial`` again after each loss."""
@@ -154,6 +178,11 @@ class TransportDialer(ABC):
 
     def close(self) -> None:  # noqa: B027 (optional: a do-nothing default is right)
         """Abort a dial in progress, if any (optional; idempotent)."""
+
+    def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
+        """Optional, for fork safety: in a child process right after ``fork``, drop this
+        process's copy of a connection being made (as :meth:`Connection.forget`); the dialer
+        is used again for the child's own dials. Must not raise. The default does nothing."""
 
 
 class Transport:

@@ -157,6 +157,8 @@ class Dialer:
         self._closed = False
         self._loop_g: gevent.Greenlet | None = None
         self._wake = Event()
+        #: The connection in its handshake now (dropped by the fork hook: gsp._core.fork).
+        self._handshaking: Connection | None = None
         self.pipe: Pipe | None = None
         #: The error of the most recent failed attempt, if any.
         self.last_error: GspError | None = None
@@ -182,6 +184,7 @@ class Dialer:
         except GspError as exc:
             counters.dial_failed(t, counters.connect_reason(exc))
             raise
+        self._handshaking = conn
         try:
             conn.handshake(self.socket.spec, limit)
         except BaseException as exc:
@@ -190,6 +193,8 @@ class Dialer:
                 counters.dial_failed(t, "handshake")
                 counters.handshake_failed(t, exc)
             raise
+        finally:
+            self._handshaking = None
         if self._closed:
             conn.close()
             return None

@@ -55,4 +55,5 @@ class SocketHandle:
         self._sock._watch(name, callback)
 
     def send_direct(self, offer: Callable[[bytes], bool] | None) -> None:
-        self._sock._hot.send_direct = offer
+        if not self._sock._draining:  # (draining: every send goes through the protocol)
+            self._sock._hot.send_direct = offer

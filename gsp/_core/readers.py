@@ -70,6 +70,12 @@ class Readers:
         #: WOULD_WAIT into the reading greenlet after one loop turn, stopped once it read.
         self.guard = self._hub.loop.timer(0)
 
+    def reset_after_fork(self) -> None:
+        """In a child after fork: the idle readers are the parent's greenlets' copies, killed
+        with the socket's others (see gsp._core.fork); a lent read's guard stops."""
+        self._idle.clear()
+        self.guard.stop()
+
     @property
     def idle(self) -> int:
         """Reader greenlets waiting for a pipe now."""

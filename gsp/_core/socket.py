@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import gevent
+from gevent.event import AsyncResult
 from gevent.pool import Group
 
 from ..errors import BadOption, Closed, NotSupported, Timeout
@@ -18,9 +20,10 @@ from ..options import (
     Options,
     call_timed_out,
     call_timeout,
+    duration,
 )
 from ..protocol import Protocol, RejectPipe, check_op
-from . import counters, events, log
+from . import counters, events, fork, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
 from .hot import Hot, hot_field, recv_many
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from ..transport import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
+_check_timeout = duration()
 
 
 class Socket(ObjectCalls):
@@ -46,7 +50,11 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
+    #: Set in a forked child when the socket's only endpoints stayed the parent's (gsp._core.fork).
+    _inherited: str | None = None
     _closed = hot_field("closed")
+    _draining = False  # drain() began (set on the instance): no new endpoint, pipe or context
+    _drain_end: "AsyncResult[None] | None" = None  # how drain() ended, for a concurrent one
     _send_timeout = hot_field("send_timeout")
     _recv_timeout = hot_field("recv_timeout")
 
@@ -92,6 +100,7 @@ class Socket(ObjectCalls):
         self._deliver_all = proto.pipe_recv_all \
             if cls.pipe_recv_all is not Protocol.pipe_recv_all else None
         self.id = counters.register(self)
+        fork.install()  # once per process: the child's fork hook (gsp._core.fork)
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -129,7 +138,7 @@ class Socket(ObjectCalls):
                          method: Callable[..., Any] | None) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._closed:
-                raise Closed("socket is closed")
+                raise self._closed_error()
             if method is None:
                 raise NotSupported(f"{self.protocol} sockets have no {name}()")
             return method(*args, **kwargs)
@@ -170,7 +179,7 @@ class Socket(ObjectCalls):
         protocol must wait. ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
         if hot.send_direct is not None and hot.send_direct(data):
@@ -190,7 +199,7 @@ class Socket(ObjectCalls):
         ``block=False`` takes a message only if one is queued (else :class:`gsp.WouldBlock`)."""
         hot = self._hot
         if hot.closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
@@ -213,7 +222,7 @@ class Socket(ObjectCalls):
         """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
         and ``block`` as for :meth:`send`."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         t = self._send_timeout if timeout is ... and block is True \
@@ -228,7 +237,7 @@ class Socket(ObjectCalls):
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
         and ``block`` as for :meth:`recv`."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
         t = self._recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
@@ -253,7 +262,9 @@ class Socket(ObjectCalls):
     def open_context(self) -> "Context":
         """A context: an independent protocol state machine on this socket (req, rep, ...)."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         ctx = self._proto.open_context()
         ctx.socket = self
         return ctx
@@ -262,7 +273,9 @@ class Socket(ObjectCalls):
     def listen(self, url: str, **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
@@ -279,7 +292,9 @@ class Socket(ObjectCalls):
         ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
         """
         if self._closed:
-            raise Closed("socket is closed")
+            raise self._closed_error()
+        if self._draining:
+            raise Closed("socket is draining")
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
@@ -323,7 +338,7 @@ class Socket(ObjectCalls):
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
                 listener: "Listener | None" = None) -> Pipe | None:
         """Turn a handshaken connection into a pipe, or close it if rejected."""
-        if self._closed:
+        if self._closed or self._draining:
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
@@ -366,6 +381,10 @@ class Socket(ObjectCalls):
         return self._group.spawn(fn, *args)
 
     # -- closing ---------------------------------------------------------------------------------
+    def _closed_error(self) -> Closed:
+        """What a call on the closed socket raises (not on the hot path: only once closed)."""
+        return fork.inherited_error(self) or Closed("socket is closed")
+
     @property
     def closed(self) -> bool:
         return bool(self._closed)
@@ -397,6 +416,68 @@ class Socket(ObjectCalls):
         current = gevent.getcurrent()
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)
+
+    def drain(self, timeout: Any = None) -> None:
+        """Close gracefully: finish the work in hand, take no new work, then close.
+
+        At once: listeners and dialers stop (the pipes up stay), new contexts, endpoints and
+        (except for the replies REP and respondent owe) sends raise :class:`gsp.Closed`; REP and
+        respondent take no new request (recv raises Closed; requests not yet taken by a recv are
+        dropped, and their requesters resend when the pipe closes). Then it waits, up to
+        ``timeout`` seconds (``None``: as long as it takes), for the protocol's work in hand to
+        finish (:meth:`gsp.protocol.Protocol.drain`: every REP context answers the request it
+        took; REQ's requests out get their replies, received) and for every pipe's send queue
+        to empty, and closes (``linger`` still lets the last writes finish). When ``timeout``
+        runs out it closes anyway and raises :class:`gsp.Timeout`. Idempotent: on a closed or
+        drained socket it returns at once; a drain called while one runs waits for its end (and
+        closes it then if its own ``timeout`` runs out first). See docs/webapp.md.
+        """
+        t = _check_timeout("timeout", timeout)
+        end = self._drain_end
+        if end is not None:  # drained, or draining: the same end
+            end.wait(t)
+            if not end.ready():
+                self.close()  # this caller's time ran out first: closing ends the other drain
+                raise Timeout(f"drain did not finish within {t:g} s; the socket is closed",
+                              timeout=t)
+            return
+        if self._closed:
+            return
+        end = self._drain_end = AsyncResult()
+        self._draining = True
+        error: Timeout | None = None
+        at = None if t is None else monotonic() + t
+
+        def left() -> float | None:  # seconds left (0 once passed: a step that must wait fails)
+            return None if at is None else max(0.0, at - monotonic())
+        try:
+            hot = self._hot  # every call through the protocol's send and recv from now on
+            hot.send_direct = hot.send_body = hot.recv_body = None
+
+            def stop_endpoints() -> None:  # (they may yield: the protocol stops work meanwhile)
+                for lst in list(self._listeners):
+                    lst.close()
+                for d in list(self._dialers):
+                    d.close(close_pipe=False)  # _attach takes no new pipe meanwhile
+            stopping = self._spawn(stop_endpoints)
+            self._proto.drain(left())
+            stopping.join()
+            pipes = list(self._pipes.values())
+            for p in pipes:
+                p.sendq.close()  # writers flush what is queued, then stop (as in close())
+            writers = [p._writer for p in pipes if p._writer is not None]
+            gevent.joinall(writers, timeout=left())
+            if not all(w.dead for w in writers):
+                raise Timeout("the send queues were not flushed in time")
+        except Timeout:
+            within = "in time" if t is None else f"within {t:g} s"
+            error = Timeout(f"drain did not finish {within}; the socket is closed anyway",
+                            timeout=t)
+        finally:
+            self.close()
+            end.set(None)
+        if error is not None:
+            raise error
 
     def __enter__(self) -> "Socket":
         return self

@@ -30,6 +30,8 @@ class Bus(PipeMap):
         self._inbox.put(Message(data, header, pipe), source=pipe)  # fair across pipes
 
     def send(self, msg: Message, timeout: float | None) -> None:
+        if not self._pipes:
+            self.check_no_peers()  # NoPeers with fail_no_peers; else the message goes nowhere
         skip = None
         out: Message | bytes
         if not self.raw:

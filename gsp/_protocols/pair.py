@@ -52,6 +52,8 @@ class Pair0(Protocol):
             pipe = self._pipe
             if pipe is not None and pipe.try_send(msg):
                 return
+            if pipe is None:
+                self.check_no_peers()  # NoPeers with fail_no_peers, rather than wait for one
             if best_effort:
                 return
             cases: list[Recv | Send] = [self._changed.case()]
@@ -71,7 +73,8 @@ class Pair0(Protocol):
         if op == "recv":
             return super().poll(op)
         pipe = self._pipe
-        return self._closed or self.best_effort or pipe is not None and pipe.has_room()
+        return self._closed or self.best_effort or pipe is not None and pipe.has_room() \
+            or pipe is None and self.handle.options["fail_no_peers"]  # (fails at once)
 
     def wake_cases(self, op: Op) -> list[Recv]:
         if op == "recv":

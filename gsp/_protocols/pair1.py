@@ -98,6 +98,8 @@ class Pair1(Pair0):
         elif self._peers.get(target.id) is not target:
             target = None  # gone, or a pipe of another socket
         if target is None:
+            if not self._peers:
+                self.check_no_peers()  # NoPeers with fail_no_peers: nobody at all to send to
             self.stats["dropped_no_peer"] += 1
         elif not target.try_send(out):
             self.stats["dropped_queue_full"] += 1

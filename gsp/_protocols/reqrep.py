@@ -8,7 +8,9 @@ dies. REP is the responder of :mod:`gsp.backtrace` (respondent is the same state
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import gevent
 
 from ..backtrace import (
     TTL_OPTION,
@@ -19,16 +21,21 @@ from ..backtrace import (
 )
 from ..chan import Recv, Send, select
 from ..context import Context, ContextHost, ContextOption, Wakeup
-from ..errors import Canceled, Closed, ConnectionBroken, ProtocolStateError, Timeout
+from ..errors import (
+    Canceled,
+    Closed,
+    ConnectionBroken,
+    GspError,
+    NoPeers,
+    ProtocolStateError,
+    Timeout,
+)
 from ..hookspecs import hookimpl
 from ..message import JOIN_MAX, Message
 from ..options import Option, duration
 from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from ..queues import Deadline, Signal
 from ..routing import RoundRobin, send_wake_cases
-
-if TYPE_CHECKING:
-    import gevent
 
 _check_resend = duration()
 
@@ -66,7 +73,9 @@ class ReqContext(Context):
         self._reply_pipe: PipeHandle | None = None
         self._queued = False  # in proto._pending, waiting for a pipe with room
         self._sent_id: int | None = None  # last request handed to a pipe (a blocked send waits)
-        self._broken = False  # its pipe died with resend disabled: the next recv fails
+        # Why the next recv fails at once: its pipe died with resend disabled
+        # (ConnectionBroken), or with fail_no_peers and no other pipe (NoPeers).
+        self._broken: GspError | None = None
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
         self._changed = Signal()  # for selects and a blocked send
@@ -94,6 +103,8 @@ class ReqContext(Context):
             if pipe is not None:
                 self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return
+        if not proto._pipes:
+            self._no_peers("send")  # NoPeers with fail_no_peers (the request is canceled)
         proto._queue(self)
         if proto.best_effort:
             return  # stays queued: sent when a pipe has room (mangos RetryLateConnect)
@@ -104,6 +115,10 @@ class ReqContext(Context):
             if self._sent_id == rid:  # before the id check: the reply may already be in
                 return
             if self._id != rid:
+                broken = self._broken
+                if broken is not None:  # the last pipe went (fail_no_peers): see _lost_peers
+                    self._broken = None
+                    raise broken
                 raise Canceled(f"request canceled by a newer request on this {self.noun}")
             try:
                 select([self._changed.case()], deadline.remaining())
@@ -119,9 +134,10 @@ class ReqContext(Context):
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         if self._id is None and self._reply is None:
-            if self._broken:
-                self._broken = False
-                raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
+            broken = self._broken
+            if broken is not None:
+                self._broken = None
+                raise broken
             raise ProtocolStateError("req must send a request before it can receive")
         rid = self._id
         deadline: Deadline | None = None
@@ -134,11 +150,14 @@ class ReqContext(Context):
                     return reply
                 if self._closed:
                     raise Closed(f"{self.noun} closed")
-                if self._broken:
-                    self._broken = False
-                    raise ConnectionBroken("the pipe carrying the request closed (resend disabled)")
+                broken = self._broken
+                if broken is not None:
+                    self._broken = None
+                    raise broken
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
+                if self._pipe is None and not self._proto._pipes:  # queued, and no pipe to go on
+                    self._no_peers("recv")  # NoPeers with fail_no_peers; else it waits for one
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     left = None
                 else:
@@ -157,7 +176,7 @@ class ReqContext(Context):
         if op == "send":
             return self._proto._send_ready()
         # Ready unless a request is out with no reply yet (recv would wait for it).
-        return (self._id is None or self._reply is not None or self._broken
+        return (self._id is None or self._reply is not None or self._broken is not None
                 or self._receiving)
 
     def _wake_cases(self, op: Op) -> list[Recv]:
@@ -175,7 +194,7 @@ class ReqContext(Context):
         if self._id is not None:
             self._proto._ids.pop(self._id)
         self._id = self._msg = self._pipe = self._reply = self._reply_pipe = None
-        self._broken = False
+        self._broken = None
         self._disarm()
         self._proto._unqueue(self)
         self._notify()
@@ -197,6 +216,22 @@ class ReqContext(Context):
         if notify:  # a send waiting for its request to go (see _send_body), a select
             self._notify()
 
+    def _no_peers(self, op: str) -> None:
+        """The request has no pipe to go on and the socket none at all: with ``fail_no_peers``
+        cancel it and raise :class:`gsp.NoPeers`; else return (it waits for a pipe)."""
+        try:
+            self._proto.check_no_peers(op)
+        except NoPeers:
+            self._cancel()
+            raise
+
+    def _lost_peers(self) -> None:
+        """The socket's last pipe went with ``fail_no_peers`` set: fail the outstanding request
+        (its recv, or its send still waiting to go, raises :class:`gsp.NoPeers`)."""
+        self._cancel()
+        self._broken = NoPeers("recv: the last pipe of this req socket closed with the request "
+                               "unanswered (fail_no_peers=True)")
+
     def _resend_due(self) -> None:
         # Runs in the hub (from Req._resend_sweep): only non-blocking work.
         self._resend_at = None
@@ -212,7 +247,8 @@ class ReqContext(Context):
         else:
             # Not idempotent, so don't resend: fail the recv instead (nng: ECONNRESET).
             self._cancel()
-            self._broken = True
+            self._broken = ConnectionBroken("the pipe carrying the request closed (resend "
+                                            "disabled)")
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
         # (_disarm, _unqueue and _notify inline: this runs between a reply's read and its recv)
@@ -245,6 +281,7 @@ class Req(ContextHost, XReq):
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
         self._host_contexts(ReqContext(self))
+        self._drained: Signal | None = None  # while draining: a context's request ended
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
@@ -264,6 +301,10 @@ class Req(ContextHost, XReq):
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
+        if not self._pipes and not self._closed and self.handle.options["fail_no_peers"]:
+            for ctx in self._ids.owners():  # every request out: none has a pipe to go on
+                ctx._lost_peers()
+            return
         for ctx in self._ids.owners():
             if ctx._pipe is pipe:
                 ctx._pipe_lost()
@@ -272,7 +313,8 @@ class Req(ContextHost, XReq):
     def _send_ready(self) -> bool:
         """Whether a request sent now would go out at once (or fail at once)."""
         return self._closed or self.best_effort or \
-            not self._pending and any(p.has_room() for p in self._pipes)
+            not self._pending and any(p.has_room() for p in self._pipes) or \
+            not self._pipes and self.handle.options["fail_no_peers"]  # (fails at once)
 
     def _send_wake_cases(self) -> list[Recv]:
         return send_wake_cases(self._pipes, self._changed)  # _changed: pipes or queue changed
@@ -349,11 +391,63 @@ class Req(ContextHost, XReq):
         if nxt != float("inf") and not self._closed:
             self._resends.arm(nxt)
 
+    def drain(self, timeout: float | None) -> None:
+        """Send no new request (:class:`gsp.Closed`); the requests out still go, are resent and
+        get their replies: wait until each is received by its recv (or ends: canceled, timed
+        out, its context closed, its pipe lost for good)."""
+        done = self._drained = Signal()
+        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        for ctx in contexts:  # from now on each refuses new requests and tells the drain
+            ctx.__class__ = _DrainingReqContext
+        deadline = Deadline(timeout)
+        while True:
+            busy = [c for c in contexts
+                    if not c._closed and (c._id is not None or c._reply is not None)]
+            if not busy:
+                return
+            if any(c._receiving and c._reply is not None for c in busy):
+                # A recv that was waiting when the drain began (in ReqContext's own method,
+                # which tells nobody) is taking its reply now: let it run, then look again.
+                gevent.sleep(0.001)
+                deadline.remaining()
+                continue
+            select([done.case()], deadline.remaining())
+
     def close(self) -> None:
         self._closed = True
         self._resends.close()
         self._close_contexts()
         super().close()
+
+
+class _DrainingReqContext(ReqContext):
+    """A context of a draining :class:`Req` (its class from then on): new requests raise
+    :class:`gsp.Closed`; the end of the request out (its reply received, canceled, closed) wakes
+    the drain. Only while draining, so the usual calls pay nothing for it."""
+
+    __slots__ = ()
+
+    def _send_body(self, body: bytes, timeout: float | None) -> None:
+        raise Closed(f"req {self.noun} is draining: it sends no new request")
+
+    def _recv_body(self, timeout: float | None) -> bytes:
+        try:
+            return super()._recv_body(timeout)
+        finally:
+            self._ended()
+
+    def _cancel(self) -> None:
+        super()._cancel()
+        self._ended()
+
+    def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
+        super()._got_reply(reply, pipe)
+        self._ended()  # (for a recv waiting since before the drain: see Req.drain)
+
+    def _ended(self) -> None:
+        done = self._proto._drained
+        if done is not None:
+            done.fire()
 
 
 def _req(handle: SocketHandle, raw: bool) -> Protocol:

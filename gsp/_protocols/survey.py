@@ -48,7 +48,15 @@ class XSurveyor(Requester):
     def send(self, msg: Message, timeout: float | None) -> None:
         if self._closed:
             raise Closed("socket closed")
+        if not self._pipes:
+            self.check_no_peers()  # NoPeers with fail_no_peers; else the survey goes nowhere
         self.stats["dropped_queue_full"] += broadcast(self._pipes, msg)
+
+    def drain(self, timeout: float | None) -> None:
+        """No new survey (:class:`gsp.Closed`, from contexts too); replies to the last ones
+        are received until the socket closes, not waited for."""
+        self._closed = True
+        super().drain(timeout)
 
     def close(self) -> None:
         self._closed = True
@@ -91,6 +99,8 @@ class SurveyContext(Context):
 
     def _send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
+        if not proto._pipes:
+            proto.check_no_peers()  # before the survey starts: the last one carries on
         self._end()
         sid = proto._ids.alloc(self)
         t = self.survey_time

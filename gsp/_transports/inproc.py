@@ -115,6 +115,11 @@ class InprocConnection(Connection):
             self._in.close()
             self._out.close()
 
+    def forget(self) -> None:
+        """After fork both ends are this process's own copies: closing them touches nothing of
+        the parent's."""
+        self.close()
+
 
 def _name(url: str) -> str:
     _, name = split_url(url)
@@ -149,6 +154,9 @@ class InprocListener(TransportListener):
         self._accepts.close()
         for conn in self._accepts.drain(1 << 30):
             conn.close()
+
+    def forget(self) -> None:
+        self.close()  # the name table is this process's own copy after fork
 
 
 class InprocDialer(TransportDialer):

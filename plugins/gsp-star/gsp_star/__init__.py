@@ -50,6 +50,8 @@ class Star(PipeMap):
         self._inbox.put(Message(body, header if self.raw else b"", pipe), source=pipe)
 
     def send(self, msg: Message, timeout: float | None) -> None:
+        if not self._pipes:
+            self.check_no_peers()  # gsp.NoPeers with fail_no_peers; else it goes nowhere
         if not self.raw:
             msg = Message(msg.body, _NO_HOPS)
         elif len(msg.header) != 4:

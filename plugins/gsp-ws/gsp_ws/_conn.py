@@ -30,6 +30,7 @@ from wsproto.utilities import ProtocolError
 import gsp
 from gsp.limits import Holding, RecvLimits
 from gsp.message import message_bytes
+from gsp.stream import forget_socket
 from gsp.tls import tls_handshake, tls_refusal, tls_wrap
 from gsp.transport import Connection
 
@@ -287,6 +288,12 @@ class WSConnection(Connection):
             self.sock.close()
         except OSError:
             pass
+
+    def forget(self) -> None:
+        """In a child after fork: close this process's copy of the socket only; no close frame
+        (the parent still uses the connection)."""
+        self._closed = True
+        forget_socket(self.sock)
 
 
 class WSClientConnection(WSConnection):

@@ -21,7 +21,13 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 
 import gsp
 from gsp.chan import Chan
-from gsp.stream import bind_stream_socket, connect_socket, map_socket_error, resolve
+from gsp.stream import (
+    bind_stream_socket,
+    connect_socket,
+    forget_socket,
+    map_socket_error,
+    resolve,
+)
 from gsp.tls import tls_context, tls_handshake, tls_wrap
 from gsp.transport import Transport, TransportDialer, TransportListener
 from gsp.urls import hostport, parse_host_port, split_url
@@ -143,6 +149,15 @@ class _HTTPServer:
             self._sock.close()
         self._group.kill(block=True)  # requests still being read are dropped with their sockets
 
+    def forget(self) -> None:
+        """In a child after fork: close this process's copy of the listening socket only (the
+        parent keeps serving); the greenlets reading requests end, closing their copies."""
+        self._closed = True
+        if _servers.get((self.host, self.port)) is self:
+            del _servers[(self.host, self.port)]
+        forget_socket(self._sock)
+        self._group.kill(block=False)
+
 
 def _server_for(lst: "WSListener") -> _HTTPServer:
     srv = _servers.get((lst.host, lst.port)) if lst.port else None
@@ -196,7 +211,15 @@ class RouteListener(TransportListener):
         self._drop_queued()
         self._unroute()
 
-    def _unroute(self) -> None:
+    def forget(self) -> None:
+        """In a child after fork: stop here without touching the parent's connections."""
+        self._closed = True
+        self._incoming.close()
+        for conn in self._incoming.drain(1 << 30):
+            conn.forget()
+        self._unroute(forget=True)
+
+    def _unroute(self, forget: bool = False) -> None:
         pass
 
 
@@ -216,12 +239,12 @@ class WSListener(RouteListener):
         self._server = srv
         self.url = f"{self.scheme}://{hostport(self.host or '0.0.0.0', srv.port)}{self.path}"
 
-    def _unroute(self) -> None:
+    def _unroute(self, forget: bool = False) -> None:
         srv, self._server = self._server, None
         if srv is not None and srv.routes.get(self.path) is self:
             del srv.routes[self.path]
             if not srv.routes:
-                srv.close()
+                srv.forget() if forget else srv.close()
 
 
 class WSDialer(TransportDialer):
@@ -255,6 +278,10 @@ class WSDialer(TransportDialer):
         s = self._inflight
         if s is not None:
             s.close()
+
+    def forget(self) -> None:
+        s, self._inflight = self._inflight, None
+        forget_socket(s)
 
 
 class WSTransport(Transport):
@@ -297,7 +324,15 @@ class WSGIRouteListener(RouteListener):
         app._add_route(self.path, self)
         self._app = app
 
-    def _unroute(self) -> None:
+    def keep_after_fork(self) -> bool:
+        """In a child after fork the route is the child's own (its copy of the app routes to
+        it), so the mount serves on there; upgrades queued in the parent are the parent's."""
+        queued, self._incoming = self._incoming, Chan(_BACKLOG)
+        for conn in queued.drain(1 << 30):
+            conn.forget()
+        return True
+
+    def _unroute(self, forget: bool = False) -> None:
         app, self._app = self._app, None
         if app is not None:
             app._remove_route(self.path, self)
