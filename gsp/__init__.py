@@ -48,6 +48,7 @@ from .errors import (
     WireError,
     WouldBlock,
     WrongProtocol,
+    WrongThread,
 )
 from .hookspecs import hookimpl
 from .message import Message
@@ -83,6 +84,7 @@ __all__ = [
     "per_process", "PerProcess", "InheritedListener",
     "NoPeers",
     "UpgradeRefused",
+    "WrongThread",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)

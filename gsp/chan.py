@@ -20,6 +20,9 @@ Semantics:
   :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
 * ``select`` picks uniformly at random among the cases ready at the same moment (no case starves);
   a :class:`Recv` case on a closed, drained channel is ready and yields :data:`CLOSED`.
+* A channel belongs to the OS thread that made it (its gevent hub): waiting on it, waking a
+  greenlet parked on it, or closing it from another thread raises :class:`gsp.WrongThread` at
+  once (the fast paths, which neither wait nor wake, do not look).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
 from gevent import Timeout as _GTimeout
 from gevent.hub import Waiter, get_hub
 
-from .errors import Closed, Timeout, WouldBlock
+from ._threads import ident
+from .errors import Closed, Timeout, WouldBlock, WrongThread
 
 __all__ = ["Chan", "Outbox", "Recv", "Send", "select", "CLOSED", "FLUSH"]
 
@@ -98,7 +102,7 @@ class _Entry:
 class Chan(Generic[T]):
     """A goroutine-style channel; ``capacity=0`` makes it unbuffered."""
 
-    __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "_ready", "__weakref__")
+    __slots__ = ("_cap", "_buf", "_recvq", "_sendq", "_closed", "_ready", "_tid", "__weakref__")
 
     def __init__(self, capacity: object = 0) -> None:
         # (``object``, not ``int``: compiled with mypyc, an ``int`` parameter would refuse a float
@@ -113,6 +117,14 @@ class Chan(Generic[T]):
         self._sendq: list[_Entry] = []
         self._closed = False
         self._ready: tuple[Callable[..., Any], Callable[[], None]] | None = None  # notify_ready
+        self._tid: int = ident()  # the OS thread whose hub it belongs to
+
+    def _check_thread(self) -> None:
+        """Raise :class:`gsp.WrongThread` unless called from the thread that made the channel
+        (on the paths that wait or wake a parked greenlet: another hub's never would)."""
+        here = ident()
+        if here != self._tid:
+            raise WrongThread("channel", self._tid, here)
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -134,6 +146,8 @@ class Chan(Generic[T]):
     # -- non-blocking steps shared by every operation -----------------------------------------
     def _try_send(self, item: Any) -> bool:
         rq = self._recvq
+        if rq:
+            self._check_thread()
         while rq:
             e = rq.pop(0)
             if not e.sel.fired:
@@ -156,6 +170,8 @@ class Chan(Generic[T]):
         buf = self._buf
         sq = self._sendq
         if buf:
+            if sq:
+                self._check_thread()
             item = buf.popleft()
             # A slot opened: move the longest-waiting sender's item in. The buffer can exceed
             # capacity after _put_back, so check: an unbuffered sender must still rendezvous.
@@ -166,6 +182,8 @@ class Chan(Generic[T]):
                     e.sel.fire(e.index, None)
                     break
             return item
+        if sq:
+            self._check_thread()
         while sq:
             e = sq.pop(0)
             if not e.sel.fired:
@@ -176,6 +194,8 @@ class Chan(Generic[T]):
     def _put_back(self, item: Any) -> None:
         """Return an item taken by an interrupted receiver to the head of the channel."""
         rq = self._recvq
+        if rq:
+            self._check_thread()
         while rq:  # receivers wait only on an empty buffer, so the item goes to the next one
             e = rq.pop(0)
             if not e.sel.fired:
@@ -295,6 +315,7 @@ class Chan(Generic[T]):
         """Close the channel: receivers drain what is buffered, then get :class:`gsp.Closed`."""
         if self._closed:
             return
+        self._check_thread()
         self._closed = True
         if self._ready is not None:
             self._notify()
@@ -500,6 +521,10 @@ def select(cases: Sequence[Recv | Send],
 def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
            timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
+    here = ident()
+    for ch, _, _ in ops:
+        if ch._tid != here:
+            raise WrongThread("channel", ch._tid, here)
     sel = _Sel()
     entries: list[tuple[Chan[Any], bool, _Entry]] = []
     for i, (ch, is_send, item) in enumerate(ops):

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gevent.hub import Waiter, get_hub
 
+from ._threads import ident
 from .chan import Chan, Recv
-from .errors import Closed, NotSupported, Timeout
+from .errors import Closed, NotSupported, Timeout, WrongThread
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
@@ -50,11 +51,12 @@ class Wakeup:
     :meth:`wake` it (:attr:`woken`: it is the read's :class:`gsp.protocol.LendingWait`) leaves
     the pipe to a reader greenlet, which reads on at once."""
 
-    __slots__ = ("_waiter", "_loop", "_lend", "_batches", "woken")
+    __slots__ = ("_waiter", "_loop", "_lend", "_batches", "woken", "_tid")
 
     def __init__(self, lend: "SocketHandle | None" = None, batches: bool = False) -> None:
         self._waiter: Waiter | None = None
         self._loop = get_hub().loop
+        self._tid = ident()  # the thread of that loop: another one's wait would never wake
         self._lend = lend
         self._batches = batches
         #: Whether :meth:`wake` was called during a lent read (see
@@ -63,7 +65,11 @@ class Wakeup:
 
     def wait(self, timeout: float | None) -> None:
         """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
-        An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates."""
+        An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates; a wait
+        from an OS thread other than the one that made it raises :class:`gsp.WrongThread`."""
+        here = ident()
+        if here != self._tid:
+            raise WrongThread("context", self._tid, here)
         w = Waiter()
         self._waiter = w
         timer = None
@@ -197,7 +203,7 @@ class Context(ObjectCalls):
 
     # Slots for what every call reads (attributes of an instance dict cost more to read); the
     # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
-    __slots__ = ("handle", "socket", "_closed", "_closing", "noun")
+    __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid")
 
     def __init__(self, handle: "SocketHandle") -> None:
         #: The socket's handle (see :class:`gsp.protocol.SocketHandle`).
@@ -206,6 +212,7 @@ class Context(ObjectCalls):
         self.socket: Any = None
         self._closed = False
         self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
+        self._tid = ident()  # the OS thread whose hub made it (gsp.WrongThread elsewhere)
         #: What errors call this state machine: "context", or "socket" for a socket's default
         #: context (the user never opened it, so its errors never speak of a context).
         self.noun = "context"
@@ -234,6 +241,8 @@ class Context(ObjectCalls):
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
+        if self._tid != ident():
+            raise self._wrong_thread()
         self._call_send(data if type(data) is bytes else as_bytes(data), timeout, block)
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
@@ -241,6 +250,8 @@ class Context(ObjectCalls):
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
+        if self._tid != ident():
+            raise self._wrong_thread()
         body: bytes = self._call_recv(timeout, block, self._recv_body)
         return body
 
@@ -315,6 +326,8 @@ class Context(ObjectCalls):
         """Close this context only (idempotent); blocked calls on it raise :class:`gsp.Closed`."""
         if self._closed:
             return
+        if self._tid != ident():
+            raise self._wrong_thread()
         self._closed = True
         self._closing.close()
         self._on_close()
@@ -322,6 +335,11 @@ class Context(ObjectCalls):
     def _check_open(self) -> None:
         if self._closed or self.handle.closed:
             raise self._closed_error()
+        if self._tid != ident():
+            raise self._wrong_thread()
+
+    def _wrong_thread(self) -> WrongThread:
+        return WrongThread(self.noun, self._tid, ident())
 
     def _closed_error(self) -> Closed:
         return Closed(f"{self.noun} is closed" if self._closed else "socket is closed")

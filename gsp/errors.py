@@ -15,6 +15,7 @@ __all__ = [
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
     "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage", "timed_out",
     "NoPeers",
+    "WrongThread",
 ]
 
 
@@ -182,3 +183,30 @@ class UpgradeRefused(HandshakeError):
         super().__init__(message)
         self.status = status
         self.reason = reason
+
+
+class WrongThread(GspError):
+    """A socket, context or channel was used from an OS thread other than the one whose gevent
+    hub made it. Every such object belongs to the hub of the thread that created it; another
+    thread either opens its own sockets or goes through :mod:`gsp.blocking`, which is safe to
+    call from any thread (docs/concurrency.md). Raised at once, before the object is touched:
+    it still works in its own thread."""
+
+    def __init__(self, what: str, owner: int, here: int) -> None:
+        super().__init__(
+            f"this {what} belongs to the gevent hub of OS thread {_thread_name(owner)} and was "
+            f"used from OS thread {_thread_name(here)}: a gsp socket, context or channel may be "
+            f"used only from the thread that created it. From other threads use gsp.blocking "
+            f"(e.g. gsp.blocking.socket(...), safe from any thread), or give each thread its own "
+            f"sockets (docs/concurrency.md)")
+        self.owner = owner
+        self.thread = here
+
+
+def _thread_name(ident: int) -> str:
+    import threading  # (only when the error is raised: gsp.errors imports nothing else)
+
+    for t in threading.enumerate():
+        if t.ident == ident:
+            return f"{t.name!r} ({ident})"
+    return str(ident)

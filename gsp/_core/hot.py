@@ -15,7 +15,7 @@ class Hot:
     off CPython's specialised attribute loads on the socket itself (~50 ns more per load)."""
 
     __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
-                 "ready", "bare", "send_direct")
+                 "ready", "bare", "send_direct", "tid")
 
     closed: bool
     send_timeout: float | None
@@ -26,6 +26,7 @@ class Hot:
     ready: "deque[Any] | None"  # Protocol.ready, or Protocol.ready_bodies when bare
     bare: bool
     send_direct: Callable[[bytes], bool] | None  # see SocketHandle.send_direct
+    tid: int  # the OS thread whose hub made the socket (read where a call cannot complete at once)
 
 
 def hot_field(name: str) -> Any:

@@ -10,7 +10,8 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.pool import Group
 
-from ..errors import BadOption, Closed, NotSupported, Timeout
+from .._threads import ident
+from ..errors import BadOption, Closed, NotSupported, Timeout, WrongThread
 from ..limits import RecvLimits
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
@@ -60,6 +61,7 @@ class Socket(ObjectCalls):
 
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
         self._hot = Hot()
+        self._hot.tid = ident()  # its thread: see _check_thread
         spec = registry.protocol(protocol)
         self.spec = spec
         self.protocol = spec.name
@@ -184,6 +186,8 @@ class Socket(ObjectCalls):
             data = as_bytes(data)
         if hot.send_direct is not None and hot.send_direct(data):
             return  # queued at once (SocketHandle.send_direct): no call into the protocol
+        if hot.tid != ident():  # (not on the fast path above: a foreign thread is caught here)
+            raise self._wrong_thread()
         t = hot.send_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
@@ -203,6 +207,8 @@ class Socket(ObjectCalls):
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
+        if hot.tid != ident():
+            raise self._wrong_thread()
         t = hot.recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
@@ -265,6 +271,7 @@ class Socket(ObjectCalls):
             raise self._closed_error()
         if self._draining:
             raise Closed("socket is draining")
+        self._check_thread()
         ctx = self._proto.open_context()
         ctx.socket = self
         return ctx
@@ -276,6 +283,7 @@ class Socket(ObjectCalls):
             raise self._closed_error()
         if self._draining:
             raise Closed("socket is draining")
+        self._check_thread()
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
@@ -295,6 +303,7 @@ class Socket(ObjectCalls):
             raise self._closed_error()
         if self._draining:
             raise Closed("socket is draining")
+        self._check_thread()
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
@@ -397,6 +406,7 @@ class Socket(ObjectCalls):
         """
         if self._closed:
             return
+        self._check_thread()
         self._closed = True
         counters.forget(self)
         for lst in list(self._listeners):
@@ -432,6 +442,7 @@ class Socket(ObjectCalls):
         drained socket it returns at once; a drain called while one runs waits for its end (and
         closes it then if its own ``timeout`` runs out first). See docs/webapp.md.
         """
+        self._check_thread()
         t = _check_timeout("timeout", timeout)
         end = self._drain_end
         if end is not None:  # drained, or draining: the same end
@@ -478,6 +489,17 @@ class Socket(ObjectCalls):
             end.set(None)
         if error is not None:
             raise error
+
+    def _check_thread(self) -> None:
+        """Raise :class:`gsp.WrongThread` unless called from the OS thread that made the socket.
+        Checked in ``close``, in ``send``/``recv`` when they cannot complete at once (the fast
+        paths do not look: a foreign thread's call that waits, or closes, fails at once) and, as
+        a backstop, wherever gsp waits (channels, contexts)."""
+        if self._hot.tid != ident():
+            raise self._wrong_thread()
+
+    def _wrong_thread(self) -> WrongThread:
+        return WrongThread("socket", self._hot.tid, ident())
 
     def __enter__(self) -> "Socket":
         return self
