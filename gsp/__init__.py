@@ -107,7 +107,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
     "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
+    "objects", "cat", "poller", "prometheus", "allocator", "perprocess", "blocking",
 })
 
 
