@@ -9,6 +9,7 @@ hand-written validator with :func:`described` to say the same.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
@@ -113,6 +114,18 @@ def _is_number(v: Any) -> bool:
 
 #: An int timeout above this many seconds (an hour) is refused as almost certainly milliseconds.
 MS_GUESS = 3600
+#: An int timeout of this many seconds or more (up to :data:`MS_GUESS`) is likely milliseconds
+#: too: taken, and logged once per option name at WARNING on ``gsp.options``.
+MS_WARN = 100
+_log = logging.getLogger("gsp.options")
+_warned: set[str] = set()  # the names warned about in this process
+
+
+def _warn_ms(name: str, v: int) -> None:
+    _warned.add(name)
+    _log.warning("%s=%d is %d seconds (%s); gsp timeouts are seconds: did you mean %g (%d ms)? "
+                 "Pass %d.0 or a timedelta to mean seconds (logged once per option name)",
+                 name, v, v, _span(v), v / 1000, v, v, extra={"gsp_option": name, "gsp_value": v})
 
 
 def _span(seconds: float) -> str:
@@ -127,16 +140,20 @@ def seconds(name: str, v: Any, *, allow_none: bool = True, allow_zero: bool = Tr
     """``v`` as float seconds: an int, a float or a :class:`datetime.timedelta`, >= 0 (or > 0);
     ``None`` (forever) when allowed. An ``int`` above :data:`MS_GUESS` (3600, an hour) is
     refused: it is almost certainly milliseconds (nng and pynng count in ms). A longer timeout
-    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). Raises
-    :class:`gsp.BadOption` naming ``name``."""
+    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). An ``int`` of
+    :data:`MS_WARN` (100) or more is taken but logged once per ``name`` at WARNING on
+    ``gsp.options``, with the fix. Raises :class:`gsp.BadOption` naming ``name``."""
     if v is None and allow_none:
         return None
     if isinstance(v, timedelta):
         v = v.total_seconds()
-    elif type(v) is int and v > MS_GUESS:
-        raise BadOption(
-            f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
-            f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
+    elif type(v) is int and v >= MS_WARN:
+        if v > MS_GUESS:
+            raise BadOption(
+                f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
+                f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
+        if name not in _warned:
+            _warn_ms(name, v)
     if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
         want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
         raise BadOption(f"{name} must be {want} or a timedelta{' or None' if allow_none else ''}"
