@@ -8,7 +8,8 @@ helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :
 :mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``; :mod:`gsp.poller` holds
 :func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`; :mod:`gsp.prometheus`
 exports :func:`gsp.stats` to Prometheus (the ``gevent-sp[prometheus]`` extra); :mod:`gsp.allocator`
-holds :func:`gsp.tune_allocator`, the opt-in malloc setting for big messages.
+holds :func:`gsp.tune_allocator`, the opt-in malloc setting for big messages;
+:mod:`gsp.blocking` drives sockets from threads that do not run gevent (safe from any thread).
 Everything under ``gsp._*`` is private.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in

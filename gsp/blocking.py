@@ -73,18 +73,27 @@ class Hub:
         self._wake: Any = None
         self._stop: Any = None
         self._greenlets: set[gevent.Greenlet] = set()
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._started.wait()
+        if self._error is not None:
+            raise self._error
 
     # -- the hub's thread ----------------------------------------------------------------------
     def _run(self) -> None:
-        hub = gevent.get_hub()
-        self._tid = ident()
-        self._wake = hub.loop.async_()  # a thread-safe wake-up, which also keeps the loop alive
-        self._wake.start(self._take)
-        self._stop = _GEvent()
-        self._started.set()
+        try:
+            hub = gevent.get_hub()
+            self._tid = ident()
+            self._wake = hub.loop.async_()  # a thread-safe wake-up; it keeps the loop alive too
+            self._wake.start(self._take)
+            self._stop = _GEvent()
+        except BaseException as exc:
+            self._error = exc
+            self._closed = True
+            return
+        finally:
+            self._started.set()
         try:
             self._stop.wait()
             gevent.joinall(list(self._greenlets), timeout=5)
@@ -111,7 +120,9 @@ class Hub:
              kwargs: dict[str, Any]) -> None:
         try:
             result = fn(*args, **kwargs)
-        except BaseException as exc:  # (a kill too: the caller must not wait forever)
+        except gevent.GreenletExit:  # killed: the hub closing, or the caller gave up
+            fut.set_exception(Closed("the gsp.blocking hub closed while the call ran"))
+        except BaseException as exc:  # (the caller must not wait forever)
             fut.set_exception(exc)
         else:
             fut.set_result(result)
