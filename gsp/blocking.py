@@ -20,7 +20,8 @@ The sockets share one process-wide :class:`Hub` (:func:`hub`), a daemon thread s
 use; it lives until the process exits, when it closes the sockets still open (each flushing what
 it queued for up to its ``linger``) and stops. ``Hub()`` makes a hub thread of one's own, for
 code of one's own to run there (:meth:`Hub.submit`, :meth:`Hub.call`); ``close()`` stops it. In a
-forked child the process-wide hub is started afresh on first use (threads do not survive a fork).
+forked child every hub of the parent is closed (its sockets' calls raise :class:`gsp.Closed`) and
+the process-wide hub is started afresh on first use (threads do not survive a fork).
 
 In a monkey-patched program (``gevent.monkey.patch_all()``) "threads" are greenlets of the one
 hub: use gsp directly there. (This module still works: called from the hub's own OS thread, a
@@ -74,6 +75,7 @@ class Hub:
         self._stop: Any = None
         self._greenlets: set[gevent.Greenlet] = set()
         self._error: BaseException | None = None
+        _hubs.add(self)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         self._started.wait()
@@ -376,8 +378,17 @@ def _close_shared() -> None:
         h.close()
 
 
-def _forget_shared() -> None:  # in a forked child: the hub thread did not come along
+_hubs: weakref.WeakSet[Hub] = weakref.WeakSet()  # every hub of this process
+
+
+def _forget_shared() -> None:
+    # In a forked child: no hub thread came along, so every hub is closed here (its calls raise
+    # gsp.Closed at once instead of waiting for a thread that is not there), and the next
+    # gsp.blocking call starts a process-wide hub of the child's own.
     global _shared, _shared_lock
+    for h in list(_hubs):
+        h._closed = True
+        h._lock = threading.Lock()
     _shared = None
     _shared_lock = threading.Lock()
 

@@ -209,3 +209,32 @@ def test_the_process_wide_hub_flushes_and_stops_at_exit(gsp_free_url: Any) -> No
     assert got == [b"%d" % i for i in range(1000)]
     assert proc.returncode == 0 and out == "sent\n", err
     assert "Traceback" not in err and "LoopExit" not in err, err
+
+
+def test_after_fork_the_parents_hub_is_closed_in_the_child_and_a_new_one_starts() -> None:
+    script = textwrap.dedent("""
+        import os, sys, time, gsp, gsp.blocking
+        old = gsp.blocking.socket("pair", listen="inproc://before-fork", recv_timeout=5)
+        peer = gsp.blocking.socket("pair", dial="inproc://before-fork", send_timeout=5)
+        pid = os.fork()
+        if pid == 0:
+            t0 = time.monotonic()
+            try:
+                old.recv()
+                os._exit(3)
+            except gsp.Closed as exc:
+                assert time.monotonic() - t0 < 1 and "hub is closed" in str(exc), exc
+            with gsp.blocking.socket("pair", listen="inproc://after", recv_timeout=5) as a, \\
+                    gsp.blocking.socket("pair", dial="inproc://after", send_timeout=5) as b:
+                b.send(b"child")
+                assert a.recv() == b"child"
+            assert gsp.blocking.hub() is not old.hub
+            sys.stdout.flush()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        peer.send(b"parent")
+        assert old.recv() == b"parent"
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == "child 0\n", out.stdout + out.stderr
