@@ -119,12 +119,11 @@ class Chan(Generic[T]):
         self._ready: tuple[Callable[..., Any], Callable[[], None]] | None = None  # notify_ready
         self._tid: int = ident()  # the OS thread whose hub it belongs to
 
-    def _check_thread(self) -> None:
-        """Raise :class:`gsp.WrongThread` unless called from the thread that made the channel
-        (on the paths that wait or wake a parked greenlet: another hub's never would)."""
-        here = ident()
-        if here != self._tid:
-            raise WrongThread("channel", self._tid, here)
+    def _wrong_thread(self) -> WrongThread:
+        """The error of a call from another thread than the one that made the channel, on the
+        paths that wait, wake a parked greenlet or close (another hub's never would). (The
+        check is inlined there: a method call would cost more than the comparison.)"""
+        return WrongThread("channel", self._tid, ident())
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -147,7 +146,8 @@ class Chan(Generic[T]):
     def _try_send(self, item: Any) -> bool:
         rq = self._recvq
         if rq:
-            self._check_thread()
+            if ident() != self._tid:
+                raise self._wrong_thread()
         while rq:
             e = rq.pop(0)
             if not e.sel.fired:
@@ -171,7 +171,8 @@ class Chan(Generic[T]):
         sq = self._sendq
         if buf:
             if sq:
-                self._check_thread()
+                if ident() != self._tid:
+                    raise self._wrong_thread()
             item = buf.popleft()
             # A slot opened: move the longest-waiting sender's item in. The buffer can exceed
             # capacity after _put_back, so check: an unbuffered sender must still rendezvous.
@@ -183,7 +184,8 @@ class Chan(Generic[T]):
                     break
             return item
         if sq:
-            self._check_thread()
+            if ident() != self._tid:
+                raise self._wrong_thread()
         while sq:
             e = sq.pop(0)
             if not e.sel.fired:
@@ -195,7 +197,8 @@ class Chan(Generic[T]):
         """Return an item taken by an interrupted receiver to the head of the channel."""
         rq = self._recvq
         if rq:
-            self._check_thread()
+            if ident() != self._tid:
+                raise self._wrong_thread()
         while rq:  # receivers wait only on an empty buffer, so the item goes to the next one
             e = rq.pop(0)
             if not e.sel.fired:
@@ -315,7 +318,8 @@ class Chan(Generic[T]):
         """Close the channel: receivers drain what is buffered, then get :class:`gsp.Closed`."""
         if self._closed:
             return
-        self._check_thread()
+        if ident() != self._tid:
+            raise self._wrong_thread()
         self._closed = True
         if self._ready is not None:
             self._notify()
@@ -521,13 +525,14 @@ def select(cases: Sequence[Recv | Send],
 def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
            timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
-    here = ident()
-    for ch, _, _ in ops:
-        if ch._tid != here:
-            raise WrongThread("channel", ch._tid, here)
+    here = ident()  # a channel of another thread's hub would never wake this one
     sel = _Sel()
     entries: list[tuple[Chan[Any], bool, _Entry]] = []
     for i, (ch, is_send, item) in enumerate(ops):
+        if ch._tid != here:
+            for c, s, e in entries:
+                (c._sendq if s else c._recvq).remove(e)
+            raise WrongThread("channel", ch._tid, here)
         e = _Entry(sel, i, item)
         (ch._sendq if is_send else ch._recvq).append(e)
         entries.append((ch, is_send, e))

@@ -250,8 +250,6 @@ class Context(ObjectCalls):
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
-        if self._tid != ident():
-            raise self._wrong_thread()
         body: bytes = self._call_recv(timeout, block, self._recv_body)
         return body
 
@@ -281,6 +279,8 @@ class Context(ObjectCalls):
             (send or self._send_body)(msg, t)
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     def _call_recv(self, timeout: Any, block: bool,
                    recv: "Callable[[float | None], Any] | None" = None) -> Any:
@@ -294,6 +294,8 @@ class Context(ObjectCalls):
             return (recv or self._recv)(t)
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block, f" on this {self.noun}") from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

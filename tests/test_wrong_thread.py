@@ -62,7 +62,7 @@ def test_socket_recv_send_close_from_another_thread(gsp_free_url: Any) -> None:
         wrong_thread(pull.recv, "socket")                  # would wait: nothing queued
         wrong_thread(lambda: idle.send(b"x"), "socket")    # would wait: no peer
         wrong_thread(lambda: req.send(b"x"), "socket")     # req's send (its request state)
-        wrong_thread(req.recv, "socket")
+        assert isinstance(in_thread(req.recv)[0], gsp.ProtocolStateError)  # no wait: no check
         wrong_thread(pull.close, "socket")
         wrong_thread(lambda: idle.dial(url), "socket")
         assert not pull.closed and not idle.dialers
@@ -85,6 +85,11 @@ def test_context_from_another_thread(gsp_free_url: Any) -> None:
         wrong_thread(ctx.close, "context")
         wrong_thread(rep.open_context, "socket")
         assert not ctx.closed
+        req.send(b"on the socket")  # then its recv waits, in a context of its own inside
+        wrong_thread(req.recv, "socket")
+        assert ctx.recv() == b"on the socket"
+        ctx.send(b"answer")
+        assert req.recv() == b"answer"
 
         def serve() -> None:
             ctx.send(ctx.recv() + b"!")

@@ -197,6 +197,8 @@ class Socket(ObjectCalls):
                 hot.proto.send(Message(data), t)
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
@@ -207,8 +209,6 @@ class Socket(ObjectCalls):
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
-        if hot.tid != ident():
-            raise self._wrong_thread()
         t = hot.recv_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         try:
@@ -217,6 +217,8 @@ class Socket(ObjectCalls):
             return hot.proto.recv(t).body
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     def recv_many(self, limit: int, timeout: Any = FROM_OPTION, block: bool = True) -> list[bytes]:
         """Receive up to ``limit`` message bodies in one call, oldest first: waits for the first
@@ -238,6 +240,8 @@ class Socket(ObjectCalls):
             self._proto.send(out, t)
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
@@ -250,6 +254,8 @@ class Socket(ObjectCalls):
             return self._proto.recv(t)
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
+        except WrongThread:  # from a wait below: say which object was used
+            raise self._wrong_thread() from None
 
     # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
     def poll(self, op: "Op" = "recv") -> bool:
@@ -492,9 +498,9 @@ class Socket(ObjectCalls):
 
     def _check_thread(self) -> None:
         """Raise :class:`gsp.WrongThread` unless called from the OS thread that made the socket.
-        Checked in ``close``, in ``send``/``recv`` when they cannot complete at once (the fast
-        paths do not look: a foreign thread's call that waits, or closes, fails at once) and, as
-        a backstop, wherever gsp waits (channels, contexts)."""
+        Checked in ``close``, ``open_context``, ``listen``, ``dial``, in ``send`` when it cannot
+        complete at once (the fast path does not look), and wherever gsp waits (channels,
+        contexts): a foreign thread's call that waits, or closes, fails at once."""
         if self._hot.tid != ident():
             raise self._wrong_thread()
 
