@@ -24,6 +24,17 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "apps", "fork_scenario.py")
     "per_process",  # 50 greenlets, one socket; the child makes its own
 ])
 def test_fork(scenario: str, monkey: bool) -> None:
+    run_scenario(scenario, monkey)
+
+
+def test_fork_with_a_socket_of_another_thread() -> None:
+    """A gsp.blocking socket (its hub runs in another OS thread) is closed in the child, where
+    that thread does not exist; its copies are closed with nothing sent, the parent's pipe goes
+    on. (Under patch_all gsp.blocking's calls run in the caller's hub: the "fork" case.)"""
+    run_scenario("other_thread", False)
+
+
+def run_scenario(scenario: str, monkey: bool) -> None:
     argv = [sys.executable, SCRIPT, scenario] + (["--monkey"] if monkey else [])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     out = proc.stdout + proc.stderr

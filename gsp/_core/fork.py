@@ -20,6 +20,10 @@ child, right after the fork and before any greenlet runs (this runs inside ``for
   accepts on in the child instead;
 - logs one INFO line (``gsp.socket``) saying what it did.
 
+A socket of another OS thread (a :mod:`gsp.blocking` hub's, a worker thread's) cannot run in the
+child, where only the forking thread lives on: its copies of the descriptors are closed the same
+way and the socket is closed, its calls raising :class:`gsp.Closed` that says why.
+
 Nothing here runs in the parent, and nothing runs per message. See docs/serving.md.
 """
 
@@ -33,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import gevent
 from gevent.event import Event
 
-from ..errors import InheritedListener
+from .._threads import ident
+from ..errors import Closed, InheritedListener
 from ..protocol import RejectPipe
 from . import counters, events, log
 from .pipe import PipeEvent, _live_pipes
@@ -102,6 +107,9 @@ def after_fork_in_child() -> None:
 
 
 def _fork_socket(sock: "Socket", parent: int) -> None:
+    if sock._hot.tid != ident():
+        _orphan(sock, parent)
+        return
     pipes = list(sock._pipes.values())
     kept = [lst for lst in sock._listeners if _keeps(lst)]
     listeners = [lst for lst in sock._listeners if lst not in kept]
@@ -210,10 +218,44 @@ def _drop_pipe(sock: "Socket", pipe: "Pipe") -> None:
     pipe._done.set()
 
 
+def _orphan(sock: "Socket", parent: int) -> None:
+    """A socket of another OS thread (a :mod:`gsp.blocking` hub, a worker thread's): only the
+    forking thread lives on in the child, so nothing of that socket can run here. The child's
+    copies of its descriptors are closed (nothing sent, as above), its greenlets, queues and
+    waiters are left untouched (they belong to a hub that is gone), and every call on it raises
+    :class:`gsp.Closed`, saying why."""
+    for p in list(sock._pipes.values()):
+        p.closed = True
+        p._conn.forget()
+    for lst in list(sock._listeners):
+        if not _keeps(lst):
+            _forget_listener(lst)
+    for d in list(sock._dialers):
+        d._closed = True
+        d._td.forget()
+        conn = d._handshaking
+        if conn is not None:
+            d._handshaking = None
+            conn.forget()
+    sock._inherited = Closed(
+        f"this {sock.protocol} socket belongs to OS thread {sock._hot.tid} of process {parent}, "
+        f"which does not exist in this forked child (pid {os.getpid()}): it is closed here. Make "
+        f"the child's sockets in the child (gsp.per_process, or gsp.blocking's hub, which starts "
+        f"afresh in a child)")
+    sock._closed = True
+    counters.forget(sock)
+    if log.socket_log.isEnabledFor(logging.INFO):
+        log.socket_log.info("%s: forked (process %d): the socket belongs to another OS thread of "
+                            "process %d, which the child does not have: its copies of %s closed, "
+                            "the socket closed here", sock.protocol, os.getpid(), parent,
+                            _n(len(sock._pipes), "pipe"),
+                            extra=log.fields(sock, None, gsp_parent=parent))
+
+
 def _close_inherited(sock: "Socket", urls: list[str], parent: int) -> None:
     """A socket whose only endpoints were listeners has nothing to do in the child: it is closed
     here, and every call on it says why and what to do instead."""
-    sock._inherited = (
+    sock._inherited = InheritedListener(
         f"this {sock.protocol} socket was made in process {parent} before it forked, and its "
         f"only endpoints are that process's listeners ({', '.join(urls)}), which stay there: it "
         f"is closed in this process (pid {os.getpid()}). Make the socket after fork (gunicorn "
@@ -223,6 +265,7 @@ def _close_inherited(sock: "Socket", urls: list[str], parent: int) -> None:
     sock._proto.close()
 
 
-def inherited_error(sock: "Socket") -> InheritedListener | None:
+def inherited_error(sock: "Socket") -> Closed | None:
+    """A new error like the one that closed ``sock`` in this forked child, if one did."""
     why = sock._inherited
-    return None if why is None else InheritedListener(why)
+    return None if why is None else type(why)(str(why))

@@ -52,7 +52,7 @@ class Socket(ObjectCalls):
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
     #: Set in a forked child when the socket's only endpoints stayed the parent's (gsp._core.fork).
-    _inherited: str | None = None
+    _inherited: Closed | None = None  # the error of a socket closed by a fork (see fork.py)
     _closed = hot_field("closed")
     _draining = False  # drain() began (set on the instance): no new endpoint, pipe or context
     _drain_end: "AsyncResult[None] | None" = None  # how drain() ended, for a concurrent one

@@ -359,6 +359,63 @@ def scenario_per_process() -> dict[str, Any]:
     return {"made_in_parent": 1}
 
 
+def scenario_other_thread() -> dict[str, Any]:
+    """A socket of another OS thread (gsp.blocking's hub) at fork: the child, where that thread
+    does not exist, closes its copies and the socket (its calls raise Closed saying why) while
+    the forking thread's REQ works on; the parent's blocking socket is untouched."""
+    import gsp.blocking
+
+    # Both of the other thread's sockets are served there (a blocking call from this thread
+    # blocks this thread's hub until it returns).
+    rep = gsp.blocking.socket("rep", listen="tcp://127.0.0.1:0")
+    rep.hub.call(serve, rep.sock)
+    url = rep.sock.listeners[0].url
+    req = gsp.socket("req", dial=url, recv_timeout=10)
+    other = gsp.blocking.socket("req", dial=url, recv_timeout=10)
+    for i in range(5):
+        other.send(b"other %d" % i)
+        assert other.recv().startswith(b"other %d from" % i)
+    round_trips(req, "before", 5)
+    other_pipes = [p.id for p in other.pipes]
+    assert len(other_pipes) == 1, other_pipes
+
+    def child() -> dict[str, Any]:
+        lines = forked_lines()
+        assert len(lines) == 3, lines  # req, and the other thread's rep and req
+        assert sum("another OS thread" in line for line in lines) == 2, lines
+        inner = other.sock
+        assert inner.closed and inner not in gsp.sockets()
+        try:
+            inner.recv(block=False)
+        except gsp.Closed as exc:
+            assert "does not exist in this forked child" in str(exc), exc
+        else:
+            raise AssertionError("the other thread's socket answered in the child")
+        try:
+            other.send(b"x")
+        except gsp.Closed:
+            pass
+        else:
+            raise AssertionError("the parent's blocking hub took a call in the child")
+        round_trips(req, "child", 20)
+        req.close()
+        return {"lines": lines}
+
+    pid = fork_child(child)
+    code = wait_child(pid)
+    assert code == 0, code
+    for i in range(5):  # the parent's pipe of the other thread's socket is untouched
+        other.send(b"after %d" % i)
+        assert other.recv().startswith(b"after %d from" % i)
+    assert [p.id for p in other.pipes] == other_pipes
+    round_trips(req, "after", 5)
+    assert forked_lines() == []
+    other.close()
+    req.close()
+    rep.close()
+    return {"other_thread_pipes": len(other_pipes)}
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     figures = globals()[f"scenario_{name.replace('-', '_')}"]()
