@@ -158,17 +158,19 @@ def _running(argv: list[str], port: int, env: dict[str, str], ready_line: str = 
 @contextlib.contextmanager
 def gunicorn(app: str, *, pythonpath: str, worker_class: str = "gevent", workers: int = 3,
              preload: bool = False, extra: Sequence[str] = (),
-             env: dict[str, str] | None = None) -> Iterator[Server]:
+             env: dict[str, str] | None = None, hooks: str = "") -> Iterator[Server]:
     """gunicorn serving ``app`` ("module:callable", found on ``pythonpath``); ready once every
     worker has run ``post_worker_init`` (a config file of ours, ``-c``): a SIGTERM that reaches
     a worker before it has set up its signal handlers goes to the master's inherited handler
-    and is lost, and that worker lingers for the whole graceful timeout."""
+    and is lost, and that worker lingers for the whole graceful timeout. ``hooks`` is more
+    Python for that file (server hooks such as ``worker_exit``)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="gsp-gunicorn-") as tmp:
         config = os.path.join(tmp, "gunicorn_conf.py")
         with open(config, "w") as f:
             f.write("def post_worker_init(worker):\n"
-                    f"    worker.log.info('%s %s', {_WORKER_READY!r}, worker.pid)\n")
+                    f"    worker.log.info('%s %s', {_WORKER_READY!r}, worker.pid)\n"
+                    + hooks)
         argv = [os.path.join(BIN, "gunicorn"), "-c", config, "--bind", f"127.0.0.1:{port}",
                 "--workers", str(workers), "--worker-class", worker_class,
                 "--graceful-timeout", "20", "--backlog", str(min(2048, somaxconn())),

@@ -186,7 +186,17 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
     summary.append(f"TERM {counts} exit {code}")
     out = srv.output()
     assert "Traceback" not in out, out[-5000:]
+    # Each worker drained its socket on exit (gunicorn's worker_exit, uwsgi.atexit).
+    assert out.count(" drained") >= 3, out[-5000:]
     print(f"\n{case}: {'; '.join(summary)}; {time.monotonic() - t0:.1f} s")
+
+
+# docs/serving.md's worker_exit: each worker drains the app's socket when it exits.
+WORKER_EXIT = """
+def worker_exit(server, worker):
+    import serving_app
+    serving_app.drain()
+"""
 
 
 @pytest.mark.parametrize("preload", [True, False], ids=["preload", "no-preload"])
@@ -194,7 +204,8 @@ def test_gunicorn_gevent(backend: Backend, preload: bool) -> None:
     # At most 100 connections a worker (as uWSGI's --gevent 100): the burst needs them all.
     with servers.gunicorn(APP, pythonpath=APPS, workers=3, preload=preload,
                           extra=["--worker-connections", "100"],
-                          env={"GSP_SERVING_BACKEND": backend.url}) as srv:
+                          env={"GSP_SERVING_BACKEND": backend.url},
+                          hooks=WORKER_EXIT) as srv:
         exercise(srv, backend, f"gunicorn -k gevent {'--preload' if preload else ''}")
 
 
