@@ -475,7 +475,7 @@ class Send:
         self.item = item
 
 
-def select(cases: Sequence[Recv | Send],
+def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with the hot-path helpers
            timeout: float | timedelta | None = None) -> tuple[int, Any]:
     """Complete exactly one of ``cases`` and return ``(index, value)``.
 
@@ -522,7 +522,7 @@ def select(cases: Sequence[Recv | Send],
     return _block(ops, t)
 
 
-def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
+def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 26: split with the hot-path helpers
            timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
     here = ident()  # a channel of another thread's hub would never wake this one

@@ -212,7 +212,7 @@ class Inbox(Generic[T]):
                 break
         return k
 
-    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None,
+    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None,  # noqa: C901 -- issue 26: split with the hot-path helpers
             source: Any = None) -> bool:
         """Queue ``item`` (of ``nbytes`` bytes, measured when not given; from ``source``); False
         if the policy dropped it (the new one or an older one). With ``"block"``, waits up to

@@ -44,7 +44,7 @@ from . import counters, events, log
 from .pipe import PipeEvent, _live_pipes
 
 if TYPE_CHECKING:
-    from .endpoints import Listener
+    from .endpoints import Dialer, Listener
     from .pipe import Pipe
     from .socket import Socket
 
@@ -116,6 +116,36 @@ def _fork_socket(sock: "Socket", parent: int) -> None:
     dialers = list(sock._dialers)
     # 1. Nothing of this process may reach the parent's connections any more: the child's copy
     #    of every descriptor goes first, before any code of the socket's can run.
+    _forget_inherited(pipes, listeners, kept, dialers)
+    # 2. The inherited greenlets: killed (not before their next turn, and with every descriptor
+    #    they could use closed), except the one forking.
+    current = gevent.getcurrent()
+    for g in list(sock._group):
+        if g is not current:
+            g.kill(block=False)
+    sock._readers.reset_after_fork()
+    # 3. The protocol forgets the pipes, as it does pipes that went.
+    for p in pipes:
+        _drop_pipe(sock, p)
+    # 4. Dialers redial in the background; listeners stay the parent's.
+    redialed = _redial(sock, dialers)
+    left = [lst.url for lst in listeners]
+    for lst in listeners:
+        if lst in sock._listeners:
+            sock._listeners.remove(lst)
+    for lst in kept:  # its accept loop went with the inherited greenlets
+        if lst._accepter is not None:
+            lst._accepter = sock._spawn(lst._accept_loop)
+    closed = bool(left and not dialers and not kept)
+    if closed:
+        _close_inherited(sock, left, parent)
+    if log.socket_log.isEnabledFor(logging.INFO):
+        _log_forked(sock, parent, len(pipes), redialed, left, kept, closed)
+
+
+def _forget_inherited(pipes: "list[Pipe]", listeners: "list[Listener]", kept: "list[Listener]",
+                      dialers: "list[Dialer]") -> None:
+    """Let go of the child's copy of every descriptor of the parent's connections."""
     for p in pipes:
         p.closed = True
         p._q.close()
@@ -134,17 +164,10 @@ def _fork_socket(sock: "Socket", parent: int) -> None:
         if conn is not None:
             d._handshaking = None
             conn.forget()
-    # 2. The inherited greenlets: killed (not before their next turn, and with every descriptor
-    #    they could use closed), except the one forking.
-    current = gevent.getcurrent()
-    for g in list(sock._group):
-        if g is not current:
-            g.kill(block=False)
-    sock._readers.reset_after_fork()
-    # 3. The protocol forgets the pipes, as it does pipes that went.
-    for p in pipes:
-        _drop_pipe(sock, p)
-    # 4. Dialers redial in the background; listeners stay the parent's.
+
+
+def _redial(sock: "Socket", dialers: "list[Dialer]") -> list[str]:
+    """Every dialer starts over in the background; their urls."""
     redialed = []
     for d in dialers:
         d.pipe = None
@@ -152,30 +175,25 @@ def _fork_socket(sock: "Socket", parent: int) -> None:
         if d._loop_g is not None:  # (else its first attempt is under way and starts the loop)
             d._loop_g = sock._spawn(d._redial_loop, None)
         redialed.append(d.url)
-    left = [lst.url for lst in listeners]
-    for lst in listeners:
-        if lst in sock._listeners:
-            sock._listeners.remove(lst)
-    for lst in kept:  # its accept loop went with the inherited greenlets
-        if lst._accepter is not None:
-            lst._accepter = sock._spawn(lst._accept_loop)
-    if left and not dialers and not kept:
-        _close_inherited(sock, left, parent)
-    if log.socket_log.isEnabledFor(logging.INFO):
-        what = [f"dropped {_n(len(pipes), 'pipe')} inherited from process {parent} "
-                f"(its connections are the parent's and stay open there)"]
-        if redialed:
-            what.append(f"redialing {_n(len(redialed), 'dialer')} ({', '.join(redialed)})")
-        if left:
-            what.append(f"left {_n(len(left), 'listener')} to the parent ({', '.join(left)})")
-        if kept:
-            what.append(f"kept {_n(len(kept), 'listener')} of this process's own "
-                        f"({', '.join(lst.url for lst in kept)})")
-        if left and not dialers and not kept:
-            what.append("the socket is closed in this process: listen in the child or make the "
-                        "socket after fork (see gsp.InheritedListener)")
-        log.socket_log.info("%s: forked (process %d): %s", sock.protocol, os.getpid(),
-                            "; ".join(what), extra=log.fields(sock, None, gsp_parent=parent))
+    return redialed
+
+
+def _log_forked(sock: "Socket", parent: int, pipes: int, redialed: list[str], left: list[str],
+                kept: "list[Listener]", closed: bool) -> None:
+    what = [f"dropped {_n(pipes, 'pipe')} inherited from process {parent} "
+            f"(its connections are the parent's and stay open there)"]
+    if redialed:
+        what.append(f"redialing {_n(len(redialed), 'dialer')} ({', '.join(redialed)})")
+    if left:
+        what.append(f"left {_n(len(left), 'listener')} to the parent ({', '.join(left)})")
+    if kept:
+        what.append(f"kept {_n(len(kept), 'listener')} of this process's own "
+                    f"({', '.join(lst.url for lst in kept)})")
+    if closed:
+        what.append("the socket is closed in this process: listen in the child or make the "
+                    "socket after fork (see gsp.InheritedListener)")
+    log.socket_log.info("%s: forked (process %d): %s", sock.protocol, os.getpid(),
+                        "; ".join(what), extra=log.fields(sock, None, gsp_parent=parent))
 
 
 def _n(k: int, what: str) -> str:

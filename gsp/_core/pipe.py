@@ -191,7 +191,7 @@ class Pipe:
         if self._writer is None and not self.closed and not self._socket._closed:
             self._writer = self._socket._spawn(self._write_loop)
 
-    def _read_loop(self, idle: Waiter) -> "Pipe | None":
+    def _read_loop(self, idle: Waiter) -> "Pipe | None":  # noqa: C901 -- issue 26: split with the hot-path helpers
         """Read and deliver (first what a lent read left in ``_held``) until the pipe ends or
         its connection parks (nothing to read now); then wait with ``idle`` among the socket's
         idle readers and return the next pipe to read, or None when this reader should end (see
@@ -260,7 +260,7 @@ class Pipe:
             self._shutdown(_unexpected(exc, "receiving"))
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
-    def _read_lent(self, wait: LendingWait) -> None:
+    def _read_lent(self, wait: LendingWait) -> None:  # noqa: C901 -- issue 26: split with the hot-path helpers
         """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
         read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
         greenlet. Nothing here may wait (delivery does not, by the lending wait's promise). A

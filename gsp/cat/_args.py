@@ -223,7 +223,14 @@ def parse(argv: Sequence[str]) -> Config:
                  count=ns.count, interval=ns.interval, delay=ns.delay,
                  recv_timeout=ns.recv_timeout, async_dial=ns.async_dial, verbose=ns.verbose,
                  subscribe=[os.fsencode(t) for t in ns.subscribe])
-    role = cfg.role
+    _check_role(ap, ns, cfg)
+    _set_options(ns, cfg.options)
+    return cfg
+
+
+def _check_role(ap: argparse.ArgumentParser, ns: argparse.Namespace, cfg: Config) -> None:
+    """Usage errors of flags the protocol's role cannot use, or needs and lacks."""
+    role, data = cfg.role, cfg.data
     if ns.subscribe and cfg.protocol != "sub":
         ap.error("--subscribe is for --sub only")
     if role == "receiver" and data is not None:
@@ -236,7 +243,10 @@ def parse(argv: Sequence[str]) -> Config:
         ap.error(f"{cfg.protocol} needs --data or --file")
     if role == "peer" and ns.interval is not None and data is None:
         ap.error("--interval needs --data or --file")
-    opts = cfg.options
+
+
+def _set_options(ns: argparse.Namespace, opts: dict[str, Any]) -> None:
+    """The socket options the flags give (``--option`` last: it overrides)."""
     for name, value in (("recv_timeout", ns.recv_timeout), ("send_timeout", ns.send_timeout),
                         ("recv_max_size", ns.recv_maxsz), ("tls_cert_file", ns.cert),
                         ("tls_key_file", ns.key), ("tls_ca_file", ns.cacert)):
@@ -245,4 +255,3 @@ def parse(argv: Sequence[str]) -> Config:
     if ns.insecure:
         opts["tls_verify"] = False
     opts.update(ns.option)
-    return cfg

@@ -68,7 +68,7 @@ class ProtocolSuite(ProtocolSuiteBase):
             s.send_msg(b"not a message")  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
-    def test_closed(self, raw: bool) -> None:
+    def test_closed(self, raw: bool) -> None:  # noqa: C901 -- issue 26: split with the kit's rework (gsp/testing)
         """Close wakes calls blocked on the socket (and its contexts) with Closed; after close,
         everything raises Closed; close is idempotent."""
         s = self.socket(self.protocol, raw=raw)
@@ -236,7 +236,7 @@ class ProtocolSuite(ProtocolSuiteBase):
         for i in range(3):
             self.exchange(this, peer, b" %d" % i)
 
-    def test_pipe_churn(self) -> None:
+    def test_pipe_churn(self) -> None:  # noqa: C901 -- issue 26: split with the kit's rework (gsp/testing)
         """Pipes come and go (from either end, some before they finish attaching) while
         greenlets send and receive: the socket ends with no pipes and still works."""
         this = self.open(self.protocol, recv_timeout=0.01, send_timeout=0.01, linger=0)

@@ -1,19 +1,25 @@
 """What one tcp request/reply round trip runs in Python: bytecodes and calls, by function.
 
-    python tests/tools/rt_bytecodes.py [--raw] [--top N] [--clients C]
+    python tests/tools/rt_bytecodes.py [--raw | --pushpull] [--top N] [--clients C] [--wrap] [--json]
 
-A REQ and a REP (or, with ``--raw``, the bench's raw gevent connections, an echo) in one
-process over loopback tcp. After a warm-up, every greenlet is traced with ``f_trace_opcodes`` for
-200 round trips (with ``--clients C``: C REQ contexts at once, counted per request), and the
-counts are printed per round trip, the functions with most bytecodes first. Unlike a timing, the
-count does not move with the machine's load: a change that takes work off the round trip shows
-here exactly. Code compiled with mypyc (and gevent's own Cython) is not counted.
+A REQ and a REP (or, with ``--raw``, the bench's raw gevent connections, an echo; with
+``--pushpull``, a PUSH sending to a PULL, a message at a time) in one process over loopback tcp.
+After a warm-up, every greenlet is traced with ``f_trace_opcodes`` for 200 round trips (with
+``--clients C``: C REQ contexts at once, counted per request), and the counts are printed per
+round trip, the functions with most bytecodes first. Unlike a timing, the count does not move with
+the machine's load: a change that takes work off the round trip shows here exactly. Code compiled
+with mypyc (and gevent's own Cython) is not counted.
+
+``--wrap`` sends and receives through one more Python function each (what an undone inline
+costs: ``tests/test_budget.py`` checks that the budget catches it); ``--json`` prints the totals
+per round trip as one JSON object (``tests/test_budget.py`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 from typing import Any, Callable
 
@@ -23,8 +29,10 @@ import greenlet
 ROUNDS = 200
 MSG = b"x" * 16
 
+Ends = list[tuple[Callable[..., Any], Callable[..., Any]]]
 
-def gsp_pair(clients: int) -> tuple[list[tuple[Callable[..., Any], Callable[..., Any]]], Any]:
+
+def gsp_pair(clients: int) -> tuple[Ends, Any]:
     import gsp
     rep = gsp.socket("rep", listen="tcp://127.0.0.1:0", recv_max_size=0)
     req = gsp.socket("req", dial=rep.listeners[0].url, recv_max_size=0)
@@ -38,7 +46,15 @@ def gsp_pair(clients: int) -> tuple[list[tuple[Callable[..., Any], Callable[...,
     return ends, gevent.spawn(echo)
 
 
-def raw_pair() -> tuple[list[tuple[Callable[..., Any], Callable[..., Any]]], Any]:
+def pushpull_pair() -> tuple[Ends, Any]:
+    """A PUSH and a PULL: a round trip is one message sent and received (no reply)."""
+    import gsp
+    pull = gsp.socket("pull", listen="tcp://127.0.0.1:0", recv_max_size=0)
+    push = gsp.socket("push", dial=pull.listeners[0].url, recv_max_size=0)
+    return [(push.send, pull.recv)], gevent.spawn(gevent.sleep, 1e9)
+
+
+def raw_pair() -> tuple[Ends, Any]:
     from gevent import socket
 
     from gsp.bench.libs.lib_raw import RawConn
@@ -58,13 +74,22 @@ def raw_pair() -> tuple[list[tuple[Callable[..., Any], Callable[..., Any]]], Any
     return [(c.send, c.recv)], gevent.spawn(echo)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--raw", action="store_true", help="the raw gevent echo instead of gsp")
-    ap.add_argument("--top", type=int, default=30, help="functions to list")
-    ap.add_argument("--clients", type=int, default=1, help="REQ contexts at once (gsp only)")
-    a = ap.parse_args()
-    ends, server = raw_pair() if a.raw else gsp_pair(a.clients)
+def wrapped(ends: Ends) -> Ends:
+    """Each send and recv through one more Python function: an undone inline on each side."""
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*a: Any) -> Any:
+            return f(*a)
+        return call
+    return [(wrap(s), wrap(r)) for s, r in ends]
+
+
+def measure(mode: str = "gsp", clients: int = 1, wrap: bool = False,
+            ) -> tuple[collections.Counter[str], collections.Counter[str], int]:
+    """Bytecodes and calls by function over ROUNDS round trips, and the number of round trips."""
+    ends, server = {"raw": raw_pair, "pushpull": pushpull_pair}.get(
+        mode, lambda: gsp_pair(clients))()
+    if wrap:
+        ends = wrapped(ends)
 
     def run(n: int) -> None:
         def one(send: Callable[..., Any], recv: Callable[..., Any]) -> None:
@@ -97,8 +122,27 @@ def main() -> None:
         sys.settrace(None)
         greenlet.settrace(None)
     server.kill()
-    per = ROUNDS * len(ends)
-    what = "raw gevent echo" if a.raw else f"gsp req/rep, {len(ends)} client(s)"
+    return ops, calls, ROUNDS * len(ends)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--raw", action="store_true", help="the raw gevent echo instead of gsp")
+    ap.add_argument("--pushpull", action="store_true", help="a PUSH sending to a PULL")
+    ap.add_argument("--top", type=int, default=30, help="functions to list")
+    ap.add_argument("--clients", type=int, default=1, help="REQ contexts at once (gsp only)")
+    ap.add_argument("--wrap", action="store_true", help="send and recv through one more call")
+    ap.add_argument("--json", action="store_true", help="the totals a round trip, as JSON")
+    a = ap.parse_args()
+    mode = "raw" if a.raw else "pushpull" if a.pushpull else "gsp"
+    ops, calls, per = measure(mode, a.clients, a.wrap)
+    if a.json:
+        from gsp.bench.report import compiled
+        print(json.dumps({"bytecodes": sum(ops.values()) / per,
+                          "calls": sum(calls.values()) / per, "compiled": compiled()}))
+        return
+    what = {"raw": "raw gevent echo", "pushpull": "gsp push/pull, a message"}.get(
+        mode, f"gsp req/rep, {a.clients} client(s)")
     print(f"{what}: {sum(ops.values()) / per:.0f} bytecodes, "
           f"{sum(calls.values()) / per:.1f} Python calls a round trip")
     for key, n in ops.most_common(a.top):

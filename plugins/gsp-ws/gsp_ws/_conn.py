@@ -244,7 +244,12 @@ class WSConnection(Connection):
                 out.append(parts[0] if len(parts) == 1 else b"".join(parts))
                 self._parts = []
                 self._msg_len = 0
-        elif isinstance(ev, Ping):
+        else:
+            self._on_control(ws, ev)
+
+    def _on_control(self, ws: WSProto, ev: Any) -> None:
+        """A control frame: a Ping is answered, a Close answered or ended; Pongs need nothing."""
+        if isinstance(ev, Ping):
             if ws.state is ConnectionState.OPEN:  # closing: no Pong may follow our Close
                 self._send(ws.send(ev.response()))
         elif isinstance(ev, CloseConnection):
@@ -256,7 +261,6 @@ class WSConnection(Connection):
             if ws.state is ConnectionState.CLOSED:  # the answer to our own close
                 raise gsp.Closed("connection closed locally")
             self._fail(ev.code, ev.reason or "protocol error", gsp.BadFrame)  # wsproto's verdict
-        # Pongs need nothing.
 
     def _fail(self, code: int, reason: str, error: type[gsp.GspError]) -> None:
         self._send_close(code, reason)
