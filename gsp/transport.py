@@ -186,14 +186,35 @@ class TransportDialer(ABC):
 
 
 class Transport:
-    """A transport: the URL schemes it serves and how to make listeners and dialers for them."""
+    """A transport: the URL schemes it serves and how to make listeners and dialers for them.
+
+    A plugin hands instances to gsp from its ``gsp_transports`` hook. Most transports need
+    only :attr:`schemes`, :attr:`options` and the two classes::
+
+        class ZlibTransport(Transport):
+            schemes = ("tcp+zlib",)
+            options = {"zlib_level": Option(...)}
+            listener_class = ZlibListener      # ZlibListener(url, options) -> a TransportListener
+            dialer_class = ZlibDialer          # ZlibDialer(url, options) -> a TransportDialer
+
+    Override :meth:`listener` / :meth:`dialer` instead where making one takes more than a
+    constructor call (choosing a class by scheme, sharing a server between listeners), and
+    :meth:`free_url` so that :mod:`gsp.testing` can make URLs of your scheme.
+    """
 
     #: URL schemes served, e.g. ``("tcp",)``.
     schemes: tuple[str, ...] = ()
     #: Transport-specific options, accepted by ``listen``/``dial`` and inherited from the socket.
     options: Mapping[str, Option] = {}
-    #: What :meth:`listener` and :meth:`dialer` call as ``cls(url, options)`` by default.
+    #: The listener type: the default :meth:`listener` returns ``listener_class(url, options)``
+    #: for each ``Socket.listen`` of a URL of :attr:`schemes` (a class, or any callable of that
+    #: signature). Its constructor validates ``url`` (raising :class:`gsp.InvalidAddress`) and
+    #: reads the endpoint's ``options``; it must not bind yet. None (the default): the
+    #: transport makes no listeners, unless it overrides :meth:`listener`.
     listener_class: Callable[[str, Mapping[str, Any]], TransportListener] | None = None
+    #: The dialer type, as :attr:`listener_class`: the default :meth:`dialer` returns
+    #: ``dialer_class(url, options)`` for each ``Socket.dial``; the constructor validates and
+    #: must not connect yet (the core calls ``dial()``, and again after each loss).
     dialer_class: Callable[[str, Mapping[str, Any]], TransportDialer] | None = None
 
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
@@ -210,6 +231,15 @@ class Transport:
         return self.dialer_class(url, options)
 
     def free_url(self, scheme: str, directory: str | None = None) -> str | None:
-        """Optional, for :mod:`gsp.testing`: a URL of ``scheme`` that nothing listens on yet
-        (files, if any, go in ``directory``, which the caller removes). None: cannot tell."""
+        """Optional, for :mod:`gsp.testing`: a URL of ``scheme`` that nothing listens on yet,
+        fixed in advance, so that a test can dial it before anything listens there.
+
+        ``gsp.testing.free_url(scheme, directory)`` and the ``gsp_free_url`` fixture ask it for
+        any scheme other than tcp, tls+tcp, ipc and inproc (which they answer themselves);
+        :class:`gsp.testing.TransportSuite` uses it for every URL it listens on unless the suite
+        overrides ``listen_url``. ``scheme`` is one of :attr:`schemes`. Files, if any, go in
+        ``directory`` (a temporary directory the caller removes afterwards; None where the
+        caller has none); the URL must start with ``scheme://``. gsp never calls it outside testing. Must not raise; return None (the
+        default) where the transport cannot tell: ``gsp_free_url`` then fails with
+        ``LookupError``, and the suite needs ``listen_url`` overridden."""
         return None

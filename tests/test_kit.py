@@ -276,3 +276,74 @@ def test_suites_fail_what_breaks_the_contract(pytester: pytest.Pytester) -> None
         "TestPullClaimsToSend::test_exchange[listens]",
     } <= failed, result.stdout.str()[-4000:]
     assert outcomes.get("passed", 0) > 0  # what these implementations do right still passes
+
+
+SKIPS = textwrap.dedent("""
+    from gsp.testing import TransportSuite
+
+
+    class TestTcpWithoutRawConnect(TransportSuite):
+        scheme = "tcp"
+
+
+    class TestTcpDeclaredNotApplicable(TransportSuite):
+        scheme = "tcp"
+        not_applicable = {"test_garbage_headers_refused": "no byte stream, really"}
+
+        def raw_connect(self, url):
+            import socket
+            host, port = url.split("://", 1)[1].rsplit(":", 1)
+            return socket.create_connection((host, int(port)))
+
+
+    class TestInprocDeclaredNotApplicable(TransportSuite):
+        scheme = "inproc"
+        not_applicable = {"test_garbage_headers_refused": "messages handed over in process"}
+
+
+    class TestTypoInNotApplicable(TransportSuite):
+        scheme = "inproc"
+        not_applicable = {"test_garbage_header_refused": "a typo"}
+""")
+
+
+def test_a_check_the_transport_cannot_run_is_reported_skipped_with_its_reason(
+        pytester: pytest.Pytester) -> None:
+    """No silent pass: a check whose need the suite's subclass does not provide is skipped, and
+    pytest says which and why; declaring it not applicable (with a reason) makes it pass, but
+    only where the need is really missing; a declaration naming no such check fails."""
+    pytester.makepyfile(SKIPS)
+    result = _pytest(pytester, "-q", "-rsfE", "-k", "garbage_headers")
+    out = result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped") == 1 and outcomes.get("passed") == 1, out[-4000:]
+    skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert len(skipped) == 1 and "test_garbage_headers_refused not run: tcp provides no " \
+        "raw_connect(url)" in skipped[0] and "not_applicable" in skipped[0], out[-4000:]
+    failed = {line.split("::", 1)[1].split(" ")[0] for line in result.stdout.lines
+              if line.startswith(("FAILED", "ERROR"))}
+    assert failed == {"TestTcpDeclaredNotApplicable::test_garbage_headers_refused",
+                      "TestTypoInNotApplicable::test_garbage_headers_refused"}, out[-4000:]
+    assert outcomes.get("failed") == 1 and outcomes.get("errors") == 1, out[-4000:]
+    assert "remove the declaration" in out and "'test_garbage_header_refused'" in out
+
+
+def test_gsp_runs_every_check_on_its_transports_but_those_declared_not_applicable() -> None:
+    """gsp's own kit runs skip nothing: every transport gsp tests with the kit provides what
+    each check needs, except these, declared with their reason (the zlib example's suite, in
+    examples/plugins, provides raw_connect too)."""
+    from gsp.testing._transport_base import CHECK_NEEDS
+    from tests.test_tls import TestTLSTransport
+    from tests.test_transports import TestInprocTransport, TestIPCTransport, TestTCPTransport
+    from tests.test_ws import TestWSSTransport, TestWSTransport
+
+    suites = [TestTCPTransport, TestIPCTransport, TestInprocTransport, TestTLSTransport,
+              TestWSTransport, TestWSSTransport]
+    declared = {s.scheme: sorted(s.not_applicable) for s in suites if s.not_applicable}
+    assert declared == {"inproc": ["test_garbage_headers_refused"],
+                        "ws": ["test_garbage_headers_refused"],
+                        "wss": ["test_garbage_headers_refused"]}
+    assert set(CHECK_NEEDS) == {"test_garbage_headers_refused"}
+    for suite in suites:  # the rest provide raw_connect
+        if suite.scheme in ("tcp", "ipc", "tls+tcp"):
+            assert suite.raw_connect is not gsp.testing.TransportSuite.raw_connect, suite

@@ -17,6 +17,7 @@ from gevent import ssl as gssl
 import gsp
 from gsp.testing import TransportSuite, wait_for
 from gsp.tls import TLSHandshakeError
+from gsp.urls import parse_host_port
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
 from tests.support import HDR_PULL, HDR_PUSH
@@ -43,6 +44,14 @@ class TestTLSTransport(TransportSuite):
 
     def anonymous_url(self) -> str:
         return LOCAL
+
+    def raw_connect(self, url: str) -> Any:
+        """A TLS client socket, handshake done: the SP header travels inside TLS."""
+        ctx = ssl.create_default_context(cafile=self.pki.ca_file)
+        sock = gsocket.create_connection(parse_host_port(url, listening=False))
+        tls = gssl.SSLSocket(sock=sock, server_hostname="localhost", _context=ctx)
+        tls.do_handshake()
+        return tls
 
     def listen_options(self) -> dict[str, Any]:
         return self.pki.listen_options()

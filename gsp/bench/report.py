@@ -43,7 +43,7 @@ def machine() -> dict[str, Any]:
     return info
 
 
-#: gsp's modules that may run compiled (docs/performance.md, "Compiled chan and wire").
+#: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
 COMPILABLE = ("gsp.chan", "gsp.wire")
 
 

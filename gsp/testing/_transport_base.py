@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import pytest
+
 import gsp
 
 from ._helpers import connected
 from ._kit import MiB, _Kit
+
+#: The checks that need more than the transport itself: check name -> what it needs. Each is
+#: skipped, with this reason, where the suite's subclass does not provide it (see
+#: :attr:`TransportSuiteBase.not_applicable`).
+CHECK_NEEDS: dict[str, str] = {
+    "test_garbage_headers_refused": "raw_connect(url) (a plain socket to a listener, to send "
+                                    "garbage SP headers on its byte stream)",
+}
 
 
 class TransportSuiteBase(_Kit):
@@ -28,6 +38,17 @@ class TransportSuiteBase(_Kit):
 
     Only :attr:`scheme` is required when ``gsp_free_url(scheme)`` can make URLs for it (tcp,
     tls+tcp, ipc, inproc, or a transport with a ``free_url(scheme, directory)`` method).
+
+    Every check runs on every transport except the one that needs more than the transport
+    itself:
+
+    - ``test_garbage_headers_refused`` needs :meth:`raw_connect` (a plain socket to a listener,
+      for a transport that puts SP's 8-byte header straight on a byte stream).
+
+    Where a transport does not provide it, the check is *skipped*, and pytest reports it with the
+    reason (``pytest -rs`` lists them). A transport that cannot provide it at all (no byte
+    stream: inproc, ws) says so in :attr:`not_applicable`; the check then passes after asserting
+    that the transport indeed lacks it.
     """
 
     #: The URL scheme under test.
@@ -43,9 +64,31 @@ class TransportSuiteBase(_Kit):
     many_pipes: ClassVar[int] = 50
     #: Largest message :meth:`test_message_sizes` sends with ``recv_max_size=0`` (no limit).
     unlimited_size: ClassVar[int] = 2 * MiB + 1
+    #: Checks of :data:`CHECK_NEEDS` that cannot apply to this transport: check name -> why. Such
+    #: a check passes (after asserting the transport lacks what it needs) instead of being
+    #: skipped; one not declared here is skipped, with its reason, when its need is missing.
+    not_applicable: ClassVar[dict[str, str]] = {}
 
     def _check_description(self) -> None:
-        assert self.scheme, f"{type(self).__name__} must set scheme, the URL scheme under test"
+        name = type(self).__name__
+        assert self.scheme, f"{name} must set scheme, the URL scheme under test"
+        for check, why in self.not_applicable.items():
+            assert check in CHECK_NEEDS, \
+                f"{name}.not_applicable names {check!r}, which is not one of {sorted(CHECK_NEEDS)}"
+            assert why, f"{name}.not_applicable[{check!r}] must say why"
+
+    def _cannot_run(self, check: str) -> None:
+        """End ``check``, whose need (:data:`CHECK_NEEDS`) this transport does not provide:
+        pass if :attr:`not_applicable` declares it, else skip with the reason."""
+        if check not in self.not_applicable:
+            pytest.skip(f"{check} not run: {self.scheme} provides no {CHECK_NEEDS[check]} "
+                        f"(override it, or declare the check in not_applicable with the reason)")
+
+    def _check_applies(self, check: str) -> None:
+        """Fail if ``check`` is declared not applicable although its need is provided."""
+        assert check not in self.not_applicable, \
+            f"{type(self).__name__}.not_applicable declares {check!r}, yet the transport " \
+            f"provides {CHECK_NEEDS[check]}: remove the declaration"
 
     # -- what a subclass may override ------------------------------------------------------------
     def listen_url(self) -> str:
@@ -68,7 +111,8 @@ class TransportSuiteBase(_Kit):
     def raw_connect(self, url: str) -> Any:
         """For a transport that puts SP's 8-byte header straight on a byte stream: a plain
         connected socket to ``url`` (with ``recv``/``sendall``/``close``), used to send garbage
-        headers. None (the default) leaves that part of :meth:`test_wrong_protocol_refused` out."""
+        headers. None (the default) skips :meth:`test_garbage_headers_refused` (see
+        :attr:`not_applicable`)."""
         return None
 
     def unused_url(self) -> str:

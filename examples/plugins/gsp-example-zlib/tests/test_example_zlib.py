@@ -37,6 +37,10 @@ class TestZlibTransport(TransportSuite):
     def anonymous_url(self) -> str:
         return ANY_PORT
 
+    def raw_connect(self, url: str) -> gsocket.socket:
+        """A plain tcp socket: the SP header goes uncompressed, as on tcp."""
+        return gsocket.create_connection(parse_host_port(url, listening=False))
+
 
 # Every test below fails if it leaves a greenlet running or a socket open (gsp.testing's check).
 pytestmark = pytest.mark.usefixtures("gsp_leak_check")
