@@ -277,12 +277,12 @@ class ResponderContext(Context):
         # A request delivered while a receiver is parked is handed to it: never blocks.
         self._wakeup = Wakeup(proto.handle)
 
-    def _recv(self, timeout: float | None) -> Message:
-        body = self._recv_body(timeout)
+    def do_recv(self, timeout: float | None) -> Message:
+        body = self.do_recv_body(timeout)
         assert self._route is not None  # set by the recv that just returned
         return Message(body, b"", self._route[0])
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
@@ -331,10 +331,10 @@ class ResponderContext(Context):
             elif parked and self in parked:
                 parked.remove(self)
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
-        self._send_body(msg.body, timeout)
+    def do_send(self, msg: Message, timeout: float | None) -> None:
+        self.do_send_body(msg.body, timeout)
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         route = self._route
         if route is None:
             raise ProtocolStateError(
@@ -347,15 +347,15 @@ class ResponderContext(Context):
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)
 
-    def _poll(self, op: Op) -> bool:
+    def do_poll(self, op: Op) -> bool:
         if op == "recv":
             return self._receiving or self._proto._recvq.poll()
         return True  # a reply never waits (or fails at once: no request)
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
+    def do_wake_cases(self, op: Op) -> list[Recv]:
         return [self._proto._recvq.wake_case()] if op == "recv" else []
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self._route = None
         self._proto.forget(self)
         self._wakeup.wake()
@@ -371,10 +371,10 @@ class Responder(ContextHost, XResponder):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
-        self._host_contexts(ResponderContext(self))
+        self.host_contexts(ResponderContext(self))
         self._drained: Signal | None = None  # while draining: a context's request ended
 
-    def _new_context(self) -> ResponderContext:
+    def new_context(self) -> ResponderContext:
         return ResponderContext(self)
 
     def _deliver(self, msg: Message) -> None:
@@ -427,7 +427,7 @@ class Responder(ContextHost, XResponder):
 
     def close(self) -> None:
         super().close()
-        self._close_contexts()
+        self.close_contexts()
 
 
 class _DrainingResponderContext(ResponderContext):
@@ -438,20 +438,20 @@ class _DrainingResponderContext(ResponderContext):
     __slots__ = ()
     _proto: Responder
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         try:
-            super()._send_body(body, timeout)
+            super().do_send_body(body, timeout)
         finally:
             self._ended()
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         try:
-            return super()._recv_body(timeout)
+            return super().do_recv_body(timeout)
         finally:
             self._ended()
 
-    def _on_close(self) -> None:
-        super()._on_close()
+    def on_close(self) -> None:
+        super().on_close()
         self._ended()
 
     def _ended(self) -> None:

@@ -83,10 +83,10 @@ class ReqContext(Context):
         self._wakeup = Wakeup(proto.handle, batches=True)
 
     # -- user side -------------------------------------------------------------------------------
-    def _send(self, msg: Message, timeout: float | None) -> None:
-        self._send_body(msg.body, timeout)
+    def do_send(self, msg: Message, timeout: float | None) -> None:
+        self.do_send_body(msg.body, timeout)
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         proto = self._proto
         if self._id is not None or self._reply is not None or self._broken:
             self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
@@ -126,11 +126,11 @@ class ReqContext(Context):
                 self._cancel()
                 raise
 
-    def _recv(self, timeout: float | None) -> Message:
-        body = self._recv_body(timeout)
+    def do_recv(self, timeout: float | None) -> Message:
+        body = self.do_recv_body(timeout)
         return Message(body, b"", self._reply_pipe)
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         if self._id is None and self._reply is None:
@@ -172,19 +172,19 @@ class ReqContext(Context):
         finally:
             self._receiving = False
 
-    def _poll(self, op: Op) -> bool:
+    def do_poll(self, op: Op) -> bool:
         if op == "send":
             return self._proto._send_ready()
         # Ready unless a request is out with no reply yet (recv would wait for it).
         return (self._id is None or self._reply is not None or self._broken is not None
                 or self._receiving)
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
+    def do_wake_cases(self, op: Op) -> list[Recv]:
         if op == "send":
             return self._proto._send_wake_cases()
         return [self._changed.case()]
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self._cancel()
         self._proto.forget(self)
 
@@ -213,7 +213,7 @@ class ReqContext(Context):
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
-        if notify:  # a send waiting for its request to go (see _send_body), a select
+        if notify:  # a send waiting for its request to go (see do_send_body), a select
             self._notify()
 
     def _no_peers(self, op: str) -> None:
@@ -280,13 +280,13 @@ class Req(ContextHost, XReq):
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
-        self._host_contexts(ReqContext(self))
+        self.host_contexts(ReqContext(self))
         self._drained: Signal | None = None  # while draining: a context's request ended
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
 
-    def _new_context(self) -> ReqContext:
+    def new_context(self) -> ReqContext:
         ctx = ReqContext(self)
         ctx.own_options("resend_time")
         return ctx
@@ -416,7 +416,7 @@ class Req(ContextHost, XReq):
     def close(self) -> None:
         self._closed = True
         self._resends.close()
-        self._close_contexts()
+        self.close_contexts()
         super().close()
 
 
@@ -427,12 +427,12 @@ class _DrainingReqContext(ReqContext):
 
     __slots__ = ()
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         raise Closed(f"req {self.noun} is draining: it sends no new request")
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         try:
-            return super()._recv_body(timeout)
+            return super().do_recv_body(timeout)
         finally:
             self._ended()
 

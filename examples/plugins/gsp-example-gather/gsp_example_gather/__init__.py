@@ -111,7 +111,7 @@ class ScatterContext(Context):
         """Tasks sent on this context whose results ``recv`` has not returned yet."""
         return len(self._tasks) + len(self.results)
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
+    def do_send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
         task = _Task(self)
         task.id = proto._ids.alloc(task)
@@ -134,14 +134,14 @@ class ScatterContext(Context):
         while True:
             if self.results:
                 return self.results.popleft()
-            if self._closed:
+            if self.closed:
                 raise gsp.Closed(f"{self.noun} closed")
             if deadline is None:
                 deadline = Deadline(timeout)
             # remaining() raises gsp.Timeout (gsp.WouldBlock for timeout 0) once it has passed
             select([self._arrived.case(), self.closing_case()], deadline.remaining())
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
         body, pipe = self._take(timeout)
         return Message(body, b"", pipe)
 
@@ -154,7 +154,7 @@ class ScatterContext(Context):
         self._tasks.discard(task_id)
         self._proto._ids.pop(task_id)
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         for task_id in self._tasks:
             self._proto._ids.pop(task_id)  # a late result for one of them is discarded
         self._tasks.clear()
@@ -175,13 +175,13 @@ class Scatter(ContextHost, XScatter):
         self._redeliver: bool = handle.options["redeliver"]
         handle.watch("redeliver", self._redeliver_changed)
         self._main = ScatterContext(self)
-        self._host_contexts(self._main)
+        self.host_contexts(self._main)
         self.ready = self._main.results
 
     def _redeliver_changed(self, value: bool) -> None:
         self._redeliver = value
 
-    def _new_context(self) -> ScatterContext:
+    def new_context(self) -> ScatterContext:
         return ScatterContext(self)
 
     def outstanding(self) -> int:
@@ -271,7 +271,7 @@ class Scatter(ContextHost, XScatter):
 
     def close(self) -> None:
         self._closed = True
-        self._close_contexts()  # wakes every blocked send and recv with gsp.Closed
+        self.close_contexts()  # wakes every blocked send and recv with gsp.Closed
         self._retry.clear()
         super().close()
 
