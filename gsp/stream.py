@@ -531,7 +531,8 @@ class StreamConnection(Connection):
 
 
 class SocketListener(TransportListener):
-    """Accepts on a bound gevent socket; subclasses fill in ``_bind_socket``."""
+    """Accepts on a bound gevent socket. A subclass implements :meth:`bind_socket` (required) and
+    may override :meth:`configure`, :meth:`address_name` and :meth:`wrap`."""
 
     framing: wire.Framing = wire.TCP
 
@@ -541,18 +542,25 @@ class SocketListener(TransportListener):
         self._sock: Any = None
         self._closed = False
 
-    def _bind_socket(self) -> Any:
-        """Return a bound, listening gevent socket (see :func:`bind_stream_socket`)."""
+    def bind_socket(self) -> Any:
+        """Required: return a bound, listening gevent socket (see :func:`bind_stream_socket`),
+        setting ``self.url`` to the bound URL (the real port of ``:0``). May raise
+        :class:`gsp.AddressInUse`, :class:`gsp.InvalidAddress` or another :class:`gsp.GspError`
+        (:func:`map_socket_error` maps an ``OSError``)."""
         raise NotImplementedError
 
-    def _configure(self, sock: Any) -> None:
-        """Per-connection socket options (TCP_NODELAY, ...)."""
+    def configure(self, sock: Any) -> None:
+        """Optional: per-connection socket options (TCP_NODELAY, ...) of an accepted socket. An
+        ``OSError`` is taken as the peer gone (the accept reports :class:`gsp.ConnectionBroken`)."""
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        """Optional: the :class:`gsp.transport.Connection` of an accepted socket (default: a
+        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``recv_max_size``).
+        May raise ``OSError`` (as :meth:`configure`)."""
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def bind(self) -> None:
-        self._sock = self._bind_socket()
+        self._sock = self.bind_socket()
 
     def accept(self) -> Connection:
         if self._closed or self._sock is None:
@@ -564,13 +572,15 @@ class SocketListener(TransportListener):
                 raise Closed("listener closed") from None
             raise map_socket_error(exc, "accept") from None
         try:
-            self._configure(sock)
-            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+            self.configure(sock)
+            return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:  # the peer left before we looked at it
             sock.close()
             raise ConnectionBroken(f"accept: {exc}") from None
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
+        """Optional: a socket address as users see it (a pipe's local and remote address;
+        default ``str(addr)``). Raises nothing."""
         return str(addr)
 
     def close(self) -> None:
@@ -588,6 +598,10 @@ class SocketListener(TransportListener):
 
 
 class SocketDialer(TransportDialer):
+    """Connects a gevent socket. A subclass implements :meth:`connect` (required) and may
+    override :meth:`configure`, :meth:`address_name` and :meth:`wrap`, as on
+    :class:`SocketListener`."""
+
     framing: wire.Framing = wire.TCP
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
@@ -595,27 +609,36 @@ class SocketDialer(TransportDialer):
         self.options = options
         self._inflight: Any = None  # the socket being connected (see connect_socket's park)
 
-    def _park(self, sock: Any) -> None:
+    def park_connecting(self, sock: Any) -> None:
+        """The ``park`` callback :meth:`connect` passes to :func:`connect_socket`: remembers the
+        socket being connected so that :meth:`close` (or a fork) can abort it. Raises nothing."""
         self._inflight = sock
 
-    def _connect(self) -> Any:
-        """Return a connected gevent socket: ``connect_socket(self.url, ..., park=self._park)``."""
+    def connect(self) -> Any:
+        """Required: return a connected gevent socket, as
+        ``connect_socket(self.url, ..., park=self.park_connecting)``. May raise
+        :class:`gsp.ConnectionRefused`, :class:`gsp.InvalidAddress`, :class:`gsp.Timeout` or
+        another :class:`gsp.GspError` (:func:`map_socket_error` maps an ``OSError``), and
+        :class:`gsp.Closed` when :meth:`close` aborted it."""
         raise NotImplementedError
 
-    def _configure(self, sock: Any) -> None:
-        pass
+    def configure(self, sock: Any) -> None:
+        """Optional: socket options of the connected socket (an ``OSError`` fails the dial)."""
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
+        """Optional: a socket address as users see it (default ``str(addr)``). Raises nothing."""
         return str(addr)
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        """Optional: the :class:`gsp.transport.Connection` of the connected socket (as
+        :meth:`SocketListener.wrap`)."""
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def dial(self) -> Connection:
-        sock = self._connect()
+        sock = self.connect()
         try:
-            self._configure(sock)
-            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+            self.configure(sock)
+            return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:
             sock.close()
             raise map_socket_error(exc, f"dial {self.url}") from None
