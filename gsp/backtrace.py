@@ -190,7 +190,7 @@ class XResponder(PipeMap):
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
         self.recv_queue = self._recvq
-        self._closed = False
+        self.closed = False
         self.stats["dropped_queue_full"] = 0
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
@@ -223,7 +223,7 @@ class XResponder(PipeMap):
         return self._recvq.get(timeout)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
         self._route(msg.header, msg.body)
 
@@ -231,7 +231,7 @@ class XResponder(PipeMap):
         """The pipe a reply with this header (pipe id + backtrace) goes to, if it is still here."""
         if header is None or len(header) < 4:
             return None
-        return self._pipes.get(int.from_bytes(header[:4], "big"))
+        return self.pipes.get(int.from_bytes(header[:4], "big"))
 
     def _route(self, header: bytes, body: bytes) -> None:
         """Send ``body`` back along ``header`` (pipe id + backtrace) if that pipe takes it now or
@@ -258,7 +258,7 @@ class XResponder(PipeMap):
         self._recvq.close()
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self._recvq.close()
 
 
@@ -311,8 +311,8 @@ class ResponderContext(Context):
         deadline: Deadline | None = None
         try:
             while True:
-                if proto._closed or self._closed:
-                    raise Closed("socket closed" if proto._closed else f"{self.noun} closed")
+                if proto.closed or self._closed:
+                    raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
                 m = self._got
                 if m is not None:
                     self._got = None
@@ -412,7 +412,7 @@ class Responder(ContextHost, XResponder):
         receivers are woken with it; requests queued or arriving are dropped, and their
         requesters resend once the pipe closes), and wait until every context answered (or
         abandoned: a recv, or its close) the request it took. Replies still go out."""
-        self._closed = True
+        self.closed = True
         self._recvq.close()
         parked, self._parked = self._parked, deque()
         for ctx in parked:

@@ -133,9 +133,11 @@ class ContextHost:
     context (req, rep, surveyor, respondent). List it before the raw protocol class; call
     :meth:`host_contexts` in ``__init__``, implement :meth:`new_context`, and call
     :meth:`close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
-    their ``on_close`` through :meth:`forget`."""
+    their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
+    closed; :class:`gsp.routing.RoundRobin` has it)."""
 
-    _closed: bool
+    #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
+    closed: bool
 
     def host_contexts(self, default: "Context") -> None:
         """Make ``default`` the context behind the socket's own ``send``/``recv`` (call once,
@@ -183,7 +185,7 @@ class ContextHost:
         return self._default.wake_cases(op)
 
     def open_context(self) -> "Context":
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
         ctx = self.new_context()
         self._contexts.add(ctx)

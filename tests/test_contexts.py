@@ -224,14 +224,14 @@ class _LoopContext(Context):
 class _Loop(ContextHost, Protocol):
     def __init__(self, handle: Any, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._closed = False
+        self.closed = False
         self.host_contexts(_LoopContext(handle))
 
     def new_context(self) -> Context:
         return _LoopContext(self.handle)
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self.close_contexts()
 
 

@@ -54,7 +54,7 @@ class Pub(PipeMap):
 
     def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
-        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), out, drop_oldest=True)
+        self.stats["dropped_queue_full"] += broadcast(self.pipes.values(), out, drop_oldest=True)
 
 
 class _Subscriber:

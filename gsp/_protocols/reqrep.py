@@ -43,7 +43,7 @@ _check_resend = duration()
 class XReq(Requester, RoundRobin):
     """Raw req: sends header+body as given to one pipe (round robin, waiting for room); replies
     arrive with their backtrace (up to the first high-bit word) parsed into the header.
-    (``_changed`` also fires when the cooked send queue changes.)"""
+    (``changed`` also fires when the cooked send queue changes.)"""
 
 
 class ReqContext(Context):
@@ -95,7 +95,7 @@ class ReqContext(Context):
         self._msg = out = rid.to_bytes(4, "big") + body if len(body) <= JOIN_MAX \
             else Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipes = proto._pipes
+            pipes = proto.pipes
             if len(pipes) == 1:  # (the usual case, inline: one pipe, no turn to take)
                 pipe = pipes[0] if pipes[0].try_send(out) else None
             else:
@@ -103,7 +103,7 @@ class ReqContext(Context):
             if pipe is not None:
                 self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return
-        if not proto._pipes:
+        if not proto.pipes:
             self._no_peers("send")  # NoPeers with fail_no_peers (the request is canceled)
         proto._queue(self)
         if proto.best_effort:
@@ -156,7 +156,7 @@ class ReqContext(Context):
                     raise broken
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
-                if self._pipe is None and not self._proto._pipes:  # queued, and no pipe to go on
+                if self._pipe is None and not self._proto.pipes:  # queued, and no pipe to go on
                     self._no_peers("recv")  # NoPeers with fail_no_peers; else it waits for one
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     left = None
@@ -301,7 +301,7 @@ class Req(ContextHost, XReq):
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
-        if not self._pipes and not self._closed and self.handle.options["fail_no_peers"]:
+        if not self.pipes and not self.closed and self.handle.options["fail_no_peers"]:
             for ctx in self._ids.owners():  # every request out: none has a pipe to go on
                 ctx._lost_peers()
             return
@@ -312,32 +312,32 @@ class Req(ContextHost, XReq):
     # -- the send queue --------------------------------------------------------------------------
     def _send_ready(self) -> bool:
         """Whether a request sent now would go out at once (or fail at once)."""
-        return self._closed or self.best_effort or \
-            not self._pending and any(p.has_room() for p in self._pipes) or \
-            not self._pipes and self.handle.options["fail_no_peers"]  # (fails at once)
+        return self.closed or self.best_effort or \
+            not self._pending and any(p.has_room() for p in self.pipes) or \
+            not self.pipes and self.handle.options["fail_no_peers"]  # (fails at once)
 
     def _send_wake_cases(self) -> list[Recv]:
-        return send_wake_cases(self._pipes, self._changed)  # _changed: pipes or queue changed
+        return send_wake_cases(self.pipes, self.changed)  # changed: pipes or queue changed
 
     def _try_pipes(self, msg: Message | bytes) -> PipeHandle | None:
-        pipes = self._pipes
+        pipes = self.pipes
         n = len(pipes)
         if n == 1:  # the common case: no rotation to compute
             return pipes[0] if pipes[0].try_send(msg) else None
         for k in range(n):
-            i = (self._next + k) % n
+            i = (self.cursor + k) % n
             if pipes[i].try_send(msg):
-                self._next = i + 1
+                self.cursor = i + 1
                 return pipes[i]
         return None
 
     def _queue(self, ctx: ReqContext, front: bool = False) -> None:
-        if ctx._queued or self._closed:
+        if ctx._queued or self.closed:
             return
         ctx._queued = True
         if front:
             self._pending.appendleft(ctx)
-            self._changed.fire()  # the flusher may be waiting on behalf of another head
+            self.changed.fire()  # the flusher may be waiting on behalf of another head
         else:
             self._pending.append(ctx)
         if self._flusher is None:
@@ -347,20 +347,20 @@ class Req(ContextHost, XReq):
         if ctx._queued:
             ctx._queued = False
             self._pending.remove(ctx)
-            self._changed.fire()
+            self.changed.fire()
 
     def _flush(self) -> None:
         """Hand queued requests, oldest first, to pipes as room appears (nng's send queue)."""
         try:
-            while self._pending and not self._closed:
+            while self._pending and not self.closed:
                 ctx = self._pending[0]
                 msg = ctx._msg
                 assert msg is not None  # a queued context has a request to send
                 pipe = self._try_pipes(msg)
                 if pipe is None:
-                    snapshot = list(self._pipes)
+                    snapshot = list(self.pipes)
                     cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
-                    cases.append(self._changed.case())
+                    cases.append(self.changed.case())
                     try:
                         i, _ = select(cases)
                     except Closed:
@@ -388,7 +388,7 @@ class Req(ContextHost, XReq):
                 ctx._resend_due()
             elif at < nxt:
                 nxt = at
-        if nxt != float("inf") and not self._closed:
+        if nxt != float("inf") and not self.closed:
             self._resends.arm(nxt)
 
     def drain(self, timeout: float | None) -> None:
@@ -414,7 +414,7 @@ class Req(ContextHost, XReq):
             select([done.case()], deadline.remaining())
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self._resends.close()
         self.close_contexts()
         super().close()

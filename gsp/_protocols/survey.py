@@ -35,7 +35,7 @@ class XSurveyor(Requester):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._pipes: list[PipeHandle] = []
-        self._closed = False
+        self.closed = False
         self.stats["dropped_queue_full"] = 0
 
     def add_pipe(self, pipe: PipeHandle) -> None:
@@ -46,7 +46,7 @@ class XSurveyor(Requester):
             self._pipes.remove(pipe)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
         if not self._pipes:
             self.check_no_peers()  # NoPeers with fail_no_peers; else the survey goes nowhere
@@ -55,11 +55,11 @@ class XSurveyor(Requester):
     def drain(self, timeout: float | None) -> None:
         """No new survey (:class:`gsp.Closed`, from contexts too); replies to the last ones
         are received until the socket closes, not waited for."""
-        self._closed = True
+        self.closed = True
         super().drain(timeout)
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         super().close()
 
 

@@ -207,20 +207,20 @@ class Scatter(ContextHost, XScatter):
         (or for a peer to come) until ``deadline``. Returns the pipe used, or None when
         ``best_effort`` dropped it. :class:`gsp.Closed` when the socket or ``closing`` closes."""
         while True:
-            if self._closed:
+            if self.closed:
                 raise gsp.Closed("socket closed")
-            pipes = self._pipes
+            pipes = self.pipes
             n = len(pipes)
             for k in range(n):
-                pipe = pipes[(self._next + k) % n]
+                pipe = pipes[(self.cursor + k) % n]
                 if pipe.try_send(msg):
-                    self._next = (self._next + k + 1) % n
+                    self.cursor = (self.cursor + k + 1) % n
                     return pipe
             if best_effort:
                 return None
             snapshot = list(pipes)
             cases: list[Recv | Send] = [Send(p.sendq, msg) for p in snapshot]
-            cases.append(self._changed.case())  # a pipe came or went, or the socket closed
+            cases.append(self.changed.case())  # a pipe came or went, or the socket closed
             if closing is not None:
                 cases.append(closing)
             try:
@@ -246,7 +246,7 @@ class Scatter(ContextHost, XScatter):
     def _lost(self, task: _Task) -> None:
         """The peer holding ``task`` left before answering (must not block: see remove_pipe)."""
         task.pipe = None
-        if self._redeliver and not self._closed:
+        if self._redeliver and not self.closed:
             self.stats["redelivered"] += 1
             self._retry.append(task)
             if self._flusher is None:
@@ -258,7 +258,7 @@ class Scatter(ContextHost, XScatter):
     def _flush(self) -> None:
         """Send the tasks of lost peers again, oldest first, as peers have room."""
         try:
-            while self._retry and not self._closed:
+            while self._retry and not self.closed:
                 task = self._retry.popleft()
                 if self._ids.get(task.id) is task:  # still wanted (its context is open)
                     pipe = self._place(task.msg, Deadline(None), False, None)
@@ -270,7 +270,7 @@ class Scatter(ContextHost, XScatter):
             self._flusher = None
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self.close_contexts()  # wakes every blocked send and recv with gsp.Closed
         self._retry.clear()
         super().close()
