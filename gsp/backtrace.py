@@ -418,11 +418,11 @@ class Responder(ContextHost, XResponder):
         for ctx in parked:
             ctx._wakeup.wake()
         done = self._drained = Signal()
-        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each tells the drain when its request ends
             ctx.__class__ = _DrainingResponderContext
         deadline = Deadline(timeout)
-        while any(c._route is not None and not c._closed for c in contexts):
+        while any(c._route is not None and not c.closed for c in contexts):
             select([done.case()], deadline.remaining())
 
     def close(self) -> None:

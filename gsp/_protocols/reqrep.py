@@ -396,13 +396,13 @@ class Req(ContextHost, XReq):
         get their replies: wait until each is received by its recv (or ends: canceled, timed
         out, its context closed, its pipe lost for good)."""
         done = self._drained = Signal()
-        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each refuses new requests and tells the drain
             ctx.__class__ = _DrainingReqContext
         deadline = Deadline(timeout)
         while True:
             busy = [c for c in contexts
-                    if not c._closed and (c._id is not None or c._reply is not None)]
+                    if not c.closed and (c._id is not None or c._reply is not None)]
             if not busy:
                 return
             if any(c._receiving and c._reply is not None for c in busy):
