@@ -24,7 +24,7 @@ from .errors import Closed, NotSupported, Timeout, WrongThread
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
-from .protocol import check_op
+from .protocol import check_op, overrides
 
 if TYPE_CHECKING:
     from .protocol import Op, SocketHandle
@@ -136,6 +136,10 @@ class ContextHost:
     their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
     closed; :class:`gsp.routing.RoundRobin` has it)."""
 
+    #: The methods below a protocol may override (:func:`gsp.protocol.overrides`): without an
+    #: override the socket's body-only calls go straight to the default context's.
+    OPTIONAL_HOOKS = frozenset({"send_body", "recv_body"})
+
     #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
     closed: bool
 
@@ -151,10 +155,9 @@ class ContextHost:
         # and for a subclass that overrides them (then they are its own). The socket sends
         # bytes alone through send_body (Protocol.send_body's contract); the method below also
         # takes a Message, for a raw base class's send (RoundRobin's) that passes one.
-        cls = type(self)
-        if cls.send_body is ContextHost.send_body:
+        if not overrides(self, ContextHost, "send_body"):
             self.send_body = default.do_send_body  # type: ignore[method-assign, assignment]
-        if cls.recv_body is ContextHost.recv_body:
+        if not overrides(self, ContextHost, "recv_body"):
             self.recv_body = default.do_recv_body  # type: ignore[method-assign]
 
     def new_context(self) -> "Context":
@@ -213,6 +216,11 @@ class Context(ObjectCalls):
     # Slots for what every call reads (attributes of an instance dict cost more to read); the
     # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
     __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid")
+
+    #: The hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a context
+    #: offers ``send``/``recv`` (to :meth:`poll` and selects) where it overrides
+    #: :meth:`do_send`/:meth:`do_recv`.
+    OPTIONAL_HOOKS = frozenset({"do_send", "do_recv"})
 
     def __init__(self, handle: "SocketHandle") -> None:
         #: The socket's handle (see :class:`gsp.protocol.SocketHandle`).
@@ -413,7 +421,7 @@ class Context(ObjectCalls):
         raise self._unselectable(op, "do_wake_cases")
 
     def _offers(self, op: "Op") -> bool:
-        return getattr(type(self), "do_" + op) is not getattr(Context, "do_" + op)
+        return overrides(self, Context, "do_" + op)
 
     def _unselectable(self, op: "Op", hook: str) -> NotSupported:
         return NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "

@@ -35,6 +35,7 @@ from .errors import (
 )
 from .limits import Holding, RecvLimits
 from .message import message_bytes
+from .protocol import overrides
 from .transport import Connection, TransportDialer, TransportListener
 
 if TYPE_CHECKING:
@@ -176,6 +177,10 @@ class StreamConnection(Connection):
     whose writer is idle may write a message at once with :meth:`send_now`.
     """
 
+    #: :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, and ``recv_messages``: a subclass that
+    #: reads its own way overrides it (its reads then never park).
+    OPTIONAL_HOOKS = Connection.OPTIONAL_HOOKS | {"recv_messages"}
+
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
@@ -219,7 +224,7 @@ class StreamConnection(Connection):
         self._plain = type(self.sock) is gsocket.socket
         # gevent's socket wraps a non-blocking one: a read there says EAGAIN instead of waiting.
         # Not for a subclass that reads its own way (its recv_messages): it never parks.
-        own = type(self).recv_messages is StreamConnection.recv_messages
+        own = not overrides(self, StreamConnection, "recv_messages")
         self._raw = getattr(self.sock, "_sock", None) if self._plain and own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 

@@ -269,6 +269,47 @@ def test_the_plugin_check_bites() -> None:
                              "probe.py:8 C overrides gsp.context.Context._wrong_thread"]
 
 
+def method_identity_checks(tree: ast.AST) -> list[int]:
+    """Lines comparing a method with a base class's by identity (``type(c).m is not Base.m``):
+    what :func:`gsp.protocol.overrides` does, the one way to find an optional hook."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            left, right = node.left, node.comparators[0]
+            if isinstance(left, ast.Attribute) and isinstance(right, ast.Attribute) and \
+                    isinstance(right.value, ast.Name) and right.value.id[:1].isupper() and \
+                    right.attr.islower() and left.attr == right.attr:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_optional_hooks_are_found_one_way() -> None:
+    from gsp.protocol import overrides
+
+    found = {}
+    for pkg in PACKAGES:
+        for path in pkg.rglob("*.py"):
+            lines = method_identity_checks(ast.parse(path.read_text()))
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines
+    assert found == {}
+    # and it bites: the old socket check is one
+    assert method_identity_checks(ast.parse(
+        "x = cls.recv_body is not Protocol.recv_body")) == [1]
+    # Every hook a table lists exists on its base; a name not listed is refused.
+    from gsp.context import Context, ContextHost
+    from gsp.protocol import Protocol
+    from gsp.stream import StreamConnection
+    from gsp.transport import Connection
+
+    for base in (Protocol, Connection, StreamConnection, Context, ContextHost):
+        for name in base.OPTIONAL_HOOKS:
+            assert callable(getattr(base, name)), (base, name)
+            assert not overrides(base, base, name)
+    with pytest.raises(ValueError, match="not an optional hook of Protocol"):
+        overrides(Protocol, Protocol, "send")
+
+
 def test_import_contracts_hold() -> None:
     # import-linter's contracts (pyproject.toml): layers, the SDK, plugins on public modules only.
     lint = pathlib.Path(sys.executable).with_name("lint-imports")
