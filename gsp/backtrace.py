@@ -190,7 +190,7 @@ class XResponder(PipeMap):
         super().__init__(handle, raw)
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # back-pressure
         self.recv_queue = self._recvq
-        self._closed = False
+        self.closed = False
         self.stats["dropped_queue_full"] = 0
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
@@ -223,7 +223,7 @@ class XResponder(PipeMap):
         return self._recvq.get(timeout)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
         self._route(msg.header, msg.body)
 
@@ -231,7 +231,7 @@ class XResponder(PipeMap):
         """The pipe a reply with this header (pipe id + backtrace) goes to, if it is still here."""
         if header is None or len(header) < 4:
             return None
-        return self._pipes.get(int.from_bytes(header[:4], "big"))
+        return self.pipes.get(int.from_bytes(header[:4], "big"))
 
     def _route(self, header: bytes, body: bytes) -> None:
         """Send ``body`` back along ``header`` (pipe id + backtrace) if that pipe takes it now or
@@ -258,7 +258,7 @@ class XResponder(PipeMap):
         self._recvq.close()
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self._recvq.close()
 
 
@@ -277,12 +277,12 @@ class ResponderContext(Context):
         # A request delivered while a receiver is parked is handed to it: never blocks.
         self._wakeup = Wakeup(proto.handle)
 
-    def _recv(self, timeout: float | None) -> Message:
-        body = self._recv_body(timeout)
+    def do_recv(self, timeout: float | None) -> Message:
+        body = self.do_recv_body(timeout)
         assert self._route is not None  # set by the recv that just returned
         return Message(body, b"", self._route[0])
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
@@ -311,8 +311,8 @@ class ResponderContext(Context):
         deadline: Deadline | None = None
         try:
             while True:
-                if proto._closed or self._closed:
-                    raise Closed("socket closed" if proto._closed else f"{self.noun} closed")
+                if proto.closed or self._closed:
+                    raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
                 m = self._got
                 if m is not None:
                     self._got = None
@@ -331,10 +331,10 @@ class ResponderContext(Context):
             elif parked and self in parked:
                 parked.remove(self)
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
-        self._send_body(msg.body, timeout)
+    def do_send(self, msg: Message, timeout: float | None) -> None:
+        self.do_send_body(msg.body, timeout)
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         route = self._route
         if route is None:
             raise ProtocolStateError(
@@ -347,15 +347,15 @@ class ResponderContext(Context):
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)
 
-    def _poll(self, op: Op) -> bool:
+    def do_poll(self, op: Op) -> bool:
         if op == "recv":
             return self._receiving or self._proto._recvq.poll()
         return True  # a reply never waits (or fails at once: no request)
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
+    def do_wake_cases(self, op: Op) -> list[Recv]:
         return [self._proto._recvq.wake_case()] if op == "recv" else []
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self._route = None
         self._proto.forget(self)
         self._wakeup.wake()
@@ -371,10 +371,10 @@ class Responder(ContextHost, XResponder):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
-        self._host_contexts(ResponderContext(self))
+        self.host_contexts(ResponderContext(self))
         self._drained: Signal | None = None  # while draining: a context's request ended
 
-    def _new_context(self) -> ResponderContext:
+    def new_context(self) -> ResponderContext:
         return ResponderContext(self)
 
     def _deliver(self, msg: Message) -> None:
@@ -412,22 +412,22 @@ class Responder(ContextHost, XResponder):
         receivers are woken with it; requests queued or arriving are dropped, and their
         requesters resend once the pipe closes), and wait until every context answered (or
         abandoned: a recv, or its close) the request it took. Replies still go out."""
-        self._closed = True
+        self.closed = True
         self._recvq.close()
         parked, self._parked = self._parked, deque()
         for ctx in parked:
             ctx._wakeup.wake()
         done = self._drained = Signal()
-        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each tells the drain when its request ends
             ctx.__class__ = _DrainingResponderContext
         deadline = Deadline(timeout)
-        while any(c._route is not None and not c._closed for c in contexts):
+        while any(c._route is not None and not c.closed for c in contexts):
             select([done.case()], deadline.remaining())
 
     def close(self) -> None:
         super().close()
-        self._close_contexts()
+        self.close_contexts()
 
 
 class _DrainingResponderContext(ResponderContext):
@@ -438,20 +438,20 @@ class _DrainingResponderContext(ResponderContext):
     __slots__ = ()
     _proto: Responder
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         try:
-            super()._send_body(body, timeout)
+            super().do_send_body(body, timeout)
         finally:
             self._ended()
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         try:
-            return super()._recv_body(timeout)
+            return super().do_recv_body(timeout)
         finally:
             self._ended()
 
-    def _on_close(self) -> None:
-        super()._on_close()
+    def on_close(self) -> None:
+        super().on_close()
         self._ended()
 
     def _ended(self) -> None:

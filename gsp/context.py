@@ -4,10 +4,10 @@ A protocol that offers contexts subclasses :class:`Context` and returns an insta
 ``Protocol.open_context()``. The base class does the user-facing part (closed checks, timeouts,
 message wrapping, ``with`` support); the subclass implements three hooks:
 
-* ``_send(msg, timeout)`` and ``_recv(timeout) -> Message`` do the protocol work. They may block;
+* ``do_send(msg, timeout)`` and ``do_recv(timeout) -> Message`` do the protocol work. They may block;
   ``select`` on :meth:`closing_case` as well so that :meth:`close` wakes them, and raise
   :class:`gsp.Closed` when it fires.
-* ``_on_close()`` releases protocol state (pending requests, registrations) once.
+* ``on_close()`` releases protocol state (pending requests, registrations) once.
 
 The protocol keeps its open contexts and calls :meth:`close` on each when the socket closes.
 """
@@ -24,7 +24,7 @@ from .errors import Closed, NotSupported, Timeout, WrongThread
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
-from .protocol import check_op
+from .protocol import check_op, overrides
 
 if TYPE_CHECKING:
     from .protocol import Op, SocketHandle
@@ -131,13 +131,21 @@ class ContextOption:
 class ContextHost:
     """Mixin for a cooked protocol whose socket-level ``send``/``recv`` are those of a default
     context (req, rep, surveyor, respondent). List it before the raw protocol class; call
-    :meth:`_host_contexts` in ``__init__``, implement :meth:`_new_context`, and call
-    :meth:`_close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
-    their ``_on_close`` through :meth:`forget`."""
+    :meth:`host_contexts` in ``__init__``, implement :meth:`new_context`, and call
+    :meth:`close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
+    their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
+    closed; :class:`gsp.routing.RoundRobin` has it)."""
 
-    _closed: bool
+    #: The methods below a protocol may override (:func:`gsp.protocol.overrides`): without an
+    #: override the socket's body-only calls go straight to the default context's.
+    OPTIONAL_HOOKS = frozenset({"send_body", "recv_body"})
 
-    def _host_contexts(self, default: "Context") -> None:
+    #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
+    closed: bool
+
+    def host_contexts(self, default: "Context") -> None:
+        """Make ``default`` the context behind the socket's own ``send``/``recv`` (call once,
+        from ``__init__``). Raises nothing."""
         self._contexts: set[Any] = set()
         self._default = default
         default.noun = "socket"  # its errors speak of the socket the user called
@@ -147,29 +155,31 @@ class ContextHost:
         # and for a subclass that overrides them (then they are its own). The socket sends
         # bytes alone through send_body (Protocol.send_body's contract); the method below also
         # takes a Message, for a raw base class's send (RoundRobin's) that passes one.
-        cls = type(self)
-        if cls.send_body is ContextHost.send_body:
-            self.send_body = default._send_body  # type: ignore[method-assign, assignment]
-        if cls.recv_body is ContextHost.recv_body:
-            self.recv_body = default._recv_body  # type: ignore[method-assign]
+        if not overrides(self, ContextHost, "send_body"):
+            self.send_body = default.do_send_body  # type: ignore[method-assign, assignment]
+        if not overrides(self, ContextHost, "recv_body"):
+            self.recv_body = default.do_recv_body  # type: ignore[method-assign]
 
-    def _new_context(self) -> "Context":
+    def new_context(self) -> "Context":
+        """Required: make a new context of this protocol (:meth:`open_context` tracks it; it
+        raises :class:`gsp.Closed` on a closed socket before calling this). May raise what the
+        context's constructor does."""
         raise NotImplementedError
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        self._default._send(msg, timeout)
+        self._default.do_send(msg, timeout)
 
     def recv(self, timeout: float | None) -> Message:
-        return self._default._recv(timeout)
+        return self._default.do_recv(timeout)
 
     def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
         if type(body) is bytes:
-            self._default._send_body(body, timeout)
+            self._default.do_send_body(body, timeout)
         else:
-            self._default._send(body if isinstance(body, Message) else Message(body), timeout)
+            self._default.do_send(body if isinstance(body, Message) else Message(body), timeout)
 
     def recv_body(self, timeout: float | None) -> bytes:
-        return self._default._recv_body(timeout)
+        return self._default.do_recv_body(timeout)
 
     def poll(self, op: "Op") -> bool:
         return self._default.poll(op)
@@ -178,17 +188,19 @@ class ContextHost:
         return self._default.wake_cases(op)
 
     def open_context(self) -> "Context":
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
-        ctx = self._new_context()
+        ctx = self.new_context()
         self._contexts.add(ctx)
         return ctx
 
     def forget(self, ctx: "Context") -> None:
-        """A context closed: stop tracking it (contexts call this from their ``_on_close``)."""
+        """A context closed: stop tracking it (contexts call this from their ``on_close``)."""
         self._contexts.discard(ctx)
 
-    def _close_contexts(self) -> None:
+    def close_contexts(self) -> None:
+        """Close the default context and every open one (call from the protocol's ``close``).
+        Raises nothing."""
         for ctx in [self._default, *self._contexts]:
             ctx.close()
 
@@ -204,6 +216,11 @@ class Context(ObjectCalls):
     # Slots for what every call reads (attributes of an instance dict cost more to read); the
     # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
     __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid")
+
+    #: The hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a context
+    #: offers ``send``/``recv`` (to :meth:`poll` and selects) where it overrides
+    #: :meth:`do_send`/:meth:`do_recv`.
+    OPTIONAL_HOOKS = frozenset({"do_send", "do_recv"})
 
     def __init__(self, handle: "SocketHandle") -> None:
         #: The socket's handle (see :class:`gsp.protocol.SocketHandle`).
@@ -250,7 +267,7 @@ class Context(ObjectCalls):
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
-        body: bytes = self._call_recv(timeout, block, self._recv_body)
+        body: bytes = self._call_recv(timeout, block, self.do_recv_body)
         return body
 
     def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
@@ -259,7 +276,7 @@ class Context(ObjectCalls):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         self._check_open()
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
-                        block, self._send)
+                        block, self.do_send)
 
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
@@ -269,14 +286,14 @@ class Context(ObjectCalls):
 
     def _call_send(self, msg: Any, timeout: Any, block: bool,
                    send: "Callable[[Any, float | None], None] | None" = None) -> None:
-        # msg: a body for _send_body (the default), or a Message for the send given
+        # msg: a body for do_send_body (the default), or a Message for the send given
         if timeout is ... and block is True:
             own = self.__dict__  # (ContextOption's storage, read without the descriptor's call)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
         try:
-            (send or self._send_body)(msg, t)
+            (send or self.do_send_body)(msg, t)
         except Timeout as exc:
             raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
         except WrongThread:  # from a wait below: say which object was used
@@ -284,14 +301,14 @@ class Context(ObjectCalls):
 
     def _call_recv(self, timeout: Any, block: bool,
                    recv: "Callable[[float | None], Any] | None" = None) -> Any:
-        # returns what ``recv`` does (a Message from _recv, the default, or a body)
+        # returns what ``recv`` does (a Message from do_recv, the default, or a body)
         if timeout is ... and block is True:
             own = self.__dict__  # (as in _call_send)
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)
         try:
-            return (recv or self._recv)(t)
+            return (recv or self.do_recv)(t)
         except Timeout as exc:
             raise call_timed_out(exc, "recv", t, timeout, block, f" on this {self.noun}") from None
         except WrongThread:  # from a wait below: say which object was used
@@ -309,14 +326,14 @@ class Context(ObjectCalls):
         check_op(op)
         if self._closed or self.handle.closed:
             return True
-        return self._poll(op)
+        return self.do_poll(op)
 
     def wake_cases(self, op: "Op") -> list[Recv]:
         """Select cases that become ready when :meth:`poll` may have turned true."""
         check_op(op)
         if self._closed or self.handle.closed:
             return []
-        cases = self._wake_cases(op)
+        cases = self.do_wake_cases(op)
         cases.append(self.closing_case())
         return cases
 
@@ -332,7 +349,7 @@ class Context(ObjectCalls):
             raise self._wrong_thread()
         self._closed = True
         self._closing.close()
-        self._on_close()
+        self.on_close()
 
     def _check_open(self) -> None:
         if self._closed or self.handle.closed:
@@ -357,42 +374,59 @@ class Context(ObjectCalls):
         return f"<gsp.Context {self.handle.protocol} {state}>"
 
     # -- what a protocol implements --------------------------------------------------------------
-    def _send(self, msg: Message, timeout: float | None) -> None:
+    # Naming: the base class's public ``send``/``recv``/``poll``/... check the context and the
+    # arguments, then call the protocol's ``do_<op>``; ``on_close`` is a notification.
+    def do_send(self, msg: Message, timeout: float | None) -> None:
+        """Send ``msg`` on this context, waiting up to ``timeout`` seconds (None: no limit; 0:
+        never wait). Required for a context that sends (the default raises
+        :class:`gsp.NotSupported`). May raise :class:`gsp.Timeout` (the base class turns it into
+        the user's :class:`gsp.WouldBlock` for ``block=False``), :class:`gsp.Closed` when the
+        context or socket closes meanwhile (select on :meth:`closing_case`), :class:`gsp.NoPeers`
+        (``fail_no_peers``), or :class:`gsp.ProtocolStateError` when the protocol's state refuses it."""
         raise NotSupported(f"{self.handle.protocol} contexts cannot send")
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
+        """Receive one :class:`gsp.Message` on this context, waiting up to ``timeout`` seconds.
+        Required for a context that receives (the default raises :class:`gsp.NotSupported`).
+        May raise :class:`gsp.Timeout`, :class:`gsp.Closed`, :class:`gsp.NoPeers` or
+        :class:`gsp.ProtocolStateError`, as :meth:`do_send`."""
         raise NotSupported(f"{self.handle.protocol} contexts cannot receive")
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
-        """Optional: :meth:`_send` of a message without a header, given just its body (the
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
+        """Optional: :meth:`do_send` of a message without a header, given just its body (the
         socket's and the context's ``send`` come here; the default makes the Message)."""
-        self._send(Message(body), timeout)
+        self.do_send(Message(body), timeout)
 
-    def _recv_body(self, timeout: float | None) -> bytes:
-        """Optional: :meth:`_recv`'s body alone (the socket's and the context's ``recv`` come
-        here; the default takes it from the Message, an override need not make one)."""
-        return self._recv(timeout).body
+    def do_recv_body(self, timeout: float | None) -> bytes:
+        """Optional: :meth:`do_recv`'s body alone (the socket's and the context's ``recv`` come
+        here; the default takes it from the Message, an override need not make one). Raises
+        what :meth:`do_recv` does."""
+        return self.do_recv(timeout).body
 
-    def _poll(self, op: "Op") -> bool:
+    def do_poll(self, op: "Op") -> bool:
         """Like :meth:`gsp.protocol.Protocol.poll`, for this context (called while it is open).
-        An operation the context does not offer answers True (it fails at once)."""
+        An operation the context does not offer answers True (it fails at once). Optional for
+        a context that is never polled or selected on (the default raises
+        :class:`gsp.NotSupported` for an operation it offers); never waits, raises nothing else."""
         if not self._offers(op):
             return True
-        raise self._unselectable(op, "_poll")
+        raise self._unselectable(op, "do_poll")
 
-    def _wake_cases(self, op: "Op") -> list[Recv]:
+    def do_wake_cases(self, op: "Op") -> list[Recv]:
         """Like :meth:`gsp.protocol.Protocol.wake_cases`, for this context; its closing is
-        covered already (:meth:`wake_cases` adds :meth:`closing_case`)."""
+        covered already (:meth:`wake_cases` adds :meth:`closing_case`). Optional, as
+        :meth:`do_poll` (the default raises :class:`gsp.NotSupported`)."""
         if not self._offers(op):
             return []
-        raise self._unselectable(op, "_wake_cases")
+        raise self._unselectable(op, "do_wake_cases")
 
     def _offers(self, op: "Op") -> bool:
-        return getattr(type(self), "_" + op) is not getattr(Context, "_" + op)
+        return overrides(self, Context, "do_" + op)
 
     def _unselectable(self, op: "Op", hook: str) -> NotSupported:
         return NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
                             f"for {op} (the protocol does not implement Context.{hook})")
 
-    def _on_close(self) -> None:
-        """Release protocol state; called once, from :meth:`close`."""
+    def on_close(self) -> None:
+        """Optional: release protocol state (pending requests, a registration on the protocol);
+        called once, from :meth:`close`, after :attr:`closed` turned true. Must not raise."""

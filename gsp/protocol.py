@@ -207,6 +207,20 @@ class ProtocolSpec:
         return f"<ProtocolSpec {self.name} 0x{self.number:x} peer={self.peer_name}>"
 
 
+def overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``obj`` (an instance or a class) overrides the optional hook ``name`` of ``base``.
+
+    The one way gsp finds an optional fast path: each interface lists the optional hooks it
+    looks for in its ``OPTIONAL_HOOKS`` (:attr:`Protocol.OPTIONAL_HOOKS`,
+    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.context.Context.OPTIONAL_HOOKS`,
+    ...), whose defaults are always correct, and uses an override where a class has one (once,
+    when it sets up: not per call). Raises ``ValueError`` for a name ``base`` does not list."""
+    if name not in vars(base).get("OPTIONAL_HOOKS", ()):
+        raise ValueError(f"{name} is not an optional hook of {base.__name__}")
+    cls = obj if isinstance(obj, type) else type(obj)
+    return getattr(cls, name) is not getattr(base, name)
+
+
 class Protocol:
     """Base class for a protocol instance bound to one socket.
 
@@ -236,6 +250,10 @@ class Protocol:
     Extra user-facing methods (SUB's ``subscribe``) are named in ``ProtocolSpec.methods``; the
     socket exposes them as its own and checks that it is open before calling them.
     """
+
+    #: The optional hooks whose override gsp looks for (:func:`overrides`): the socket calls
+    #: them only where a protocol overrides them.
+    OPTIONAL_HOOKS = frozenset({"send_body", "recv_body", "pipe_recv_all"})
 
     #: See the class docstring; ``None`` = no direct receive queue.
     ready: "deque[tuple[bytes, Any]] | None" = None

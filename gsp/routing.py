@@ -91,66 +91,74 @@ class RoundRobin(Protocol):
     fired when pipes come or go; ``send`` takes the next pipe with room and waits (up to
     ``timeout``) when none has, or drops with ``best_effort``. Messages without a header are
     queued as bare bodies (``send_body``).
+
+    A subclass reads :attr:`pipes`, :attr:`cursor`, :attr:`changed` and :attr:`closed`, and
+    keeps them up to date where it overrides the methods that change them.
     """
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._pipes: list[PipeHandle] = []
-        self._next = 0
-        self._changed = Signal()
-        self._closed = False
+        #: The attached pipes, in attach order (``add_pipe``/``remove_pipe`` keep it).
+        self.pipes: list[PipeHandle] = []
+        #: Where the next send starts looking: an index into :attr:`pipes` (modulo its length).
+        self.cursor = 0
+        #: Fired when pipes come or go, and closed by :meth:`close`: what a send waiting for a
+        #: pipe selects on (:func:`send_wake_cases`).
+        self.changed = Signal()
+        #: Whether :meth:`close` was called (a waiting send then raises :class:`gsp.Closed`).
+        self.closed = False
 
     def add_pipe(self, pipe: PipeHandle) -> None:
-        self._pipes.append(pipe)
-        self._changed.fire()
+        self.pipes.append(pipe)
+        self.changed.fire()
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
-        if pipe in self._pipes:
-            self._pipes.remove(pipe)
-            self._changed.fire()
+        if pipe in self.pipes:
+            self.pipes.remove(pipe)
+            self.changed.fire()
 
     def send(self, msg: Message, timeout: float | None) -> None:
         self.send_body(msg if msg.header else msg.body, timeout)
 
     def send_body(self, msg: "Message | bytes", timeout: float | None) -> None:
         """Queue ``msg`` (a header-less body as plain ``bytes``) on the next pipe in turn."""
-        pipes = self._pipes
+        pipes = self.pipes
         n = len(pipes)
         best_effort = self.best_effort
         if n:  # fast path: the next pipe in turn has room
-            i = self._next % n
+            i = self.cursor % n
             if pipes[i].try_send(msg):
-                self._next = i + 1
+                self.cursor = i + 1
                 return
             if n == 1 and timeout != 0 and not best_effort:
                 # A full queue usually has its writer woken already: one turn of the loop lets it
                 # drain, far cheaper than the full wait below (a select and a Signal per batch).
                 gevent.sleep(0)
                 if pipes and pipes[0].try_send(msg):
-                    self._next = 1
+                    self.cursor = 1
                     return
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
-        nxt = send_round_robin(pipes, self._next, msg, self._changed, timeout, best_effort,
+        nxt = send_round_robin(pipes, self.cursor, msg, self.changed, timeout, best_effort,
                                self.check_no_peers)
         if nxt >= 0:
-            self._next = nxt
+            self.cursor = nxt
 
     def poll(self, op: Op) -> bool:
         if op == "send":
-            pipes = self._pipes
-            return self._closed or self.best_effort or any(p.has_room() for p in pipes) \
+            pipes = self.pipes
+            return self.closed or self.best_effort or any(p.has_room() for p in pipes) \
                 or not pipes and self.handle.options["fail_no_peers"]  # (fails at once)
         return super().poll(op)
 
     def wake_cases(self, op: Op) -> list[Recv]:
         if op == "send":
-            return send_wake_cases(self._pipes, self._changed)
+            return send_wake_cases(self.pipes, self.changed)
         return super().wake_cases(op)
 
     def close(self) -> None:
-        self._closed = True
-        self._changed.close()
+        self.closed = True
+        self.changed.close()
 
 
 def send_wake_cases(pipes: Iterable[PipeHandle], changed: Signal) -> list[Recv]:
@@ -166,10 +174,11 @@ class PipeMap(Protocol):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._pipes: dict[int, PipeHandle] = {}
+        #: The attached pipes by id (``add_pipe``/``remove_pipe`` keep it).
+        self.pipes: dict[int, PipeHandle] = {}
 
     def add_pipe(self, pipe: PipeHandle) -> None:
-        self._pipes[pipe.id] = pipe
+        self.pipes[pipe.id] = pipe
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
-        self._pipes.pop(pipe.id, None)
+        self.pipes.pop(pipe.id, None)

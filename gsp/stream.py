@@ -35,6 +35,7 @@ from .errors import (
 )
 from .limits import Holding, RecvLimits
 from .message import message_bytes
+from .protocol import overrides
 from .transport import Connection, TransportDialer, TransportListener
 
 if TYPE_CHECKING:
@@ -176,6 +177,10 @@ class StreamConnection(Connection):
     whose writer is idle may write a message at once with :meth:`send_now`.
     """
 
+    #: :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, and ``recv_messages``: a subclass that
+    #: reads its own way overrides it (its reads then never park).
+    OPTIONAL_HOOKS = Connection.OPTIONAL_HOOKS | {"recv_messages"}
+
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
@@ -219,7 +224,7 @@ class StreamConnection(Connection):
         self._plain = type(self.sock) is gsocket.socket
         # gevent's socket wraps a non-blocking one: a read there says EAGAIN instead of waiting.
         # Not for a subclass that reads its own way (its recv_messages): it never parks.
-        own = type(self).recv_messages is StreamConnection.recv_messages
+        own = not overrides(self, StreamConnection, "recv_messages")
         self._raw = getattr(self.sock, "_sock", None) if self._plain and own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 
@@ -531,7 +536,8 @@ class StreamConnection(Connection):
 
 
 class SocketListener(TransportListener):
-    """Accepts on a bound gevent socket; subclasses fill in ``_bind_socket``."""
+    """Accepts on a bound gevent socket. A subclass implements :meth:`bind_socket` (required) and
+    may override :meth:`configure`, :meth:`address_name` and :meth:`wrap`."""
 
     framing: wire.Framing = wire.TCP
 
@@ -541,18 +547,25 @@ class SocketListener(TransportListener):
         self._sock: Any = None
         self._closed = False
 
-    def _bind_socket(self) -> Any:
-        """Return a bound, listening gevent socket (see :func:`bind_stream_socket`)."""
+    def bind_socket(self) -> Any:
+        """Required: return a bound, listening gevent socket (see :func:`bind_stream_socket`),
+        setting ``self.url`` to the bound URL (the real port of ``:0``). May raise
+        :class:`gsp.AddressInUse`, :class:`gsp.InvalidAddress` or another :class:`gsp.GspError`
+        (:func:`map_socket_error` maps an ``OSError``)."""
         raise NotImplementedError
 
-    def _configure(self, sock: Any) -> None:
-        """Per-connection socket options (TCP_NODELAY, ...)."""
+    def configure(self, sock: Any) -> None:
+        """Optional: per-connection socket options (TCP_NODELAY, ...) of an accepted socket. An
+        ``OSError`` is taken as the peer gone (the accept reports :class:`gsp.ConnectionBroken`)."""
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        """Optional: the :class:`gsp.transport.Connection` of an accepted socket (default: a
+        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``recv_max_size``).
+        May raise ``OSError`` (as :meth:`configure`)."""
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def bind(self) -> None:
-        self._sock = self._bind_socket()
+        self._sock = self.bind_socket()
 
     def accept(self) -> Connection:
         if self._closed or self._sock is None:
@@ -564,13 +577,15 @@ class SocketListener(TransportListener):
                 raise Closed("listener closed") from None
             raise map_socket_error(exc, "accept") from None
         try:
-            self._configure(sock)
-            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+            self.configure(sock)
+            return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:  # the peer left before we looked at it
             sock.close()
             raise ConnectionBroken(f"accept: {exc}") from None
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
+        """Optional: a socket address as users see it (a pipe's local and remote address;
+        default ``str(addr)``). Raises nothing."""
         return str(addr)
 
     def close(self) -> None:
@@ -588,6 +603,10 @@ class SocketListener(TransportListener):
 
 
 class SocketDialer(TransportDialer):
+    """Connects a gevent socket. A subclass implements :meth:`connect` (required) and may
+    override :meth:`configure`, :meth:`address_name` and :meth:`wrap`, as on
+    :class:`SocketListener`."""
+
     framing: wire.Framing = wire.TCP
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
@@ -595,27 +614,36 @@ class SocketDialer(TransportDialer):
         self.options = options
         self._inflight: Any = None  # the socket being connected (see connect_socket's park)
 
-    def _park(self, sock: Any) -> None:
+    def park_connecting(self, sock: Any) -> None:
+        """The ``park`` callback :meth:`connect` passes to :func:`connect_socket`: remembers the
+        socket being connected so that :meth:`close` (or a fork) can abort it. Raises nothing."""
         self._inflight = sock
 
-    def _connect(self) -> Any:
-        """Return a connected gevent socket: ``connect_socket(self.url, ..., park=self._park)``."""
+    def connect(self) -> Any:
+        """Required: return a connected gevent socket, as
+        ``connect_socket(self.url, ..., park=self.park_connecting)``. May raise
+        :class:`gsp.ConnectionRefused`, :class:`gsp.InvalidAddress`, :class:`gsp.Timeout` or
+        another :class:`gsp.GspError` (:func:`map_socket_error` maps an ``OSError``), and
+        :class:`gsp.Closed` when :meth:`close` aborted it."""
         raise NotImplementedError
 
-    def _configure(self, sock: Any) -> None:
-        pass
+    def configure(self, sock: Any) -> None:
+        """Optional: socket options of the connected socket (an ``OSError`` fails the dial)."""
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
+        """Optional: a socket address as users see it (default ``str(addr)``). Raises nothing."""
         return str(addr)
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
+        """Optional: the :class:`gsp.transport.Connection` of the connected socket (as
+        :meth:`SocketListener.wrap`)."""
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def dial(self) -> Connection:
-        sock = self._connect()
+        sock = self.connect()
         try:
-            self._configure(sock)
-            return self._wrap(sock, self._name(sock.getsockname()), self._name(sock.getpeername()))
+            self.configure(sock)
+            return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:
             sock.close()
             raise map_socket_error(exc, f"dial {self.url}") from None

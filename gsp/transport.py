@@ -41,6 +41,10 @@ class Connection(ABC):
     #: Transport facts a user may read on the pipe (e.g. ``peer_certificate`` for TLS).
     properties: Mapping[str, Any] = {}
 
+    #: The optional hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a
+    #: pipe uses them only where a connection overrides them.
+    OPTIONAL_HOOKS = frozenset({"send_now", "recv_or_park", "recv_nowait"})
+
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         """Agree on protocols with the peer within ``timeout`` seconds. Raises

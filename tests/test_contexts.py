@@ -203,41 +203,41 @@ def test_rep_receiver_timing_out_leaves_the_request_to_others(mk, spawn):
 
 # -- ContextHost for a third party's protocol ------------------------------------------------------
 class _LoopContext(Context):
-    """A context that gives back what was sent on it (implements only _send and _recv)."""
+    """A context that gives back what was sent on it (implements only do_send and do_recv)."""
 
     def __init__(self, handle: Any) -> None:
         super().__init__(handle)
         self.kept: list[Message] = []
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
+    def do_send(self, msg: Message, timeout: float | None) -> None:
         self.kept.append(msg)
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
         if not self.kept:
             raise gsp.WouldBlock("nothing sent")
         return self.kept.pop(0)
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self.kept.clear()
 
 
 class _Loop(ContextHost, Protocol):
     def __init__(self, handle: Any, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._closed = False
-        self._host_contexts(_LoopContext(handle))
+        self.closed = False
+        self.host_contexts(_LoopContext(handle))
 
-    def _new_context(self) -> Context:
+    def new_context(self) -> Context:
         return _LoopContext(self.handle)
 
     def close(self) -> None:
-        self._closed = True
-        self._close_contexts()
+        self.closed = True
+        self.close_contexts()
 
 
 class _LoopOwnRecv(_Loop):
     def recv_body(self, timeout: float | None) -> bytes:
-        return b"own " + self._default._recv(timeout).body
+        return b"own " + self._default.do_recv(timeout).body
 
 
 class _LoopPlugin:
@@ -249,7 +249,7 @@ class _LoopPlugin:
 
 def test_context_host_socket_calls_reach_the_default_context_or_the_protocols_own():
     """The socket's send(bytes)/recv() of a ContextHost protocol call its default context's
-    _send_body/_recv_body; a context implementing only _send/_recv gets them from Context (a
+    do_send_body/do_recv_body; a context implementing only do_send/do_recv gets them from Context (a
     Message made and unmade); a protocol overriding recv_body keeps its own."""
     plugin = _LoopPlugin()
     gsp.register_plugin(plugin)

@@ -15,7 +15,7 @@ from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
-from ..protocol import LendingWait
+from ..protocol import LendingWait, overrides
 from ..queues import Signal
 from ..transport import Connection
 from . import counters
@@ -91,14 +91,13 @@ class Pipe:
         # writer greenlet while it is idle or not started: a request/reply round trip then costs
         # no extra switches, and a pipe that only ever answers directly never needs a writer.
         # (The queue counts what it hands to send_now: see _out_msgs.)
-        direct = conn.send_now if type(conn).send_now is not Connection.send_now else None
+        direct = conn.send_now if overrides(conn, Connection, "send_now") else None
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
-        self.parks = type(conn).recv_or_park is not Connection.recv_or_park
+        self.parks = overrides(conn, Connection, "recv_or_park")
         #: How a lent read reads: the connection's recv_nowait, or (None) recv_or_park under the
         #: readers' one-turn guard.
-        self._nowait = conn.recv_nowait if type(conn).recv_nowait is not Connection.recv_nowait \
-            else None
+        self._nowait = conn.recv_nowait if overrides(conn, Connection, "recv_nowait") else None
         #: What the connection calls (in the event loop) when bytes come to the parked pipe: a
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.

@@ -23,7 +23,7 @@ from ..options import (
     call_timeout,
     duration,
 )
-from ..protocol import Protocol, RejectPipe, check_op
+from ..protocol import Protocol, RejectPipe, check_op, overrides
 from . import counters, events, fork, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
@@ -91,16 +91,15 @@ class Socket(ObjectCalls):
         self._tally = counters.tally()  # pipes that went, and their traffic
         proto = self._proto = self._hot.proto = spec.factory(SocketHandle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
-        cls = type(proto)
-        self._hot.recv_body = proto.recv_body if cls.recv_body is not Protocol.recv_body else None
-        self._hot.send_body = proto.send_body if cls.send_body is not Protocol.send_body else None
+        self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
+        self._hot.send_body = proto.send_body if overrides(proto, Protocol, "send_body") else None
         self._hot.bare = proto.ready_bodies is not None
         self._hot.ready = proto.ready_bodies if self._hot.bare else proto.ready
         self._hot.send_direct = None
         #: How pipes deliver what they read: the batch hook where the protocol has one.
         self._deliver = proto.pipe_recv
         self._deliver_all = proto.pipe_recv_all \
-            if cls.pipe_recv_all is not Protocol.pipe_recv_all else None
+            if overrides(proto, Protocol, "pipe_recv_all") else None
         self.id = counters.register(self)
         fork.install()  # once per process: the child's fork hook (gsp._core.fork)
 

@@ -30,18 +30,18 @@ class Bus(PipeMap):
         self._inbox.put(Message(data, header, pipe), source=pipe)  # fair across pipes
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if not self._pipes:
+        if not self.pipes:
             self.check_no_peers()  # NoPeers with fail_no_peers; else the message goes nowhere
         skip = None
         out: Message | bytes
         if not self.raw:
             out = msg.body
         elif len(msg.header) >= 4:
-            skip = self._pipes.get(int.from_bytes(msg.header[:4], "big"))
+            skip = self.pipes.get(int.from_bytes(msg.header[:4], "big"))
             out = Message(msg.body, msg.header[4:])  # the id is ours, not the peers' business
         else:
             out = msg
-        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), out, skip)
+        self.stats["dropped_queue_full"] += broadcast(self.pipes.values(), out, skip)
 
     def recv(self, timeout: float | None) -> Message:
         return self._inbox.get(timeout)

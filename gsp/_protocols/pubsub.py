@@ -54,7 +54,7 @@ class Pub(PipeMap):
 
     def _publish(self, out: "bytes | Message") -> None:
         # Never waits for a slow subscriber: its full queue loses its oldest message (nng).
-        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), out, drop_oldest=True)
+        self.stats["dropped_queue_full"] += broadcast(self.pipes.values(), out, drop_oldest=True)
 
 
 class _Subscriber:
@@ -195,17 +195,17 @@ class SubContext(Context):
         self._check_open()
         self._sub.unsubscribe(prefix)
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
         data, pipe = self._sub.inbox.get_from(timeout)
         return Message(data, b"", pipe)
 
-    def _poll(self, op: Op) -> bool:
-        return self._sub.inbox.poll() if op == "recv" else super()._poll(op)
+    def do_poll(self, op: Op) -> bool:
+        return self._sub.inbox.poll() if op == "recv" else super().do_poll(op)
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
-        return [self._sub.inbox.wake_case()] if op == "recv" else super()._wake_cases(op)
+    def do_wake_cases(self, op: Op) -> list[Recv]:
+        return [self._sub.inbox.wake_case()] if op == "recv" else super().do_wake_cases(op)
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         if self in self._proto._contexts:
             self._proto._contexts.remove(self)
         self._sub.inbox.close()  # wakes blocked receivers with Closed

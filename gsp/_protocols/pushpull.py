@@ -27,7 +27,7 @@ class Push(RoundRobin):
         self._direct()
 
     def _direct(self) -> None:
-        pipes = self._pipes
+        pipes = self.pipes
         self.handle.send_direct(pipes[0].try_send if len(pipes) == 1 else None)
 
 

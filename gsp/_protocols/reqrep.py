@@ -43,7 +43,7 @@ _check_resend = duration()
 class XReq(Requester, RoundRobin):
     """Raw req: sends header+body as given to one pipe (round robin, waiting for room); replies
     arrive with their backtrace (up to the first high-bit word) parsed into the header.
-    (``_changed`` also fires when the cooked send queue changes.)"""
+    (``changed`` also fires when the cooked send queue changes.)"""
 
 
 class ReqContext(Context):
@@ -83,10 +83,10 @@ class ReqContext(Context):
         self._wakeup = Wakeup(proto.handle, batches=True)
 
     # -- user side -------------------------------------------------------------------------------
-    def _send(self, msg: Message, timeout: float | None) -> None:
-        self._send_body(msg.body, timeout)
+    def do_send(self, msg: Message, timeout: float | None) -> None:
+        self.do_send_body(msg.body, timeout)
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:  # noqa: C901 -- issue 26: split with the hot-path helpers
         proto = self._proto
         if self._id is not None or self._reply is not None or self._broken:
             self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
@@ -95,7 +95,7 @@ class ReqContext(Context):
         self._msg = out = rid.to_bytes(4, "big") + body if len(body) <= JOIN_MAX \
             else Message(body, rid.to_bytes(4, "big"))
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipes = proto._pipes
+            pipes = proto.pipes
             if len(pipes) == 1:  # (the usual case, inline: one pipe, no turn to take)
                 pipe = pipes[0] if pipes[0].try_send(out) else None
             else:
@@ -103,7 +103,7 @@ class ReqContext(Context):
             if pipe is not None:
                 self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return
-        if not proto._pipes:
+        if not proto.pipes:
             self._no_peers("send")  # NoPeers with fail_no_peers (the request is canceled)
         proto._queue(self)
         if proto.best_effort:
@@ -126,11 +126,11 @@ class ReqContext(Context):
                 self._cancel()
                 raise
 
-    def _recv(self, timeout: float | None) -> Message:
-        body = self._recv_body(timeout)
+    def do_recv(self, timeout: float | None) -> Message:
+        body = self.do_recv_body(timeout)
         return Message(body, b"", self._reply_pipe)
 
-    def _recv_body(self, timeout: float | None) -> bytes:  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def do_recv_body(self, timeout: float | None) -> bytes:  # noqa: C901 -- issue 26: split with the hot-path helpers
         if self._receiving:
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         if self._id is None and self._reply is None:
@@ -156,7 +156,7 @@ class ReqContext(Context):
                     raise broken
                 if self._id != rid:
                     raise Canceled(f"request canceled by a newer request on this {self.noun}")
-                if self._pipe is None and not self._proto._pipes:  # queued, and no pipe to go on
+                if self._pipe is None and not self._proto.pipes:  # queued, and no pipe to go on
                     self._no_peers("recv")  # NoPeers with fail_no_peers; else it waits for one
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     left = None
@@ -172,19 +172,19 @@ class ReqContext(Context):
         finally:
             self._receiving = False
 
-    def _poll(self, op: Op) -> bool:
+    def do_poll(self, op: Op) -> bool:
         if op == "send":
             return self._proto._send_ready()
         # Ready unless a request is out with no reply yet (recv would wait for it).
         return (self._id is None or self._reply is not None or self._broken is not None
                 or self._receiving)
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
+    def do_wake_cases(self, op: Op) -> list[Recv]:
         if op == "send":
             return self._proto._send_wake_cases()
         return [self._changed.case()]
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self._cancel()
         self._proto.forget(self)
 
@@ -213,7 +213,7 @@ class ReqContext(Context):
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
             self._pipe_lost()
-        if notify:  # a send waiting for its request to go (see _send_body), a select
+        if notify:  # a send waiting for its request to go (see do_send_body), a select
             self._notify()
 
     def _no_peers(self, op: str) -> None:
@@ -280,13 +280,13 @@ class Req(ContextHost, XReq):
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
-        self._host_contexts(ReqContext(self))
+        self.host_contexts(ReqContext(self))
         self._drained: Signal | None = None  # while draining: a context's request ended
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
 
-    def _new_context(self) -> ReqContext:
+    def new_context(self) -> ReqContext:
         ctx = ReqContext(self)
         ctx.own_options("resend_time")
         return ctx
@@ -301,7 +301,7 @@ class Req(ContextHost, XReq):
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
-        if not self._pipes and not self._closed and self.handle.options["fail_no_peers"]:
+        if not self.pipes and not self.closed and self.handle.options["fail_no_peers"]:
             for ctx in self._ids.owners():  # every request out: none has a pipe to go on
                 ctx._lost_peers()
             return
@@ -312,32 +312,32 @@ class Req(ContextHost, XReq):
     # -- the send queue --------------------------------------------------------------------------
     def _send_ready(self) -> bool:
         """Whether a request sent now would go out at once (or fail at once)."""
-        return self._closed or self.best_effort or \
-            not self._pending and any(p.has_room() for p in self._pipes) or \
-            not self._pipes and self.handle.options["fail_no_peers"]  # (fails at once)
+        return self.closed or self.best_effort or \
+            not self._pending and any(p.has_room() for p in self.pipes) or \
+            not self.pipes and self.handle.options["fail_no_peers"]  # (fails at once)
 
     def _send_wake_cases(self) -> list[Recv]:
-        return send_wake_cases(self._pipes, self._changed)  # _changed: pipes or queue changed
+        return send_wake_cases(self.pipes, self.changed)  # changed: pipes or queue changed
 
     def _try_pipes(self, msg: Message | bytes) -> PipeHandle | None:
-        pipes = self._pipes
+        pipes = self.pipes
         n = len(pipes)
         if n == 1:  # the common case: no rotation to compute
             return pipes[0] if pipes[0].try_send(msg) else None
         for k in range(n):
-            i = (self._next + k) % n
+            i = (self.cursor + k) % n
             if pipes[i].try_send(msg):
-                self._next = i + 1
+                self.cursor = i + 1
                 return pipes[i]
         return None
 
     def _queue(self, ctx: ReqContext, front: bool = False) -> None:
-        if ctx._queued or self._closed:
+        if ctx._queued or self.closed:
             return
         ctx._queued = True
         if front:
             self._pending.appendleft(ctx)
-            self._changed.fire()  # the flusher may be waiting on behalf of another head
+            self.changed.fire()  # the flusher may be waiting on behalf of another head
         else:
             self._pending.append(ctx)
         if self._flusher is None:
@@ -347,20 +347,20 @@ class Req(ContextHost, XReq):
         if ctx._queued:
             ctx._queued = False
             self._pending.remove(ctx)
-            self._changed.fire()
+            self.changed.fire()
 
     def _flush(self) -> None:
         """Hand queued requests, oldest first, to pipes as room appears (nng's send queue)."""
         try:
-            while self._pending and not self._closed:
+            while self._pending and not self.closed:
                 ctx = self._pending[0]
                 msg = ctx._msg
                 assert msg is not None  # a queued context has a request to send
                 pipe = self._try_pipes(msg)
                 if pipe is None:
-                    snapshot = list(self._pipes)
+                    snapshot = list(self.pipes)
                     cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
-                    cases.append(self._changed.case())
+                    cases.append(self.changed.case())
                     try:
                         i, _ = select(cases)
                     except Closed:
@@ -388,7 +388,7 @@ class Req(ContextHost, XReq):
                 ctx._resend_due()
             elif at < nxt:
                 nxt = at
-        if nxt != float("inf") and not self._closed:
+        if nxt != float("inf") and not self.closed:
             self._resends.arm(nxt)
 
     def drain(self, timeout: float | None) -> None:
@@ -396,13 +396,13 @@ class Req(ContextHost, XReq):
         get their replies: wait until each is received by its recv (or ends: canceled, timed
         out, its context closed, its pipe lost for good)."""
         done = self._drained = Signal()
-        contexts = [c for c in [self._default, *self._contexts] if not c._closed]
+        contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each refuses new requests and tells the drain
             ctx.__class__ = _DrainingReqContext
         deadline = Deadline(timeout)
         while True:
             busy = [c for c in contexts
-                    if not c._closed and (c._id is not None or c._reply is not None)]
+                    if not c.closed and (c._id is not None or c._reply is not None)]
             if not busy:
                 return
             if any(c._receiving and c._reply is not None for c in busy):
@@ -414,9 +414,9 @@ class Req(ContextHost, XReq):
             select([done.case()], deadline.remaining())
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         self._resends.close()
-        self._close_contexts()
+        self.close_contexts()
         super().close()
 
 
@@ -427,12 +427,12 @@ class _DrainingReqContext(ReqContext):
 
     __slots__ = ()
 
-    def _send_body(self, body: bytes, timeout: float | None) -> None:
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         raise Closed(f"req {self.noun} is draining: it sends no new request")
 
-    def _recv_body(self, timeout: float | None) -> bytes:
+    def do_recv_body(self, timeout: float | None) -> bytes:
         try:
-            return super()._recv_body(timeout)
+            return super().do_recv_body(timeout)
         finally:
             self._ended()
 

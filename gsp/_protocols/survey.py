@@ -35,7 +35,7 @@ class XSurveyor(Requester):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._pipes: list[PipeHandle] = []
-        self._closed = False
+        self.closed = False
         self.stats["dropped_queue_full"] = 0
 
     def add_pipe(self, pipe: PipeHandle) -> None:
@@ -46,7 +46,7 @@ class XSurveyor(Requester):
             self._pipes.remove(pipe)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if self._closed:
+        if self.closed:
             raise Closed("socket closed")
         if not self._pipes:
             self.check_no_peers()  # NoPeers with fail_no_peers; else the survey goes nowhere
@@ -55,11 +55,11 @@ class XSurveyor(Requester):
     def drain(self, timeout: float | None) -> None:
         """No new survey (:class:`gsp.Closed`, from contexts too); replies to the last ones
         are received until the socket closes, not waited for."""
-        self._closed = True
+        self.closed = True
         super().drain(timeout)
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
         super().close()
 
 
@@ -97,7 +97,7 @@ class SurveyContext(Context):
         self._timer: Any = None
         self._changed = Signal()  # a reply arrived, the survey ended or expired (for selects)
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
+    def do_send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
         if not proto._pipes:
             proto.check_no_peers()  # before the survey starts: the last one carries on
@@ -109,7 +109,7 @@ class SurveyContext(Context):
             self._timer = call_later(t, self._expire, survey)
         proto._broadcast(Message(msg.body, u32(sid)))
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
         survey = self._survey
         if survey is None:
             raise ProtocolStateError("surveyor must send a survey before it can receive")
@@ -152,16 +152,16 @@ class SurveyContext(Context):
             survey.replies.close()  # wakes blocked receivers with CLOSED
         self._changed.fire()
 
-    def _poll(self, op: Op) -> bool:
+    def do_poll(self, op: Op) -> bool:
         survey = self._survey
         if op == "send" or survey is None or survey.expired:
             return True  # a survey never waits; a recv without one fails at once
         return len(survey.replies) > 0 or survey.replies.closed
 
-    def _wake_cases(self, op: Op) -> list[Recv]:
+    def do_wake_cases(self, op: Op) -> list[Recv]:
         return [] if op == "send" else [self._changed.case()]
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         self._end()
         self._proto.forget(self)
 
@@ -172,9 +172,9 @@ class Surveyor(ContextHost, XSurveyor):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._ids = IdMap()
-        self._host_contexts(SurveyContext(self))
+        self.host_contexts(SurveyContext(self))
 
-    def _new_context(self) -> SurveyContext:
+    def new_context(self) -> SurveyContext:
         ctx = SurveyContext(self)
         ctx.own_options("survey_time")
         return ctx
@@ -193,7 +193,7 @@ class Surveyor(ContextHost, XSurveyor):
 
     def close(self) -> None:
         super().close()
-        self._close_contexts()
+        self.close_contexts()
 
 
 def _surveyor(handle: SocketHandle, raw: bool) -> Protocol:

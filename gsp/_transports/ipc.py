@@ -35,12 +35,12 @@ class _IPCEndpoint:
     path: str
     options: Mapping[str, Any]
 
-    def _configure(self, sock: Any) -> None:
+    def configure(self, sock: Any) -> None:
         size = self.options["ipc_send_buffer"]
         if size:
             sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, size)
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
         return f"ipc://{self.path}"
 
 
@@ -81,7 +81,7 @@ class IPCListener(_IPCEndpoint, SocketListener):
             probe.close()
         raise AddressInUse(f"{self.url}: another socket is listening there")
 
-    def _bind_socket(self) -> Any:
+    def bind_socket(self) -> Any:
         self._clear_stale()
         sock = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
         try:
@@ -118,8 +118,8 @@ class IPCDialer(_IPCEndpoint, SocketDialer):
         super().__init__(url, options)
         self.path = ipc_path(url)
 
-    def _connect(self) -> Any:
-        return connect_socket(self.url, gsocket.AF_UNIX, self.path, park=self._park)
+    def connect(self) -> Any:
+        return connect_socket(self.url, gsocket.AF_UNIX, self.path, park=self.park_connecting)
 
 
 class IPCTransport(Transport):

@@ -51,10 +51,10 @@ class _TCPEndpoint:
     scheme = "tcp"
     options: Mapping[str, Any]
 
-    def _configure(self, sock: Any) -> None:
+    def configure(self, sock: Any) -> None:
         configure_tcp(sock, self.options)
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
         return format_hostport(self.scheme, addr[0], addr[1])
 
 
@@ -63,7 +63,7 @@ class TCPListener(_TCPEndpoint, SocketListener):
         super().__init__(url, options)
         self.host, self.port = parse_host_port(url, listening=True)
 
-    def _bind_socket(self) -> Any:
+    def bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
         sock = bind_stream_socket(family, addr, f"listen {self.url}")
         bound = sock.getsockname()
@@ -76,9 +76,9 @@ class TCPDialer(_TCPEndpoint, SocketDialer):
         super().__init__(url, options)
         self.host, self.port = parse_host_port(url, listening=False)
 
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         family, addr = resolve(self.host, self.port, False)
-        return connect_socket(self.url, family, addr, park=self._park)
+        return connect_socket(self.url, family, addr, park=self.park_connecting)
 
 
 class TCPTransport(Transport):

@@ -96,7 +96,7 @@ class TLSListener(TCPListener):
         super().__init__(url, options)
         self.context = tls_context(options, server=True, what=f"listen {url}")
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
+    def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         # No TLS here: accept() must stay fast; the handshake greenlet does it.
         return TLSConnection(sock, self.options["recv_max_size"], local, remote,
                              self.context, True, None)
@@ -110,7 +110,7 @@ class TLSDialer(TCPDialer):
         self.context = tls_context(options, server=False, what=f"dial {url}")
         self.server_hostname = options["tls_server_name"] or self.host
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
+    def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         return TLSConnection(sock, self.options["recv_max_size"], local, remote,
                              self.context, False, self.server_hostname)
 

@@ -35,7 +35,7 @@ class Star(PipeMap):
 
     def _broadcast(self, msg: Message, skip: PipeHandle | None) -> None:
         # Star never waits for a peer: one whose queue stays full misses the message.
-        self.stats["dropped_queue_full"] += broadcast(self._pipes.values(), msg, skip)
+        self.stats["dropped_queue_full"] += broadcast(self.pipes.values(), msg, skip)
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         if len(data) < 4 or data[0] or data[1] or data[2]:
@@ -50,7 +50,7 @@ class Star(PipeMap):
         self._inbox.put(Message(body, header if self.raw else b"", pipe), source=pipe)
 
     def send(self, msg: Message, timeout: float | None) -> None:
-        if not self._pipes:
+        if not self.pipes:
             self.check_no_peers()  # gsp.NoPeers with fail_no_peers; else it goes nowhere
         if not self.raw:
             msg = Message(msg.body, _NO_HOPS)

@@ -111,7 +111,7 @@ class ScatterContext(Context):
         """Tasks sent on this context whose results ``recv`` has not returned yet."""
         return len(self._tasks) + len(self.results)
 
-    def _send(self, msg: Message, timeout: float | None) -> None:
+    def do_send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
         task = _Task(self)
         task.id = proto._ids.alloc(task)
@@ -134,14 +134,14 @@ class ScatterContext(Context):
         while True:
             if self.results:
                 return self.results.popleft()
-            if self._closed:
+            if self.closed:
                 raise gsp.Closed(f"{self.noun} closed")
             if deadline is None:
                 deadline = Deadline(timeout)
             # remaining() raises gsp.Timeout (gsp.WouldBlock for timeout 0) once it has passed
             select([self._arrived.case(), self.closing_case()], deadline.remaining())
 
-    def _recv(self, timeout: float | None) -> Message:
+    def do_recv(self, timeout: float | None) -> Message:
         body, pipe = self._take(timeout)
         return Message(body, b"", pipe)
 
@@ -154,7 +154,7 @@ class ScatterContext(Context):
         self._tasks.discard(task_id)
         self._proto._ids.pop(task_id)
 
-    def _on_close(self) -> None:
+    def on_close(self) -> None:
         for task_id in self._tasks:
             self._proto._ids.pop(task_id)  # a late result for one of them is discarded
         self._tasks.clear()
@@ -175,13 +175,13 @@ class Scatter(ContextHost, XScatter):
         self._redeliver: bool = handle.options["redeliver"]
         handle.watch("redeliver", self._redeliver_changed)
         self._main = ScatterContext(self)
-        self._host_contexts(self._main)
+        self.host_contexts(self._main)
         self.ready = self._main.results
 
     def _redeliver_changed(self, value: bool) -> None:
         self._redeliver = value
 
-    def _new_context(self) -> ScatterContext:
+    def new_context(self) -> ScatterContext:
         return ScatterContext(self)
 
     def outstanding(self) -> int:
@@ -207,20 +207,20 @@ class Scatter(ContextHost, XScatter):
         (or for a peer to come) until ``deadline``. Returns the pipe used, or None when
         ``best_effort`` dropped it. :class:`gsp.Closed` when the socket or ``closing`` closes."""
         while True:
-            if self._closed:
+            if self.closed:
                 raise gsp.Closed("socket closed")
-            pipes = self._pipes
+            pipes = self.pipes
             n = len(pipes)
             for k in range(n):
-                pipe = pipes[(self._next + k) % n]
+                pipe = pipes[(self.cursor + k) % n]
                 if pipe.try_send(msg):
-                    self._next = (self._next + k + 1) % n
+                    self.cursor = (self.cursor + k + 1) % n
                     return pipe
             if best_effort:
                 return None
             snapshot = list(pipes)
             cases: list[Recv | Send] = [Send(p.sendq, msg) for p in snapshot]
-            cases.append(self._changed.case())  # a pipe came or went, or the socket closed
+            cases.append(self.changed.case())  # a pipe came or went, or the socket closed
             if closing is not None:
                 cases.append(closing)
             try:
@@ -246,7 +246,7 @@ class Scatter(ContextHost, XScatter):
     def _lost(self, task: _Task) -> None:
         """The peer holding ``task`` left before answering (must not block: see remove_pipe)."""
         task.pipe = None
-        if self._redeliver and not self._closed:
+        if self._redeliver and not self.closed:
             self.stats["redelivered"] += 1
             self._retry.append(task)
             if self._flusher is None:
@@ -258,7 +258,7 @@ class Scatter(ContextHost, XScatter):
     def _flush(self) -> None:
         """Send the tasks of lost peers again, oldest first, as peers have room."""
         try:
-            while self._retry and not self._closed:
+            while self._retry and not self.closed:
                 task = self._retry.popleft()
                 if self._ids.get(task.id) is task:  # still wanted (its context is open)
                     pipe = self._place(task.msg, Deadline(None), False, None)
@@ -270,8 +270,8 @@ class Scatter(ContextHost, XScatter):
             self._flusher = None
 
     def close(self) -> None:
-        self._closed = True
-        self._close_contexts()  # wakes every blocked send and recv with gsp.Closed
+        self.closed = True
+        self.close_contexts()  # wakes every blocked send and recv with gsp.Closed
         self._retry.clear()
         super().close()
 

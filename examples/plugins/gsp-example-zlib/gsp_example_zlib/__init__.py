@@ -162,20 +162,20 @@ class ZlibListener(SocketListener):
         super().__init__(url, options)
         self.host, self.port = parse_url(url, listening=True)  # refuse a bad URL before binding
 
-    def _bind_socket(self) -> Any:
+    def bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
         sock = bind_stream_socket(family, addr, f"listen {self.url}")
         bound = sock.getsockname()
         self.url = f"{SCHEME}://{hostport(self.host or bound[0], bound[1])}"  # the real port
         return sock
 
-    def _configure(self, sock: Any) -> None:
+    def configure(self, sock: Any) -> None:
         _nodelay(sock)
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
         return _name(addr)
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         return ZlibConnection(sock, self.options, local, remote)
 
 
@@ -186,14 +186,14 @@ class ZlibDialer(SocketDialer):
         super().__init__(url, options)
         self.host, self.port = parse_url(url, listening=False)
 
-    def _connect(self) -> Any:
+    def connect(self) -> Any:
         family, addr = resolve(self.host, self.port, False)
-        return connect_socket(self.url, family, addr, prepare=_nodelay, park=self._park)
+        return connect_socket(self.url, family, addr, prepare=_nodelay, park=self.park_connecting)
 
-    def _name(self, addr: Any) -> str:
+    def address_name(self, addr: Any) -> str:
         return _name(addr)
 
-    def _wrap(self, sock: Any, local: str, remote: str) -> Connection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         return ZlibConnection(sock, self.options, local, remote)
 
 
