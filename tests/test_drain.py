@@ -34,11 +34,26 @@ def ask(ctx: gsp.Context, body: bytes, out: dict[bytes, object]) -> None:
         out[body] = exc
 
 
+
+def rep_req(mk, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
+    """A REP and a REQ connected over tcp; ``timeout`` is both recv timeouts (else the REQ's 10)."""
+    rep = mk("rep") if timeout is None else mk("rep", recv_timeout=timeout)
+    req = mk("req", recv_timeout=10 if timeout is None else timeout)
+    connect(rep, req, TCP)
+    return rep, req
+
+
+def one_in_hand(rep: gsp.Socket, req: gsp.Socket, spawn, work: float) -> list[bytes]:
+    """One request taken by a handler that answers after ``work`` seconds."""
+    done: list[bytes] = []
+    spawn(serve, rep.open_context(), done, work)
+    spawn(ask, req.open_context(), b"q", {})
+    gevent.sleep(0.1)
+    return done
+
 def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
     n = 8
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk)
     done: list[bytes] = []
     workers = [spawn(serve, rep.open_context(), done) for _ in range(n)]
     out: dict[bytes, object] = {}
@@ -89,9 +104,7 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn)
 
 
 def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", recv_timeout=5)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk, 5)
     ctx = rep.open_context()
     def park() -> BaseException | None:
         try:
@@ -118,9 +131,7 @@ def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
 
 
 def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", recv_timeout=5)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     drain = spawn(rep.drain, 5)
@@ -132,9 +143,7 @@ def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
 
 
 def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk)
     done: list[bytes] = []
     spawn(serve, rep.open_context(), done, 5)  # a handler far slower than the drain allows
     req_ctx = req.open_context()
@@ -151,9 +160,7 @@ def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
 
 
 def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk)
     done: list[bytes] = []
     for _ in range(3):
         spawn(serve, rep.open_context(), done, 0.2)
@@ -176,9 +183,7 @@ def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
 
 
 def test_req_drain_waits_for_a_reply_to_be_received(mk, spawn):
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", recv_timeout=5)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk, 5)
     req.send(b"q")
     rep.recv()
     rep.send(b"a")
@@ -238,8 +243,7 @@ def test_surveyor_contexts_send_no_new_survey(mk, spawn):
 
 def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
     mk("push").drain(timeout=0)  # nothing in hand, nothing queued
-    rep, req = mk("rep"), mk("req", recv_timeout=5)
-    connect(rep, req, TCP)
+    rep, req = rep_req(mk, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     with pytest.raises(gsp.Timeout):
@@ -257,13 +261,8 @@ def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(mk, spawn):
 
 
 def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
-    done: list[bytes] = []
-    spawn(serve, rep.open_context(), done, WORK)
-    spawn(ask, req.open_context(), b"q", {})
-    gevent.sleep(0.1)
+    rep, req = rep_req(mk)
+    done = one_in_hand(rep, req, spawn, WORK)
     first = spawn(rep.drain, 5)
     gevent.sleep(0.01)
     t = time.monotonic()
@@ -275,12 +274,8 @@ def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
 
 
 def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
-    spawn(serve, rep.open_context(), [], 5)
-    spawn(ask, req.open_context(), b"q", {})
-    gevent.sleep(0.1)
+    rep, req = rep_req(mk)
+    one_in_hand(rep, req, spawn, 5)
     first = spawn(rep.drain, 10)
     gevent.sleep(0.01)
     with pytest.raises(gsp.Timeout):
@@ -291,12 +286,8 @@ def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
 
 
 def test_close_during_drain_ends_it(mk, spawn):
-    rep = mk("rep")
-    req = mk("req", recv_timeout=10)
-    connect(rep, req, TCP)
-    spawn(serve, rep.open_context(), [], 5)
-    spawn(ask, req.open_context(), b"q", {})
-    gevent.sleep(0.1)
+    rep, req = rep_req(mk)
+    one_in_hand(rep, req, spawn, 5)
     drain = spawn(rep.drain)
     gevent.sleep(0.05)
     rep.close()
