@@ -156,7 +156,7 @@ class InheritedListener(Closed):
     """The socket was made before this process forked and its only endpoints were listeners,
     which stay the parent's: the socket is closed in the child (docs/serving.md). Make the
     socket after fork (gunicorn ``post_fork``, :func:`gsp.per_process`), or listen in each
-    process (``tcp_reuseport``)."""
+    process on an address of its own."""
 
 
 class NoPeers(GspError):

@@ -277,7 +277,8 @@ def _close_inherited(sock: "Socket", urls: list[str], parent: int) -> None:
         f"this {sock.protocol} socket was made in process {parent} before it forked, and its "
         f"only endpoints are that process's listeners ({', '.join(urls)}), which stay there: it "
         f"is closed in this process (pid {os.getpid()}). Make the socket after fork (gunicorn "
-        f"post_fork, or gsp.per_process(factory)), or listen in each process (tcp_reuseport)")
+        f"post_fork, or gsp.per_process(factory)), or make a socket in this process that listens on "
+        f"an address of its own")
     sock._closed = True
     counters.forget(sock)
     sock._proto.close()
