@@ -50,6 +50,7 @@ from .options import FROM_OPTION
 __all__ = ["Hub", "hub", "socket", "BlockingSocket", "BlockingContext"]
 
 T = TypeVar("T")
+P = TypeVar("P", bound="_Proxy")
 
 
 class Hub:
@@ -231,6 +232,16 @@ class _Proxy:
     _hub: Hub
     _obj: Any
 
+    def __init__(self, hub: Hub, obj: Any) -> None:
+        self._hub = hub
+        self._obj = obj
+
+    def __enter__(self: P) -> P:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def __getattr__(self, name: str) -> Any:
         # Options (``s.recv_timeout``), properties (``s.stats``, ``s.closed``) and protocol
         # methods (``s.subscribe(b"")``) not spelled out below.
@@ -288,19 +299,9 @@ class BlockingContext(_Proxy):
     ``send``/``recv`` and the rest as the context's; :attr:`ctx` is the context itself, for
     functions run in the hub (:meth:`Hub.call`)."""
 
-    def __init__(self, hub: Hub, ctx: "gsp.Context") -> None:
-        self._hub = hub
-        self._obj = ctx
-
     @property
     def ctx(self) -> "gsp.Context":
         return self._obj  # type: ignore[no-any-return]
-
-    def __enter__(self) -> "BlockingContext":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<gsp.blocking.BlockingContext {self._obj!r}>"
@@ -311,10 +312,6 @@ class BlockingSocket(_Proxy):
     the caller waits. Made by :func:`socket` (or :meth:`Hub.socket`). :attr:`sock` is the socket
     itself, for functions run in the hub (:meth:`Hub.call`); used from another thread it raises
     :class:`gsp.WrongThread`."""
-
-    def __init__(self, hub: Hub, sock: "gsp.Socket") -> None:
-        self._hub = hub
-        self._obj = sock
 
     @property
     def sock(self) -> "gsp.Socket":
@@ -338,12 +335,6 @@ class BlockingSocket(_Proxy):
 
     def dial(self, url: str, *, block: bool | None = None, **options: Any) -> None:
         self._hub.call(lambda: self._obj.dial(url, block=block, **options))
-
-    def __enter__(self) -> "BlockingSocket":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<gsp.blocking.BlockingSocket {self._obj!r}>"

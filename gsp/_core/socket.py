@@ -270,13 +270,18 @@ class Socket(ObjectCalls):
         check_op(op)
         return [] if self._closed else self._proto.wake_cases(op)
 
-    def open_context(self) -> "Context":
-        """A context: an independent protocol state machine on this socket (req, rep, ...)."""
+    def _check_can_grow(self) -> None:
+        """What a new context, listener or dialer needs: the socket open, not draining, and used
+        from its own thread."""
         if self._closed:
             raise self._closed_error()
         if self._draining:
             raise Closed("socket is draining")
         self._check_thread()
+
+    def open_context(self) -> "Context":
+        """A context: an independent protocol state machine on this socket (req, rep, ...)."""
+        self._check_can_grow()
         ctx = self._proto.open_context()
         ctx.socket = self
         return ctx
@@ -284,11 +289,7 @@ class Socket(ObjectCalls):
     # -- endpoints -------------------------------------------------------------------------------
     def listen(self, url: str, **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
-        if self._closed:
-            raise self._closed_error()
-        if self._draining:
-            raise Closed("socket is draining")
-        self._check_thread()
+        self._check_can_grow()
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
@@ -304,11 +305,7 @@ class Socket(ObjectCalls):
         ``block=None`` tries once now and, on failure, keeps redialing in the background;
         ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
         """
-        if self._closed:
-            raise self._closed_error()
-        if self._draining:
-            raise Closed("socket is draining")
-        self._check_thread()
+        self._check_can_grow()
         if block not in (None, True, False):
             raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
