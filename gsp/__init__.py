@@ -1,16 +1,18 @@
 """gsp — the Scalability Protocols (nanomsg/nng/mangos) on gevent, wire-compatible with nng.
 
-The user API is what this module exports. Plugin authors build on the public SDK modules:
-:mod:`gsp.transport` and :mod:`gsp.protocol` (interfaces), :mod:`gsp.hookspecs`,
-:mod:`gsp.errors`, :mod:`gsp.options`, :mod:`gsp.message`, :mod:`gsp.wire`, :mod:`gsp.chan`, and the
-helpers :mod:`gsp.urls`, :mod:`gsp.stream`, :mod:`gsp.tls`, :mod:`gsp.queues`, :mod:`gsp.routing`,
-:mod:`gsp.backtrace`, :mod:`gsp.context`; :mod:`gsp.testing` is their conformance kit.
-:mod:`gsp.objects` is the msgpack codec of ``send_obj``/``recv_obj``; :mod:`gsp.poller` holds
-:func:`gsp.select` (sockets, contexts and channels) and :class:`gsp.Poller`; :mod:`gsp.prometheus`
-exports :func:`gsp.stats` to Prometheus (the ``gevent-sp[prometheus]`` extra); :mod:`gsp.allocator`
-holds :func:`gsp.tune_allocator`, the opt-in malloc setting for big messages;
-:mod:`gsp.blocking` drives sockets from threads that do not run gevent (safe from any thread).
-Everything under ``gsp._*`` is private.
+The user API is what this module exports, with the modules beside it: :mod:`gsp.errors` (the one
+error tree), :mod:`gsp.message`, :mod:`gsp.chan` (channels and ``select``), :mod:`gsp.context`,
+:mod:`gsp.poller` (:func:`gsp.select` over sockets, contexts and channels; :class:`gsp.Poller`),
+:mod:`gsp.objects` (the msgpack codec of ``send_obj``/``recv_obj``), :mod:`gsp.options` (option
+specs), :mod:`gsp.blocking` (sockets driven from threads that do not run gevent),
+:mod:`gsp.perprocess`, :mod:`gsp.allocator` (:func:`gsp.tune_allocator`), :mod:`gsp.prometheus`
+(:func:`gsp.stats` as Prometheus metrics) and :mod:`gsp.hookspecs` (the plugin hooks, for
+:func:`gsp.register_plugin`).
+
+Plugin authors have two SDK packages, each one import: :mod:`gsp.protocol` (a new topology) and
+:mod:`gsp.transport` (a new URL scheme); :mod:`gsp.testing` is their conformance kit. Everything
+under ``gsp._*`` is private: the core (``gsp._core``) and the built-in protocols and transports,
+which register through gsp's entry points as any plugin does.
 
 Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the pytest plugin in
 :mod:`gsp.testing`) neither imports gevent nor creates a hub.
@@ -44,6 +46,7 @@ from .errors import (
     NotSupported,
     ProtocolStateError,
     Timeout,
+    TLSHandshakeError,
     UnknownPlugin,
     UpgradeRefused,
     WireError,
@@ -85,7 +88,7 @@ __all__ = [
     "per_process", "PerProcess", "InheritedListener",
     "NoPeers",
     "UpgradeRefused",
-    "WrongThread",
+    "WrongThread", "TLSHandshakeError",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)
@@ -106,9 +109,9 @@ _LAZY = {
 
 #: Public submodules, importable as attributes too (``gsp.transport.Transport``).
 _SUBMODULES = frozenset({
-    "errors", "wire", "chan", "options", "message", "hookspecs", "protocol", "transport",
-    "urls", "stream", "tls", "queues", "routing", "backtrace", "context", "testing", "bench",
-    "objects", "cat", "poller", "prometheus", "allocator", "perprocess", "blocking",
+    "errors", "chan", "options", "message", "hookspecs", "protocol", "transport", "context",
+    "testing", "bench", "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
+    "blocking",
 })
 
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  transport {scheme:<11} {type(t).__module__}")
         return 0
     if args.cmd == "options":
-        from gsp._docs import options_markdown
+        from gsp._core.docs import options_markdown
         text = options_markdown(include_all=args.all)
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:

@@ -43,7 +43,7 @@ from gevent.event import Event as _GEvent
 
 import gsp
 
-from ._threads import ident
+from .chan import thread_ident
 from .errors import Closed, GspError
 from .options import FROM_OPTION
 
@@ -87,7 +87,7 @@ class Hub:
     def _run(self) -> None:
         try:
             hub = gevent.get_hub()
-            self._tid = ident()
+            self._tid = thread_ident()
             self._wake = hub.loop.async_()  # a thread-safe wake-up; it keeps the loop alive too
             self._wake.start(self._take)
             self._stop = _GEvent()
@@ -163,7 +163,7 @@ class Hub:
         in the calling thread, which blocks meanwhile. From the hub's own thread it runs at
         once. If the caller is interrupted while it waits (``KeyboardInterrupt``), the greenlet
         running ``fn`` is killed."""
-        if ident() == self._tid:
+        if thread_ident() == self._tid:
             return fn(*args, **kwargs)
         fut = self.submit(fn, *args, **kwargs)
         try:
@@ -209,7 +209,7 @@ class Hub:
             self._closed = True
             self._jobs.append((Future(), _STOP, (), {}))
         self._wake.send()
-        if ident() != self._tid:
+        if thread_ident() != self._tid:
             self._thread.join(timeout)
 
     def __enter__(self) -> "Hub":

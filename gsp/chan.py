@@ -34,11 +34,16 @@ from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar, cast
 
 from gevent import Timeout as _GTimeout
 from gevent.hub import Waiter, get_hub
+from gevent.monkey import get_original
 
-from ._threads import ident
 from .errors import Closed, Timeout, WouldBlock, WrongThread
 
-__all__ = ["Chan", "Outbox", "Recv", "Send", "select", "CLOSED", "FLUSH"]
+__all__ = ["Chan", "Outbox", "Recv", "Send", "select", "CLOSED", "FLUSH", "thread_ident"]
+
+#: The OS thread's id, even in a monkey-patched program (where ``threading.get_ident`` is the
+#: greenlet's: greenlets of one thread share its hub, so they may share its channels and
+#: sockets). A gsp object remembers the one that made it, for :class:`gsp.WrongThread`.
+thread_ident: Callable[[], int] = get_original("_thread", "get_ident")
 
 T = TypeVar("T")
 
@@ -117,13 +122,13 @@ class Chan(Generic[T]):
         self._sendq: list[_Entry] = []
         self._closed = False
         self._ready: tuple[Callable[..., Any], Callable[[], None]] | None = None  # notify_ready
-        self._tid: int = ident()  # the OS thread whose hub it belongs to
+        self._tid: int = thread_ident()  # the OS thread whose hub it belongs to
 
     def _wrong_thread(self) -> WrongThread:
         """The error of a call from another thread than the one that made the channel, on the
         paths that wait, wake a parked greenlet or close (another hub's never would). (The
         check is inlined there: a method call would cost more than the comparison.)"""
-        return WrongThread("channel", self._tid, ident())
+        return WrongThread("channel", self._tid, thread_ident())
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -146,7 +151,7 @@ class Chan(Generic[T]):
     def _try_send(self, item: Any) -> bool:
         rq = self._recvq
         if rq:
-            if ident() != self._tid:
+            if thread_ident() != self._tid:
                 raise self._wrong_thread()
         while rq:
             e = rq.pop(0)
@@ -171,7 +176,7 @@ class Chan(Generic[T]):
         sq = self._sendq
         if buf:
             if sq:
-                if ident() != self._tid:
+                if thread_ident() != self._tid:
                     raise self._wrong_thread()
             item = buf.popleft()
             # A slot opened: move the longest-waiting sender's item in. The buffer can exceed
@@ -184,7 +189,7 @@ class Chan(Generic[T]):
                     break
             return item
         if sq:
-            if ident() != self._tid:
+            if thread_ident() != self._tid:
                 raise self._wrong_thread()
         while sq:
             e = sq.pop(0)
@@ -197,7 +202,7 @@ class Chan(Generic[T]):
         """Return an item taken by an interrupted receiver to the head of the channel."""
         rq = self._recvq
         if rq:
-            if ident() != self._tid:
+            if thread_ident() != self._tid:
                 raise self._wrong_thread()
         while rq:  # receivers wait only on an empty buffer, so the item goes to the next one
             e = rq.pop(0)
@@ -318,7 +323,7 @@ class Chan(Generic[T]):
         """Close the channel: receivers drain what is buffered, then get :class:`gsp.Closed`."""
         if self._closed:
             return
-        if ident() != self._tid:
+        if thread_ident() != self._tid:
             raise self._wrong_thread()
         self._closed = True
         if self._ready is not None:
@@ -525,7 +530,7 @@ def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with t
 def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 26: split with the hot-path helpers
            timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
-    here = ident()  # a channel of another thread's hub would never wake this one
+    here = thread_ident()  # a channel of another thread's hub would never wake this one
     sel = _Sel()
     entries: list[tuple[Chan[Any], bool, _Entry]] = []
     for i, (ch, is_send, item) in enumerate(ops):

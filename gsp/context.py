@@ -18,16 +18,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gevent.hub import Waiter, get_hub
 
-from ._threads import ident
-from .chan import Chan, Recv
+from .chan import Chan, Recv, thread_ident
 from .errors import Closed, NotSupported, Timeout, WrongThread
+from .hookspecs import check_op, overrides
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
-from .protocol import check_op, overrides
 
 if TYPE_CHECKING:
-    from .protocol import Op, SocketHandle
+    from .protocol.interface import Op, SocketHandle
 
 _check_duration = duration()
 
@@ -56,7 +55,7 @@ class Wakeup:
     def __init__(self, lend: "SocketHandle | None" = None, batches: bool = False) -> None:
         self._waiter: Waiter | None = None
         self._loop = get_hub().loop
-        self._tid = ident()  # the thread of that loop: another one's wait would never wake
+        self._tid = thread_ident()  # the thread of that loop: another one's wait would never wake
         self._lend = lend
         self._batches = batches
         #: Whether :meth:`wake` was called during a lent read (see
@@ -67,7 +66,7 @@ class Wakeup:
         """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
         An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates; a wait
         from an OS thread other than the one that made it raises :class:`gsp.WrongThread`."""
-        here = ident()
+        here = thread_ident()
         if here != self._tid:
             raise WrongThread("context", self._tid, here)
         w = Waiter()
@@ -134,7 +133,7 @@ class ContextHost:
     :meth:`host_contexts` in ``__init__``, implement :meth:`new_context`, and call
     :meth:`close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
     their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
-    closed; :class:`gsp.routing.RoundRobin` has it)."""
+    closed; :class:`gsp.protocol.routing.RoundRobin` has it)."""
 
     #: The methods below a protocol may override (:func:`gsp.protocol.overrides`): without an
     #: override the socket's body-only calls go straight to the default context's.
@@ -229,7 +228,7 @@ class Context(ObjectCalls):
         self.socket: Any = None
         self._closed = False
         self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
-        self._tid = ident()  # the OS thread whose hub made it (gsp.WrongThread elsewhere)
+        self._tid = thread_ident()  # the OS thread whose hub made it (gsp.WrongThread elsewhere)
         #: What errors call this state machine: "context", or "socket" for a socket's default
         #: context (the user never opened it, so its errors never speak of a context).
         self.noun = "context"
@@ -258,7 +257,7 @@ class Context(ObjectCalls):
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
-        if self._tid != ident():
+        if self._tid != thread_ident():
             raise self._wrong_thread()
         self._call_send(data if type(data) is bytes else as_bytes(data), timeout, block)
 
@@ -345,7 +344,7 @@ class Context(ObjectCalls):
         """Close this context only (idempotent); blocked calls on it raise :class:`gsp.Closed`."""
         if self._closed:
             return
-        if self._tid != ident():
+        if self._tid != thread_ident():
             raise self._wrong_thread()
         self._closed = True
         self._closing.close()
@@ -354,11 +353,11 @@ class Context(ObjectCalls):
     def _check_open(self) -> None:
         if self._closed or self.handle.closed:
             raise self._closed_error()
-        if self._tid != ident():
+        if self._tid != thread_ident():
             raise self._wrong_thread()
 
     def _wrong_thread(self) -> WrongThread:
-        return WrongThread(self.noun, self._tid, ident())
+        return WrongThread(self.noun, self._tid, thread_ident())
 
     def _closed_error(self) -> Closed:
         return Closed(f"{self.noun} is closed" if self._closed else "socket is closed")

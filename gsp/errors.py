@@ -15,7 +15,7 @@ __all__ = [
     "MessageTooLarge", "HandshakeError", "BadMagic", "BadVersion", "BadReserved",
     "WrongProtocol", "BadFrame", "UnknownPlugin", "BadMessage", "timed_out",
     "NoPeers",
-    "WrongThread",
+    "WrongThread", "TLSHandshakeError",
 ]
 
 
@@ -141,6 +141,10 @@ class BadVersion(HandshakeError):
 
 class BadReserved(HandshakeError):
     """The header's two reserved bytes were not zero."""
+
+
+class TLSHandshakeError(HandshakeError):
+    """The TLS handshake failed: untrusted or mismatched certificate, missing client cert, ..."""
 
 
 class WrongProtocol(HandshakeError):

@@ -1,4 +1,5 @@
-"""Hook specifications for gsp plugins (signatures and docstrings only).
+"""The plugin contract: the hook specifications pluggy calls, and how gsp finds the optional hooks
+a plugin's classes override (:func:`overrides`).
 
 A plugin is a module (or object) with functions marked ``@gsp.hookimpl``, registered through the
 ``gsp`` entry-point group in its distribution's metadata::
@@ -16,12 +17,11 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from ._core.pipe import Pipe, PipeEvent
-    from ._core.socket import Socket
-    from .protocol import ProtocolSpec
-    from .transport import Transport
+    from . import Pipe, PipeEvent, Socket
+    from .protocol.interface import ProtocolSpec
+    from .transport.interface import Transport
 
-__all__ = ["hookspec", "hookimpl"]
+__all__ = ["hookspec", "hookimpl", "overrides", "check_op"]
 
 #: Marks the specifications below (gsp's own use).
 hookspec = pluggy.HookspecMarker("gsp")
@@ -51,3 +51,25 @@ def gsp_pipe_event(socket: "Socket", event: "PipeEvent", pipe: "Pipe") -> None:
     greenlet that set the pipe up, so it must not block. If it raises, the error is logged
     (``gsp.socket``) and the pipe carries on.
     """
+
+
+# -- optional hooks of the plugin classes -----------------------------------------------------
+
+def overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``obj`` (an instance or a class) overrides the optional hook ``name`` of ``base``.
+
+    The one way gsp finds an optional fast path: each interface lists the optional hooks it
+    looks for in its ``OPTIONAL_HOOKS`` (:attr:`Protocol.OPTIONAL_HOOKS`,
+    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.context.Context.OPTIONAL_HOOKS`,
+    ...), whose defaults are always correct, and uses an override where a class has one (once,
+    when it sets up: not per call). Raises ``ValueError`` for a name ``base`` does not list."""
+    if name not in vars(base).get("OPTIONAL_HOOKS", ()):
+        raise ValueError(f"{name} is not an optional hook of {base.__name__}")
+    cls = obj if isinstance(obj, type) else type(obj)
+    return getattr(cls, name) is not getattr(base, name)
+
+
+def check_op(op: object) -> None:
+    """Raise ValueError unless ``op`` is "recv" or "send"."""
+    if op != "recv" and op != "send":
+        raise ValueError(f"op must be 'recv' or 'send', not {op!r}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .protocol import PipeHandle
+    from .protocol.interface import PipeHandle
 
 __all__ = ["JOIN_MAX", "Message", "as_bytes", "message_bytes"]
 

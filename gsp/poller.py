@@ -28,8 +28,8 @@ from .chan import Chan, Recv, Send
 from .chan import select as select_channels
 from .errors import Timeout, WouldBlock
 from .options import seconds
-from .protocol import Op
-from .queues import Deadline
+from .protocol.interface import Op
+from .protocol.waiting import Deadline
 
 __all__ = ["select", "Poller", "Selectable", "POLLIN", "POLLOUT"]
 

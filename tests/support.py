@@ -25,7 +25,7 @@ HDR_PUSH, HDR_PULL = b"\x00SP\x00\x00\x50\x00\x00", b"\x00SP\x00\x00\x51\x00\x00
 #: The SP handshake of a REQ socket (0x30): a wrong-protocol peer for most listeners.
 HDR_REQ = b"\x00SP\x00\x00\x30\x00\x00"
 
-#: Hypothesis settings of gsp.wire's property tests (test_wire_handshake.py, test_wire_frames.py).
+#: Hypothesis settings of gsp.transport.wire's property tests (test_wire_handshake.py, test_wire_frames.py).
 wire_settings = settings(max_examples=200, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

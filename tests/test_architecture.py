@@ -4,7 +4,7 @@ A private name (``_x``, not a dunder) may be read on ``self``/``cls``/``super()`
 imported from outside gsp and its plugins, or on anything when the same *module* defines that
 name (a function, class, assignment, ``self._x = ...``, a slot). So a module reading another
 class's private attribute across modules is caught: ``reqrep.py`` reading ``proto._pipes`` of
-``gsp.routing.RoundRobin`` is, even though ``survey.py`` has its own ``_pipes``. The exceptions
+``gsp.protocol.routing.RoundRobin`` is, even though ``survey.py`` has its own ``_pipes``. The exceptions
 are listed below, each with why. ``from m import _x`` stays allowed only inside a *unit*: one
 public module of gsp, one private package (``gsp/_core``, ``gsp/_protocols``,
 ``gsp/_transports``) or one plugin package.
@@ -40,7 +40,7 @@ ALLOWED_UNITS = {
 }
 # (module, private name): reads of that name on another object that the module may make.
 ALLOWED_READS = {
-    ("gsp/backtrace.py", "_closed"):
+    ("gsp/protocol/replies.py", "_closed"):
         "Responder hands a request to a parked ResponderContext on the receive path and "
         "checks Context's _closed slot (Context.closed is a property call)",
     ("plugins/gsp-ws/gsp_ws/transport.py", "_add_route"):
@@ -157,10 +157,10 @@ def test_the_check_catches_a_reach_into_chan() -> None:
 
 
 def test_the_check_catches_a_read_of_another_classs_private_attribute_across_modules() -> None:
-    # reqrep.py's old read of RoundRobin's pipes (gsp/routing.py). The old rule (a name some
+    # reqrep.py's old read of RoundRobin's pipes (gsp/protocol/routing.py). The old rule (a name some
     # module of the unit defines) let it through: survey.py, in the same unit, has its own
     # _pipes. The rule by module reports it.
-    old_reqrep = ("from gsp.routing import RoundRobin\n\n"
+    old_reqrep = ("from gsp.protocol.routing import RoundRobin\n\n"
                   "class XReq(RoundRobin):\n"
                   "    def head(self, proto):\n"
                   "        return proto._pipes[0]\n")
@@ -249,7 +249,7 @@ def test_the_plugin_check_bites() -> None:
     import types
 
     from gsp.context import Context
-    from gsp.stream import SocketDialer
+    from gsp.transport import SocketDialer
 
     source = ("class D(SocketDialer):\n"
               "    def close(self):\n"
@@ -264,7 +264,7 @@ def test_the_plugin_check_bites() -> None:
     module.D = type("D", (SocketDialer,), {})  # type: ignore[attr-defined]
     module.C = type("C", (Context,), {})  # type: ignore[attr-defined]
     found = plugin_private_uses(pathlib.Path("probe.py"), source, module)
-    assert sorted(found) == ["probe.py:3 D uses gsp.stream.SocketDialer._inflight",
+    assert sorted(found) == ["probe.py:3 D uses gsp.transport.stream.SocketDialer._inflight",
                              "probe.py:6 C uses gsp.context.Context._closed",
                              "probe.py:8 C overrides gsp.context.Context._wrong_thread"]
 
@@ -299,8 +299,7 @@ def test_optional_hooks_are_found_one_way() -> None:
     # Every hook a table lists exists on its base; a name not listed is refused.
     from gsp.context import Context, ContextHost
     from gsp.protocol import Protocol
-    from gsp.stream import StreamConnection
-    from gsp.transport import Connection
+    from gsp.transport import Connection, StreamConnection
 
     for base in (Protocol, Connection, StreamConnection, Context, ContextHost):
         for name in base.OPTIONAL_HOOKS:
@@ -333,8 +332,8 @@ def test_no_import_cycles() -> None:
     assert cycles == set()
 
 
-@pytest.mark.parametrize("module", ["gsp", "gsp.wire", "gsp.errors", "gsp.protocol",
-                                    "gsp.transport", "gsp.options", "gsp.hookspecs"])
+@pytest.mark.parametrize("module", ["gsp", "gsp.transport.wire", "gsp.errors", "gsp.protocol.interface",
+                                    "gsp.transport.interface", "gsp.options", "gsp.hookspecs"])
 def test_sdk_imports_without_gevent(module: str) -> None:
     # Interfaces and the codec load without gevent: importing gsp costs no hub, no monkey patch.
     code = f"import sys, {module}; assert 'gevent' not in sys.modules, sorted(sys.modules)"

@@ -1,4 +1,4 @@
-"""The two request/reply families share gsp.backtrace: rep and respondent are one state machine
+"""The two request/reply families share gsp.protocol.backtrace: rep and respondent are one state machine
 with two protocol numbers, req and surveyor both stamp ids and route replies by them. Every check
 here runs on both families; what is particular to one protocol stays in test_req.py, test_rep.py
 and test_survey.py."""

@@ -229,13 +229,13 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
     """A figure is only comparable with its build: the header names gsp's modules compiled with
     mypyc (an extension module imported in place of the .py), and says nothing when none is."""
     import gsp.chan
-    import gsp.wire
+    import gsp.transport.wire
     from gsp.bench import report
 
     monkeypatch.setattr(gsp.chan, "__file__", "/x/gsp/chan.py")
-    monkeypatch.setattr(gsp.wire, "__file__", "/x/gsp/wire.py")
+    monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.py")
     assert report.compiled() == []
     assert "compiled" not in report.header(report.machine())
-    monkeypatch.setattr(gsp.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
-    assert report.compiled() == ["gsp.wire"]
-    assert "gsp compiled with mypyc: gsp.wire\n" in report.header(report.machine())
+    monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
+    assert report.compiled() == ["gsp.transport.wire"]
+    assert "gsp compiled with mypyc: gsp.transport.wire\n" in report.header(report.machine())

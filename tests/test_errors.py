@@ -13,11 +13,11 @@ import gevent
 import pytest
 
 import gsp
-from gsp import wire
 from gsp.chan import Chan, Recv, select
 from gsp.options import Option, boolean, seconds
-from gsp.queues import Deadline
+from gsp.protocol import Deadline
 from gsp.testing import WAIT, wait_for
+from gsp.transport import wire
 
 T = 0.02  # a timeout that is meant to run out
 

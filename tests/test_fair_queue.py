@@ -1,5 +1,5 @@
-"""Receive queues are fair across pipes (issue 14, item 3): gsp.queues.Inbox keeps a short front
-and each source's further items behind it, refilled round robin (gsp.backlog.Backlog). The
+"""Receive queues are fair across pipes (issue 14, item 3): gsp.protocol.inbox.queue.Inbox keeps a short front
+and each source's further items behind it, refilled round robin (gsp.protocol.inbox.backlog.Backlog). The
 socket-level proof is tests/test_no_stall.py::test_a_flood_does_not_keep_a_good_sender_out."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import gevent
 import pytest
 
 import gsp
-from gsp.backlog import Backlog
-from gsp.queues import FRONT_BYTES, FRONT_ITEMS, TURN_ITEMS, Inbox
+from gsp.protocol.inbox import FRONT_BYTES, FRONT_ITEMS, TURN_ITEMS, Backlog, Inbox
 
 A, B, C = "pipe a", "pipe b", "pipe c"
 #: Many more small items than the front and a turn hold, and a capacity that takes them all.

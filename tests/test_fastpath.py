@@ -9,10 +9,9 @@ import gevent
 import pytest
 
 import gsp
-from gsp import wire
 from gsp.message import Message
-from gsp.stream import StreamConnection
 from gsp.testing import WAIT, connected, wait_for
+from gsp.transport import StreamConnection, wire
 from tests.support import sockets
 
 pytestmark = pytest.mark.core

@@ -15,8 +15,8 @@ import gevent
 import pytest
 
 import gsp
-from gsp import wire
 from gsp.testing import WAIT, RawPeer, wait_for
+from gsp.transport import wire
 from tests.support import sockets
 from tests.test_lent_reads import RID, counting_lent_reads
 
@@ -115,7 +115,7 @@ def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(
     """Big messages back to back: the end of one that came with another's start is read alone,
     so that from then on each read takes a prefix, then a whole body (the message itself, no
     join); one FIONREAD count serves every body it covers (what was read since is taken off)."""
-    from gsp import stream
+    from gsp.transport import stream
     from tests.test_readers import CountingRaw, handshaken
 
     counts: list[int] = []

@@ -13,12 +13,17 @@ import greenlet
 import pytest
 
 import gsp
-from gsp import wire
-from gsp.limits import RecvLimits
 from gsp.message import Message
 from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, RawPeer, connected, wait_for
-from gsp.transport import Connection, Transport, TransportDialer, TransportListener
+from gsp.transport import (
+    Connection,
+    RecvLimits,
+    Transport,
+    TransportDialer,
+    TransportListener,
+    wire,
+)
 from tests.support import plugged_transports, sockets
 
 pytestmark = pytest.mark.core

@@ -22,8 +22,8 @@ import pytest
 from gevent import ssl as gssl
 
 import gsp
-from gsp import wire
 from gsp.testing import WAIT, wait_for
+from gsp.transport import wire
 from tests.support import raw_connect, silent
 
 PUSH = wire.handshake(0x50)  # what a pusher says to a pull socket

@@ -16,7 +16,7 @@ import gevent
 import pytest
 
 import gsp
-from gsp.queues import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS
+from gsp.protocol.inbox import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS
 from gsp.testing import RawPeer, wait_for
 from tests.support import TCP, echo_forever, hops, u32
 

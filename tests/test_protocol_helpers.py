@@ -7,7 +7,7 @@ import pytest
 
 import gsp
 from gsp.chan import select
-from gsp.queues import Inbox, Signal
+from gsp.protocol import Inbox, Signal
 
 pytestmark = pytest.mark.core
 

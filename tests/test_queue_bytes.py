@@ -11,9 +11,9 @@ import gevent
 import pytest
 
 import gsp
-from gsp import wire
-from gsp.queues import Inbox
+from gsp.protocol import Inbox
 from gsp.testing import RawPeer, free_url, wait_for
+from gsp.transport import wire
 
 pytestmark = pytest.mark.core
 

@@ -14,12 +14,11 @@ from gevent import select as gselect
 from gevent import socket as gsocket
 
 import gsp
-from gsp import wire
 from gsp._core.readers import IDLE_READERS
 from gsp._transports.inproc import InprocConnection
 from gsp.chan import Chan
-from gsp.stream import StreamConnection
 from gsp.testing import WAIT, connected, wait_for
+from gsp.transport import StreamConnection, wire
 from tests.support import sockets
 
 pytestmark = pytest.mark.core

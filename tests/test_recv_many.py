@@ -12,8 +12,7 @@ import pytest
 
 import gsp
 from gsp.message import Message
-from gsp.protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from gsp.queues import Inbox
+from gsp.protocol import Inbox, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from gsp.testing import WAIT, wait_for
 from tests.support import connect, inproc_url, pair_up
 

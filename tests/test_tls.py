@@ -15,9 +15,9 @@ from gevent import socket as gsocket
 from gevent import ssl as gssl
 
 import gsp
+from gsp import TLSHandshakeError
 from gsp.testing import TransportSuite, wait_for
-from gsp.tls import TLSHandshakeError
-from gsp.urls import parse_host_port
+from gsp.transport import parse_host_port
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
 from tests.support import HDR_PULL, HDR_PUSH

@@ -1,4 +1,4 @@
-"""gsp.wire, the sans-IO SP codec: stream framing (tcp and ipc). Encoding; decoding as a property
+"""gsp.transport.wire, the sans-IO SP codec: stream framing (tcp and ipc). Encoding; decoding as a property
 (any split of the stream, in any buffer form, gives the same messages; garbage raises only wire
 errors; valid frames before a bad one are still delivered); limits and errors (a huge frame refused
 from its length prefix, max_size, ipc type bytes, a decoder dead after an error); runs of
@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gsp
-from gsp import wire
-from gsp.wire import IPC, TCP, FrameDecoder, Framing, encode_frames
+from gsp.transport import wire
+from gsp.transport.wire import IPC, TCP, FrameDecoder, Framing, encode_frames
 from tests.support import wire_settings as _settings
 
 pytestmark = pytest.mark.core

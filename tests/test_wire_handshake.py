@@ -1,4 +1,4 @@
-"""gsp.wire, the sans-IO SP codec: the handshake. Every protocol's handshake round-trips and is
+"""gsp.transport.wire, the sans-IO SP codec: the handshake. Every protocol's handshake round-trips and is
 refused by a side expecting another protocol; bad magic, version and reserved bytes raise their
 own error classes, checked in that order; any 8 bytes either parse back to themselves or raise a
 HandshakeError. Stream framing is in test_wire_frames.py."""
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gsp
-from gsp import wire
-from gsp.wire import handshake, parse_handshake
+from gsp.transport import wire
+from gsp.transport.wire import handshake, parse_handshake
 from tests.support import wire_settings as _settings
 
 pytestmark = pytest.mark.core

@@ -19,8 +19,8 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, Request
 
 import gsp
+from gsp import TLSHandshakeError
 from gsp.testing import TransportSuite
-from gsp.tls import TLSHandshakeError
 from gsp_ws import UpgradeRefused
 from tests import nng
 from tests.certs import PAIRS, PKI, interop

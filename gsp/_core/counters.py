@@ -21,9 +21,9 @@ from ..errors import (
     HandshakeError,
     MessageTooLarge,
     Timeout,
+    TLSHandshakeError,
     WrongProtocol,
 )
-from ..tls import TLSHandshakeError
 
 if TYPE_CHECKING:
     from ..message import Message

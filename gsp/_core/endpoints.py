@@ -15,7 +15,7 @@ from . import counters, log
 from .log import dialer_log, listener_log
 
 if TYPE_CHECKING:
-    from ..transport import Connection, Transport, TransportDialer, TransportListener
+    from ..transport.interface import Connection, Transport, TransportDialer, TransportListener
     from .pipe import Pipe
     from .socket import Socket
 

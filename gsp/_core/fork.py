@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import gevent
 from gevent.event import Event
 
-from .._threads import ident
+from ..chan import thread_ident
 from ..errors import Closed, InheritedListener
-from ..protocol import RejectPipe
+from ..protocol.interface import RejectPipe
 from . import counters, events, log
 from .pipe import PipeEvent, _live_pipes
 
@@ -107,7 +107,7 @@ def after_fork_in_child() -> None:
 
 
 def _fork_socket(sock: "Socket", parent: int) -> None:
-    if sock._hot.tid != ident():
+    if sock._hot.tid != thread_ident():
         _orphan(sock, parent)
         return
     pipes = list(sock._pipes.values())

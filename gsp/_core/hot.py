@@ -7,7 +7,7 @@ from collections import deque
 from typing import Any, Callable
 
 from ..errors import BadOption, GspError
-from ..protocol import Protocol
+from ..protocol.interface import Protocol
 
 
 class Hot:

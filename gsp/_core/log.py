@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MessageTooLarge, Timeout, WireError, WrongProtocol
 
 if TYPE_CHECKING:
-    from ..protocol import ProtocolSpec
+    from ..protocol.interface import ProtocolSpec
     from .pipe import Pipe
     from .socket import Socket
 

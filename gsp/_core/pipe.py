@@ -15,9 +15,9 @@ from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
-from ..protocol import LendingWait, overrides
-from ..queues import Signal
-from ..transport import Connection
+from ..protocol.interface import LendingWait, overrides
+from ..protocol.waiting import Signal
+from ..transport.interface import Connection
 from . import counters
 from .readers import WOULD_WAIT, Readers, WouldWait
 

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from .. import hookspecs, wire
+from .. import hookspecs
 from ..errors import GspError, InvalidAddress, UnknownPlugin
 from ..options import Option
-from ..protocol import ProtocolSpec
-from ..transport import Transport
-from ..urls import split_url
+from ..protocol.interface import ProtocolSpec
+from ..transport import wire
+from ..transport.interface import Transport
+from ..transport.urls import split_url
 
 ENTRY_POINT_GROUP = "gsp"
 #: Set to a non-empty value to load only gsp's own entry points (no third-party autoload).

@@ -10,9 +10,8 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.pool import Group
 
-from .._threads import ident
+from ..chan import thread_ident
 from ..errors import BadOption, Closed, NotSupported, Timeout, WrongThread
-from ..limits import RecvLimits
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
@@ -23,7 +22,8 @@ from ..options import (
     call_timeout,
     duration,
 )
-from ..protocol import Protocol, RejectPipe, check_op, overrides
+from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
+from ..transport.limits import RecvLimits
 from . import counters, events, fork, log
 from .endpoints import Dialer, Listener, endpoint_options
 from .handle import SocketHandle
@@ -35,8 +35,8 @@ from .registry import registry
 if TYPE_CHECKING:
     from ..chan import Recv
     from ..context import Context
-    from ..protocol import Op
-    from ..transport import Connection
+    from ..protocol.interface import Op
+    from ..transport.interface import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 _check_timeout = duration()
@@ -61,7 +61,7 @@ class Socket(ObjectCalls):
 
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
         self._hot = Hot()
-        self._hot.tid = ident()  # its thread: see _check_thread
+        self._hot.tid = thread_ident()  # its thread: see _check_thread
         spec = registry.protocol(protocol)
         self.spec = spec
         self.protocol = spec.name
@@ -90,7 +90,7 @@ class Socket(ObjectCalls):
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         self._tally = counters.tally()  # pipes that went, and their traffic
         proto = self._proto = self._hot.proto = spec.factory(SocketHandle(self), self.raw)
-        # Optional fast paths, used only where the protocol overrides them (see gsp.protocol).
+        # Optional fast paths, used only where the protocol overrides them (see gsp.protocol.Protocol).
         self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
         self._hot.send_body = proto.send_body if overrides(proto, Protocol, "send_body") else None
         self._hot.bare = proto.ready_bodies is not None
@@ -185,7 +185,7 @@ class Socket(ObjectCalls):
             data = as_bytes(data)
         if hot.send_direct is not None and hot.send_direct(data):
             return  # queued at once (SocketHandle.send_direct): no call into the protocol
-        if hot.tid != ident():  # (not on the fast path above: a foreign thread is caught here)
+        if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
             raise self._wrong_thread()
         t = hot.send_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
@@ -497,11 +497,11 @@ class Socket(ObjectCalls):
         Checked in ``close``, ``open_context``, ``listen``, ``dial``, in ``send`` when it cannot
         complete at once (the fast path does not look), and wherever gsp waits (channels,
         contexts): a foreign thread's call that waits, or closes, fails at once."""
-        if self._hot.tid != ident():
+        if self._hot.tid != thread_ident():
             raise self._wrong_thread()
 
     def _wrong_thread(self) -> WrongThread:
-        return WrongThread("socket", self._hot.tid, ident())
+        return WrongThread("socket", self._hot.tid, thread_ident())
 
     def __enter__(self) -> "Socket":
         return self

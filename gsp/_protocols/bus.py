@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import PipeHandle, ProtocolSpec, SocketHandle
-from ..queues import Inbox
-from ..routing import PipeMap, broadcast
+from ..protocol import Inbox, PipeHandle, PipeMap, ProtocolSpec, SocketHandle, broadcast
 
 
 class Bus(PipeMap):

@@ -12,9 +12,18 @@ from ..chan import Recv, Send, select
 from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, RejectPipe, SocketHandle
-from ..queues import Deadline, Inbox, Signal
-from ..routing import send_wake_cases
+from ..protocol import (
+    Deadline,
+    Inbox,
+    Op,
+    PipeHandle,
+    Protocol,
+    ProtocolSpec,
+    RejectPipe,
+    Signal,
+    SocketHandle,
+    send_wake_cases,
+)
 
 
 class Pair0(Protocol):

@@ -23,9 +23,16 @@ from ..errors import BadOption, NotSupported
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import integer
-from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from ..queues import Inbox
-from ..routing import PipeMap, broadcast
+from ..protocol import (
+    Inbox,
+    Op,
+    PipeHandle,
+    PipeMap,
+    Protocol,
+    ProtocolSpec,
+    SocketHandle,
+    broadcast,
+)
 
 
 def _topic(prefix: Any) -> bytes:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..message import Message
-from ..protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from ..queues import Inbox
-from ..routing import RoundRobin
+from ..protocol import Inbox, PipeHandle, Protocol, ProtocolSpec, RoundRobin, SocketHandle
 
 
 class Push(RoundRobin):

@@ -2,7 +2,7 @@
 
 REQ stamps each request with an id (u32 BE, high bit set), keeps it until the matching reply
 arrives, resends it every ``resend_time`` and at once on another pipe when the pipe carrying it
-dies. REP is the responder of :mod:`gsp.backtrace` (respondent is the same state machine).
+dies. REP is the responder of :mod:`gsp.protocol.replies` (respondent is the same state machine).
 """
 
 from __future__ import annotations
@@ -12,13 +12,6 @@ from typing import Any
 
 import gevent
 
-from ..backtrace import (
-    TTL_OPTION,
-    Alarm,
-    IdMap,
-    Requester,
-    responder,
-)
 from ..chan import Recv, Send, select
 from ..context import Context, ContextHost, ContextOption, Wakeup
 from ..errors import (
@@ -33,9 +26,22 @@ from ..errors import (
 from ..hookspecs import hookimpl
 from ..message import JOIN_MAX, Message
 from ..options import Option, duration
-from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from ..queues import Deadline, Signal
-from ..routing import RoundRobin, send_wake_cases
+from ..protocol import (
+    TTL_OPTION,
+    Alarm,
+    Deadline,
+    IdMap,
+    Op,
+    PipeHandle,
+    Protocol,
+    ProtocolSpec,
+    Requester,
+    RoundRobin,
+    Signal,
+    SocketHandle,
+    responder,
+    send_wake_cases,
+)
 
 _check_resend = duration()
 

@@ -3,23 +3,34 @@
 A surveyor broadcasts a survey (id u32 BE, high bit set) to every respondent without blocking and
 collects replies until ``survey_time`` passes; then ``recv`` raises :class:`gsp.Timeout` and late
 replies are discarded. A new survey on the same context cancels the previous one. The respondent
-is the responder of :mod:`gsp.backtrace` (the same state machine as rep).
+is the responder of :mod:`gsp.protocol.replies` (the same state machine as rep).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..backtrace import TTL_OPTION, IdMap, Requester, call_later, responder, u32
 from ..chan import CLOSED, Chan, Recv, select
 from ..context import Context, ContextHost, ContextOption
 from ..errors import Canceled, Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
-from ..protocol import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from ..queues import Signal
-from ..routing import broadcast
+from ..protocol import (
+    TTL_OPTION,
+    IdMap,
+    Op,
+    PipeHandle,
+    Protocol,
+    ProtocolSpec,
+    Requester,
+    Signal,
+    SocketHandle,
+    broadcast,
+    call_later,
+    responder,
+    u32,
+)
 
 _check_survey = duration()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from .. import wire
 from ..chan import Chan
 from ..errors import (
     AddressInUse,
@@ -16,8 +15,7 @@ from ..errors import (
 )
 from ..hookspecs import hookimpl
 from ..message import message_bytes
-from ..transport import Connection, Transport, TransportDialer, TransportListener
-from ..urls import split_url
+from ..transport import Connection, Transport, TransportDialer, TransportListener, split_url, wire
 
 if TYPE_CHECKING:
     from ..message import Message

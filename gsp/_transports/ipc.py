@@ -9,13 +9,18 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
-from .. import wire
 from ..errors import AddressInUse, InvalidAddress
 from ..hookspecs import hookimpl
 from ..options import Option, integer, optional
-from ..stream import SocketDialer, SocketListener, connect_socket, map_socket_error
-from ..transport import Transport
-from ..urls import split_url
+from ..transport import (
+    SocketDialer,
+    SocketListener,
+    Transport,
+    connect_socket,
+    map_socket_error,
+    split_url,
+    wire,
+)
 
 IPC_OPTIONS = {o.name: o for o in [
     Option("ipc_file_mode", None, optional(integer(0, 0o7777, range="0o0..0o7777")),

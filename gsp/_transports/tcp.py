@@ -8,9 +8,16 @@ from gevent import socket as gsocket
 
 from ..hookspecs import hookimpl
 from ..options import Option, boolean, integer
-from ..stream import SocketDialer, SocketListener, bind_stream_socket, connect_socket, resolve
-from ..transport import Transport
-from ..urls import hostport, parse_host_port
+from ..transport import (
+    SocketDialer,
+    SocketListener,
+    Transport,
+    bind_stream_socket,
+    connect_socket,
+    hostport,
+    parse_host_port,
+    resolve,
+)
 
 TCP_OPTIONS = {o.name: o for o in [
     Option("tcp_nodelay", True, boolean, "disable Nagle's algorithm (lower latency)"),

@@ -2,7 +2,7 @@
 
 The TLS handshake runs in ``Connection.handshake`` (the core runs that in a greenlet per
 connection, under ``handshake_timeout``), never in ``accept()``: a client that connects and then
-stalls delays nobody. Contexts and peer identities come from :mod:`gsp.tls`, shared with wss.
+stalls delays nobody. Contexts and peer identities come from :mod:`gsp.transport.tls`, shared with wss.
 """
 
 from __future__ import annotations
@@ -17,12 +17,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import gevent
 
-from .. import wire
 from ..errors import Closed, ConnectionBroken, Timeout
 from ..hookspecs import hookimpl
-from ..stream import StreamConnection
-from ..tls import TLS_OPTIONS, tls_context, tls_handshake, tls_refusal, tls_wrap
-from ..transport import Transport
+from ..transport import (
+    TLS_OPTIONS,
+    StreamConnection,
+    Transport,
+    tls_context,
+    tls_handshake,
+    tls_refusal,
+    tls_wrap,
+    wire,
+)
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ def machine() -> dict[str, Any]:
 
 
 #: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
-COMPILABLE = ("gsp.chan", "gsp.wire")
+COMPILABLE = ("gsp.chan", "gsp.transport.wire")
 
 
 def compiled() -> list[str]:

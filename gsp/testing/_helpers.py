@@ -18,7 +18,7 @@ import gevent
 from gevent import socket as gsocket
 
 import gsp
-from gsp import wire
+from gsp.transport import wire
 
 __all__ = [
     "WAIT", "wait_for", "connected", "ping_pong", "free_url", "free_port", "RawPeer",

@@ -1,5 +1,5 @@
-"""Fuzz target: the SP handshake parser (gsp.wire.parse_handshake) and a whole stream connection
-as a listener sees it (gsp.stream.StreamConnection: handshake, then frames until the peer stops).
+"""Fuzz target: the SP handshake parser (gsp.transport.wire.parse_handshake) and a whole stream connection
+as a listener sees it (gsp.transport.stream.StreamConnection: handshake, then frames until the peer stops).
 
 Input layout: byte 0 picks the local protocol (an index into the registered protocols), its
 bit 7 the framing (tcp/ipc); byte 1 seeds how the stream is cut into chunks; the rest is what the
@@ -20,8 +20,7 @@ import harness
 
 with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     import gsp
-    from gsp import wire
-    from gsp.stream import StreamConnection
+    from gsp.transport import StreamConnection, wire
 
 SPECS = [gsp.registry.protocol(name) for name in sorted(gsp.registry.protocols)]
 HEADER_ERRORS = (gsp.BadMagic, gsp.BadVersion, gsp.BadReserved, gsp.WrongProtocol)

@@ -1,7 +1,7 @@
 """Fuzz target: option parsing and URL parsing, the values users (and configuration files)
 hand to gsp: ``Options.update_checked`` and item assignment over every option a socket of a
 protocol takes (socket, protocol and all transport options, ws and tls included); URL parsing
-(``gsp.urls.split_url``, ``parse_host_port``, gsp-ws's ``parse_ws_url`` and the registry's
+(``gsp.transport.urls.split_url``, ``parse_host_port``, gsp-ws's ``parse_ws_url`` and the registry's
 ``transport_for``); and the Spark data source's string options (``SourceConfig.parse``,
 ``SinkConfig.parse``).
 
@@ -31,7 +31,7 @@ import harness
 with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     import gsp
     from gsp.options import SOCKET_OPTIONS, Options
-    from gsp.urls import parse_host_port, split_url
+    from gsp.transport import parse_host_port, split_url
     from gsp_spark._config import SinkConfig, SourceConfig
     from gsp_ws.transport import parse_ws_url
 

@@ -1,4 +1,4 @@
-"""Fuzz target: gsp.wire.FrameDecoder, the SP stream framing (tcp and ipc) read off the network.
+"""Fuzz target: gsp.transport.wire.FrameDecoder, the SP stream framing (tcp and ipc) read off the network.
 
 Input layout: byte 0 chooses the framing (bit 0: tcp/ipc), the size limit (bits 1-3, an index
 into ``LIMITS``) and whether a body is fed whole, as a buffer, when ``body_wanted`` says the
@@ -21,7 +21,7 @@ import harness
 
 with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     import gsp
-    from gsp import wire
+    from gsp.transport import wire
 
 LIMITS = (0, 1, 8, 255, 256, 1024, 40_000, 1 << 20)
 EXPECTED = (gsp.BadFrame, gsp.MessageTooLarge)

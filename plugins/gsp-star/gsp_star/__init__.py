@@ -7,9 +7,7 @@ from typing import Any
 import gsp
 from gsp.message import Message
 from gsp.options import Option, integer
-from gsp.protocol import PipeHandle, ProtocolSpec, SocketHandle
-from gsp.queues import Inbox
-from gsp.routing import PipeMap, broadcast
+from gsp.protocol import Inbox, PipeHandle, PipeMap, ProtocolSpec, SocketHandle, broadcast
 
 __all__ = ["Star", "gsp_protocols", "STAR"]
 

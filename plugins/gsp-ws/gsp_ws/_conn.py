@@ -28,11 +28,9 @@ from wsproto.handshake import H11Handshake
 from wsproto.utilities import ProtocolError
 
 import gsp
-from gsp.limits import Holding, RecvLimits
 from gsp.message import message_bytes
-from gsp.stream import forget_socket
-from gsp.tls import tls_handshake, tls_refusal, tls_wrap
-from gsp.transport import Connection
+from gsp.transport import Connection, Holding, RecvLimits, tls_handshake, tls_refusal, tls_wrap
+from gsp.transport.stream import forget_socket
 
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import gsp
 from gsp.options import Option, boolean, described, duration, optional
-from gsp.tls import TLS_OPTIONS
+from gsp.transport import TLS_OPTIONS
 
 SUFFIX = ".sp.nanomsg.org"
 

@@ -21,16 +21,24 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 
 import gsp
 from gsp.chan import Chan
-from gsp.stream import (
+from gsp.transport import (
+    Transport,
+    TransportDialer,
+    TransportListener,
+    hostport,
+    parse_host_port,
+    split_url,
+    tls_context,
+    tls_handshake,
+    tls_wrap,
+)
+from gsp.transport.stream import (
     bind_stream_socket,
     connect_socket,
     forget_socket,
     map_socket_error,
     resolve,
 )
-from gsp.tls import tls_context, tls_handshake, tls_wrap
-from gsp.transport import Transport, TransportDialer, TransportListener
-from gsp.urls import hostport, parse_host_port, split_url
 
 from ._conn import WSClientConnection, WSConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error

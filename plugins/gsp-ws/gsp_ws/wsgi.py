@@ -49,7 +49,7 @@ from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
 
 import gsp
-from gsp.tls import tls_properties
+from gsp.transport import tls_properties
 
 from ._conn import WSGIConnection
 from ._http import check_upgrade, subprotocol

@@ -6,7 +6,7 @@ task until its result is back, and when a gather peer leaves (crashed, killed, n
 before answering, it sends that peer's tasks again to the others (option ``redeliver``).
 ``gather`` (0x7A1) is a worker: ``recv`` a task, ``send`` its result.
 
-Wire format: the same backtrace as req/rep (:mod:`gsp.backtrace`). Scatter puts a 4-byte task id
+Wire format: the same backtrace as req/rep (:mod:`gsp.protocol.backtrace`). Scatter puts a 4-byte task id
 (big-endian, high bit set) in front of the task; gather sends the result back behind the same
 4 bytes. Raw sockets see and give those header bytes (raw gather adds the pipe id in front, as
 raw rep does), so :func:`gsp.device` can forward between a raw gather and a raw scatter.
@@ -22,14 +22,26 @@ from typing import Any
 import gevent
 
 import gsp
-from gsp.backtrace import MAX_HOPS, TTL_OPTION, IdMap, responder, split_backtrace, u32
 from gsp.chan import Recv, Send, select
 from gsp.context import Context, ContextHost
 from gsp.message import Message
 from gsp.options import Option, boolean
-from gsp.protocol import PipeHandle, Protocol, ProtocolSpec, SocketHandle
-from gsp.queues import Deadline, Inbox, Signal
-from gsp.routing import RoundRobin
+from gsp.protocol import (
+    MAX_HOPS,
+    TTL_OPTION,
+    Deadline,
+    IdMap,
+    Inbox,
+    PipeHandle,
+    Protocol,
+    ProtocolSpec,
+    RoundRobin,
+    Signal,
+    SocketHandle,
+    responder,
+    split_backtrace,
+    u32,
+)
 
 __all__ = [
     "SCATTER", "GATHER", "REDELIVER", "XScatter", "Scatter", "ScatterContext", "gsp_protocols",
@@ -286,7 +298,7 @@ def gsp_protocols() -> list[ProtocolSpec]:
         ProtocolSpec("scatter", SCATTER, "gather", GATHER, _scatter,
                      options={"redeliver": REDELIVER}, methods=("outstanding",)),
         # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
-        # for devices) under its own numbers: gsp.backtrace provides all of it.
+        # for devices) under its own numbers: gsp.protocol.backtrace provides all of it.
         ProtocolSpec("gather", GATHER, "scatter", SCATTER, responder,
                      options={"ttl": TTL_OPTION}),
     ]

@@ -11,7 +11,7 @@ import pytest
 from gevent.event import Event
 
 import gsp
-from gsp.backtrace import u32
+from gsp.protocol import u32
 from gsp.testing import ProtocolSuite, wait_for
 from gsp_example_gather import GATHER, SCATTER
 

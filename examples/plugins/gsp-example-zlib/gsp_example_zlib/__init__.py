@@ -23,19 +23,22 @@ from urllib.parse import urlsplit
 from gevent import socket as gsocket
 
 import gsp
-from gsp import wire
 from gsp.message import message_bytes
 from gsp.options import Option, integer
-from gsp.stream import (
+from gsp.transport import (
+    Connection,
     SocketDialer,
     SocketListener,
     StreamConnection,
+    Transport,
     bind_stream_socket,
     connect_socket,
+    hostport,
+    parse_host_port,
     resolve,
+    split_url,
+    wire,
 )
-from gsp.transport import Connection, Transport
-from gsp.urls import hostport, parse_host_port, split_url
 
 if TYPE_CHECKING:
     from gsp.message import Message
@@ -83,7 +86,7 @@ def inflate(frame: bytes, max_size: int) -> bytes:
 
 
 class ZlibConnection(StreamConnection):
-    """A :class:`gsp.stream.StreamConnection` whose frames carry compressed messages.
+    """A :class:`gsp.transport.stream.StreamConnection` whose frames carry compressed messages.
 
     The base class does the SP handshake, the framing and all socket I/O; this class compresses
     on the way out and inflates on the way in.

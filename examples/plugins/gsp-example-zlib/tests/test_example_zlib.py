@@ -14,9 +14,8 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
-from gsp import wire
 from gsp.testing import TransportSuite, wait_for
-from gsp.urls import parse_host_port
+from gsp.transport import parse_host_port, wire
 from gsp_example_zlib import compress_bound
 
 ANY_PORT = "tcp+zlib://127.0.0.1:0"

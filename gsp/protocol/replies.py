@@ -1,143 +1,28 @@
-"""Machinery shared by the two request/reply-shaped protocol pairs (req/rep, surveyor/respondent).
+"""The protocol bases of the two request/reply-shaped protocol pairs (req/rep,
+surveyor/respondent), over the backtrace of :mod:`gsp.protocol.backtrace`.
 
-Both carry a *backtrace* in front of the body: 4-byte big-endian words, the last of which (the
-request or survey id) has its high bit set, and every word before it a pipe id pushed by a raw
-rep/respondent (a device hop). Responders (rep, respondent) pop the backtrace, remember it, and
-send it back in front of the reply; raw responders prepend the receiving pipe's id so a reply can
-be routed back by :meth:`XResponder.send`.
+Responders (rep, respondent) pop the backtrace, remember it, and send it back in front of the
+reply; raw responders prepend the receiving pipe's id so a reply can be routed back by
+:meth:`XResponder.send`. :class:`Requester` is the requester side's base (req, surveyor).
 """
 
 from __future__ import annotations
 
-import random
 from collections import deque
-from typing import Any, Callable
 
 import gevent
-from gevent import get_hub
 
-from .chan import Recv, select
-from .context import Context, ContextHost, Wakeup
-from .errors import Closed, ProtocolStateError
-from .message import JOIN_MAX, Message
-from .options import Option, integer
-from .protocol import Op, PipeHandle, Protocol, SocketHandle
-from .queues import Deadline, Inbox, Signal
+from ..chan import Recv, select
+from ..context import Context, ContextHost, Wakeup
+from ..errors import Closed, ProtocolStateError
+from ..message import JOIN_MAX, Message
+from .backtrace import MAX_HOPS, reply, split_backtrace, u32
+from .inbox import Inbox
+from .interface import Op, PipeHandle, Protocol, SocketHandle
 from .routing import PipeMap
+from .waiting import Deadline, Signal
 
-__all__ = [
-    "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "IdMap", "call_later", "Alarm",
-    "Requester", "XResponder", "Responder", "ResponderContext", "responder",
-]
-
-HIGH_BIT = 0x80000000
-#: Most words a requester-side raw socket will parse out of a reply (no ttl applies there).
-MAX_HOPS = 255
-
-TTL_OPTION = Option("ttl", 8, integer(1, 255, unit="hops"),
-                    "most backtrace words (hops) a request may carry before it is dropped")
-
-
-def u32(n: int) -> bytes:
-    return n.to_bytes(4, "big")
-
-
-def split_backtrace(data: bytes, max_words: int) -> tuple[bytes, bytes] | None:
-    """Split ``data`` into ``(backtrace, body)``: 4-byte words up to and including the first one
-    with the high bit set. ``None`` when no such word lies within ``max_words`` words (garbage,
-    or a message that went through too many hops)."""
-    off = 0
-    end = len(data)
-    for _ in range(max_words):
-        if off + 4 > end:
-            return None
-        hit = data[off] & 0x80
-        off += 4
-        if hit:
-            return data[:off], data[off:]
-    return None
-
-
-class IdMap:
-    """Request/survey ids of one socket: 31 random-start bits with the high bit set, each mapped
-    to the context waiting for it. Ids of requests still outstanding are never reused."""
-
-    def __init__(self) -> None:
-        self._next = random.getrandbits(31)
-        self._live: dict[int, Any] = {}
-
-    def alloc(self, owner: Any) -> int:
-        while True:
-            rid = self._next | HIGH_BIT
-            self._next = (self._next + 1) & 0x7FFFFFFF
-            if rid not in self._live:
-                self._live[rid] = owner
-                return rid
-
-    def get(self, rid: int) -> Any:
-        return self._live.get(rid)
-
-    def pop(self, rid: int) -> Any:
-        return self._live.pop(rid, None)
-
-    def owners(self) -> list[Any]:
-        return list(self._live.values())
-
-
-def reply(backtrace: bytes, body: bytes) -> "Message | bytes":
-    """A reply as a pipe queues it: one bytes if the body is small (see message.JOIN_MAX)."""
-    return backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)
-
-
-def call_later(seconds: float, fn: Callable[..., None], *args: Any) -> Any:
-    """Run ``fn(*args)`` in the hub after ``seconds``; ``.close()`` the result to cancel.
-
-    A loop timer rather than a greenlet: nothing to kill or join, and ``fn`` must not block.
-    """
-    t = get_hub().loop.timer(seconds)
-    t.start(fn, *args)
-    return t
-
-
-class Alarm:
-    """One hub timer serving many deadlines (a socket's request resends): :meth:`arm` makes sure
-    ``fire()`` runs at or after loop time ``at`` (see :attr:`now`). Arming for a time no earlier
-    than :attr:`at`, the one already armed, does nothing — no timer per request (a caller may
-    compare first and skip the call). ``fire`` runs in the hub (no blocking), finds what is due
-    itself and re-arms for what is still ahead."""
-
-    __slots__ = ("_fire", "_loop", "_timer", "at", "now")
-
-    def __init__(self, fire: Callable[[], None]) -> None:
-        self._fire = fire
-        self._loop = get_hub().loop
-        self._timer: Any = None
-        #: The loop time armed for (infinity while disarmed); read it, never set it.
-        self.at = float("inf")
-        #: ``now()``: the event loop's clock, the one ``at`` is measured on: its cached value (the
-        #: loop's timers count from it too), so reading it costs no system call and leaves the
-        #: clock that ``gsp.chan.Outbox`` batches direct writes by alone. (The loop's own method:
-        #: no Python call.)
-        self.now: Callable[[], float] = self._loop.now
-
-    def arm(self, at: float) -> None:
-        if at < self.at:
-            if self._timer is not None:
-                self._timer.close()
-            self.at = at
-            self._timer = self._loop.timer(max(0.0, at - self._loop.now()))
-            self._timer.start(self._run)
-
-    def _run(self) -> None:
-        self.close()
-        self._fire()
-
-    def close(self) -> None:
-        """Disarm (``arm`` works again afterwards)."""
-        if self._timer is not None:
-            self._timer.close()
-            self._timer = None
-        self.at = float("inf")
+__all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "responder"]
 
 
 class Requester(Protocol):

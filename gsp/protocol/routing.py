@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterable
 
 import gevent
 
-from .chan import Recv, Send, select
-from .errors import Closed, GspError
-from .message import Message
-from .protocol import Op, PipeHandle, Protocol, SocketHandle
-from .queues import Deadline, Signal
+from ..chan import Recv, Send, select
+from ..errors import Closed, GspError
+from ..message import Message
+from .interface import Op, PipeHandle, Protocol, SocketHandle
+from .waiting import Deadline, Signal
 
 __all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_cases"]
 
@@ -87,7 +87,7 @@ def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHan
 class RoundRobin(Protocol):
     """Base for protocols that send each message to one peer in turn (push, raw req).
 
-    Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.queues.Signal`
+    Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.protocol.inbox.queue.Signal`
     fired when pipes come or go; ``send`` takes the next pipe with room and waits (up to
     ``timeout``) when none has, or drops with ``best_effort``. Messages without a header are
     queued as bare bodies (``send_body``).

@@ -1,7 +1,7 @@
 """What a socket lets its pipes hold for messages still arriving: bytes, and time.
 
 A peer can announce a big message and then send it slowly, or not at all. Transports buffer only
-what arrived (see :class:`gsp.wire.FrameDecoder`), and every socket bounds the rest with two
+what arrived (see :class:`gsp.transport.wire.FrameDecoder`), and every socket bounds the rest with two
 options:
 
 * ``recv_partial_max`` — bytes held in incomplete messages across all the socket's pipes. At the
@@ -25,7 +25,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from .errors import FrameStalled
+from ..errors import FrameStalled
 
 __all__ = ["RecvLimits", "Holding"]
 

@@ -4,9 +4,9 @@ A transport plugin returns :class:`Transport` objects from its ``gsp_transports`
 asks a transport for a :class:`TransportListener` or :class:`TransportDialer` per endpoint; both
 produce :class:`Connection` objects, which the core turns into pipes after ``handshake``.
 
-Helpers for writing one: :mod:`gsp.urls` (parsing URLs), :mod:`gsp.stream` (SP over any byte
-stream socket: the connection, listener and dialer tcp and ipc are made of), :mod:`gsp.tls` (TLS
-contexts and handshakes), :mod:`gsp.options` (option specs), :mod:`gsp.wire` (the codec).
+Helpers for writing one: :mod:`gsp.transport.urls` (parsing URLs), :mod:`gsp.transport.stream` (SP over any byte
+stream socket: the connection, listener and dialer tcp and ipc are made of), :mod:`gsp.transport.tls` (TLS
+contexts and handshakes), :mod:`gsp.options` (option specs), :mod:`gsp.transport.wire` (the codec).
 
 Greenlet rules: ``handshake`` runs in a greenlet of its own under ``handshake_timeout``; after it,
 one greenlet at a time calls ``recv_or_park`` (by default ``recv_messages``) in a loop — after a
@@ -20,10 +20,10 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
+    from ..message import Message
+    from ..options import Option
+    from ..protocol.interface import ProtocolSpec
     from .limits import RecvLimits
-    from .message import Message
-    from .options import Option
-    from .protocol import ProtocolSpec
 
 __all__ = ["Transport", "TransportListener", "TransportDialer", "Connection"]
 
@@ -61,9 +61,9 @@ class Connection(ABC):
         return 0
 
     def use_recv_limits(self, limits: "RecvLimits") -> None:  # noqa: B027 (optional hook)
-        """Optional: the socket's :class:`gsp.limits.RecvLimits`, given before the first
+        """Optional: the socket's :class:`gsp.transport.limits.RecvLimits`, given before the first
         ``recv_messages``. A transport that buffers messages still arriving keeps its account
-        there with a :class:`gsp.limits.Holding`: it reports what it holds, waits while the
+        there with a :class:`gsp.transport.limits.Holding`: it reports what it holds, waits while the
         socket is at ``recv_partial_max``, and ends a message that makes no progress for
         ``recv_partial_timeout`` with :class:`gsp.FrameStalled`. The default ignores them."""
 

@@ -6,10 +6,9 @@ socket, the core calls ``spec.factory(handle, raw)`` and talks to the result onl
 :class:`SocketHandle` (options, spawning, pipe count) and each connection only through a
 :class:`PipeHandle` (id, queueing a message, closing). Nothing else of the core is reachable.
 
-Helpers a protocol may build on live in their own modules: :mod:`gsp.queues` (receive queues,
-signals, deadlines), :mod:`gsp.routing` (round-robin and pipe-map bases, broadcast),
-:mod:`gsp.backtrace` (the request/reply header machinery), :mod:`gsp.context` (contexts) and
-:mod:`gsp.options` (option specs and validators).
+The helpers a protocol builds on are the rest of this package (:mod:`gsp.protocol`), which
+re-exports them all: :mod:`.routing`, :mod:`.backtrace` and :mod:`.replies`, :mod:`.inbox`,
+:mod:`.waiting`; with :mod:`gsp.context` (contexts) and :mod:`gsp.options` (option specs).
 
 Threading: everything here runs in greenlets of the one thread that owns the socket; no method
 is called from another OS thread. Methods called from a pipe's reader greenlet (``pipe_recv``,
@@ -23,28 +22,23 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from typing import Protocol as _Typing
 
-from .errors import Closed, GspError, NoPeers, NotSupported
-from .message import Message
+from ..errors import Closed, GspError, NoPeers, NotSupported
+from ..hookspecs import check_op, overrides
+from ..message import Message
 
 if TYPE_CHECKING:
     import gevent
     from gevent.hub import Waiter
 
-    from .chan import Chan, Recv
-    from .context import Context
-    from .options import Option
+    from ..chan import Chan, Recv
+    from ..context import Context
+    from ..options import Option
 
-__all__ = ["ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
+__all__ = ["overrides", "ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
            "LendingWait", "Op", "check_op"]
 
 #: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
 Op = Literal["recv", "send"]
-
-
-def check_op(op: object) -> None:
-    """Raise ValueError unless ``op`` is "recv" or "send"."""
-    if op != "recv" and op != "send":
-        raise ValueError(f"op must be 'recv' or 'send', not {op!r}")
 
 
 class RejectPipe(GspError):
@@ -102,7 +96,7 @@ class PipeHandle(_Typing):
 
 
 class RecvQueue(_Typing):
-    """What :attr:`Protocol.recv_queue` needs of a receive queue (:class:`gsp.queues.Inbox`)."""
+    """What :attr:`Protocol.recv_queue` needs of a receive queue (:class:`gsp.protocol.inbox.queue.Inbox`)."""
 
     def poll(self) -> bool:
         """Whether taking an item would not wait (one is queued, or the queue is closed)."""
@@ -207,20 +201,6 @@ class ProtocolSpec:
         return f"<ProtocolSpec {self.name} 0x{self.number:x} peer={self.peer_name}>"
 
 
-def overrides(obj: object, base: type, name: str) -> bool:
-    """Whether ``obj`` (an instance or a class) overrides the optional hook ``name`` of ``base``.
-
-    The one way gsp finds an optional fast path: each interface lists the optional hooks it
-    looks for in its ``OPTIONAL_HOOKS`` (:attr:`Protocol.OPTIONAL_HOOKS`,
-    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.context.Context.OPTIONAL_HOOKS`,
-    ...), whose defaults are always correct, and uses an override where a class has one (once,
-    when it sets up: not per call). Raises ``ValueError`` for a name ``base`` does not list."""
-    if name not in vars(base).get("OPTIONAL_HOOKS", ()):
-        raise ValueError(f"{name} is not an optional hook of {base.__name__}")
-    cls = obj if isinstance(obj, type) else type(obj)
-    return getattr(cls, name) is not getattr(base, name)
-
-
 class Protocol:
     """Base class for a protocol instance bound to one socket.
 
@@ -259,7 +239,7 @@ class Protocol:
     ready: "deque[tuple[bytes, Any]] | None" = None
     #: Like :attr:`ready`, but the deque holds bare bodies.
     ready_bodies: "deque[bytes] | None" = None
-    #: The one queue ``recv`` takes from (a :class:`gsp.queues.Inbox`), if the protocol has
+    #: The one queue ``recv`` takes from (a :class:`gsp.protocol.inbox.queue.Inbox`), if the protocol has
     #: one: then :meth:`poll`, :meth:`wake_cases` (for "recv") and :meth:`recv_queue_depth`
     #: follow it with no code of the protocol's own.
     recv_queue: "RecvQueue | None" = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from .errors import InvalidAddress
+from ..errors import InvalidAddress
 
 __all__ = ["split_url", "parse_host_port", "hostport"]
 

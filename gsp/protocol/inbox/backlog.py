@@ -6,8 +6,8 @@ FIFOs round robin, a few items per source per turn, so one pipe's backlog never 
 another pipe's next message; while one source alone has items queued, the front is the whole
 queue, a plain FIFO. :class:`Backlog` is the set of per-source FIFOs (runs of items with their
 bytes, the turn order, counts); :class:`FairFifo` is the front, the backlog and a
-:class:`gsp.ledger.Ledger` of the front's bytes and sources together. Neither knows capacities,
-policies or waiting: the :class:`gsp.queues.Inbox` decides those.
+:class:`gsp.protocol.inbox.ledger.Ledger` of the front's bytes and sources together. Neither knows capacities,
+policies or waiting: the :class:`gsp.protocol.inbox.queue.Inbox` decides those.
 """
 
 from __future__ import annotations

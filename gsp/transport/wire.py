@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Iterable, Sequence
 
-from .errors import (
+from ..errors import (
     BadFrame,
     BadMagic,
     BadReserved,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any, Iterable
 
-from .options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Option
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Option
 
 #: The command that writes docs/options.md (quoted by the file and by its staleness test).
 COMMAND = "python -m gsp options -o docs/options.md"
@@ -26,7 +26,7 @@ _CORE = SHIPPED[0]
 def origins(hook: str) -> dict[str, str | None]:
     """Protocol name or URL scheme -> the distribution whose ``gsp`` entry point registered the
     plugin answering ``hook`` with it (None: a plugin registered by hand)."""
-    from ._core.registry import registry
+    from .registry import registry
 
     registry.protocols  # noqa: B018 (loads the entry points' plugins, once)
     dist_of = {ep.value: ep.dist.name for ep in entry_points(group="gsp") if ep.dist is not None}
@@ -83,7 +83,7 @@ def _grouped(owned: list[tuple[str, str, Option]]) -> list[tuple[Option, str]]:
 def options_markdown(include_all: bool = False) -> str:
     """docs/options.md: every option of gsp and its shipped plugins (``include_all``: of every
     installed plugin, the examples and third parties' too)."""
-    from ._core.registry import registry
+    from .registry import registry
 
     def keep(dist: str | None) -> str | None:
         if include_all:

@@ -1,7 +1,7 @@
 """SP over a byte-stream socket: the helpers tcp, ipc and tls+tcp (and ws) are made of.
 
 * :class:`StreamConnection` — a :class:`gsp.transport.Connection` over a connected gevent socket
-  (plain or TLS) with :mod:`gsp.wire` framing: batched reads and writes, buffers of what arrived.
+  (plain or TLS) with :mod:`gsp.transport.wire` framing: batched reads and writes, buffers of what arrived.
 * :class:`SocketListener` / :class:`SocketDialer` — listener and dialer bases that produce them;
   a transport fills in how to bind and connect.
 * :func:`resolve`, :func:`bind_stream_socket`, :func:`connect_socket` and
@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import gevent
 from gevent import socket as gsocket
 
-from . import wire
-from .errors import (
+from ..errors import (
     AddressInUse,
     Closed,
     ConnectionBroken,
@@ -33,14 +32,15 @@ from .errors import (
     InvalidAddress,
     Timeout,
 )
+from ..hookspecs import overrides
+from ..message import message_bytes
+from . import wire
+from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
-from .message import message_bytes
-from .protocol import overrides
-from .transport import Connection, TransportDialer, TransportListener
 
 if TYPE_CHECKING:
-    from .message import Message
-    from .protocol import ProtocolSpec
+    from ..message import Message
+    from ..protocol.interface import ProtocolSpec
 
 __all__ = [
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
@@ -170,7 +170,7 @@ def forget_socket(sock: Any) -> None:
 
 
 class StreamConnection(Connection):
-    """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.wire` framing.
+    """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.transport.wire` framing.
 
     Reads parse every complete frame out of each ``recv``; a big body is read as it arrives. Writes
     put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe

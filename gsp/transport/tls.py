@@ -14,17 +14,13 @@ from typing import Any, Mapping
 
 from gevent import ssl as gssl
 
-from .errors import BadOption, ConnectionBroken, GspError, HandshakeError
-from .options import Option, boolean, described, optional
+from ..errors import BadOption, ConnectionBroken, GspError, TLSHandshakeError
+from ..options import Option, boolean, described, optional
 
 __all__ = [
-    "TLS_OPTIONS", "TLSHandshakeError", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
+    "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
     "tls_properties",
 ]
-
-
-class TLSHandshakeError(HandshakeError):
-    """The TLS handshake failed: untrusted or mismatched certificate, missing client cert, ..."""
 
 
 # -- options ----------------------------------------------------------------------------------

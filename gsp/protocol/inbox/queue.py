@@ -1,10 +1,8 @@
-"""Receive queues and wake-up signals for protocols (helpers; no protocol knowledge here).
+"""The receive queue of protocols (a helper; no protocol knowledge here).
 
 :class:`Inbox` is the one receive queue every built-in protocol uses: bounded in messages and
 bytes, resizable while greenlets wait on it, with a policy for a full queue (push back, drop the
-oldest, drop the new). :class:`Signal` (a broadcast "something changed" for select loops) and
-:class:`Deadline` (a timeout turned into an absolute deadline) live in :mod:`gsp.waiting` and are
-named here too.
+oldest, drop the new). Its waits use :mod:`gsp.protocol.waiting`.
 """
 
 from __future__ import annotations
@@ -14,16 +12,15 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 import gevent
 
-from .backlog import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS, FairFifo
-from .chan import Recv, select
-from .errors import Closed
-from .waiting import Deadline, Signal
+from ...chan import Recv, select
+from ...errors import Closed
+from ..waiting import Deadline, Signal
+from .backlog import FairFifo
 
 if TYPE_CHECKING:
-    from .protocol import SocketHandle
+    from ..interface import SocketHandle
 
-__all__ = ["Inbox", "Signal", "Deadline", "Policy", "FRONT_ITEMS", "FRONT_BYTES", "TURN_ITEMS",
-           "TURN_BYTES"]
+__all__ = ["Inbox", "Policy"]
 
 T = TypeVar("T")
 Policy = Literal["block", "drop_oldest", "drop_newest"]
@@ -56,7 +53,7 @@ class Inbox(Generic[T]):
     by: while one source alone has items queued, the queue is a plain FIFO. Once a second source
     puts, the queue keeps a short front (:data:`FRONT_ITEMS` items, :data:`FRONT_BYTES` bytes) and
     each source's further items wait behind it in their own FIFO (a
-    :class:`gsp.backlog.FairFifo`); the front is refilled from them round robin, so a pipe's
+    :class:`gsp.protocol.inbox.backlog.FairFifo`); the front is refilled from them round robin, so a pipe's
     message waits behind at most the front and a turn of each other source, never behind
     another pipe's whole backlog. Each source's own order is kept. On a full queue, ``"block"``
     still lets in one item from a source that has none waiting behind the front (its reader
@@ -67,7 +64,7 @@ class Inbox(Generic[T]):
     :attr:`ready` is the front, for a protocol's ``ready`` fast path: a consumer may
     ``popleft()`` it directly while it is not empty, then calls :meth:`get` (or :meth:`poll`),
     which refills it. A producer blocked on a full queue is let in by the next :meth:`get`.
-    Bytes and sources keep up without the consumer's help: a :class:`gsp.ledger.Ledger` knows
+    Bytes and sources keep up without the consumer's help: a :class:`gsp.protocol.inbox.ledger.Ledger` knows
     them by position.
     """
 

@@ -1,0 +1,98 @@
+"""The transport-author SDK: everything a transport plugin needs, in one import.
+
+* The interface (:mod:`.interface`): :class:`Transport`, :class:`TransportListener`,
+  :class:`TransportDialer` and :class:`Connection`.
+* Byte-stream transports (:mod:`.stream`): :class:`StreamConnection`, :class:`SocketListener`
+  and :class:`SocketDialer` (tcp, ipc, tls+tcp and ws are made of them) and the socket calls with
+  their errors mapped to gsp's.
+* TLS (:mod:`.tls`), URLs (:mod:`.urls`), the receive bounds of a socket's pipes
+  (:mod:`.limits`), and the sans-IO SP codec, :mod:`gsp.transport.wire` (handshake, framing,
+  incremental decoder).
+* Declaring options: :class:`Option` and its validators; registering: :data:`hookimpl`.
+
+The conformance kit for a transport is :class:`gsp.testing.TransportSuite`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..hookspecs import hookimpl
+    from ..options import (
+        Check,
+        Option,
+        Validator,
+        anything,
+        boolean,
+        described,
+        duration,
+        instance_of,
+        integer,
+        optional,
+    )
+    from . import wire
+    from .interface import Connection, Transport, TransportDialer, TransportListener
+    from .limits import Holding, RecvLimits
+    from .stream import (
+        SocketDialer,
+        SocketListener,
+        StreamConnection,
+        bind_stream_socket,
+        connect_socket,
+        map_socket_error,
+        resolve,
+    )
+    from .tls import TLS_OPTIONS, tls_context, tls_handshake, tls_properties, tls_refusal, tls_wrap
+    from .urls import hostport, parse_host_port, split_url
+
+__all__ = [
+    # the interface
+    "Transport", "TransportListener", "TransportDialer", "Connection",
+    # byte streams
+    "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
+    "connect_socket", "map_socket_error",
+    # tls, urls, limits, the codec
+    "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal", "tls_properties",
+    "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
+    # options and registration
+    "Option", "Check", "Validator", "described", "duration", "integer", "boolean", "anything",
+    "optional", "instance_of", "hookimpl",
+]
+
+#: name -> the module it comes from, loaded on first use (PEP 562), so that importing one
+#: module of the package (the sans-IO codec, an interface) loads no more than it needs.
+_FROM = {
+    "..hookspecs": ("hookimpl",),
+    "..options": (
+        "Check", "Option", "Validator", "anything", "boolean", "described", "duration", "instance_of",
+        "integer", "optional",
+    ),
+    ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
+    ".limits": ("Holding", "RecvLimits",),
+    ".stream": (
+        "SocketDialer", "SocketListener", "StreamConnection", "bind_stream_socket", "connect_socket",
+        "map_socket_error", "resolve",
+    ),
+    ".tls": (
+        "TLS_OPTIONS", "tls_context", "tls_handshake", "tls_properties", "tls_refusal", "tls_wrap",
+    ),
+    ".urls": ("hostport", "parse_host_port", "split_url",),
+}
+_LAZY = {name: module for module, names in _FROM.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "wire":  # the codec is a submodule: gsp.transport.wire
+        return importlib.import_module(".wire", __name__)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
