@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         overrides,
     )
     from .replies import Requester, Responder, ResponderContext, XResponder, responder
-    from .routing import PipeMap, RoundRobin, broadcast, send_round_robin, send_wake_cases
+    from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
     from .waiting import Alarm, Deadline, Signal, call_later
 
 __all__ = [
@@ -64,7 +64,7 @@ __all__ = [
     # contexts
     "Context", "ContextHost", "ContextOption", "Wakeup",
     # routing
-    "RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_cases",
+    "RoundRobin", "PipeMap", "broadcast", "send_wake_cases",
     # request/reply
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
     "XResponder", "Responder", "ResponderContext", "responder",
@@ -94,7 +94,7 @@ _FROM = {
         "SocketHandle", "check_op", "overrides",
     ),
     ".replies": ("Requester", "Responder", "ResponderContext", "XResponder", "responder",),
-    ".routing": ("PipeMap", "RoundRobin", "broadcast", "send_round_robin", "send_wake_cases",),
+    ".routing": ("PipeMap", "RoundRobin", "broadcast", "send_wake_cases",),
     ".waiting": ("Alarm", "Deadline", "Signal", "call_later",),
 }
 _LAZY = {name: module for module, names in _FROM.items() for name in names}

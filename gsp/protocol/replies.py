@@ -15,7 +15,7 @@ import gevent
 from ..chan import Recv, select
 from ..context import Context, ContextHost, Wakeup
 from ..errors import Closed, ProtocolStateError
-from ..message import JOIN_MAX, Message
+from ..message import Message
 from .backtrace import MAX_HOPS, reply, split_backtrace, u32
 from .inbox import Inbox
 from .interface import Op, PipeHandle, Protocol, SocketHandle
@@ -228,7 +228,7 @@ class ResponderContext(Context):
         pipe, backtrace = route
         if pipe.closed:
             return  # dropped silently: the requester resends
-        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)  # (reply())
+        out = reply(backtrace, body)
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)
 
