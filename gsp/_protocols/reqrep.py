@@ -29,6 +29,7 @@ from ..protocol import (
     TTL_OPTION,
     Alarm,
     Deadline,
+    DrainingContext,
     IdMap,
     Op,
     PipeHandle,
@@ -307,7 +308,8 @@ class Req(ContextHost, XReq):
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
         self.host_contexts(ReqContext(self))
-        self._drained: Signal | None = None  # while draining: a context's request ended
+        #: While draining: fired when a context's request ended (:class:`DrainingContext`).
+        self.drained: Signal | None = None
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
@@ -402,7 +404,7 @@ class Req(ContextHost, XReq):
         """Send no new request (:class:`gsp.Closed`); the requests out still go, are resent and
         get their replies: wait until each is received by its recv (or ends: canceled, timed
         out, its context closed, its pipe lost for good)."""
-        done = self._drained = Signal()
+        done = self.drained = Signal()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each refuses new requests and tells the drain
             ctx.__class__ = _DrainingReqContext
@@ -427,34 +429,22 @@ class Req(ContextHost, XReq):
         super().close()
 
 
-class _DrainingReqContext(ReqContext):
-    """A context of a draining :class:`Req` (its class from then on): new requests raise
-    :class:`gsp.Closed`; the end of the request out (its reply received, canceled, closed) wakes
-    the drain. Only while draining, so the usual calls pay nothing for it."""
+class _DrainingReqContext(DrainingContext, ReqContext):
+    """A context of a draining :class:`Req`: new requests raise :class:`gsp.Closed`; the end of
+    the request out (its reply received, canceled, closed) wakes the drain."""
 
     __slots__ = ()
 
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         raise Closed(f"req {self.noun} is draining: it sends no new request")
 
-    def do_recv_body(self, timeout: float | None) -> bytes:
-        try:
-            return super().do_recv_body(timeout)
-        finally:
-            self._ended()
-
     def _cancel(self) -> None:
         super()._cancel()
-        self._ended()
+        self.ended()
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
         super()._got_reply(reply, pipe)
-        self._ended()  # (for a recv waiting since before the drain: see Req.drain)
-
-    def _ended(self) -> None:
-        done = self._proto._drained
-        if done is not None:
-            done.fire()
+        self.ended()  # (for a recv waiting since before the drain: see Req.drain)
 
 
 def _req(handle: SocketHandle, raw: bool) -> Protocol:

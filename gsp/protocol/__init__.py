@@ -53,7 +53,14 @@ if TYPE_CHECKING:
         check_op,
         overrides,
     )
-    from .replies import Requester, Responder, ResponderContext, XResponder, responder
+    from .replies import (
+        DrainingContext,
+        Requester,
+        Responder,
+        ResponderContext,
+        XResponder,
+        responder,
+    )
     from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
     from .waiting import Alarm, Deadline, Signal, call_later
 
@@ -67,7 +74,7 @@ __all__ = [
     "RoundRobin", "PipeMap", "broadcast", "send_wake_cases",
     # request/reply
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
-    "XResponder", "Responder", "ResponderContext", "responder",
+    "XResponder", "Responder", "ResponderContext", "DrainingContext", "responder",
     # queues and waiting
     "Inbox", "Policy", "Signal", "Deadline", "Alarm", "call_later",
     # options, messages, registration
@@ -93,7 +100,8 @@ _FROM = {
         "LendingWait", "Op", "PipeHandle", "Protocol", "ProtocolSpec", "RecvQueue", "RejectPipe",
         "SocketHandle", "check_op", "overrides",
     ),
-    ".replies": ("Requester", "Responder", "ResponderContext", "XResponder", "responder",),
+    ".replies": ("DrainingContext", "Requester", "Responder", "ResponderContext", "XResponder",
+                 "responder",),
     ".routing": ("PipeMap", "RoundRobin", "broadcast", "send_wake_cases",),
     ".waiting": ("Alarm", "Deadline", "Signal", "call_later",),
 }

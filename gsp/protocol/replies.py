@@ -9,6 +9,7 @@ reply; raw responders prepend the receiving pipe's id so a reply can be routed b
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import gevent
 
@@ -22,7 +23,8 @@ from .interface import Op, PipeHandle, Protocol, SocketHandle
 from .routing import PipeMap
 from .waiting import Deadline, Signal
 
-__all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "responder"]
+__all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "DrainingContext",
+           "responder"]
 
 
 class Requester(Protocol):
@@ -257,7 +259,8 @@ class Responder(ContextHost, XResponder):
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
         self.host_contexts(ResponderContext(self))
-        self._drained: Signal | None = None  # while draining: a context's request ended
+        #: While draining: fired when a context's request ended (:class:`DrainingContext`).
+        self.drained: Signal | None = None
 
     def new_context(self) -> ResponderContext:
         return ResponderContext(self)
@@ -302,7 +305,7 @@ class Responder(ContextHost, XResponder):
         parked, self._parked = self._parked, deque()
         for ctx in parked:
             ctx._wakeup.wake()
-        done = self._drained = Signal()
+        done = self.drained = Signal()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each tells the drain when its request ends
             ctx.__class__ = _DrainingResponderContext
@@ -315,34 +318,45 @@ class Responder(ContextHost, XResponder):
         self.close_contexts()
 
 
-class _DrainingResponderContext(ResponderContext):
-    """A context of a draining :class:`Responder` (its class from then on): the same, but the end
-    of its request (the reply sent, a recv, its close) wakes the drain. Only while draining,
-    so the usual calls pay nothing for it."""
+class DrainingContext(Context):
+    """Base of the class a draining host gives each of its open contexts from then on
+    (``ctx.__class__ = ...``; req's and rep's drains): a subclass lists it before the context's
+    own class and calls :meth:`ended` where the work the context holds ends; :meth:`ended` wakes
+    the drain (it fires the host's ``drained`` :class:`Signal`, set by its drain). A recv ends
+    that work, whatever it returns or raises. Only while draining, so the usual calls pay
+    nothing for it."""
 
     __slots__ = ()
-    _proto: Responder
-
-    def do_send_body(self, body: bytes, timeout: float | None) -> None:
-        try:
-            super().do_send_body(body, timeout)
-        finally:
-            self._ended()
+    _proto: Any  # the host (the context's own class sets it): its ``drained`` Signal
 
     def do_recv_body(self, timeout: float | None) -> bytes:
         try:
             return super().do_recv_body(timeout)
         finally:
-            self._ended()
+            self.ended()
+
+    def ended(self) -> None:
+        """Wake the drain: the work this context held ended. Raises nothing."""
+        done = self._proto.drained
+        if done is not None:
+            done.fire()
+
+
+class _DrainingResponderContext(DrainingContext, ResponderContext):
+    """A context of a draining :class:`Responder`: the end of its request (the reply sent, a
+    recv, its close) wakes the drain."""
+
+    __slots__ = ()
+
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
+        try:
+            super().do_send_body(body, timeout)
+        finally:
+            self.ended()
 
     def on_close(self) -> None:
         super().on_close()
-        self._ended()
-
-    def _ended(self) -> None:
-        done = self._proto._drained
-        if done is not None:
-            done.fire()
+        self.ended()
 
 
 def responder(handle: SocketHandle, raw: bool) -> Protocol:
