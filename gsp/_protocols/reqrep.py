@@ -33,12 +33,12 @@ from ..protocol import (
     IdMap,
     Op,
     PipeHandle,
-    Protocol,
     ProtocolSpec,
     Requester,
     RoundRobin,
     Signal,
     SocketHandle,
+    raw_or_cooked,
     reply,
     responder,
     send_wake_cases,
@@ -447,15 +447,12 @@ class _DrainingReqContext(DrainingContext, ReqContext):
         self.ended()  # (for a recv waiting since before the drain: see Req.drain)
 
 
-def _req(handle: SocketHandle, raw: bool) -> Protocol:
-    return XReq(handle, raw) if raw else Req(handle, raw)
-
-
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     resend = Option("resend_time", 60.0, _check_resend,
                     "seconds before req resends an unanswered request; 0 or None never")
     return [
-        ProtocolSpec("req", 0x30, "rep", 0x31, _req, options={"resend_time": resend}),
+        ProtocolSpec("req", 0x30, "rep", 0x31, raw_or_cooked(XReq, Req),
+                     options={"resend_time": resend}),
         ProtocolSpec("rep", 0x31, "req", 0x30, responder, options={"ttl": TTL_OPTION}),
     ]

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         SocketHandle,
         check_op,
         overrides,
+        raw_or_cooked,
     )
     from .replies import (
         DrainingContext,
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     # the interface
     "Protocol", "ProtocolSpec", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
-    "LendingWait", "Op", "check_op", "overrides",
+    "LendingWait", "Op", "check_op", "overrides", "raw_or_cooked",
     # contexts
     "Context", "ContextHost", "ContextOption", "Wakeup",
     # routing
@@ -98,7 +99,7 @@ _FROM = {
     ".inbox": ("Inbox", "Policy",),
     ".interface": (
         "LendingWait", "Op", "PipeHandle", "Protocol", "ProtocolSpec", "RecvQueue", "RejectPipe",
-        "SocketHandle", "check_op", "overrides",
+        "SocketHandle", "check_op", "overrides", "raw_or_cooked",
     ),
     ".replies": ("DrainingContext", "Requester", "Responder", "ResponderContext", "XResponder",
                  "responder",),

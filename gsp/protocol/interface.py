@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..options import Option
 
 __all__ = ["overrides", "ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
-           "LendingWait", "Op", "check_op"]
+           "LendingWait", "Op", "check_op", "raw_or_cooked"]
 
 #: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
 Op = Literal["recv", "send"]
@@ -199,6 +199,16 @@ class ProtocolSpec:
 
     def __repr__(self) -> str:
         return f"<ProtocolSpec {self.name} 0x{self.number:x} peer={self.peer_name}>"
+
+
+def raw_or_cooked(raw: Callable[[SocketHandle, bool], "Protocol"],
+                  cooked: Callable[[SocketHandle, bool], "Protocol"],
+                  ) -> Callable[[SocketHandle, bool], "Protocol"]:
+    """The :attr:`ProtocolSpec.factory` of a protocol with a raw class and a cooked one (req,
+    rep, surveyor...): it makes ``raw`` for a raw socket, else ``cooked``."""
+    def factory(handle: SocketHandle, is_raw: bool) -> "Protocol":
+        return (raw if is_raw else cooked)(handle, is_raw)
+    return factory
 
 
 class Protocol:

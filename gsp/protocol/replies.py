@@ -19,7 +19,7 @@ from ..errors import Closed, ProtocolStateError
 from ..message import Message
 from .backtrace import MAX_HOPS, reply, split_backtrace, u32
 from .inbox import Inbox
-from .interface import Op, PipeHandle, Protocol, SocketHandle
+from .interface import Op, PipeHandle, Protocol, SocketHandle, raw_or_cooked
 from .routing import PipeMap
 from .waiting import Deadline, Signal
 
@@ -359,6 +359,6 @@ class _DrainingResponderContext(DrainingContext, ResponderContext):
         self.ended()
 
 
-def responder(handle: SocketHandle, raw: bool) -> Protocol:
-    """Factory for rep and respondent: the wire behaviour is identical, only the numbers differ."""
-    return XResponder(handle, raw) if raw else Responder(handle, raw)
+#: The factory of rep and respondent (and any protocol with their state machine): the wire
+#: behaviour is identical, only the numbers differ.
+responder = raw_or_cooked(XResponder, Responder)

@@ -33,11 +33,11 @@ from gsp.protocol import (
     IdMap,
     Inbox,
     PipeHandle,
-    Protocol,
     ProtocolSpec,
     RoundRobin,
     Signal,
     SocketHandle,
+    raw_or_cooked,
     reply,
     responder,
     split_backtrace,
@@ -260,14 +260,10 @@ class Scatter(ContextHost, XScatter):
         super().close()
 
 
-def _scatter(handle: SocketHandle, raw: bool) -> Protocol:
-    return XScatter(handle, raw) if raw else Scatter(handle, raw)
-
-
 @gsp.hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     return [
-        ProtocolSpec("scatter", SCATTER, "gather", GATHER, _scatter,
+        ProtocolSpec("scatter", SCATTER, "gather", GATHER, raw_or_cooked(XScatter, Scatter),
                      options={"redeliver": REDELIVER}, methods=("outstanding",)),
         # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
         # for devices) under its own numbers: gsp.protocol.backtrace provides all of it.
