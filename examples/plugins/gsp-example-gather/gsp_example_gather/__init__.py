@@ -37,7 +37,6 @@ from gsp.protocol import (
     RoundRobin,
     Signal,
     SocketHandle,
-    raw_or_cooked,
     reply,
     responder,
     split_backtrace,
@@ -263,7 +262,8 @@ class Scatter(ContextHost, XScatter):
 @gsp.hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     return [
-        ProtocolSpec("scatter", SCATTER, "gather", GATHER, raw_or_cooked(XScatter, Scatter),
+        ProtocolSpec("scatter", SCATTER, "gather", GATHER,
+                     gsp.protocol.raw_or_cooked(XScatter, Scatter),
                      options={"redeliver": REDELIVER}, methods=("outstanding",)),
         # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
         # for devices) under its own numbers: gsp.protocol.backtrace provides all of it.
