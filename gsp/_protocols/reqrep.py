@@ -101,10 +101,7 @@ class ReqContext(Context):
         self._id = rid
         self._msg = out = reply(rid.to_bytes(4, "big"), body)
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipes = proto.pipes
-            # (one pipe, the usual case: offered to it inline, a call less than try_next's turn)
-            pipe = proto.try_next(out) if len(pipes) != 1 \
-                else pipes[0] if pipes[0].try_send(out) else None
+            pipe = proto.try_next(out)
             if pipe is not None:
                 self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return

@@ -95,14 +95,17 @@ class XResponder(PipeMap):
                 self.stats["dropped_ttl"] += 1
                 return
             backtrace, body = split
+        self._deliver(body, backtrace, pipe)
+
+    def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
+        """Queue the request ``body`` that came on ``pipe`` with ``backtrace`` for ``recv``."""
         # Raw: the pipe id in front, for the user's reply to carry. Cooked: the context keeps
         # the pipe itself.
-        self._deliver(Message(body, u32(pipe.id) + backtrace if self.raw else backtrace, pipe))
-
-    def _deliver(self, msg: Message) -> None:
+        header = u32(pipe.id) + backtrace if self.raw else backtrace
         try:
             # blocks: back-pressure; fair across pipes (measured inline: no Message.__len__ call)
-            self._recvq.put(msg, nbytes=len(msg.header) + len(msg.body), source=msg.pipe)
+            self._recvq.put(Message(body, header, pipe), nbytes=len(header) + len(body),
+                            source=pipe)
         except Closed:
             pass  # socket closing
 
@@ -160,7 +163,8 @@ class ResponderContext(Context):
         # The pipe and backtrace of the request being answered.
         self._route: tuple[PipeHandle, bytes] | None = None
         self._receiving = False
-        self._got: Message | None = None  # a request handed over while parked in recv
+        # A request handed over while parked in recv: its body and route (no Message made).
+        self._got: tuple[bytes, tuple[PipeHandle, bytes]] | None = None
         # A request delivered while a receiver is parked is handed to it: never blocks.
         self._wakeup = Wakeup(proto.handle)
 
@@ -174,22 +178,22 @@ class ResponderContext(Context):
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
-        m: Message
         try:
             q = self._proto._recvq
             if q.poll():  # queued (or closed): no wait, so no case for this context's closing
                 if self._closed:
                     raise Closed(f"{self.noun} closed")
                 m = q.get(0)  # (a closed queue raises gsp.Closed)
+                assert m.pipe is not None  # a received request came on a pipe
+                body, route = m.body, (m.pipe, m.header)
             else:
-                m = self._park(timeout)
+                body, route = self._park(timeout)
         finally:
             self._receiving = False
-        assert m.pipe is not None  # a received request came on a pipe
-        self._route = (m.pipe, m.header)
-        return m.body
+        self._route = route
+        return body
 
-    def _park(self, timeout: float | None) -> Message:
+    def _park(self, timeout: float | None) -> tuple[bytes, tuple[PipeHandle, bytes]]:
         """Wait on the empty queue as one of the protocol's parked receivers: the next request
         is handed straight to the longest-parked one (no queue, no select)."""
         proto = self._proto
@@ -200,10 +204,10 @@ class ResponderContext(Context):
             while True:
                 if proto.closed or self._closed:
                     raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
-                m = self._got
-                if m is not None:
+                got = self._got
+                if got is not None:
                     self._got = None
-                    return m
+                    return got
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     self._wakeup.wait(None)
                     continue
@@ -211,10 +215,10 @@ class ResponderContext(Context):
                     deadline = Deadline(timeout)
                 self._wakeup.wait(deadline.remaining())
         finally:
-            m = self._got
-            if m is not None:  # handed a request, then interrupted: it goes to someone else
+            got = self._got
+            if got is not None:  # handed a request, then interrupted: it goes to someone else
                 self._got = None
-                proto._hand_back(m)
+                proto._hand_back(*got)
             elif parked and self in parked:
                 parked.remove(self)
 
@@ -265,10 +269,10 @@ class Responder(ContextHost, XResponder):
     def new_context(self) -> ResponderContext:
         return ResponderContext(self)
 
-    def _deliver(self, msg: Message) -> None:
-        if self._parked and not len(self._recvq) and self._hand_over(msg):
-            return
-        super()._deliver(msg)  # may wait for room
+    def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
+        if self._parked and not len(self._recvq) and self._hand_over(body, (pipe, backtrace)):
+            return  # (no Message made: the receiver takes body and route as they are)
+        super()._deliver(body, backtrace, pipe)  # may wait for room
         # A put that waited may land after every receiver parked on the queue it left empty
         # (parked receivers do not watch the queue): hand them what is queued now.
         parked, q = self._parked, self._recvq
@@ -276,24 +280,28 @@ class Responder(ContextHost, XResponder):
             if parked[0]._closed:
                 parked.popleft()
             else:
-                self._hand_over(q.get(0))
+                m = q.get(0)
+                assert m.pipe is not None  # a queued request came on a pipe
+                self._hand_over(m.body, (m.pipe, m.header))
 
-    def _hand_over(self, msg: Message) -> bool:
-        """Give ``msg`` to the receiver parked longest, if one is still open."""
+    def _hand_over(self, body: bytes, route: tuple[PipeHandle, bytes]) -> bool:
+        """Give the request ``body`` (its ``route``: pipe and backtrace) to the receiver parked
+        longest, if one is still open."""
         parked = self._parked
         while parked:
             ctx = parked.popleft()
             if not ctx._closed:
-                ctx._got = msg
+                ctx._got = (body, route)
                 ctx._wakeup.wake()
                 return True
         return False
 
-    def _hand_back(self, msg: Message) -> None:
+    def _hand_back(self, body: bytes, route: tuple[PipeHandle, bytes]) -> None:
         """A request handed to a receiver that then left (interrupted, or closed): to the next
         parked one, else to the head of the queue (never lost, never waits)."""
-        if not self._hand_over(msg):
-            self._recvq.put_back(msg, msg.pipe)
+        if not self._hand_over(body, route):
+            pipe, backtrace = route
+            self._recvq.put_back(Message(body, backtrace, pipe), pipe)
 
     def drain(self, timeout: float | None) -> None:
         """Take no new request (new contexts and every recv raise :class:`gsp.Closed`, parked
