@@ -101,8 +101,9 @@ class RoundRobin(Protocol):
     # -- the round robin: what every sender of a RoundRobin protocol uses ---------------------
     def try_next(self, msg: "Message | bytes") -> PipeHandle | None:
         """Queue ``msg`` on the next pipe in turn that has room now (from :attr:`cursor`, wrapping
-        around once) and move the cursor past it. Returns that pipe, or None when no pipe has
-        room (or there is none). Never waits, raises nothing."""
+        around once) and move the cursor past it (one pipe alone takes no turn: the cursor
+        stays). Returns that pipe, or None when no pipe has room (or there is none). Never
+        waits, raises nothing."""
         pipes = self.pipes
         n = len(pipes)
         if n == 1:  # (the usual case: no turn to take)
