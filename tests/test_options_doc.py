@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp import _docs
+from gsp._core import docs as _docs
 from gsp.__main__ import main
 from gsp.options import (
     ENDPOINT_OPTIONS,
