@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp._core import docs as _docs
 from gsp.__main__ import main
+from gsp._core import docs as _docs
 from gsp.options import (
     ENDPOINT_OPTIONS,
     SOCKET_OPTIONS,

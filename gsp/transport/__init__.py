@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         StreamConnection,
         bind_stream_socket,
         connect_socket,
+        forget_socket,
         map_socket_error,
         resolve,
     )
@@ -42,7 +43,7 @@ __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection",
     # byte streams
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
-    "connect_socket", "map_socket_error",
+    "connect_socket", "map_socket_error", "forget_socket",
     # tls, urls, limits, the codec
     "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal", "tls_properties",
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
@@ -59,7 +60,7 @@ _FROM = {
     ".limits": ("Holding", "RecvLimits",),
     ".stream": (
         "SocketDialer", "SocketListener", "StreamConnection", "bind_stream_socket", "connect_socket",
-        "map_socket_error", "resolve",
+        "forget_socket", "map_socket_error", "resolve",
     ),
     ".tls": (
         "TLS_OPTIONS", "tls_context", "tls_handshake", "tls_properties", "tls_refusal", "tls_wrap",

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
-    "connect_socket", "map_socket_error",
+    "connect_socket", "map_socket_error", "forget_socket",
 ]
 
 
