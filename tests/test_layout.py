@@ -140,3 +140,21 @@ def test_the_plugin_import_check_bites() -> None:
                      (3, "gsp.protocol"), (4, "gsp.transport.wire")]
     assert [m for _, m in found if m not in PLUGIN_IMPORTS] == [
         "gsp.protocol.routing", "gsp.transport.stream"]
+
+
+def _public_classes(files: list[pathlib.Path]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(str(p.relative_to(ROOT)))
+    return found
+
+
+def test_no_two_classes_of_gsp_share_a_name() -> None:
+    # One name, one class: the core's implementation of the protocol SDK's SocketHandle interface
+    # was once a second ``SocketHandle`` (now CoreSocketHandle), which a reader of a traceback or
+    # of the docs could not tell apart from the interface.
+    found = _public_classes(list(GSP.rglob("*.py")))
+    assert "SocketHandle" in found and "CoreSocketHandle" in found
+    assert {name: where for name, where in found.items() if len(where) > 1} == {}
