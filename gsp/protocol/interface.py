@@ -391,7 +391,7 @@ class Protocol:
         right for a protocol that owes no peer an answer (push, pub, pair, bus...). REQ also
         refuses new requests but lets those out get their replies, and waits until they are
         received; REP and respondent take no new request and wait until every context answered
-        the one it holds (docs/plugins.md)."""
+        the one it holds (docs/architecture.md, "Draining")."""
         def refuse(msg: object, timeout: float | None) -> None:
             raise Closed(f"{self.handle.protocol} socket is draining: it sends nothing new")
         self.send = self.send_body = refuse  # type: ignore[method-assign, assignment]
