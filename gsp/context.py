@@ -92,7 +92,8 @@ class Wakeup:
             chore(self)
 
     def wake(self) -> None:
-        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
+        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn).
+        Never blocks, raises nothing."""
         w = self._waiter
         if w is not None:
             self._waiter = None

@@ -165,7 +165,8 @@ REFERENCE_COMMAND = "python -m gsp hooks -o docs/plugin-reference.md"
 
 #: What the reference documents, by SDK: ``(module, name, members)``. ``members`` None: every
 #: public name the class defines itself (methods, properties, ``#:``-commented attributes) and
-#: its ``OPTIONAL_HOOKS``; a tuple: those names only (for a class that is also user API).
+#: its ``OPTIONAL_HOOKS``; a tuple: those names only (for a class that is also user API). Name
+#: ``"*"``: every function in the module's ``__all__`` (so a renamed helper follows).
 REFERENCE: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...] | None], ...]], ...] = (
     ("The pluggy hooks (`gsp.hookspecs`)", (
         ("gsp.hookspecs", "gsp_transports", None),
@@ -187,11 +188,10 @@ REFERENCE: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...] | None], ...]]
                                      "closing_case", "own_options", "closed")),
         ("gsp.protocol", "ContextHost", ("OPTIONAL_HOOKS", "closed", "host_contexts",
                                          "new_context", "forget", "close_contexts")),
+        ("gsp.protocol", "Wakeup", None),
         ("gsp.protocol", "RoundRobin", None),
         ("gsp.protocol", "PipeMap", None),
-        ("gsp.protocol", "broadcast", None),
-        ("gsp.protocol", "send_round_robin", None),
-        ("gsp.protocol", "send_wake_cases", None),
+        ("gsp.protocol.routing", "*", None),
     )),
     ("The transport SDK (`gsp.transport`)", (
         ("gsp.transport", "Transport", None),
@@ -295,8 +295,7 @@ def attribute_docs(cls: type) -> dict[str, str]:
 def hook_members(cls: type, names: tuple[str, ...] | None) -> list[tuple[str, str, str, str]]:
     """``(name, signature or kind, docstring, base)`` of the members the reference shows:
     ``names``, or every public one ``cls`` defines (see :data:`REFERENCE`). ``base``: the base
-    class whose hook of that name the method implements (its docstring stands in for a missing
-    one), or ""."""
+    class whose hook of that name the method implements (documented there), or ""."""
     attrs = attribute_docs(cls)
     own = vars(cls)
     if names is None:
@@ -326,8 +325,6 @@ def hook_members(cls: type, names: tuple[str, ...] | None) -> list[tuple[str, st
         elif callable(value) and not isinstance(value, type):
             doc = inspect.cleandoc(value.__doc__) if value.__doc__ else ""
             base = implemented(cls, name)
-            if not doc and base is not None:
-                doc = inspect.cleandoc(getattr(base, name).__doc__)
             out.append((name, _signature(value), doc, base.__name__ if base else ""))
         else:
             out.append((name, "attribute", attrs.get(name, ""), ""))
@@ -344,11 +341,24 @@ def implemented(cls: type, name: str) -> type | None:
     return None
 
 
+def _items(items: Iterable[tuple[str, str, tuple[str, ...] | None]],
+           ) -> list[tuple[str, str, tuple[str, ...] | None]]:
+    """``items`` with each ``(module, "*", None)`` replaced by the functions of its ``__all__``."""
+    out = []
+    for module, name, members in items:
+        if name != "*":
+            out.append((module, name, members))
+            continue
+        mod = importlib.import_module(module)
+        out += [(module, n, None) for n in mod.__all__ if inspect.isfunction(getattr(mod, n))]
+    return out
+
+
 def reference_entries() -> list[tuple[str, str, list[tuple[str, str, str, str]]]]:
     """``(qualified name, its docstring, its members)`` of everything in :data:`REFERENCE`."""
     entries = []
     for _, items in REFERENCE:
-        for module, name, members in items:
+        for module, name, members in _items(items):
             obj = getattr(importlib.import_module(module), name)
             doc = inspect.cleandoc(obj.__doc__ or "")
             shown = hook_members(obj, members) if isinstance(obj, type) else []
@@ -374,7 +384,7 @@ def reference_markdown() -> str:
     by_name = {e[0]: e for e in reference_entries()}
     for title, items in REFERENCE:
         out += [f"## {title}", ""]
-        for module, name, _ in items:
+        for module, name, _ in _items(items):
             qual, doc, members = by_name[f"{module}.{name}"]
             obj = getattr(importlib.import_module(module), name)
             if isinstance(obj, type):
@@ -394,10 +404,10 @@ def reference_markdown() -> str:
                     out += [f"- **`{mname}`** — {_md(mdoc)}"]
                     continue
                 label = f"`{mname}{sig}`" if sig.startswith("(") else f"`{mname}` ({sig})"
-                text = "\n".join(f"  {x}" if x else "" for x in _md(mdoc).splitlines()).strip() \
-                    if mdoc else "*(undocumented)*"
+                text = "\n".join(f"  {x}" if x else "" for x in _md(mdoc).splitlines()).strip()
                 if base:
-                    text = f"*Implements `{base}.{mname}`.* " + text
+                    text = f"*Implements `{base}.{mname}`*" + (f": {text}" if text else ".")
+                text = text or "*(undocumented)*"
                 out += [f"- **{label}** — {text}"]
             if members:
                 out.append("")
