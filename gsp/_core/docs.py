@@ -163,46 +163,28 @@ def options_markdown(include_all: bool = False) -> str:
 #: The command that writes docs/plugin-reference.md (quoted by the file and by its staleness test).
 REFERENCE_COMMAND = "python -m gsp hooks -o docs/plugin-reference.md"
 
-#: What the reference documents, by SDK: ``(module, name, members)``. ``members`` None: every
-#: public name the class defines itself (methods, properties, ``#:``-commented attributes) and
-#: its ``OPTIONAL_HOOKS``; a tuple: those names only (for a class that is also user API). Name
-#: ``"*"``: every function in the module's ``__all__`` (so a renamed helper follows).
-REFERENCE: tuple[tuple[str, tuple[tuple[str, str, tuple[str, ...] | None], ...]], ...] = (
-    ("The pluggy hooks (`gsp.hookspecs`)", (
-        ("gsp.hookspecs", "gsp_transports", None),
-        ("gsp.hookspecs", "gsp_protocols", None),
-        ("gsp.hookspecs", "gsp_pipe_event", None),
-        ("gsp.hookspecs", "overrides", None),
-        ("gsp.hookspecs", "check_op", None),
-    )),
-    ("The protocol SDK (`gsp.protocol`)", (
-        ("gsp.protocol", "ProtocolSpec", ()),
-        ("gsp.protocol", "Protocol", None),
-        ("gsp.protocol", "RejectPipe", ()),
-        ("gsp.protocol", "SocketHandle", None),
-        ("gsp.protocol", "PipeHandle", None),
-        ("gsp.protocol", "RecvQueue", None),
-        ("gsp.protocol", "LendingWait", None),
-        ("gsp.protocol", "Context", ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body",
-                                     "do_recv_body", "do_poll", "do_wake_cases", "on_close",
-                                     "closing_case", "own_options", "closed")),
-        ("gsp.protocol", "ContextHost", ("OPTIONAL_HOOKS", "closed", "host_contexts",
-                                         "new_context", "forget", "close_contexts")),
-        ("gsp.protocol", "Wakeup", None),
-        ("gsp.protocol", "RoundRobin", None),
-        ("gsp.protocol", "PipeMap", None),
-        ("gsp.protocol.routing", "*", None),
-    )),
-    ("The transport SDK (`gsp.transport`)", (
-        ("gsp.transport", "Transport", None),
-        ("gsp.transport", "TransportListener", None),
-        ("gsp.transport", "TransportDialer", None),
-        ("gsp.transport", "Connection", None),
-        ("gsp.transport", "StreamConnection", None),
-        ("gsp.transport", "SocketListener", None),
-        ("gsp.transport", "SocketDialer", None),
-    )),
+#: What the reference documents: ``(section title, module, names)``. A name ``"sub.*"`` stands
+#: for every function in the ``__all__`` of ``module.sub`` (so a renamed helper follows).
+REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("The pluggy hooks (`gsp.hookspecs`)", "gsp.hookspecs",
+     ("gsp_transports", "gsp_protocols", "gsp_pipe_event", "overrides", "check_op")),
+    ("The protocol SDK (`gsp.protocol`)", "gsp.protocol",
+     ("ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle", "PipeHandle", "RecvQueue",
+      "LendingWait", "Context", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
+    ("The transport SDK (`gsp.transport`)", "gsp.transport",
+     ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
+      "SocketListener", "SocketDialer")),
 )
+#: The members shown of a class, where not every public name it defines (plus its
+#: ``OPTIONAL_HOOKS`` and ``#:``-commented attributes): a class that is also user API.
+MEMBERS: dict[str, tuple[str, ...]] = {
+    "ProtocolSpec": (),
+    "RejectPipe": (),
+    "Context": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body", "do_poll",
+                "do_wake_cases", "on_close", "closing_case", "own_options", "closed"),
+    "ContextHost": ("OPTIONAL_HOOKS", "closed", "host_contexts", "new_context", "forget",
+                    "close_contexts"),
+}
 
 _ROLE = re.compile(r":(?:class|meth|func|attr|data|mod|exc|obj):`~?([^`]+)`")
 
@@ -294,7 +276,7 @@ def attribute_docs(cls: type) -> dict[str, str]:
 
 def hook_members(cls: type, names: tuple[str, ...] | None) -> list[tuple[str, str, str, str]]:
     """``(name, signature or kind, docstring, base)`` of the members the reference shows:
-    ``names``, or every public one ``cls`` defines (see :data:`REFERENCE`). ``base``: the base
+    ``names``, or every public one ``cls`` defines (see :data:`MEMBERS`). ``base``: the base
     class whose hook of that name the method implements (documented there), or ""."""
     attrs = attribute_docs(cls)
     own = vars(cls)
@@ -341,27 +323,27 @@ def implemented(cls: type, name: str) -> type | None:
     return None
 
 
-def _items(items: Iterable[tuple[str, str, tuple[str, ...] | None]],
-           ) -> list[tuple[str, str, tuple[str, ...] | None]]:
-    """``items`` with each ``(module, "*", None)`` replaced by the functions of its ``__all__``."""
+def _items(module: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(module, name)`` of ``names``, each ``"sub.*"`` replaced by the functions it stands for."""
     out = []
-    for module, name, members in items:
-        if name != "*":
-            out.append((module, name, members))
+    for name in names:
+        if not name.endswith(".*"):
+            out.append((module, name))
             continue
-        mod = importlib.import_module(module)
-        out += [(module, n, None) for n in mod.__all__ if inspect.isfunction(getattr(mod, n))]
+        sub = f"{module}.{name[:-2]}"
+        mod = importlib.import_module(sub)
+        out += [(sub, n) for n in mod.__all__ if inspect.isfunction(getattr(mod, n))]
     return out
 
 
 def reference_entries() -> list[tuple[str, str, list[tuple[str, str, str, str]]]]:
     """``(qualified name, its docstring, its members)`` of everything in :data:`REFERENCE`."""
     entries = []
-    for _, items in REFERENCE:
-        for module, name, members in _items(items):
+    for _, package, names in REFERENCE:
+        for module, name in _items(package, names):
             obj = getattr(importlib.import_module(module), name)
             doc = inspect.cleandoc(obj.__doc__ or "")
-            shown = hook_members(obj, members) if isinstance(obj, type) else []
+            shown = hook_members(obj, MEMBERS.get(name)) if isinstance(obj, type) else []
             entries.append((f"{module}.{name}", doc, shown))
     return entries
 
@@ -382,9 +364,9 @@ def reference_markdown() -> str:
         "",
     ]
     by_name = {e[0]: e for e in reference_entries()}
-    for title, items in REFERENCE:
+    for title, package, names in REFERENCE:
         out += [f"## {title}", ""]
-        for module, name, _ in _items(items):
+        for module, name in _items(package, names):
             qual, doc, members = by_name[f"{module}.{name}"]
             obj = getattr(importlib.import_module(module), name)
             if isinstance(obj, type):
