@@ -1,4 +1,5 @@
-"""The options reference (docs/options.md), generated from the option specs.
+"""The generated references: options (docs/options.md, from the option specs) and plugin hooks
+(docs/plugin-reference.md, from the SDK's docstrings: :func:`reference_markdown`, below).
 
 Socket-wide options come from :data:`gsp.options.SOCKET_OPTIONS` (those in
 :data:`gsp.options.ENDPOINT_OPTIONS` are also accepted by ``listen``/``dial``), protocol and
@@ -6,7 +7,9 @@ transport options from the registry (``gsp.registry.protocols[name].options``,
 ``gsp.registry.transports[scheme].options``). Type, unit and range are what each option's
 validator says about itself (:class:`gsp.options.Check`).
 
-Regenerate with ``python -m gsp options -o docs/options.md``.
+Regenerate with ``python -m gsp options -o docs/options.md`` and
+``python -m gsp hooks -o docs/plugin-reference.md``; tests/test_options_doc.py and
+tests/test_plugin_reference.py fail while either file is stale.
 """
 
 from __future__ import annotations
