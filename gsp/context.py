@@ -92,7 +92,8 @@ class Wakeup:
             chore(self)
 
     def wake(self) -> None:
-        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
+        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn).
+        Never blocks, raises nothing."""
         w = self._waiter
         if w is not None:
             self._waiter = None
@@ -194,7 +195,8 @@ class ContextHost:
         return ctx
 
     def forget(self, ctx: "Context") -> None:
-        """A context closed: stop tracking it (contexts call this from their ``on_close``)."""
+        """A context closed: stop tracking it (contexts call this from their ``on_close``).
+        Raises nothing."""
         self._contexts.discard(ctx)
 
     def close_contexts(self) -> None:
@@ -243,7 +245,8 @@ class Context(ObjectCalls):
 
     def own_options(self, *names: str) -> None:
         """Give this context its own copy of the socket's current value of each
-        :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes)."""
+        :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes).
+        Raises ``KeyError`` for a name that is not an option of the socket."""
         opts = self.handle.options
         for name in names:
             setattr(self, name, opts[name])
@@ -316,6 +319,7 @@ class Context(ObjectCalls):
     # -- life cycle ------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` ran (on the context, or on its socket)."""
         return self._closed
 
     # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
@@ -337,7 +341,8 @@ class Context(ObjectCalls):
         return cases
 
     def closing_case(self) -> Recv:
-        """A :func:`gsp.select` case that becomes ready when this context closes."""
+        """A :func:`gsp.select` case that becomes ready when this context closes (include it in
+        every wait of :meth:`do_send`/:meth:`do_recv`). Raises nothing."""
         return Recv(self._closing)
 
     def close(self) -> None:
@@ -393,7 +398,8 @@ class Context(ObjectCalls):
 
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         """Optional: :meth:`do_send` of a message without a header, given just its body (the
-        socket's and the context's ``send`` come here; the default makes the Message)."""
+        socket's and the context's ``send`` come here; the default makes the Message). Raises
+        what :meth:`do_send` does."""
         self.do_send(Message(body), timeout)
 
     def do_recv_body(self, timeout: float | None) -> bytes:
