@@ -1,5 +1,6 @@
-"""``python -m gsp`` / ``gsp``: show what is installed (``info``), benchmark (``bench``), poke at
-sockets from a shell (``cat``, nngcat's command line)."""
+"""``python -m gsp`` / ``gsp``: show what is installed (``info``), print the options reference
+(``options``) or the plugin hook reference (``hooks``), benchmark (``bench``), poke at sockets
+from a shell (``cat``, nngcat's command line)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     opts.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     opts.add_argument("--all", action="store_true",
                       help="include every installed plugin, not only gsp's own and shipped ones")
+    hooks = sub.add_parser("hooks", help="the plugin hook reference in Markdown "
+                                         "(docs/plugin-reference.md)")
+    hooks.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     sub.add_parser("bench", help="benchmarks, alone or against pynng/pyzmq (gsp bench -h)",
                    add_help=False)
     sub.add_parser("cat", help="nngcat's command line: send and print messages (gsp cat -h)",
@@ -38,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         for scheme, t in sorted(gsp.registry.transports.items()):
             print(f"  transport {scheme:<11} {type(t).__module__}")
         return 0
-    if args.cmd == "options":
-        from gsp._core.docs import options_markdown
-        text = options_markdown(include_all=args.all)
+    if args.cmd in ("options", "hooks"):
+        from gsp._core.docs import options_markdown, reference_markdown
+        text = options_markdown(include_all=args.all) if args.cmd == "options" \
+            else reference_markdown()
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)

@@ -92,7 +92,8 @@ class Wakeup:
             chore(self)
 
     def wake(self) -> None:
-        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn)."""
+        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn).
+        Never blocks, raises nothing."""
         w = self._waiter
         if w is not None:
             self._waiter = None
@@ -145,19 +146,21 @@ class ContextHost:
         self._default = default
         default.noun = "socket"  # its errors speak of the socket the user called
 
-    # The socket's body-only send and recv (bytes in, bytes out) are the default context's own
-    # methods: the socket takes these attributes once, when it opens, and calls what it got,
-    # a call less each way than a method that passes the call on. (They are properties, not
-    # methods, so that the socket's check for the fast path, gsp.protocol.overrides, sees them;
-    # a subclass may still override them with methods of its own.) Only bytes come here
-    # (Protocol.send_body's contract; typed Any as a raw base class's send_body may take a
-    # Message, as RoundRobin's does); a Message goes through send.
+    # (Properties, not methods: the socket takes these attributes once, when it opens, and
+    # calls what it got, a call less each way than a method passing the call on; they still
+    # count as overrides of Protocol's, for the socket's gsp.protocol.overrides check, and a
+    # subclass may override them with methods of its own.)
     @property
     def send_body(self) -> "Callable[[Any, float | None], None]":
+        """The socket's body-only send: the default context's :meth:`Context.do_send_body`
+        itself (it takes bytes only: a Message goes through ``send``; typed ``Any`` as a raw
+        base class's ``send_body`` may take a Message, as RoundRobin's does)."""
         return self._default.do_send_body
 
     @property
     def recv_body(self) -> "Callable[[float | None], bytes]":
+        """The socket's body-only recv: the default context's :meth:`Context.do_recv_body`
+        itself."""
         return self._default.do_recv_body
 
     def new_context(self) -> "Context":
@@ -186,7 +189,8 @@ class ContextHost:
         return ctx
 
     def forget(self, ctx: "Context") -> None:
-        """A context closed: stop tracking it (contexts call this from their ``on_close``)."""
+        """A context closed: stop tracking it (contexts call this from their ``on_close``).
+        Raises nothing."""
         self._contexts.discard(ctx)
 
     def close_contexts(self) -> None:
@@ -235,7 +239,8 @@ class Context(ObjectCalls):
 
     def own_options(self, *names: str) -> None:
         """Give this context its own copy of the socket's current value of each
-        :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes)."""
+        :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes).
+        Raises ``KeyError`` for a name that is not an option of the socket."""
         opts = self.handle.options
         for name in names:
             setattr(self, name, opts[name])
@@ -308,6 +313,7 @@ class Context(ObjectCalls):
     # -- life cycle ------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` ran (on the context, or on its socket)."""
         return self._closed
 
     # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
@@ -329,7 +335,8 @@ class Context(ObjectCalls):
         return cases
 
     def closing_case(self) -> Recv:
-        """A :func:`gsp.select` case that becomes ready when this context closes."""
+        """A :func:`gsp.select` case that becomes ready when this context closes (include it in
+        every wait of :meth:`do_send`/:meth:`do_recv`). Raises nothing."""
         return Recv(self._closing)
 
     def close(self) -> None:
@@ -385,7 +392,8 @@ class Context(ObjectCalls):
 
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         """Optional: :meth:`do_send` of a message without a header, given just its body (the
-        socket's and the context's ``send`` come here; the default makes the Message)."""
+        socket's and the context's ``send`` come here; the default makes the Message). Raises
+        what :meth:`do_send` does."""
         self.do_send(Message(body), timeout)
 
     def do_recv_body(self, timeout: float | None) -> bytes:

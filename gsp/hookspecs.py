@@ -34,13 +34,19 @@ def gsp_transports() -> "list[Transport]":
     """Return the transports this plugin provides.
 
     Each :class:`gsp.transport.Transport` names its URL schemes; two plugins claiming one scheme
-    is an error reported when the registry loads.
+    is an error reported when the registry loads (:class:`gsp.GspError`). Called when gsp first
+    needs a transport and again whenever a plugin is (un)registered: return the same objects,
+    built once. Must not raise: an exception escapes from the call that loaded the registry.
     """
 
 
 @hookspec
 def gsp_protocols() -> "list[ProtocolSpec]":
-    """Return the protocols this plugin provides, as :class:`gsp.protocol.ProtocolSpec` objects."""
+    """Return the protocols this plugin provides, as :class:`gsp.protocol.ProtocolSpec` objects.
+
+    As :func:`gsp_transports`: two plugins claiming one protocol name is a :class:`gsp.GspError`
+    when the registry loads; return the same objects each time; must not raise.
+    """
 
 
 @hookspec

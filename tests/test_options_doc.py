@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp import _docs
 from gsp.__main__ import main
+from gsp._core import docs as _docs
 from gsp.options import (
     ENDPOINT_OPTIONS,
     SOCKET_OPTIONS,
@@ -33,13 +33,18 @@ def test_docs_options_md_is_up_to_date() -> None:
         f"docs/options.md is stale: regenerate it with `{_docs.COMMAND}` at the repository root")
 
 
-def test_the_command_writes_what_the_test_compares(tmp_path: Any, capsys: Any) -> None:
-    out = tmp_path / "options.md"
-    assert main(["options", "-o", str(out)]) == 0
-    assert out.read_text(encoding="utf-8") == _docs.options_markdown()
-    assert main(["options"]) == 0
-    assert capsys.readouterr().out == _docs.options_markdown()
-    assert _docs.COMMAND in _docs.options_markdown()
+@pytest.mark.parametrize("command, make, quoted", [
+    ("options", _docs.options_markdown, _docs.COMMAND),  # docs/options.md
+    ("hooks", _docs.reference_markdown, _docs.REFERENCE_COMMAND),  # docs/plugin-reference.md
+])
+def test_the_command_writes_what_the_test_compares(command: str, make: Any, quoted: str,
+                                                   tmp_path: Any, capsys: Any) -> None:
+    out = tmp_path / "out.md"
+    assert main([command, "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == make()
+    assert main([command]) == 0
+    assert capsys.readouterr().out == make()
+    assert quoted in make()
 
 
 def _rows(text: str) -> dict[str, list[list[str]]]:

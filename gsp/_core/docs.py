@@ -1,4 +1,5 @@
-"""The options reference (docs/options.md), generated from the option specs.
+"""The generated references: options (docs/options.md, from the option specs) and plugin hooks
+(docs/plugin-reference.md, from the SDK's docstrings: :func:`reference_markdown`, below).
 
 Socket-wide options come from :data:`gsp.options.SOCKET_OPTIONS` (those in
 :data:`gsp.options.ENDPOINT_OPTIONS` are also accepted by ``listen``/``dial``), protocol and
@@ -6,11 +7,18 @@ transport options from the registry (``gsp.registry.protocols[name].options``,
 ``gsp.registry.transports[scheme].options``). Type, unit and range are what each option's
 validator says about itself (:class:`gsp.options.Check`).
 
-Regenerate with ``python -m gsp options -o docs/options.md``.
+Regenerate with ``python -m gsp options -o docs/options.md`` and
+``python -m gsp hooks -o docs/plugin-reference.md``; tests/test_options_doc.py and
+tests/test_plugin_reference.py fail while either file is stale.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import re
+import textwrap
 from importlib.metadata import entry_points
 from typing import Any, Iterable
 
@@ -151,3 +159,241 @@ def options_markdown(include_all: bool = False) -> str:
         [f"`{o.name}`", owners, *_columns(o), _cell(o.doc)]
         for o, owners in _grouped(transport_rows)))
     return "\n".join(out) + "\n"
+
+
+# -- the plugin hook reference (docs/plugin-reference.md) ------------------------------------------
+
+#: The command that writes docs/plugin-reference.md (quoted by the file and by its staleness test).
+REFERENCE_COMMAND = "python -m gsp hooks -o docs/plugin-reference.md"
+
+#: What the reference documents: ``(section title, module, names)``. A name ``"sub.*"`` stands
+#: for every function in the ``__all__`` of ``module.sub`` (so a renamed helper follows).
+REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("The pluggy hooks (`gsp.hookspecs`)", "gsp.hookspecs",
+     ("gsp_transports", "gsp_protocols", "gsp_pipe_event", "overrides", "check_op")),
+    ("The protocol SDK (`gsp.protocol`)", "gsp.protocol",
+     ("ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle", "PipeHandle", "RecvQueue",
+      "LendingWait", "Context", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
+    ("The transport SDK (`gsp.transport`)", "gsp.transport",
+     ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
+      "SocketListener", "SocketDialer")),
+)
+#: The members shown of a class, where not every public name it defines (plus its
+#: ``OPTIONAL_HOOKS`` and ``#:``-commented attributes): a class that is also user API.
+MEMBERS: dict[str, tuple[str, ...]] = {
+    "ProtocolSpec": (),
+    "RejectPipe": (),
+    "Context": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body", "do_poll",
+                "do_wake_cases", "on_close", "closing_case", "own_options", "closed"),
+    "ContextHost": ("closed", "host_contexts", "new_context", "send_body", "recv_body", "forget",
+                    "close_contexts"),
+}
+
+_ROLE = re.compile(r":(?:class|meth|func|attr|data|mod|exc|obj):`~?([^`]+)`")
+
+
+def _md(doc: str) -> str:
+    """A docstring's reST as Markdown: ``x`` and :role:`x` become `x`; ``::`` blocks fenced."""
+    text = _ROLE.sub(r"`\1`", doc).replace("``", "`")
+    out: list[str] = []
+    block = False
+    for line in text.splitlines():
+        if block and line and not line.startswith("    "):
+            out.append("```")
+            block = False
+        if block:
+            out.append(line[4:])
+            continue
+        if line.endswith("::"):
+            out += [line[:-1], "", "```python"]
+            block = True
+            continue
+        out.append(line)
+    if block:
+        out.append("```")
+    return "\n".join(out).strip()
+
+
+def _annotation(a: Any) -> str:
+    if isinstance(a, str):
+        return a[1:-1] if len(a) > 1 and a[0] == a[-1] and a[0] in "'\"" else a
+    return inspect.formatannotation(a)
+
+
+def _signature(fn: Any) -> str:
+    """``(a: T, b=1) -> R``, without ``self``/``cls`` and with the annotations as written."""
+    sig = inspect.signature(fn)
+    params = []
+    for p in sig.parameters.values():
+        if p.name in ("self", "cls"):
+            continue
+        stars = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        text = stars + p.name
+        if p.annotation is not p.empty:
+            text += f": {_annotation(p.annotation)}"
+        if p.default is not p.empty:
+            text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
+        params.append(text)
+    ret = "" if sig.return_annotation is sig.empty else f" -> {_annotation(sig.return_annotation)}"
+    return f"({', '.join(params)}){ret}"
+
+
+def _assigned(cls_node: ast.ClassDef) -> list[tuple[str, int]]:
+    """``(name, line)`` of every assignment in a class body and of every ``self.name = ...`` in
+    its ``__init__``."""
+    found: list[tuple[str, int]] = []
+    for node in cls_node.body:
+        in_init = isinstance(node, ast.FunctionDef) and node.name == "__init__"
+        for stmt in node.body if isinstance(node, ast.FunctionDef) and in_init else [node]:
+            targets = [stmt.target] if isinstance(stmt, ast.AnnAssign) else \
+                stmt.targets if isinstance(stmt, ast.Assign) else []
+            for t in targets:
+                if in_init and isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                        and t.value.id == "self":
+                    found.append((t.attr, stmt.lineno))
+                elif not in_init and isinstance(t, ast.Name):
+                    found.append((t.id, stmt.lineno))
+    return found
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """Public attribute name -> its ``#:`` comment, from ``cls``'s body and its ``__init__``'s
+    ``self.name = ...`` (the attributes documented the way Sphinx reads them)."""
+    try:
+        lines, _ = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return {}
+    cls_node = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    assert isinstance(cls_node, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for name, lineno in _assigned(cls_node):
+        got: list[str] = []
+        i = lineno - 2
+        while i >= 0 and lines[i].strip().startswith("#:"):
+            got.insert(0, lines[i].strip()[2:].strip())
+            i -= 1
+        if got and not name.startswith("_"):
+            docs.setdefault(name, " ".join(got))
+    return docs
+
+
+def hook_members(cls: type, names: tuple[str, ...] | None) -> list[tuple[str, str, str, str]]:
+    """``(name, signature or kind, docstring, base)`` of the members the reference shows:
+    ``names``, or every public one ``cls`` defines (see :data:`MEMBERS`). ``base``: the base
+    class whose hook of that name the method implements (documented there), or ""."""
+    attrs = attribute_docs(cls)
+    own = vars(cls)
+    if names is None:
+        picked = [n for n in own if not n.startswith("_") and n != "OPTIONAL_HOOKS"
+                  and (callable(own[n]) or isinstance(own[n], (property, classmethod,
+                                                               staticmethod)))]
+        picked += [n for n in attrs if n not in picked and n != "OPTIONAL_HOOKS"]
+        if "OPTIONAL_HOOKS" in own:
+            picked.insert(0, "OPTIONAL_HOOKS")
+    else:
+        picked = list(names)
+    out = []
+    for name in picked:
+        if name == "OPTIONAL_HOOKS":
+            hooks = ", ".join(f"`{h}`" for h in sorted(getattr(cls, name)))
+            text = attrs.get(name, "The optional hooks gsp looks for with `overrides`.")
+            out.append((name, "", f"{text} Here: {hooks}.", ""))
+            continue
+        value = inspect.getattr_static(cls, name, None)
+        if isinstance(value, (classmethod, staticmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            ret = inspect.signature(value.fget).return_annotation if value.fget else None
+            sig = f": {_annotation(ret)}" if ret not in (None, inspect.Signature.empty) else ""
+            doc = inspect.getdoc(value) or ""
+            out.append((name, "property" + sig, doc, ""))
+        elif callable(value) and not isinstance(value, type):
+            doc = inspect.cleandoc(value.__doc__) if value.__doc__ else ""
+            base = implemented(cls, name)
+            out.append((name, _signature(value), doc, base.__name__ if base else ""))
+        else:
+            out.append((name, "attribute", attrs.get(name, ""), ""))
+    return out
+
+
+def implemented(cls: type, name: str) -> type | None:
+    """The nearest base of ``cls`` (object aside) that documents the method ``name``: the hook a
+    method of ``cls`` of that name implements; None if none does."""
+    for base in cls.__mro__[1:-1]:
+        fn = vars(base).get(name)
+        if fn is not None and getattr(fn, "__doc__", None):
+            return base
+    return None
+
+
+def _items(module: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(module, name)`` of ``names``, each ``"sub.*"`` replaced by the functions it stands for."""
+    out = []
+    for name in names:
+        if not name.endswith(".*"):
+            out.append((module, name))
+            continue
+        sub = f"{module}.{name[:-2]}"
+        mod = importlib.import_module(sub)
+        out += [(sub, n) for n in mod.__all__ if inspect.isfunction(getattr(mod, n))]
+    return out
+
+
+def reference_entries() -> list[tuple[str, str, list[tuple[str, str, str, str]]]]:
+    """``(qualified name, its docstring, its members)`` of everything in :data:`REFERENCE`."""
+    entries = []
+    for _, package, names in REFERENCE:
+        for module, name in _items(package, names):
+            obj = getattr(importlib.import_module(module), name)
+            doc = inspect.cleandoc(obj.__doc__ or "")
+            shown = hook_members(obj, MEMBERS.get(name)) if isinstance(obj, type) else []
+            entries.append((f"{module}.{name}", doc, shown))
+    return entries
+
+
+def reference_markdown() -> str:
+    """docs/plugin-reference.md: every hook a plugin implements or calls, from the docstrings."""
+    out = [
+        "# Plugin hook reference",
+        "",
+        f"<!-- Generated from the SDK's docstrings by `{REFERENCE_COMMAND}`; do not edit by",
+        "hand (tests/test_plugin_reference.py fails when this file is stale). -->",
+        "",
+        "Every method a plugin overrides or calls on gsp's plugin SDK, with its contract and what",
+        "it may raise, as the docstrings in the source say it. The guide is",
+        "[plugins.md](plugins.md); the conformance kit is [testing.md](testing.md). *Optional*",
+        "hooks have a default that is always correct; a class's `OPTIONAL_HOOKS` lists the fast",
+        "paths gsp uses only where a plugin overrides them (`gsp.hookspecs.overrides`).",
+        "",
+    ]
+    by_name = {e[0]: e for e in reference_entries()}
+    for title, package, names in REFERENCE:
+        out += [f"## {title}", ""]
+        for module, name in _items(package, names):
+            qual, doc, members = by_name[f"{module}.{name}"]
+            obj = getattr(importlib.import_module(module), name)
+            if isinstance(obj, type):
+                bases = [b.__name__ for b in obj.__bases__
+                         if b.__module__ not in ("builtins", "typing", "abc")]
+                init = vars(obj).get("__init__") if not getattr(obj, "_is_protocol", False) \
+                    else None
+                sig = _signature(init).removesuffix(" -> None") if init else ""
+                head = f"### class `{name}{sig}`" + (f" ({', '.join(bases)})" if bases else "")
+            else:
+                head = f"### `{name}{_signature(obj)}`"
+            out += [head, "", f"`{qual}`", ""]
+            if doc:
+                out += [_md(doc), ""]
+            for mname, sig, mdoc, base in members:
+                if sig == "":
+                    out += [f"- **`{mname}`** — {_md(mdoc)}"]
+                    continue
+                label = f"`{mname}{sig}`" if sig.startswith("(") else f"`{mname}` ({sig})"
+                text = "\n".join(f"  {x}" if x else "" for x in _md(mdoc).splitlines()).strip()
+                if base:
+                    text = f"*Implements `{base}.{mname}`*" + (f": {text}" if text else ".")
+                text = text or "*(undocumented)*"
+                out += [f"- **{label}** — {text}"]
+            if members:
+                out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .socket import Socket
 
 
-class SocketHandle:
+class CoreSocketHandle:
     """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
 
     __slots__ = ("_sock", "lend_reads", "end_lend")

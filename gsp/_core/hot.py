@@ -25,7 +25,7 @@ class Hot:
     send_body: Callable[[bytes, float | None], None] | None
     ready: "deque[Any] | None"  # Protocol.ready, or Protocol.ready_bodies when bare
     bare: bool
-    send_direct: Callable[[bytes], bool] | None  # see SocketHandle.send_direct
+    send_direct: Callable[[bytes], bool] | None  # see CoreSocketHandle.send_direct
     tid: int  # the OS thread whose hub made the socket (read where a call cannot complete at once)
 
 

@@ -26,7 +26,7 @@ from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
 from ..transport.limits import RecvLimits
 from . import counters, events, fork, log
 from .endpoints import Dialer, Listener, endpoint_options
-from .handle import SocketHandle
+from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
 from .pipe import Pipe, PipeEvent
 from .readers import Readers
@@ -89,7 +89,7 @@ class Socket(ObjectCalls):
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         self._tally = counters.tally()  # pipes that went, and their traffic
-        proto = self._proto = self._hot.proto = spec.factory(SocketHandle(self), self.raw)
+        proto = self._proto = self._hot.proto = spec.factory(CoreSocketHandle(self), self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol.Protocol).
         self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
         self._hot.send_body = proto.send_body if overrides(proto, Protocol, "send_body") else None
@@ -184,7 +184,7 @@ class Socket(ObjectCalls):
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
         if hot.send_direct is not None and hot.send_direct(data):
-            return  # queued at once (SocketHandle.send_direct): no call into the protocol
+            return  # queued at once (CoreSocketHandle.send_direct): no call into the protocol
         if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
             raise self._wrong_thread()
         t = hot.send_timeout if timeout is ... and block is True \

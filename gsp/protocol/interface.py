@@ -81,28 +81,34 @@ class PipeHandle(_Typing):
         for a message without a header, just its ``bytes`` body."""
 
     def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
-        """Queue ``msg``, waiting up to ``timeout`` seconds for room: :class:`gsp.Timeout`, or
+        """Queue ``msg``, waiting up to ``timeout`` seconds for room. Raises
+        :class:`gsp.Timeout` when the time runs out (:class:`gsp.WouldBlock` for 0) and
         :class:`gsp.Closed` once the pipe is gone."""
 
     def has_room(self) -> bool:
-        """Whether :meth:`try_send` would queue a message now (False once closed)."""
+        """Whether :meth:`try_send` would queue a message now (False once closed). Never blocks,
+        never raises."""
 
     def room_case(self) -> "Recv":
         """A :func:`gsp.select` case that becomes ready when this pipe's queue may have got room
-        (its writer took messages) or the pipe closed. For :meth:`Protocol.wake_cases`."""
+        (its writer took messages) or the pipe closed. For :meth:`Protocol.wake_cases`. Raises
+        nothing."""
 
     def close(self) -> None:
-        """Close this pipe only (idempotent); the socket and its other pipes carry on."""
+        """Close this pipe only (idempotent); the socket and its other pipes carry on. Never
+        blocks, never raises."""
 
 
 class RecvQueue(_Typing):
     """What :attr:`Protocol.recv_queue` needs of a receive queue (:class:`gsp.protocol.inbox.queue.Inbox`)."""
 
     def poll(self) -> bool:
-        """Whether taking an item would not wait (one is queued, or the queue is closed)."""
+        """Whether taking an item would not wait (one is queued, or the queue is closed). Never
+        blocks, never raises."""
 
     def wake_case(self) -> "Recv":
-        """A select case that becomes ready when an item may have arrived or the queue closed."""
+        """A select case that becomes ready when an item may have arrived or the queue closed.
+        Raises nothing."""
 
     def __len__(self) -> int:
         """Items queued now."""
@@ -151,11 +157,13 @@ class SocketHandle(_Typing):
         """Whether the socket has ever listened or dialed, or has a pipe now."""
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> "gevent.Greenlet":
-        """Run ``fn(*args)`` in a greenlet the socket owns: killed and joined when it closes."""
+        """Run ``fn(*args)`` in a greenlet the socket owns: killed and joined when it closes.
+        Raises nothing itself (what ``fn`` raises ends that greenlet)."""
 
     def watch(self, name: str, callback: Callable[[Any], None]) -> None:
         """Call ``callback(value)`` after option ``name`` changed (set_option on the socket),
-        with the validated value. Not called for the value the protocol was created with."""
+        with the validated value. Not called for the value the protocol was created with.
+        Raises :class:`gsp.BadOption` for a name that is not an option of the socket."""
 
     def lend_reads(self, waiter: "Waiter", batches: bool = False) -> bool:
         """Offer the greenlet waiting on ``waiter`` to read the socket's pipes while it waits:
@@ -165,17 +173,19 @@ class SocketHandle(_Typing):
         leaves the rest to a reader greenlet). False when it is not taken (another wait offers
         too: then readers read). End every offer, taken or not, with :meth:`end_lend`.
         :class:`gsp.context.Wakeup` does all this (its ``lend``); the protocol's ``pipe_recv``
-        of one message (of any, with ``batches``) must not block meanwhile."""
+        of one message (of any, with ``batches``) must not block meanwhile. Raises nothing."""
 
     def end_lend(self, waiter: "Waiter") -> None:
-        """End :meth:`lend_reads`'s offer for ``waiter`` (once per offer, taken or not)."""
+        """End :meth:`lend_reads`'s offer for ``waiter`` (once per offer, taken or not).
+        Raises nothing."""
 
     def send_direct(self, offer: "Callable[[bytes], bool] | None") -> None:
         """Let ``Socket.send(body)`` try ``offer(body)`` before calling the protocol: it queues
         the body now and returns True, or returns False and the protocol's send runs as usual.
         For a protocol whose send of a header-less body is just that (push with one puller:
         the pipe's ``try_send``), it saves a call per message. ``None`` turns it off; the
-        protocol must do so when it no longer holds (a second pipe came, the pipe went)."""
+        protocol must do so when it no longer holds (a second pipe came, the pipe went). Raises
+        nothing; ``offer`` itself must never block or raise."""
 
 
 class ProtocolSpec:
@@ -274,44 +284,64 @@ class Protocol:
 
     # -- pipes (called by the core) ------------------------------------------------------------
     def add_pipe(self, pipe: PipeHandle) -> None:
-        """A pipe finished its handshake; raise :class:`RejectPipe` to refuse it."""
+        """A pipe finished its handshake (and the ``ATTACHING`` hooks let it in): start using it.
+        Called from the greenlet that set the pipe up; must not block. Raise
+        :class:`RejectPipe` to refuse it (the core closes it quietly; a dialer backs off); raise
+        nothing else."""
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
-        """A pipe is gone (its queue is already closed). Called once per added pipe."""
+        """A pipe is gone (its queue is already closed): forget it, rescue what it carried.
+        Called once per added pipe, by whoever ended it; must not block, raises nothing."""
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         """One message (header+body as received) arrived on ``pipe``. May block (back-pressure);
         raises nothing: a malformed message is dropped or closes ``pipe``."""
 
     def pipe_recv_all(self, pipe: PipeHandle, datas: list[bytes]) -> None:
-        """Several messages from ``pipe`` in arrival order; same contract as :meth:`pipe_recv`."""
+        """Optional: several messages from ``pipe`` in arrival order, for a protocol that queues
+        a batch in one go (``Inbox.put_all``). Same contract as :meth:`pipe_recv`: may block,
+        raises nothing."""
         for data in datas:
             self.pipe_recv(pipe, data)
 
     def recv_queue_depth(self) -> int | None:
         """Messages waiting in the protocol's receive queue(s) now (contexts' included), shown as
         ``recv_queue`` in ``socket.stats``; ``None`` when it has no such queue or does not say
-        (the default: the length of :attr:`recv_queue`, if set). Must not block; called only
-        when a user reads the stats."""
+        (the default: the length of :attr:`recv_queue`, if set). Must not block or raise;
+        called only when a user reads the stats."""
         q = self.recv_queue
         return None if q is None else len(q)
 
     # -- the user's calls (through the socket) -------------------------------------------------
     def send(self, msg: Message, timeout: float | None) -> None:
+        """Send ``msg`` (raw: its ``header`` is the user's) from the user's greenlet, waiting up
+        to ``timeout`` seconds (None: no limit; 0: do not wait). Raises :class:`gsp.Timeout`
+        (:class:`gsp.WouldBlock` for 0), :class:`gsp.Closed` (the socket closed meanwhile),
+        :class:`gsp.NoPeers` (:meth:`check_no_peers`) and the protocol's state errors
+        (:class:`gsp.ProtocolStateError`). The default raises :class:`gsp.NotSupported`: a
+        protocol that cannot send leaves it alone (:meth:`can` sees that)."""
         raise NotSupported(f"{self.handle.protocol} sockets cannot send")
 
     def send_body(self, body: bytes, timeout: float | None) -> None:
-        """``send(Message(body), timeout)``; override to avoid making the Message."""
+        """Optional: ``send(Message(body), timeout)``; override to avoid making the Message.
+        Must behave exactly as that, and raises as :meth:`send`."""
         self.send(Message(body), timeout)
 
     def recv(self, timeout: float | None) -> Message:
+        """Receive one :class:`gsp.Message` in the user's greenlet (cooked: ``header`` empty; its
+        ``pipe`` set), waiting up to ``timeout`` seconds. Raises as :meth:`send`; the default
+        raises :class:`gsp.NotSupported` (a protocol that cannot receive)."""
         raise NotSupported(f"{self.handle.protocol} sockets cannot receive")
 
     def recv_body(self, timeout: float | None) -> bytes:
-        """``recv(timeout).body``; override to avoid making the Message."""
+        """Optional: ``recv(timeout).body``; override to avoid making the Message. Must behave
+        exactly as that, and raises as :meth:`recv`."""
         return self.recv(timeout).body
 
     def open_context(self) -> "Context":
+        """A new :class:`gsp.context.Context` of this socket (the user's ``open_context``). Must
+        not block. Raises :class:`gsp.Closed` once closed; the default raises
+        :class:`gsp.NotSupported` (no contexts; :class:`gsp.context.ContextHost` implements it)."""
         raise NotSupported(f"{self.handle.protocol} sockets have no contexts")
 
     # -- readiness (optional: gsp.select and gsp.Poller over sockets) ---------------------------
@@ -332,7 +362,9 @@ class Protocol:
     def wake_cases(self, op: Op) -> "list[Recv]":
         """Select cases that become ready when :meth:`poll` may turn true: a message arrived, a
         queue got room, a pipe came or went, the socket or a state changed. Called right after
-        :meth:`poll` said False; a case that is ready for good must go with a true poll."""
+        :meth:`poll` said False; a case that is ready for good must go with a true poll. Never
+        blocks. The default answers from :attr:`recv_queue` and :attr:`send_never_waits`, else
+        raises :class:`gsp.NotSupported` (as :meth:`poll`)."""
         if not self.can(op) or op == "send" and self.send_never_waits:
             return []
         if op == "recv" and self.recv_queue is not None:
@@ -370,15 +402,18 @@ class Protocol:
         right for a protocol that owes no peer an answer (push, pub, pair, bus...). REQ also
         refuses new requests but lets those out get their replies, and waits until they are
         received; REP and respondent take no new request and wait until every context answered
-        the one it holds (docs/plugins.md)."""
+        the one it holds (docs/architecture.md, "Draining")."""
         self.__class__ = _refusing_sends(type(self))
 
     def close(self) -> None:
-        """The socket is closing: wake every blocked send/recv with :class:`gsp.Closed`."""
+        """The socket is closing (called once, before its pipes close): wake every blocked
+        send/recv, the contexts' too, with :class:`gsp.Closed`. Must not block; raises
+        nothing."""
 
     @classmethod
     def can(cls, op: str) -> bool:
-        """Whether this protocol implements ``op`` ("send" or "recv") at all."""
+        """Whether this protocol implements ``op`` ("send" or "recv") at all: whether it
+        overrides :meth:`send`/:meth:`recv` (``gsp.device`` asks). Raises nothing."""
         return getattr(cls, op) is not getattr(Protocol, op)
 
 

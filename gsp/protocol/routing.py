@@ -27,7 +27,7 @@ def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHan
     If some queues are full, yield once so the writers of peers that keep up can drain theirs
     (a tight send loop would otherwise lose messages even to fast peers), then drop for pipes
     still full: the new message, or with ``drop_oldest`` that pipe's oldest queued one (nng PUB).
-    Returns how many pipes missed a message.
+    Returns how many pipes missed a message. Raises nothing.
     """
     full = [p for p in pipes if p is not skip and not p.try_send(msg)]
     if not full:
@@ -190,7 +190,7 @@ class RoundRobin(Protocol):
 
 def send_wake_cases(pipes: Iterable[PipeHandle], changed: Signal) -> list[Recv]:
     """What a send waiting for room on any of ``pipes`` wakes on: room on one of them, or
-    ``changed`` (pipes came or went, the protocol closed)."""
+    ``changed`` (pipes came or went, the protocol closed). Raises nothing."""
     cases = [p.room_case() for p in pipes]
     cases.append(changed.case())
     return cases

@@ -8,7 +8,8 @@
 * TLS (:mod:`.tls`), URLs (:mod:`.urls`), the receive bounds of a socket's pipes
   (:mod:`.limits`), and the sans-IO SP codec, :mod:`gsp.transport.wire` (handshake, framing,
   incremental decoder).
-* Declaring options: :class:`Option` and its validators; registering: :data:`hookimpl`.
+* Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`); registering:
+  :data:`hookimpl`; finding a class's optional hooks: :func:`overrides`.
 
 The conformance kit for a transport is :class:`gsp.testing.TransportSuite`.
 """
@@ -19,19 +20,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..hookspecs import hookimpl
-    from ..options import (
-        Check,
-        Option,
-        Validator,
-        anything,
-        boolean,
-        described,
-        duration,
-        instance_of,
-        integer,
-        optional,
-    )
+    from ..hookspecs import hookimpl, overrides
+    from ..options import Option
     from . import wire
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
@@ -41,6 +31,7 @@ if TYPE_CHECKING:
         StreamConnection,
         bind_stream_socket,
         connect_socket,
+        forget_socket,
         map_socket_error,
         resolve,
     )
@@ -52,28 +43,24 @@ __all__ = [
     "Transport", "TransportListener", "TransportDialer", "Connection",
     # byte streams
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
-    "connect_socket", "map_socket_error",
+    "connect_socket", "map_socket_error", "forget_socket",
     # tls, urls, limits, the codec
     "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal", "tls_properties",
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
     # options and registration
-    "Option", "Check", "Validator", "described", "duration", "integer", "boolean", "anything",
-    "optional", "instance_of", "hookimpl",
+    "Option", "hookimpl", "overrides",
 ]
 
 #: name -> the module it comes from, loaded on first use (PEP 562), so that importing one
 #: module of the package (the sans-IO codec, an interface) loads no more than it needs.
 _FROM = {
-    "..hookspecs": ("hookimpl",),
-    "..options": (
-        "Check", "Option", "Validator", "anything", "boolean", "described", "duration", "instance_of",
-        "integer", "optional",
-    ),
+    "..hookspecs": ("hookimpl", "overrides"),
+    "..options": ("Option",),
     ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
     ".limits": ("Holding", "RecvLimits",),
     ".stream": (
         "SocketDialer", "SocketListener", "StreamConnection", "bind_stream_socket", "connect_socket",
-        "map_socket_error", "resolve",
+        "forget_socket", "map_socket_error", "resolve",
     ),
     ".tls": (
         "TLS_OPTIONS", "tls_context", "tls_handshake", "tls_properties", "tls_refusal", "tls_wrap",

@@ -65,7 +65,8 @@ class Connection(ABC):
         ``recv_messages``. A transport that buffers messages still arriving keeps its account
         there with a :class:`gsp.transport.limits.Holding`: it reports what it holds, waits while the
         socket is at ``recv_partial_max``, and ends a message that makes no progress for
-        ``recv_partial_timeout`` with :class:`gsp.FrameStalled`. The default ignores them."""
+        ``recv_partial_timeout`` with :class:`gsp.FrameStalled`. The default ignores them. Must
+        not block or raise."""
 
     @abstractmethod
     def send_messages(self, messages: "Sequence[Message | bytes]") -> None:
@@ -117,12 +118,15 @@ class Connection(ABC):
         request or a reply, whose peer now waits for an answer): a read would all but surely
         find nothing. True if parked (``wake`` as for :meth:`recv_or_park`, called at once if
         bytes did come); False if it cannot now (part of a message is held) or never parks
-        (the default)."""
+        (the default). Never blocks, never raises."""
         return False
 
     @abstractmethod
     def close(self) -> None:
-        """Release the connection; idempotent."""
+        """Release the connection; idempotent. May come from any greenlet at any time: a
+        blocked ``handshake``, ``recv_messages`` or ``send_messages`` then raises
+        :class:`gsp.Closed`. Must not raise, and not block for long (a transport whose close
+        talks to the peer, as ws does, keeps it short)."""
 
     def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional, for fork safety: called in a child process right after ``fork`` in place of
@@ -152,7 +156,8 @@ class TransportListener(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Stop accepting and release the address; idempotent."""
+        """Stop accepting and release the address; idempotent. A blocked :meth:`accept` then
+        raises :class:`gsp.Closed`. Must not block or raise."""
 
     def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional, for fork safety: as :meth:`Connection.forget`, for a listener inherited
@@ -181,7 +186,7 @@ class TransportDialer(ABC):
         the greenlet: release what you opened in ``finally``."""
 
     def close(self) -> None:  # noqa: B027 (optional: a do-nothing default is right)
-        """Abort a dial in progress, if any (optional; idempotent)."""
+        """Abort a dial in progress, if any (optional; idempotent). Must not block or raise."""
 
     def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional, for fork safety: in a child process right after ``fork``, drop this

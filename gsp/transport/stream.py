@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
-    "connect_socket", "map_socket_error",
+    "connect_socket", "map_socket_error", "forget_socket",
 ]
 
 
@@ -556,7 +556,8 @@ class SocketListener(TransportListener):
 
     def configure(self, sock: Any) -> None:
         """Optional: per-connection socket options (TCP_NODELAY, ...) of an accepted socket. An
-        ``OSError`` is taken as the peer gone (the accept reports :class:`gsp.ConnectionBroken`)."""
+        ``OSError`` it raises is taken as the peer gone (the accept reports
+        :class:`gsp.ConnectionBroken`)."""
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of an accepted socket (default: a
@@ -628,7 +629,8 @@ class SocketDialer(TransportDialer):
         raise NotImplementedError
 
     def configure(self, sock: Any) -> None:
-        """Optional: socket options of the connected socket (an ``OSError`` fails the dial)."""
+        """Optional: socket options of the connected socket (an ``OSError`` it raises fails the
+        dial)."""
 
     def address_name(self, addr: Any) -> str:
         """Optional: a socket address as users see it (default ``str(addr)``). Raises nothing."""
@@ -636,7 +638,7 @@ class SocketDialer(TransportDialer):
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of the connected socket (as
-        :meth:`SocketListener.wrap`)."""
+        :meth:`SocketListener.wrap`); may raise ``OSError``, which fails the dial."""
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def dial(self) -> Connection:

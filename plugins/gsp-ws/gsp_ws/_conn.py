@@ -29,8 +29,15 @@ from wsproto.utilities import ProtocolError
 
 import gsp
 from gsp.message import message_bytes
-from gsp.transport import Connection, Holding, RecvLimits, tls_handshake, tls_refusal, tls_wrap
-from gsp.transport.stream import forget_socket
+from gsp.transport import (
+    Connection,
+    Holding,
+    RecvLimits,
+    forget_socket,
+    tls_handshake,
+    tls_refusal,
+    tls_wrap,
+)
 
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
 

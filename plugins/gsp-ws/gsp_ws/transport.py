@@ -25,19 +25,17 @@ from gsp.transport import (
     Transport,
     TransportDialer,
     TransportListener,
+    bind_stream_socket,
+    connect_socket,
+    forget_socket,
     hostport,
+    map_socket_error,
     parse_host_port,
+    resolve,
     split_url,
     tls_context,
     tls_handshake,
     tls_wrap,
-)
-from gsp.transport.stream import (
-    bind_stream_socket,
-    connect_socket,
-    forget_socket,
-    map_socket_error,
-    resolve,
 )
 
 from ._conn import WSClientConnection, WSConnection, WSServerConnection
