@@ -136,10 +136,6 @@ class ContextHost:
     their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
     closed; :class:`gsp.protocol.routing.RoundRobin` has it)."""
 
-    #: The methods below a protocol may override (:func:`gsp.protocol.overrides`): without an
-    #: override the socket's body-only calls go straight to the default context's.
-    OPTIONAL_HOOKS = frozenset({"send_body", "recv_body"})
-
     #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
     closed: bool
 
@@ -149,16 +145,23 @@ class ContextHost:
         self._contexts: set[Any] = set()
         self._default = default
         default.noun = "socket"  # its errors speak of the socket the user called
-        # The socket's body-only send and recv (bytes in, bytes out) go straight to the default
-        # context's: a call less each way than the methods below, which stay for the class
-        # check that tells the socket these fast paths exist (gsp.protocol.Protocol.send_body),
-        # and for a subclass that overrides them (then they are its own). The socket sends
-        # bytes alone through send_body (Protocol.send_body's contract); the method below also
-        # takes a Message, for a raw base class's send (RoundRobin's) that passes one.
-        if not overrides(self, ContextHost, "send_body"):
-            self.send_body = default.do_send_body  # type: ignore[method-assign, assignment]
-        if not overrides(self, ContextHost, "recv_body"):
-            self.recv_body = default.do_recv_body  # type: ignore[method-assign]
+
+    # (Properties, not methods: the socket takes these attributes once, when it opens, and
+    # calls what it got, a call less each way than a method passing the call on; they still
+    # count as overrides of Protocol's, for the socket's gsp.protocol.overrides check, and a
+    # subclass may override them with methods of its own.)
+    @property
+    def send_body(self) -> "Callable[[Any, float | None], None]":
+        """The socket's body-only send: the default context's :meth:`Context.do_send_body`
+        itself (it takes bytes only: a Message goes through ``send``; typed ``Any`` as a raw
+        base class's ``send_body`` may take a Message, as RoundRobin's does)."""
+        return self._default.do_send_body
+
+    @property
+    def recv_body(self) -> "Callable[[float | None], bytes]":
+        """The socket's body-only recv: the default context's :meth:`Context.do_recv_body`
+        itself."""
+        return self._default.do_recv_body
 
     def new_context(self) -> "Context":
         """Required: make a new context of this protocol (:meth:`open_context` tracks it; it
@@ -171,15 +174,6 @@ class ContextHost:
 
     def recv(self, timeout: float | None) -> Message:
         return self._default.do_recv(timeout)
-
-    def send_body(self, body: "Message | bytes", timeout: float | None) -> None:
-        if type(body) is bytes:
-            self._default.do_send_body(body, timeout)
-        else:
-            self._default.do_send(body if isinstance(body, Message) else Message(body), timeout)
-
-    def recv_body(self, timeout: float | None) -> bytes:
-        return self._default.do_recv_body(timeout)
 
     def poll(self, op: "Op") -> bool:
         return self._default.poll(op)

@@ -297,11 +297,11 @@ def test_optional_hooks_are_found_one_way() -> None:
     assert method_identity_checks(ast.parse(
         "x = cls.recv_body is not Protocol.recv_body")) == [1]
     # Every hook a table lists exists on its base; a name not listed is refused.
-    from gsp.context import Context, ContextHost
+    from gsp.context import Context
     from gsp.protocol import Protocol
     from gsp.transport import Connection, StreamConnection
 
-    for base in (Protocol, Connection, StreamConnection, Context, ContextHost):
+    for base in (Protocol, Connection, StreamConnection, Context):
         for name in base.OPTIONAL_HOOKS:
             assert callable(getattr(base, name)), (base, name)
             assert not overrides(base, base, name)

@@ -153,8 +153,7 @@ def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(
     rep, req, _, (first, second) = _parked_rep(mk, spawn, 2)
 
     def deliver_then_interrupt() -> None:  # in the hub: the first receiver cannot run between
-        rep._proto._deliver(gsp.Message(b"q", u32(rep.pipes[0].id) + u32(0x80000001),
-                                         rep.pipes[0]))
+        rep._proto._deliver(b"q", u32(rep.pipes[0].id) + u32(0x80000001), rep.pipes[0])
         first.throw(gevent.GreenletExit)
 
     gevent.get_hub().loop.run_callback(deliver_then_interrupt)
@@ -166,8 +165,7 @@ def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
     rep, req, _, (only,) = _parked_rep(mk, spawn, 1)
 
     def deliver_then_interrupt() -> None:
-        rep._proto._deliver(gsp.Message(b"q", u32(rep.pipes[0].id) + u32(0x80000002),
-                                         rep.pipes[0]))
+        rep._proto._deliver(b"q", u32(rep.pipes[0].id) + u32(0x80000002), rep.pipes[0])
         only.throw(gevent.GreenletExit)
 
     gevent.get_hub().loop.run_callback(deliver_then_interrupt)

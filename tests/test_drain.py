@@ -390,3 +390,38 @@ def test_sigterm_under_load_loses_no_request(spawn):
         for p in procs:
             if p.returncode is None:
                 stop_server(p)
+
+
+def test_the_default_drain_refuses_sends_by_class_and_keeps_what_the_protocol_can() -> None:
+    """Protocol.drain's default gives the protocol a subclass whose sends refuse (no method set
+    on the instance): the rest of the protocol, and what it says it can do, stay as they were."""
+    from gsp.message import Message
+    from gsp.protocol import Protocol
+
+    class _Handle:
+        protocol = "sink"
+        options = {"best_effort": False}
+
+        def watch(self, name: str, fn: object) -> None:
+            pass
+
+    class _Sink(Protocol):  # receives only
+        def pipe_recv(self, pipe: object, data: bytes) -> None:
+            pass
+
+        def recv(self, timeout: float | None) -> Message:
+            return Message(b"r")
+
+    proto = _Sink(_Handle(), False)
+    assert not proto.can("send")
+    proto.drain(None)
+    assert isinstance(proto, _Sink) and type(proto) is not _Sink
+    for send in (lambda: proto.send(Message(b"x"), None), lambda: proto.send_body(b"x", None)):
+        with pytest.raises(gsp.Closed, match="draining"):
+            send()
+    assert proto.recv(None).body == b"r" and proto.can("recv") and not proto.can("send")
+    proto.drain(None)  # (a second drain keeps the class)
+    assert type(proto).__mro__.count(_Sink) == 1
+    other = _Sink(_Handle(), False)
+    other.drain(None)
+    assert type(other) is type(proto)  # one class per protocol class

@@ -11,7 +11,7 @@ from typing import Any
 
 import gsp
 from gsp._core import docs as _docs
-from gsp.context import Context, ContextHost
+from gsp.context import Context
 from gsp.protocol import Protocol
 from gsp.transport import Connection, StreamConnection
 
@@ -68,7 +68,7 @@ def test_the_check_bites_on_a_hook_that_does_not_say() -> None:
 
 def test_every_optional_and_do_hook_is_in_the_reference() -> None:
     text = _docs.reference_markdown()
-    for cls in (Protocol, Connection, StreamConnection, Context, ContextHost):
+    for cls in (Protocol, Connection, StreamConnection, Context):
         for hook in cls.OPTIONAL_HOOKS:
             assert f"**`{hook}(" in text, (cls, hook)
     shown = {n for n, *_ in _docs.hook_members(Context, _docs.MEMBERS["Context"])}

@@ -185,7 +185,7 @@ MEMBERS: dict[str, tuple[str, ...]] = {
     "RejectPipe": (),
     "Context": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body", "do_poll",
                 "do_wake_cases", "on_close", "closing_case", "own_options", "closed"),
-    "ContextHost": ("OPTIONAL_HOOKS", "closed", "host_contexts", "new_context", "forget",
+    "ContextHost": ("closed", "host_contexts", "new_context", "send_body", "recv_body", "forget",
                     "close_contexts"),
 }
 

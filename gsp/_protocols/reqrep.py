@@ -8,11 +8,10 @@ dies. REP is the responder of :mod:`gsp.protocol.replies` (respondent is the sam
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 import gevent
 
-from ..chan import Recv, Send, select
+from ..chan import Recv, select
 from ..context import Context, ContextHost, ContextOption, Wakeup
 from ..errors import (
     Canceled,
@@ -24,21 +23,23 @@ from ..errors import (
     Timeout,
 )
 from ..hookspecs import hookimpl
-from ..message import JOIN_MAX, Message
+from ..message import Message
 from ..options import Option, duration
 from ..protocol import (
     TTL_OPTION,
     Alarm,
     Deadline,
+    DrainingContext,
     IdMap,
     Op,
     PipeHandle,
-    Protocol,
     ProtocolSpec,
     Requester,
     RoundRobin,
     Signal,
     SocketHandle,
+    raw_or_cooked,
+    reply,
     responder,
     send_wake_cases,
 )
@@ -92,28 +93,30 @@ class ReqContext(Context):
     def do_send(self, msg: Message, timeout: float | None) -> None:
         self.do_send_body(msg.body, timeout)
 
-    def do_send_body(self, body: bytes, timeout: float | None) -> None:  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
         proto = self._proto
         if self._id is not None or self._reply is not None or self._broken:
             self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
         rid = proto._ids.alloc(self)
         self._id = rid
-        self._msg = out = rid.to_bytes(4, "big") + body if len(body) <= JOIN_MAX \
-            else Message(body, rid.to_bytes(4, "big"))
+        self._msg = out = reply(rid.to_bytes(4, "big"), body)
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipes = proto.pipes
-            if len(pipes) == 1:  # (the usual case, inline: one pipe, no turn to take)
-                pipe = pipes[0] if pipes[0].try_send(out) else None
-            else:
-                pipe = proto._try_pipes(out)
+            pipe = proto.try_next(out)
             if pipe is not None:
                 self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
                 return
+        self._send_queued(rid, timeout)
+
+    def _send_queued(self, rid: int, timeout: float | None) -> None:
+        """Request ``rid`` found no pipe with room: queue it (``Req._flush`` hands it to one) and
+        wait up to ``timeout`` until it went. With ``best_effort`` return at once (it stays
+        queued: sent when a pipe has room, as mangos' RetryLateConnect)."""
+        proto = self._proto
         if not proto.pipes:
             self._no_peers("send")  # NoPeers with fail_no_peers (the request is canceled)
         proto._queue(self)
         if proto.best_effort:
-            return  # stays queued: sent when a pipe has room (mangos RetryLateConnect)
+            return
         deadline = Deadline(timeout)
         while True:
             if self._closed:
@@ -121,30 +124,29 @@ class ReqContext(Context):
             if self._sent_id == rid:  # before the id check: the reply may already be in
                 return
             if self._id != rid:
-                broken = self._broken
-                if broken is not None:  # the last pipe went (fail_no_peers): see _lost_peers
-                    self._broken = None
-                    raise broken
-                raise Canceled(f"request canceled by a newer request on this {self.noun}")
+                raise self._ended_error()
             try:
                 select([self._changed.case()], deadline.remaining())
             except Timeout:
                 self._cancel()
                 raise
 
+    def _ended_error(self) -> GspError:
+        """Why the request a call waits for ended: its pipe died for good or the last pipe went
+        (the error ``_pipe_lost``/``_lost_peers`` left, taken), else a newer request."""
+        broken = self._broken
+        if broken is not None:
+            self._broken = None
+            return broken
+        return Canceled(f"request canceled by a newer request on this {self.noun}")
+
     def do_recv(self, timeout: float | None) -> Message:
         body = self.do_recv_body(timeout)
         return Message(body, b"", self._reply_pipe)
 
-    def do_recv_body(self, timeout: float | None) -> bytes:  # noqa: C901 -- issue 26: split with the hot-path helpers
-        if self._receiving:
-            raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
-        if self._id is None and self._reply is None:
-            broken = self._broken
-            if broken is not None:
-                self._broken = None
-                raise broken
-            raise ProtocolStateError("req must send a request before it can receive")
+    def do_recv_body(self, timeout: float | None) -> bytes:
+        if self._receiving or self._id is None and self._reply is None:
+            raise self._recv_refused()
         rid = self._id
         deadline: Deadline | None = None
         self._receiving = True
@@ -154,16 +156,9 @@ class ReqContext(Context):
                 if reply is not None:
                     self._reply = None
                     return reply
-                if self._closed:
-                    raise Closed(f"{self.noun} closed")
-                broken = self._broken
-                if broken is not None:
-                    self._broken = None
-                    raise broken
-                if self._id != rid:
-                    raise Canceled(f"request canceled by a newer request on this {self.noun}")
-                if self._pipe is None and not self._proto.pipes:  # queued, and no pipe to go on
-                    self._no_peers("recv")  # NoPeers with fail_no_peers; else it waits for one
+                if self._closed or self._broken is not None or self._id != rid \
+                        or self._pipe is None and not self._proto.pipes:
+                    self._check_wait(rid)  # (one test on the usual path: nothing is wrong)
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     left = None
                 else:
@@ -177,6 +172,27 @@ class ReqContext(Context):
                 self._wakeup.wait(left)
         finally:
             self._receiving = False
+
+    def _recv_refused(self) -> GspError:
+        """Why a recv cannot start: another recv waits, or no request is out (its pipe died:
+        the error left by ``_pipe_lost``/``_lost_peers``, taken)."""
+        if self._receiving:
+            return ProtocolStateError(f"another recv is already waiting on this {self.noun}")
+        broken = self._broken
+        if broken is not None:
+            self._broken = None
+            return broken
+        return ProtocolStateError("req must send a request before it can receive")
+
+    def _check_wait(self, rid: int | None) -> None:
+        """A recv of request ``rid`` is about to wait: raise if it never can end (the context
+        closed, the request ended: :meth:`_ended_error`), or if it is queued with no pipe to go
+        on and ``fail_no_peers`` set (:class:`gsp.NoPeers`); else return (it waits for a pipe)."""
+        if self._closed:
+            raise Closed(f"{self.noun} closed")
+        if self._broken is not None or self._id != rid:
+            raise self._ended_error()
+        self._no_peers("recv")
 
     def do_poll(self, op: Op) -> bool:
         if op == "send":
@@ -263,7 +279,9 @@ class ReqContext(Context):
         self._reply_pipe = pipe
         if self._queued:
             self._proto._unqueue(self)
-        self._changed.fire()
+        changed = self._changed
+        if changed.armed:  # (a select may wait on it; else the call is saved)
+            changed.fire()
         self._wakeup.wake()
 
     def _notify(self) -> None:
@@ -287,7 +305,8 @@ class Req(ContextHost, XReq):
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
         self.host_contexts(ReqContext(self))
-        self._drained: Signal | None = None  # while draining: a context's request ended
+        #: While draining: fired when a context's request ended (:class:`DrainingContext`).
+        self.drained: Signal | None = None
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
@@ -301,7 +320,7 @@ class Req(ContextHost, XReq):
         # A reply to us carries just the request id (a bare id is all a cooked req ever sends):
         # its first word has the high bit set. Anything else is not ours and is dropped.
         if len(data) >= 4 and data[0] & 0x80:
-            ctx = self._ids.pop(int.from_bytes(data[:4], "big"))
+            ctx = self._ids.live.pop(int.from_bytes(data[:4], "big"), None)  # (IdMap.pop inline)
             if ctx is not None:
                 ctx._got_reply(data[4:], pipe)
 
@@ -324,18 +343,6 @@ class Req(ContextHost, XReq):
 
     def _send_wake_cases(self) -> list[Recv]:
         return send_wake_cases(self.pipes, self.changed)  # changed: pipes or queue changed
-
-    def _try_pipes(self, msg: Message | bytes) -> PipeHandle | None:
-        pipes = self.pipes
-        n = len(pipes)
-        if n == 1:  # the common case: no rotation to compute
-            return pipes[0] if pipes[0].try_send(msg) else None
-        for k in range(n):
-            i = (self.cursor + k) % n
-            if pipes[i].try_send(msg):
-                self.cursor = i + 1
-                return pipes[i]
-        return None
 
     def _queue(self, ctx: ReqContext, front: bool = False) -> None:
         if ctx._queued or self.closed:
@@ -362,20 +369,13 @@ class Req(ContextHost, XReq):
                 ctx = self._pending[0]
                 msg = ctx._msg
                 assert msg is not None  # a queued context has a request to send
-                pipe = self._try_pipes(msg)
+                pipe = self.try_next(msg)
                 if pipe is None:
-                    snapshot = list(self.pipes)
-                    cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
-                    cases.append(self.changed.case())
-                    try:
-                        i, _ = select(cases)
-                    except Closed:
-                        continue  # a pipe died under us; look again
-                    if i == len(snapshot):
-                        continue  # pipes or queue changed
-                    pipe = snapshot[i]
-                    if not (self._pending and self._pending[0] is ctx and ctx._msg is msg):
-                        continue  # canceled meanwhile: the stray copy's reply is discarded
+                    pipe = self.wait_next(msg, None)
+                    if pipe is None or not (self._pending and self._pending[0] is ctx
+                                            and ctx._msg is msg):
+                        continue  # pipes or queue changed; or canceled meanwhile (the stray
+                        # copy's reply is discarded)
                 self._pending.popleft()
                 ctx._queued = False
                 ctx._dispatched(pipe)
@@ -401,7 +401,7 @@ class Req(ContextHost, XReq):
         """Send no new request (:class:`gsp.Closed`); the requests out still go, are resent and
         get their replies: wait until each is received by its recv (or ends: canceled, timed
         out, its context closed, its pipe lost for good)."""
-        done = self._drained = Signal()
+        done = self.drained = Signal()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each refuses new requests and tells the drain
             ctx.__class__ = _DrainingReqContext
@@ -426,38 +426,22 @@ class Req(ContextHost, XReq):
         super().close()
 
 
-class _DrainingReqContext(ReqContext):
-    """A context of a draining :class:`Req` (its class from then on): new requests raise
-    :class:`gsp.Closed`; the end of the request out (its reply received, canceled, closed) wakes
-    the drain. Only while draining, so the usual calls pay nothing for it."""
+class _DrainingReqContext(DrainingContext, ReqContext):
+    """A context of a draining :class:`Req`: new requests raise :class:`gsp.Closed`; the end of
+    the request out (its reply received, canceled, closed) wakes the drain."""
 
     __slots__ = ()
 
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         raise Closed(f"req {self.noun} is draining: it sends no new request")
 
-    def do_recv_body(self, timeout: float | None) -> bytes:
-        try:
-            return super().do_recv_body(timeout)
-        finally:
-            self._ended()
-
     def _cancel(self) -> None:
         super()._cancel()
-        self._ended()
+        self.ended()
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
         super()._got_reply(reply, pipe)
-        self._ended()  # (for a recv waiting since before the drain: see Req.drain)
-
-    def _ended(self) -> None:
-        done = self._proto._drained
-        if done is not None:
-            done.fire()
-
-
-def _req(handle: SocketHandle, raw: bool) -> Protocol:
-    return XReq(handle, raw) if raw else Req(handle, raw)
+        self.ended()  # (for a recv waiting since before the drain: see Req.drain)
 
 
 @hookimpl
@@ -465,6 +449,7 @@ def gsp_protocols() -> list[ProtocolSpec]:
     resend = Option("resend_time", 60.0, _check_resend,
                     "seconds before req resends an unanswered request; 0 or None never")
     return [
-        ProtocolSpec("req", 0x30, "rep", 0x31, _req, options={"resend_time": resend}),
+        ProtocolSpec("req", 0x30, "rep", 0x31, raw_or_cooked(XReq, Req),
+                     options={"resend_time": resend}),
         ProtocolSpec("rep", 0x31, "req", 0x30, responder, options={"ttl": TTL_OPTION}),
     ]

@@ -21,13 +21,13 @@ from ..protocol import (
     IdMap,
     Op,
     PipeHandle,
-    Protocol,
     ProtocolSpec,
     Requester,
     Signal,
     SocketHandle,
     broadcast,
     call_later,
+    raw_or_cooked,
     responder,
     u32,
 )
@@ -207,16 +207,12 @@ class Surveyor(ContextHost, XSurveyor):
         self.close_contexts()
 
 
-def _surveyor(handle: SocketHandle, raw: bool) -> Protocol:
-    return XSurveyor(handle, raw) if raw else Surveyor(handle, raw)
-
-
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     survey_time = Option("survey_time", 1.0, _check_survey,
                          "seconds a survey collects replies; None = until the next survey")
     return [
-        ProtocolSpec("surveyor", 0x62, "respondent", 0x63, _surveyor,
+        ProtocolSpec("surveyor", 0x62, "respondent", 0x63, raw_or_cooked(XSurveyor, Surveyor),
                      options={"survey_time": survey_time}),
         ProtocolSpec("respondent", 0x63, "surveyor", 0x62, responder, options={"ttl": TTL_OPTION}),
     ]

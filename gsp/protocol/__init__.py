@@ -38,22 +38,30 @@ from .interface import (
     SocketHandle,
     check_op,
     overrides,
+    raw_or_cooked,
 )
-from .replies import Requester, Responder, ResponderContext, XResponder, responder
-from .routing import PipeMap, RoundRobin, broadcast, send_round_robin, send_wake_cases
+from .replies import (
+    DrainingContext,
+    Requester,
+    Responder,
+    ResponderContext,
+    XResponder,
+    responder,
+)
+from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
 from .waiting import Alarm, Deadline, Signal, call_later
 
 __all__ = [
     # the interface
     "Protocol", "ProtocolSpec", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
-    "LendingWait", "Op", "check_op", "overrides",
+    "LendingWait", "Op", "check_op", "overrides", "raw_or_cooked",
     # contexts
     "Context", "ContextHost", "ContextOption", "Wakeup",
     # routing
-    "RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_cases",
+    "RoundRobin", "PipeMap", "broadcast", "send_wake_cases",
     # request/reply
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
-    "XResponder", "Responder", "ResponderContext", "responder",
+    "XResponder", "Responder", "ResponderContext", "DrainingContext", "responder",
     # queues and waiting
     "Inbox", "Policy", "Signal", "Deadline", "Alarm", "call_later",
     # options, messages, registration

@@ -52,26 +52,30 @@ class IdMap:
 
     def __init__(self) -> None:
         self._next = random.getrandbits(31)
-        self._live: dict[int, Any] = {}
+        #: Every id handed out and not popped yet, to its owner. Read it; a hot path may also
+        #: ``live.pop(rid, None)`` (what :meth:`pop` does, without the call).
+        self.live: dict[int, Any] = {}
 
     def alloc(self, owner: Any) -> int:
         while True:
             rid = self._next | HIGH_BIT
             self._next = (self._next + 1) & 0x7FFFFFFF
-            if rid not in self._live:
-                self._live[rid] = owner
+            if rid not in self.live:
+                self.live[rid] = owner
                 return rid
 
     def get(self, rid: int) -> Any:
-        return self._live.get(rid)
+        return self.live.get(rid)
 
     def pop(self, rid: int) -> Any:
-        return self._live.pop(rid, None)
+        return self.live.pop(rid, None)
 
     def owners(self) -> list[Any]:
-        return list(self._live.values())
+        return list(self.live.values())
 
 
 def reply(backtrace: bytes, body: bytes) -> "Message | bytes":
-    """A reply as a pipe queues it: one bytes if the body is small (see message.JOIN_MAX)."""
+    """``body`` behind ``backtrace`` as a pipe queues it (a reply, or a request or survey behind
+    its id): one bytes if the body is small (up to :data:`gsp.message.JOIN_MAX`: one write, no
+    Message), else a :class:`gsp.Message` (no copy of the body). The one place of that rule."""
     return backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)

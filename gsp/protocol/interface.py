@@ -19,7 +19,7 @@ is called from another OS thread. Methods called from a pipe's reader greenlet (
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, cast
 from typing import Protocol as _Typing
 
 from ..errors import Closed, GspError, NoPeers, NotSupported
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..options import Option
 
 __all__ = ["overrides", "ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
-           "LendingWait", "Op", "check_op"]
+           "LendingWait", "Op", "check_op", "raw_or_cooked"]
 
 #: The two operations :meth:`Protocol.poll` and :meth:`Protocol.wake_cases` speak of.
 Op = Literal["recv", "send"]
@@ -209,6 +209,16 @@ class ProtocolSpec:
 
     def __repr__(self) -> str:
         return f"<ProtocolSpec {self.name} 0x{self.number:x} peer={self.peer_name}>"
+
+
+def raw_or_cooked(raw: Callable[[SocketHandle, bool], "Protocol"],
+                  cooked: Callable[[SocketHandle, bool], "Protocol"],
+                  ) -> Callable[[SocketHandle, bool], "Protocol"]:
+    """The :attr:`ProtocolSpec.factory` of a protocol with a raw class and a cooked one (req,
+    rep, surveyor...): it makes ``raw`` for a raw socket, else ``cooked``."""
+    def factory(handle: SocketHandle, is_raw: bool) -> "Protocol":
+        return (raw if is_raw else cooked)(handle, is_raw)
+    return factory
 
 
 class Protocol:
@@ -386,15 +396,14 @@ class Protocol:
         :class:`gsp.Closed`; a concurrent ``close()`` ends it (the protocol's :meth:`close`
         runs).
 
-        The default refuses every send from now on with :class:`gsp.Closed` (it replaces this
-        instance's ``send`` and ``send_body``), leaves receiving alone and waits for nothing:
+        The default refuses every send from now on with :class:`gsp.Closed` (it gives this
+        instance a subclass of its class whose ``send`` and ``send_body`` refuse: nothing else
+        changes, :meth:`can` included), leaves receiving alone and waits for nothing:
         right for a protocol that owes no peer an answer (push, pub, pair, bus...). REQ also
         refuses new requests but lets those out get their replies, and waits until they are
         received; REP and respondent take no new request and wait until every context answered
         the one it holds (docs/architecture.md, "Draining")."""
-        def refuse(msg: object, timeout: float | None) -> None:
-            raise Closed(f"{self.handle.protocol} socket is draining: it sends nothing new")
-        self.send = self.send_body = refuse  # type: ignore[method-assign, assignment]
+        self.__class__ = _refusing_sends(type(self))
 
     def close(self) -> None:
         """The socket is closing (called once, before its pipes close): wake every blocked
@@ -406,3 +415,37 @@ class Protocol:
         """Whether this protocol implements ``op`` ("send" or "recv") at all: whether it
         overrides :meth:`send`/:meth:`recv` (``gsp.device`` asks). Raises nothing."""
         return getattr(cls, op) is not getattr(Protocol, op)
+
+
+class _RefusingSends(Protocol):
+    """What :meth:`Protocol.drain` puts in front of a protocol's class: every send refused."""
+
+    __slots__ = ()
+    #: The class it refuses the sends of (its :meth:`can` is the answer).
+    refused: "type[Protocol]" = Protocol
+
+    def send(self, msg: Message, timeout: float | None) -> None:
+        raise Closed(f"{self.handle.protocol} socket is draining: it sends nothing new")
+
+    def send_body(self, body: bytes, timeout: float | None) -> None:
+        self.send(Message(body), timeout)
+
+    @classmethod
+    def can(cls, op: str) -> bool:
+        return cls.refused.can(op)
+
+
+_REFUSING: "dict[type[Protocol], type[Protocol]]" = {}
+
+
+def _refusing_sends(cls: "type[Protocol]") -> "type[Protocol]":
+    """``cls`` with every send refused (:class:`gsp.Closed`): the class :meth:`Protocol.drain`
+    gives a protocol from then on (one per class, made on first use)."""
+    if issubclass(cls, _RefusingSends):
+        return cls  # (drained already)
+    sub = _REFUSING.get(cls)
+    if sub is None:
+        sub = _REFUSING[cls] = cast("type[Protocol]", type(
+            f"Draining{cls.__name__}", (_RefusingSends, cls),
+            {"__slots__": (), "__module__": cls.__module__, "refused": cls}))
+    return sub

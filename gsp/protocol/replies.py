@@ -9,20 +9,22 @@ reply; raw responders prepend the receiving pipe's id so a reply can be routed b
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import gevent
 
 from ..chan import Recv, select
 from ..context import Context, ContextHost, Wakeup
 from ..errors import Closed, ProtocolStateError
-from ..message import JOIN_MAX, Message
+from ..message import Message
 from .backtrace import MAX_HOPS, reply, split_backtrace, u32
 from .inbox import Inbox
-from .interface import Op, PipeHandle, Protocol, SocketHandle
+from .interface import Op, PipeHandle, Protocol, SocketHandle, raw_or_cooked
 from .routing import PipeMap
 from .waiting import Deadline, Signal
 
-__all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "responder"]
+__all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "DrainingContext",
+           "responder"]
 
 
 class Requester(Protocol):
@@ -93,14 +95,17 @@ class XResponder(PipeMap):
                 self.stats["dropped_ttl"] += 1
                 return
             backtrace, body = split
+        self._deliver(body, backtrace, pipe)
+
+    def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
+        """Queue the request ``body`` that came on ``pipe`` with ``backtrace`` for ``recv``."""
         # Raw: the pipe id in front, for the user's reply to carry. Cooked: the context keeps
         # the pipe itself.
-        self._deliver(Message(body, u32(pipe.id) + backtrace if self.raw else backtrace, pipe))
-
-    def _deliver(self, msg: Message) -> None:
+        header = u32(pipe.id) + backtrace if self.raw else backtrace
         try:
             # blocks: back-pressure; fair across pipes (measured inline: no Message.__len__ call)
-            self._recvq.put(msg, nbytes=len(msg.header) + len(msg.body), source=msg.pipe)
+            self._recvq.put(Message(body, header, pipe), nbytes=len(header) + len(body),
+                            source=pipe)
         except Closed:
             pass  # socket closing
 
@@ -158,7 +163,8 @@ class ResponderContext(Context):
         # The pipe and backtrace of the request being answered.
         self._route: tuple[PipeHandle, bytes] | None = None
         self._receiving = False
-        self._got: Message | None = None  # a request handed over while parked in recv
+        # A request handed over while parked in recv: its body and route (no Message made).
+        self._got: tuple[bytes, tuple[PipeHandle, bytes]] | None = None
         # A request delivered while a receiver is parked is handed to it: never blocks.
         self._wakeup = Wakeup(proto.handle)
 
@@ -172,22 +178,22 @@ class ResponderContext(Context):
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
-        m: Message
         try:
             q = self._proto._recvq
             if q.poll():  # queued (or closed): no wait, so no case for this context's closing
                 if self._closed:
                     raise Closed(f"{self.noun} closed")
                 m = q.get(0)  # (a closed queue raises gsp.Closed)
+                assert m.pipe is not None  # a received request came on a pipe
+                body, route = m.body, (m.pipe, m.header)
             else:
-                m = self._park(timeout)
+                body, route = self._park(timeout)
         finally:
             self._receiving = False
-        assert m.pipe is not None  # a received request came on a pipe
-        self._route = (m.pipe, m.header)
-        return m.body
+        self._route = route
+        return body
 
-    def _park(self, timeout: float | None) -> Message:
+    def _park(self, timeout: float | None) -> tuple[bytes, tuple[PipeHandle, bytes]]:
         """Wait on the empty queue as one of the protocol's parked receivers: the next request
         is handed straight to the longest-parked one (no queue, no select)."""
         proto = self._proto
@@ -198,10 +204,10 @@ class ResponderContext(Context):
             while True:
                 if proto.closed or self._closed:
                     raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
-                m = self._got
-                if m is not None:
+                got = self._got
+                if got is not None:
                     self._got = None
-                    return m
+                    return got
                 if timeout is None:  # (no Deadline to make for the usual wait)
                     self._wakeup.wait(None)
                     continue
@@ -209,10 +215,10 @@ class ResponderContext(Context):
                     deadline = Deadline(timeout)
                 self._wakeup.wait(deadline.remaining())
         finally:
-            m = self._got
-            if m is not None:  # handed a request, then interrupted: it goes to someone else
+            got = self._got
+            if got is not None:  # handed a request, then interrupted: it goes to someone else
                 self._got = None
-                proto._hand_back(m)
+                proto._hand_back(*got)
             elif parked and self in parked:
                 parked.remove(self)
 
@@ -228,7 +234,7 @@ class ResponderContext(Context):
         pipe, backtrace = route
         if pipe.closed:
             return  # dropped silently: the requester resends
-        out = backtrace + body if len(body) <= JOIN_MAX else Message(body, backtrace)  # (reply())
+        out = reply(backtrace, body)
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)
 
@@ -257,15 +263,16 @@ class Responder(ContextHost, XResponder):
         super().__init__(handle, raw)
         self._parked: deque[ResponderContext] = deque()
         self.host_contexts(ResponderContext(self))
-        self._drained: Signal | None = None  # while draining: a context's request ended
+        #: While draining: fired when a context's request ended (:class:`DrainingContext`).
+        self.drained: Signal | None = None
 
     def new_context(self) -> ResponderContext:
         return ResponderContext(self)
 
-    def _deliver(self, msg: Message) -> None:
-        if self._parked and not len(self._recvq) and self._hand_over(msg):
-            return
-        super()._deliver(msg)  # may wait for room
+    def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
+        if self._parked and not len(self._recvq) and self._hand_over(body, (pipe, backtrace)):
+            return  # (no Message made: the receiver takes body and route as they are)
+        super()._deliver(body, backtrace, pipe)  # may wait for room
         # A put that waited may land after every receiver parked on the queue it left empty
         # (parked receivers do not watch the queue): hand them what is queued now.
         parked, q = self._parked, self._recvq
@@ -273,24 +280,28 @@ class Responder(ContextHost, XResponder):
             if parked[0]._closed:
                 parked.popleft()
             else:
-                self._hand_over(q.get(0))
+                m = q.get(0)
+                assert m.pipe is not None  # a queued request came on a pipe
+                self._hand_over(m.body, (m.pipe, m.header))
 
-    def _hand_over(self, msg: Message) -> bool:
-        """Give ``msg`` to the receiver parked longest, if one is still open."""
+    def _hand_over(self, body: bytes, route: tuple[PipeHandle, bytes]) -> bool:
+        """Give the request ``body`` (its ``route``: pipe and backtrace) to the receiver parked
+        longest, if one is still open."""
         parked = self._parked
         while parked:
             ctx = parked.popleft()
             if not ctx._closed:
-                ctx._got = msg
+                ctx._got = (body, route)
                 ctx._wakeup.wake()
                 return True
         return False
 
-    def _hand_back(self, msg: Message) -> None:
+    def _hand_back(self, body: bytes, route: tuple[PipeHandle, bytes]) -> None:
         """A request handed to a receiver that then left (interrupted, or closed): to the next
         parked one, else to the head of the queue (never lost, never waits)."""
-        if not self._hand_over(msg):
-            self._recvq.put_back(msg, msg.pipe)
+        if not self._hand_over(body, route):
+            pipe, backtrace = route
+            self._recvq.put_back(Message(body, backtrace, pipe), pipe)
 
     def drain(self, timeout: float | None) -> None:
         """Take no new request (new contexts and every recv raise :class:`gsp.Closed`, parked
@@ -302,7 +313,7 @@ class Responder(ContextHost, XResponder):
         parked, self._parked = self._parked, deque()
         for ctx in parked:
             ctx._wakeup.wake()
-        done = self._drained = Signal()
+        done = self.drained = Signal()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each tells the drain when its request ends
             ctx.__class__ = _DrainingResponderContext
@@ -315,36 +326,47 @@ class Responder(ContextHost, XResponder):
         self.close_contexts()
 
 
-class _DrainingResponderContext(ResponderContext):
-    """A context of a draining :class:`Responder` (its class from then on): the same, but the end
-    of its request (the reply sent, a recv, its close) wakes the drain. Only while draining,
-    so the usual calls pay nothing for it."""
+class DrainingContext(Context):
+    """Base of the class a draining host gives each of its open contexts from then on
+    (``ctx.__class__ = ...``; req's and rep's drains): a subclass lists it before the context's
+    own class and calls :meth:`ended` where the work the context holds ends; :meth:`ended` wakes
+    the drain (it fires the host's ``drained`` :class:`Signal`, set by its drain). A recv ends
+    that work, whatever it returns or raises. Only while draining, so the usual calls pay
+    nothing for it."""
 
     __slots__ = ()
-    _proto: Responder
-
-    def do_send_body(self, body: bytes, timeout: float | None) -> None:
-        try:
-            super().do_send_body(body, timeout)
-        finally:
-            self._ended()
+    _proto: Any  # the host (the context's own class sets it): its ``drained`` Signal
 
     def do_recv_body(self, timeout: float | None) -> bytes:
         try:
             return super().do_recv_body(timeout)
         finally:
-            self._ended()
+            self.ended()
 
-    def on_close(self) -> None:
-        super().on_close()
-        self._ended()
-
-    def _ended(self) -> None:
-        done = self._proto._drained
+    def ended(self) -> None:
+        """Wake the drain: the work this context held ended. Raises nothing."""
+        done = self._proto.drained
         if done is not None:
             done.fire()
 
 
-def responder(handle: SocketHandle, raw: bool) -> Protocol:
-    """Factory for rep and respondent: the wire behaviour is identical, only the numbers differ."""
-    return XResponder(handle, raw) if raw else Responder(handle, raw)
+class _DrainingResponderContext(DrainingContext, ResponderContext):
+    """A context of a draining :class:`Responder`: the end of its request (the reply sent, a
+    recv, its close) wakes the drain."""
+
+    __slots__ = ()
+
+    def do_send_body(self, body: bytes, timeout: float | None) -> None:
+        try:
+            super().do_send_body(body, timeout)
+        finally:
+            self.ended()
+
+    def on_close(self) -> None:
+        super().on_close()
+        self.ended()
+
+
+#: The factory of rep and respondent (and any protocol with their state machine): the wire
+#: behaviour is identical, only the numbers differ.
+responder = raw_or_cooked(XResponder, Responder)

@@ -17,44 +17,7 @@ from ..message import Message
 from .interface import Op, PipeHandle, Protocol, SocketHandle
 from .waiting import Deadline, Signal
 
-__all__ = ["RoundRobin", "PipeMap", "broadcast", "send_round_robin", "send_wake_cases"]
-
-
-def send_round_robin(pipes: list[PipeHandle], start: int, msg: "Message | bytes",
-                     changed: Signal, timeout: float | None, best_effort: bool,
-                     no_peers: Callable[[], None] | None = None) -> int:
-    """Queue ``msg`` on the first pipe from ``start`` with room; wait if none has.
-
-    Returns the index after the pipe used (the next round-robin start), or -1 when dropped
-    because ``best_effort`` is set and no pipe could take it now. Waits for room on any pipe or
-    for ``changed`` (a pipe came or went), up to ``timeout`` (:class:`gsp.Timeout`);
-    :class:`gsp.Closed` once ``changed`` is closed (the protocol is closing). Whenever there is
-    no pipe at all it first calls ``no_peers`` (:meth:`Protocol.check_no_peers`: it raises
-    :class:`gsp.NoPeers` with ``fail_no_peers`` set), before ``best_effort`` or the timeout.
-    """
-    deadline = Deadline(timeout)
-    while True:
-        if changed.closed:
-            raise Closed("socket closed")
-        n = len(pipes)
-        if not n and no_peers is not None:
-            no_peers()
-        for k in range(n):
-            i = (start + k) % n
-            if pipes[i].try_send(msg):
-                return i + 1
-        if best_effort:
-            return -1
-        left = deadline.remaining()
-        snapshot = list(pipes)
-        cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
-        cases.append(changed.case())
-        try:
-            i, _ = select(cases, left)
-        except Closed:
-            continue  # a pipe died while we waited; look again
-        if i < len(snapshot):
-            return pipes.index(snapshot[i]) + 1 if snapshot[i] in pipes else start
+__all__ = ["RoundRobin", "PipeMap", "broadcast", "send_wake_cases"]
 
 
 def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHandle | None = None,
@@ -90,7 +53,9 @@ class RoundRobin(Protocol):
     Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.protocol.inbox.queue.Signal`
     fired when pipes come or go; ``send`` takes the next pipe with room and waits (up to
     ``timeout``) when none has, or drops with ``best_effort``. Messages without a header are
-    queued as bare bodies (``send_body``).
+    queued as bare bodies (``send_body``). A subclass that sends otherwise (a queue of its
+    own, contexts) sends through :meth:`try_next` (never waits), :meth:`wait_next` (one wait)
+    or :meth:`send_next` (both, until a pipe takes it): the one round robin.
 
     A subclass reads :attr:`pipes`, :attr:`cursor`, :attr:`changed` and :attr:`closed`, and
     keeps them up to date where it overrides the methods that change them.
@@ -122,27 +87,89 @@ class RoundRobin(Protocol):
 
     def send_body(self, msg: "Message | bytes", timeout: float | None) -> None:
         """Queue ``msg`` (a header-less body as plain ``bytes``) on the next pipe in turn."""
+        if self.try_next(msg) is not None:
+            return
+        best_effort = self.best_effort
+        if len(self.pipes) == 1 and timeout != 0 and not best_effort:
+            # A full queue usually has its writer woken already: one turn of the loop lets it
+            # drain, far cheaper than the full wait of send_next (a select and a Signal).
+            gevent.sleep(0)
+            if self.try_next(msg) is not None:
+                return
+        self.send_next(msg, timeout, best_effort, self.check_no_peers)
+
+    # -- the round robin: what every sender of a RoundRobin protocol uses ---------------------
+    def try_next(self, msg: "Message | bytes") -> PipeHandle | None:
+        """Queue ``msg`` on the next pipe in turn that has room now (from :attr:`cursor`, wrapping
+        around once) and move the cursor past it (one pipe alone takes no turn: the cursor
+        stays). Returns that pipe, or None when no pipe has room (or there is none). Never
+        waits, raises nothing."""
         pipes = self.pipes
         n = len(pipes)
-        best_effort = self.best_effort
-        if n:  # fast path: the next pipe in turn has room
-            i = self.cursor % n
-            if pipes[i].try_send(msg):
+        if n == 1:  # (the usual case: no turn to take)
+            pipe = pipes[0]
+            return pipe if pipe.try_send(msg) else None
+        start = self.cursor
+        for k in range(n):
+            i = (start + k) % n
+            pipe = pipes[i]
+            if pipe.try_send(msg):
                 self.cursor = i + 1
-                return
-            if n == 1 and timeout != 0 and not best_effort:
-                # A full queue usually has its writer woken already: one turn of the loop lets it
-                # drain, far cheaper than the full wait below (a select and a Signal per batch).
-                gevent.sleep(0)
-                if pipes and pipes[0].try_send(msg):
-                    self.cursor = 1
-                    return
-        if self.closed:
-            raise Closed("socket closed")
-        nxt = send_round_robin(pipes, self.cursor, msg, self.changed, timeout, best_effort,
-                               self.check_no_peers)
-        if nxt >= 0:
-            self.cursor = nxt
+                return pipe
+        return None
+
+    def wait_next(self, msg: "Message | bytes", timeout: float | None,
+                  closing: Recv | None = None) -> PipeHandle | None:
+        """Wait up to ``timeout`` seconds for room on any pipe, or for :attr:`changed`; queue
+        ``msg`` on the first pipe with room and return it (the cursor then points past it).
+        None when something changed first (a pipe came or went, or died while waited on, or the
+        protocol fired :attr:`changed`): look again. Raises :class:`gsp.Timeout`, and
+        :class:`gsp.Closed` when ``closing`` (e.g. a context's
+        :meth:`~gsp.context.Context.closing_case`) becomes ready."""
+        snapshot = list(self.pipes)
+        cases: list[Any] = [Send(p.sendq, msg) for p in snapshot]
+        cases.append(self.changed.case())
+        if closing is not None:
+            cases.append(closing)
+        try:
+            i, _ = select(cases, timeout)
+        except Closed:
+            return None  # a pipe died while we waited: look again
+        n = len(snapshot)
+        if i < n:
+            pipe: PipeHandle = snapshot[i]
+            if pipe in self.pipes:
+                self.cursor = self.pipes.index(pipe) + 1
+            return pipe
+        if i > n:
+            raise Closed("closed while sending")
+        return None
+
+    def send_next(self, msg: "Message | bytes", timeout: float | None, best_effort: bool,
+                  no_peers: Callable[[], None] | None = None,
+                  closing: Recv | None = None) -> PipeHandle | None:
+        """Queue ``msg`` on the next pipe in turn with room (:meth:`try_next`), waiting for room
+        on any pipe (:meth:`wait_next`) up to ``timeout`` seconds when none has. Returns the
+        pipe used, or None when ``best_effort`` dropped it because no pipe had room now.
+
+        Raises :class:`gsp.Timeout`; :class:`gsp.Closed` once :attr:`closed` (or ``closing``,
+        as :meth:`wait_next`). Whenever there is no pipe at all it first calls ``no_peers``
+        (:meth:`Protocol.check_no_peers`: :class:`gsp.NoPeers` with ``fail_no_peers`` set),
+        before ``best_effort`` or the timeout."""
+        deadline = Deadline(timeout)
+        while True:
+            if self.closed:
+                raise Closed("socket closed")
+            if not self.pipes and no_peers is not None:
+                no_peers()
+            pipe = self.try_next(msg)
+            if pipe is not None:
+                return pipe
+            if best_effort:
+                return None
+            pipe = self.wait_next(msg, deadline.remaining(), closing)
+            if pipe is not None:
+                return pipe
 
     def poll(self, op: Op) -> bool:
         if op == "send":

@@ -22,7 +22,7 @@ from typing import Any
 import gevent
 
 import gsp
-from gsp.chan import Recv, Send, select
+from gsp.chan import select
 from gsp.context import Context, ContextHost
 from gsp.message import Message
 from gsp.options import Option, boolean
@@ -33,11 +33,11 @@ from gsp.protocol import (
     IdMap,
     Inbox,
     PipeHandle,
-    Protocol,
     ProtocolSpec,
     RoundRobin,
     Signal,
     SocketHandle,
+    reply,
     responder,
     split_backtrace,
     u32,
@@ -102,7 +102,8 @@ class _Task:
     def __init__(self, ctx: ScatterContext) -> None:
         self.ctx = ctx
         self.id = 0
-        self.msg = Message()  # the task as it goes on the wire (id header, body), for resends
+        # The task as it goes on the wire (id, body), for resends: see gsp.protocol.reply.
+        self.msg: Message | bytes = b""
         self.pipe: PipeHandle | None = None  # the pipe holding it; None while waiting for one
 
 
@@ -127,11 +128,11 @@ class ScatterContext(Context):
         proto = self._proto
         task = _Task(self)
         task.id = proto._ids.alloc(task)
-        task.msg = Message(msg.body, u32(task.id))
+        task.msg = reply(u32(task.id), msg.body)  # (the id in front: one bytes if small)
         self._tasks.add(task.id)
         try:
-            pipe = proto._place(task.msg, Deadline(timeout), proto.best_effort,
-                                self.closing_case())
+            pipe = proto.send_next(task.msg, timeout, proto.best_effort,
+                                   closing=self.closing_case())
         except BaseException:  # Timeout, Closed, or the greenlet killed: the task never left
             self._forget(task.id)
             raise
@@ -212,38 +213,8 @@ class Scatter(ContextHost, XScatter):
             return
         task.ctx._got(task.id, msg.body, msg.pipe)
 
-    # -- sending tasks -------------------------------------------------------------------------
-    def _place(self, msg: Message, deadline: Deadline, best_effort: bool,
-               closing: Recv | None) -> PipeHandle | None:
-        """Queue ``msg`` on the next gather peer in turn with room; wait for room on any of them
-        (or for a peer to come) until ``deadline``. Returns the pipe used, or None when
-        ``best_effort`` dropped it. :class:`gsp.Closed` when the socket or ``closing`` closes."""
-        while True:
-            if self.closed:
-                raise gsp.Closed("socket closed")
-            pipes = self.pipes
-            n = len(pipes)
-            for k in range(n):
-                pipe = pipes[(self.cursor + k) % n]
-                if pipe.try_send(msg):
-                    self.cursor = (self.cursor + k + 1) % n
-                    return pipe
-            if best_effort:
-                return None
-            snapshot = list(pipes)
-            cases: list[Recv | Send] = [Send(p.sendq, msg) for p in snapshot]
-            cases.append(self.changed.case())  # a pipe came or went, or the socket closed
-            if closing is not None:
-                cases.append(closing)
-            try:
-                i, _ = select(cases, deadline.remaining())
-            except gsp.Closed:
-                continue  # the pipe we waited on closed: look again
-            if i < len(snapshot):
-                return snapshot[i]
-            if i > len(snapshot):
-                raise gsp.Closed("closed while sending")
-
+    # -- sending tasks: RoundRobin.send_next (the next gather peer in turn with room, waiting
+    # for room on any of them, or for a peer to come) ---------------------------------------
     def _placed(self, task: _Task, pipe: PipeHandle) -> None:
         task.pipe = pipe
         if pipe.closed and self._ids.get(task.id) is task:
@@ -273,7 +244,7 @@ class Scatter(ContextHost, XScatter):
             while self._retry and not self.closed:
                 task = self._retry.popleft()
                 if self._ids.get(task.id) is task:  # still wanted (its context is open)
-                    pipe = self._place(task.msg, Deadline(None), False, None)
+                    pipe = self.send_next(task.msg, None, False)
                     if pipe is not None:
                         self._placed(task, pipe)
         except gsp.Closed:
@@ -288,14 +259,11 @@ class Scatter(ContextHost, XScatter):
         super().close()
 
 
-def _scatter(handle: SocketHandle, raw: bool) -> Protocol:
-    return XScatter(handle, raw) if raw else Scatter(handle, raw)
-
-
 @gsp.hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     return [
-        ProtocolSpec("scatter", SCATTER, "gather", GATHER, _scatter,
+        ProtocolSpec("scatter", SCATTER, "gather", GATHER,
+                     gsp.protocol.raw_or_cooked(XScatter, Scatter),
                      options={"redeliver": REDELIVER}, methods=("outstanding",)),
         # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
         # for devices) under its own numbers: gsp.protocol.backtrace provides all of it.
