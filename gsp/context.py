@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from gevent.hub import Waiter, get_hub
-
 from .chan import Chan, Recv, thread_ident
 from .errors import Closed, NotSupported, Timeout, WrongThread
 from .hookspecs import check_op, overrides
@@ -32,74 +30,6 @@ _check_duration = duration()
 
 
 _FOLLOW: Any = object()
-
-
-class Wakeup:
-    """Where the one greenlet blocked in a context's call parks until something changed: one
-    gevent ``Waiter`` per wait (no channel, no select). The waiter looks at the context's state
-    again after every :meth:`wait`, which returns when woken, when ``timeout`` passed, or
-    spuriously; :meth:`wake` with nobody parked does nothing (but set :attr:`woken`).
-
-    Given ``lend`` (the protocol's socket handle), a wait offers its greenlet to read the socket's
-    pipes (:meth:`gsp.protocol.SocketHandle.lend_reads`): when bytes come while it waits, it reads
-    and delivers them itself, one switch from the event loop in place of three (a reader greenlet,
-    then a wakeup), and returns. Pass it only if the protocol's ``pipe_recv`` of one message never
-    blocks while such a wait is parked (a reply looked up by id; a request handed to a parked
-    receiver). With ``batches`` (for a ``pipe_recv`` that never blocks at all, as req's), it
-    delivers every message of a read, not only the first. A read whose delivery did not
-    :meth:`wake` it (:attr:`woken`: it is the read's :class:`gsp.protocol.LendingWait`) leaves
-    the pipe to a reader greenlet, which reads on at once."""
-
-    __slots__ = ("_waiter", "_loop", "_lend", "_batches", "woken", "_tid")
-
-    def __init__(self, lend: "SocketHandle | None" = None, batches: bool = False) -> None:
-        self._waiter: Waiter | None = None
-        self._loop = get_hub().loop
-        self._tid = thread_ident()  # the thread of that loop: another one's wait would never wake
-        self._lend = lend
-        self._batches = batches
-        #: Whether :meth:`wake` was called during a lent read (see
-        #: :class:`gsp.protocol.LendingWait`): the read delivered what this wait waited for.
-        self.woken = False
-
-    def wait(self, timeout: float | None) -> None:
-        """Park the calling greenlet until :meth:`wake` or ``timeout`` seconds (None: no limit).
-        An exception thrown into it (a kill, an outer ``gevent.Timeout``) propagates; a wait
-        from an OS thread other than the one that made it raises :class:`gsp.WrongThread`."""
-        here = thread_ident()
-        if here != self._tid:
-            raise WrongThread("context", self._tid, here)
-        w = Waiter()
-        self._waiter = w
-        timer = None
-        if timeout is not None:
-            timer = self._loop.timer(max(timeout, 0.0))
-            timer.start(w.switch, None)
-        lend = self._lend
-        if lend is not None:
-            lend.lend_reads(w, self._batches)
-        try:
-            chore: Callable[[Wakeup], None] | None = w.get()
-        finally:
-            if lend is not None:
-                lend.end_lend(w)
-            if self._waiter is w:
-                self._waiter = None
-            if timer is not None:
-                timer.close()
-        if chore is not None:  # handed a pipe's read: do it (a wake meanwhile sets woken)
-            self.woken = False
-            chore(self)
-
-    def wake(self) -> None:
-        """Wake the parked greenlet, if any (from any greenlet; it runs on the next loop turn).
-        Never blocks, raises nothing."""
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            self._loop.run_callback(w.switch, None)
-        else:
-            self.woken = True
 
 
 class ContextOption:

@@ -1,4 +1,4 @@
-"""Lent reads (gsp._core.readers, gsp.context.Wakeup's ``lend``): a greenlet waiting in a req or
+"""Lent reads (gsp._core.readers, gsp.protocol.Wakeup's ``lend``): a greenlet waiting in a req or
 rep ``recv`` reads the socket's pipe itself when bytes come, in place of a reader greenlet. It
 never waits there: part of a frame, or several messages in one read, go on in a reader greenlet;
 the recv's timeout still holds; a stalled peer holds up nobody else."""

@@ -11,7 +11,7 @@ Handing a pipe to an idle reader is one switch from the event loop, as waking a 
 blocked in a read is; a new greenlet is spawned only when every reader is busy.
 
 A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
-:class:`gsp.context.Wakeup`) comes before the idle readers: it is handed the pipe's read
+:class:`gsp.protocol.Wakeup`) comes before the idle readers: it is handed the pipe's read
 (``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
 greenlet waiting for it without a reader's switch and a wakeup in between. Only pipes whose
 connections park are lent (``Pipe.parks``): only they promised to lose nothing when a read is

@@ -12,7 +12,7 @@ from collections import deque
 import gevent
 
 from ..chan import Recv, select
-from ..context import Context, ContextHost, ContextOption, Wakeup
+from ..context import Context, ContextHost, ContextOption
 from ..errors import (
     Canceled,
     Closed,
@@ -38,6 +38,7 @@ from ..protocol import (
     RoundRobin,
     Signal,
     SocketHandle,
+    Wakeup,
     raw_or_cooked,
     reply,
     responder,

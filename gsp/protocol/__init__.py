@@ -21,7 +21,7 @@ The conformance kit for a protocol is :class:`gsp.testing.ProtocolSuite`.
 
 from __future__ import annotations
 
-from ..context import Context, ContextHost, ContextOption, Wakeup
+from ..context import Context, ContextHost, ContextOption
 from ..hookspecs import hookimpl
 from ..message import JOIN_MAX, Message
 from ..options import Option
@@ -49,7 +49,7 @@ from .replies import (
     responder,
 )
 from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
-from .waiting import Alarm, Deadline, Signal, call_later
+from .waiting import Alarm, Deadline, Signal, Wakeup, call_later
 
 __all__ = [
     # the interface

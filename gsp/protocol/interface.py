@@ -172,7 +172,7 @@ class SocketHandle(_Typing):
         without blocking, delivers the first message read, or all of them with ``batches``, and
         leaves the rest to a reader greenlet). False when it is not taken (another wait offers
         too: then readers read). End every offer, taken or not, with :meth:`end_lend`.
-        :class:`gsp.context.Wakeup` does all this (its ``lend``); the protocol's ``pipe_recv``
+        :class:`gsp.protocol.Wakeup` does all this (its ``lend``); the protocol's ``pipe_recv``
         of one message (of any, with ``batches``) must not block meanwhile. Raises nothing."""
 
     def end_lend(self, waiter: "Waiter") -> None:

@@ -14,14 +14,14 @@ from typing import Any
 import gevent
 
 from ..chan import Recv, select
-from ..context import Context, ContextHost, Wakeup
+from ..context import Context, ContextHost
 from ..errors import Closed, ProtocolStateError
 from ..message import Message
 from .backtrace import MAX_HOPS, reply, split_backtrace, u32
 from .inbox import Inbox
 from .interface import Op, PipeHandle, Protocol, SocketHandle, raw_or_cooked
 from .routing import PipeMap
-from .waiting import Deadline, Signal
+from .waiting import Deadline, Signal, Wakeup
 
 __all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "DrainingContext",
            "responder"]
