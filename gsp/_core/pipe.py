@@ -325,12 +325,12 @@ class Pipe:
     def _fail(self, exc: Exception) -> None:
         """The one failure path of the pipe's reads: ``exc`` (as :func:`_pipe_error` maps it)
         ends the pipe; no reader reads it any more."""
-        self.reader = None
+        self.end_read()
         self._shutdown(_pipe_error(exc, "receiving"))
 
     def end_read(self) -> None:
-        """For the readers, once the pipe closed while handed on: nobody reads it, nothing is
-        held for a reader."""
+        """Once the pipe failed, or closed while the readers handed it on: nobody reads it,
+        nothing is held for a reader."""
         self.held = None
         self.reader = None
 
