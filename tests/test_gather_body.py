@@ -73,7 +73,7 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
     with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
         url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
         with roomy(RawPeer(url, REQ)) as peer:
-            wait_for(lambda: rep.pipes and rep.pipes[0]._reader is None, what="the pipe, parked")
+            wait_for(lambda: rep.pipes and rep.pipes[0].reader is None, what="the pipe, parked")
             conn = rep.pipes[0]._conn
             first = RID + os.urandom(300 * KiB)
             peer.sock.sendall(frame(peer, first))

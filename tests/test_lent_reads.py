@@ -47,8 +47,8 @@ def counting_lent_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     from gsp._core.pipe import Pipe
 
     lent: list[object] = []
-    real = Pipe._read_lent
-    monkeypatch.setattr(Pipe, "_read_lent",
+    real = Pipe.read_lent
+    monkeypatch.setattr(Pipe, "read_lent",
                         lambda self, wait: (lent.append(self), real(self, wait))[1])
     return lent
 
@@ -294,7 +294,7 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
         with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
             wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
             pipe = rep.pipes[0]
-            real = pipe._nowait  # what a lent read reads with (the connection's recv_nowait)
+            real = pipe._recv_lent  # what a lent read reads with (the connection's recv_nowait)
             assert real is not None
             outer = gevent.Timeout(1)  # as if it fired while the read went on
             calls = []
@@ -305,7 +305,7 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
                     raise outer
                 return real(wake)
 
-            pipe._nowait = interrupted
+            pipe._recv_lent = interrupted
             gevent.spawn_later(0.05, peer.send, RID + b"request")
             with pytest.raises(gevent.Timeout) as caught:
                 rep.recv()
@@ -328,12 +328,12 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
         waiting = [gevent.spawn(lambda c=c, k=k: got.__setitem__(k, c.recv()))
                    for k, c in (("a", a), ("b", b))]
         gevent.sleep(0.01)  # both wait now
-        assert req._readers._offers == 2 and req._readers._borrower is None
+        assert len(req._readers._offers) == 2 and req._readers._borrower is None
         for _ in range(2):
             rep.send(rep.recv() + b"!")
         gevent.joinall(waiting, timeout=WAIT, raise_error=True)
         assert got == {"a": b"a!", "b": b"b!"}
-        assert req._readers._offers == 0
+        assert req._readers._offers == []
 
 
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
@@ -356,7 +356,7 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         for s in (rep, req):
             pipe = s.pipes[0]
             assert not pipe.parks
-            assert pipe._reader is not None and not pipe._reader.dead  # a real reader
+            assert pipe.reader is not None and not pipe.reader.dead  # a real reader
 
 
 def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
@@ -377,7 +377,7 @@ def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
             rid = rep.recv()[:4]
             other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
             pipe = req.pipes[0]
-            wait_for(lambda: pipe._reader is None, what="the pipe parked")
+            wait_for(lambda: pipe.reader is None, what="the pipe parked")
             lent = counting_lent_reads(monkeypatch)
             rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
             assert req.recv() == b"answer"
@@ -393,7 +393,7 @@ def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
     a reader greenlet reads it."""
     with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
         with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
                      what="the pipe, parked")
             lent = counting_lent_reads(monkeypatch)
             guard = rep._readers.guard
@@ -421,20 +421,20 @@ def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on() ->
     in delivery (a full queue) costs the event loop nothing, and nothing read is lost."""
     with sockets(("rep", {"recv_timeout": WAIT, "recv_buffer": 2})) as [rep]:
         with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
                      what="the pipe, parked")
             pipe = rep.pipes[0]
             conn = pipe._conn
             gevent.spawn_later(0.05, peer.send, RID + b"first")
             assert rep.recv() == b"first"  # read by this greenlet, waiting
-            assert conn._park.active and pipe._reader is None  # parked, its watcher armed
+            assert conn._park.active and pipe.reader is None  # parked, its watcher armed
             rep.send(b"reply")
             assert peer.recv() == RID + b"reply"
             ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
             peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
             wait_for(lambda: len(rep._proto._recvq) == 2, what="the queue, full")
             gevent.sleep(0.05)
-            assert pipe._reader is not None and not pipe._reader.dead  # blocked in delivery
+            assert pipe.reader is not None and not pipe.reader.dead  # blocked in delivery
             assert not conn._park.active  # and its watcher stopped
             for i, rid in enumerate(ids):
                 assert rep.recv() == b"more %d" % i

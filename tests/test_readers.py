@@ -47,7 +47,7 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(kind: str, ipc_d
                 r.send(b"%d.%d" % (rnd, i))
                 rep.send(rep.recv() + b"!")
                 assert r.recv() == b"%d.%d!" % (rnd, i)
-            wait_for(lambda: all(p._reader is None for p in rep.pipes), what="every pipe parked")
+            wait_for(lambda: all(p.reader is None for p in rep.pipes), what="every pipe parked")
             assert len(rep.pipes) == n
             # One reader served them all in turn and waits for the next pipe; none is per pipe.
             assert readers_of(rep) == rep._readers.idle == 1
@@ -63,7 +63,7 @@ def test_pipes_park_after_big_messages_too(kind: str, ipc_dir: str) -> None:
         for m in [big, b"", big, b"small", big]:
             b.send(m)
             assert a.recv() == m
-            wait_for(lambda: pipe._reader is None, what="the pipe parked")
+            wait_for(lambda: pipe.reader is None, what="the pipe parked")
 
 
 def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave() -> None:
@@ -73,7 +73,7 @@ def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave() -
             b.send(m)
             assert a.recv() == m
             pipe = a.pipes[0]
-            wait_for(lambda p=pipe: p._reader is None, what="the inproc pipe parked")
+            wait_for(lambda p=pipe: p.reader is None, what="the inproc pipe parked")
             assert pipe._conn._in._ready is not None  # its channel calls it back
         b.close()
         assert pipe.wait_closed(WAIT)
@@ -137,11 +137,11 @@ def test_closing_a_parked_inproc_pipe_withdraws_its_callback() -> None:
         p.send(b"one")
         assert pull.recv() == b"one"
         pipe = pull.pipes[0]
-        wait_for(lambda: pipe._reader is None, what="the inproc pipe parked")
+        wait_for(lambda: pipe.reader is None, what="the inproc pipe parked")
         inbox = pipe._conn._in
         pipe.close()
         assert pipe.wait_closed(WAIT) and pipe.error is None
-        assert inbox._ready is None and pipe._reader is None
+        assert inbox._ready is None and pipe.reader is None
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
@@ -151,7 +151,7 @@ def test_a_parked_pipe_sees_its_peer_leave(kind: str, ipc_dir: str) -> None:
         b.send(b"x")
         assert a.recv() == b"x"
         pipe = a.pipes[0]
-        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
         b.close()
         assert pipe.wait_closed(WAIT)
         assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
@@ -166,12 +166,12 @@ def test_closing_a_parked_pipe_disarms_its_watcher(kind: str, ipc_dir: str) -> N
         p1.send(b"one")
         assert pull.recv() == b"one"
         pipe = pull.pipes[0]
-        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
         watcher = pipe._conn._park
         assert watcher.active
         pipe.close()
         assert pipe.wait_closed(WAIT) and pipe.error is None
-        assert not watcher.active and pipe._reader is None
+        assert not watcher.active and pipe.reader is None
         connected(pull, bound, p2)  # the socket serves the next pipe as before
         p2.send(b"two")
         assert pull.recv() == b"two"
@@ -202,7 +202,7 @@ def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
         got: set[bytes] = set()
         while not expected <= got:
             got.add(pull.recv())
-        wait_for(lambda: all(pp._reader is None for pp in pull.pipes), what="every pipe parked")
+        wait_for(lambda: all(pp.reader is None for pp in pull.pipes), what="every pipe parked")
         assert readers_of(pull) == pull._readers.idle <= IDLE_READERS
         for i, p in enumerate(pushes):  # every open pipe still delivers
             if i not in gone:

@@ -222,7 +222,7 @@ def _drop_pipe(sock: "Socket", pipe: "Pipe") -> None:
             sock._proto.remove_pipe(pipe)
         except RejectPipe:
             pass
-    pipe._reader = pipe._writer = None
+    pipe.reader = pipe._writer = None
     _live_pipes.pop(pipe.id, None)
     sock._pipes.pop(pipe.id, None)
     counters.pipe_gone(sock, pipe)

@@ -7,7 +7,7 @@ import enum
 import functools
 import random
 import weakref
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import gevent
 from gevent.event import Event
@@ -51,9 +51,13 @@ def _alloc_id() -> int:
             return pid
 
 
-def _unexpected(exc: Exception, doing: str) -> ConnectionBroken:
-    """An exception a transport raised without mapping it to a gsp error, as the pipe's error
-    (the original is its ``__cause__``, and the DETACHED log line names it)."""
+def _pipe_error(exc: Exception, doing: str) -> Exception:
+    """What a transport's exception while ``doing`` makes the pipe's error: a gsp error, or an
+    ``OSError`` of a transport that forgot to map one, as it is; anything else is a transport
+    bug, which ends this pipe only (never the socket): a :class:`gsp.ConnectionBroken` (the
+    original is its ``__cause__``, and the DETACHED log line names it)."""
+    if isinstance(exc, (GspError, OSError)):
+        return exc
     err = ConnectionBroken(f"the transport failed while {doing}: {type(exc).__name__}: {exc}")
     err.__cause__ = exc
     return err
@@ -74,9 +78,9 @@ class Pipe:
     """
 
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
-                 "parks", "_nowait", "_wake", "__weakref__")
+                 "reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
+                 "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
+                 "parks", "_recv_lent", "_wake", "__weakref__")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -95,9 +99,10 @@ class Pipe:
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
         self.parks = overrides(conn, Connection, "recv_or_park")
-        #: How a lent read reads: the connection's recv_nowait, or (None) recv_or_park under the
+        #: How a lent read reads: the connection's recv_nowait, or recv_or_park under the
         #: readers' one-turn guard.
-        self._nowait = conn.recv_nowait if overrides(conn, Connection, "recv_nowait") else None
+        self._recv_lent = conn.recv_nowait if overrides(conn, Connection, "recv_nowait") \
+            else self._recv_guarded
         #: What the connection calls (in the event loop) when bytes come to the parked pipe: a
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.
@@ -114,11 +119,15 @@ class Pipe:
         self.closed = False
         self.attached = False
         self.error: BaseException | None = None
-        self._reader: gevent.Greenlet | None = None
+        #: The greenlet reading the pipe now (a reader's; :data:`~gsp._core.readers.LENT` during
+        #: a lent read), or None while it is parked: the readers set it as they hand it on.
+        self.reader: gevent.Greenlet | None = None
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
         self._room: Signal | None = None  # made by room_case(); fired as the writer takes items
-        self._held: list[bytes] | None = None  # read by a lent read, for the next reader
+        #: Messages read and not delivered yet (by a lent read, or a reader between turns), for
+        #: the next reader to deliver first.
+        self.held: list[bytes] | None = None
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
@@ -190,151 +199,140 @@ class Pipe:
         if self._writer is None and not self.closed and not self._socket._closed:
             self._writer = self._socket._spawn(self._write_loop)
 
-    def _read_loop(self, idle: Waiter) -> "Pipe | None":  # noqa: C901 -- issue 26: split with the hot-path helpers
-        """Read and deliver (first what a lent read left in ``_held``) until the pipe ends or
-        its connection parks (nothing to read now); then wait with ``idle`` among the socket's
-        idle readers and return the next pipe to read, or None when this reader should end (see
-        :class:`~gsp._core.readers.Readers`)."""
-        conn = self._conn
-        recv = conn.recv_or_park
+    def read_loop(self, idle: Waiter) -> "Pipe | None":
+        """For a reader greenlet (see :class:`~gsp._core.readers.Readers`): read and deliver
+        (first what :attr:`held`) until the pipe ends or its connection parks (nothing to read
+        now); then wait with ``idle`` among the socket's idle readers and return the next pipe to
+        read, or None when this reader should end."""
+        recv = self._conn.recv_or_park
         readers = self._socket._readers
         wake = self._wake
-        size = counters.size
-        deliver = self._socket._deliver  # (the protocol's hooks, as the socket found them)
-        deliver_all = self._socket._deliver_all
         others = self._socket._pipes
-        allow_direct = self._q.allow_direct
-        n = 0
+        turn = 0  # messages delivered since this reader last let other pipes' readers have a turn
         ahead = 0  # bytes read in big bodies since this reader last yielded
         try:
             while True:
-                held = self._held
-                if held is None:
+                msgs = self.held
+                if msgs is None:
                     msgs = recv(wake)
                     if msgs is None:  # parked: the watcher calls wake when bytes come
-                        self._reader = None
+                        self.reader = None
                         nxt = readers.wait(idle)
                         if nxt is not self:
                             return nxt
                         continue  # this pipe woke again: everything above still holds
                 else:
-                    msgs = held
-                    self._held = None
-                allow_direct()  # the peer answered: the next send may be written directly
-                self._in_msgs += len(msgs)
-                self._in_bytes += (nbytes := size(msgs))
-                if deliver_all is not None:
-                    if len(others) <= 1:
-                        self.recv_batch_bytes = nbytes
-                        deliver_all(self, msgs)
-                    else:
-                        i, end = 0, len(msgs)
-                        while i < end:  # in turns of _READ_TURN, as below
-                            k = min(_READ_TURN - n, end - i)
-                            part = msgs if k == end else msgs[i:i + k]
-                            self.recv_batch_bytes = nbytes if k == end else size(part)
-                            deliver_all(self, part)
-                            i += k
-                            n += k
-                            if n == _READ_TURN:
-                                n = 0
-                                if len(others) > 1:
-                                    gevent.sleep(0)
-                else:
-                    for data in msgs:
-                        deliver(self, data)
-                        n += 1
-                        if n == _READ_TURN:
-                            n = 0
-                            if len(others) > 1:  # a deep backlog on one pipe must not starve others
-                                gevent.sleep(0)
-                if nbytes >= _BIG_BODY and nbytes >= _BIG_BODY * len(msgs):
+                    self.held = None
+                if len(others) > 1 and len(msgs) > _READ_TURN - turn:
+                    # A deep backlog on one pipe must not starve the others: deliver what is
+                    # left of this turn, and the rest after they had theirs.
+                    self.held = msgs[_READ_TURN - turn:]
+                    msgs = msgs[:_READ_TURN - turn]
+                nbytes = self._deliver(msgs)
+                turn += len(msgs)
+                if turn >= _READ_TURN:
+                    turn = 0
+                    if len(others) > 1:
+                        gevent.sleep(0)
+                if nbytes >= _BIG_BODY * len(msgs):
                     ahead += nbytes
                     if ahead >= _BIG_READ:  # big bodies: let the receiver take them first
                         ahead = 0
                         gevent.sleep(0)
-        except (GspError, OSError) as exc:  # OSError: a transport that forgot to map an error
-            self._shutdown(exc)
-        except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
-            self._shutdown(_unexpected(exc, "receiving"))
+        except Exception as exc:
+            self._fail(exc)
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
-    def _read_lent(self, wait: LendingWait) -> None:  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def read_lent(self, wait: LendingWait) -> None:
         """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
         read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
         greenlet. Nothing here may wait (delivery does not, by the lending wait's promise). A
         read that would (part of a frame came) goes on in a reader greenlet: the connection's
-        ``recv_nowait`` says so at once, or a guard stops ``recv_or_park`` after one loop turn.
-        The first message read (every one, for a wait lending with ``batches``) is delivered
-        here; then the pipe parks again, or the rest and what a second read brought go to a
-        reader greenlet."""
-        sock = self._socket
-        readers = sock._readers
-        held: list[bytes] | None = None
-        recv = self._nowait
-        guarded = recv is None
-        if recv is None:
-            recv = self._conn.recv_or_park
+        ``recv_nowait`` says so at once, or a guard stops ``recv_or_park`` after one loop turn
+        (:meth:`_recv_guarded`). The first message read (every one, for a wait lending with
+        ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
+        read brought (:attr:`held`) go to a reader greenlet."""
+        readers = self._socket._readers
+        recv = self._recv_lent
         try:
-            if guarded:
-                readers.guard.start(gevent.getcurrent().throw, WOULD_WAIT)
-            try:
-                msgs = recv(self._wake)
-                if msgs is None:  # parked again: its watcher wakes it when bytes come
-                    self._reader = None
+            msgs = recv(self._wake)
+            if msgs is None:  # parked again: its watcher wakes it when bytes come
+                self.reader = None
+                return
+            if not msgs:
+                raise WOULD_WAIT  # part of a frame: a reader greenlet waits for the rest
+            if len(msgs) > 1 and not readers.lent_batches:
+                self.held = msgs[1:]
+                msgs = msgs[:1]
+            self._deliver(msgs)
+            if self.held is None:
+                # One message read and delivered, and it was what the wait waited for: a
+                # request or a reply, whose peer waits for the answer, so park without a read
+                # that would find nothing (a failed recv a message on tcp and ipc). A batch
+                # reads on (its sender may be streaming), and so does a read whose message woke
+                # nobody (a late reply, say: more may be queued behind it, which a reader
+                # greenlet reads on, not one a loop turn here).
+                if len(msgs) == 1 and wait.woken and self._conn.park(self._wake):
+                    self.reader = None
                     return
-                n = len(msgs)
-                if n == 0:
-                    raise WOULD_WAIT  # part of a frame: a reader greenlet waits for the rest
-                if n > 1 and not readers.lent_batches:
-                    held = msgs[1:]
-                    msgs = msgs[:1]
-                    n = 1
-                self._q.allow_direct()
-                self._in_msgs += n
-                nbytes = len(msgs[0]) if n == 1 else counters.size(msgs)
-                self._in_bytes += nbytes
-                deliver_all = sock._deliver_all
-                if deliver_all is not None:
-                    self.recv_batch_bytes = nbytes
-                    deliver_all(self, msgs)
-                else:
-                    deliver = sock._deliver
-                    for data in msgs:
-                        deliver(self, data)
-                if held is None:
-                    # One message read and delivered, and it was what the wait waited for: a
-                    # request or a reply, whose peer waits for the answer, so park without a
-                    # read that would find nothing (a failed recv a message on tcp and ipc). A
-                    # batch reads on (its sender may be streaming), and so does a read whose
-                    # message woke nobody (a late reply, say: more may be queued behind it,
-                    # which a reader greenlet reads on, not one a loop turn here).
-                    if n == 1 and wait.woken and self._conn.park(self._wake):
-                        self._reader = None
-                        return
-                    held = recv(self._wake)
-                    if held is None:  # parked
-                        self._reader = None
-                        return
-                    if not held:
-                        held = None  # part of a frame: as above
-            finally:
-                if guarded:
-                    readers.guard.stop()
+                more = recv(self._wake)
+                if more is None:  # parked
+                    self.reader = None
+                    return
+                self.held = more or None  # (empty: part of a frame, as above)
         except WouldWait:
             pass  # a reader greenlet waits for the rest
-        except (GspError, OSError) as exc:
-            self._reader = None
-            self._shutdown(exc)
-            return
         except Exception as exc:
-            self._reader = None
-            self._shutdown(_unexpected(exc, "receiving"))
+            self._fail(exc)
             return
         except BaseException:  # a kill, an outer timeout: the pipe still needs a reader
-            readers.carry(self, held)
+            readers.carry(self)
             raise
-        readers.carry(self, held)
+        readers.carry(self)
+
+    def _recv_guarded(self, wake: Callable[[], None]) -> "list[bytes] | None":
+        """A lent read's read of a connection without ``recv_nowait``: ``recv_or_park`` under
+        the readers' guard, which throws :data:`~gsp._core.readers.WOULD_WAIT` into it should
+        it wait past this turn of the loop."""
+        guard = self._socket._readers.guard
+        guard.start(gevent.getcurrent().throw, WOULD_WAIT)
+        try:
+            return self._conn.recv_or_park(wake)
+        finally:
+            guard.stop()
+
+    def _deliver(self, msgs: "list[bytes]") -> int:
+        """Hand ``msgs`` (read now; at least one) to the protocol, counted in: its
+        ``pipe_recv_all`` with them all (``recv_batch_bytes`` says their size), or its
+        ``pipe_recv`` with each. The one way in for what the pipe reads, from a reader greenlet
+        or a lent read. Returns their bytes."""
+        self._q.allow_direct()  # the peer answered: the next send may be written directly
+        n = len(msgs)
+        nbytes = len(msgs[0]) if n == 1 else counters.size(msgs)
+        self._in_msgs += n
+        self._in_bytes += nbytes
+        sock = self._socket
+        deliver_all = sock._deliver_all  # (the protocol's hooks, as the socket found them)
+        if deliver_all is not None:
+            self.recv_batch_bytes = nbytes
+            deliver_all(self, msgs)
+        else:
+            deliver = sock._deliver
+            for data in msgs:
+                deliver(self, data)
+        return nbytes
+
+    def _fail(self, exc: Exception) -> None:
+        """The one failure path of the pipe's reads: ``exc`` (as :func:`_pipe_error` maps it)
+        ends the pipe; no reader reads it any more."""
+        self.end_read()
+        self._shutdown(_pipe_error(exc, "receiving"))
+
+    def end_read(self) -> None:
+        """Once the pipe failed, or closed while the readers handed it on: nobody reads it,
+        nothing is held for a reader."""
+        self.held = None
+        self.reader = None
 
     def _write_loop(self) -> None:
         q = self._q
@@ -357,10 +355,8 @@ class Pipe:
                 self._writing = 0
                 self._wrote_msgs += len(batch)
                 self._wrote_bytes += size(batch)
-        except (GspError, OSError) as exc:
-            self._shutdown(exc)
-        except Exception as exc:  # a transport bug: it ends this pipe only, never the socket
-            self._shutdown(_unexpected(exc, "sending"))
+        except Exception as exc:
+            self._shutdown(_pipe_error(exc, "sending"))
 
     @property
     def _out_msgs(self) -> int:
@@ -386,7 +382,7 @@ class Pipe:
             self._room.close()
         self._conn.close()
         current = gevent.getcurrent()
-        for g in (self._reader, self._writer):
+        for g in (self.reader, self._writer):
             if g is not None and g is not current and not g.dead:
                 g.kill(block=False)
         _live_pipes.pop(self.id, None)

@@ -12,7 +12,7 @@ blocked in a read is; a new greenlet is spawned only when every reader is busy.
 
 A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
 :class:`gsp.protocol.Wakeup`) comes before the idle readers: it is handed the pipe's read
-(``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
+(``Pipe.read_lent``) and delivers what it reads itself, so that a request or reply reaches the
 greenlet waiting for it without a reader's switch and a wakeup in between. Only pipes whose
 connections park are lent (``Pipe.parks``): only they promised to lose nothing when a read is
 given up after one loop turn (see ``Connection.recv_or_park``).
@@ -33,7 +33,7 @@ IDLE_READERS = 16
 
 
 class _Lent:
-    """``Pipe._reader`` while a user greenlet reads the pipe (see :meth:`Readers.wake`): the pipe
+    """``Pipe.reader`` while a user greenlet reads the pipe (see :meth:`Readers.wake`): the pipe
     has a reader, and closing the pipe must not kill it (it is not the pipe's to kill)."""
 
     dead = True
@@ -55,7 +55,7 @@ class Readers:
     kills them with its other greenlets)."""
 
     __slots__ = ("_spawn", "_idle", "_hub", "_borrower", "_batches", "_offers", "guard",
-                 "lent_batches")
+                 "lent_batches", "end_lend")
 
     def __init__(self, spawn: Callable[..., gevent.Greenlet]) -> None:
         self._spawn = spawn
@@ -63,7 +63,11 @@ class Readers:
         self._hub = get_hub()
         self._borrower: Waiter | None = None  # a lending wait's waiter (see lend)
         self._batches = False  # ... which delivers whole batches
-        self._offers = 0  # lending waits now, taken or not
+        self._offers: list[Waiter] = []  # the lending waits now, taken or not
+        #: End a lending wait's offer (``SocketHandle.end_lend``; once per :meth:`lend`, taken
+        #: or not): the offers' own ``remove``, so that ending one costs no Python call. (The
+        #: borrower it may leave set is no longer among the offers: :meth:`wake` checks.)
+        self.end_lend: Callable[[Waiter], None] = self._offers.remove
         #: Whether the lent read under way delivers a whole batch (set as it is handed out).
         self.lent_batches = False
         #: A zero timer a lent read runs under, so that it never waits: started to throw
@@ -87,16 +91,17 @@ class Readers:
 
     def wake(self, pipe: "Pipe") -> None:
         """Give ``pipe`` a reader now; called in the event loop (a watcher or callback)."""
-        if pipe.closed or pipe._reader is not None:
+        if pipe.closed or pipe.reader is not None:
             return
         borrower = self._borrower
         # Not while another lent read is under way (it waits out its loop turn, under the one
         # guard timer): a second would take the guard over, and the first would never be told.
-        if borrower is not None and pipe.parks and not self.guard.active:
+        if borrower is not None and pipe.parks and not self.guard.active and \
+                borrower in self._offers:
             self._borrower = None
-            pipe._reader = LENT
+            pipe.reader = LENT
             self.lent_batches = self._batches
-            borrower.switch(pipe._read_lent)
+            borrower.switch(pipe.read_lent)
         else:
             self._give(pipe)
 
@@ -106,31 +111,26 @@ class Readers:
         (contexts), what one reads is mostly for others, and it would wake for nothing, so
         readers read (False). ``batches``: it delivers every message of a read, not only the
         first."""
-        self._offers += 1
-        if self._offers > 1:
+        offers = self._offers
+        offers.append(waiter)
+        if len(offers) > 1:
             self._borrower = None  # the one before is no longer alone either
             return False
         self._borrower = waiter
         self._batches = batches
         return True
 
-    def end_lend(self, waiter: Waiter) -> None:
-        self._offers -= 1
-        if self._borrower is waiter:
-            self._borrower = None
-
-    def carry(self, pipe: "Pipe", held: "list[bytes] | None") -> None:
+    def carry(self, pipe: "Pipe") -> None:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``
-        to a reader greenlet in the next loop turn, to deliver ``held`` (read already) first."""
-        pipe._held = held
+        to a reader greenlet in the next loop turn, to deliver ``pipe.held`` (read already)
+        first."""
         self._hub.loop.run_callback(self._carried, pipe)
 
     def _carried(self, pipe: "Pipe") -> None:
         # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
         # still marked LENT, so that nothing else hands it out meanwhile.
         if pipe.closed:
-            pipe._held = None
-            pipe._reader = None
+            pipe.end_read()
         else:
             self._give(pipe)
 
@@ -138,10 +138,10 @@ class Readers:
         """To an idle reader greenlet, or a new one (in the event loop)."""
         if self._idle:
             waiter = self._idle.pop()
-            pipe._reader = waiter.greenlet
+            pipe.reader = waiter.greenlet
             waiter.switch(pipe)
         else:
-            pipe._reader = self._spawn(self._run, pipe)
+            pipe.reader = self._spawn(self._run, pipe)
 
     def wait(self, waiter: Waiter) -> "Pipe | None":
         """For a reader whose pipe just parked: wait idle on ``waiter`` (the reader's own) and
@@ -156,4 +156,4 @@ class Readers:
     def _run(self, pipe: "Pipe | None") -> None:
         waiter = Waiter(self._hub)  # this reader's, for every wait (one at a time)
         while pipe is not None:
-            pipe = pipe._read_loop(waiter)  # the next pipe, or None once this reader should end
+            pipe = pipe.read_loop(waiter)  # the next pipe, or None once this reader should end

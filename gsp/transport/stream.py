@@ -321,48 +321,23 @@ class StreamConnection(Connection):
     def use_recv_limits(self, limits: RecvLimits) -> None:
         self._holding = Holding(limits, self.remote_address)
 
-    def recv_messages(self) -> list[bytes]:  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def recv_messages(self) -> list[bytes]:
         decoder = self.decoder
         if decoder.error is not None:
             raise decoder.error.with_traceback(None)  # reported after the good messages before it
-        sock = self.sock
         holding = self._holding
         while True:
             if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
                 holding.before_read()
-            data: bytes | None = None
             try:
-                if self._big and self._plain and not decoder.buffered:
-                    # Big messages lately: read only the next prefix, so that a big body can then
-                    # be received as the message itself (one recv, no buffer and no copy).
-                    data = sock.recv(self.framing.prefix_size)
-                elif (left := decoder.body_left) >= wire.DIRECT_SIZE:
-                    # A big body: read what is there (all of it: the message itself), never
-                    # more than what is left, and never a buffer for bytes not yet arrived.
-                    waiting = self._known
-                    if waiting < left:
-                        waiting = self._known = _readable(sock) if self._plain else 0
-                    want = decoder.body_wanted  # (the whole body, while none of it is read)
-                    if waiting < left and self._lowat and want:
-                        waiting = self._known = self._await_body(left)
-                    elif want and self._plain and self._gathers(want, waiting):
-                        data = self._gather_body(want)  # None until the whole body is in
-                        if data is None:
-                            holding.hold(decoder.buffered + self._body_got)
-                            continue
-                    if data is None:
-                        data = sock.recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
-                elif self._big and left and self._plain:
-                    # The end of a big message that came in a read of several frames: read only
-                    # that, so that the next read starts at a prefix (as above), and big bodies
-                    # are read whole again, not joined from the pieces of every read.
-                    data = sock.recv(left)
-                else:
-                    data = sock.recv(_RECV_CHUNK)
+                data = self._read_next(decoder)
             except OSError as exc:
                 raise self._io_error(exc, "recv") from None
             finally:
                 holding.reading = False
+            if data is None:  # a big body being gathered, not all of it in yet
+                holding.hold(decoder.buffered + self._body_got)
+                continue
             if not data:
                 raise self._eof()
             self._known -= len(data)  # (a gathered body was counted as it came: below 0 now)
@@ -373,6 +348,41 @@ class StreamConnection(Connection):
                 if not self._big:
                     self._body_buf = None  # small messages again: give the gathering buffer back
                 return msgs
+
+    def _read_next(self, decoder: wire.FrameDecoder) -> bytes | None:
+        """One read for :meth:`recv_messages`, waiting as a read does: as much as the frame in
+        progress and the last messages' size call for (b"" at the end of the stream), or None
+        while a gathered body is not all in (see :meth:`_read_body`)."""
+        recv: Callable[[int], bytes] = self.sock.recv
+        if self._big and self._plain and not decoder.buffered:
+            # Big messages lately: read only the next prefix, so that a big body can then be
+            # received as the message itself (one recv, no buffer and no copy).
+            return recv(self.framing.prefix_size)
+        left = decoder.body_left
+        if left >= wire.DIRECT_SIZE:
+            return self._read_body(left, decoder.body_wanted)
+        if self._big and left and self._plain:
+            # The end of a big message that came in a read of several frames: read only that,
+            # so that the next read starts at a prefix (as above), and big bodies are read
+            # whole again, not joined from the pieces of every read.
+            return recv(left)
+        return recv(_RECV_CHUNK)
+
+    def _read_body(self, left: int, want: int) -> bytes | None:
+        """A read of a big body, ``left`` bytes of it still to come (``want``: the whole body,
+        while none of it is read): what is there (all of it: the message itself), never more
+        than what is left, and never a buffer for bytes not yet arrived; or a gathered body
+        (None until it is all in: see :meth:`_gather_body`)."""
+        sock = self.sock
+        recv: Callable[[int], bytes] = sock.recv
+        waiting = self._known
+        if waiting < left:
+            waiting = self._known = _readable(sock) if self._plain else 0
+        if waiting < left and self._lowat and want:
+            waiting = self._known = self._await_body(left)
+        elif want and self._plain and self._gathers(want, waiting):
+            return self._gather_body(want)
+        return recv(min(left, waiting) if waiting else min(left, _RECV_CHUNK))
 
     def _gathers(self, size: int, waiting: int) -> bool:
         """Whether the next read of a ``size``-byte body goes through :meth:`_gather_body`: one

@@ -22,6 +22,7 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
+    SocketDialer,
     Transport,
     TransportDialer,
     TransportListener,
@@ -29,7 +30,6 @@ from gsp.transport import (
     connect_socket,
     forget_socket,
     hostport,
-    map_socket_error,
     parse_host_port,
     resolve,
     split_url,
@@ -253,41 +253,33 @@ class WSListener(RouteListener):
                 srv.forget() if forget else srv.close()
 
 
-class WSDialer(TransportDialer):
+class WSDialer(SocketDialer):
+    """Connects a tcp socket (as :class:`gsp.transport.SocketDialer`, which aborts it on
+    ``close``), then makes it a ws client connection: the upgrade (after TLS, for wss) is its
+    handshake."""
+
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
-        self.url = url
-        self.options = options
+        super().__init__(url, options)
         self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=False)
         self.tls = (tls_context(options, server=False, what=f"dial {url}")
                     if self.scheme == "wss" else None)
         self.server_hostname = options["tls_server_name"] or self.host
-        self._inflight: Any = None
 
-    def dial(self) -> WSClientConnection:
+    def connect(self) -> Any:
         family, addr = resolve(self.host, self.port, False)
-        sock = connect_socket(self.url, family, addr, park=self._park)
-        try:
-            sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
-            local, remote = sock.getsockname(), sock.getpeername()
-        except OSError as exc:
-            sock.close()
-            raise map_socket_error(exc, f"dial {self.url}") from None
+        return connect_socket(self.url, family, addr, park=self.park_connecting)
+
+    def configure(self, sock: Any) -> None:
+        sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
+
+    def address_name(self, addr: Any) -> str:
+        return _name(self.scheme, addr)
+
+    def wrap(self, sock: Any, local: str, remote: str) -> WSClientConnection:
         return WSClientConnection(
-            sock, self.options, _name(self.scheme, local), _name(self.scheme, remote),
+            sock, self.options, local, remote,
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,
             tls=self.tls, server_hostname=self.server_hostname)
-
-    def _park(self, sock: Any) -> None:
-        self._inflight = sock
-
-    def close(self) -> None:
-        s = self._inflight
-        if s is not None:
-            s.close()
-
-    def forget(self) -> None:
-        s, self._inflight = self._inflight, None
-        forget_socket(s)
 
 
 class WSTransport(Transport):
