@@ -152,6 +152,16 @@ def close_wakes(sock: gsp.Socket, blocked: list[gevent.Greenlet]) -> None:
             g.get(timeout=2)
 
 
+def recv_across_resize(rx: gsp.Socket, tx: gsp.Socket, size: int, body: bytes) -> None:
+    """A receive posted before ``rx.recv_buffer`` is resized to ``size`` gets the ``body`` sent
+    after the resize (nng's recv_qlen resize tests): the waiting receiver survives the swap."""
+    g = gevent.spawn(rx.recv)
+    gevent.sleep(0.02)
+    rx.recv_buffer = size
+    tx.send(body)
+    assert g.get(timeout=WAIT) == body
+
+
 def spawn_all(fn: Any, args: list[tuple[Any, ...]]) -> list[gevent.Greenlet]:
     return [gevent.spawn(fn, *a) for a in args]
 

@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, wait_for
-from tests.support import TCP, pub_sub
+from tests.support import TCP, pub_sub, recv_across_resize
 from tests.support import silent as drained
 
 
@@ -148,11 +148,7 @@ def test_sub_recv_resize_continue():
     with ExitStack() as st:
         pub, [sub] = pub_sub(st, sub_opts={"recv_buffer": 10})
         sub.subscribe(b"")
-        g = gevent.spawn(sub.recv)
-        gevent.sleep(0.02)
-        sub.recv_buffer = 2
-        pub.send(b"ping")
-        assert g.get(timeout=WAIT) == b"ping"
+        recv_across_resize(sub, pub, 2, b"ping")
 
 
 def test_sub_context_open():
@@ -302,11 +298,7 @@ def test_raw_sub_recv_qlen_resize():
         sub.recv_timeout = WAIT
         pub.send(b"four")
         assert sub.recv() == b"four"
-        g = gevent.spawn(sub.recv)  # a posted receive across an asynchronous resize
-        gevent.sleep(0.02)
-        sub.recv_buffer = 5
-        pub.send(b"five")
-        assert g.get(timeout=WAIT) == b"five"
+        recv_across_resize(sub, pub, 5, b"five")
 
 
 def test_raw_sub_pound_pipes_and_close():
