@@ -171,16 +171,16 @@ class ProtocolSuiteBase(_Kit):
         return calls
 
     @staticmethod
-    def _assert_each_raises_closed(calls: list[tuple[str, Callable[[], Any]]]) -> None:
+    def _assert_each_raises_closed(calls: list[tuple[str, Callable[[], Any]]], on: str) -> None:
+        """Each of ``calls`` raises Closed (``on``: what it was called on, for the message)."""
         for what, call in calls:
             try:
                 call()
             except gsp.Closed:
                 continue
             except Exception as exc:
-                raise AssertionError(f"{what} on a closed socket raised {exc!r}, not Closed") \
-                    from exc
-            raise AssertionError(f"{what} on a closed socket did not raise Closed")
+                raise AssertionError(f"{what} on {on} raised {exc!r}, not Closed") from exc
+            raise AssertionError(f"{what} on {on} did not raise Closed")
 
     # -- steps of test_pipe_churn ------------------------------------------------------------------
     def _churn_worker(self, this: gsp.Socket, stop: Event, failures: list[BaseException]) -> None:
