@@ -493,7 +493,6 @@ def select(cases: Sequence[Recv | Send],
     n = len(cases)
     if n == 0:
         raise ValueError("select needs at least one case")
-    ops = []
     # A random permutation, not a random rotation: a rotation favours a ready case that follows
     # a run of unready ones.
     if n == 1:
@@ -518,6 +517,7 @@ def select(cases: Sequence[Recv | Send],
             if ch._try_send(c.item):  # type: ignore[union-attr]  # a Send: type() checked above
                 return i, None
     t = _wait_secs(timeout, "select", "no case is ready")
+    ops: list[tuple[Any, bool, Any]] = []  # (none made on the fast path)
     for c in cases:
         if type(c) is Send:
             ops.append((c.chan, True, c.item))
