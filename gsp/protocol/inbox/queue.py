@@ -141,8 +141,7 @@ class Inbox(Generic[T]):
     def _getters_made_room(self) -> bool:
         # Whether receivers that were woken but have not run yet (a reader delivers a whole
         # batch without yielding) made room, once given their turn: before dropping anything.
-        if not self._getters:
-            return False
+        # (Only while some wait: `if inbox._getters and inbox._getters_made_room()`.)
         gevent.sleep(0)
         self._check()
         return not self._full()
@@ -492,7 +491,7 @@ class _Drop(_OnFull):
 
     def put(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any,
             timeout: float | None) -> bool:
-        if inbox._getters_made_room():
+        if inbox._getters and inbox._getters_made_room():
             inbox._place(item, nbytes, source)
             return True
         return self.drop(inbox, item, nbytes, source)
@@ -503,7 +502,7 @@ class _Drop(_OnFull):
 
     def put_batch(self, inbox: Inbox[Any], items: list[Any], i: int, left: int,
                   source: Any) -> tuple[int, int]:
-        if inbox._getters_made_room():
+        if inbox._getters and inbox._getters_made_room():
             return i, left
         # Nobody drained it: the rest goes by the policy, item by item as put would do it (how
         # many fit depends on their sizes).
