@@ -1,13 +1,15 @@
 """TLS for stream transports: options, contexts, the handshake and what a pipe shows of it.
 
 tls+tcp and wss build their ``ssl.SSLContext`` and read the peer's identity the same way through
-these helpers: :data:`TLS_OPTIONS` (the ``tls_*`` options), :func:`tls_context`, :func:`tls_wrap`,
+these helpers: :data:`TLS_OPTIONS` (the ``tls_*`` options), :func:`tls_context`, :class:`TLSContextSource`
+(the context of an endpoint, rebuilt when its files change on disk), :func:`tls_wrap`,
 :func:`tls_handshake` and :func:`tls_properties`. TLS failures are :class:`TLSHandshakeError`.
 """
 
 from __future__ import annotations
 
 import _ssl
+import logging
 import os
 import ssl
 from typing import Any, Mapping
@@ -18,7 +20,7 @@ from ..errors import BadOption, ConnectionBroken, GspError, TLSHandshakeError
 from ..options import Option, boolean, described, optional
 
 __all__ = [
-    "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
+    "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
     "tls_properties",
 ]
 
@@ -104,7 +106,8 @@ TLS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("ssl_context", None, optional(_ssl_context),
            "an ssl.SSLContext used as is (the tls_* options are then ignored)"),
     Option("tls_cert_file", None, optional(_path),
-           "PEM certificate chain: required on listeners; a client certificate on dialers"),
+           "PEM certificate chain: required on listeners; a client certificate on dialers. "
+           "Read again for a new handshake when it changed on disk (docs/tls.md)"),
     Option("tls_key_file", None, optional(_path), "PEM private key (default: in tls_cert_file)"),
     Option("tls_key_password", None, optional(_password),
            "the password of an encrypted private key (tls_key_file, or the key in tls_cert_file)"),
@@ -226,6 +229,99 @@ def _load_cert_chain(ctx: ssl.SSLContext, options: Mapping[str, Any], what: str)
                         f"{exc.reason or exc}") from None
     except (OSError, ValueError) as exc:
         raise BadOption(f"{what}: cannot load the TLS certificate/key files: {exc}") from None
+
+
+# -- certificate reload ------------------------------------------------------------------------
+
+_FILES = ("tls_cert_file", "tls_key_file", "tls_ca_file", "tls_crl_file")
+_SETTINGS = (*_FILES, "tls_key_password", "tls_min_version", "tls_max_version", "tls_ciphers",
+             "tls_verify", "tls_client_auth")
+
+
+def _file_stamp(path: str | None) -> Any:
+    """What tells a file's new version: device, inode (a file renamed into place), size and
+    modification times (one rewritten in place); the errno when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.errno
+    except ValueError:  # a NUL in the path: tls_context reports it
+        return "invalid"
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _stamp(options: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (*(options[n] for n in _SETTINGS), *(_file_stamp(options[n]) for n in _FILES))
+
+
+class TLSContextSource:
+    """The SSLContext of one endpoint, rebuilt when its files change: :meth:`get` for each new
+    handshake (a handshake keeps the context it started with).
+
+    :meth:`get` compares the files' stat (inode, size, mtimes) and the tls_* option values with
+    those of the context in use, a few microseconds; when they changed it builds a new context.
+    A version that does not load is logged once at WARNING on ``gsp.listener`` (``gsp.dialer``
+    for a dialer) and not tried again until the files change again: handshakes go on with the
+    last good context. :meth:`reload` rebuilds now and raises :class:`gsp.BadOption` when the
+    files do not load (the last good context stays in use). An ``ssl_context`` option is used as
+    given and never rebuilt.
+    """
+
+    __slots__ = ("options", "server", "url", "_context", "_stamp", "_broken", "_log")
+
+    def __init__(self, options: Mapping[str, Any], *, server: bool, url: str) -> None:
+        self.options = options
+        self.server = server
+        self.url = url  #: the endpoint's URL (the bound one once a listener is bound), for logs
+        self._log = logging.getLogger("gsp.listener" if server else "gsp.dialer")
+        self._stamp: tuple[Any, ...] | None = None
+        self._broken: tuple[Any, ...] | None = None  # a stamp that did not load
+        self._context = self._build(_stamp(options))  # raises BadOption: listen/dial fails
+
+    @property
+    def what(self) -> str:
+        return f"{'listen' if self.server else 'dial'} {self.url}"
+
+    def _build(self, stamp: tuple[Any, ...]) -> ssl.SSLContext:
+        ctx = tls_context(self.options, server=self.server, what=self.what)
+        self._context, self._stamp, self._broken = ctx, stamp, None
+        return ctx
+
+    def get(self) -> ssl.SSLContext:
+        """The context for a new handshake: the files as they are on disk now, if they load."""
+        given: ssl.SSLContext | None = self.options["ssl_context"]
+        if given is not None:
+            return given
+        stamp = _stamp(self.options)
+        if stamp != self._stamp and stamp != self._broken:
+            try:
+                self._build(stamp)
+            except BadOption as exc:
+                self._broken = stamp
+                self._log.warning("%s: the TLS files changed but do not load; new handshakes "
+                                  "keep the previous certificates: %s", self.what, exc,
+                                  extra=self._fields(exc))
+            else:
+                if self._log.isEnabledFor(logging.INFO):
+                    self._log.info("%s: the TLS files changed; new handshakes use them",
+                                   self.what, extra=self._fields(None))
+        return self._context
+
+    def reload(self) -> ssl.SSLContext:
+        """Build the context from the files now; raise :class:`gsp.BadOption` if they do not
+        load, keeping the last good context for new handshakes."""
+        stamp = _stamp(self.options)
+        try:
+            return self._build(stamp)
+        except BadOption:
+            self._broken = stamp
+            raise
+
+    def _fields(self, exc: BaseException | None) -> dict[str, Any]:
+        return {"gsp_protocol": None, "gsp_url": self.url, "gsp_pipe": None,
+                "gsp_remote": None, "gsp_error": exc}
 
 
 def tls_wrap(sock: Any, context: ssl.SSLContext, *, server_side: bool,
