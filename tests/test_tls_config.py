@@ -275,3 +275,27 @@ def test_reload_on_an_endpoint_without_files_does_nothing(sockets: list[gsp.Sock
     listener = a.listen("tcp://127.0.0.1:0")
     listener.reload()
     a.dial(listener.url).reload()
+
+
+def test_a_crl_of_another_ca_refuses_every_peer(pki: PKI, tmp_path: Path,
+                                                sockets: list[gsp.Socket]) -> None:
+    """OpenSSL needs the CRL of the peer's issuer: without it the peer is refused (docs/tls.md)."""
+    a, b = _pair(sockets)
+    url = a.listen(URLS["tls+tcp"], **pki.listen_options()).url
+    stranger = write_crl(trustme.CA(), tmp_path / "stranger.crl")
+    with pytest.raises(TLSHandshakeError, match="unable to get certificate CRL"):
+        b.dial(url, block=True, **pki.dial_options(tls_crl_file=stranger))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_new_path_set_on_the_socket_is_used_by_the_next_handshake(
+        pki: PKI, tmp_path: Path, live: dict[str, str], scheme: str,
+        sockets: list[gsp.Socket]) -> None:
+    a = gsp.socket("pair", **live)
+    sockets.append(a)
+    url = a.listen(URLS[scheme]).url
+    new_cert, new_key = issue(pki.ca, tmp_path, "moved")
+    a.set_option("tls_key_file", new_key)
+    a.set_option("tls_cert_file", new_cert)
+    assert _served(url, sockets, **pki.dial_options())["peer_certificate_der"] == \
+        cert_der(new_cert)
