@@ -9,12 +9,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+import pynng
 import pytest
 import trustme
 
 import gsp
 from gsp import TLSHandshakeError
 from gsp.testing import wait_for
+from tests import nng
 from tests.certs import PKI, cert_der, encrypt_key, issue, replace, write_crl
 
 URLS = {"tls+tcp": "tls+tcp://127.0.0.1:0", "wss": "wss://127.0.0.1:0/sp"}
@@ -299,3 +301,24 @@ def test_a_new_path_set_on_the_socket_is_used_by_the_next_handshake(
     a.set_option("tls_cert_file", new_cert)
     assert _served(url, sockets, **pki.dial_options())["peer_certificate_der"] == \
         cert_der(new_cert)
+
+
+def test_interop_nng_dialer_trusting_only_a_new_ca_reaches_a_renewed_listener(
+        pki: PKI, tmp_path: Path, live: dict[str, str]) -> None:
+    """pynng's nng (mbedtls) dials a gsp listener whose certificate was replaced on disk by one
+    of a CA the nng client alone trusts: only the renewed certificate can pass."""
+    other = trustme.CA()
+    new_cert, new_key = issue(other, tmp_path, "other")
+    config = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, server_name="localhost",
+                             ca_string=other.cert_pem.bytes().decode())
+    with gsp.socket("pull", recv_timeout=5) as g:
+        url = g.listen(URLS["tls+tcp"], **live).url
+        replace(live["tls_key_file"], new_key)
+        replace(live["tls_cert_file"], new_cert)
+        n = nng.socket("push", tls_config=config)
+        try:
+            nng.run(n.dial, url, block=True)
+            nng.run(n.send, b"renewed")
+            assert g.recv() == b"renewed"
+        finally:
+            n.close()
