@@ -30,6 +30,14 @@ TCP_OPTIONS = {o.name: o for o in [
            "seconds between keepalive probes"),
     Option("tcp_keepalive_count", 3, integer(1, 127, unit="probes"),
            "unanswered keepalive probes before the connection is declared dead"),
+    # Several processes (a pre-fork server's workers) each listening on one address: the kernel
+    # spreads the connections among them (Linux). Only sockets of one user can share a port.
+    Option("tcp_reuseport", False, boolean,
+           "set SO_REUSEPORT before binding, so that several listeners (in this process or "
+           "others of the same user) that all set it listen on one address and the kernel "
+           "spreads new connections among them (Linux); give a real port: :0 binds a new one "
+           "each time",
+           scope="listen"),
 ]}
 
 #: The keepalive knobs this OS has (Linux has all three; macOS names the idle time differently).
@@ -72,7 +80,8 @@ class TCPListener(_TCPEndpoint, SocketListener):
 
     def bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
-        sock = bind_stream_socket(family, addr, f"listen {self.url}")
+        sock = bind_stream_socket(family, addr, f"listen {self.url}",
+                                  reuseport=self.options["tcp_reuseport"])
         bound = sock.getsockname()
         self.url = format_hostport(self.scheme, self.host or bound[0], bound[1])
         return sock

@@ -30,6 +30,7 @@ from ..errors import (
     ConnectionRefused,
     GspError,
     InvalidAddress,
+    NotSupported,
     Timeout,
 )
 from ..hookspecs import overrides
@@ -68,12 +69,22 @@ def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
     return family, addr
 
 
-def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024) -> Any:
-    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's."""
+def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024, *,
+                       reuseport: bool = False) -> Any:
+    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's.
+
+    ``reuseport`` sets ``SO_REUSEPORT`` before the bind, so that several sockets (of this
+    process or others of the same user) that all set it listen on one address, the kernel
+    spreading new connections among them (Linux; :class:`gsp.NotSupported` where the platform
+    has no such option)."""
+    if reuseport and not hasattr(gsocket, "SO_REUSEPORT"):
+        raise NotSupported(f"{what}: this platform has no SO_REUSEPORT")
     sock = gsocket.socket(family, gsocket.SOCK_STREAM)
     try:
         if family != getattr(gsocket, "AF_UNIX", None):
             sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+        if reuseport:
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEPORT, 1)
         sock.bind(addr)
         sock.listen(backlog)
     except OSError as exc:

@@ -121,6 +121,7 @@ def scenario_fork() -> dict[str, Any]:
             rep.recv()
         except gsp.InheritedListener as exc:
             assert "address of its own" in str(exc) and "per_process" in str(exc), exc
+            assert "tcp_reuseport=True" in str(exc), exc
         else:
             raise AssertionError("the inherited REP answered recv")
         assert rep.closed and rep not in gsp.sockets()
