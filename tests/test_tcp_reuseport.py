@@ -2,41 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import gevent
 import pytest
-from gevent import subprocess
 
 import gsp
 from gsp.testing import WAIT, wait_for
-from tests.support import TCP
-
-#: A REP in a process of its own on argv[1] with tcp_reuseport, answering each request with its
-#: pid; it prints its bound URL, then serves until its stdin closes.
-SERVER = """
-import os, sys, gevent, gsp
-rep = gsp.socket("rep", listen=gsp_url, tcp_reuseport=True)
-def serve():
-    while True:
-        rep.recv()
-        rep.send(str(os.getpid()).encode())
-gevent.spawn(serve)
-print(rep.listeners[0].url, flush=True)
-gevent.get_hub().threadpool.spawn(sys.stdin.read).get()
-rep.close()
-""".replace("gsp_url", "sys.argv[1]")
-
-
-def _until_both(url: str, seen: set[bytes], want: int) -> None:
-    """Ask ``url`` who answers, each time from a new REQ (the kernel picks a listener by a hash
-    of the connection's addresses), until ``want`` different ones did."""
-    with gevent.Timeout(WAIT * 3, AssertionError(f"only {seen} answered")):
-        while len(seen) < want:
-            with gsp.socket("req", dial=url, recv_timeout=WAIT, send_timeout=WAIT) as req:
-                req.send(b"who")
-                seen.add(req.recv())
+from tests.support import TCP, until_answered_by, who_processes
 
 
 def test_two_sockets_of_one_process_listen_on_one_port_and_both_accept(mk: Any) -> None:
@@ -53,8 +26,7 @@ def test_two_sockets_of_one_process_listen_on_one_port_and_both_accept(mk: Any) 
 
     servers = [gevent.spawn(serve, a, b"a"), gevent.spawn(serve, b, b"b")]
     try:
-        seen: set[bytes] = set()
-        _until_both(url, seen, 2)
+        assert until_answered_by(url, 2) == {b"a", b"b"}
         wait_for(lambda: a.listeners[0].stats["accepted"] and b.listeners[0].stats["accepted"])
     finally:
         gevent.killall(servers)
@@ -95,33 +67,8 @@ def test_tls_listeners_share_a_port_too(mk: Any, pki: Any) -> None:
 
 
 def test_separate_processes_each_listen_on_one_port_and_share_the_connections() -> None:
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(url: str) -> str:
-        proc = subprocess.Popen([sys.executable, "-c", SERVER, url],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        procs.append(proc)
-        assert proc.stdout is not None
-        with gevent.Timeout(30, AssertionError("the server process did not start")):
-            line = proc.stdout.readline().decode().strip()
-        assert line.startswith("tcp://127.0.0.1:"), line
-        return line
-
-    try:
-        url = start(TCP)
-        assert start(url) == url  # the second binds the first's port
-
-        seen: set[bytes] = set()
-        _until_both(url, seen, 2)
-        assert seen == {str(p.pid).encode() for p in procs}
-    finally:
-        for proc in procs:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.close()
-        for proc in procs:
-            try:
-                proc.wait(timeout=WAIT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=WAIT)
-            proc.stdout.close()  # type: ignore[union-attr]
+    with who_processes() as start:
+        first, url = start(TCP, tcp_reuseport=True)
+        second, again = start(url, tcp_reuseport=True)  # the second binds the first's port
+        assert again == url
+        assert until_answered_by(url, 2) == {str(p.pid).encode() for p in (first, second)}

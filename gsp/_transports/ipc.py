@@ -13,6 +13,7 @@ from ..errors import AddressInUse, InvalidAddress
 from ..hookspecs import hookimpl
 from ..options import Option, integer, optional
 from ..transport import (
+    LISTEN_FD,
     SocketDialer,
     SocketListener,
     Transport,
@@ -31,6 +32,7 @@ IPC_OPTIONS = {o.name: o for o in [
     Option("ipc_send_buffer", 512 * 1024, integer(0, unit="bytes"),
            "SO_SNDBUF asked for each connection: the bytes it may have in flight (Linux grants "
            "up to twice net.core.wmem_max); 0 = the kernel's default"),
+    LISTEN_FD,
 ]}
 
 
@@ -62,6 +64,7 @@ def ipc_path(url: str) -> str:
 
 class IPCListener(_IPCEndpoint, SocketListener):
     framing = wire.IPC
+    listen_families = (gsocket.AF_UNIX,)
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)

@@ -6,9 +6,11 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
+from ..errors import InvalidAddress
 from ..hookspecs import hookimpl
 from ..options import Option, boolean, integer
 from ..transport import (
+    LISTEN_FD,
     SocketDialer,
     SocketListener,
     Transport,
@@ -17,6 +19,7 @@ from ..transport import (
     hostport,
     parse_host_port,
     resolve,
+    split_url,
 )
 
 TCP_OPTIONS = {o.name: o for o in [
@@ -38,6 +41,7 @@ TCP_OPTIONS = {o.name: o for o in [
            "spreads new connections among them (Linux); give a real port: :0 binds a new one "
            "each time",
            scope="listen"),
+    LISTEN_FD,
 ]}
 
 #: The keepalive knobs this OS has (Linux has all three; macOS names the idle time differently).
@@ -74,9 +78,23 @@ class _TCPEndpoint:
 
 
 class TCPListener(_TCPEndpoint, SocketListener):
+    listen_families = (gsocket.AF_INET, gsocket.AF_INET6)
+
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
-        self.host, self.port = parse_host_port(url, listening=True)
+        if options["listen_fd"] is not None and split_url(url)[1] in ("", "*"):
+            self.host, self.port = "", 0  # tcp:// on an inherited socket: its address it is
+        else:
+            self.host, self.port = parse_host_port(url, listening=True)
+
+    def adopt_socket(self, fd: int) -> Any:
+        sock = super().adopt_socket(fd)
+        bound = sock.getsockname()[1]
+        if self.port and self.port != bound:
+            sock.close()
+            raise InvalidAddress(f"listen {format_hostport(self.scheme, self.host, self.port)}: "
+                                 f"listen_fd={fd} listens on port {bound}, not {self.port}")
+        return sock
 
     def bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
