@@ -11,7 +11,7 @@ socketpair.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from gevent import socket as gsocket
 
@@ -84,28 +84,28 @@ class SocketFdListener(TransportListener):
             raise Closed("listener closed") from None
         except BaseException:
             if self._closed:  # killed by close(): what was being handed over went back
-                self._drop_queued()
+                self.close()
             raise
         return StreamConnection(sock, wire.TCP, self.options["recv_max_size"], self.url,
                                 _peer_name(sock))
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._incoming.close()
-        self._drop_queued()
-
-    def _drop_queued(self) -> None:
-        for sock in self._incoming.drain(_BACKLOG):
-            sock.close()  # adopted, so ours: the peer sees the connection end
+        self._stop(_close)
 
     def forget(self) -> None:
         """In a child after fork: connections adopted but not accepted yet are the parent's."""
+        self._stop(forget_socket)
+
+    def _stop(self, release: Callable[[Any], None]) -> None:
+        """Accept no more; ``release`` each connection adopted but not accepted yet."""
         self._closed = True
         self._incoming.close()
         for sock in self._incoming.drain(_BACKLOG):
-            forget_socket(sock)
+            release(sock)
+
+
+def _close(sock: Any) -> None:
+    sock.close()  # adopted, so ours: the peer sees the connection end
 
 
 class SocketFdTransport(Transport):
