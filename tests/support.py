@@ -286,3 +286,11 @@ def until_answered_by(url: str, want: int) -> set[bytes]:
         while len(seen) < want:
             seen.add(ask_who(url))
     return seen
+
+
+def unused_fd() -> int:
+    """A descriptor number nothing in this process has open (well above every open one: a number
+    just closed may be taken again at once, by gevent's hub under monkey patching)."""
+    import os
+
+    return max(int(fd) for fd in os.listdir("/proc/self/fd")) + 64

@@ -12,7 +12,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT
-from tests.support import ask_who, until_answered_by, who_processes
+from tests.support import ask_who, until_answered_by, unused_fd, who_processes
 
 
 def _listening(family: int = stdsocket.AF_INET, address: Any = ("127.0.0.1", 0)) -> Any:
@@ -115,8 +115,7 @@ def test_unusable_descriptors_are_refused_with_what_is_wrong(
         mk: Any, tcp_fd: Any, unix_fd: Any, tmp_path: Any) -> None:
     s = mk("pull")
     port = tcp_fd.getsockname()[1]
-    closed = os.dup(tcp_fd.fileno())
-    os.close(closed)
+    closed = unused_fd()
     with pytest.raises(gsp.BadOption, match=f"file descriptor {closed} is not open"):
         s.listen("tcp://", listen_fd=closed)
     with open(tmp_path / "f", "w") as f:

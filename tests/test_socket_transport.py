@@ -16,7 +16,7 @@ from gevent import socket as gsocket
 import gsp
 from gsp.testing import WAIT, wait_for
 from tests import nng
-from tests.support import HDR_PULL
+from tests.support import HDR_PULL, unused_fd
 
 
 @pytest.fixture
@@ -149,8 +149,7 @@ def test_unusable_descriptors_are_refused_and_left_to_the_caller(
     s = mk("pair")
     lst = s.listen("socket://")
     end = pair_of_ends[0]
-    gone = os.dup(end.fileno())
-    os.close(gone)
+    gone = unused_fd()
     with pytest.raises(gsp.BadOption, match=f"file descriptor {gone} is not open"):
         lst.adopt(gone)
     closed = stdsocket.socket()
