@@ -417,6 +417,66 @@ def scenario_other_thread() -> dict[str, Any]:
     return {"other_thread_pipes": len(other_pipes)}
 
 
+def scenario_adopted() -> dict[str, Any]:
+    """socket:// and listen_fd: a REQ and a REP joined by a socketpair (socket://) and a REP
+    accepting on a listening socket it was given (listen_fd). Their only endpoints are
+    listeners, so the child gets InheritedListener on all three; the socketpair's pipe stays
+    the parent's (its ids unchanged, round trips go on), and the child, still holding its own
+    copy of the given listening socket, serves on it with a socket of its own."""
+    import socket
+
+    a, b = socket.socketpair()
+    given = socket.create_server(("127.0.0.1", 0))
+    address = "tcp://127.0.0.1:%d" % given.getsockname()[1]
+    req = gsp.socket("req", recv_timeout=10)
+    rep = gsp.socket("rep")
+    req.listen("socket://").adopt(a)
+    rep.listen("socket://").adopt(b)
+    shared = gsp.socket("rep", listen="tcp://", listen_fd=given.fileno())
+    workers = serve(rep) + serve(shared)
+    round_trips(req, "before", 5)
+    parent_pipes = [p.id for p in req.pipes]
+    with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+        round_trips(asker, "shared", 3)
+
+    def child() -> dict[str, Any]:
+        for inherited in (req, rep, shared):
+            try:
+                inherited.open_context()
+            except gsp.InheritedListener as exc:
+                assert "tcp_reuseport=True" in str(exc), exc
+            else:
+                raise AssertionError(f"the inherited {inherited} works in the child")
+        mine = gsp.socket("rep", listen="tcp://", listen_fd=given.fileno())
+        assert mine.listeners[0].url == address
+        mine_workers = serve(mine, 2)
+        with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+            round_trips(asker, "child", 5)  # answered by the child's REP or the parent's
+        mine.close()
+        gevent.joinall(mine_workers)
+        return {}
+
+    pid = fork_child(child)
+    n = 0
+    while True:
+        round_trips(req, "during", 5)
+        n += 5
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            break
+    assert [p.id for p in req.pipes] == parent_pipes, (req.pipes, parent_pipes)
+    round_trips(req, "after", 10)
+    with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+        round_trips(asker, "after", 3)
+    assert forked_lines() == []
+    for s in (req, rep, shared):
+        s.close()
+    gevent.joinall(workers)
+    given.close()
+    return {"parent_round_trips_during_child": n}
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     figures = globals()[f"scenario_{name.replace('-', '_')}"]()
