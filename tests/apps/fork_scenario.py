@@ -86,6 +86,19 @@ def fork_child(child: Callable[[], Any]) -> int:
     return pid
 
 
+def round_trips_until_exit(req: gsp.Socket, pid: int) -> int:
+    """Round-trip on ``req`` until the child ``pid`` exits, which it must with 0; how many."""
+    n = 0
+    while True:
+        round_trips(req, "during", 5)
+        n += 5
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            assert code == 0, code
+            return n
+
+
 def wait_child(pid: int, timeout: float = 30) -> int:
     """The child's exit status, waiting without blocking the hub (the parent serves meanwhile)."""
     with gevent.Timeout(timeout):
@@ -133,15 +146,7 @@ def scenario_fork() -> dict[str, Any]:
 
     pid = fork_child(child)
     # The parent's own pipes keep working while the child works (and redials its own).
-    n = 0
-    while True:
-        round_trips(req, "during", 5)
-        n += 5
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            break
-    assert code == 0, code
+    n = round_trips_until_exit(req, pid)
     assert [p.id for p in req.pipes] == parent_pipes, (req.pipes, parent_pipes)
     round_trips(req, "after", 20)
     assert forked_lines() == []  # nothing happened in the parent
@@ -456,15 +461,7 @@ def scenario_adopted() -> dict[str, Any]:
         gevent.joinall(mine_workers)
         return {}
 
-    pid = fork_child(child)
-    n = 0
-    while True:
-        round_trips(req, "during", 5)
-        n += 5
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            break
+    n = round_trips_until_exit(req, fork_child(child))
     assert [p.id for p in req.pipes] == parent_pipes, (req.pipes, parent_pipes)
     round_trips(req, "after", 10)
     with gsp.socket("req", dial=address, recv_timeout=10) as asker:
