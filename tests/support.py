@@ -15,6 +15,7 @@ from gevent import socket as gsocket
 from hypothesis import HealthCheck, settings
 
 import gsp
+from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, connected, free_url, wait_for
 from gsp.transport import Transport
 
@@ -31,7 +32,17 @@ wire_settings = settings(max_examples=200, deadline=None,
 
 
 @contextlib.contextmanager
-def plugged_transports(*transports: Transport) -> Iterator[None]:
+def plugged(plugin: object) -> Iterator[None]:
+    """Within the block, ``plugin`` (an object with ``@gsp.hookimpl`` methods) is registered as
+    a third party's is, then removed."""
+    gsp.register_plugin(plugin)
+    try:
+        yield
+    finally:
+        gsp.unregister_plugin(plugin)
+
+
+def plugged_transports(*transports: Transport) -> contextlib.AbstractContextManager[None]:
     """Within the block, ``transports`` are installed as a third party's plugin provides them
     (``gsp_transports``), then removed."""
 
@@ -40,12 +51,19 @@ def plugged_transports(*transports: Transport) -> Iterator[None]:
         def gsp_transports(self) -> list[Transport]:
             return list(transports)
 
-    plugin = Plugin()
-    gsp.register_plugin(plugin)
-    try:
-        yield
-    finally:
-        gsp.unregister_plugin(plugin)
+    return plugged(Plugin())
+
+
+def plugged_protocols(*specs: ProtocolSpec) -> contextlib.AbstractContextManager[None]:
+    """Within the block, the protocols of ``specs`` are installed as a third party's plugin
+    provides them (``gsp_protocols``), then removed."""
+
+    class Plugin:
+        @gsp.hookimpl
+        def gsp_protocols(self) -> list[ProtocolSpec]:
+            return list(specs)
+
+    return plugged(Plugin())
 
 
 def u32(n: int) -> bytes:
