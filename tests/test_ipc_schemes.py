@@ -119,6 +119,28 @@ def test_every_pipe_carries_the_peers_credentials(scheme: str, ipc_dir: str) -> 
             assert {k: pipe.properties[k] for k in own_credentials()} == own_credentials()
 
 
+@linux_only
+def test_a_listener_refuses_peers_by_their_credentials() -> None:
+    """docs/ipc.md's gate: a pipe-event callback closes, at ATTACHING, a peer whose uid is not
+    the one allowed; the pipe never attaches and the refusal is counted."""
+    allowed = {"uid": os.getuid() + 1}
+
+    def gate(event: gsp.PipeEvent, pipe: gsp.Pipe) -> None:
+        if event is gsp.PipeEvent.ATTACHING and pipe.properties.get("peer_uid") != allowed["uid"]:
+            pipe.close()
+
+    with sockets(("pull", {"recv_timeout": WAIT}),
+                 ("push", {"send_timeout": WAIT, "reconnect_time": 0.05})) as [a, b]:
+        a.on_pipe_event(gate)
+        b.dial(a.listen(abstract_url()).url)
+        wait_for(lambda: a.stats["pipes_rejected"] >= 1, what="a refusal")
+        assert a.stats["pipes_attached"] == 0
+        allowed["uid"] = os.getuid()  # now the dialer's next try is let in
+        wait_for(lambda: a.pipes, what="the allowed peer")
+        b.send(b"let in")
+        assert a.recv() == b"let in"
+
+
 # -- the socket file's mode, owner and group ---------------------------------------------------------
 def test_ipc_file_owner_and_group(ipc_dir: str) -> None:
     path = f"{ipc_dir}/owned.sock"
