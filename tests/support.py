@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from contextlib import ExitStack
 from typing import Any, Callable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import gevent
 import pytest
@@ -80,12 +80,14 @@ BAD_TTL = (0, -1, 256, "8", 2.0, 8.0, None, True)
 
 
 def raw_connect(url: str) -> Any:
-    """A plain gevent socket connected to a tcp:// or ipc:// listener (reads time out)."""
-    if url.startswith("ipc://"):
+    """A plain gevent socket connected to a tcp://, ipc://, unix:// or abstract:// listener
+    (reads time out)."""
+    scheme, _, rest = url.partition("://")
+    if scheme in ("ipc", "unix", "abstract"):
         s = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
         s.settimeout(WAIT)
         try:
-            s.connect(url[len("ipc://"):])
+            s.connect(b"\0" + unquote_to_bytes(rest) if scheme == "abstract" else rest)
         except BaseException:
             s.close()
             raise
