@@ -15,6 +15,7 @@ from gevent import socket as gsocket
 from gevent.pywsgi import WSGIServer
 
 import gsp
+import gsp_ws
 from gsp.testing import wait_for
 from gsp_ws import Refusal, UpgradeRefused, UpgradeRequest
 from gsp_ws.auth import Headers
@@ -23,22 +24,33 @@ from tests import nng
 from tests.certs import PKI
 
 TOKEN = "s3cret"
+TOKENS = {"s3cret": "alice"}  # token -> user
+
+
+def check_token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    """Let in a peer with a known bearer token (or, from a browser, session cookie)."""
+    auth = request.headers.get("Authorization", "")
+    token = auth[7:] if auth.startswith("Bearer ") else request.cookies.get("session")
+    if token is None:
+        return gsp_ws.Refusal(401, "a bearer token is needed",
+                              headers={"WWW-Authenticate": "Bearer"})
+    if token not in TOKENS:
+        return gsp_ws.Refusal(403, "that token opens nothing here")
+    return None
 
 
 class Gate:
-    """A bearer-token check that records what it saw: no token 401, a wrong one 403."""
+    """check_token, recording what it saw; its 403 raised rather than returned."""
 
     def __init__(self) -> None:
         self.seen: list[UpgradeRequest] = []
 
     def __call__(self, request: UpgradeRequest) -> Refusal | None:
         self.seen.append(request)
-        auth = request.headers.get("Authorization")
-        if auth is None:
-            return Refusal(401, "a bearer token is needed", headers={"WWW-Authenticate": "Bearer"})
-        if auth != f"Bearer {TOKEN}":
-            raise Refusal(403, "that token opens nothing here")
-        return None
+        answer = check_token(request)
+        if answer is not None and answer.status == 403:
+            raise answer
+        return answer
 
 
 def port_of(url: str) -> int:
@@ -160,6 +172,8 @@ def test_what_a_bare_client_gets_and_what_the_check_sees(pull):
     assert (status, body) == (403, b"that token opens nothing here\n")
     status, _, _ = raw_upgrade(port, "/sp", {"Authorization": f"Bearer {TOKEN}"})
     assert status == 101
+    assert raw_upgrade(port, "/sp", {"Cookie": f"theme=dark; session={TOKEN}"})[0] == 101
+    assert raw_upgrade(port, "/sp", {"Cookie": "session=stale"})[0] == 403
     # The protocol and origin checks come first: a wrong subprotocol never reaches the check.
     calls = len(gate.seen)
     assert raw_upgrade(port, "/sp", {}, protocol="push.sp.nanomsg.org")[0] == 400
@@ -251,12 +265,12 @@ def test_wsgi_mount_under_pywsgi(caplog):
             assert (info.value.status, info.value.reason) == (403, "that token opens nothing here")
             assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
             status, headers, body = raw_upgrade(server.server_port, "/sp?t=1",
-                                                {"Cookie": "session=abc"})
+                                                {"Cookie": "theme=dark"})
             assert (status, headers["www-authenticate"], body) == (
                 401, "Bearer", b"a bearer token is needed\n")
             req = gate.seen[-1]
             assert (req.path, req.query_params, req.cookies) == ("/sp", {"t": ["1"]},
-                                                                 {"session": "abc"})
+                                                                 {"theme": "dark"})
             assert req.peer is not None and req.peer[0] == "127.0.0.1" and req.tls is None
             assert sock.pipes == []
 
