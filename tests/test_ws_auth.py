@@ -136,7 +136,8 @@ def test_gsp_dialer_sees_401_and_403_then_a_good_token_gets_in(pull, pki, scheme
         assert req.tls is None
 
     st = pull.listeners[0].stats
-    assert st["handshake_failures"] == 2 and st["pipes_attached"] == 1
+    assert st["handshake_failures"] == st["handshake_failures_refused"] == 2
+    assert st["pipes_attached"] == 1
     refused = [r.getMessage() for r in caplog.records if r.name == "gsp.listener"]
     assert any("HTTP 401: a bearer token is needed" in m for m in refused), refused
 
@@ -148,7 +149,7 @@ def test_pynng_is_refused(pull, caplog):
     try:
         with caplog.at_level(logging.WARNING, "gsp"):
             assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
-            wait_for(lambda: pull.listeners[0].stats["handshake_failures"] == 1,
+            wait_for(lambda: pull.listeners[0].stats["handshake_failures_refused"] == 1,
                      what="the refusal counted")
         assert pull.pipes == [] and len(gate.seen) == 1
         assert gate.seen[0].headers.get("authorization") is None
@@ -312,3 +313,11 @@ def test_wsgi_mount_over_https_shows_tls(pki):
         sock.close()
         server.stop(timeout=5)
         gevent.sleep(0)
+
+
+def test_a_background_dialer_counts_its_refusals(pull):
+    url = pull.listen("ws://127.0.0.1:0/sp", ws_authorize=check_token).url
+    with gsp.socket("push", reconnect_time=0.05, reconnect_time_max=0.1) as push:
+        d = push.dial(url, block=False)
+        wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
+        assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []
