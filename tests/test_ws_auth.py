@@ -223,8 +223,10 @@ def test_bad_values_are_refused(pull):
     for status in (200, 302, 600, "401", True):
         with pytest.raises(ValueError):
             Refusal(status)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        Refusal(401, headers={"X-Bad\n": "1"})
+    for name, value in (("X-Bad\n", "1"), ("X-A", "1\r\nX-B: 2"), ("X:A", "1"), ("X-A", "ŝ")):
+        with pytest.raises(ValueError):
+            Refusal(401, headers={name: value})
+    assert Refusal(401, "  two\n lines ").reason == "two lines"  # one line of text
 
 
 def test_request_and_headers_are_read_only_and_case_insensitive():

@@ -30,11 +30,21 @@ from urllib.parse import parse_qs
 import gsp
 from gsp.options import described
 
-__all__ = ["Refusal", "UpgradeRequest", "Headers", "Authorize"]
+__all__ = ["Refusal", "UpgradeRequest", "Headers"]
 
 log = logging.getLogger("gsp.listener")
 
 _LOG_EVERY = 10.0  # seconds between two logged tracebacks of one listener's failing check
+
+
+def _header_ok(name: Any, value: Any) -> bool:
+    if not isinstance(name, str) or not isinstance(value, str) or not name or ":" in name:
+        return False
+    try:
+        (name + value).encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return "\r" not in name + value and "\n" not in name + value
 
 
 class Refusal(Exception):
@@ -49,9 +59,9 @@ class Refusal(Exception):
             raise ValueError(f"a refusal's status is an int in 400..599, not {status!r}")
         pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
         for k, v in pairs:
-            if not isinstance(k, str) or not isinstance(v, str) or not k or ":" in k or any(
-                    c in s for s in (k, v) for c in "\r\n"):
-                raise ValueError(f"bad refusal header {k!r}: {v!r}")
+            if not _header_ok(k, v):
+                raise ValueError(f"bad refusal header {k!r}: {v!r} (latin-1 text, no line "
+                                 "breaks, no ':' in the name)")
         super().__init__(status, reason)
         self.status = status
         self.reason = " ".join(str(reason).split())  # one line of text
@@ -149,6 +159,9 @@ class UpgradeRequest:
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"an UpgradeRequest is read-only ({name})")
+
+    def __delattr__(self, name: str) -> None:
         raise AttributeError(f"an UpgradeRequest is read-only ({name})")
 
     def __repr__(self) -> str:

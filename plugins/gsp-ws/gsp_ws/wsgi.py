@@ -360,13 +360,22 @@ def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
+def _socket_names(sock: Any) -> tuple[Any, Any]:
+    """``(peer, local)`` addresses of the connection's socket; None where unknown (no socket
+    shown, or the client already left)."""
+    try:
+        return sock.getpeername(), sock.getsockname()
+    except (AttributeError, OSError):
+        return None, None
+
+
 def _request(environ: dict[str, Any], server: _Server, path: str,
              headers: list[tuple[str, str]]) -> UpgradeRequest:
     """What the ``ws_authorize`` check sees of this request (before the socket is taken)."""
     sock = server.socket(environ)
     tls = hasattr(sock, "getpeercert")
-    scheme = "wss" if tls or environ.get("wsgi.url_scheme") == "https" else "ws"
-    peer = sock.getpeername() if sock is not None else None
+    scheme = "wss" if tls else "ws"  # as the pipe's addresses will say
+    peer, local = _socket_names(sock)
     if not isinstance(peer, tuple):  # uWSGI, or a unix socket: the server's word for it
         port = str(environ.get("REMOTE_PORT") or "")
         peer = (environ.get("REMOTE_ADDR") or "?", int(port) if port.isdigit() else 0)
@@ -374,8 +383,8 @@ def _request(environ: dict[str, Any], server: _Server, path: str,
     return UpgradeRequest(
         method=environ.get("REQUEST_METHOD") or "GET", target=path + ("?" + query if query else ""),
         headers=headers, remote_address=_address(peer, None, None, scheme),
-        local_address=_address(sock.getsockname() if sock is not None else None,
-                               environ.get("SERVER_NAME"), environ.get("SERVER_PORT"), scheme),
+        local_address=_address(local, environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
+                               scheme),
         peer=(str(peer[0]), int(peer[1])), tls=tls_properties(sock) if tls else None)
 
 
