@@ -203,6 +203,8 @@ def test_a_failing_check_answers_500_and_the_listener_serves_on(pull, caplog):
     errors = [r for r in caplog.records if r.name == "gsp.listener" and r.levelno >= logging.ERROR]
     assert len(errors) == 1  # rate limited: the next two at DEBUG
     assert errors[0].exc_info is not None and "token store" in str(errors[0].exc_info[1])
+    assert (errors[0].gsp_protocol, errors[0].gsp_url) == ("pull", url)
+    assert errors[0].getMessage().startswith(f"pull {url}: ws_authorize failed on ")
     debug = [r.getMessage() for r in caplog.records
              if r.name == "gsp.listener" and r.levelno == logging.DEBUG]
     assert any("returned True" in m for m in debug) and any("token store" in m for m in debug)

@@ -401,7 +401,7 @@ class WSServerConnection(WSConnection):
                 raise gsp.WrongProtocol(
                     f"refused the WebSocket upgrade from {self.remote_address}: {reason}")
             self._refuse(Refusal(status, reason))
-        refused = self._authorize(self._upgrade_request)
+        refused = self._authorize(self._upgrade_request, spec.name)
         if refused is not None:
             self._send(http_error(refused.status, refused.reason, refused.headers))
             self._refuse(refused)

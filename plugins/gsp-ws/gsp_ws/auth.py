@@ -192,9 +192,9 @@ class Authorize:
         self._last_log = -float("inf")
         self._held = 0
 
-    def __call__(self, make: Callable[[], UpgradeRequest]) -> Refusal | None:
+    def __call__(self, make: Callable[[], UpgradeRequest], protocol: str) -> Refusal | None:
         """None to accept; else the refusal to answer. ``make`` builds the request (only when
-        there is a check)."""
+        there is a check); ``protocol`` is the socket's, for the log."""
         check: Callable[[UpgradeRequest], Any] | None = self.options["ws_authorize"]
         if check is None:
             return None
@@ -204,22 +204,29 @@ class Authorize:
         except Refusal as refusal:
             return refusal
         except Exception as exc:  # a bug in the check: 500, logged; the listener serves on
-            self._failed(request, exc)
+            self._failed(request, protocol, exc)
             return Refusal(500, _FAILED)
         if answer is None or isinstance(answer, Refusal):
             return answer
-        self._failed(request, TypeError(
+        self._failed(request, protocol, TypeError(
             f"ws_authorize returned {answer!r}; it must return None (accept) or a "
             "gsp_ws.Refusal (or raise one)"))
         return Refusal(500, _FAILED)
 
-    def _failed(self, request: UpgradeRequest, exc: Exception) -> None:
+    def _failed(self, request: UpgradeRequest, protocol: str, exc: Exception) -> None:
         now = time.monotonic()
+        held = 0
         if now - self._last_log < _LOG_EVERY:
             self._held += 1
-            log.debug("%s: ws_authorize failed on %r: %r", self.where, request, exc)
+        else:
+            held, self._held, self._last_log = self._held, 0, now
+        extra = {"gsp_protocol": protocol, "gsp_url": self.where, "gsp_pipe": None,
+                 "gsp_remote": request.remote_address, "gsp_error": exc, "gsp_suppressed": held}
+        if self._held:
+            log.debug("%s %s: ws_authorize failed on %r (answered 500): %r", protocol,
+                      self.where, request, exc, extra=extra)
             return
-        held, self._held, self._last_log = self._held, 0, now
-        log.error("%s: ws_authorize failed on %r (answered 500)%s", self.where, request,
+        log.error("%s %s: ws_authorize failed on %r (answered 500)%s", protocol, self.where,
+                  request,
                   f" ({held} more like it since the last error, logged at DEBUG)" if held else "",
-                  exc_info=exc, extra={"gsp_url": self.where, "gsp_remote": request.remote_address})
+                  exc_info=exc, extra=extra)

@@ -342,7 +342,7 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
         return _refuse(start_response, 500, why)
     headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
                if k.startswith("HTTP_")]
-    refused = route.authorize(lambda: _request(environ, server, path, headers))
+    refused = route.authorize(lambda: _request(environ, server, path, headers), route.protocol)
     if refused is not None:
         return _refuse(start_response, refused.status, refused.reason, refused.headers)
     write = start_response("101 Switching Protocols", [
