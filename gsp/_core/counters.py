@@ -22,6 +22,7 @@ from ..errors import (
     MessageTooLarge,
     Timeout,
     TLSHandshakeError,
+    UpgradeRefused,
     WrongProtocol,
 )
 
@@ -36,7 +37,7 @@ __all__ = ["sockets", "stats"]
 #: The traffic of a pipe, in the order of its counters (``Pipe._in_msgs`` ... ``_out_bytes``).
 TRAFFIC = ("messages_received", "bytes_received", "messages_sent", "bytes_sent")
 #: Handshake failures by kind, counted by listeners and dialers.
-HANDSHAKE_KINDS = ("wrong_protocol", "timeout", "tls", "malformed", "closed", "other")
+HANDSHAKE_KINDS = ("wrong_protocol", "timeout", "tls", "refused", "malformed", "closed", "other")
 #: Why a dial attempt made no pipe.
 DIAL_REASONS = ("refused", "timeout", "handshake", "rejected", "other")
 
@@ -120,6 +121,8 @@ def handshake_failed(t: dict[str, int], exc: BaseException) -> None:
         kind = "tls"
     elif isinstance(exc, Timeout):
         kind = "timeout"
+    elif isinstance(exc, UpgradeRefused):
+        kind = "refused"  # an HTTP answer instead of the 101 (ws: origin, ws_authorize, path)
     elif isinstance(exc, HandshakeError):
         kind = "malformed"  # bad magic, version or reserved bytes: not an SP peer
     elif isinstance(exc, ConnectionBroken):
@@ -229,8 +232,9 @@ def sockets() -> list["Socket"]:
 
 
 def stats() -> list[dict[str, Any]]:
-    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "pipes", "dialers",
-    "listeners"}``, where ``stats`` is ``Socket.stats`` and each pipe, dialer and listener is a
+    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "histograms",
+    "pipes", "dialers", "listeners"}``, where ``stats`` is ``Socket.stats``, ``histograms``
+    ``Socket.histograms``, and each pipe, dialer and listener is a
     dict of its labels (``id``, ``url``, ...) and its own ``stats`` (see docs/stats.md)."""
     return [_socket_entry(s) for s in sockets()]
 
@@ -244,7 +248,7 @@ def _socket_entry(sock: "Socket") -> dict[str, Any]:
                       "url": None if ep is None else ep.url, "remote_address": p.remote_address,
                       "stats": p.stats})
     return {"id": sock.id, "protocol": sock.protocol, "raw": sock.raw, "stats": sock.stats,
-            "pipes": pipes,
+            "histograms": sock.histograms, "pipes": pipes,
             "dialers": [{"id": d.id, "socket": sock.id, "url": d.url, "stats": d.stats}
                         for d in sock.dialers],
             "listeners": [{"id": lst.id, "socket": sock.id, "url": lst.url, "stats": lst.stats}
