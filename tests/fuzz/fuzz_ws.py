@@ -30,6 +30,7 @@ with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     from gsp.options import SOCKET_OPTIONS, Options
     from gsp_ws._conn import WSClientConnection, WSConnection
     from gsp_ws._http import WS_OPTIONS
+    from gsp_ws.auth import Authorize
     from gsp_ws.transport import _HTTPServer
 
 NONCE = b"dGhlIHNhbXBsZSBub25jZQ=="
@@ -52,6 +53,7 @@ class Route:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self.authorize = Authorize(options, "ws://127.0.0.1:5555/sp")  # no ws_authorize check set
         self.delivered: list[WSConnection] = []
 
     def _deliver(self, conn: WSConnection) -> None:
