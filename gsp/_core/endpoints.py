@@ -123,7 +123,7 @@ class Listener:
         turns = 0
         while not self._closed:
             turns += 1
-            if turns % 32 == 0:  # a full backlog accepts without waiting: let pipes run too
+            if turns % 8 == 0:  # a full backlog accepts without waiting: let pipes run too
                 gevent.sleep(0)
             self._wait_for_handshakes()
             try:

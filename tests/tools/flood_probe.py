@@ -78,6 +78,11 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _quantile(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -132,7 +137,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
         gevent.sleep(1.0)
         base = {"fds": _fds(), "rss_mb": _rss_mb()}
         phase[0] = "during"
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _cpu()
         child = gsub.Popen([sys.executable, __file__, "--flood", str(port), "-n", str(args.n),
                             "--stall-every", str(args.stall_every), "--hold", str(args.hold)],
                            stdout=gsub.PIPE)
@@ -142,14 +147,16 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
         opened_s = time.monotonic() - t0
         child.wait()
         phase[0] = "after"
+        t1, cpu1 = time.monotonic(), _cpu()
         gevent.sleep(1.0)
+        cpu = {"during": (cpu1 - cpu0) / (t1 - t0), "after": _cpu() - cpu1}
         gevent.killall(workers)
         st, ls = rep.stats, lst.stats
     result: dict[str, Any] = {
         "n": args.n, "max_pipes": limits.get("max_pipes"),
         "max_handshakes": limits.get("max_handshakes"),
         "handshake_timeout": args.handshake_timeout, "flood": opened, "opened_in_s": opened_s,
-        "base": base, "peak": peak,
+        "base": base, "peak": peak, "cpu": cpu,
         "round_trips": {k: {"count": len(v), "p50_ms": _quantile(v, 0.5) * 1e3,
                             "p99_ms": _quantile(v, 0.99) * 1e3,
                             "max_ms": max(v, default=float("nan")) * 1e3, "failures": fails[k]}
@@ -192,6 +199,8 @@ def main() -> None:
         print(f"{k:>6}: peak {p['fds']:.0f} fds, {p['rss_mb']:.1f} MB; round trips {t['count']}, "
               f"p50 {t['p50_ms']:.2f} ms, p99 {t['p99_ms']:.2f} ms, max {t['max_ms']:.1f} ms, "
               f"failed {t['failures']}")
+    print(f"CPU of this process: {r['cpu']['during']:.0%} during, {r['cpu']['after']:.0%} the "
+          "second after")
     print("socket:", r["socket"])
     print("listener:", r["listener"])
 
