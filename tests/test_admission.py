@@ -63,11 +63,12 @@ def closed_by_peer(sock: Any) -> bool:
         sock.close()
 
 
+@pytest.mark.parametrize("scheme", ["tcp", "ipc"])
 def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        mk: Mk, caplog: pytest.LogCaptureFixture, scheme: str, ipc_dir: str) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
     rep = mk("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
-    lst = rep.listen(TCP)
+    lst = rep.listen(TCP if scheme == "tcp" else f"ipc://{ipc_dir}/rep")
     a, b = mk("req", recv_timeout=WAIT), mk("req", recv_timeout=WAIT)
     a.dial(lst.url, block=True)
     b.dial(lst.url, block=True)
