@@ -64,9 +64,14 @@ _EMPTY: Any = _Marker("EMPTY")
 _SEND_CLOSED: Any = _Marker("SEND_CLOSED")
 
 
-def _secs(timeout: float | timedelta | None) -> float | None:
-    """A timedelta timeout as float seconds (slow paths only: the fast ones never look)."""
-    return timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+def _wait_secs(timeout: float | timedelta | None, op: str, why: str) -> float | None:
+    """How long ``op`` may wait, in seconds (None: forever), for an operation that cannot
+    complete now; under a timeout <= 0 it may not: :class:`gsp.WouldBlock` or
+    :class:`gsp.Timeout` saying ``why`` (slow paths only: the fast ones never look)."""
+    t = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if t is not None and t <= 0:
+        raise _zero(op, t, why)
+    return t
 
 
 def _zero(op: str, timeout: float, why: str) -> Timeout:
@@ -227,9 +232,7 @@ class Chan(Generic[T]):
             raise Closed("send on a closed channel")
         if self._try_send(item):
             return
-        t = _secs(timeout)
-        if t is not None and t <= 0:
-            raise _zero("channel send", t, "the channel is full")
+        t = _wait_secs(timeout, "channel send", "the channel is full")
         _block(((self, True, item),), t)
 
     def send_nowait(self, item: T) -> None:
@@ -246,9 +249,7 @@ class Chan(Generic[T]):
             return cast(T, item)
         if self._closed:
             raise Closed("recv on a closed, drained channel")
-        t = _secs(timeout)
-        if t is not None and t <= 0:
-            raise _zero("channel recv", t, "the channel is empty")
+        t = _wait_secs(timeout, "channel recv", "the channel is empty")
         _, value = _block(((self, False, None),), t)
         if value is CLOSED:
             raise Closed("recv on a closed, drained channel")
@@ -480,7 +481,7 @@ class Send:
         self.item = item
 
 
-def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with the hot-path helpers
+def select(cases: Sequence[Recv | Send],
            timeout: float | timedelta | None = None) -> tuple[int, Any]:
     """Complete exactly one of ``cases`` and return ``(index, value)``.
 
@@ -492,7 +493,6 @@ def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with t
     n = len(cases)
     if n == 0:
         raise ValueError("select needs at least one case")
-    ops = []
     # A random permutation, not a random rotation: a rotation favours a ready case that follows
     # a run of unready ones.
     if n == 1:
@@ -516,9 +516,8 @@ def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with t
                 raise Closed("send on a closed channel")
             if ch._try_send(c.item):  # type: ignore[union-attr]  # a Send: type() checked above
                 return i, None
-    t = _secs(timeout)
-    if t is not None and t <= 0:
-        raise _zero("select", t, "no case is ready")
+    t = _wait_secs(timeout, "select", "no case is ready")
+    ops: list[tuple[Any, bool, Any]] = []  # (none made on the fast path)
     for c in cases:
         if type(c) is Send:
             ops.append((c.chan, True, c.item))
@@ -527,7 +526,7 @@ def select(cases: Sequence[Recv | Send],  # noqa: C901 -- issue 26: split with t
     return _block(ops, t)
 
 
-def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 26: split with the hot-path helpers
+def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],
            timeout: float | None) -> tuple[int, Any]:
     """Enqueue one waiter on every op's channel, wait for the first to fire, clean up all."""
     here = thread_ident()  # a channel of another thread's hub would never wake this one
@@ -535,8 +534,7 @@ def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 
     entries: list[tuple[Chan[Any], bool, _Entry]] = []
     for i, (ch, is_send, item) in enumerate(ops):
         if ch._tid != here:
-            for c, s, e in entries:
-                (c._sendq if s else c._recvq).remove(e)
+            _unlink(entries)
             raise WrongThread("channel", ch._tid, here)
         e = _Entry(sel, i, item)
         (ch._sendq if is_send else ch._recvq).append(e)
@@ -547,15 +545,7 @@ def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 
         try:
             sel.waiter.get()
         except BaseException as exc:
-            if not sel.fired:
-                if exc is timer:
-                    raise Timeout(f"timed out after {timeout:g} s", timeout=timeout) from None
-                raise
-            if exc is not timer:
-                # Interrupted after completion: keep what was handed over, then propagate.
-                ch, is_send, _ = entries[sel.index]
-                if not is_send and sel.value is not CLOSED:
-                    ch._put_back(sel.value)
+            if _propagates(exc, sel, timer, timeout, entries):
                 raise
             # Our own timer lost the race with completion: the operation succeeded.
     finally:
@@ -573,3 +563,27 @@ def _block(ops: Sequence[tuple["Chan[Any]", bool, Any]],  # noqa: C901 -- issue 
     if value is _SEND_CLOSED:
         raise Closed("channel closed while sending")
     return index, value
+
+
+def _unlink(entries: list[tuple["Chan[Any]", bool, "_Entry"]]) -> None:
+    """Take back the waiters :func:`_block` has queued so far (all still queued: none fired)."""
+    for c, s, e in entries:
+        (c._sendq if s else c._recvq).remove(e)
+
+
+def _propagates(exc: BaseException, sel: "_Sel", timer: Any, timeout: float | None,
+                entries: list[tuple["Chan[Any]", bool, "_Entry"]]) -> bool:
+    """Whether ``exc``, which interrupted :func:`_block`'s wait, goes on up: not when it is
+    our own timer, late (the operation completed first). Our timer before completion becomes
+    :class:`gsp.Timeout`; anything else after completion keeps what was handed over."""
+    if not sel.fired:
+        if exc is timer:
+            raise Timeout(f"timed out after {timeout:g} s", timeout=timeout) from None
+        return True
+    if exc is timer:
+        return False
+    # Interrupted after completion: keep what was handed over, then propagate.
+    ch, is_send, _ = entries[sel.index]
+    if not is_send and sel.value is not CLOSED:
+        ch._put_back(sel.value)
+    return True

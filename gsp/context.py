@@ -62,8 +62,8 @@ class ContextHost:
     """Mixin for a cooked protocol whose socket-level ``send``/``recv`` are those of a default
     context (req, rep, surveyor, respondent). List it before the raw protocol class; call
     :meth:`host_contexts` in ``__init__``, implement :meth:`new_context`, and call
-    :meth:`close_contexts` from ``close``. Contexts remove themselves from ``_contexts`` in
-    their ``on_close`` through :meth:`forget`. The protocol keeps :attr:`closed` (true once
+    :meth:`close_contexts` from ``close``. Contexts stop being tracked (:meth:`contexts`) from
+    their ``on_close``, through :meth:`forget`. The protocol keeps :attr:`closed` (true once
     closed; :class:`gsp.protocol.routing.RoundRobin` has it)."""
 
     #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
@@ -123,10 +123,14 @@ class ContextHost:
         Raises nothing."""
         self._contexts.discard(ctx)
 
+    def contexts(self) -> "list[Context]":
+        """The default context and every open one (a new list). Raises nothing."""
+        return [self._default, *self._contexts]
+
     def close_contexts(self) -> None:
         """Close the default context and every open one (call from the protocol's ``close``).
         Raises nothing."""
-        for ctx in [self._default, *self._contexts]:
+        for ctx in self.contexts():
             ctx.close()
 
 
@@ -245,6 +249,19 @@ class Context(ObjectCalls):
     def closed(self) -> bool:
         """True once :meth:`close` ran (on the context, or on its socket)."""
         return self._closed
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """This context's own counters, a snapshot (req: requests resent, timed out, canceled;
+        docs/stats.md); ``{}`` for a protocol that counts nothing per context. The socket's
+        ``stats`` include every context's."""
+        return {}
+
+    @property
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        """This context's own histograms, by name (req: ``request_rtt_seconds``); ``{}`` for a
+        protocol that keeps none per context. See :meth:`gsp.protocol.Protocol.histograms`."""
+        return {}
 
     # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
     def poll(self, op: "Op") -> bool:

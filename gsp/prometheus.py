@@ -13,10 +13,16 @@ from a ``gevent.pywsgi`` server, or call ``start_http_server`` after
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Iterator
 
 try:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
 except ImportError as exc:  # the extra is not installed
     raise ImportError("gsp.prometheus needs prometheus_client: "
                       "pip install \"gevent-sp[prometheus]\"") from exc
@@ -71,6 +77,9 @@ _BY_LABEL = {
     "dial_failures_": ("dial_failures", "reason", "Dial attempts that made no pipe, by reason"),
     "handshake_failures_": ("handshake_failures", "kind", "Failed SP handshakes, by kind"),
 }
+_HISTOGRAMS = {
+    "request_rtt_seconds": "req: seconds from a request's send to its reply's arrival",
+}
 _KNOWN = {*_SOCKET_COUNTERS, *_GAUGES, "dropped", "dropped_oversize"}
 
 
@@ -81,6 +90,7 @@ class _Families:
     def __init__(self) -> None:
         self._kinds: dict[str, tuple[str, str, tuple[str, ...]]] = {}
         self._values: dict[str, dict[tuple[str, ...], float]] = {}
+        self._histograms: dict[str, HistogramMetricFamily] = {}
 
     def add(self, kind: str, name: str, doc: str, labels: dict[str, str], value: float) -> None:
         names = tuple(labels)
@@ -89,7 +99,18 @@ class _Families:
         key = tuple(labels.values())
         series[key] = series.get(key, 0) + value
 
+    def histogram(self, name: str, doc: str, labels: dict[str, str], h: dict[str, Any]) -> None:
+        """A histogram snapshot (:class:`gsp.protocol.Histogram`) as one Prometheus series."""
+        fam = self._histograms.get(name)
+        if fam is None:
+            fam = self._histograms[name] = HistogramMetricFamily(f"gsp_{name}", doc,
+                                                                 labels=tuple(labels))
+        running = list(accumulate(h["counts"]))
+        buckets = [(repr(b), n) for b, n in zip(h["bounds"], running)] + [("+Inf", running[-1])]
+        fam.add_metric(list(labels.values()), buckets, h["sum"])
+
     def metrics(self) -> Iterator[Metric]:
+        yield from self._histograms.values()
         for name, (kind, doc, names) in self._kinds.items():
             fam: Metric
             if kind == "counter":
@@ -125,6 +146,8 @@ class GspCollector:
             sock = {"socket": str(entry["id"]), "protocol": entry["protocol"]}
             stats: dict[str, int] = entry["stats"]
             _add_all(out, stats, sock, "", _SOCKET_COUNTERS)
+            for name, h in entry["histograms"].items():
+                out.histogram(name, _HISTOGRAMS.get(name, "A protocol's histogram"), sock, h)
             for key, n in stats.items():
                 if key not in _KNOWN and not key.startswith("dropped_"):
                     out.add("counter", "protocol_events", "Protocol-specific counters",

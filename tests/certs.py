@@ -7,6 +7,8 @@ client certificates (one from the CA, one from an unrelated CA), written to file
 
 from __future__ import annotations
 
+import datetime
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,8 @@ from typing import Any
 import gevent
 import pynng
 import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from gevent import ssl as gssl
 
 import gsp
@@ -89,6 +93,60 @@ def make_pki(directory: Path) -> PKI:
         files[name] = str(path)
     return PKI(ca, files["ca.pem"], files["server.pem"], files["server.key"], files["client.pem"],
                files["client.key"], files["rogue-ca.pem"], files["rogue.pem"], files["rogue.key"])
+
+
+# -- certificates for the TLS option and reload tests (tests/test_tls_config.py) --------------
+
+def issue(ca: trustme.CA, directory: Path, name: str, *hosts: str,
+          common_name: str | None = None) -> tuple[str, str]:
+    """A leaf certificate of ``ca`` for ``hosts`` (default: 127.0.0.1 and localhost), written to
+    ``<name>.pem`` (the chain) and ``<name>.key``; returns the two paths."""
+    leaf = ca.issue_cert(*(hosts or ("127.0.0.1", "localhost")), common_name=common_name)
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    cert.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(key))
+    return str(cert), str(key)
+
+
+def encrypt_key(key_file: str, dest: Path, password: bytes) -> str:
+    """``key_file`` encrypted with ``password`` (PKCS#8 PEM) at ``dest``."""
+    key = serialization.load_pem_private_key(Path(key_file).read_bytes(), None)
+    dest.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                       serialization.PrivateFormat.PKCS8,
+                                       serialization.BestAvailableEncryption(password)))
+    return str(dest)
+
+
+def write_crl(ca: trustme.CA, dest: Path, *revoked: str) -> str:
+    """A CRL of ``ca`` revoking the certificates in the PEM files ``revoked`` (none: an empty
+    CRL, which a peer checked against it passes)."""
+    issuer = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    key = serialization.load_pem_private_key(ca.private_key_pem.bytes(), None)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateRevocationListBuilder().issuer_name(issuer.subject)
+               .last_update(now - datetime.timedelta(minutes=1))
+               .next_update(now + datetime.timedelta(days=1)))
+    for path in revoked:
+        serial = x509.load_pem_x509_certificate(Path(path).read_bytes()).serial_number
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build())
+    crl = builder.sign(key, hashes.SHA256())
+    dest.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+    return str(dest)
+
+
+def cert_der(path: str) -> bytes:
+    """The first certificate of a PEM file, DER-encoded (as ``peer_certificate_der`` shows it)."""
+    return ssl.PEM_cert_to_DER_cert(Path(path).read_text().split("-----END CERTIFICATE-----")[0]
+                                    + "-----END CERTIFICATE-----\n")
+
+
+def replace(dest: str, source: str | bytes) -> None:
+    """Put new content at ``dest`` as deployment tools do: write a new file, rename it over."""
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    tmp = Path(dest + ".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, dest)
 
 
 # -- interop scenarios ------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from contextlib import ExitStack
 from typing import Any, Callable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import gevent
 import pytest
@@ -15,6 +15,7 @@ from gevent import socket as gsocket
 from hypothesis import HealthCheck, settings
 
 import gsp
+from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, connected, free_url, wait_for
 from gsp.transport import Transport
 
@@ -31,7 +32,17 @@ wire_settings = settings(max_examples=200, deadline=None,
 
 
 @contextlib.contextmanager
-def plugged_transports(*transports: Transport) -> Iterator[None]:
+def plugged(plugin: object) -> Iterator[None]:
+    """Within the block, ``plugin`` (an object with ``@gsp.hookimpl`` methods) is registered as
+    a third party's is, then removed."""
+    gsp.register_plugin(plugin)
+    try:
+        yield
+    finally:
+        gsp.unregister_plugin(plugin)
+
+
+def plugged_transports(*transports: Transport) -> contextlib.AbstractContextManager[None]:
     """Within the block, ``transports`` are installed as a third party's plugin provides them
     (``gsp_transports``), then removed."""
 
@@ -40,12 +51,19 @@ def plugged_transports(*transports: Transport) -> Iterator[None]:
         def gsp_transports(self) -> list[Transport]:
             return list(transports)
 
-    plugin = Plugin()
-    gsp.register_plugin(plugin)
-    try:
-        yield
-    finally:
-        gsp.unregister_plugin(plugin)
+    return plugged(Plugin())
+
+
+def plugged_protocols(*specs: ProtocolSpec) -> contextlib.AbstractContextManager[None]:
+    """Within the block, the protocols of ``specs`` are installed as a third party's plugin
+    provides them (``gsp_protocols``), then removed."""
+
+    class Plugin:
+        @gsp.hookimpl
+        def gsp_protocols(self) -> list[ProtocolSpec]:
+            return list(specs)
+
+    return plugged(Plugin())
 
 
 def u32(n: int) -> bytes:
@@ -62,12 +80,14 @@ BAD_TTL = (0, -1, 256, "8", 2.0, 8.0, None, True)
 
 
 def raw_connect(url: str) -> Any:
-    """A plain gevent socket connected to a tcp:// or ipc:// listener (reads time out)."""
-    if url.startswith("ipc://"):
+    """A plain gevent socket connected to a tcp://, ipc://, unix:// or abstract:// listener
+    (reads time out)."""
+    scheme, _, rest = url.partition("://")
+    if scheme in ("ipc", "unix", "abstract"):
         s = gsocket.socket(gsocket.AF_UNIX, gsocket.SOCK_STREAM)
         s.settimeout(WAIT)
         try:
-            s.connect(url[len("ipc://"):])
+            s.connect(b"\0" + unquote_to_bytes(rest) if scheme == "abstract" else rest)
         except BaseException:
             s.close()
             raise
@@ -150,6 +170,16 @@ def close_wakes(sock: gsp.Socket, blocked: list[gevent.Greenlet]) -> None:
     for g in blocked:
         with pytest.raises(gsp.Closed):
             g.get(timeout=2)
+
+
+def recv_across_resize(rx: gsp.Socket, tx: gsp.Socket, size: int, body: bytes) -> None:
+    """A receive posted before ``rx.recv_buffer`` is resized to ``size`` gets the ``body`` sent
+    after the resize (nng's recv_qlen resize tests): the waiting receiver survives the swap."""
+    g = gevent.spawn(rx.recv)
+    gevent.sleep(0.02)
+    rx.recv_buffer = size
+    tx.send(body)
+    assert g.get(timeout=WAIT) == body
 
 
 def spawn_all(fn: Any, args: list[tuple[Any, ...]]) -> list[gevent.Greenlet]:

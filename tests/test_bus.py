@@ -11,7 +11,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
-from tests.support import TCP, pair_up, silent
+from tests.support import TCP, pair_up, recv_across_resize, silent
 
 
 class TestBusProtocol(ProtocolSuite):
@@ -194,11 +194,7 @@ def test_raw_bus_resize_recv():
     # A receive posted before a resize still gets the next message.
     with ExitStack() as st:
         a, b = pair_up(st, "bus", {"recv_buffer": 20, "recv_timeout": WAIT}, a_raw=True)
-        g = gevent.spawn(a.recv)
-        gevent.sleep(0.02)
-        a.recv_buffer = 10
-        b.send(b"\x01")
-        assert g.get(timeout=WAIT) == b"\x01"
+        recv_across_resize(a, b, 10, b"\x01")
 
 
 def test_raw_bus_resize():

@@ -20,7 +20,7 @@ from gevent import subprocess
 import gsp
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import Transport, TransportListener
-from tests.support import sockets
+from tests.support import plugged_transports, sockets
 
 # -- plugins ---------------------------------------------------------------------------------------
 
@@ -199,16 +199,8 @@ class _SlowCloseTransport(_MemTransport):
         return D()
 
 
-class _SlowClosePlugin:
-    @gsp.hookimpl
-    def gsp_transports(self) -> list[Transport]:
-        return [_SlowCloseTransport()]
-
-
 def test_close_shuts_pipes_down_concurrently():
-    plugin = _SlowClosePlugin()
-    gsp.register_plugin(plugin)
-    try:
+    with plugged_transports(_SlowCloseTransport()):
         with sockets(("pull", {})) as [pull]:
             url = pull.listen("testslowclose://here").url
             push = gsp.socket("push", linger=0)
@@ -221,5 +213,3 @@ def test_close_shuts_pipes_down_concurrently():
                 push.close()
             # Five 0.3 s closes one after another would take 1.5 s.
             assert time.monotonic() - t0 < 0.9
-    finally:
-        gsp.unregister_plugin(plugin)

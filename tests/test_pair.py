@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
-from tests.support import BAD_TTL, TCP, hops, pair_up
+from tests.support import BAD_TTL, TCP, hops, pair_up, recv_across_resize
 
 
 class TestPairProtocol(ProtocolSuite):
@@ -143,11 +143,7 @@ def test_raw_pair_resize_recv_posted(raw):
     with ExitStack() as st:
         a, b = pair_up(st, "pair", {"recv_buffer": 1, "recv_timeout": WAIT}, a_raw=raw,
                        b_raw=raw)
-        g = gevent.spawn(a.recv)
-        gevent.sleep(0.02)
-        a.recv_buffer = 3
-        b.send(b"one")
-        assert g.get(timeout=WAIT) == b"one"
+        recv_across_resize(a, b, 3, b"one")
 
 
 def test_raw_pair_resize_unblocks_reader():

@@ -14,7 +14,7 @@ import gsp
 from gsp.message import Message
 from gsp.protocol import Inbox, PipeHandle, Protocol, ProtocolSpec, SocketHandle
 from gsp.testing import WAIT, wait_for
-from tests.support import connect, inproc_url, pair_up
+from tests.support import connect, inproc_url, pair_up, plugged_protocols
 
 pytestmark = pytest.mark.core
 
@@ -115,16 +115,8 @@ class PairsPull(Protocol):
         self._q.close()
 
 
-class PairsPlugin:
-    @gsp.hookimpl
-    def gsp_protocols(self) -> list[ProtocolSpec]:
-        return [ProtocolSpec("test-pairs-pull", 0x51, "push", 0x50, PairsPull)]
-
-
 def test_protocol_with_a_ready_deque_of_pairs():
-    plugin = PairsPlugin()
-    gsp.register_plugin(plugin)
-    try:
+    with plugged_protocols(ProtocolSpec("test-pairs-pull", 0x51, "push", 0x50, PairsPull)):
         with ExitStack() as st:
             pull = st.enter_context(gsp.socket("test-pairs-pull", recv_timeout=WAIT))
             push = st.enter_context(gsp.socket("push", send_timeout=WAIT))
@@ -134,8 +126,6 @@ def test_protocol_with_a_ready_deque_of_pairs():
             wait_for(lambda: pull.stats["recv_queue"] == 3, what="3 queued")
             assert pull.recv_many(2) == [b"0", b"1"]  # bodies, not (body, pipe) pairs
             assert pull.recv_many(5) == [b"2"]
-    finally:
-        gsp.unregister_plugin(plugin)
 
 
 @pytest.mark.parametrize("limit", [0, -1, 2.0, True, None])

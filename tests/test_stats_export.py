@@ -12,7 +12,7 @@ import gsp
 from gsp.message import Message
 from gsp.protocol import Protocol, ProtocolSpec
 from gsp.testing import WAIT, wait_for
-from tests.support import HDR_REQ, TCP, raw_connect
+from tests.support import HDR_REQ, TCP, plugged_protocols, raw_connect
 
 Mk = Callable[..., gsp.Socket]
 
@@ -163,20 +163,12 @@ class _Counting(Protocol):
         self.stats["widgets"] += 2
 
 
-class _CountingPlugin:
-    @gsp.hookimpl
-    def gsp_protocols(self) -> list[ProtocolSpec]:
-        return [ProtocolSpec("counting", 0x7FF0, "counting", 0x7FF0, _Counting)]
-
-
 def test_a_protocols_own_counters_and_a_bare_dropped():
     from prometheus_client import CollectorRegistry, generate_latest
 
     import gsp.prometheus
 
-    plugin = _CountingPlugin()
-    gsp.register_plugin(plugin)
-    try:
+    with plugged_protocols(ProtocolSpec("counting", 0x7FF0, "counting", 0x7FF0, _Counting)):
         with gsp.socket("counting") as s:
             s.send(b"a")
             s.send(b"b")
@@ -189,6 +181,4 @@ def test_a_protocols_own_counters_and_a_bare_dropped():
                     f'socket="{s.id}"}} 2.0') in text
             assert (f'gsp_protocol_events_total{{counter="widgets",protocol="counting",'
                     f'socket="{s.id}"}} 4.0') in text
-    finally:
-        gsp.unregister_plugin(plugin)
 

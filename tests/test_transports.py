@@ -42,6 +42,28 @@ class TestIPCTransport(TransportSuite):
         return raw_connect(url)
 
 
+class TestUnixTransport(TransportSuite):
+    """unix://, nng's alias of ipc:// (a socket file)."""
+
+    scheme = "unix"
+    bad_urls = ("unix://", "unix:///" + "x" * 120, "unix:///tmp/a\x00b")
+    options = {"ipc_file_owner": (os.getuid(), -1), "ipc_file_group": (os.getgid(), "0")}
+
+    def raw_connect(self, url: str) -> Any:
+        return raw_connect(url)
+
+
+class TestAbstractTransport(TransportSuite):
+    """abstract://, Linux's abstract namespace (no file); the name %-decoded as in nng."""
+
+    scheme = "abstract"
+    bad_urls = ("abstract://a%zz", "abstract://%4", "abstract://" + "x" * 108)
+    options = {"ipc_send_buffer": (1 << 20, "big")}
+
+    def raw_connect(self, url: str) -> Any:
+        return raw_connect(url)
+
+
 class TestInprocTransport(TransportSuite):
     scheme = "inproc"
     bad_urls = ("inproc://",)

@@ -237,8 +237,9 @@ def sockets() -> list["Socket"]:
 
 
 def stats() -> list[dict[str, Any]]:
-    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "pipes", "dialers",
-    "listeners"}``, where ``stats`` is ``Socket.stats`` and each pipe, dialer and listener is a
+    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "histograms",
+    "pipes", "dialers", "listeners"}``, where ``stats`` is ``Socket.stats``, ``histograms``
+    ``Socket.histograms``, and each pipe, dialer and listener is a
     dict of its labels (``id``, ``url``, ...) and its own ``stats`` (see docs/stats.md)."""
     return [_socket_entry(s) for s in sockets()]
 
@@ -252,7 +253,7 @@ def _socket_entry(sock: "Socket") -> dict[str, Any]:
                       "url": None if ep is None else ep.url, "remote_address": p.remote_address,
                       "stats": p.stats})
     return {"id": sock.id, "protocol": sock.protocol, "raw": sock.raw, "stats": sock.stats,
-            "pipes": pipes,
+            "histograms": sock.histograms, "pipes": pipes,
             "dialers": [{"id": d.id, "socket": sock.id, "url": d.url, "stats": d.stats}
                         for d in sock.dialers],
             "listeners": [{"id": lst.id, "socket": sock.id, "url": lst.url, "stats": lst.stats}

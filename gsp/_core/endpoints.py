@@ -214,6 +214,13 @@ class Listener:
                              extra=log.fields(self.socket, self.url, remote=remote,
                                               gsp_error=exc, gsp_suppressed=held))
 
+    def reload(self) -> None:
+        """Read the files the listener's options name again now (TLS: certificate, key, CA,
+        CRL) for the connections it accepts from now on; pipes up keep theirs. Raises
+        :class:`gsp.BadOption` when they do not load: the listener keeps the previous ones.
+        (TLS listeners also notice changed files by themselves at each new handshake.)"""
+        self._tl.reload()
+
     def close(self) -> None:
         """Stop accepting; connections already made stay up until the socket closes."""
         if self._closed:
@@ -396,6 +403,10 @@ class Dialer:
                            extra=log.fields(sock, self.url, gsp_error=self.last_error,
                                             gsp_delay=delay, gsp_attempts=n,
                                             gsp_suppressed=held))
+
+    def reload(self) -> None:
+        """As :meth:`Listener.reload`, for the dialer's next connections."""
+        self._td.reload()
 
     def close(self, close_pipe: bool = True) -> None:
         """Stop redialing and close the dialer's pipe."""

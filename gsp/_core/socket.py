@@ -170,6 +170,12 @@ class Socket(ObjectCalls):
         the protocol's own (every key: docs/stats.md)."""
         return counters.socket_stats(self)
 
+    @property
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        """A snapshot of the protocol's histograms, by name (req: ``request_rtt_seconds``, every
+        context's round trips): each ``{"bounds", "counts", "count", "sum"}`` (docs/stats.md)."""
+        return self._proto.histograms()
+
     # -- messages --------------------------------------------------------------------------------
     # Every call takes ``timeout`` (seconds or a timedelta; None = forever; absent = the
     # socket's option) and ``block`` (False = timeout 0: gsp.WouldBlock when it cannot

@@ -7,7 +7,10 @@ dies. REP is the responder of :mod:`gsp.protocol.replies` (respondent is the sam
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
+from time import perf_counter
+from typing import Any
 
 import gevent
 
@@ -30,6 +33,7 @@ from ..protocol import (
     Alarm,
     Deadline,
     DrainingContext,
+    Histogram,
     IdMap,
     Op,
     PipeHandle,
@@ -46,6 +50,10 @@ from ..protocol import (
 )
 
 _check_resend = duration()
+_clock = perf_counter
+_bucket = bisect_left
+#: What req counts, per context and per socket (docs/stats.md).
+REQ_COUNTERS = ("requests_resent", "requests_timed_out", "requests_canceled")
 
 
 class XReq(Requester, RoundRobin):
@@ -67,7 +75,8 @@ class ReqContext(Context):
     resend_time = ContextOption(_check_resend)
 
     __slots__ = ("_proto", "_id", "_msg", "_pipe", "_reply", "_reply_pipe", "_queued", "_sent_id",
-                 "_broken", "_receiving", "_resend_at", "_changed", "_wakeup")
+                 "_broken", "_receiving", "_resend_at", "_changed", "_wakeup", "_sent_at", "_rtt",
+                 "_counts")
 
     def __init__(self, proto: "Req") -> None:
         super().__init__(proto.handle)
@@ -89,6 +98,9 @@ class ReqContext(Context):
         self._changed = Signal()  # for selects and a blocked send
         # For the one recv that may wait (no select, no channel); no reply's delivery blocks.
         self._wakeup = Wakeup(proto.handle, batches=True)
+        self._sent_at = 0.0  # perf_counter() when the user sent the outstanding request
+        self._rtt = Histogram()  # round trips: the user's send to the reply's arrival
+        self._counts = dict.fromkeys(REQ_COUNTERS, 0)
 
     # -- user side -------------------------------------------------------------------------------
     def do_send(self, msg: Message, timeout: float | None) -> None:
@@ -97,9 +109,10 @@ class ReqContext(Context):
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         proto = self._proto
         if self._id is not None or self._reply is not None or self._broken:
-            self._cancel()  # (nothing to cancel, nobody to wake, in the usual send-recv turn)
+            self._cancel(canceled=True)  # (nothing to cancel or wake in the usual turn)
         rid = proto._ids.alloc(self)
         self._id = rid
+        self._sent_at = _clock()
         self._msg = out = reply(rid.to_bytes(4, "big"), body)
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
             pipe = proto.try_next(out)
@@ -129,7 +142,7 @@ class ReqContext(Context):
             try:
                 select([self._changed.case()], deadline.remaining())
             except Timeout:
-                self._cancel()
+                self._timed_out()
                 raise
 
     def _ended_error(self) -> GspError:
@@ -168,7 +181,7 @@ class ReqContext(Context):
                     try:
                         left = deadline.remaining()
                     except Timeout:
-                        self._cancel()  # nng: a failed recv ends the request
+                        self._timed_out()  # nng: a failed recv ends the request
                         raise
                 self._wakeup.wait(left)
         finally:
@@ -208,13 +221,34 @@ class ReqContext(Context):
         return [self._changed.case()]
 
     def on_close(self) -> None:
-        self._cancel()
+        self._cancel(canceled=True)
         self._proto.forget(self)
+        self._proto.fold(self)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    @property
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        return {"request_rtt_seconds": self._rtt.snapshot()}
 
     # -- protocol side ---------------------------------------------------------------------------
-    def _cancel(self) -> None:
-        """Forget the outstanding request (if any) and wake whoever waits on it."""
+    def _count(self, key: str) -> None:
+        """One more ``key`` event, on this context and on its socket (rare paths only)."""
+        self._counts[key] += 1
+        self._proto.stats[key] += 1
+
+    def _timed_out(self) -> None:
+        self._count("requests_timed_out")
+        self._cancel()
+
+    def _cancel(self, canceled: bool = False) -> None:
+        """Forget the outstanding request (if any) and wake whoever waits on it; ``canceled``:
+        the user gave up on it (a newer request, a close), counted if it was still unanswered."""
         if self._id is not None:
+            if canceled:
+                self._count("requests_canceled")
             self._proto._ids.pop(self._id)
         self._id = self._msg = self._pipe = self._reply = self._reply_pipe = None
         self._broken = None
@@ -260,12 +294,14 @@ class ReqContext(Context):
         self._resend_at = None
         if self._id is not None and self._reply is None and not self._closed:
             self._pipe = None
+            self._count("requests_resent")
             self._proto._queue(self)
 
     def _pipe_lost(self) -> None:
         self._pipe = None
         if self.resend_time:
             self._disarm()
+            self._count("requests_resent")
             self._proto._queue(self, front=True)  # resend at once on another pipe
         else:
             # Not idempotent, so don't resend: fail the recv instead (nng: ECONNRESET).
@@ -274,7 +310,12 @@ class ReqContext(Context):
                                             "disabled)")
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
-        # (_disarm, _unqueue and _notify inline: this runs between a reply's read and its recv)
+        # (_disarm, _unqueue and _notify inline: this runs between a reply's read and its recv;
+        # the round trip goes into the histogram inline too, as Histogram.observe would)
+        rtt = self._rtt
+        took = _clock() - self._sent_at
+        rtt.counts[_bucket(rtt.bounds, took)] += 1
+        rtt.sum += took
         self._id = self._msg = self._pipe = self._resend_at = None
         self._reply = reply
         self._reply_pipe = pipe
@@ -305,12 +346,23 @@ class Req(ContextHost, XReq):
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
         self._resend_time: float | None = handle.options["resend_time"]  # the socket's
         handle.watch("resend_time", self._resend_time_changed)
+        self.stats.update(dict.fromkeys(REQ_COUNTERS, 0))
+        self._rtt_closed = Histogram()  # the round trips of contexts closed since
         self.host_contexts(ReqContext(self))
         #: While draining: fired when a context's request ended (:class:`DrainingContext`).
         self.drained: Signal | None = None
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
+
+    def fold(self, ctx: ReqContext) -> None:
+        """A context closed: keep its round trips in the socket's histogram."""
+        self._rtt_closed.add(ctx._rtt)
+
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        live: list[Any] = [c for c in self.contexts() if not c.closed]
+        rtt = Histogram.total([self._rtt_closed, *(c._rtt for c in live)])
+        return {"request_rtt_seconds": rtt.snapshot()}
 
     def new_context(self) -> ReqContext:
         ctx = ReqContext(self)
@@ -436,8 +488,8 @@ class _DrainingReqContext(DrainingContext, ReqContext):
     def do_send_body(self, body: bytes, timeout: float | None) -> None:
         raise Closed(f"req {self.noun} is draining: it sends no new request")
 
-    def _cancel(self) -> None:
-        super()._cancel()
+    def _cancel(self, canceled: bool = False) -> None:
+        super()._cancel(canceled)
         self.ended()
 
     def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:

@@ -22,8 +22,8 @@ from ..hookspecs import hookimpl
 from ..transport import (
     TLS_OPTIONS,
     StreamConnection,
+    TLSContextSource,
     Transport,
-    tls_context,
     tls_handshake,
     tls_refusal,
     tls_wrap,
@@ -43,9 +43,9 @@ class TLSConnection(StreamConnection):
     """A TCP connection that becomes TLS in ``handshake``, then speaks SP with tcp framing."""
 
     def __init__(self, sock: Any, max_size: int, local: str, remote: str,
-                 context: ssl.SSLContext, server_side: bool, server_hostname: str | None) -> None:
+                 tls: TLSContextSource, server_side: bool, server_hostname: str | None) -> None:
         super().__init__(sock, wire.TCP, max_size, local, remote)
-        self._context = context
+        self._tls = tls
         self._server_side = server_side
         self._server_hostname = server_hostname
         self._secured = False
@@ -56,7 +56,8 @@ class TLSConnection(StreamConnection):
         with gevent.Timeout(timeout, Timeout(f"TLS handshake with {self.remote_address} timed out")):
             if self._closed:
                 raise Closed("connection closed locally")
-            self.sock = tls_wrap(self.sock, self._context, server_side=self._server_side,
+            # The files as they are now; this handshake keeps this context whatever comes next.
+            self.sock = tls_wrap(self.sock, self._tls.get(), server_side=self._server_side,
                                  server_hostname=self._server_hostname)
             self.properties.update(tls_handshake(self.sock, what))
         # One handshake_timeout bounds TLS and SP together.
@@ -100,12 +101,20 @@ class TLSListener(TCPListener):
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
-        self.context = tls_context(options, server=True, what=f"listen {url}")
+        self.tls = TLSContextSource(options, server=True, url=url)
+
+    def bind_socket(self) -> Any:
+        sock = super().bind_socket()
+        self.tls.url = self.url  # the bound port, for the log
+        return sock
+
+    def reload(self) -> None:
+        self.tls.reload()
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         # No TLS here: accept() must stay fast; the handshake greenlet does it.
         return TLSConnection(sock, self.options["recv_max_size"], local, remote,
-                             self.context, True, None)
+                             self.tls, True, None)
 
 
 class TLSDialer(TCPDialer):
@@ -113,12 +122,15 @@ class TLSDialer(TCPDialer):
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
-        self.context = tls_context(options, server=False, what=f"dial {url}")
+        self.tls = TLSContextSource(options, server=False, url=url)
         self.server_hostname = options["tls_server_name"] or self.host
+
+    def reload(self) -> None:
+        self.tls.reload()
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         return TLSConnection(sock, self.options["recv_max_size"], local, remote,
-                             self.context, False, self.server_hostname)
+                             self.tls, False, self.server_hostname)
 
 
 class TLSTransport(Transport):

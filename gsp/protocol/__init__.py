@@ -26,6 +26,7 @@ from ..hookspecs import hookimpl
 from ..message import JOIN_MAX, Message
 from ..options import Option
 from .backtrace import HIGH_BIT, MAX_HOPS, TTL_OPTION, IdMap, reply, split_backtrace, u32
+from .histogram import LATENCY_BOUNDS, Histogram
 from .inbox import Inbox, Policy
 from .interface import (
     LendingWait,
@@ -56,14 +57,16 @@ __all__ = [
     "Protocol", "ProtocolSpec", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
     "LendingWait", "Op", "check_op", "overrides", "raw_or_cooked",
     # contexts
-    "Context", "ContextHost", "ContextOption", "Wakeup",
+    "Context", "ContextHost", "ContextOption",
     # routing
     "RoundRobin", "PipeMap", "broadcast", "send_wake_cases",
     # request/reply
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
     "XResponder", "Responder", "ResponderContext", "DrainingContext", "responder",
     # queues and waiting
-    "Inbox", "Policy", "Signal", "Deadline", "Alarm", "call_later",
+    "Inbox", "Policy", "Signal", "Deadline", "Alarm", "call_later", "Wakeup",
+    # statistics
+    "Histogram", "LATENCY_BOUNDS",
     # options, messages, registration
     "Option", "Message", "JOIN_MAX", "hookimpl",
 ]

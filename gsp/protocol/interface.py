@@ -312,6 +312,13 @@ class Protocol:
         q = self.recv_queue
         return None if q is None else len(q)
 
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        """The protocol's histograms now, by name (each a
+        :meth:`gsp.protocol.Histogram.snapshot`; e.g. req's ``request_rtt_seconds``), shown as
+        ``Socket.histograms`` and exported by :mod:`gsp.prometheus`; ``{}`` by default. Must not
+        block or raise; called only when a user reads them."""
+        return {}
+
     # -- the user's calls (through the socket) -------------------------------------------------
     def send(self, msg: Message, timeout: float | None) -> None:
         """Send ``msg`` (raw: its ``header`` is the user's) from the user's greenlet, waiting up

@@ -65,7 +65,8 @@ class XResponder(PipeMap):
     A send never waits on one peer: a reply to a pipe whose queue stays full (after one yield, so
     a writer that keeps up drains it) is dropped and counted in ``stats["dropped_queue_full"]``,
     as in mangos and nng's xrep — a peer that never reads its replies cannot park every sender
-    (the requester resends). A reply to a pipe that is gone is dropped silently.
+    (the requester resends). A reply to a pipe that is gone (its requester hung up, or the
+    pipe broke) is dropped and counted in ``stats["dropped_peer_gone"]``.
 
     A request whose backtrace has no high-bit word within ``ttl`` words is dropped (garbage, or
     too many hops: devices can legitimately forward those, so the pipe stays), counted in
@@ -79,6 +80,7 @@ class XResponder(PipeMap):
         self.recv_queue = self._recvq
         self.closed = False
         self.stats["dropped_queue_full"] = 0
+        self.stats["dropped_peer_gone"] = 0
         self._ttl: int = handle.options["ttl"]
         handle.watch("ttl", self._ttl_changed)
         self.stats["dropped_ttl"] = 0
@@ -125,11 +127,13 @@ class XResponder(PipeMap):
 
     def _route(self, header: bytes, body: bytes) -> None:
         """Send ``body`` back along ``header`` (pipe id + backtrace) if that pipe takes it now or
-        after one yield; else drop it (counted). A missing header or a gone pipe drops it
-        silently: the requester resends."""
+        after one yield; else drop it (counted). A missing header drops it silently; a gone pipe,
+        counted as ``dropped_peer_gone``: the requester resends, if it is still there."""
         pipe = self._route_pipe(header)
         if pipe is not None:
             self._reply_to(pipe, reply(header[4:], body))
+        elif header is not None and len(header) >= 4:
+            self.stats["dropped_peer_gone"] += 1
 
     def _reply_to(self, pipe: PipeHandle, out: "Message | bytes") -> None:
         """Send ``out`` (see :func:`reply`) on ``pipe`` as :meth:`_route` does."""
@@ -137,7 +141,10 @@ class XResponder(PipeMap):
             return
         if not self.best_effort:
             gevent.sleep(0)  # a writer that keeps up drains the queue in this turn
-            if pipe.closed or pipe.try_send(out):
+            if pipe.closed:
+                self.stats["dropped_peer_gone"] += 1
+                return
+            if pipe.try_send(out):
                 return
         self.stats["dropped_queue_full"] += 1
 
@@ -232,8 +239,9 @@ class ResponderContext(Context):
                 f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request
         pipe, backtrace = route
-        if pipe.closed:
-            return  # dropped silently: the requester resends
+        if pipe.closed:  # the requester resends, if it is still there
+            self._proto.stats["dropped_peer_gone"] += 1
+            return
         out = reply(backtrace, body)
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
             self._proto._reply_to(pipe, out)

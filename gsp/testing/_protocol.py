@@ -68,53 +68,22 @@ class ProtocolSuite(ProtocolSuiteBase):
             s.send_msg(b"not a message")  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
-    def test_closed(self, raw: bool) -> None:  # noqa: C901 -- issue 26: split with the kit's rework (gsp/testing)
+    def test_closed(self, raw: bool) -> None:
         """Close wakes calls blocked on the socket (and its contexts) with Closed; after close,
         everything raises Closed; close is idempotent."""
         s = self.socket(self.protocol, raw=raw)
         ctx = s.open_context() if self.contexts and not raw else None
-        blocked: list[tuple[str, gevent.Greenlet]] = []
-        if self.can_recv:
-            blocked.append(("recv", self.spawn(_caught, s.recv_msg if raw else s.recv)))
-            if ctx is not None:
-                blocked.append(("context recv", self.spawn(_caught, ctx.recv)))
-        if self.can_send:
-            blocked.append(("send", self.spawn(_caught, self._send_any, s)))
-            if ctx is not None:
-                blocked.append(("context send", self.spawn(_caught, ctx.send, b"x")))
+        blocked = self._blocked_calls(s, ctx)
         gevent.sleep(0.05)
-        done_before = {what: g.ready() for what, g in blocked}
-        for what, g in blocked:  # what could not block returned, or failed on protocol state
-            if g.ready():
-                exc = _outcome(g, what)
-                assert exc is None or isinstance(exc, _STATE), (what, exc)
+        waiting = self._still_blocked(blocked)
         s.close()
         s.close()
         assert s.closed
-        for what, g in blocked:
+        for what, g in waiting:
             g.join(WAIT)
-            if not done_before[what]:
-                exc = _outcome(g, what)
-                assert isinstance(exc, gsp.Closed), (what, exc)
-        ops: list[tuple[str, Callable[[], Any]]] = [
-            ("send", lambda: s.send(b"x")), ("recv", s.recv),
-            ("send_msg", lambda: s.send_msg(gsp.Message(b"x", self.raw_header))),
-            ("recv_msg", s.recv_msg), ("listen", lambda: s.listen(self.url())),
-            ("dial", lambda: s.dial("inproc://gsp-testing-closed")),
-            ("open_context", s.open_context), ("subscribe", lambda: s.subscribe(b"")),
-            ("unsubscribe", lambda: s.unsubscribe(b"")),
-        ]
-        if ctx is not None:
-            ops += [("context send", lambda: ctx.send(b"x")), ("context recv", ctx.recv)]
-        for what, op in ops:
-            try:
-                op()
-            except gsp.Closed:
-                continue
-            except Exception as exc:
-                raise AssertionError(f"{what} on a closed socket raised {exc!r}, not Closed") \
-                    from exc
-            raise AssertionError(f"{what} on a closed socket did not raise Closed")
+            exc = _outcome(g, what)
+            assert isinstance(exc, gsp.Closed), (what, exc)
+        self._assert_each_raises_closed(self._calls_on_closed(s, ctx), "a closed socket")
         assert s.pipes == [] and s.listeners == [] and s.dialers == []
 
     def test_context_close(self) -> None:
@@ -142,13 +111,9 @@ class ProtocolSuite(ProtocolSuiteBase):
             g.join(WAIT)
             exc = _outcome(g, f"the context's blocked {what}")
             assert exc is None or isinstance(exc, (gsp.Closed, *_STATE)), (what, exc)
-        for what, call in calls + [("send_msg", lambda: ctx.send_msg(gsp.Message(b"x"))),
-                                   ("recv_msg", ctx.recv_msg)]:
-            try:
-                call()
-            except gsp.Closed:
-                continue
-            raise AssertionError(f"{what} on a closed context did not raise Closed")
+        self._assert_each_raises_closed(
+            calls + [("send_msg", lambda: ctx.send_msg(gsp.Message(b"x"))),
+                     ("recv_msg", ctx.recv_msg)], "a closed context")
         if bystander is not None:
             gevent.sleep(0.05)
             assert not bystander.ready(), "closing one context woke another's recv"
@@ -236,48 +201,16 @@ class ProtocolSuite(ProtocolSuiteBase):
         for i in range(3):
             self.exchange(this, peer, b" %d" % i)
 
-    def test_pipe_churn(self) -> None:  # noqa: C901 -- issue 26: split with the kit's rework (gsp/testing)
+    def test_pipe_churn(self) -> None:
         """Pipes come and go (from either end, some before they finish attaching) while
         greenlets send and receive: the socket ends with no pipes and still works."""
         this = self.open(self.protocol, recv_timeout=0.01, send_timeout=0.01, linger=0)
         url = this.listen(self.url()).url
         failures: list[BaseException] = []
         stop = Event()
-        ops = ([lambda: this.send(b"churn")] if self.can_send else []) + \
-            ([this.recv] if self.can_recv else [])
-
-        def work() -> None:
-            try:
-                while not stop.is_set():
-                    for op in ops:
-                        try:
-                            op()
-                        except (gsp.Timeout, gsp.ProtocolStateError):
-                            pass
-                    gevent.sleep(0)
-            except BaseException as exc:
-                failures.append(exc)
-                raise
-
-        workers = [self.spawn(work) for _ in range(3)]
+        workers = [self.spawn(self._churn_worker, this, stop, failures) for _ in range(3)]
         for rnd in range(8):
-            peers = [self.open(self.peer, reconnect_time=0.01, linger=0, send_timeout=0.01)
-                     for _ in range(5)]
-            for p in peers:
-                p.dial(url, block=False)
-            for _ in range(rnd % 3):
-                gevent.sleep(0)
-            peers[0].close()  # likely before it attached
-            wait_for(lambda: this.pipes, what="a peer to attach")
-            for pipe in this.pipes[::2]:  # some closed from this end
-                pipe.close()
-            for p in peers[1:]:
-                if self.can_recv:  # the peer can send
-                    try:
-                        p.send(b"from a peer")
-                    except (gsp.Timeout, gsp.ProtocolStateError, gsp.NotSupported):
-                        pass
-                p.close()
+            self._churn_round(this, url, rnd)
         wait_for(lambda: not this.pipes, what="every churned pipe to go")
         stop.set()
         gevent.joinall(workers, timeout=WAIT)
@@ -286,14 +219,7 @@ class ProtocolSuite(ProtocolSuiteBase):
         this.recv_timeout = this.send_timeout = WAIT
         peer = self.open(self.peer, recv_timeout=WAIT, send_timeout=WAIT)
         connected(this, url, peer)
-        if self.can_recv:  # drain what the churn left queued
-            this.recv_timeout = 0.05
-            try:
-                while True:
-                    this.recv()
-            except (gsp.Timeout, gsp.ProtocolStateError):
-                pass
-            this.recv_timeout = WAIT
+        self._drain(this)  # what the churn left queued
         self.exchange(this, peer, b" after the churn")
 
     @pytest.mark.parametrize("close", ["pipe", "socket"])

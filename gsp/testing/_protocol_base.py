@@ -3,12 +3,15 @@ helpers its checks use (the checks are in :mod:`gsp.testing._protocol`)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
+
+import gevent
+from gevent.event import Event
 
 import gsp
 
-from ._helpers import WAIT, connected
-from ._kit import _Kit
+from ._helpers import WAIT, connected, wait_for
+from ._kit import _STATE, _caught, _Kit, _outcome
 
 
 class ProtocolSuiteBase(_Kit):
@@ -125,3 +128,107 @@ class ProtocolSuiteBase(_Kit):
             s.send_msg(gsp.Message(b"x", self.raw_header))
         else:
             s.send(b"x")
+
+    # -- steps of test_closed ----------------------------------------------------------------------
+    def _blocked_calls(self, s: gsp.Socket,
+                       ctx: gsp.Context | None) -> list[tuple[str, gevent.Greenlet]]:
+        """A greenlet a call that may block on ``s`` (and ``ctx``): a receive and a send, as the
+        protocol offers them; each returns what it raised (:func:`_caught`)."""
+        calls: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
+        if self.can_recv:
+            calls.append(("recv", s.recv_msg if s.raw else s.recv, ()))
+            if ctx is not None:
+                calls.append(("context recv", ctx.recv, ()))
+        if self.can_send:
+            calls.append(("send", self._send_any, (s,)))
+            if ctx is not None:
+                calls.append(("context send", ctx.send, (b"x",)))
+        return [(what, self.spawn(_caught, fn, *args)) for what, fn, args in calls]
+
+    def _still_blocked(self, calls: list[tuple[str, gevent.Greenlet]]
+                       ) -> list[tuple[str, gevent.Greenlet]]:
+        """The calls still blocked; those that could not block returned, or failed on the
+        protocol's state (checked here)."""
+        for what, g in calls:
+            if g.ready():
+                exc = _outcome(g, what)
+                assert exc is None or isinstance(exc, _STATE), (what, exc)
+        return [(what, g) for what, g in calls if not g.ready()]
+
+    def _calls_on_closed(self, s: gsp.Socket,
+                         ctx: gsp.Context | None) -> list[tuple[str, Callable[[], Any]]]:
+        """Every call of a socket (and of its context) that must raise Closed once it closed."""
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            ("send", lambda: s.send(b"x")), ("recv", s.recv),
+            ("send_msg", lambda: s.send_msg(gsp.Message(b"x", self.raw_header))),
+            ("recv_msg", s.recv_msg), ("listen", lambda: s.listen(self.url())),
+            ("dial", lambda: s.dial("inproc://gsp-testing-closed")),
+            ("open_context", s.open_context), ("subscribe", lambda: s.subscribe(b"")),
+            ("unsubscribe", lambda: s.unsubscribe(b"")),
+        ]
+        if ctx is not None:
+            calls += [("context send", lambda: ctx.send(b"x")), ("context recv", ctx.recv)]
+        return calls
+
+    @staticmethod
+    def _assert_each_raises_closed(calls: list[tuple[str, Callable[[], Any]]], on: str) -> None:
+        """Each of ``calls`` raises Closed (``on``: what it was called on, for the message)."""
+        for what, call in calls:
+            try:
+                call()
+            except gsp.Closed:
+                continue
+            except Exception as exc:
+                raise AssertionError(f"{what} on {on} raised {exc!r}, not Closed") from exc
+            raise AssertionError(f"{what} on {on} did not raise Closed")
+
+    # -- steps of test_pipe_churn ------------------------------------------------------------------
+    def _churn_worker(self, this: gsp.Socket, stop: Event, failures: list[BaseException]) -> None:
+        """Send and receive on ``this`` (as the protocol offers) until ``stop``; what fails is
+        kept in ``failures``. Timeouts and the protocol's state errors are expected."""
+        ops = ([lambda: this.send(b"churn")] if self.can_send else []) + \
+            ([this.recv] if self.can_recv else [])
+        try:
+            while not stop.is_set():
+                for op in ops:
+                    try:
+                        op()
+                    except (gsp.Timeout, gsp.ProtocolStateError):
+                        pass
+                gevent.sleep(0)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+
+    def _churn_round(self, this: gsp.Socket, url: str, rnd: int) -> None:
+        """Five peers dial ``url``: one closes at once (likely before it attached), ``this``
+        closes every other pipe, the others send a message if they can, then close."""
+        peers = [self.open(self.peer, reconnect_time=0.01, linger=0, send_timeout=0.01)
+                 for _ in range(5)]
+        for p in peers:
+            p.dial(url, block=False)
+        for _ in range(rnd % 3):
+            gevent.sleep(0)
+        peers[0].close()  # likely before it attached
+        wait_for(lambda: this.pipes, what="a peer to attach")
+        for pipe in this.pipes[::2]:  # some closed from this end
+            pipe.close()
+        for p in peers[1:]:
+            if self.can_recv:  # the peer can send
+                try:
+                    p.send(b"from a peer")
+                except (gsp.Timeout, gsp.ProtocolStateError, gsp.NotSupported):
+                    pass
+            p.close()
+
+    def _drain(self, this: gsp.Socket) -> None:
+        """Receive (and drop) what ``this`` has queued, if it receives at all."""
+        if not self.can_recv:
+            return
+        this.recv_timeout = 0.05
+        try:
+            while True:
+                this.recv()
+        except (gsp.Timeout, gsp.ProtocolStateError):
+            pass
+        this.recv_timeout = WAIT

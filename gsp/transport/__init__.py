@@ -35,7 +35,15 @@ if TYPE_CHECKING:
         map_socket_error,
         resolve,
     )
-    from .tls import TLS_OPTIONS, tls_context, tls_handshake, tls_properties, tls_refusal, tls_wrap
+    from .tls import (
+        TLS_OPTIONS,
+        TLSContextSource,
+        tls_context,
+        tls_handshake,
+        tls_properties,
+        tls_refusal,
+        tls_wrap,
+    )
     from .urls import hostport, parse_host_port, split_url
 
 __all__ = [
@@ -45,7 +53,8 @@ __all__ = [
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
     "connect_socket", "map_socket_error", "forget_socket",
     # tls, urls, limits, the codec
-    "TLS_OPTIONS", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal", "tls_properties",
+    "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
+    "tls_properties",
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
     # options and registration
     "Option", "hookimpl", "overrides",
@@ -63,7 +72,8 @@ _FROM = {
         "forget_socket", "map_socket_error", "resolve",
     ),
     ".tls": (
-        "TLS_OPTIONS", "tls_context", "tls_handshake", "tls_properties", "tls_refusal", "tls_wrap",
+        "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_handshake", "tls_properties",
+        "tls_refusal", "tls_wrap",
     ),
     ".urls": ("hostport", "parse_host_port", "split_url",),
 }

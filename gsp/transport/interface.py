@@ -174,6 +174,12 @@ class TransportListener(ABC):
         is called. Must not raise."""
         return False
 
+    def reload(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
+        """Optional: read again now the files the listener's options name (TLS certificates,
+        keys, CAs, CRLs) for the connections accepted from now on, as ``Listener.reload()``
+        asks; raise :class:`gsp.BadOption` if they do not load, keeping the previous ones in
+        use. The default does nothing (nothing to reload)."""
+
 
 class TransportDialer(ABC):
     """Makes connections to one address; the core calls ``dial`` again after each loss."""
@@ -192,6 +198,10 @@ class TransportDialer(ABC):
         """Optional, for fork safety: in a child process right after ``fork``, drop this
         process's copy of a connection being made (as :meth:`Connection.forget`); the dialer
         is used again for the child's own dials. Must not raise. The default does nothing."""
+
+    def reload(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
+        """Optional: as :meth:`TransportListener.reload`, for the dialer's next connections;
+        raise :class:`gsp.BadOption` if the files do not load. The default does nothing."""
 
 
 class Transport:

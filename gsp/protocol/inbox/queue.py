@@ -70,7 +70,7 @@ class Inbox(Generic[T]):
 
     POLICIES = ("block", "drop_oldest", "drop_newest")
 
-    __slots__ = ("_buf", "_cap", "_policy", "_items", "_space", "_getters", "_putters",
+    __slots__ = ("_buf", "_cap", "_on_full", "_items", "_space", "_getters", "_putters",
                  "_closed", "dropped", "_stats", "_stat", "_owner", "_max_bytes", "_sizer", "_size_of",
                  "_sources", "_fifo")
 
@@ -89,7 +89,7 @@ class Inbox(Generic[T]):
         # position (sources are kept for fairness, whether or not asked).
         self._fifo: FairFifo[T] = FairFifo()
         self._buf: deque[T] = self._fifo.front
-        self._policy = policy
+        self._on_full = _ON_FULL[policy]  # what a put into a full queue does: chosen once
         self._items = Signal()  # fired when an item arrives (only if someone waits for one)
         self._space = Signal()  # fired when room appears (only if a blocked put waits)
         self._getters = 0
@@ -138,11 +138,25 @@ class Inbox(Generic[T]):
         if self._closed:
             raise Closed(f"{self._owner} closed")
 
-    def _yield_to_getters(self) -> None:
-        # Receivers were woken but have not run yet (a reader delivers a whole batch without
-        # yielding): let them drain before dropping anything.
+    def _getters_made_room(self) -> bool:
+        # Whether receivers that were woken but have not run yet (a reader delivers a whole
+        # batch without yielding) made room, once given their turn: before dropping anything.
+        # (Only while some wait: `if inbox._getters and inbox._getters_made_room()`.)
         gevent.sleep(0)
         self._check()
+        return not self._full()
+
+    def _wake_getters(self) -> None:
+        # The one wake-up of receivers: a get or a select (wake_case) may be waiting. (Inline
+        # in put's and put_all's fast paths, which pay no call when nobody waits.)
+        if self._items.armed:
+            self._items.fire()
+
+    def _wake_putters(self) -> None:
+        # The one wake-up of producers: a put blocked on a full queue may find room now.
+        # (Inline in get's fast path and _take, which pay no call when none is blocked.)
+        if self._putters:
+            self._space.fire()
 
     def _full(self) -> bool:
         n = len(self._fifo)
@@ -160,8 +174,7 @@ class Inbox(Generic[T]):
     def _place(self, item: T, nbytes: int, source: Any) -> None:
         # Queue one item with room for it (fairly: FairFifo.place), and wake a waiting getter.
         self._fifo.place(item, nbytes, source, self._sizer)
-        if self._items.armed:  # a get or a select (wake_case) may be waiting
-            self._items.fire()
+        self._wake_getters()
 
     @property
     def max_bytes(self) -> int:
@@ -178,10 +191,8 @@ class Inbox(Generic[T]):
         while self._full() and len(self._buf) > 1:
             self._buf.popleft()
             n += 1
-        if n:
-            self._count(n)
-        if self._putters:
-            self._space.fire()
+        self._count(n)
+        self._wake_putters()
 
     def _sources_now(self) -> list[Any]:
         return self._fifo.sources()
@@ -209,7 +220,7 @@ class Inbox(Generic[T]):
                 break
         return k
 
-    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None,  # noqa: C901 -- issue 26: split with the hot-path helpers
+    def put(self, item: T, timeout: float | None = None, nbytes: int | None = None,
             source: Any = None) -> bool:
         """Queue ``item`` (of ``nbytes`` bytes, measured when not given; from ``source``); False
         if the policy dropped it (the new one or an older one). With ``"block"``, waits up to
@@ -226,48 +237,20 @@ class Inbox(Generic[T]):
             fifo.owner = source
             buf.append(item)
             ledger.added(1, self._sizer(item) if nbytes is None else nbytes, source, len(buf))
-            if self._items.armed:  # a get or a select (wake_case) may be waiting
+            if self._items.armed:  # _wake_getters, inline
                 self._items.fire()
             return True
         self._check()
         if nbytes is None:
             nbytes = self._sizer(item)
+        on_full = self._on_full
         full = self._full()
         if buf and source is not fifo.owner:
-            fifo.mix(self._sizer, spare=full and self._policy == "drop_newest")
-        kept = True
-        if full and self._policy != "block" and self._getters:
-            self._yield_to_getters()
-            full = self._full()
-        held = fifo.held
+            fifo.mix(self._sizer, spare=full and on_full.spare)
         if full:
-            if self._policy == "drop_newest":
-                victim = held.largest() if held.items else source
-                if victim is source:
-                    self._count(1)
-                    return False
-                held.drop(victim, True, self._sizer)  # the busiest source's newest, not this one
-                self._count(1)
-                kept = False
-            elif self._policy == "drop_oldest":
-                n = 0
-                while (buf or held.items) and self._full():
-                    if held.items:  # the busiest source's oldest waiting
-                        held.drop(held.largest(), False, self._sizer)
-                    else:
-                        buf.popleft()
-                    n += 1
-                self._count(n)
-                kept = False
-            else:
-                deadline = Deadline(timeout)
-                # A source with nothing queued gets one item in (its reader holds it anyway).
-                while self._full() and fifo.holds(source):
-                    self._check()
-                    self._wait(self._space, deadline, putter=True)
-                self._check()
+            return on_full.put(self, item, nbytes, source, timeout)
         self._place(item, nbytes, source)
-        return kept
+        return True
 
     def put_all(self, items: list[T], nbytes: int | None = None, source: Any = None) -> int:
         """``put`` each of ``items`` (``nbytes`` in all, measured when not given) in order
@@ -277,7 +260,7 @@ class Inbox(Generic[T]):
         Items are measured one by one only near the byte bound; otherwise a run that is part of
         the batch is counted as its share of ``nbytes`` (the shares add up to ``nbytes``)."""
         buf = self._buf
-        block = self._policy == "block"
+        on_full = self._on_full
         fifo = self._fifo
         ledger = fifo.ledger
         limit = self._max_bytes
@@ -293,7 +276,7 @@ class Inbox(Generic[T]):
             if limit and room > 0 and buf and left > limit - self.queued_bytes:
                 room = self._bytes_room(items, i, room)  # near the bound: by their sizes
                 exact = True
-            if room > 0 and not (block and self._putters):  # blocked putters go first (FIFO)
+            if room > 0 and not (on_full.queues and self._putters):  # blocked puts go first
                 run = items[i:i + room]
                 buf.extend(run)
                 k = len(run)
@@ -306,26 +289,14 @@ class Inbox(Generic[T]):
                 left -= share
                 ledger.added(k, share, source, len(buf))
                 i += k
-                if self._items.armed:
+                if self._items.armed:  # _wake_getters, inline
                     self._items.fire()
                 continue
-            if block:
-                item = items[i]
-                size = self._sizer(item)
-                self.put(item, None, min(size, left), source)  # full: wait for room as put does
-                left -= min(size, left)
-                i += 1
-                continue
-            if self._getters:
-                self._yield_to_getters()
-                if not self._full():
-                    continue
-            # Full, and nobody drained it: the rest goes by the policy, item by item as put
-            # would do it (how many fit depends on their sizes).
+            # Full: the policy goes on with the batch (waits for room, or drops).
             before = self.dropped
-            for item in items[i:]:
-                self.put(item, None, None, source)
-            return self.dropped - before
+            i, left = on_full.put_batch(self, items, i, left, source)
+            if i == n:
+                return self.dropped - before
         return 0
 
     def _put_all_fair(self, items: list[T], nbytes: int, source: Any) -> int:
@@ -334,11 +305,14 @@ class Inbox(Generic[T]):
         limit = self._max_bytes
         if len(self._fifo) + len(items) <= self._cap and not self._closed and (
                 not limit or self.queued_bytes + nbytes <= limit) and not (
-                self._policy == "block" and self._putters):
+                self._on_full.queues and self._putters):
             self._fifo.add_run(items, nbytes, source, self._sizer)
-            if self._items.armed:
-                self._items.fire()
+            self._wake_getters()
             return 0
+        return self._put_each(items, source)
+
+    def _put_each(self, items: list[T], source: Any) -> int:
+        # put each of items (measured one by one), as put does it; how many were dropped.
         before = self.dropped
         for item in items:
             self.put(item, None, None, source)
@@ -349,11 +323,11 @@ class Inbox(Generic[T]):
         buf = self._buf
         if buf and not self._closed:  # fast path: no wait, no (index, item) pair
             item = buf.popleft()
-            if self._putters:
+            if self._putters:  # _wake_putters, inline
                 self._space.fire()
             return item
-        got: T = self.get_or(timeout)[1]
-        return got
+        self._await(timeout, ())
+        return self._take()
 
     def get_from(self, timeout: float | None = None) -> tuple[T, Any]:
         """Take the oldest item with the ``source`` it was put with (``sources=True``), waiting
@@ -371,8 +345,7 @@ class Inbox(Generic[T]):
     def wake_case(self) -> Recv:
         """A select case that becomes ready when an item may have arrived or the inbox closed
         (for a protocol's ``wake_cases``)."""
-        if self._putters:  # items were taken through `ready`: let blocked producers in
-            self._space.fire()
+        self._wake_putters()  # items may have been taken through `ready`
         return self._items.case()
 
     def get_or(self, timeout: float | None, *extra: Recv) -> tuple[int, Any]:
@@ -390,8 +363,7 @@ class Inbox(Generic[T]):
                 self._fifo.refill()
             if self._buf:
                 return 0, None
-            if self._putters:  # items were taken through `ready`: let blocked producers in
-                self._space.fire()
+            self._wake_putters()  # items may have been taken through `ready`
             if deadline is None:
                 deadline = Deadline(timeout)
             i, v = self._wait(self._items, deadline, putter=False, extra=extra)
@@ -400,7 +372,7 @@ class Inbox(Generic[T]):
 
     def _take(self) -> T:
         item = self._buf.popleft()
-        if self._putters:
+        if self._putters:  # _wake_putters, inline
             self._space.fire()
         return item
 
@@ -430,10 +402,8 @@ class Inbox(Generic[T]):
         while len(buf) > capacity:
             buf.popleft()  # from the front: the byte count by position still holds
             n += 1
-        if n:
-            self._count(n)
-        if self._putters:
-            self._space.fire()
+        self._count(n)
+        self._wake_putters()
 
     def put_back(self, item: T, source: Any = None) -> None:
         """Return ``item`` (``source``'s), taken from this queue or handed on in its place, to
@@ -444,8 +414,7 @@ class Inbox(Generic[T]):
         if self._closed:
             return
         self._fifo.put_front(item, source, self._sizer)
-        if self._items.armed:  # a get or a select (wake_case) may be waiting
-            self._items.fire()
+        self._wake_getters()
 
     def filter(self, keep: Callable[[T], bool]) -> None:
         """Discard every queued item for which ``keep(item)`` is false (order is kept)."""
@@ -454,8 +423,7 @@ class Inbox(Generic[T]):
         self._buf.extend(x for x, _ in pairs)
         self._recount([src for _, src in pairs])
         self._fifo.held.keep(keep, self._sizer)
-        if self._putters:
-            self._space.fire()
+        self._wake_putters()
 
     def close(self) -> None:
         """Wake every waiter with :class:`gsp.Closed`; queued items are discarded."""
@@ -463,3 +431,122 @@ class Inbox(Generic[T]):
         self._fifo.clear()
         self._items.close()
         self._space.close()
+
+
+class _OnFull:
+    """What an :class:`Inbox` does with what is put into it while it is full: one subclass a
+    policy, chosen once (``Inbox(policy=...)``)."""
+
+    __slots__ = ()
+
+    #: A batch (``put_all``) waits behind blocked puts rather than passing them (FIFO).
+    queues = False
+    #: ``FairFifo.mix`` keeps the front a place short for the newcomer's item (it may drop).
+    spare = False
+
+    def put(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any,
+            timeout: float | None) -> bool:
+        """``inbox.put(item)`` on a full ``inbox``: True if it went in and nothing was dropped."""
+        raise NotImplementedError
+
+    def put_batch(self, inbox: Inbox[Any], items: list[Any], i: int, left: int,
+                  source: Any) -> tuple[int, int]:
+        """``inbox.put_all(items)`` found the inbox full at ``items[i]`` (``left``: the bytes
+        of ``items[i:]``): put some, and say where the batch goes on (``len(items)``: done)
+        and with how many bytes left."""
+        raise NotImplementedError
+
+
+class _Block(_OnFull):
+    """``"block"``: wait for room (back-pressure to the peer)."""
+
+    __slots__ = ()
+    queues = True
+
+    def put(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any,
+            timeout: float | None) -> bool:
+        deadline = Deadline(timeout)
+        # A source with nothing queued gets one item in (its reader holds it anyway).
+        while inbox._full() and inbox._fifo.holds(source):
+            inbox._check()
+            inbox._wait(inbox._space, deadline, putter=True)
+        inbox._check()
+        inbox._place(item, nbytes, source)
+        return True
+
+    def put_batch(self, inbox: Inbox[Any], items: list[Any], i: int, left: int,
+                  source: Any) -> tuple[int, int]:
+        # One item, waiting for room as put does; the batch goes on in runs.
+        item = items[i]
+        share = min(inbox._sizer(item), left)
+        inbox.put(item, None, share, source)
+        return i + 1, left - share
+
+
+class _Drop(_OnFull):
+    """The policies that never wait: they drop, once receivers woken but not yet run had their
+    turn."""
+
+    __slots__ = ()
+
+    def put(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any,
+            timeout: float | None) -> bool:
+        if inbox._getters and inbox._getters_made_room():
+            inbox._place(item, nbytes, source)
+            return True
+        return self.drop(inbox, item, nbytes, source)
+
+    def drop(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any) -> bool:
+        """Make room for ``item`` and place it, or drop it: False (something was dropped)."""
+        raise NotImplementedError
+
+    def put_batch(self, inbox: Inbox[Any], items: list[Any], i: int, left: int,
+                  source: Any) -> tuple[int, int]:
+        if inbox._getters and inbox._getters_made_room():
+            return i, left
+        # Nobody drained it: the rest goes by the policy, item by item as put would do it (how
+        # many fit depends on their sizes).
+        inbox._put_each(items[i:], source)
+        return len(items), 0
+
+
+class _DropOldest(_Drop):
+    """``"drop_oldest"`` (sub): the oldest waiting item of the source with the most waiting,
+    else the oldest of the front, until there is room."""
+
+    __slots__ = ()
+
+    def drop(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any) -> bool:
+        buf, held = inbox._buf, inbox._fifo.held
+        n = 0
+        while (buf or held.items) and inbox._full():
+            if held.items:  # the busiest source's oldest waiting
+                held.drop(held.largest(), False, inbox._sizer)
+            else:
+                buf.popleft()
+            n += 1
+        inbox._count(n)
+        inbox._place(item, nbytes, source)
+        return False
+
+
+class _DropNewest(_Drop):
+    """``"drop_newest"`` (bus): the new item, or the newest of a busier source rather than
+    this source's message."""
+
+    __slots__ = ()
+    spare = True
+
+    def drop(self, inbox: Inbox[Any], item: Any, nbytes: int, source: Any) -> bool:
+        held = inbox._fifo.held
+        victim = held.largest() if held.items else source
+        inbox._count(1)
+        if victim is source:
+            return False
+        held.drop(victim, True, inbox._sizer)  # the busiest source's newest, not this one
+        inbox._place(item, nbytes, source)
+        return False
+
+
+_ON_FULL: dict[str, _OnFull] = {
+    "block": _Block(), "drop_oldest": _DropOldest(), "drop_newest": _DropNewest()}

@@ -33,6 +33,7 @@ from gsp.transport import (
     Connection,
     Holding,
     RecvLimits,
+    TLSContextSource,
     forget_socket,
     tls_handshake,
     tls_refusal,
@@ -309,7 +310,7 @@ class WSClientConnection(WSConnection):
     """A dialer's connection: TLS (wss), then the upgrade request, in ``handshake``."""
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str, *,
-                 url: str, host_header: str, path: str, tls: Any,
+                 url: str, host_header: str, path: str, tls: TLSContextSource | None,
                  server_hostname: str | None) -> None:
         super().__init__(sock, options, local, remote, path)
         self._url = url
@@ -319,7 +320,8 @@ class WSClientConnection(WSConnection):
 
     def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
         if self._tls is not None:
-            self.sock = tls_wrap(self.sock, self._tls, server_side=False,
+            # The CA/CRL/certificate files as they are now (TLSContextSource.get).
+            self.sock = tls_wrap(self.sock, self._tls.get(), server_side=False,
                                  server_hostname=self._server_hostname)
             self.properties.update(tls_handshake(self.sock, f"wss to {self.remote_address}"))
         want = subprotocol(spec.peer_name)  # nng: the dialer names the protocol it wants to reach

@@ -23,6 +23,7 @@ import gsp
 from gsp.chan import Chan
 from gsp.transport import (
     SocketDialer,
+    TLSContextSource,
     Transport,
     TransportDialer,
     TransportListener,
@@ -33,7 +34,6 @@ from gsp.transport import (
     parse_host_port,
     resolve,
     split_url,
-    tls_context,
     tls_handshake,
     tls_wrap,
 )
@@ -67,7 +67,8 @@ _servers: dict[tuple[str, int], "_HTTPServer"] = {}
 class _HTTPServer:
     """One bound address: accepts, reads upgrade requests, hands them to listeners by path."""
 
-    def __init__(self, scheme: str, host: str, port: int, tls: Any, timeout: float | None) -> None:
+    def __init__(self, scheme: str, host: str, port: int, tls: TLSContextSource | None,
+                 timeout: float | None) -> None:
         self.scheme = scheme
         self.host = host
         self.port = port
@@ -104,7 +105,8 @@ class _HTTPServer:
             with gevent.Timeout(self.timeout, gsp.Timeout("upgrade request timed out")):
                 props: Mapping[str, Any] = {}
                 if self.tls is not None:
-                    sock = tls_wrap(sock, self.tls, server_side=True)
+                    # The files as they are now (the context is rebuilt when they change).
+                    sock = tls_wrap(sock, self.tls.get(), server_side=True)
                     props = tls_handshake(sock, f"wss from {remote}")
                 # Split the request head off ourselves: bytes behind it (a client that did not
                 # wait for the 101) are WebSocket frames, kept for the connection.
@@ -233,7 +235,7 @@ class WSListener(RouteListener):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=True)
-        self.tls = (tls_context(options, server=True, what=f"listen {url}")
+        self.tls = (TLSContextSource(options, server=True, url=url)
                     if self.scheme == "wss" else None)
         self._server: _HTTPServer | None = None
 
@@ -244,6 +246,15 @@ class WSListener(RouteListener):
         srv.routes[self.path] = self
         self._server = srv
         self.url = f"{self.scheme}://{hostport(self.host or '0.0.0.0', srv.port)}{self.path}"
+        if srv.tls is not None and srv.tls is self.tls:
+            srv.tls.url = self.url  # the bound port, for the log
+
+    def reload(self) -> None:
+        # The server's context: the first wss listener's on this address serves them all.
+        srv = self._server
+        tls = srv.tls if srv is not None else self.tls
+        if tls is not None:
+            tls.reload()
 
     def _unroute(self, forget: bool = False) -> None:
         srv, self._server = self._server, None
@@ -261,7 +272,7 @@ class WSDialer(SocketDialer):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=False)
-        self.tls = (tls_context(options, server=False, what=f"dial {url}")
+        self.tls = (TLSContextSource(options, server=False, url=url)
                     if self.scheme == "wss" else None)
         self.server_hostname = options["tls_server_name"] or self.host
 
@@ -280,6 +291,10 @@ class WSDialer(SocketDialer):
             sock, self.options, local, remote,
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,
             tls=self.tls, server_hostname=self.server_hostname)
+
+    def reload(self) -> None:
+        if self.tls is not None:
+            self.tls.reload()
 
 
 class WSTransport(Transport):
