@@ -179,8 +179,9 @@ class UpgradeRefused(HandshakeError):
 
     ``status`` is the HTTP status it answered with (400: not this endpoint's protocol,
     403: origin refused, 404: no SP endpoint at that path, 426: not a WebSocket upgrade,
-    500/503: the server cannot serve it now) and ``reason`` the text of its answer (``""`` if it
-    gave none).
+    500/503: the server cannot serve it now; or the status of a refusal by the listener's
+    ``ws_authorize`` check, such as 401 or 403) and ``reason`` the text of its answer (``""`` if
+    it gave none).
     """
 
     def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:

@@ -28,6 +28,10 @@ from tests.certs import PAIRS, PKI, interop
 MiB = 1 << 20
 
 
+def accept_all(request: Any) -> None:
+    """A ``ws_authorize`` check that lets every peer in (the kit's good value)."""
+
+
 class TestWSTransport(TransportSuite):
     scheme = "ws"
     wrong_protocol_error = UpgradeRefused  # an HTTP 400: the subprotocol is not the listener's peer
@@ -36,7 +40,8 @@ class TestWSTransport(TransportSuite):
     options = {"ws_recv_text": (True, "yes"), "ws_recv_frame_max": (0, -1),
                "ws_send_frame_max": (1 << 15, 1.5),
                "ws_request_headers": ((("X-Kit", "1"),), {"X-Bad\n": "1"}),
-               "ws_origins": (frozenset({"https://good.example"}), "https://good.example")}
+               "ws_origins": (frozenset({"https://good.example"}), "https://good.example"),
+               "ws_authorize": (accept_all, "Bearer token")}
 
     not_applicable = {"test_garbage_headers_refused":
                       "SP over WebSocket has no 8-byte SP header: the protocol is the "

@@ -1,7 +1,7 @@
 """The ws SP mount (gsp_ws.wsgi) under real gevent WSGI servers, each a process of its own:
 gunicorn -k gevent, gunicorn -k gevent_pywsgi, uWSGI --gevent and gevent.pywsgi. Each serves
-tests/apps/ws_app.py (a REP echo at /sp, a PULL at /pull, /health beside them), reached by a
-gsp dialer and by pynng (nng)."""
+tests/apps/ws_app.py (a REP echo at /sp, a PULL at /pull, a REP behind ws_authorize at
+/private, /health beside them), reached by a gsp dialer and by pynng (nng)."""
 
 from __future__ import annotations
 
@@ -174,6 +174,26 @@ def test_refused_upgrades_carry_the_http_status(name: str) -> None:
         finally:
             nng.run(n.close)
         assert http_get(port, "/health")[0] == 200
+        assert_clean(srv)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_ws_authorize_refuses_before_the_upgrade(name: str) -> None:
+    with SERVERS[name]() as srv:
+        url = ws_url(srv, "/private")
+        with gsp.socket("req", recv_timeout=10) as req:
+            with pytest.raises(gsp.UpgradeRefused) as info:
+                req.dial(url, block=True)
+            assert (info.value.status, info.value.reason) == (401, "no entry without the token")
+            n = nng.socket("req")
+            try:
+                assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
+            finally:
+                nng.run(n.close)
+            req.dial(url, block=True, ws_request_headers={"Authorization": "Bearer t0ken"})
+            req.send(b"who am I?")
+            assert req.recv() == b"Bearer t0ken"  # the header, from the pipe's properties
         assert_clean(srv)
 
 

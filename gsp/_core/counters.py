@@ -22,6 +22,7 @@ from ..errors import (
     MessageTooLarge,
     Timeout,
     TLSHandshakeError,
+    UpgradeRefused,
     WrongProtocol,
 )
 
@@ -36,7 +37,7 @@ __all__ = ["sockets", "stats"]
 #: The traffic of a pipe, in the order of its counters (``Pipe._in_msgs`` ... ``_out_bytes``).
 TRAFFIC = ("messages_received", "bytes_received", "messages_sent", "bytes_sent")
 #: Handshake failures by kind, counted by listeners and dialers.
-HANDSHAKE_KINDS = ("wrong_protocol", "timeout", "tls", "malformed", "closed", "other")
+HANDSHAKE_KINDS = ("wrong_protocol", "timeout", "tls", "refused", "malformed", "closed", "other")
 #: Why a dial attempt made no pipe.
 DIAL_REASONS = ("refused", "timeout", "handshake", "rejected", "other")
 
@@ -126,6 +127,8 @@ def handshake_failed(t: dict[str, int], exc: BaseException) -> None:
         kind = "tls"
     elif isinstance(exc, Timeout):
         kind = "timeout"
+    elif isinstance(exc, UpgradeRefused):
+        kind = "refused"  # an HTTP answer instead of the 101 (ws: origin, ws_authorize, path)
     elif isinstance(exc, HandshakeError):
         kind = "malformed"  # bad magic, version or reserved bytes: not an SP peer
     elif isinstance(exc, ConnectionBroken):

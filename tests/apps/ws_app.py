@@ -1,7 +1,8 @@
 """A WSGI app with SP endpoints mounted beside a normal route, for the real-server tests
 (tests/test_wsgi_servers.py): a REP echo at /sp, a REP answering its worker's pid at /who, a
-PULL at /pull whose messages' sizes /pulled reports, /peers (the addresses of the echo's
-pipes) and /health (200, the worker's pid).
+PULL at /pull whose messages' sizes /pulled reports, a REP at /private behind a bearer token
+(ws_authorize; it answers the Authorization header its pipe carries), /peers (the addresses of
+the echo's pipes) and /health (200, the worker's pid).
 
 The sockets are made at import: in the worker, or before the fork in the master (uWSGI's
 default, gunicorn --preload); a ws mount has no descriptor of its own, so each worker serves the
@@ -15,7 +16,10 @@ from typing import Any, Callable, Iterable
 import gevent
 
 import gsp
+import gsp_ws
 from gsp_ws.wsgi import SPWebSocketApp
+
+TOKEN = "t0ken"
 
 pulled: list[int] = []
 
@@ -61,13 +65,32 @@ def _pull(sock: gsp.Socket) -> None:
             return
 
 
+def _token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    if request.headers.get("authorization") != f"Bearer {TOKEN}":
+        return gsp_ws.Refusal(401, "no entry without the token",
+                              headers={"WWW-Authenticate": "Bearer"})
+    return None
+
+
+def _private(sock: gsp.Socket) -> None:
+    while True:
+        try:
+            msg = sock.recv_msg()
+            sock.send(dict(msg.pipe.properties["ws_request_headers"])["authorization"].encode())
+        except gsp.Closed:
+            return
+
+
 rep = gsp.socket("rep", recv_max_size=0)
 who = gsp.socket("rep")
 pull = gsp.socket("pull", recv_max_size=0)
+private = gsp.socket("rep")
 application = SPWebSocketApp(routes)
 application.mount("/sp", rep)
 application.mount("/who", who)
 application.mount("/pull", pull)
+application.mount("/private", private, ws_authorize=_token)
 gevent.spawn(_echo, rep)
 gevent.spawn(_who, who)
 gevent.spawn(_pull, pull)
+gevent.spawn(_private, private)

@@ -6,7 +6,7 @@ WebSocket message. The protocol check is the HTTP upgrade's subprotocol ``<name>
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import gevent
 from gevent.event import Event
@@ -41,6 +41,7 @@ from gsp.transport import (
 )
 
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
+from .auth import Authorize, Refusal, UpgradeRequest
 
 if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec
@@ -358,22 +359,39 @@ class WSClientConnection(WSConnection):
                                  + (f": {why}" if why else ""), status=status, reason=why)
 
 
+class RequestHead(NamedTuple):
+    """What the HTTP server read of an upgrade request besides wsproto's event."""
+
+    method: str
+    headers: list[tuple[str, str]]  # every header, names in lower case, in the order sent
+    peer: tuple[str, int]
+
+
 class WSServerConnection(WSConnection):
     """A listener's connection whose upgrade request was read by the HTTP server; ``handshake``
-    answers it (101, or 400/403) now that the socket's protocol is known."""
+    answers it (101, or 400/403, or the refusal of the ``ws_authorize`` check) now that the
+    socket's protocol is known."""
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str,
                  hs: H11Handshake, request: Request, tls_props: Mapping[str, Any],
-                 trailing: bytes = b"") -> None:
+                 trailing: bytes = b"", *, head: RequestHead, authorize: Authorize) -> None:
         path = request.target.split("?", 1)[0]
         super().__init__(sock, options, local, remote, path)
         self._hs = hs
         self._request = request
         self._trailing = trailing
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.extra_headers]
+        self._head = head
+        self._authorize = authorize
+        self._tls_props = tls_props
         self.properties.update(tls_props)
-        self.properties["ws_request_headers"] = headers
-        self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
+        self.properties["ws_request_headers"] = head.headers
+        self.properties["ws_origin"] = next((v for k, v in head.headers if k == "origin"), None)
+
+    def _upgrade_request(self) -> UpgradeRequest:
+        return UpgradeRequest(
+            method=self._head.method, target=self._request.target, headers=self._head.headers,
+            remote_address=self.remote_address, local_address=self.local_address,
+            peer=self._head.peer, tls=self._tls_props or None)  # wss: never empty
 
     def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
         refusal = check_upgrade(self._request.subprotocols, self.properties["ws_origin"],
@@ -381,8 +399,14 @@ class WSServerConnection(WSConnection):
         if refusal is not None:
             status, reason = refusal
             self._send(http_error(status, reason))
-            cls = gsp.WrongProtocol if status == 400 else gsp.HandshakeError
-            raise cls(f"refused the WebSocket upgrade from {self.remote_address}: {reason}")
+            if status == 400:
+                raise gsp.WrongProtocol(
+                    f"refused the WebSocket upgrade from {self.remote_address}: {reason}")
+            self._refuse(Refusal(status, reason))
+        refused = self._authorize(self._upgrade_request, spec.name)
+        if refused is not None:
+            self._send(http_error(refused.status, refused.reason, refused.headers))
+            self._refuse(refused)
         want = subprotocol(spec.name)
         self._send(self._hs.send(AcceptConnection(
             subprotocol=want,
@@ -393,6 +417,10 @@ class WSServerConnection(WSConnection):
         if self._trailing:
             conn.receive_data(self._trailing)
         return conn
+
+    def _refuse(self, refusal: Refusal) -> None:
+        raise gsp.UpgradeRefused(f"refused the WebSocket upgrade from {self.remote_address}: "
+                                 f"{refusal}", status=refusal.status, reason=refusal.reason)
 
 
 class WSGIConnection(WSConnection):

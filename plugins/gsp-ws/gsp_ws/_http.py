@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any, Mapping, Sequence
 
 import gsp
 from gsp.options import Option, boolean, described, duration, optional
 from gsp.transport import TLS_OPTIONS
+
+from .auth import check_authorize
 
 SUFFIX = ".sp.nanomsg.org"
 
@@ -61,6 +64,12 @@ WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "listeners: the Origin values allowed (others get 403); None = any. Requests without "
            "Origin (non-browser clients such as nng) pass: Origin only guards against browsers",
            scope="listen"),
+    Option("ws_authorize", None, optional(check_authorize),
+           "listeners: called with each upgrade request (a gsp_ws.UpgradeRequest: path, query, "
+           "headers, cookies, peer, tls) before the 101; returns None to accept, or returns or "
+           "raises a gsp_ws.Refusal(status, reason) to answer that 4xx/5xx instead; a check "
+           "that fails otherwise answers 500 (logged). None = accept all (docs/webapp.md)",
+           scope="listen"),
     Option("ws_recv_text", False, boolean,
            "accept text frames as messages (by default they close the pipe with 1003, as in nng)"),
     Option("ws_recv_frame_max", 1 << 20, _size,
@@ -88,15 +97,18 @@ def check_upgrade(offered: Sequence[str], origin: str | None, protocol: str,
     return None
 
 
-_REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 426: "Upgrade Required",
-            431: "Request Header Fields Too Large",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+def status_line(status: int) -> str:
+    """``"401 Unauthorized"``: the status and its standard phrase."""
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Error"
 
 
 def http_error(status: int, text: str, headers: Sequence[tuple[str, str]] = ()) -> bytes:
     """A complete ``Connection: close`` HTTP/1.1 error response with a plain-text body."""
     body = (text + "\n").encode()
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+    lines = [f"HTTP/1.1 {status_line(status)}",
              "Content-Type: text/plain; charset=utf-8", f"Content-Length: {len(body)}",
              "Connection: close", *(f"{k}: {v}" for k, v in headers)]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

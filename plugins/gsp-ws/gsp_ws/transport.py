@@ -38,8 +38,9 @@ from gsp.transport import (
     tls_wrap,
 )
 
-from ._conn import WSClientConnection, WSConnection, WSServerConnection
+from ._conn import RequestHead, WSClientConnection, WSConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error
+from .auth import Authorize
 
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
 _BACKLOG = 128  # upgraded connections a listener holds before the core accepts them
@@ -57,6 +58,16 @@ def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
 
 def _name(scheme: str, addr: Any) -> str:
     return f"{scheme}://{hostport(addr[0], addr[1])}"
+
+
+def _head(head: bytes, peer: Any) -> RequestHead:
+    """The method and every header of a request head h11 has already checked."""
+    lines = head.decode("latin-1").split("\r\n")
+    headers = []
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.append((name.strip().lower(), value.strip()))
+    return RequestHead(lines[0].split(" ", 1)[0], headers, (str(peer[0]), int(peer[1])))
 
 
 # -- the shared HTTP server ---------------------------------------------------------------------
@@ -140,8 +151,9 @@ class _HTTPServer:
             if lst is None:
                 sock.sendall(http_error(404, f"no SP endpoint at {path}"))
                 return
-            lst._deliver(WSServerConnection(sock, lst.options, local, remote, hs, request, props,
-                                             trailing))
+            lst._deliver(WSServerConnection(
+                sock, lst.options, local, remote, hs, request, props, trailing,
+                head=_head(head, sock.getpeername()), authorize=lst.authorize))
             sock = None  # the listener owns it now
         except (gsp.GspError, OSError, ProtocolError):
             pass  # this one connection failed; the server carries on
@@ -189,6 +201,8 @@ class RouteListener(TransportListener):
         self.options = options
         self._incoming: Chan[WSConnection] = Chan(_BACKLOG)
         self._closed = False
+        #: Runs the ``ws_authorize`` check of each upgrade request (gsp_ws.auth).
+        self.authorize = Authorize(options, url)
 
     def _deliver(self, conn: WSConnection) -> None:
         try:
@@ -246,6 +260,7 @@ class WSListener(RouteListener):
         srv.routes[self.path] = self
         self._server = srv
         self.url = f"{self.scheme}://{hostport(self.host or '0.0.0.0', srv.port)}{self.path}"
+        self.authorize.where = self.url
         if srv.tls is not None and srv.tls is self.tls:
             srv.tls.url = self.url  # the bound port, for the log
 

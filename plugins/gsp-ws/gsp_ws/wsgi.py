@@ -52,7 +52,8 @@ import gsp
 from gsp.transport import tls_properties
 
 from ._conn import WSGIConnection
-from ._http import check_upgrade, subprotocol
+from ._http import check_upgrade, status_line, subprotocol
+from .auth import UpgradeRequest
 
 if TYPE_CHECKING:
     from .transport import WSGIRouteListener
@@ -65,8 +66,6 @@ log = logging.getLogger("gsp.listener")
 
 _apps: "weakref.WeakValueDictionary[str, SPWebSocketApp]" = weakref.WeakValueDictionary()
 _ids = itertools.count(1)
-_REASONS = {400: "Bad Request", 403: "Forbidden", 426: "Upgrade Required",
-            500: "Internal Server Error", 503: "Service Unavailable"}
 _WORKS_ON = ("gevent.pywsgi.WSGIServer, gunicorn -k gevent or -k gevent_pywsgi, "
              "uWSGI --gevent N with --http-socket (or --http and --http-websockets)")
 
@@ -134,7 +133,7 @@ def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, **options: Any) -> S
 def _refuse(start_response: Callable[..., Any], status: int, text: str,
             headers: Iterable[tuple[str, str]] = ()) -> list[bytes]:
     body = (text + "\n").encode()
-    start_response(f"{status} {_REASONS[status]}", [
+    start_response(status_line(status), [
         ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
         *headers])
     return [body]
@@ -156,6 +155,11 @@ class _Server:
         raise NotImplementedError
 
     def refusal(self, environ: dict[str, Any]) -> str | None:
+        return None
+
+    def socket(self, environ: dict[str, Any]) -> Any:
+        """The connection's socket before the upgrade, where the server shows it (for the TLS
+        properties of a ``ws_authorize`` request), else None."""
         return None
 
     def take(self, environ: dict[str, Any]) -> _Taken:
@@ -194,6 +198,9 @@ class _PyWSGI(_Server):
     def serves(self, environ: dict[str, Any]) -> bool:
         return self._reader(environ)[0] is not None
 
+    def socket(self, environ: dict[str, Any]) -> Any:
+        return self._reader(environ)[0]
+
     def refusal(self, environ: dict[str, Any]) -> str | None:
         if not _cooperative(self._reader(environ)[0]):
             return ("the connection's socket is not a gevent socket; give WSGIServer a "
@@ -228,6 +235,9 @@ class _Gunicorn(_Server):
 
     def serves(self, environ: dict[str, Any]) -> bool:
         return "gunicorn.socket" in environ
+
+    def socket(self, environ: dict[str, Any]) -> Any:
+        return environ["gunicorn.socket"]
 
     def refusal(self, environ: dict[str, Any]) -> str | None:
         if not _cooperative(environ["gunicorn.socket"]):
@@ -330,13 +340,16 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
     why = server.refusal(environ)
     if why is not None:
         return _refuse(start_response, 500, why)
+    headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
+               if k.startswith("HTTP_")]
+    refused = route.authorize(lambda: _request(environ, server, path, headers), route.protocol)
+    if refused is not None:
+        return _refuse(start_response, refused.status, refused.reason, refused.headers)
     write = start_response("101 Switching Protocols", [
         ("Upgrade", "websocket"), ("Connection", "Upgrade"),
         ("Sec-WebSocket-Accept", generate_accept_token(key.encode("latin-1")).decode("ascii")),
         ("Sec-WebSocket-Protocol", subprotocol(route.protocol)),
         *(route.options["ws_response_headers"] or ())])
-    headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
-               if k.startswith("HTTP_")]
     return _serve(route, server, environ, write, path, headers)
 
 
@@ -345,6 +358,34 @@ def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
         host, port = sock_addr[0], sock_addr[1]
     host, port = str(host or "?"), port or "?"
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _socket_names(sock: Any) -> tuple[Any, Any]:
+    """``(peer, local)`` addresses of the connection's socket; None where unknown (no socket
+    shown, or the client already left)."""
+    try:
+        return sock.getpeername(), sock.getsockname()
+    except (AttributeError, OSError):
+        return None, None
+
+
+def _request(environ: dict[str, Any], server: _Server, path: str,
+             headers: list[tuple[str, str]]) -> UpgradeRequest:
+    """What the ``ws_authorize`` check sees of this request (before the socket is taken)."""
+    sock = server.socket(environ)
+    tls = hasattr(sock, "getpeercert")
+    scheme = "wss" if tls else "ws"  # as the pipe's addresses will say
+    peer, local = _socket_names(sock)
+    if not isinstance(peer, tuple):  # uWSGI, or a unix socket: the server's word for it
+        port = str(environ.get("REMOTE_PORT") or "")
+        peer = (environ.get("REMOTE_ADDR") or "?", int(port) if port.isdigit() else 0)
+    query = environ.get("QUERY_STRING") or ""
+    return UpgradeRequest(
+        method=environ.get("REQUEST_METHOD") or "GET", target=path + ("?" + query if query else ""),
+        headers=headers, remote_address=_address(peer, None, None, scheme),
+        local_address=_address(local, environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
+                               scheme),
+        peer=(str(peer[0]), int(peer[1])), tls=tls_properties(sock) if tls else None)
 
 
 def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
