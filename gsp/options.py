@@ -285,9 +285,9 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "handshake (stats: pipes_refused_full), and dialers wait for room; 0 = no limit",
            scope="listen"),
     Option("max_handshakes", 256, integer(0, unit="connections"),
-           "connections a listener may have in their SP handshake at once; at the bound it "
-           "accepts no more until one ends (the kernel's listen backlog holds the rest, and "
-           "pipes already up are served meanwhile); 0 = no bound",
+           "connections a listener may have in their SP handshake (TLS, ws upgrade) at once; "
+           "at the bound it accepts no more until one ends (the kernel's listen backlog holds "
+           "the rest, and pipes already up are served meanwhile); 0 = no bound",
            scope="listen"),
     Option("fail_no_peers", False, boolean,
            "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "

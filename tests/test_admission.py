@@ -218,3 +218,30 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
     assert r["socket"]["pipes_refused_full"] >= 4000
     # Nearly all reached accept (one may still be in a SYN retry when the flood lets go).
     assert r["listener"]["accepted"] >= 4500
+
+
+def test_a_ws_listener_reads_at_most_max_handshakes_upgrade_requests_at_once(mk: Mk) -> None:
+    # gsp-ws's HTTP server reads upgrade requests before gsp's listener sees a connection: it
+    # holds the same bound (the max_handshakes of the listener that made it).
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    lst = rep.listen("ws://127.0.0.1:0/sp", max_handshakes=4)
+    old = mk("req", recv_timeout=WAIT)
+    old.dial(lst.url, block=True)
+    wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
+    tcp = "tcp://" + lst.url.split("://", 1)[1].split("/", 1)[0]
+    stalled = [raw_connect(tcp) for _ in range(4)]  # never send their request
+    late = raw_connect(tcp)
+    try:
+        late.sendall(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        late.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # not read: it waits in the kernel's backlog
+            late.recv(100)
+        round_trip(old, rep)  # the existing peer is served meanwhile
+        stalled.pop().close()
+        late.settimeout(WAIT)
+        assert late.recv(100).startswith(b"HTTP/1.1 4")  # read now, and answered
+        round_trip(old, rep)
+    finally:
+        late.close()
+        for s in stalled:
+            s.close()
