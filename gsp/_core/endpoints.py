@@ -123,8 +123,8 @@ class Listener:
         turns = 0
         while not self._closed:
             turns += 1
-            if turns % 8 == 0:  # a full backlog accepts without waiting: let pipes run too
-                gevent.sleep(0)
+            if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
+                gevent.sleep(0.0001)  # the pipes' sockets (sleep(0) would not: a callback)
             self._wait_for_handshakes()
             try:
                 conn = self._tl.accept()
