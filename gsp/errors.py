@@ -159,8 +159,9 @@ class WrongProtocol(HandshakeError):
 class InheritedListener(Closed):
     """The socket was made before this process forked and its only endpoints were listeners,
     which stay the parent's: the socket is closed in the child (docs/serving.md). Make the
-    socket after fork (gunicorn ``post_fork``, :func:`gsp.per_process`), or listen in each
-    process on an address of its own."""
+    socket after fork (gunicorn ``post_fork``, :func:`gsp.per_process`), and listen in each
+    process on an address of its own, or on one tcp address with ``tcp_reuseport=True`` in
+    every process."""
 
 
 class NoPeers(GspError):

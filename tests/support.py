@@ -235,3 +235,82 @@ def http_get(port: int, path: str, headers: dict[str, str] | None = None) -> tup
         s.close()
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
+
+
+#: A REP in a process of its own: ``gsp.socket("rep", listen=argv[1], **json(argv[2]))``,
+#: answering each request with its pid. It prints its listener's URL, then serves until its
+#: stdin closes (see :func:`who_processes`).
+WHO_SERVER = """
+import json, os, sys, gevent, gsp
+rep = gsp.socket("rep", listen=sys.argv[1], **json.loads(sys.argv[2]))
+def serve():
+    while True:
+        rep.recv()
+        rep.send(str(os.getpid()).encode())
+gevent.spawn(serve)
+print(rep.listeners[0].url, flush=True)
+gevent.get_hub().threadpool.spawn(sys.stdin.read).get()
+rep.close()
+"""
+
+
+@contextlib.contextmanager
+def who_processes() -> Iterator[Callable[..., tuple[Any, str]]]:
+    """``start(url, pass_fds=(), **options)`` runs a :data:`WHO_SERVER` and returns its process
+    and its listener's URL; every one started is stopped (stdin closed, killed if need be)
+    when the block ends."""
+    import json
+    import sys
+
+    from gevent import subprocess
+
+    procs: list[Any] = []
+
+    def start(url: str, pass_fds: tuple[int, ...] = (), **options: Any) -> tuple[Any, str]:
+        proc = subprocess.Popen([sys.executable, "-c", WHO_SERVER, url, json.dumps(options)],
+                                pass_fds=pass_fds, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        procs.append(proc)
+        with gevent.Timeout(30, AssertionError("the server process did not start")):
+            line = proc.stdout.readline().decode().strip()
+        assert "://" in line, line
+        return proc, line
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.stdin.close()
+        for proc in procs:
+            try:
+                proc.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=WAIT)
+            proc.stdout.close()
+
+
+def ask_who(url: str) -> bytes:
+    """One request from a new REQ to ``url``: who answers (a :data:`WHO_SERVER`'s pid)."""
+    with gsp.socket("req", dial=url, recv_timeout=WAIT, send_timeout=WAIT) as req:
+        req.send(b"who")
+        reply: bytes = req.recv()
+    return reply
+
+
+def until_answered_by(url: str, want: int) -> set[bytes]:
+    """Ask ``url`` who answers, each time from a new REQ (the kernel picks a listener by a hash
+    of the connection's addresses, or the first accept it wakes), until ``want`` different ones
+    did; their answers."""
+    seen: set[bytes] = set()
+    with gevent.Timeout(WAIT * 3, AssertionError(f"only {seen} answered")):
+        while len(seen) < want:
+            seen.add(ask_who(url))
+    return seen
+
+
+def unused_fd() -> int:
+    """A descriptor number nothing in this process has open (well above every open one: a number
+    just closed may be taken again at once, by gevent's hub under monkey patching)."""
+    import os
+
+    return max(int(fd) for fd in os.listdir("/proc/self/fd")) + 64

@@ -22,6 +22,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "apps", "fork_scenario.py")
     "midflight",  # dials and handshakes under way at fork
     "multiprocessing",  # the "fork" start method
     "per_process",  # 50 greenlets, one socket; the child makes its own
+    "adopted",  # socket:// and listen_fd: the parent's stay; the child listens on its copy
 ])
 def test_fork(scenario: str, monkey: bool) -> None:
     run_scenario(scenario, monkey)

@@ -21,7 +21,7 @@ class TestTCPTransport(TransportSuite):
     bad_urls = ("tcp://", "tcp://127.0.0.1", "tcp://127.0.0.1:", "tcp://127.0.0.1:99999",
                 "tcp://127.0.0.1:x", "tcp://127.0.0.1:5?q=1", "tcp://127.0.0.1:5#frag",
                 "tcp://u:p@127.0.0.1:5", "tcp://[::1:5", "tcp://a b:5", "tcp:/127.0.0.1:5")
-    options = {"tcp_nodelay": (False, "yes"), "tcp_keepalive": (False, 1)}
+    options = {"tcp_nodelay": (False, "yes"), "tcp_keepalive": (False, 1), "tcp_reuseport": (True, 1)}
 
     def listen_url(self) -> str:
         return "tcp://127.0.0.1:0"

@@ -214,6 +214,27 @@ class Listener:
                              extra=log.fields(self.socket, self.url, remote=remote,
                                               gsp_error=exc, gsp_suppressed=held))
 
+    def adopt(self, fd: Any) -> None:
+        """Make a pipe of an already-connected stream socket: ``fd`` is its descriptor (an int)
+        or a socket object (stdlib or gevent), e.g. one end of ``socket.socketpair()``; for a
+        ``socket://`` listener (nng's socket transport and ``NNG_OPT_SOCKET_FD``). The SP
+        handshake runs in the background as for an accepted connection; the pipe then attaches
+        (pipe events, ``listener.stats["accepted"]``). From then on the descriptor is gsp's: the
+        pipe closing closes it (a socket object given is detached, so it closes nothing). On an
+        error nothing is taken: :class:`gsp.BadOption` for a descriptor that is not open, not a
+        stream socket, listening or not connected; :class:`gsp.NotSupported` on a listener of
+        another scheme; :class:`gsp.Closed` once the listener or its socket is closed."""
+        if self._closed or self.socket.closed:  # (a draining socket closed its listeners)
+            raise Closed("listener closed")
+        detach = getattr(fd, "detach", None)
+        if isinstance(fd, int) and not isinstance(fd, bool):
+            self._tl.adopt(fd)
+            return
+        if detach is None or not callable(getattr(fd, "fileno", None)):
+            raise BadOption(f"adopt takes a file descriptor (an int) or a socket, not {fd!r}")
+        self._tl.adopt(fd.fileno())
+        detach()  # the descriptor is the listener's now: the object must not close it
+
     def reload(self) -> None:
         """Read the files the listener's options name again now (TLS: certificate, key, CA,
         CRL) for the connections it accepts from now on; pipes up keep theirs. Raises

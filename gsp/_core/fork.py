@@ -278,7 +278,8 @@ def _close_inherited(sock: "Socket", urls: list[str], parent: int) -> None:
         f"only endpoints are that process's listeners ({', '.join(urls)}), which stay there: it "
         f"is closed in this process (pid {os.getpid()}). Make the socket after fork (gunicorn "
         f"post_fork, or gsp.per_process(factory)), or make a socket in this process that listens on "
-        f"an address of its own")
+        f"an address of its own, or on the same tcp address with tcp_reuseport=True in every "
+        f"process (the kernel then spreads the connections among them)")
     sock._closed = True
     counters.forget(sock)
     sock._proto.close()

@@ -26,6 +26,7 @@ from ..errors import AddressInUse, BadOption, InvalidAddress
 from ..hookspecs import hookimpl
 from ..options import Option, integer, optional
 from ..transport import (
+    LISTEN_FD,
     Connection,
     SocketDialer,
     SocketListener,
@@ -57,6 +58,7 @@ IPC_OPTIONS = {o.name: o for o in [
     Option("ipc_send_buffer", 512 * 1024, integer(0, unit="bytes"),
            "SO_SNDBUF asked for each connection: the bytes it may have in flight (Linux grants "
            "up to twice net.core.wmem_max); 0 = the kernel's default"),
+    LISTEN_FD,
 ]}
 
 _LINUX = sys.platform.startswith("linux")
@@ -130,6 +132,8 @@ class _IPCEndpoint:
 
 
 class IPCListener(_IPCEndpoint, SocketListener):
+    listen_families = (gsocket.AF_UNIX,)
+
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self._parse(url)

@@ -6,9 +6,11 @@ from typing import Any, Mapping
 
 from gevent import socket as gsocket
 
+from ..errors import InvalidAddress
 from ..hookspecs import hookimpl
 from ..options import Option, boolean, integer
 from ..transport import (
+    LISTEN_FD,
     SocketDialer,
     SocketListener,
     Transport,
@@ -17,6 +19,7 @@ from ..transport import (
     hostport,
     parse_host_port,
     resolve,
+    split_url,
 )
 
 TCP_OPTIONS = {o.name: o for o in [
@@ -30,6 +33,15 @@ TCP_OPTIONS = {o.name: o for o in [
            "seconds between keepalive probes"),
     Option("tcp_keepalive_count", 3, integer(1, 127, unit="probes"),
            "unanswered keepalive probes before the connection is declared dead"),
+    # Several processes (a pre-fork server's workers) each listening on one address: the kernel
+    # spreads the connections among them (Linux). Only sockets of one user can share a port.
+    Option("tcp_reuseport", False, boolean,
+           "set SO_REUSEPORT before binding, so that several listeners (in this process or "
+           "others of the same user) that all set it listen on one address and the kernel "
+           "spreads new connections among them (Linux); give a real port: :0 binds a new one "
+           "each time",
+           scope="listen"),
+    LISTEN_FD,
 ]}
 
 #: The keepalive knobs this OS has (Linux has all three; macOS names the idle time differently).
@@ -66,13 +78,28 @@ class _TCPEndpoint:
 
 
 class TCPListener(_TCPEndpoint, SocketListener):
+    listen_families = (gsocket.AF_INET, gsocket.AF_INET6)
+
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
-        self.host, self.port = parse_host_port(url, listening=True)
+        if options["listen_fd"] is not None and split_url(url)[1] in ("", "*"):
+            self.host, self.port = "", 0  # tcp:// on an inherited socket: its address it is
+        else:
+            self.host, self.port = parse_host_port(url, listening=True)
+
+    def adopt_socket(self, fd: int) -> Any:
+        sock = super().adopt_socket(fd)
+        bound = sock.getsockname()[1]
+        if self.port and self.port != bound:
+            sock.close()
+            raise InvalidAddress(f"listen {format_hostport(self.scheme, self.host, self.port)}: "
+                                 f"listen_fd={fd} listens on port {bound}, not {self.port}")
+        return sock
 
     def bind_socket(self) -> Any:
         family, addr = resolve(self.host, self.port, True)
-        sock = bind_stream_socket(family, addr, f"listen {self.url}")
+        sock = bind_stream_socket(family, addr, f"listen {self.url}",
+                                  reuseport=self.options["tcp_reuseport"])
         bound = sock.getsockname()
         self.url = format_hostport(self.scheme, self.host or bound[0], bound[1])
         return sock

@@ -103,10 +103,9 @@ class TLSListener(TCPListener):
         super().__init__(url, options)
         self.tls = TLSContextSource(options, server=True, url=url)
 
-    def bind_socket(self) -> Any:
-        sock = super().bind_socket()
+    def bind(self) -> None:
+        super().bind()
         self.tls.url = self.url  # the bound port, for the log
-        return sock
 
     def reload(self) -> None:
         self.tls.reload()

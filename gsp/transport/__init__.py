@@ -5,6 +5,8 @@
 * Byte-stream transports (:mod:`.stream`): :class:`StreamConnection`, :class:`SocketListener`
   and :class:`SocketDialer` (tcp, ipc, tls+tcp and ws are made of them) and the socket calls with
   their errors mapped to gsp's.
+* Sockets given rather than made (:mod:`.fds`): an inherited listening descriptor (the
+  :data:`LISTEN_FD` option) and an already-connected one (the ``socket://`` transport).
 * TLS (:mod:`.tls`), URLs (:mod:`.urls`), the receive bounds of a socket's pipes
   (:mod:`.limits`), and the sans-IO SP codec, :mod:`gsp.transport.wire` (handshake, framing,
   incremental decoder).
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from ..hookspecs import hookimpl, overrides
     from ..options import Option
     from . import wire
+    from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
     from .stream import (
@@ -52,6 +55,8 @@ __all__ = [
     # byte streams
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
     "connect_socket", "map_socket_error", "forget_socket",
+    # adopted descriptors
+    "LISTEN_FD", "adopt_listening_socket", "adopt_connected_socket", "family_name",
     # tls, urls, limits, the codec
     "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
     "tls_properties",
@@ -65,6 +70,7 @@ __all__ = [
 _FROM = {
     "..hookspecs": ("hookimpl", "overrides"),
     "..options": ("Option",),
+    ".fds": ("LISTEN_FD", "adopt_connected_socket", "adopt_listening_socket", "family_name",),
     ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
     ".limits": ("Holding", "RecvLimits",),
     ".stream": (

@@ -19,6 +19,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ..errors import NotSupported
+
 if TYPE_CHECKING:
     from ..message import Message
     from ..options import Option
@@ -173,6 +175,17 @@ class TransportListener(ABC):
         parent's it holds. False (the default) leaves the listener to the parent: ``forget``
         is called. Must not raise."""
         return False
+
+    def adopt(self, fd: int) -> None:
+        """Optional: make a connection of the already-connected stream socket ``fd`` and hand
+        it to :meth:`accept` (its SP handshake then runs as any accepted connection's), as
+        ``Listener.adopt(fd)`` asks; the ``socket://`` transport's way in. On success the
+        descriptor is the listener's (closing the connection closes it); on an error it is
+        left open and the caller's. Raise :class:`gsp.BadOption` for a descriptor that is not
+        a connected stream socket, :class:`gsp.Closed` after :meth:`close`. Must not block for
+        long. The default raises :class:`gsp.NotSupported`: the listener adopts nothing."""
+        raise NotSupported(f"a {type(self).__name__} adopts no connected descriptors: listen on "
+                           f"socket:// and adopt there")
 
     def reload(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional: read again now the files the listener's options name (TLS certificates,

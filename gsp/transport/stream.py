@@ -30,11 +30,13 @@ from ..errors import (
     ConnectionRefused,
     GspError,
     InvalidAddress,
+    NotSupported,
     Timeout,
 )
 from ..hookspecs import overrides
 from ..message import message_bytes
 from . import wire
+from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
 
@@ -68,12 +70,22 @@ def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
     return family, addr
 
 
-def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024) -> Any:
-    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's."""
+def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024, *,
+                       reuseport: bool = False) -> Any:
+    """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's.
+
+    ``reuseport`` sets ``SO_REUSEPORT`` before the bind, so that several sockets (of this
+    process or others of the same user) that all set it listen on one address, the kernel
+    spreading new connections among them (Linux; :class:`gsp.NotSupported` where the platform
+    has no such option)."""
+    if reuseport and not hasattr(gsocket, "SO_REUSEPORT"):
+        raise NotSupported(f"{what}: this platform has no SO_REUSEPORT")
     sock = gsocket.socket(family, gsocket.SOCK_STREAM)
     try:
         if family != getattr(gsocket, "AF_UNIX", None):
             sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEADDR, 1)
+        if reuseport:
+            sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_REUSEPORT, 1)
         sock.bind(addr)
         sock.listen(backlog)
     except OSError as exc:
@@ -550,6 +562,11 @@ class SocketListener(TransportListener):
     may override :meth:`configure`, :meth:`address_name` and :meth:`wrap`."""
 
     framing: wire.Framing = wire.TCP
+    #: The address families of the inherited listening sockets this listener accepts on in place
+    #: of binding, when its ``listen_fd`` option is set (the transport lists
+    #: :data:`gsp.transport.LISTEN_FD` in its options): tcp's ``(AF_INET, AF_INET6)``, ipc's
+    #: ``(AF_UNIX,)``. Empty (the default): the listener always binds.
+    listen_families: tuple[int, ...] = ()
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url
@@ -576,7 +593,20 @@ class SocketListener(TransportListener):
         return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
 
     def bind(self) -> None:
-        self._sock = self.bind_socket()
+        fd = self.options["listen_fd"] if self.listen_families else None
+        self._sock = self.bind_socket() if fd is None else self.adopt_socket(fd)
+
+    def adopt_socket(self, fd: int) -> Any:
+        """Optional: return a gevent socket accepting on the inherited listening descriptor
+        ``fd`` (the ``listen_fd`` option), called by :meth:`bind` in place of
+        :meth:`bind_socket` for a listener with :attr:`listen_families`. The default accepts on
+        a duplicate (:func:`gsp.transport.adopt_listening_socket`) and sets ``self.url`` to
+        the address it listens on, as :meth:`address_name` names it. Raises
+        :class:`gsp.BadOption` for a descriptor that is not a listening stream socket,
+        :class:`gsp.InvalidAddress` for one of another family."""
+        sock = adopt_listening_socket(fd, self.listen_families, f"listen {self.url} with listen_fd={fd}")
+        self.url = self.address_name(sock.getsockname())
+        return sock
 
     def accept(self) -> Connection:
         if self._closed or self._sock is None:

@@ -86,6 +86,19 @@ def fork_child(child: Callable[[], Any]) -> int:
     return pid
 
 
+def round_trips_until_exit(req: gsp.Socket, pid: int) -> int:
+    """Round-trip on ``req`` until the child ``pid`` exits, which it must with 0; how many."""
+    n = 0
+    while True:
+        round_trips(req, "during", 5)
+        n += 5
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            assert code == 0, code
+            return n
+
+
 def wait_child(pid: int, timeout: float = 30) -> int:
     """The child's exit status, waiting without blocking the hub (the parent serves meanwhile)."""
     with gevent.Timeout(timeout):
@@ -121,6 +134,7 @@ def scenario_fork() -> dict[str, Any]:
             rep.recv()
         except gsp.InheritedListener as exc:
             assert "address of its own" in str(exc) and "per_process" in str(exc), exc
+            assert "tcp_reuseport=True" in str(exc), exc
         else:
             raise AssertionError("the inherited REP answered recv")
         assert rep.closed and rep not in gsp.sockets()
@@ -132,15 +146,7 @@ def scenario_fork() -> dict[str, Any]:
 
     pid = fork_child(child)
     # The parent's own pipes keep working while the child works (and redials its own).
-    n = 0
-    while True:
-        round_trips(req, "during", 5)
-        n += 5
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            break
-    assert code == 0, code
+    n = round_trips_until_exit(req, pid)
     assert [p.id for p in req.pipes] == parent_pipes, (req.pipes, parent_pipes)
     round_trips(req, "after", 20)
     assert forked_lines() == []  # nothing happened in the parent
@@ -414,6 +420,58 @@ def scenario_other_thread() -> dict[str, Any]:
     req.close()
     rep.close()
     return {"other_thread_pipes": len(other_pipes)}
+
+
+def scenario_adopted() -> dict[str, Any]:
+    """socket:// and listen_fd: a REQ and a REP joined by a socketpair (socket://) and a REP
+    accepting on a listening socket it was given (listen_fd). Their only endpoints are
+    listeners, so the child gets InheritedListener on all three; the socketpair's pipe stays
+    the parent's (its ids unchanged, round trips go on), and the child, still holding its own
+    copy of the given listening socket, serves on it with a socket of its own."""
+    import socket
+
+    a, b = socket.socketpair()
+    given = socket.create_server(("127.0.0.1", 0))
+    address = "tcp://127.0.0.1:%d" % given.getsockname()[1]
+    req = gsp.socket("req", recv_timeout=10)
+    rep = gsp.socket("rep")
+    req.listen("socket://").adopt(a)
+    rep.listen("socket://").adopt(b)
+    shared = gsp.socket("rep", listen="tcp://", listen_fd=given.fileno())
+    workers = serve(rep) + serve(shared)
+    round_trips(req, "before", 5)
+    parent_pipes = [p.id for p in req.pipes]
+    with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+        round_trips(asker, "shared", 3)
+
+    def child() -> dict[str, Any]:
+        for inherited in (req, rep, shared):
+            try:
+                inherited.open_context()
+            except gsp.InheritedListener as exc:
+                assert "tcp_reuseport=True" in str(exc), exc
+            else:
+                raise AssertionError(f"the inherited {inherited} works in the child")
+        mine = gsp.socket("rep", listen="tcp://", listen_fd=given.fileno())
+        assert mine.listeners[0].url == address
+        mine_workers = serve(mine, 2)
+        with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+            round_trips(asker, "child", 5)  # answered by the child's REP or the parent's
+        mine.close()
+        gevent.joinall(mine_workers)
+        return {}
+
+    n = round_trips_until_exit(req, fork_child(child))
+    assert [p.id for p in req.pipes] == parent_pipes, (req.pipes, parent_pipes)
+    round_trips(req, "after", 10)
+    with gsp.socket("req", dial=address, recv_timeout=10) as asker:
+        round_trips(asker, "after", 3)
+    assert forked_lines() == []
+    for s in (req, rep, shared):
+        s.close()
+    gevent.joinall(workers)
+    given.close()
+    return {"parent_round_trips_during_child": n}
 
 
 if __name__ == "__main__":
