@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import gevent
 import pytest
+from gevent import socket as gsocket
 
 import gsp
 from gsp.testing import WAIT, wait_for
@@ -246,3 +247,22 @@ def test_a_ws_listener_reads_at_most_max_handshakes_upgrade_requests_at_once(mk:
         late.close()
         for s in stalled:
             s.close()
+
+
+def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: Mk) -> None:
+    rep = mk("rep", max_pipes=1, recv_timeout=WAIT, send_timeout=WAIT)
+    at = rep.listen("socket://")
+    first, second = gsocket.socketpair(), gsocket.socketpair()
+    try:
+        at.adopt(first[0])
+        first[1].settimeout(WAIT)
+        first[1].sendall(HDR_REQ)
+        assert first[1].recv(8) == b"\x00SP\x00\x00\x31\x00\x00"  # rep's header: a pipe
+        wait_for(lambda: len(rep.pipes) == 1, what="the adopted pipe")
+        at.adopt(second[0])  # the socket is full: closed at once, before any handshake
+        second[1].settimeout(WAIT)
+        assert second[1].recv(8) == b""
+        assert at.stats["pipes_refused_full"] == 1 and len(rep.pipes) == 1
+    finally:
+        for end in (*first, *second):
+            end.close()
