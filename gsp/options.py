@@ -279,6 +279,16 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_partial_timeout", 30.0, duration(allow_zero=False),
            "seconds a message still arriving may go without new bytes (or held back by "
            "recv_partial_max) before its pipe is closed with FrameStalled; None = never"),
+    Option("max_pipes", 0, integer(0, unit="pipes"),
+           "pipes the socket (or, given to listen(), that listener) may have at once, dialed "
+           "and accepted; beyond it a new connection is closed right after accept, before its "
+           "handshake (stats: pipes_refused_full), and dialers wait for room; 0 = no limit",
+           scope="listen"),
+    Option("max_handshakes", 256, integer(0, unit="connections"),
+           "connections a listener may have in their SP handshake (TLS, ws upgrade) at once; "
+           "at the bound it accepts no more until one ends (the kernel's listen backlog holds "
+           "the rest, and pipes already up are served meanwhile); 0 = no bound",
+           scope="listen"),
     Option("fail_no_peers", False, boolean,
            "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "
            "exist: no pipe at all; as mangos' OptionFailNoPeers (docs/errors.md)"),
@@ -286,7 +296,8 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
 
 # Options that listen()/dial() accept besides their transport's own.
 ENDPOINT_OPTIONS = frozenset(
-    {"recv_max_size", "reconnect_time", "reconnect_time_max", "handshake_timeout"}
+    {"recv_max_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
+     "max_handshakes"}
 )
 
 

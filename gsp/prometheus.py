@@ -50,6 +50,8 @@ _SOCKET_COUNTERS = {  # sockets and endpoints (these with "endpoint_" in front)
     "pipes_detached": ("pipes_detached", "Pipes that went away after attaching"),
     "pipes_rejected": ("pipes_rejected", "Pipes rejected by the protocol or a pipe hook"),
     "pipes_stalled": ("pipes_stalled", "Pipes closed because a message stopped arriving (FrameStalled)"),
+    "pipes_refused_full": ("pipes_refused_full",
+                           "Connections closed for want of room: the socket was at max_pipes"),
 }
 _GAUGES = {
     "pipes": ("pipes", "Pipes attached now"),
@@ -57,6 +59,7 @@ _GAUGES = {
     "recv_queue": ("receive_queue_messages", "Messages waiting in the receive queue(s) now"),
     "send_queue_bytes": ("send_queue_bytes", "Bytes waiting in the pipes' send queues now"),
     "recv_queue_bytes": ("receive_queue_bytes", "Bytes waiting in the socket's receive queue now"),
+    "handshakes": ("handshakes", "Connections in their SP handshake now (listeners)"),
 }
 _DIALER_COUNTERS = {
     "dial_attempts": ("dial_attempts", "Connection attempts (connect and handshake)"),
@@ -65,6 +68,8 @@ _DIALER_COUNTERS = {
 _LISTENER_COUNTERS = {
     "accepted": ("accepted_connections", "Connections accepted (before the handshake)"),
     "accept_failures": ("accept_failures", "Errors accepting a connection (e.g. out of fds)"),
+    "accept_waits": ("accept_waits",
+                     "Times the accept loop waited: max_handshakes connections in their handshake"),
 }
 # stats key prefix -> (metric name, label, help)
 _BY_LABEL = {

@@ -61,8 +61,9 @@ def test_every_shipped_option_is_documented_with_its_spec() -> None:
     rows = _rows(_docs.options_markdown())
     for o in SOCKET_OPTIONS.values():
         [cells] = rows[o.name]
-        assert cells[1:6] == [o.type, o.unit, f"`{o.default!r}`", o.range,
-                              "socket, listen, dial" if o.name in ENDPOINT_OPTIONS else "socket"]
+        scope = "socket" if o.name not in ENDPOINT_OPTIONS else \
+            "socket, listen, dial" if o.scope is None else f"socket, {o.scope}"
+        assert cells[1:6] == [o.type, o.unit, f"`{o.default!r}`", o.range, scope]
     for name, spec in gsp.registry.protocols.items():
         if name in ("scatter", "gather"):  # the example plugin: only with --all
             continue

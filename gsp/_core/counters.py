@@ -77,9 +77,9 @@ def size(batch: "Sequence[Message | bytes]") -> int:
 def tally(*extra: str) -> dict[str, int]:
     """The counters of an owner of pipes (a socket or an endpoint): the traffic of its pipes that
     are gone, how many went (detached, rejected, closed for an oversize message or a stalled
-    one), and ``extra``."""
+    one; refused at ``max_pipes``), and ``extra``."""
     return dict.fromkeys((*TRAFFIC, "pipes_detached", "pipes_rejected", "dropped_oversize",
-                          "pipes_stalled", *extra), 0)
+                          "pipes_stalled", "pipes_refused_full", *extra), 0)
 
 
 def dialer_tally() -> dict[str, int]:
@@ -88,7 +88,7 @@ def dialer_tally() -> dict[str, int]:
 
 
 def listener_tally() -> dict[str, int]:
-    return tally("accepted", "accept_failures", *_handshake_keys())
+    return tally("accepted", "accept_failures", "accept_waits", *_handshake_keys())
 
 
 def _handshake_keys() -> tuple[str, ...]:
@@ -109,6 +109,12 @@ def pipe_gone(sock: "Socket", pipe: "Pipe") -> None:
             t[event] += 1
             t["dropped_oversize"] += oversize
             t["pipes_stalled"] += stalled
+
+
+def pipe_refused(sock: "Socket", ep: "Dialer | Listener") -> None:
+    """Count a connection closed for want of room (``max_pipes``) on its socket and endpoint."""
+    sock._tally["pipes_refused_full"] += 1
+    ep._tally["pipes_refused_full"] += 1
 
 
 def handshake_failed(t: dict[str, int], exc: BaseException) -> None:
@@ -200,7 +206,9 @@ def dialer_stats(d: "Dialer") -> dict[str, int]:
 
 
 def listener_stats(lst: "Listener") -> dict[str, int]:
-    return _owner_stats(lst._tally, _pipes_of(lst))
+    out = _owner_stats(lst._tally, _pipes_of(lst))
+    out["handshakes"] = lst.handshakes
+    return out
 
 
 def _pipes_of(ep: "Dialer | Listener") -> list["Pipe"]:

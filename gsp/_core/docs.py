@@ -59,6 +59,13 @@ def _columns(o: Option) -> list[str]:
     return [_cell(o.type) or "any", o.unit, _default(o.default), _cell(o.range)]
 
 
+def _socket_scope(o: Option) -> str:
+    """Where a socket option may be given: the socket, and which endpoints too."""
+    if o.name not in ENDPOINT_OPTIONS:
+        return "socket"
+    return "socket, listen, dial" if o.scope is None else f"socket, {o.scope}"
+
+
 def _table(head: list[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -128,12 +135,13 @@ def options_markdown(include_all: bool = False) -> str:
         "",
         "*Scope* `socket` options belong to the socket; `socket, listen, dial` ones may also be",
         "given to `listen(url, **options)` / `dial(url, **options)` for that endpoint alone, which",
-        "otherwise follows the socket's value (also when it changes later).",
+        "otherwise follows the socket's value (also when it changes later); `socket, listen`",
+        "ones to `listen` only.",
         "",
     ]
     out += _table(["Option", *head, "Scope", "Description"], (
         [f"`{o.name}`", *_columns(o),
-         "socket, listen, dial" if o.name in ENDPOINT_OPTIONS else "socket", _cell(o.doc)]
+         _socket_scope(o), _cell(o.doc)]
         for o in SOCKET_OPTIONS.values()))
     out += [
         "",

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.event import Event
 
+from ..chan import select
 from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..protocol.waiting import Signal
 from . import counters, log
 from .log import dialer_log, listener_log
 
@@ -21,6 +23,44 @@ if TYPE_CHECKING:
 
 
 _REJECTED = "the pipe was rejected (by the protocol or a hook; see gsp.socket)"
+
+
+class PipeSlots:
+    """A socket's room for pipes under ``max_pipes`` (a listener's own ``max_pipes`` too): what
+    its listeners ask on accept and its dialers before they dial, never per message."""
+
+    __slots__ = ("_pipes", "_options", "_freed")
+
+    def __init__(self, pipes: "dict[int, Pipe]", options: Options) -> None:
+        self._pipes = pipes  # the socket's live pipes (attaching, attached, closing)
+        self._options = options  # the socket's
+        self._freed = Signal()
+
+    def limit(self, listener: "Listener | None" = None) -> int:
+        """The bound a new pipe meets: the socket's ``max_pipes``, or ``listener``'s own when
+        tighter (0: none)."""
+        limit: int = self._options["max_pipes"]
+        own: int = 0 if listener is None else listener.options["max_pipes"]
+        return own if own and (not limit or own < limit) else limit
+
+    def full(self, listener: "Listener | None" = None) -> bool:
+        """Whether a new pipe would pass the socket's ``max_pipes`` (or ``listener``'s own)."""
+        limit = self._options["max_pipes"]
+        if limit and len(self._pipes) >= limit:
+            return True
+        own = 0 if listener is None else self.limit(listener)
+        if own and own != limit:  # the listener's own, tighter bound: count its pipes
+            return sum(p.listener is listener for p in list(self._pipes.values())) >= own
+        return False
+
+    def freed(self) -> None:
+        """A pipe went, or the bound changed: wake the dialers waiting for room."""
+        self._freed.fire()
+
+    def wait(self) -> None:
+        """Wait until the socket has room for a pipe (a dialer before it dials)."""
+        while self.full():
+            select([self._freed.case()])
 
 
 def endpoint_options(socket_options: Options, transport: "Transport", options: dict[str, Any],
@@ -46,15 +86,19 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
 class Listener:
     """An address a socket accepts connections on. ``url`` is the bound URL."""
 
-    def __init__(self, socket: Socket, tl: TransportListener, options: Options) -> None:
+    def __init__(self, socket: Socket, tl: TransportListener, options: Options,
+                 slots: PipeSlots) -> None:
         self.socket = socket
+        self._slots = slots
         self._tl = tl
         self.url: str = tl.url
         self.options = options
         self._closed = False
         self._accepter: gevent.Greenlet | None = None
-        self._pending: set[Connection] = set()
+        self._pending: set[Connection] = set()  # connections in their handshake
+        self._fewer = Event()  # set when a handshake ends (the accept loop waits at the bound)
         self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
+        self._refusals = log.Repeats()  # connections refused at max_pipes
         self.id = counters.endpoint_id()
         self._tally = counters.listener_tally()
 
@@ -64,6 +108,11 @@ class Listener:
         kind, its pipes and their traffic (every key: docs/stats.md)."""
         return counters.listener_stats(self)
 
+    @property
+    def handshakes(self) -> int:
+        """Connections in their SP handshake now (at most ``max_handshakes``)."""
+        return len(self._pending)
+
     def _start(self) -> None:
         if listener_log.isEnabledFor(logging.INFO):
             listener_log.info("%s %s: listening", self.socket.protocol, self.url,
@@ -71,7 +120,12 @@ class Listener:
         self._accepter = self.socket._spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
+        turns = 0
         while not self._closed:
+            turns += 1
+            if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
+                gevent.sleep(0.0001)  # the pipes' sockets (sleep(0) would not: a callback)
+            self._wait_for_handshakes()
             try:
                 conn = self._tl.accept()
             except Closed:
@@ -87,8 +141,39 @@ class Listener:
                                    extra=log.fields(self.socket, self.url,
                                                     remote=conn.remote_address))
             self._tally["accepted"] += 1
+            if self._slots.full(self):  # before the handshake: no greenlet, no buffer
+                self._refuse(conn)
+                continue
             self._pending.add(conn)
             self.socket._spawn(self._handshake, conn)
+
+    def _wait_for_handshakes(self) -> None:
+        """At ``max_handshakes`` connections in their handshake, accept no more until one ends:
+        the kernel's listen backlog holds the next ones (no fd, greenlet or buffer of ours), and
+        the pipes up are served meanwhile."""
+        limit = self.options["max_handshakes"]
+        if not limit or len(self._pending) < limit:
+            return
+        self._tally["accept_waits"] += 1
+        while limit and len(self._pending) >= limit and not self._closed:
+            self._fewer.clear()
+            self._fewer.wait()
+            limit = self.options["max_handshakes"]
+
+    def _refuse(self, conn: Connection) -> None:
+        """Close a connection the socket has no room for (``max_pipes``), count it and log it:
+        WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise."""
+        conn.close()
+        counters.pipe_refused(self.socket, self)
+        level, held = self._refusals.level()
+        if listener_log.isEnabledFor(level):
+            sock = self.socket
+            limit = self._slots.limit(self)
+            listener_log.log(level, "%s %s: refused a connection from %s: at max_pipes (%d)%s",
+                             sock.protocol, self.url, conn.remote_address, limit,
+                             log.held_note(held),
+                             extra=log.fields(sock, self.url, remote=conn.remote_address,
+                                              gsp_limit=limit, gsp_suppressed=held))
 
     def _handshake(self, conn: Connection) -> None:
         # Runs in its own greenlet so a stalled peer delays nobody else.
@@ -105,8 +190,12 @@ class Listener:
             return
         finally:
             self._pending.discard(conn)
+            self._fewer.set()
         if self._closed:
             conn.close()
+            return
+        if self._slots.full(self):  # filled up during the handshake
+            self._refuse(conn)
             return
         self.socket._attach(conn, listener=self)
 
@@ -177,8 +266,10 @@ class Listener:
 class Dialer:
     """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
 
-    def __init__(self, socket: Socket, url: str, td: TransportDialer, options: Options) -> None:
+    def __init__(self, socket: Socket, url: str, td: TransportDialer, options: Options,
+                 slots: PipeSlots) -> None:
         self.socket = socket
+        self._slots = slots
         self.url = url
         self._td = td
         self.options = options
@@ -226,6 +317,12 @@ class Dialer:
         if self._closed:
             conn.close()
             return None
+        if self._slots.full():  # the socket filled up meanwhile (a listener's pipes)
+            conn.close()
+            counters.pipe_refused(self.socket, self)
+            counters.dial_failed(self._tally, "rejected")
+            raise ConnectionRefused(f"dial {self.url}: the socket filled up to max_pipes "
+                                    f"({self._slots.limit()}) during the handshake")
         pipe = self.socket._attach(conn, dialer=self)
         if pipe is None:
             counters.dial_failed(t, "rejected")
@@ -237,7 +334,10 @@ class Dialer:
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
         why: str | None = None  # why the first attempt failed
-        if block is not False:
+        if block and self._slots.full():
+            raise ConnectionRefused(f"dial {self.url}: the socket is at max_pipes "
+                                    f"({self._slots.limit()}); block=None dials once a pipe goes")
+        if block is not False and not self._slots.full():
             try:
                 if self._connect_once() is None:
                     if block and not self._closed:
@@ -290,6 +390,9 @@ class Dialer:
                 failed = True  # lost a connection: wait before redialing
                 why = None
                 backoff = base
+            self._slots.wait()  # at max_pipes: no dial until a pipe goes
+            if self._closed:
+                return
             if failed:
                 # Jitter keeps a crowd of dialers from redialing in lockstep.
                 delay = backoff * random.uniform(0.5, 1.0)

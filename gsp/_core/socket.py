@@ -25,7 +25,7 @@ from ..options import (
 from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
 from ..transport.limits import RecvLimits
 from . import counters, events, fork, log
-from .endpoints import Dialer, Listener, endpoint_options
+from .endpoints import Dialer, Listener, PipeSlots, endpoint_options
 from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
 from .pipe import Pipe, PipeEvent
@@ -84,6 +84,8 @@ class Socket(ObjectCalls):
         self._readers = Readers(self._spawn)
         self._closed = False
         self._pipes: dict[int, Pipe] = {}
+        slots = self._slots = PipeSlots(self._pipes, self._options)  # max_pipes
+        self._watch("max_pipes", lambda v: slots.freed())
         self._listeners: list[Listener] = []
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
@@ -300,7 +302,7 @@ class Socket(ObjectCalls):
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
-        lst = Listener(self, tl, opts)
+        lst = Listener(self, tl, opts, self._slots)
         self._listeners.append(lst)
         lst._start()
         return lst
@@ -317,7 +319,7 @@ class Socket(ObjectCalls):
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
-        d = Dialer(self, url, td, opts)
+        d = Dialer(self, url, td, opts, self._slots)
         self._dialers.append(d)
         try:
             d._start(block)
@@ -384,6 +386,7 @@ class Socket(ObjectCalls):
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
         counters.pipe_gone(self, pipe)
+        self._slots.freed()
         if pipe.attached:
             error = pipe.error
             level = log.detach_level(error)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import gevent
 from gevent import socket as gsocket
+from gevent.event import Event
 from gevent.pool import Group
 from wsproto.connection import ConnectionType
 from wsproto.events import Request
@@ -76,15 +77,22 @@ _servers: dict[tuple[str, int], "_HTTPServer"] = {}
 
 
 class _HTTPServer:
-    """One bound address: accepts, reads upgrade requests, hands them to listeners by path."""
+    """One bound address: accepts, reads upgrade requests, hands them to listeners by path.
+
+    At most ``max_upgrades`` requests are read at once (the ``max_handshakes`` of the listener
+    that made the server; 0 = no bound): at the bound it accepts no more until one ends, and the
+    next connections wait in the kernel's listen backlog, as gsp's own listeners do."""
 
     def __init__(self, scheme: str, host: str, port: int, tls: TLSContextSource | None,
-                 timeout: float | None) -> None:
+                 timeout: float | None, max_upgrades: int = 0) -> None:
         self.scheme = scheme
         self.host = host
         self.port = port
         self.tls = tls
         self.timeout = timeout
+        self.max_upgrades = max_upgrades
+        self.upgrading = 0  # requests being read now
+        self._fewer = Event()  # set when one is done
         self.routes: dict[str, WSListener] = {}
         self._group = Group()
         self._sock: Any = None
@@ -99,6 +107,9 @@ class _HTTPServer:
 
     def _accept_loop(self) -> None:
         while not self._closed:
+            while self.max_upgrades and self.upgrading >= self.max_upgrades:
+                self._fewer.clear()
+                self._fewer.wait()
             try:
                 sock, _ = self._sock.accept()
             except OSError:
@@ -106,7 +117,15 @@ class _HTTPServer:
                     return
                 gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
                 continue
-            self._group.spawn(self._serve, sock)
+            self.upgrading += 1
+            self._group.spawn(self._serve_one, sock)
+
+    def _serve_one(self, sock: Any) -> None:
+        try:
+            self._serve(sock)
+        finally:
+            self.upgrading -= 1
+            self._fewer.set()
 
     def _serve(self, sock: Any) -> None:
         try:
@@ -185,7 +204,8 @@ def _server_for(lst: "WSListener") -> _HTTPServer:
         if srv.scheme != lst.scheme:
             raise gsp.AddressInUse(f"listen {lst.url}: {srv.scheme} already serves that address")
         return srv
-    srv = _HTTPServer(lst.scheme, lst.host, lst.port, lst.tls, lst.options["handshake_timeout"])
+    srv = _HTTPServer(lst.scheme, lst.host, lst.port, lst.tls, lst.options["handshake_timeout"],
+                      lst.options["max_handshakes"])
     srv.bind()
     _servers[(srv.host, srv.port)] = srv
     return srv
