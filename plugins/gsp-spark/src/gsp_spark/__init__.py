@@ -10,7 +10,8 @@ Spark finds the source by itself through the ``pyspark_gsp`` module this distrib
     df.write.format("gsp").option("url", "tcp://127.0.0.1:5556").mode("append").save()
 
 Importing this package also makes ``format("gsp")`` work from any Python thread (see
-:mod:`gsp_spark._session`). See docs/spark.md for the options and the wire format.
+:mod:`gsp_spark._session`); the distribution's ``gevent_sp_spark.pth`` has the first SparkSession
+of every driver import it (:mod:`pyspark_gsp._startup`), so that holds without an import too. See docs/spark.md for the options and the wire format.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ own, which has no active session unless something set one: a thread started by t
 pool, the py4j callback thread that runs ``foreachBatch``. There ``save()`` and ``start()`` of
 ``format("gsp")`` fail with ``DATA_SOURCE_NOT_FOUND`` even though the source is registered.
 
-:func:`install` (done when ``gsp_spark`` is imported) wraps the ``format`` method of PySpark's four
+:func:`install` (done when ``gsp_spark`` is imported, which the first SparkSession of a driver
+does through ``pyspark_gsp._startup``) wraps the ``format`` method of PySpark's four
 classic readers and writers: ``format("gsp")`` first makes the reader's or writer's own session the
 active session of the calling thread's JVM thread if that thread has none. Other formats are
 untouched. ``save(format="gsp")``, ``load(format="gsp")`` and ``start(format="gsp")`` go through
