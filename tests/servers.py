@@ -199,7 +199,10 @@ def uwsgi(app: str, *, pythonpath: str, processes: int = 3, gevent: int = 100,
           env: dict[str, str] | None = None) -> Iterator[Server]:
     """uWSGI (master, ``--gevent``) serving ``app`` ("module:callable") over HTTP; SIGTERM
     shuts it down gracefully (``--die-on-term`` with the master's SIGTERM handler set to
-    ``gracefully_kill_them_all``: 2.0's default SIGTERM is a brutal reload)."""
+    ``gracefully_kill_them_all``: 2.0's default SIGTERM is a brutal reload). Ready once every
+    worker has entered its accepting phase (``--hook-accepting``): the port answers as soon as
+    the first does, and with ``--lazy-apps`` each worker loads the app itself, so one worker
+    could take a whole burst while the others are still importing."""
     port = free_port()
     module, _, callable_ = app.partition(":")
     argv = [os.path.join(BIN, "uwsgi"), "--master", "--http-socket", f"127.0.0.1:{port}",
@@ -208,9 +211,9 @@ def uwsgi(app: str, *, pythonpath: str, processes: int = 3, gevent: int = 100,
             "--listen", str(min(1024, somaxconn())), "--die-on-term",
             "--hook-master-start", "unix_signal:15 gracefully_kill_them_all",
             "--worker-reload-mercy", "20", "--reload-mercy", "20", "--need-app",
-            "--disable-logging"]
+            "--disable-logging", "--hook-accepting", f"print:{_WORKER_READY}"]
     if lazy_apps:
         argv.append("--lazy-apps")
     argv += list(extra)
-    with _running(argv, port, _env(pythonpath, env)) as srv:
+    with _running(argv, port, _env(pythonpath, env), _WORKER_READY, processes) as srv:
         yield srv
