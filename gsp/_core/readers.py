@@ -20,6 +20,7 @@ given up after one loop turn (see ``Connection.recv_or_park``).
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
@@ -119,6 +120,33 @@ class Readers:
         self._borrower = waiter
         self._batches = batches
         return True
+
+    def spinning(self, seconds: float) -> Callable[..., bool]:
+        """:meth:`lend` that then spins (the ``recv_spin`` option; ``SocketHandle.lend_reads``
+        is this while it is set): until the waiter has its value or ``seconds`` passed, turn the
+        event loop without letting it sleep (a zero timer a turn: epoll polled with no timeout,
+        callbacks and other greenlets run as usual), so that a reply read in those turns
+        reaches the waiting greenlet without the hub's sleep and wakeup in between. Then the
+        wait blocks as usual. An exception thrown into the greenlet meanwhile (a kill, an outer
+        timeout) propagates; the offer stands until ``end_lend`` as ever."""
+        lend, hub, clock = self.lend, self._hub, perf_counter
+
+        def lend_spinning(waiter: Waiter, batches: bool = False) -> bool:
+            taken = lend(waiter, batches)
+            if waiter.ready():
+                return taken
+            # A zero timer, not an idle watcher: a pipe lent meanwhile stays readable until this
+            # greenlet reads it, and its watcher's every turn would keep an idle one from firing.
+            turn = hub.loop.timer(0)
+            until = clock() + seconds
+            try:
+                while True:
+                    hub.wait(turn)  # back after one turn of the loop
+                    if waiter.ready() or clock() >= until:
+                        return taken
+            finally:
+                turn.close()
+        return lend_spinning
 
     def carry(self, pipe: "Pipe") -> None:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``

@@ -4,6 +4,7 @@
 * ``lib_nng``  pynng, on native threads
 * ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
+* ``gsp-spin`` gsp in its low-latency mode (``recv_spin``; not in ``--compare``: ``--libs``)
 
 The roles every workload is made of are written once in :mod:`.base`, over the loops in
 :mod:`.loops`; a library module supplies its sockets and overrides a role only where its idiom
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from .base import Lib, raise_nofile
 
-LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent")
+LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "gsp-spin")
 
 __all__ = ["LIBS", "Lib", "make", "raise_nofile"]
 
@@ -34,4 +35,7 @@ def make(name: str) -> Lib:
     if name == "raw-gevent":
         from .lib_raw import Raw
         return Raw()
+    if name == "gsp-spin":
+        from .lib_gsp import GspSpin
+        return GspSpin()
     raise ValueError(f"unknown library {name!r}; choose from {', '.join(LIBS)}")
