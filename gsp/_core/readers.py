@@ -20,6 +20,7 @@ given up after one loop turn (see ``Connection.recv_or_park``).
 
 from __future__ import annotations
 
+import os
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -28,6 +29,9 @@ from gevent.hub import Waiter, get_hub
 
 if TYPE_CHECKING:
     from .pipe import Pipe
+
+#: Give the CPU to another runnable process, if any (not every platform has sched_yield).
+_yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
 
 #: Idle readers a socket keeps; a reader finding this many already waiting ends instead.
 IDLE_READERS = 16
@@ -126,10 +130,12 @@ class Readers:
         is this while it is set): until the waiter has its value or ``seconds`` passed, turn the
         event loop without letting it sleep (a zero timer a turn: epoll polled with no timeout,
         callbacks and other greenlets run as usual), so that a reply read in those turns
-        reaches the waiting greenlet without the hub's sleep and wakeup in between. Then the
-        wait blocks as usual. An exception thrown into the greenlet meanwhile (a kill, an outer
+        reaches the waiting greenlet without the hub's sleep and wakeup in between. Each turn
+        also yields the CPU (``sched_yield``): on a busy machine the peer being waited for may
+        need it, and a spinner that never gives way loses the scheduler's favour for sleepers
+        (docs/performance.md has what that costs). Then the wait blocks as usual. An exception thrown into the greenlet meanwhile (a kill, an outer
         timeout) propagates; the offer stands until ``end_lend`` as ever."""
-        lend, hub, clock = self.lend, self._hub, perf_counter
+        lend, hub, clock, give_way = self.lend, self._hub, perf_counter, _yield_cpu
 
         def lend_spinning(waiter: Waiter, batches: bool = False) -> bool:
             taken = lend(waiter, batches)
@@ -142,6 +148,7 @@ class Readers:
             try:
                 while True:
                     hub.wait(turn)  # back after one turn of the loop
+                    give_way()  # to other processes on this CPU: the peer may be one
                     if waiter.ready() or clock() >= until:
                         return taken
             finally:
