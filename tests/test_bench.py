@@ -92,7 +92,7 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     assert again.returncode == 0, again.stderr
     rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
     assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
-                                                                         "p99_us")]
+                                                                         "p99_us", "cpu_us_rt")]
 
 
 @pytest.mark.timeout(300)
