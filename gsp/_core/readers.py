@@ -150,7 +150,9 @@ class Readers:
         def lend_spinning(waiter: Waiter, batches: bool = False) -> bool:
             nonlocal calm
             taken = lend(waiter, batches)
-            if waiter.ready() or clock() < calm:
+            # Only the one lending wait spins: with several (contexts) a spin each would
+            # multiply the turns, and what one reads is mostly for the others anyway.
+            if not taken or waiter.ready() or clock() < calm:
                 return taken
             # A zero timer, not an idle watcher: a pipe lent meanwhile stays readable until this
             # greenlet reads it, and its watcher's every turn would keep an idle one from firing.
