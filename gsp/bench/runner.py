@@ -177,8 +177,8 @@ def lat(run: Run, transport: str, size: int, count: int, warmup: int = 100) -> d
         r = run.start("inproc_lat", size=size, count=count, warmup=warmup).expect("result")
         cpu = r.get("cpu")
     else:
-        srv = run.start("lat_server", url=run.address(transport), size=size, count=count,
-                        warmup=warmup)
+        srv = run.start("lat_server", url=run.address(transport), size=size,
+                        count=count + warmup, warmup=warmup)
         url = srv.expect("ready")["url"]
         r = run.start("lat_client", url=url, size=size, count=count,
                       warmup=warmup).expect("result")

@@ -157,12 +157,13 @@ class Lib:
     # Req/rep latency.
 
     def lat_server(self, ctl: Control, url: str, size: int, count: int, warmup: int = 0) -> None:
-        """Echo ``warmup`` + ``count`` requests; the result is the CPU seconds of the ``count``."""
+        """Echo ``count`` requests (the client's warm-up ones included); the result is the CPU
+        seconds of all but the first ``warmup`` (the round trips the client times)."""
         s, bound = self.listen("rep", url)
         with closing(s):
             ctl.ready(url=bound)
             p = self.peer(s)
-            ctl.result(cpu=echo_timed(p.send, p.recv, count, warmup))
+            ctl.result(cpu=echo_timed(p.send, p.recv, count - warmup, warmup))
             ctl.wait("stop")
 
     def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
