@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -112,11 +113,17 @@ def test_missing_header_or_module_says_what_to_install(tmp_path: Path,
                                     "nng/nng.h: No such file or directory' >&2; exit 1\n"))
     with pytest.raises(native.Unavailable, match=r"^nng.h not found: apt-get install libnng-dev$"):
         native.tool("nng")
-    monkeypatch.setenv("GO", script(tmp_path / "go", "echo 'main.go:22:2: no required module "
-                                    "provides package go.nanomsg.org/mangos/v3' >&2; exit 1\n"))
+    monkeypatch.setenv("GO", script(tmp_path / "go", "cat go.mod >&2; echo 'main.go:22:2: no "
+                                    "required module provides package go.nanomsg.org/mangos/v3' "
+                                    ">&2; exit 1\n"))
     with pytest.raises(native.Unavailable, match="go build of the mangos tool failed .*"
                        "no required module provides package go.nanomsg.org/mangos/v3"):
         native.tool("mangos")
+    # A vendored copy of mangos is used through a replace directive in the tool's go.mod.
+    monkeypatch.setenv("GSP_BENCH_MANGOS", str(tmp_path / "mangos"))
+    with pytest.raises(native.Unavailable) as info:
+        native.tool("mangos")
+    assert f"replace go.nanomsg.org/mangos/v3 => {tmp_path / 'mangos'} |" in str(info.value)
     assert os.listdir(tmp_path / "cache") == []  # no half-built tool left behind
 
 
@@ -167,3 +174,35 @@ def test_gsp_req_and_pull_talk_to_the_nng_tool(cache: str, monkeypatch: pytest.M
                 assert push.wait(10) == 0
             finally:
                 push.kill()
+
+
+def test_the_nng_tool_ends_with_the_worker_that_started_it(
+        cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed at the bench's time limit takes its tool along, even one blocked in a
+    recv (a REP still waiting for requests), not reading the control channel."""
+    exe = nng_tool(cache, monkeypatch)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], "
+         "stdin=subprocess.PIPE); print(p.pid, flush=True); p.wait()",
+         exe, "lat_server", "tcp://127.0.0.1:0", "16", "10"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        lines = sorted([parent.stdout.readline(), parent.stdout.readline()])  # either first
+        child = int(lines[0])  # the tool's pid, and its {"ready": ...} on the same stdout
+        assert "ready" in lines[1]
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{child}/stat") as f:
+            if f.read().split(")")[-1].split()[0] == "Z":
+                return  # dead, waiting for init to reap it
+        time.sleep(0.05)
+    os.kill(child, 9)
+    pytest.fail("the nng tool outlived its worker")

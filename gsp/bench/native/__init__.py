@@ -9,8 +9,9 @@ that cannot happen raises :class:`Unavailable` saying why and what to install, a
 skips that library.
 
 The compilers are ``$CC`` (default ``cc``; ``$CFLAGS`` and ``$LDFLAGS`` are honoured) and
-``$GO`` (default ``go``; the module comes from Go's module cache, a proxy, or ``$GOFLAGS``
-such as ``-mod=vendor``).
+``$GO`` (default ``go``). The mangos module comes from Go's module cache or ``$GOPROXY``
+(``GOPROXY=off`` builds from the cache alone), or from a checkout of mangos v3 named by
+``$GSP_BENCH_MANGOS`` (a ``replace`` directive: a vendored copy, no network).
 """
 
 from __future__ import annotations
@@ -87,12 +88,16 @@ def _mangos_build(out: str) -> None:
         for name in ("go.mod", "main.go"):
             with open(os.path.join(tmp, name), "wb") as f:
                 f.write(_source("mangos_perf", name))
-        flags = [] if "-mod=" in os.environ.get("GOFLAGS", "") else ["-mod=mod"]
-        p = subprocess.run([*go, "build", *flags, "-o", out, "."], cwd=tmp, capture_output=True,
-                           text=True, timeout=BUILD_TIMEOUT)
+        local = os.environ.get("GSP_BENCH_MANGOS")
+        if local:
+            with open(os.path.join(tmp, "go.mod"), "a") as f:
+                f.write(f"\nreplace {MANGOS} => {os.path.abspath(local)}\n")
+        p = subprocess.run([*go, "build", "-mod=mod", "-o", out, "."], cwd=tmp,
+                           capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     if p.returncode:
         raise Unavailable(f"go build of the mangos tool failed (is {MANGOS} in Go's module "
-                          f"cache or reachable through GOPROXY?): {_tail(p.stderr + p.stdout)}")
+                          f"cache, reachable through GOPROXY, or checked out at "
+                          f"$GSP_BENCH_MANGOS?): {_tail(p.stderr + p.stdout)}")
 
 
 def _key(name: str) -> str:
@@ -104,7 +109,7 @@ def _key(name: str) -> str:
             h.update(b"\0" + (os.environ.get(var) or default).encode())
     else:
         h.update(_source("mangos_perf", "go.mod") + _source("mangos_perf", "main.go"))
-        for var, default in (("GO", "go"), ("GOFLAGS", "")):
+        for var, default in (("GO", "go"), ("GOFLAGS", ""), ("GSP_BENCH_MANGOS", "")):
             h.update(b"\0" + (os.environ.get(var) or default).encode())
     return h.hexdigest()[:16]
 

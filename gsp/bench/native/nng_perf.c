@@ -26,6 +26,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#ifdef __linux__
+#include <signal.h>
+#include <sys/prctl.h>
+#endif
 
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/pull.h>
@@ -302,6 +306,9 @@ static void req_clients(const char *url, size_t size, long clients, long count) 
 
 int main(int argc, char **argv) {
     const char *role = argc > 1 ? argv[1] : "";
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the bench's worker (killed at a timeout) */
+#endif
     if (strcmp(role, "version") == 0) {
         printf("%s\n", nng_version());
         return 0;

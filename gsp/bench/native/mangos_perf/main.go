@@ -248,7 +248,18 @@ func version() string {
 	return "v3"
 }
 
+// orphaned ends this process once the one that started it (the bench's worker) is gone.
+func orphaned() {
+	parent := os.Getppid()
+	for range time.Tick(time.Second) {
+		if os.Getppid() != parent {
+			os.Exit(1)
+		}
+	}
+}
+
 func main() {
+	go orphaned()
 	args := os.Args[1:]
 	if len(args) == 1 && args[0] == "version" {
 		fmt.Println(version())
