@@ -48,7 +48,11 @@ def cache_dir() -> str:
 
 
 def _source(*parts: str) -> bytes:
-    return resources.files(__name__).joinpath(*parts).read_bytes()
+    """A shipped source file (``parts``: its path under this package)."""
+    where = resources.files(__name__)
+    for part in parts:  # one at a time: Python 3.10's joinpath takes a single name
+        where = where.joinpath(part)
+    return where.read_bytes()
 
 
 def _command(var: str, default: str) -> list[str]:
