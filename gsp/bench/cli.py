@@ -13,9 +13,9 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 
 ``--compare`` runs each workload with pynng, pyzmq (native threads), zmq.green, a raw gevent
 socket baseline, C nng and Go mangos as well, and prints each figure with its ratio to gsp's.
+``--json`` prints the results as JSON instead of the table; progress goes to stderr.
 The native two run small tools built on first use (:mod:`.native`); where one cannot be built
-(no compiler, no ``libnng-dev``, no Go or mangos module) it is skipped and the bench says why. ``--json`` prints the
-results as JSON instead of the table; progress goes to stderr.
+(no compiler, no ``libnng-dev``, no Go or mangos module) it is skipped and the bench says why.
 
 This module is the command line only: what to run is :mod:`.cases`, running it
 :mod:`.runner` (worker processes: :mod:`.worker`, :mod:`.libs`), showing it :mod:`.report`.

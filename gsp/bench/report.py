@@ -65,11 +65,11 @@ def header(info: dict[str, Any]) -> str:
             + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
                if info.get("malloc") == "tuned" else "")
             + (f"gsp compiled with mypyc: {', '.join(info['compiled'])}\n"
-               if info.get("compiled") else "")
-            + "".join(f"{name}: {NATIVE_LANG.get(name, name)} {ver}\n"
-                      for name, ver in info.get("native", {}).items())
-            + "".join(f"{name}: skipped ({why})\n" for name, why in info.get("skipped", {}).items())
-            + "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
+               if info.get("compiled") else "") +
+            "".join(f"{name}: {NATIVE_LANG.get(name, name)} {ver}\n"
+                    for name, ver in info.get("native", {}).items()) +
+            "".join(f"{name}: skipped ({why})\n" for name, why in info.get("skipped", {}).items()) +
+            "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
             "for µs, s, KiB and CPU ns lower is better)\n")
 
 
