@@ -4,6 +4,8 @@
 * ``lib_nng``  pynng, on native threads
 * ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
+* ``lib_native``  C nng and Go mangos, through small native tools built on first use
+  (:mod:`gsp.bench.native`; a library whose tool cannot be built is skipped, saying why)
 * ``gsp-spin`` gsp in its low-latency mode (``recv_spin``; not in ``--compare``: ``--libs``)
 
 The roles every workload is made of are written once in :mod:`.base`, over the loops in
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from .base import Lib, raise_nofile
 
-LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "gsp-spin")
+LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos", "gsp-spin")
 
 __all__ = ["LIBS", "Lib", "make", "raise_nofile"]
 
@@ -35,6 +37,9 @@ def make(name: str) -> Lib:
     if name == "raw-gevent":
         from .lib_raw import Raw
         return Raw()
+    if name in ("nng", "mangos"):
+        from .lib_native import Native
+        return Native(name)
     if name == "gsp-spin":
         from .lib_gsp import GspSpin
         return GspSpin()
