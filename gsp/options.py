@@ -252,6 +252,19 @@ def instance_of(*types: type) -> Check:
     return Check(check, " or ".join(t.__name__ for t in types))
 
 
+#: The longest ``recv_spin``: a spin is for a reply due within microseconds, not a way to wait.
+SPIN_MAX = 0.01
+
+
+@described("float", "s", f"0..{SPIN_MAX:g}")
+def _spin_check(name: str, v: Any) -> Any:
+    t = seconds(name, v, allow_none=False)
+    if t is None or t > SPIN_MAX:
+        raise BadOption(f"{name} must be a number of seconds in 0..{SPIN_MAX:g} (a spin is "
+                        f"for a reply due within microseconds), not {v!r}")
+    return t
+
+
 # Options every socket has. Endpoint-scoped ones may also be given to listen()/dial().
 SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_timeout", None, duration(), "seconds recv() waits; None = forever"),
@@ -292,6 +305,10 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("fail_no_peers", False, boolean,
            "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "
            "exist: no pipe at all; as mangos' OptionFailNoPeers (docs/errors.md)"),
+    Option("recv_spin", 0.0, _spin_check,
+           "seconds a wait for a reply or a request (req, rep, surveyor, respondent) keeps the "
+           "event loop polling, without sleeping, before the hub sleeps: a lower round trip "
+           "for CPU time; 0 = off, which costs nothing (docs/performance.md, low-latency mode)"),
 ]}
 
 # Options that listen()/dial() accept besides their transport's own.

@@ -64,10 +64,13 @@ def test_suite_compare_json_runs_every_workload_for_every_library(tmp_path: Any)
             assert all(0 <= f[k] < 1e9 for k in sides), (where, f)  # short runs may read 0
         elif w == "lat":
             assert 0 < f["p50_us"] <= f["p99_us"] and f["mean_us"] > 0, where
+            # CPU time a round trip, client and server (getrusage; short runs may read 0)
+            assert 0 <= f["cpu_us_rt"] < 1e6, (where, f)
         elif w == "pubsub":
             assert f["delivered"] > 0 and 0 < f["delivered_pct"] <= 100, where
         elif w == "reqrep":
             assert f["req_s"] > 0 and f["requests"] == 200, where
+            assert 0 <= f["cpu_us_req"] < 1e6, (where, f)
         elif w == "conns":
             assert f["served"] == 20 and f["connect_s"] > 0, where
         else:
@@ -102,7 +105,7 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     assert again.returncode == 0, again.stderr
     rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
     assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
-                                                                         "p99_us")]
+                                                                         "p99_us", "cpu_us_rt")]
 
 
 @pytest.mark.timeout(300)
@@ -252,3 +255,20 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
     assert report.compiled() == ["gsp.transport.wire"]
     assert "gsp compiled with mypyc: gsp.transport.wire\n" in report.header(report.machine())
+
+
+@pytest.mark.timeout(300)
+def test_lat_shows_cpu_per_round_trip_beside_the_latency_for_every_library() -> None:
+    """The CPU row (client + server processes, user + system) sits under the latency rows, for
+    the low-latency mode (gsp-spin, with --spin) as for every other library."""
+    p = run("lat", "--libs", "raw-gevent,gsp-spin", "--spin", "50e-6", "--count", "200",
+            "--timeout", "90", "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["libs"] == ["gsp", "raw-gevent", "gsp-spin"]
+    for r in doc["results"]:
+        f = r["figures"]
+        assert f["mean_us"] > 0 and 0 <= f["cpu_us_rt"] < 1e6, r
+    rows = [ln for ln in p.stderr.splitlines() if ln.startswith("req/rep tcp 16 B round trip")]
+    assert [ln.split("  ")[1].strip() for ln in rows] == \
+        ["µs mean", "µs p50", "µs p99", "CPU µs/rt"], p.stderr

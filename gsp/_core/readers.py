@@ -20,6 +20,8 @@ given up after one loop turn (see ``Connection.recv_or_park``).
 
 from __future__ import annotations
 
+import os
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
@@ -27,6 +29,15 @@ from gevent.hub import Waiter, get_hub
 
 if TYPE_CHECKING:
     from .pipe import Pipe
+
+#: Give the CPU to another runnable process, if any (not every platform has sched_yield).
+_yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+
+#: Seconds a spin's ``sched_yield`` may take before it counts as having let another process
+#: run (a yield with nobody else to run returns in about a microsecond).
+YIELDED = 30e-6
+#: Seconds a socket's waits do not spin after a spin gave way (the CPU is wanted: see above).
+BACK_OFF = 0.05
 
 #: Idle readers a socket keeps; a reader finding this many already waiting ends instead.
 IDLE_READERS = 16
@@ -119,6 +130,50 @@ class Readers:
         self._borrower = waiter
         self._batches = batches
         return True
+
+    def spinning(self, seconds: float) -> Callable[..., bool]:
+        """:meth:`lend` that then spins (the ``recv_spin`` option; ``SocketHandle.lend_reads``
+        is this while it is set): until the waiter has its value or ``seconds`` passed, turn the
+        event loop without letting it sleep (a zero timer a turn: epoll polled with no timeout,
+        callbacks and other greenlets run as usual), so that a reply read in those turns
+        reaches the waiting greenlet without the hub's sleep and wakeup in between. Each turn
+        also yields the CPU (``sched_yield``), and the spin ends as soon as a yield let another
+        process run (it took over :data:`YIELDED`), after which the socket's waits do not spin
+        for :data:`BACK_OFF`: on a busy machine the peer being waited for may need the CPU, and
+        a spinner loses the scheduler's favour for sleepers (docs/performance.md has what
+        spinning costs there). Then the wait blocks as usual. An exception thrown into the
+        greenlet meanwhile (a kill, an outer timeout) propagates; the offer stands until
+        ``end_lend`` as ever."""
+        lend, hub, clock, give_way = self.lend, self._hub, perf_counter, _yield_cpu
+        calm = 0.0  # no spin before this (clock()): the CPU was wanted by others lately
+
+        def lend_spinning(waiter: Waiter, batches: bool = False) -> bool:
+            nonlocal calm
+            taken = lend(waiter, batches)
+            # Only the one lending wait spins: with several (contexts) a spin each would
+            # multiply the turns, and what one reads is mostly for the others anyway.
+            if not taken or waiter.ready() or clock() < calm:
+                return taken
+            # A zero timer, not an idle watcher: a pipe lent meanwhile stays readable until this
+            # greenlet reads it, and its watcher's every turn would keep an idle one from firing.
+            turn = hub.loop.timer(0)
+            until = clock() + seconds
+            try:
+                while True:
+                    hub.wait(turn)  # back after one turn of the loop
+                    t = clock()
+                    give_way()  # to other processes on this CPU: the peer may be one
+                    now = clock()
+                    # Done once the value came, the time is up, or the CPU is wanted (the
+                    # yield let another process run): spinning on a busy CPU only delays it.
+                    if now - t > YIELDED:
+                        calm = now + BACK_OFF
+                        return taken
+                    if waiter.ready() or now >= until:
+                        return taken
+            finally:
+                turn.close()
+        return lend_spinning
 
     def carry(self, pipe: "Pipe") -> None:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``

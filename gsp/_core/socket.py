@@ -91,7 +91,8 @@ class Socket(ObjectCalls):
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         self._tally = counters.tally()  # pipes that went, and their traffic
-        proto = self._proto = self._hot.proto = spec.factory(CoreSocketHandle(self), self.raw)
+        handle = CoreSocketHandle(self)
+        proto = self._proto = self._hot.proto = spec.factory(handle, self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol.Protocol).
         self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
         self._hot.send_body = proto.send_body if overrides(proto, Protocol, "send_body") else None
@@ -103,6 +104,13 @@ class Socket(ObjectCalls):
         self._deliver_all = proto.pipe_recv_all \
             if overrides(proto, Protocol, "pipe_recv_all") else None
         self.id = counters.register(self)
+        readers = self._readers
+
+        def spin(seconds: float) -> None:  # recv_spin: what a lending wait calls, nothing more
+            handle.lend_reads = readers.spinning(seconds) if seconds else readers.lend
+        self._watch("recv_spin", spin)
+        if self._options["recv_spin"]:
+            spin(self._options["recv_spin"])
         fork.install()  # once per process: the child's fork hook (gsp._core.fork)
 
     # -- options -------------------------------------------------------------------------------

@@ -59,7 +59,10 @@ def thr_case(transport: str, size: int, count: int) -> Case:
 def lat_case(transport: str, size: int, count: int) -> Case:
     return Case(f"req/rep {transport} {show_size(size)} round trip", "lat",
                 {"transport": transport, "size": size, "count": count},
-                [("mean_us", "µs mean"), ("p50_us", "µs p50"), ("p99_us", "µs p99")])
+                [("mean_us", "µs mean"), ("p50_us", "µs p50"), ("p99_us", "µs p99"),
+                 # CPU time a round trip (user + system, client and server processes): a
+                 # latency won by burning a core shows here.
+                 ("cpu_us_rt", "CPU µs/rt")])
 
 
 def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
@@ -71,7 +74,7 @@ def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
 def reqrep_case(transport: str, size: int, count: int, clients: int) -> Case:
     return Case(f"req/rep {transport} {clients} clients", "reqrep",
                 {"transport": transport, "size": size, "count": count, "clients": clients},
-                [("req_s", "req/s")])
+                [("req_s", "req/s"), ("cpu_us_req", "CPU µs/req")])
 
 
 def conns_case(transport: str, conns: int) -> Case:

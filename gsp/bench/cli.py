@@ -24,6 +24,7 @@ This module is the command line only: what to run is :mod:`.cases`, running it
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -67,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
                              "first (glibc keeps big messages' memory mapped); see docs")
     common.add_argument("--from-json", metavar="FILE",
                         help="run nothing: show the table (and --plot) of an earlier --json run")
+    common.add_argument("--spin", type=float, default=None, metavar="SECONDS",
+                        help="recv_spin of the gsp-spin library (gsp's low-latency mode, run "
+                             "with --libs ...,gsp-spin; default 200e-6)")
     transport = argparse.ArgumentParser(add_help=False)
     transport.add_argument("--transport", choices=("tcp", "ipc", "inproc"), default="tcp")
     transport.add_argument("--size", type=parse_size, default=16,
@@ -143,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.cmd in ONE_SIDED:
         return one_sided(a)
-    libs: list[str] = a.libs or (list(LIBS) if a.compare else ["gsp"])
+    libs: list[str] = a.libs or ([x for x in LIBS if x != "gsp-spin"] if a.compare else ["gsp"])
+    if a.spin is not None:  # to the gsp-spin workers (they inherit the environment)
+        os.environ["GSP_BENCH_SPIN"] = repr(a.spin)
     unknown = [x for x in libs if x not in LIBS]
     if unknown:
         print(f"gsp bench: unknown library {unknown[0]!r}; choose from {', '.join(LIBS)}",

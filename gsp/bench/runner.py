@@ -58,9 +58,13 @@ class Worker:
         lines = self._err.read().decode(errors="replace").strip().splitlines()
         return "\n".join(lines[-6:])
 
-    def expect(self, key: str) -> Any:
-        """Wait for the worker's ``{key: ...}`` line (``ready`` or ``result``)."""
+    def expect(self, key: str, within: float | None = None) -> Any:
+        """Wait for the worker's ``{key: ...}`` line (``ready`` or ``result``). ``within``:
+        give up after that many seconds and return None (for a figure a library's worker may
+        not report: a server's CPU time)."""
         out = self.proc.stdout
+        deadline = self.deadline if within is None else \
+            min(self.deadline, time.monotonic() + within)
         assert out is not None
         while True:
             while b"\n" in self._buf:
@@ -75,8 +79,10 @@ class Worker:
                     raise BenchError(f"{self.name}: {msg['error']}\n{self._stderr_tail()}")
                 if key in msg:
                     return msg[key]
-            left = self.deadline - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
+                if within is not None:
+                    return None
                 raise BenchError(f"{self.name}: no {key!r} before the time limit")
             ready, _, _ = select.select([out], [], [], left)
             if ready:
@@ -167,18 +173,29 @@ def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
 
 def lat(run: Run, transport: str, size: int, count: int, warmup: int = 100) -> dict[str, Any]:
     """Req/rep round trips, nng local_lat/remote_lat semantics plus percentiles."""
-    if transport == "inproc":
+    if transport == "inproc":  # one process: its CPU time is both ends'
         r = run.start("inproc_lat", size=size, count=count, warmup=warmup).expect("result")
+        cpu = r.get("cpu")
     else:
         srv = run.start("lat_server", url=run.address(transport), size=size,
-                        count=count + warmup)
+                        count=count + warmup, warmup=warmup)
         url = srv.expect("ready")["url"]
         r = run.start("lat_client", url=url, size=size, count=count,
                       warmup=warmup).expect("result")
+        cpu = _both(r, srv.expect("result", within=10.0))
     s = sorted(r["samples"])
     us = 1e6
     return {"mean_us": statistics.fmean(s) * us, "p50_us": s[len(s) // 2] * us,
-            "p99_us": s[min(len(s) - 1, int(len(s) * 0.99))] * us, "count": count}
+            "p99_us": s[min(len(s) - 1, int(len(s) * 0.99))] * us, "count": count,
+            "cpu_us_rt": None if cpu is None else cpu / count * us}
+
+
+def _both(client: dict[str, Any], server: dict[str, Any] | None) -> float | None:
+    """CPU seconds of client and server (user + system, each process's every thread), or None
+    when either did not say."""
+    if server is None or client.get("cpu") is None or server.get("cpu") is None:
+        return None
+    return float(client["cpu"]) + float(server["cpu"])
 
 
 def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[str, Any]:
@@ -200,7 +217,10 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int) -> dic
     url = srv.expect("ready")["url"]
     r = run.start("req_clients", url=url, size=size, clients=clients,
                   count=count).expect("result")
-    return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"], "clients": clients}
+    srv.say("measure")
+    cpu = _both(r, srv.expect("result", within=10.0))
+    return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"], "clients": clients,
+            "cpu_us_req": None if cpu is None else cpu / r["requests"] * 1e6}
 
 
 def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:

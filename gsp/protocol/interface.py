@@ -173,7 +173,11 @@ class SocketHandle(_Typing):
         leaves the rest to a reader greenlet). False when it is not taken (another wait offers
         too: then readers read). End every offer, taken or not, with :meth:`end_lend`.
         :class:`gsp.protocol.Wakeup` does all this (its ``lend``); the protocol's ``pipe_recv``
-        of one message (of any, with ``batches``) must not block meanwhile. Raises nothing."""
+        of one message (of any, with ``batches``) must not block meanwhile. With the socket's
+        ``recv_spin`` set, it first turns the event loop for up to that long (other greenlets
+        run), so call it where the wait is already set up: an exception thrown into the greenlet
+        meanwhile (a kill, a timeout) comes out of it, and the offer still needs its
+        :meth:`end_lend`. Raises nothing else."""
 
     def end_lend(self, waiter: "Waiter") -> None:
         """End :meth:`lend_reads`'s offer for ``waiter`` (once per offer, taken or not).

@@ -175,9 +175,9 @@ class Wakeup:
             timer = self._loop.timer(max(timeout, 0.0))
             timer.start(w.switch, None)
         lend = self._lend
-        if lend is not None:
-            lend.lend_reads(w, self._batches)
         try:
+            if lend is not None:  # (in the try: with recv_spin, a kill may come through it)
+                lend.lend_reads(w, self._batches)
             chore: Callable[[Wakeup], None] | None = w.get()
         finally:
             if lend is not None:

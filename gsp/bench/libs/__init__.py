@@ -6,6 +6,7 @@
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
 * ``lib_native``  C nng and Go mangos, through small native tools built on first use
   (:mod:`gsp.bench.native`; a library whose tool cannot be built is skipped, saying why)
+* ``gsp-spin`` gsp in its low-latency mode (``recv_spin``; not in ``--compare``: ``--libs``)
 
 The roles every workload is made of are written once in :mod:`.base`, over the loops in
 :mod:`.loops`; a library module supplies its sockets and overrides a role only where its idiom
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from .base import Lib, raise_nofile
 
-LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos")
+LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos", "gsp-spin")
 
 __all__ = ["LIBS", "Lib", "make", "raise_nofile"]
 
@@ -39,4 +40,7 @@ def make(name: str) -> Lib:
     if name in ("nng", "mangos"):
         from .lib_native import Native
         return Native(name)
+    if name == "gsp-spin":
+        from .lib_gsp import GspSpin
+        return GspSpin()
     raise ValueError(f"unknown library {name!r}; choose from {', '.join(LIBS)}")

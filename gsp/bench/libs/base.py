@@ -29,6 +29,7 @@ from .loops import (
     await_warm,
     cpu_seconds,
     echo_n,
+    echo_timed,
     echo_until,
     payload,
     publish,
@@ -155,12 +156,14 @@ class Lib:
 
     # Req/rep latency.
 
-    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
+    def lat_server(self, ctl: Control, url: str, size: int, count: int, warmup: int = 0) -> None:
+        """Echo ``count`` requests (the client's warm-up ones included); the result is the CPU
+        seconds of all but the first ``warmup`` (the round trips the client times)."""
         s, bound = self.listen("rep", url)
         with closing(s):
             ctl.ready(url=bound)
             p = self.peer(s)
-            echo_n(p.send, p.recv, count)
+            ctl.result(cpu=echo_timed(p.send, p.recv, count - warmup, warmup))
             ctl.wait("stop")
 
     def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
@@ -197,10 +200,14 @@ class Lib:
     # Req/rep with concurrent clients.
 
     def rep_server(self, ctl: Control, url: str) -> None:
+        """Echo in the background; on "measure", the CPU seconds spent since it was ready."""
         s, bound = self.listen("rep", url)
         with closing(s):
             stop = self.serve_echo(s)
+            c0 = cpu_seconds()
             ctl.ready(url=bound)
+            ctl.wait("measure")
+            ctl.result(cpu=cpu_seconds() - c0)
             ctl.wait("stop")
             stop()
 
@@ -213,12 +220,14 @@ class Lib:
         with ExitStack() as stack:
             socks = self.requesters(stack, url, clients)
             per = max(1, count // clients)
+            c0 = cpu_seconds()
             t0 = perf_counter()
             tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
                      for s in socks]
             for t in tasks:
                 self.rt.join(t)
-            ctl.result(requests=per * clients, elapsed=perf_counter() - t0)
+            ctl.result(requests=per * clients, elapsed=perf_counter() - t0,
+                       cpu=cpu_seconds() - c0)
 
     # Many connections on one listener.
 

@@ -17,6 +17,7 @@ class Gsp(SPLib):
     name = "gsp"
     settle = 0.05
     conns_dialers = Lib.conns_dialers_pooled
+    extra: dict[str, Any] = {}  # options every socket gets (GspSpin's recv_spin)
 
     def __init__(self) -> None:
         import gsp
@@ -26,7 +27,7 @@ class Gsp(SPLib):
 
     def _open(self, kind: str, timeout: float | None = None) -> Any:
         # No size limit (the 1 MiB runs); a sender may take its time to flush at close.
-        options: dict[str, Any] = {"recv_max_size": 0}
+        options: dict[str, Any] = {"recv_max_size": 0, **self.extra}
         if kind == "push":
             options["linger"] = 30
         if timeout is not None:
@@ -54,3 +55,20 @@ class Gsp(SPLib):
 
     def pipes(self, listening: Any) -> int | None:
         return len(listening.pipes)
+
+
+#: ``gsp bench --spin``'s default: the seconds of ``recv_spin`` that ``gsp-spin`` sets.
+SPIN = 200e-6
+SPIN_ENV = "GSP_BENCH_SPIN"
+
+
+class GspSpin(Gsp):
+    """gsp in its low-latency mode: every socket with ``recv_spin`` (``--spin`` seconds, carried
+    to the workers in ``GSP_BENCH_SPIN``; 200 µs unless told)."""
+
+    name = "gsp-spin"
+
+    def __init__(self) -> None:
+        import os
+        self.extra = {"recv_spin": float(os.environ.get(SPIN_ENV, SPIN))}
+        super().__init__()

@@ -63,8 +63,8 @@ class Native(Lib):
     def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
         self._run(ctl, "thr_send", url, size, count)
 
-    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
-        self._run(ctl, "lat_server", url, size, count)
+    def lat_server(self, ctl: Control, url: str, size: int, count: int, warmup: int = 0) -> None:
+        self._run(ctl, "lat_server", url, size, count, warmup)
 
     def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
         self._run(ctl, "lat_client", url, size, count, warmup)

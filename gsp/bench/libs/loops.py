@@ -68,6 +68,15 @@ def echo_n(send: Send, recv: Recv, count: int) -> None:
         send(recv())
 
 
+def echo_timed(send: Send, recv: Recv, count: int, warmup: int) -> float:
+    """:func:`echo_n` of ``warmup`` then ``count`` requests: the process's CPU seconds over the
+    ``count`` (the round trips the client times)."""
+    echo_n(send, recv, warmup)
+    c0 = cpu_seconds()
+    echo_n(send, recv, count)
+    return cpu_seconds() - c0
+
+
 def echo_forever(send: Send, recv: Recv) -> None:
     while True:
         send(recv())
@@ -86,20 +95,24 @@ def echo_until(stop: threading.Event, send: Send, recv: Recv,
 
 def round_trips(send: Send, recv: Recv, size: int, count: int, warmup: int,
                 samples: bool = True) -> dict[str, Any]:
-    """nng remote_lat: ``warmup`` untimed round trips, then ``count`` timed one by one."""
+    """nng remote_lat: ``warmup`` untimed round trips, then ``count`` timed one by one; ``cpu``
+    is this process's CPU seconds over the timed ones (with an inproc peer: both ends')."""
     msg = payload(size)
     for _ in range(warmup):
         send(msg)
         recv()
     out: list[float] = []
     add = out.append
+    c0 = cpu_seconds()
     t0 = perf_counter()
     for _ in range(count):
         t = perf_counter()
         send(msg)
         recv()
         add(perf_counter() - t)
-    return {"count": count, "elapsed": perf_counter() - t0, "samples": out if samples else None}
+    elapsed = perf_counter() - t0
+    return {"count": count, "elapsed": elapsed, "cpu": cpu_seconds() - c0,
+            "samples": out if samples else None}
 
 
 def publish(ctl: Control, send: Send, sleep: Callable[[float], None], size: int,

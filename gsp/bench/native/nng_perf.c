@@ -8,9 +8,11 @@
  *
  *   nng_perf thr_recv    URL SIZE COUNT          PULL: listen, time first..last message
  *   nng_perf thr_send    URL SIZE COUNT          PUSH: dial, one message, "go", the rest
- *   nng_perf lat_server  URL SIZE COUNT          REP: listen, echo COUNT requests
+ *   nng_perf lat_server  URL SIZE COUNT [WARMUP] REP: listen, echo COUNT requests; the CPU
+ *                                                time of all but the first WARMUP
  *   nng_perf lat_client  URL SIZE COUNT WARMUP   REQ: dial, WARMUP untimed then COUNT timed
- *   nng_perf rep_server  URL                     REP: listen, echo until "stop"
+ *   nng_perf rep_server  URL                     REP: listen, echo until "stop"; on "measure"
+ *                                                the CPU time since it was ready
  *   nng_perf req_clients URL SIZE CLIENTS COUNT  CLIENTS threads, a REQ socket each
  *
  * The semantics are those of the Python roles (gsp/bench/libs/base.py and loops.py): the
@@ -204,15 +206,21 @@ static void thr_send(const char *url, size_t size, long count) {
     free(buf);
 }
 
-static void lat_server(const char *url, size_t size, long count) {
+static void lat_server(const char *url, size_t size, long count, long warmup) {
     nng_socket s = listen_ready(nng_rep0_open, url);
     int rv;
+    double c0 = 0;
     (void)size;
     for (long i = 0; i < count; i++) {
+        if (i == warmup) {
+            c0 = cpu_seconds();
+        }
         if ((rv = echo_one(s)) != 0) {
             fail("echo", rv);
         }
     }
+    printf("{\"result\": {\"cpu\": %.6f}}\n", count > warmup ? cpu_seconds() - c0 : 0.0);
+    fflush(stdout);
     wait_word("stop");
     nng_close(s);
 }
@@ -225,6 +233,7 @@ static void lat_client(const char *url, size_t size, long count, long warmup) {
         send_one(s, buf, size);
         recv_one(s);
     }
+    double c0 = cpu_seconds();
     double t0 = now();
     for (long i = 0; i < count; i++) {
         double t = now();
@@ -232,8 +241,9 @@ static void lat_client(const char *url, size_t size, long count, long warmup) {
         recv_one(s);
         samples[i] = now() - t;
     }
-    double elapsed = now() - t0;
-    printf("{\"result\": {\"count\": %ld, \"elapsed\": %.9f, \"samples\": [", count, elapsed);
+    double elapsed = now() - t0, cpu = cpu_seconds() - c0;
+    printf("{\"result\": {\"count\": %ld, \"elapsed\": %.9f, \"cpu\": %.6f, \"samples\": [",
+           count, elapsed, cpu);
     for (long i = 0; i < count; i++) {
         printf("%s%.9f", i ? ", " : "", samples[i]);
     }
@@ -254,7 +264,11 @@ static void *echo_forever(void *arg) {
 static void rep_server(const char *url) {
     nng_socket s = listen_ready(nng_rep0_open, url);
     pthread_t t;
+    double c0 = cpu_seconds();
     pthread_create(&t, NULL, echo_forever, &s);
+    wait_word("measure");
+    printf("{\"result\": {\"cpu\": %.6f}}\n", cpu_seconds() - c0);
+    fflush(stdout);
     wait_word("stop");
     nng_close(s); /* the echo thread's recv returns NNG_ECLOSED */
     pthread_join(t, NULL);
@@ -287,6 +301,7 @@ static void req_clients(const char *url, size_t size, long clients, long count) 
         cs[i].size = size;
         cs[i].count = per;
     }
+    double c0 = cpu_seconds();
     double t0 = now();
     for (long i = 0; i < clients; i++) {
         pthread_create(&cs[i].thread, NULL, client_run, &cs[i]);
@@ -294,8 +309,9 @@ static void req_clients(const char *url, size_t size, long clients, long count) 
     for (long i = 0; i < clients; i++) {
         pthread_join(cs[i].thread, NULL);
     }
-    double elapsed = now() - t0;
-    printf("{\"result\": {\"requests\": %ld, \"elapsed\": %.9f}}\n", per * clients, elapsed);
+    double elapsed = now() - t0, cpu = cpu_seconds() - c0;
+    printf("{\"result\": {\"requests\": %ld, \"elapsed\": %.9f, \"cpu\": %.6f}}\n",
+           per * clients, elapsed, cpu);
     fflush(stdout);
     for (long i = 0; i < clients; i++) {
         nng_close(cs[i].sock);
@@ -326,7 +342,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(role, "thr_send") == 0) {
         thr_send(url, size, a);
     } else if (strcmp(role, "lat_server") == 0) {
-        lat_server(url, size, a);
+        lat_server(url, size, a, b);
     } else if (strcmp(role, "lat_client") == 0) {
         lat_client(url, size, a, b);
     } else if (strcmp(role, "rep_server") == 0) {

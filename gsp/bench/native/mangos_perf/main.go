@@ -163,13 +163,22 @@ func thrSend(url string, size, count int) {
 	s.Close()
 }
 
-func latServer(url string, count int) {
+func latServer(url string, count, warmup int) {
 	s := listenReady("rep", url)
+	c0 := 0.0
 	for i := 0; i < count; i++ {
+		if i == warmup {
+			c0 = cpuSeconds()
+		}
 		if err := echoOne(s); err != nil {
 			fail("echo", err)
 		}
 	}
+	cpu := 0.0
+	if count > warmup {
+		cpu = cpuSeconds() - c0
+	}
+	emit(map[string]interface{}{"result": map[string]interface{}{"cpu": cpu}})
 	waitWord("stop")
 	s.Close()
 }
@@ -182,6 +191,7 @@ func latClient(url string, size, count, warmup int) {
 		recvOne(s)
 	}
 	samples := make([]float64, count)
+	c0 := cpuSeconds()
 	t0 := time.Now()
 	for i := range samples {
 		t := time.Now()
@@ -190,18 +200,22 @@ func latClient(url string, size, count, warmup int) {
 		samples[i] = time.Since(t).Seconds()
 	}
 	emit(map[string]interface{}{"result": map[string]interface{}{
-		"count": count, "elapsed": time.Since(t0).Seconds(), "samples": samples}})
+		"count": count, "elapsed": time.Since(t0).Seconds(), "cpu": cpuSeconds() - c0,
+		"samples": samples}})
 	s.Close()
 }
 
 func repServer(url string) {
 	s := listenReady("rep", url)
 	done := make(chan struct{})
+	c0 := cpuSeconds()
 	go func() {
 		for echoOne(s) != mangos.ErrClosed {
 		}
 		close(done)
 	}()
+	waitWord("measure")
+	emit(map[string]interface{}{"result": map[string]interface{}{"cpu": cpuSeconds() - c0}})
 	waitWord("stop")
 	s.Close()
 	<-done
@@ -218,6 +232,7 @@ func reqClients(url string, size, clients, count int) {
 		socks[i] = dial("req", url)
 	}
 	var wg sync.WaitGroup
+	c0 := cpuSeconds()
 	t0 := time.Now()
 	for _, s := range socks {
 		wg.Add(1)
@@ -231,7 +246,8 @@ func reqClients(url string, size, clients, count int) {
 	}
 	wg.Wait()
 	emit(map[string]interface{}{"result": map[string]interface{}{
-		"requests": per * clients, "elapsed": time.Since(t0).Seconds()}})
+		"requests": per * clients, "elapsed": time.Since(t0).Seconds(),
+		"cpu": cpuSeconds() - c0}})
 	for _, s := range socks {
 		s.Close()
 	}
@@ -282,7 +298,7 @@ func main() {
 	case "thr_send":
 		thrSend(url, n[0], n[1])
 	case "lat_server":
-		latServer(url, n[1])
+		latServer(url, n[1], n[2])
 	case "lat_client":
 		latClient(url, n[0], n[1], n[2])
 	case "rep_server":
