@@ -310,6 +310,11 @@ class Prefork:
     def _fork(self, slot: _Slot) -> None:
         rfd, wfd = os.pipe()
         slot.generation += 1
+        for stream in (sys.stdout, sys.stderr):  # or the child would write the parent's again
+            try:
+                stream.flush()
+            except Exception:
+                pass
         pid = _original("os", "fork")()
         if pid == 0:  # the worker: it never returns from here
             os.close(rfd)

@@ -239,3 +239,25 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
     assert report.compiled() == ["gsp.transport.wire"]
     assert "gsp compiled with mypyc: gsp.transport.wire\n" in report.header(report.machine())
+
+
+@pytest.mark.timeout(300)
+def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) -> None:
+    """``reqrep --procs 2``: two rows, the server in one process and in two (gsp.prefork), the
+    same clients in two processes; pyzmq serves from one process in both. The JSON reads back."""
+    p = run("reqrep", "--procs", "2", "--count", "400", "--clients", "4", "--libs", "pyzmq",
+            "--json", "--quiet", "--timeout", "90")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    rows = [(r["params"]["procs"], r["lib"], r["figures"]) for r in doc["results"]]
+    assert [(procs, lib) for procs, lib, _ in rows] == [(1, "gsp"), (1, "pyzmq"), (2, "gsp"),
+                                                        (2, "pyzmq")]
+    for procs, lib, f in rows:
+        assert f["requests"] == 400 and f["req_s"] > 0 and f["client_procs"] == 2, (procs, lib)
+    saved = tmp_path / "run.json"
+    saved.write_text(p.stdout)
+    again = run("reqrep", "--from-json", str(saved), timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert "clients in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
+    bad = run("reqrep", "--procs", "0", timeout=60)
+    assert bad.returncode == 2 and "must be at least 1" in bad.stderr

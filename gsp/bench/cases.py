@@ -68,10 +68,18 @@ def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
                 [("msg_s", "deliv. msg/s"), ("delivered_pct", "% delivered")])
 
 
-def reqrep_case(transport: str, size: int, count: int, clients: int) -> Case:
-    return Case(f"req/rep {transport} {clients} clients", "reqrep",
-                {"transport": transport, "size": size, "count": count, "clients": clients},
-                [("req_s", "req/s")])
+def reqrep_case(transport: str, size: int, count: int, clients: int, procs: int | None = None,
+                client_procs: int = 1) -> Case:
+    """``procs`` (``reqrep --procs``): the server in that many processes (gsp.prefork), the
+    clients in ``client_procs`` others, a REQ socket (connection) each."""
+    params: dict[str, Any] = {"transport": transport, "size": size, "count": count,
+                              "clients": clients}
+    label = f"req/rep {transport} {clients} clients"
+    if procs is not None:
+        params.update(procs=procs, client_procs=client_procs)
+        label += (f" in {client_procs} procs → " + ("1 proc" if procs == 1 else
+                  f"{procs} procs (gsp.prefork; others: 1)"))
+    return Case(label, "reqrep", params, [("req_s", "req/s")])
 
 
 def conns_case(transport: str, conns: int) -> Case:
@@ -101,7 +109,12 @@ def cases_for(a: argparse.Namespace) -> list[Case]:
     if cmd == "pubsub":
         return [pub_case(a.transport, a.size, a.count, a.subs)]
     if cmd == "reqrep":
-        return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+        procs = getattr(a, "procs", None)
+        if procs is None:
+            return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+        split = a.client_procs or max(procs, 2)  # the single-process figure beside, alike
+        return [reqrep_case(a.transport, a.size, a.count, a.clients, n, split)
+                for n in dict.fromkeys((1, procs))]
     if cmd == "conns":
         return [conns_case(a.transport, a.conns)]
     out = [

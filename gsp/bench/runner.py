@@ -194,13 +194,41 @@ def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[s
             "delivered_pct": 100.0 * r["delivered"] / r["expected"], "subs": subs}
 
 
-def reqrep(run: Run, transport: str, size: int, count: int, clients: int) -> dict[str, Any]:
-    """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second."""
+def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
+           procs: int | None = None, client_procs: int = 1) -> dict[str, Any]:
+    """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second.
+    With ``procs`` (``--procs``) the REP runs in that many processes (one unless more), the
+    clients in ``client_procs`` processes, timed from one "go" to the last one's end."""
+    if procs is not None:
+        return reqrep_procs(run, transport, size, count, clients, procs, client_procs)
     srv = run.start("rep_server", url=run.address(transport))
     url = srv.expect("ready")["url"]
     r = run.start("req_clients", url=url, size=size, clients=clients,
                   count=count).expect("result")
     return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"], "clients": clients}
+
+
+def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
+                 client_procs: int) -> dict[str, Any]:
+    if procs > 1:
+        if transport != "tcp":
+            raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
+        srv = run.start("rep_server_procs", url=run.address(transport), procs=procs)  # see there
+    else:
+        srv = run.start("rep_server", url=run.address(transport))
+    url = srv.expect("ready")["url"]
+    shares = [clients // client_procs + (i < clients % client_procs) for i in range(client_procs)]
+    workers = [run.start("req_clients_go", url=url, size=size, clients=n,
+                         count=count * n // clients) for n in shares if n]
+    for w in workers:
+        w.expect("ready")
+    for w in workers:
+        w.say("go")
+    rs = [w.expect("result") for w in workers]
+    requests = sum(r["requests"] for r in rs)
+    elapsed = max(r["t1"] for r in rs) - min(r["t0"] for r in rs)
+    return {"req_s": requests / elapsed, "requests": requests, "elapsed": elapsed,
+            "clients": clients, "procs": procs, "client_procs": len(workers)}
 
 
 def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import gc
 import os
 import threading
 from contextlib import ExitStack, closing
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any, Callable, Protocol
 
 from ..ctl import Control
@@ -219,6 +219,32 @@ class Lib:
             for t in tasks:
                 self.rt.join(t)
             ctl.result(requests=per * clients, elapsed=perf_counter() - t0)
+
+    # Req/rep with concurrent clients, the server in several processes (``reqrep --procs``).
+
+    def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:
+        """The server of ``reqrep --procs``: gsp runs ``procs`` processes on one address
+        (gsp.prefork); a library without that serves from one process, with its own threads
+        if it has any (pyzmq's and nng's I/O threads use every core as they can)."""
+        self.rep_server(ctl, url)
+
+    def req_clients_go(self, ctl: Control, url: str, size: int, clients: int,
+                       count: int) -> None:
+        """``clients`` concurrent requesters, each its own REQ socket (its own connection: the
+        kernel spreads connections, not requests, over a reuseport server's processes), timed
+        from "go" with a clock shared by every process."""
+        with ExitStack() as stack:
+            socks = [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+            per = max(1, count // clients)
+            ctl.ready(clients=clients)
+            ctl.wait("go")
+            t0 = monotonic()
+            tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
+                     for s in socks]
+            for t in tasks:
+                self.rt.join(t)
+            ctl.result(requests=per * clients, t0=t0, t1=monotonic())
+            ctl.wait("stop")
 
     # Many connections on one listener.
 

@@ -52,5 +52,19 @@ class Gsp(SPLib):
         s: Any = opened(stack, self.dial("req", url, block=True))
         return [s.open_context() for _ in range(clients)]
 
+    def rep_server_procs(self, ctl: Any, url: str, procs: int) -> None:
+        """``procs`` worker processes echoing on one tcp address: :class:`gsp.Prefork` (forked
+        now, before this process's hub has run anything), supervised until "stop"."""
+        def serve(sock: Any, worker: Any) -> None:
+            echo_forever(sock.send, sock.recv)  # until the drain on "stop" closes it
+
+        with self.gsp.Prefork("rep", url, serve, procs=procs, drain_timeout=5,
+                              recv_max_size=0) as server:
+            server.start()
+            ctl.ready(url=server.url, pids=list(server.pids.values()))
+            while (word := ctl.poll()) != "stop":
+                if word is None:
+                    server.supervise(timeout=0.05)
+
     def pipes(self, listening: Any) -> int | None:
         return len(listening.pipes)
