@@ -186,6 +186,8 @@ class Prefork:
         deadline = time.monotonic() + self.start_timeout
         try:
             while not all(s.ready for s in self._slots):
+                if self._stopping:  # a signal while starting: supervise() returns at once
+                    return self
                 self._check(starting=True)
                 if time.monotonic() > deadline:
                     slow = [s.index for s in self._slots if not s.ready]

@@ -254,6 +254,7 @@ def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) ->
                                                         (2, "pyzmq")]
     for procs, lib, f in rows:
         assert f["requests"] == 400 and f["req_s"] > 0 and f["client_procs"] == 2, (procs, lib)
+        assert f["cpu_us_server"] > 0 and f["cpu_us_clients"] > 0, (procs, lib, f)
     saved = tmp_path / "run.json"
     saved.write_text(p.stdout)
     again = run("reqrep", "--from-json", str(saved), timeout=60)

@@ -79,7 +79,10 @@ def reqrep_case(transport: str, size: int, count: int, clients: int, procs: int 
         params.update(procs=procs, client_procs=client_procs)
         label += (f" in {client_procs} procs → " + ("1 proc" if procs == 1 else
                   f"{procs} procs (gsp.prefork; others: 1)"))
-    return Case(label, "reqrep", params, [("req_s", "req/s")])
+    rows = [("req_s", "req/s")]
+    if procs is not None:  # CPU time tells apart a slower library from one with less of the CPU
+        rows += [("cpu_us_server", "server CPU µs/req"), ("cpu_us_clients", "client CPU µs/req")]
+    return Case(label, "reqrep", params, rows)
 
 
 def conns_case(transport: str, conns: int) -> Case:

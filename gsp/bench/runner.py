@@ -210,24 +210,25 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
 
 def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
                  client_procs: int) -> dict[str, Any]:
-    if procs > 1:
-        if transport != "tcp":
-            raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
-        srv = run.start("rep_server_procs", url=run.address(transport), procs=procs)  # see there
-    else:
-        srv = run.start("rep_server", url=run.address(transport))
+    if procs > 1 and transport != "tcp":
+        raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
+    srv = run.start("rep_server_procs", url=run.address(transport), procs=procs)  # see there
     url = srv.expect("ready")["url"]
     shares = [clients // client_procs + (i < clients % client_procs) for i in range(client_procs)]
     workers = [run.start("req_clients_go", url=url, size=size, clients=n,
                          count=count * n // clients) for n in shares if n]
     for w in workers:
         w.expect("ready")
-    for w in workers:
+    for w in [srv, *workers]:
         w.say("go")
     rs = [w.expect("result") for w in workers]
+    srv.say("measure")
+    server_cpu = srv.expect("result")["cpu"]
     requests = sum(r["requests"] for r in rs)
     elapsed = max(r["t1"] for r in rs) - min(r["t0"] for r in rs)
     return {"req_s": requests / elapsed, "requests": requests, "elapsed": elapsed,
+            "cpu_us_server": server_cpu / requests * 1e6,
+            "cpu_us_clients": sum(r["cpu"] for r in rs) / requests * 1e6,
             "clients": clients, "procs": procs, "client_procs": len(workers)}
 
 

@@ -225,25 +225,31 @@ class Lib:
     def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:
         """The server of ``reqrep --procs``: gsp runs ``procs`` processes on one address
         (gsp.prefork); a library without that serves from one process, with its own threads
-        if it has any (pyzmq's and nng's I/O threads use every core as they can)."""
-        self.rep_server(ctl, url)
+        if it has any (pyzmq's and nng's I/O threads use every core as they can). Its CPU time
+        from "go" to "measure" is its result."""
+        s, bound = self.listen("rep", url)
+        with closing(s):
+            stop = self.serve_echo(s)
+            ctl.ready(url=bound)
+            cpu_between(ctl, cpu_seconds, lambda: self.rt.sleep(0.005))
+            stop()
 
     def req_clients_go(self, ctl: Control, url: str, size: int, clients: int,
                        count: int) -> None:
         """``clients`` concurrent requesters, each its own REQ socket (its own connection: the
         kernel spreads connections, not requests, over a reuseport server's processes), timed
-        from "go" with a clock shared by every process."""
+        from "go" with a clock shared by every process; their CPU time too."""
         with ExitStack() as stack:
             socks = [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
             per = max(1, count // clients)
             ctl.ready(clients=clients)
             ctl.wait("go")
-            t0 = monotonic()
+            t0, c0 = monotonic(), cpu_seconds()
             tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
                      for s in socks]
             for t in tasks:
                 self.rt.join(t)
-            ctl.result(requests=per * clients, t0=t0, t1=monotonic())
+            ctl.result(requests=per * clients, t0=t0, t1=monotonic(), cpu=cpu_seconds() - c0)
             ctl.wait("stop")
 
     # Many connections on one listener.
@@ -294,6 +300,21 @@ class Lib:
             gevent.pool.Pool(POOL).map(one, range(n))
             ctl.ready(elapsed=perf_counter() - t0, served=n)
             ctl.wait("stop")
+
+
+def cpu_between(ctl: Control, cpu: Callable[[], float], idle: Callable[[], object]) -> None:
+    """Report ``cpu()``'s growth from "go" to "measure" as ``{"cpu": seconds}`` (nothing if
+    "stop" comes first), calling ``idle`` while waiting for each word."""
+    c0 = 0.0
+    for word in ("go", "measure"):
+        while (got := ctl.poll()) != word:
+            if got == "stop":
+                return
+            if got is None:
+                idle()
+        if word == "go":
+            c0 = cpu()
+    ctl.result(cpu=cpu() - c0)
 
 
 def opened(stack: ExitStack, sock: Sock) -> Sock:
