@@ -128,11 +128,18 @@ def test_three_rep_workers_answer_sixteen_clients_each_request_once(monkey: bool
         assert all(gone(p) for p in srv.pids)
 
 
-def test_pull_workers_receive_every_message_of_many_pushers_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers, peer", [("pull", "push"), ("sub", "pub")])
+def test_workers_receive_every_message_of_many_peers_once(tmp_path: Path, workers: str,
+                                                          peer: str) -> None:
+    """PULL workers fed by PUSH peers, SUB workers by PUBs dialing them: each peer's messages go
+    to the worker its connection landed on, every one exactly once."""
     peers, each = 12, 200
-    with server("pull", 3, str(tmp_path)) as srv, ExitStack() as stack:
-        pushers = [stack.enter_context(gsp.socket("push", dial=srv.url, send_timeout=WAIT * 3,
+    with server(workers, 3, str(tmp_path)) as srv, ExitStack() as stack:
+        pushers = [stack.enter_context(gsp.socket(peer, dial=srv.url, send_timeout=WAIT * 3,
                                                   linger=WAIT)) for _ in range(peers)]
+        with gevent.Timeout(WAIT * 3, AssertionError("a peer did not connect")):
+            while not all(p.pipes for p in pushers):  # (a PUB drops what it sends to nobody)
+                gevent.sleep(0.01)
         sends = [gevent.spawn(lambda i, p: [p.send(b"%d-%d" % (i, k)) for k in range(each)], i, p)
                  for i, p in enumerate(pushers)]
         gevent.joinall(sends, raise_error=True)

@@ -9,6 +9,7 @@ when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it rai
 * ``rep``   each worker answers ``PID REQUEST``; at its end it prints ``served PID N``
 * ``slow``  REP with 8 contexts per worker, each printing ``took REQUEST``, then answering 1 s later
 * ``pull``  each worker appends every message it receives to DIR/PID, one a line
+* ``sub``   the same with a SUB socket subscribed to everything
 * ``crash`` each worker raises as soon as it listens (the supervisor gives up: ``failed``)
 """
 
@@ -67,6 +68,11 @@ def pull(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
             f.write(sock.recv() + b"\n")
 
 
+def sub(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    sock.subscribe(b"")
+    pull(sock, worker)
+
+
 def crash(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
     raise RuntimeError(f"worker {worker.index} fails at once")
 
@@ -77,8 +83,8 @@ def ready(p: gsp.Prefork) -> None:
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
-    serve: Any = {"rep": rep, "slow": slow, "pull": pull, "crash": crash}[MODE]
-    protocol = "pull" if MODE == "pull" else "rep"
+    serve: Any = {"rep": rep, "slow": slow, "pull": pull, "sub": sub, "crash": crash}[MODE]
+    protocol = MODE if MODE in ("pull", "sub") else "rep"
     try:
         gsp.prefork(protocol, "tcp://127.0.0.1:0", serve, procs=PROCS, on_ready=ready,
                     drain_timeout=10, max_restarts=2, recv_max_size=0)
