@@ -75,11 +75,12 @@ def server(mode: str, procs: int, *extra: str, ready: bool = True) -> Iterator[S
 
 
 def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie nobody reaped yet has)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
         return True
-    return False
 
 
 def requesters(stack: ExitStack, url: str, n: int) -> list[gsp.Socket]:
@@ -202,6 +203,19 @@ def test_sigterm_lets_every_worker_answer_the_requests_it_took_then_all_exit() -
         assert all(gone(p) for p in srv.pids)
         with pytest.raises(gsp.ConnectionRefused):  # nothing listens there any more
             stack.enter_context(gsp.socket("req")).dial(srv.url, block=True)
+
+
+def test_workers_drain_and_exit_when_the_supervisor_is_killed() -> None:
+    with server("rep", 2) as srv, ExitStack() as stack:
+        ask_all(requesters(stack, srv.url, 4), 3, "a")
+        srv.proc.kill()  # no stop from it: the kernel sends each worker SIGTERM (PDEATHSIG)
+        assert srv.proc.wait() == -signal.SIGKILL
+        with gevent.Timeout(WAIT * 3, AssertionError("a worker outlived its supervisor")):
+            while not all(gone(p) for p in srv.pids):
+                gevent.sleep(0.05)
+        served = srv.proc.stdout.read().decode().split("\n")
+        assert sorted(int(ln.split()[1]) for ln in served if ln.startswith("served ")) == \
+            sorted(srv.pids)  # each drained and ended its serve()
 
 
 def test_a_worker_that_keeps_failing_makes_prefork_raise_worker_failed() -> None:
