@@ -287,13 +287,13 @@ class Prefork:
         its real port, and the port stays this server's while workers restart."""
         scheme, rest = split_url(self._given)
         host, port = parse_host_port(self._given, listening=True)
-        try:
-            infos = _stdsocket.getaddrinfo(host or None, port, type=_stdsocket.SOCK_STREAM,
-                                           flags=_stdsocket.AI_PASSIVE)
+        try:  # (gevent's own resolver and sockets would run the hub before the forks)
+            infos = _original("socket", "getaddrinfo")(
+                host or None, port, type=_stdsocket.SOCK_STREAM, flags=_stdsocket.AI_PASSIVE)
         except OSError as exc:
             raise InvalidAddress(f"cannot resolve {self._given!r}: {exc}") from None
         family, kind, proto, _, addr = infos[0]
-        hold = _stdsocket.socket(family, kind, proto)
+        hold: _stdsocket.socket = _original("socket", "socket")(family, kind, proto)
         try:
             hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEPORT, 1)
             hold.bind(addr)
