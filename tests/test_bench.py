@@ -244,9 +244,10 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
 @pytest.mark.timeout(300)
 def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) -> None:
     """``reqrep --procs 2``: two rows, the server in one process and in two (gsp.prefork), the
-    same clients in two processes; pyzmq serves from one process in both. The JSON reads back."""
-    p = run("reqrep", "--procs", "2", "--count", "400", "--clients", "4", "--libs", "pyzmq",
-            "--json", "--quiet", "--timeout", "90")
+    same clients in two processes (gsp's: contexts over ``--conns`` sockets; pyzmq's: a socket
+    each); pyzmq serves from one process in both. The JSON reads back."""
+    p = run("reqrep", "--procs", "2", "--count", "400", "--clients", "4", "--conns", "2",
+            "--libs", "pyzmq", "--json", "--quiet", "--timeout", "90")
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     rows = [(r["params"]["procs"], r["lib"], r["figures"]) for r in doc["results"]]
@@ -259,6 +260,6 @@ def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) ->
     saved.write_text(p.stdout)
     again = run("reqrep", "--from-json", str(saved), timeout=60)
     assert again.returncode == 0, again.stderr
-    assert "clients in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
+    assert "4 clients (gsp: 2 conns) in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
     bad = run("reqrep", "--procs", "0", timeout=60)
     assert bad.returncode == 2 and "must be at least 1" in bad.stderr

@@ -93,6 +93,9 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--client-procs", type=_positive, default=None,
                            help="with --procs: client processes (default: N, at least 2), "
                                 "a REQ socket per client")
+            p.add_argument("--conns", type=_positive, default=None,
+                           help="with --procs: gsp's clients are contexts over this many REQ "
+                                "sockets in all (default: a socket each, as the others')")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")

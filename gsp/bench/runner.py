@@ -195,12 +195,14 @@ def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[s
 
 
 def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
-           procs: int | None = None, client_procs: int = 1) -> dict[str, Any]:
+           procs: int | None = None, client_procs: int = 1,
+           conns: int | None = None) -> dict[str, Any]:
     """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second.
     With ``procs`` (``--procs``) the REP runs in that many processes (one unless more), the
     clients in ``client_procs`` processes, timed from one "go" to the last one's end."""
     if procs is not None:
-        return reqrep_procs(run, transport, size, count, clients, procs, client_procs)
+        return reqrep_procs(run, transport, size, count, clients, procs, client_procs,
+                            conns or clients)
     srv = run.start("rep_server", url=run.address(transport))
     url = srv.expect("ready")["url"]
     r = run.start("req_clients", url=url, size=size, clients=clients,
@@ -209,14 +211,17 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
 
 
 def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
-                 client_procs: int) -> dict[str, Any]:
+                 client_procs: int, conns: int) -> dict[str, Any]:
     if procs > 1 and transport != "tcp":
         raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
     srv = run.start("rep_server_procs", url=run.address(transport), procs=procs)  # see there
     url = srv.expect("ready")["url"]
-    shares = [clients // client_procs + (i < clients % client_procs) for i in range(client_procs)]
+    def split(n: int) -> list[int]:
+        return [n // client_procs + (i < n % client_procs) for i in range(client_procs)]
+
     workers = [run.start("req_clients_go", url=url, size=size, clients=n,
-                         count=count * n // clients) for n in shares if n]
+                         count=count * n // clients, conns=max(c, 1))
+               for n, c in zip(split(clients), split(conns)) if n]
     for w in workers:
         w.expect("ready")
     for w in [srv, *workers]:

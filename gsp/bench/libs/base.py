@@ -234,13 +234,19 @@ class Lib:
             cpu_between(ctl, cpu_seconds, lambda: self.rt.sleep(0.005))
             stop()
 
+    def spread_requesters(self, stack: ExitStack, url: str, clients: int,
+                          conns: int) -> list[Any]:
+        """The requesters of :meth:`req_clients_go`: a REQ socket each (``conns`` is for
+        libraries with contexts, which spread ``clients`` over that many sockets)."""
+        return [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+
     def req_clients_go(self, ctl: Control, url: str, size: int, clients: int,
-                       count: int) -> None:
-        """``clients`` concurrent requesters, each its own REQ socket (its own connection: the
-        kernel spreads connections, not requests, over a reuseport server's processes), timed
-        from "go" with a clock shared by every process; their CPU time too."""
+                       count: int, conns: int | None = None) -> None:
+        """``clients`` concurrent requesters over ``conns`` connections (default: a REQ socket
+        each; the kernel spreads connections, not requests, over a reuseport server's
+        processes), timed from "go" with a clock shared by every process; their CPU time too."""
         with ExitStack() as stack:
-            socks = [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+            socks = self.spread_requesters(stack, url, clients, conns or clients)
             per = max(1, count // clients)
             ctl.ready(clients=clients)
             ctl.wait("go")

@@ -52,6 +52,13 @@ class Gsp(SPLib):
         s: Any = opened(stack, self.dial("req", url, block=True))
         return [s.open_context() for _ in range(clients)]
 
+    def spread_requesters(self, stack: ExitStack, url: str, clients: int,
+                          conns: int) -> list[Any]:
+        """``clients`` contexts spread over ``conns`` REQ sockets (connections) in turn."""
+        socks: list[Any] = [opened(stack, self.dial("req", url, block=True))
+                            for _ in range(min(conns, clients))]
+        return [socks[i % len(socks)].open_context() for i in range(clients)]
+
     def rep_server_procs(self, ctl: Any, url: str, procs: int) -> None:
         """``procs`` worker processes echoing on one tcp address: :class:`gsp.Prefork` (forked
         now, before this process's hub has run anything), supervised until "stop"."""
