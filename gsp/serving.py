@@ -453,8 +453,9 @@ def prefork(protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], 
     program runs anything on its gevent hub), makes ``gsp.socket(protocol, listen=url,
     tcp_reuseport=True, **options)`` and calls ``serve(socket, worker)``. A worker that dies is
     started again (after 0.1 s, doubling up to 5 s while it keeps dying within 1 s of its
-    start); after ``max_restarts`` such quick deaths in a row of one worker, or one that cannot
-    listen at start, every worker is stopped and :class:`gsp.WorkerFailed` raised. On SIGTERM
+    start), at most ``max_restarts`` times in a row; when it dies that way once more, or a
+    worker cannot listen at start, every worker is stopped and :class:`gsp.WorkerFailed`
+    raised. On SIGTERM
     or SIGINT every worker is asked to stop: its socket drains (``drain_timeout``: requests
     taken are answered, queued sends flushed), so ``serve``'s ``recv`` raises
     :class:`gsp.Closed`, which ends the worker cleanly; a second signal kills them. ``on_ready``
