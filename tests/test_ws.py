@@ -197,6 +197,35 @@ def test_wrong_or_missing_protocol_is_400():
         assert not lst_sock.pipes
 
 
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+def test_full_listener_answers_503(pki, scheme):
+    """At max_pipes the listener answers the next upgrade ``503`` with ``Retry-After`` (the
+    transport's ``refuse`` hook) instead of just hanging up; a gsp dialer waits it out."""
+    with gsp.socket("pair", max_pipes=1, **pki.listen_options()) as lst, \
+            gsp.socket("pair", recv_timeout=5, send_timeout=5, **pki.dial_options()) as first, \
+            gsp.socket("pair", recv_timeout=5, send_timeout=5, reconnect_time=0.05,
+                       **pki.dial_options()) as second:
+        url = lst.listen(f"{scheme}://127.0.0.1:0/sp").url
+        first.dial(url, block=True)
+        if scheme == "ws":  # a bare HTTP client reads the answer itself
+            raw = RawClient(port_of(url))
+            try:
+                assert raw.status == 503
+                headers = dict(raw.answer.headers)
+                assert headers[b"retry-after"] == b"1"
+                assert raw.eof()
+            finally:
+                raw.close()
+        with pytest.raises(UpgradeRefused) as info:
+            second.dial(url, block=True)
+        assert info.value.status == 503 and "max_pipes" in info.value.reason
+        assert lst.listeners[0].stats["pipes_refused_full"] >= 1
+        second.dial(url)  # in the background: it gets in once the first leaves
+        first.close()
+        lst.send(b"to the second")
+        assert second.recv() == b"to the second"
+
+
 def test_origin_allow_list_is_403():
     with gsp.socket("pair") as a, gsp.socket("pair") as b:
         url = a.listen("ws://127.0.0.1:0/sp", ws_origins=["https://good.example"]).url

@@ -13,7 +13,13 @@ from gevent import subprocess
 from gevent.pywsgi import WSGIServer
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection as WSProto
-from wsproto.events import AcceptConnection, BytesMessage, RejectConnection, Request
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    RejectConnection,
+    Request,
+)
 
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp, mount
@@ -133,6 +139,37 @@ def test_refusals_and_gsp_dialer():
         sock.listeners[0].close()  # unmount: the path goes back to the app
         assert http_get(port, "/sp")[0] == 404
     finally:
+        sock.close()
+        server.stop(timeout=5)
+
+
+def test_full_mount_closes_with_try_again_later():
+    """At max_pipes a mounted path (whose server has answered 101 already) ends the WebSocket
+    with close code 1013, Try Again Later; the pipe already up keeps working."""
+    sock = gsp.socket("pair", max_pipes=1, recv_timeout=5, send_timeout=5)
+    server = WSGIServer(("127.0.0.1", 0), mount(sock, health_app, "/sp"), log=None)
+    server.start()
+    c = gsocket.create_connection(("127.0.0.1", server.server_port), timeout=5)
+    try:
+        with gsp.socket("pair", recv_timeout=5, send_timeout=5) as first:
+            first.dial(f"ws://127.0.0.1:{server.server_port}/sp", block=True)
+            ws = WSConnection(ConnectionType.CLIENT)
+            c.sendall(ws.send(Request(host="127.0.0.1", target="/sp",
+                                      subprotocols=["pair.sp.nanomsg.org"])))
+            events: list[Any] = []
+            while not any(isinstance(ev, CloseConnection) for ev in events):
+                data = c.recv(65536)
+                assert data, f"closed without a close frame after {events}"
+                ws.receive_data(data)
+                events += list(ws.events())
+            assert isinstance(events[0], AcceptConnection)
+            close = next(ev for ev in events if isinstance(ev, CloseConnection))
+            assert close.code == 1013 and "max_pipes" in close.reason
+            assert sock.stats["pipes_refused_full"] == 1
+            first.send(b"still here")
+            assert sock.recv() == b"still here"
+    finally:
+        c.close()
         sock.close()
         server.stop(timeout=5)
 

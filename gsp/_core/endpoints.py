@@ -163,7 +163,7 @@ class Listener:
     def _refuse(self, conn: Connection) -> None:
         """Close a connection the socket has no room for (``max_pipes``), count it and log it:
         WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise."""
-        conn.close()
+        conn.refuse(f"at max_pipes ({self._slots.limit(self)})")
         counters.pipe_refused(self.socket, self)
         level, held = self._refusals.level()
         if listener_log.isEnabledFor(level):

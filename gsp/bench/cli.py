@@ -12,9 +12,11 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
   one side each, for runs across machines
 
-``--compare`` runs each workload with pynng, pyzmq (native threads), zmq.green and a raw gevent
-socket baseline as well, and prints each figure with its ratio to gsp's. ``--json`` prints the
-results as JSON instead of the table; progress goes to stderr.
+``--compare`` runs each workload with pynng, pyzmq (native threads), zmq.green, a raw gevent
+socket baseline, C nng and Go mangos as well, and prints each figure with its ratio to gsp's.
+``--json`` prints the results as JSON instead of the table; progress goes to stderr.
+The native two run small tools built on first use (:mod:`.native`); where one cannot be built
+(no compiler, no ``libnng-dev``, no Go or mangos module) it is skipped and the bench says why.
 
 This module is the command line only: what to run is :mod:`.cases`, running it
 :mod:`.runner` (worker processes: :mod:`.worker`, :mod:`.libs`), showing it :mod:`.report`.
@@ -24,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from . import report
 from .cases import SWEEP_SIZES, MiB, cases_for, cases_of, parse_size, parse_sizes
 from .libs import LIBS
+from .native import NATIVE, Unavailable, available
 from .runner import run_cases
 
 __all__ = ["main", "parser"]
@@ -45,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--compare", action="store_true",
-                        help="also run pynng, pyzmq, zmq.green and the raw gevent baseline")
+                        help="also run pynng, pyzmq, zmq.green, the raw gevent baseline, "
+                             "C nng and Go mangos (those two where their tools can be built)")
     common.add_argument("--libs", type=lambda s: s.split(","),
                         help=f"comma-separated libraries to run (of {', '.join(LIBS)})")
     common.add_argument("--json", action="store_true", help="print JSON instead of the table")
@@ -117,7 +122,11 @@ def one_sided(a: argparse.Namespace) -> int:
     from .ctl import ConsoleCtl
     from .libs import make, raise_nofile
     raise_nofile()
-    lib = make(a.lib)
+    try:
+        lib = make(a.lib)
+    except Unavailable as exc:
+        print(f"gsp bench: {a.lib}: {exc}", file=sys.stderr)
+        return 2
     ctl = ConsoleCtl()
     extra = {"warmup": 0} if a.cmd == "remote_lat" else {}
     getattr(lib, ONE_SIDED[a.cmd][0])(ctl, url=a.url, size=a.size, count=a.count, **extra)
@@ -132,6 +141,20 @@ def one_sided(a: argparse.Namespace) -> int:
               f"round trip p50: {s[len(s) // 2] * 1e6:.2f} [us]\n"
               f"round trip p99: {s[min(len(s) - 1, int(len(s) * 0.99))] * 1e6:.2f} [us]")
     return 0
+
+
+def skip_native(libs: list[str], info: dict[str, Any], quiet: bool) -> None:
+    """Build the native libraries' tools among ``libs`` (C nng, Go mangos); drop each that cannot
+    be, saying why on stderr and in ``info["skipped"]`` (the table's header shows it too)."""
+    info["native"], info["skipped"] = {}, {}
+    for name in [x for x in libs if x in NATIVE]:
+        try:
+            info["native"][name] = available(name)
+        except Unavailable as exc:
+            libs.remove(name)
+            info["skipped"][name] = str(exc)
+            if not quiet:
+                print(f"gsp bench: {name}: skipped ({exc})", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases_for(a)
         info = report.machine()
         info["malloc"] = a.malloc
+        skip_native(libs, info, a.quiet)
         results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet, a.malloc)
     if a.plot:
         report.plot(a.plot, cases, libs, results, info)

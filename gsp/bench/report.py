@@ -43,6 +43,9 @@ def machine() -> dict[str, Any]:
     return info
 
 
+#: The native libraries' languages (as :data:`gsp.bench.native.NATIVE`; the header says which ran).
+NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
+
 #: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
 COMPILABLE = ("gsp.chan", "gsp.transport.wire")
 
@@ -63,6 +66,9 @@ def header(info: dict[str, Any]) -> str:
                if info.get("malloc") == "tuned" else "")
             + (f"gsp compiled with mypyc: {', '.join(info['compiled'])}\n"
                if info.get("compiled") else "") +
+            "".join(f"{name}: {NATIVE_LANG.get(name, name)} {ver}\n"
+                    for name, ver in info.get("native", {}).items()) +
+            "".join(f"{name}: skipped ({why})\n" for name, why in info.get("skipped", {}).items()) +
             "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
             "for µs, s, KiB and CPU ns lower is better)\n")
 

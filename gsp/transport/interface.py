@@ -130,6 +130,14 @@ class Connection(ABC):
         :class:`gsp.Closed`. Must not raise, and not block for long (a transport whose close
         talks to the peer, as ws does, keeps it short)."""
 
+    def refuse(self, reason: str) -> None:
+        """Optional: the listener has no room for this connection (the socket is at
+        ``max_pipes``), before its handshake. Tell the peer so where the transport has a way to
+        (ws answers the upgrade request with ``503 Service Unavailable`` and ``Retry-After``),
+        then release it as :meth:`close` does. Must not block or raise. The default just closes
+        (an SP peer sees its connection end, and redials after a backoff)."""
+        self.close()
+
     def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional, for fork safety: called in a child process right after ``fork`` in place of
         :meth:`close`, for a connection the parent still uses. Release only this process's copy:

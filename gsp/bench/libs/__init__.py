@@ -4,6 +4,8 @@
 * ``lib_nng``  pynng, on native threads
 * ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
+* ``lib_native``  C nng and Go mangos, through small native tools built on first use
+  (:mod:`gsp.bench.native`; a library whose tool cannot be built is skipped, saying why)
 
 The roles every workload is made of are written once in :mod:`.base`, over the loops in
 :mod:`.loops`; a library module supplies its sockets and overrides a role only where its idiom
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from .base import Lib, raise_nofile
 
-LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent")
+LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos")
 
 __all__ = ["LIBS", "Lib", "make", "raise_nofile"]
 
@@ -34,4 +36,7 @@ def make(name: str) -> Lib:
     if name == "raw-gevent":
         from .lib_raw import Raw
         return Raw()
+    if name in ("nng", "mangos"):
+        from .lib_native import Native
+        return Native(name)
     raise ValueError(f"unknown library {name!r}; choose from {', '.join(LIBS)}")

@@ -81,6 +81,30 @@ class WSConnection(Connection):
         #: Set once closed (the WSGI request greenlet waits on it).
         self.done = Event()
 
+    def refuse(self, reason: str) -> None:
+        """No room for this connection (``max_pipes``) once it is a WebSocket: end it with close
+        code 1013 (Try Again Later), then close."""
+        if self._ws is not None and not self._closed:
+            self._closed = True
+            try:
+                self._send_close(CloseReason.TRY_AGAIN_LATER, f"SP socket full: {reason}")
+            finally:
+                self._release()
+                self.done.set()
+        else:
+            self.close()
+
+    def _last_word(self, data: bytes) -> None:
+        """Write ``data`` if the socket takes it at once (never wait: a refusal must not stall
+        the listener), then close."""
+        try:
+            self.sock.settimeout(0.0)
+            self.sock.send(data)
+        except (OSError, ValueError):
+            pass  # the peer is gone, or its window is full: closing says enough
+        finally:
+            self.close()
+
     # -- plumbing --------------------------------------------------------------------------------
     def _io_error(self, exc: OSError, what: str) -> gsp.GspError:
         if self._closed:
@@ -418,6 +442,17 @@ class WSServerConnection(WSConnection):
             conn.receive_data(self._trailing)
         return conn
 
+    def refuse(self, reason: str) -> None:
+        """No room for this connection (``max_pipes``): answer its upgrade request
+        ``503 Service Unavailable`` with ``Retry-After``, then close. A gsp dialer sees
+        :class:`gsp.UpgradeRefused` with status 503 and redials after its backoff. (Once
+        upgraded: close code 1013, as every WebSocket here.)"""
+        if self._ws is not None:
+            super().refuse(reason)
+            return
+        self._last_word(http_error(503, f"the SP socket is full ({reason}); try again later",
+                                   [("Retry-After", "1")]))
+
     def _refuse(self, refusal: Refusal) -> None:
         raise gsp.UpgradeRefused(f"refused the WebSocket upgrade from {self.remote_address}: "
                                  f"{refusal}", status=refusal.status, reason=refusal.reason)
@@ -440,6 +475,16 @@ class WSGIConnection(WSConnection):
 
     def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
         return WSProto(ConnectionType.SERVER, trailing_data=self._trailing)
+
+    def refuse(self, reason: str) -> None:
+        """No room for this connection (``max_pipes``): the WSGI server has answered 101
+        already, so end the WebSocket with close code 1013 (Try Again Later), then close."""
+        if self._ws is not None:
+            super().refuse(reason)
+            return
+        ws = WSProto(ConnectionType.SERVER)
+        self._last_word(ws.send(CloseConnection(code=CloseReason.TRY_AGAIN_LATER,
+                                                reason=f"SP socket full: {reason}")))
 
     def _release(self) -> None:
         self._give_back()

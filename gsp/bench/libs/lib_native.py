@@ -1,0 +1,103 @@
+"""C nng and Go mangos: each role runs in the library's own native tool (see
+:mod:`gsp.bench.native`), built on first use; this worker only relays the control channel.
+
+The tool prints the same JSON lines a worker does (``ready``, ``started``, ``result``,
+``error``) and reads the same words, so the figures mean what every other library's do; the
+relay passes words on as they arrive (a blocking wait, no polling) and reports each line to the
+:class:`~gsp.bench.ctl.Control`. Workloads the tools do not play (inproc, pub/sub, many
+connections) are :class:`~gsp.bench.ctl.NotApplicable`.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import threading
+from typing import Any, NoReturn
+
+from .. import native
+from ..ctl import Control, NotApplicable
+from .base import Lib
+from .runtime import Threads
+
+
+class Native(Lib):
+    def __init__(self, name: str) -> None:
+        super().__init__(Threads())
+        self.name = name
+        self.exe = native.tool(name)  # raises native.Unavailable, saying why
+
+    def _run(self, ctl: Control, role: str, *args: object) -> None:
+        """Run ``role`` in the tool, relaying the control channel both ways until it exits."""
+        p = subprocess.Popen([self.exe, role, *map(str, args)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)  # its stderr is this worker's
+        assert p.stdin is not None and p.stdout is not None
+        done = threading.Event()
+        relay = threading.Thread(target=_words, args=(ctl, p.stdin, done), daemon=True)
+        relay.start()
+        error = None
+        try:
+            for line in p.stdout:
+                msg = json.loads(line)
+                if "ready" in msg:
+                    ctl.ready(**msg["ready"])
+                elif "started" in msg:
+                    ctl.started()
+                elif "result" in msg:
+                    ctl.result(**msg["result"])
+                elif "error" in msg:
+                    error = msg["error"]
+        finally:
+            rc = p.wait()
+            done.set()
+            relay.join()
+            p.stdout.close()
+        if error or rc:
+            raise RuntimeError(f"{self.name}_perf {role}: {error or f'exit status {rc}'}")
+
+    def thr_recv(self, ctl: Control, url: str, size: int, count: int) -> None:
+        self._run(ctl, "thr_recv", url, size, count)
+
+    def thr_send(self, ctl: Control, url: str, size: int, count: int) -> None:
+        self._run(ctl, "thr_send", url, size, count)
+
+    def lat_server(self, ctl: Control, url: str, size: int, count: int) -> None:
+        self._run(ctl, "lat_server", url, size, count)
+
+    def lat_client(self, ctl: Control, url: str, size: int, count: int, warmup: int) -> None:
+        self._run(ctl, "lat_client", url, size, count, warmup)
+
+    def rep_server(self, ctl: Control, url: str) -> None:
+        self._run(ctl, "rep_server", url)
+
+    def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
+        self._run(ctl, "req_clients", url, size, clients, count)
+
+    def _na(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise NotApplicable(f"the {self.name} tool plays thr, lat and reqrep over tcp and ipc")
+
+    inproc_thr = inproc_lat = pub = subs = conns_server = conns_dialers = _na
+
+
+def _words(ctl: Control, to: Any, done: threading.Event) -> None:
+    """Pass the words ``ctl`` hears on to the tool until it exits. A worker's words come on
+    stdin: wait for it to be readable rather than poll (the console's control says "stop" at
+    once, so its waits end as a worker's would on "stop")."""
+    while not done.is_set():
+        word = ctl.poll()
+        if word is None:
+            select.select([sys.stdin], [], [], 0.1)
+            continue
+        try:
+            to.write(word.encode() + b"\n")
+            to.flush()
+        except OSError:
+            return  # the tool has exited
+        if word == "stop":
+            break
+    try:
+        to.close()
+    except OSError:
+        pass
