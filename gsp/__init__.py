@@ -5,7 +5,7 @@ error tree), :mod:`gsp.message`, :mod:`gsp.chan` (channels and ``select``), :mod
 :mod:`gsp.poller` (:func:`gsp.select` over sockets, contexts and channels; :class:`gsp.Poller`),
 :mod:`gsp.objects` (the msgpack codec of ``send_obj``/``recv_obj``), :mod:`gsp.options` (option
 specs), :mod:`gsp.blocking` (sockets driven from threads that do not run gevent),
-:mod:`gsp.perprocess`, :mod:`gsp.allocator` (:func:`gsp.tune_allocator`), :mod:`gsp.prometheus`
+:mod:`gsp.perprocess`, :mod:`gsp.serving` (:func:`gsp.prefork`), :mod:`gsp.allocator` (:func:`gsp.tune_allocator`), :mod:`gsp.prometheus`
 (:func:`gsp.stats` as Prometheus metrics) and :mod:`gsp.hookspecs` (the plugin hooks, for
 :func:`gsp.register_plugin`).
 
@@ -50,6 +50,7 @@ from .errors import (
     UnknownPlugin,
     UpgradeRefused,
     WireError,
+    WorkerFailed,
     WouldBlock,
     WrongProtocol,
     WrongThread,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from .context import Context
     from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
+    from .serving import Prefork, PreforkWorker, prefork
 
 __version__ = "0.1.0"
 
@@ -89,6 +91,7 @@ __all__ = [
     "NoPeers",
     "UpgradeRefused",
     "WrongThread", "TLSHandshakeError",
+    "prefork", "Prefork", "PreforkWorker", "WorkerFailed",
 ]
 
 # name -> module it comes from, loaded on first access (PEP 562)
@@ -104,6 +107,7 @@ _LAZY = {
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
     "tune_allocator": ".allocator",
     "per_process": ".perprocess", "PerProcess": ".perprocess",
+    "prefork": ".serving", "Prefork": ".serving", "PreforkWorker": ".serving",
 }
 
 
@@ -111,7 +115,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "chan", "options", "message", "hookspecs", "protocol", "transport", "context",
     "testing", "bench", "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
-    "blocking",
+    "blocking", "serving",
 })
 
 

@@ -191,6 +191,19 @@ class UpgradeRefused(HandshakeError):
         self.reason = reason
 
 
+class WorkerFailed(GspError):
+    """A worker process of :func:`gsp.prefork` could not start (it exited before it listened,
+    or did not listen within ``start_timeout``) or kept dying right after each start: every
+    worker was stopped. ``index`` is the worker's slot and ``exitcode`` how its last process
+    ended (negative: killed by that signal; ``None``: it did not exit). Its traceback, if it
+    raised, is on the worker's stderr (docs/serving.md, "Every core")."""
+
+    def __init__(self, message: str, *, index: int, exitcode: int | None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.exitcode = exitcode
+
+
 class WrongThread(GspError):
     """A socket, context or channel was used from an OS thread other than the one whose gevent
     hub made it. Every such object belongs to the hub of the thread that created it; another

@@ -272,3 +272,27 @@ def test_lat_shows_cpu_per_round_trip_beside_the_latency_for_every_library() -> 
     rows = [ln for ln in p.stderr.splitlines() if ln.startswith("req/rep tcp 16 B round trip")]
     assert [ln.split("  ")[1].strip() for ln in rows] == \
         ["µs mean", "µs p50", "µs p99", "CPU µs/rt"], p.stderr
+
+
+@pytest.mark.timeout(300)
+def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) -> None:
+    """``reqrep --procs 2``: two rows, the server in one process and in two (gsp.prefork), the
+    same clients in two processes (gsp's: contexts over ``--conns`` sockets; pyzmq's: a socket
+    each); pyzmq serves from one process in both. The JSON reads back."""
+    p = run("reqrep", "--procs", "2", "--count", "400", "--clients", "4", "--conns", "2",
+            "--libs", "pyzmq", "--json", "--quiet", "--timeout", "90")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    rows = [(r["params"]["procs"], r["lib"], r["figures"]) for r in doc["results"]]
+    assert [(procs, lib) for procs, lib, _ in rows] == [(1, "gsp"), (1, "pyzmq"), (2, "gsp"),
+                                                        (2, "pyzmq")]
+    for procs, lib, f in rows:
+        assert f["requests"] == 400 and f["req_s"] > 0 and f["client_procs"] == 2, (procs, lib)
+        assert f["cpu_us_server"] > 0 and f["cpu_us_clients"] > 0, (procs, lib, f)
+    saved = tmp_path / "run.json"
+    saved.write_text(p.stdout)
+    again = run("reqrep", "--from-json", str(saved), timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert "4 clients (gsp: 2 conns) in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
+    bad = run("reqrep", "--procs", "0", timeout=60)
+    assert bad.returncode == 2 and "must be at least 1" in bad.stderr

@@ -200,3 +200,22 @@ def test_the_nng_tool_ends_with_the_worker_that_started_it(
         time.sleep(0.05)
     os.kill(child, 9)
     pytest.fail("the nng tool outlived its worker")
+
+
+@pytest.mark.allow_leaks
+@pytest.mark.timeout(200)
+def test_nng_serves_reqrep_procs_from_one_process_beside_gsp_prefork(cache: str) -> None:
+    """``reqrep --procs 2``: the nng tool serves from one process in both rows (its own
+    threads), its clients start on "go"; every request is counted, and the CPU rows exist
+    (/proc's clock ticks: a short run may read 0)."""
+    p = bench("reqrep", "--procs", "2", "--count", "400", "--clients", "4", "--libs", "nng",
+              "--json", "--quiet", "--timeout", "90", env={"GSP_BENCH_CACHE": cache},
+              timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:] + p.stdout[-3000:]
+    doc = json.loads(p.stdout)
+    assert [(r["params"]["procs"], r["lib"]) for r in doc["results"]] == [
+        (1, "gsp"), (1, "nng"), (2, "gsp"), (2, "nng")]
+    for r in doc["results"]:
+        f = r["figures"]
+        assert not r.get("error") and f["requests"] == 400 and f["req_s"] > 0, r
+        assert f["cpu_us_server"] >= 0 and f["cpu_us_clients"] >= 0, r

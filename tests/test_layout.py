@@ -31,6 +31,7 @@ TOP = {
     "poller": "user", "objects": "user", "options": "user (and option specs for both SDKs)",
     "hookspecs": "user (gsp.register_plugin's hooks) and both SDKs", "blocking": "user",
     "perprocess": "user", "allocator": "user", "prometheus": "user",
+    "serving": "user (gsp.prefork)",
     # the two SDK packages
     "protocol": "protocol authors", "transport": "transport authors",
     # tools

@@ -71,10 +71,27 @@ def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
                 [("msg_s", "deliv. msg/s"), ("delivered_pct", "% delivered")])
 
 
-def reqrep_case(transport: str, size: int, count: int, clients: int) -> Case:
-    return Case(f"req/rep {transport} {clients} clients", "reqrep",
-                {"transport": transport, "size": size, "count": count, "clients": clients},
-                [("req_s", "req/s"), ("cpu_us_req", "CPU µs/req")])
+def reqrep_case(transport: str, size: int, count: int, clients: int, procs: int | None = None,
+                client_procs: int = 1, conns: int | None = None) -> Case:
+    """``procs`` (``reqrep --procs``): the server in that many processes (gsp.prefork), the
+    clients in ``client_procs`` others, a REQ socket (connection) each, or for gsp contexts
+    over ``conns`` sockets."""
+    params: dict[str, Any] = {"transport": transport, "size": size, "count": count,
+                              "clients": clients}
+    label = f"req/rep {transport} {clients} clients"
+    if procs is not None:
+        params.update(procs=procs, client_procs=client_procs)
+        if conns is not None and conns != clients:
+            params["conns"] = conns
+            label += f" (gsp: {conns} conns)"
+        label += (f" in {client_procs} procs → " + ("1 proc" if procs == 1 else
+                  f"{procs} procs (gsp.prefork; others: 1)"))
+    rows = [("req_s", "req/s")]
+    if procs is None:
+        rows.append(("cpu_us_req", "CPU µs/req"))
+    else:  # CPU time tells apart a slower library from one with less of the CPU
+        rows += [("cpu_us_server", "server CPU µs/req"), ("cpu_us_clients", "client CPU µs/req")]
+    return Case(label, "reqrep", params, rows)
 
 
 def conns_case(transport: str, conns: int) -> Case:
@@ -104,7 +121,12 @@ def cases_for(a: argparse.Namespace) -> list[Case]:
     if cmd == "pubsub":
         return [pub_case(a.transport, a.size, a.count, a.subs)]
     if cmd == "reqrep":
-        return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+        procs = getattr(a, "procs", None)
+        if procs is None:
+            return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+        split = a.client_procs or max(procs, 2)  # the single-process figure beside, alike
+        return [reqrep_case(a.transport, a.size, a.count, a.clients, n, split, a.conns)
+                for n in dict.fromkeys((1, procs))]
     if cmd == "conns":
         return [conns_case(a.transport, a.conns)]
     out = [

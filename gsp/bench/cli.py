@@ -5,7 +5,8 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``thr``     push/pull throughput: the receiver times first..last message (nng local_thr/remote_thr)
 * ``lat``     req/rep round trips: mean, p50, p99 µs (nng local_lat/remote_lat)
 * ``pubsub``  1 PUB → N SUB, messages delivered per second over all subscribers
-* ``reqrep``  one REP serving C concurrent REQ clients, requests per second
+* ``reqrep``  one REP serving C concurrent REQ clients, requests per second (``--procs N``: also
+  the REP in N processes on one address, gsp.prefork)
 * ``conns``   N dialers on one REP listener: time until all are served, RSS per pipe
 * ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
@@ -94,6 +95,16 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common, transport], help=hlp)
         for flag, default in defaults.items():
             p.add_argument(f"--{flag}", type=int, default=default)
+        if name == "reqrep":
+            p.add_argument("--procs", type=_positive, default=None,
+                           help="serve from N processes (gsp.prefork, tcp_reuseport; tcp only), "
+                                "beside one process serving the same clients")
+            p.add_argument("--client-procs", type=_positive, default=None,
+                           help="with --procs: client processes (default: N, at least 2), "
+                                "a REQ socket per client")
+            p.add_argument("--conns", type=_positive, default=None,
+                           help="with --procs: gsp's clients are contexts over this many REQ "
+                                "sockets in all (default: a socket each, as the others')")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")
@@ -101,6 +112,13 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("count", type=int)
         p.add_argument("--lib", choices=LIBS, default="gsp")
     return ap
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
 
 
 def one_sided(a: argparse.Namespace) -> int:

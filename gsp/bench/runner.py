@@ -211,8 +211,15 @@ def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[s
             "delivered_pct": 100.0 * r["delivered"] / r["expected"], "subs": subs}
 
 
-def reqrep(run: Run, transport: str, size: int, count: int, clients: int) -> dict[str, Any]:
-    """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second."""
+def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
+           procs: int | None = None, client_procs: int = 1,
+           conns: int | None = None) -> dict[str, Any]:
+    """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second.
+    With ``procs`` (``--procs``) the REP runs in that many processes (one unless more), the
+    clients in ``client_procs`` processes, timed from one "go" to the last one's end."""
+    if procs is not None:
+        return reqrep_procs(run, transport, size, count, clients, procs, client_procs,
+                            conns or clients)
     srv = run.start("rep_server", url=run.address(transport))
     url = srv.expect("ready")["url"]
     r = run.start("req_clients", url=url, size=size, clients=clients,
@@ -221,6 +228,33 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int) -> dic
     cpu = _both(r, srv.expect("result", within=10.0))
     return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"], "clients": clients,
             "cpu_us_req": None if cpu is None else cpu / r["requests"] * 1e6}
+
+
+def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
+                 client_procs: int, conns: int) -> dict[str, Any]:
+    if procs > 1 and transport != "tcp":
+        raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
+    srv = run.start("rep_server_procs", url=run.address(transport), procs=procs)  # see there
+    url = srv.expect("ready")["url"]
+    def split(n: int) -> list[int]:
+        return [n // client_procs + (i < n % client_procs) for i in range(client_procs)]
+
+    workers = [run.start("req_clients_go", url=url, size=size, clients=n,
+                         count=count * n // clients, conns=max(c, 1))
+               for n, c in zip(split(clients), split(conns)) if n]
+    for w in workers:
+        w.expect("ready")
+    for w in [srv, *workers]:
+        w.say("go")
+    rs = [w.expect("result") for w in workers]
+    srv.say("measure")
+    server_cpu = srv.expect("result")["cpu"]
+    requests = sum(r["requests"] for r in rs)
+    elapsed = max(r["t1"] for r in rs) - min(r["t0"] for r in rs)
+    return {"req_s": requests / elapsed, "requests": requests, "elapsed": elapsed,
+            "cpu_us_server": server_cpu / requests * 1e6,
+            "cpu_us_clients": sum(r["cpu"] for r in rs) / requests * 1e6,
+            "clients": clients, "procs": procs, "client_procs": len(workers)}
 
 
 def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:

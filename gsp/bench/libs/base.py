@@ -20,7 +20,7 @@ import gc
 import os
 import threading
 from contextlib import ExitStack, closing
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any, Callable, Protocol
 
 from ..ctl import Control
@@ -229,6 +229,44 @@ class Lib:
             ctl.result(requests=per * clients, elapsed=perf_counter() - t0,
                        cpu=cpu_seconds() - c0)
 
+    # Req/rep with concurrent clients, the server in several processes (``reqrep --procs``).
+
+    def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:
+        """The server of ``reqrep --procs``: gsp runs ``procs`` processes on one address
+        (gsp.prefork); a library without that serves from one process, with its own threads
+        if it has any (pyzmq's and nng's I/O threads use every core as they can). Its CPU time
+        from "go" to "measure" is its result."""
+        s, bound = self.listen("rep", url)
+        with closing(s):
+            stop = self.serve_echo(s)
+            ctl.ready(url=bound)
+            cpu_between(ctl, cpu_seconds, lambda: self.rt.sleep(0.005))
+            stop()
+
+    def spread_requesters(self, stack: ExitStack, url: str, clients: int,
+                          conns: int) -> list[Any]:
+        """The requesters of :meth:`req_clients_go`: a REQ socket each (``conns`` is for
+        libraries with contexts, which spread ``clients`` over that many sockets)."""
+        return [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
+
+    def req_clients_go(self, ctl: Control, url: str, size: int, clients: int,
+                       count: int, conns: int | None = None) -> None:
+        """``clients`` concurrent requesters over ``conns`` connections (default: a REQ socket
+        each; the kernel spreads connections, not requests, over a reuseport server's
+        processes), timed from "go" with a clock shared by every process; their CPU time too."""
+        with ExitStack() as stack:
+            socks = self.spread_requesters(stack, url, clients, conns or clients)
+            per = max(1, count // clients)
+            ctl.ready(clients=clients)
+            ctl.wait("go")
+            t0, c0 = monotonic(), cpu_seconds()
+            tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
+                     for s in socks]
+            for t in tasks:
+                self.rt.join(t)
+            ctl.result(requests=per * clients, t0=t0, t1=monotonic(), cpu=cpu_seconds() - c0)
+            ctl.wait("stop")
+
     # Many connections on one listener.
 
     def conns_server(self, ctl: Control, url: str) -> None:
@@ -277,6 +315,21 @@ class Lib:
             gevent.pool.Pool(POOL).map(one, range(n))
             ctl.ready(elapsed=perf_counter() - t0, served=n)
             ctl.wait("stop")
+
+
+def cpu_between(ctl: Control, cpu: Callable[[], float], idle: Callable[[], object]) -> None:
+    """Report ``cpu()``'s growth from "go" to "measure" as ``{"cpu": seconds}`` (nothing if
+    "stop" comes first), calling ``idle`` while waiting for each word."""
+    c0 = 0.0
+    for word in ("go", "measure"):
+        while (got := ctl.poll()) != word:
+            if got == "stop":
+                return
+            if got is None:
+                idle()
+        if word == "go":
+            c0 = cpu()
+    ctl.result(cpu=cpu() - c0)
 
 
 def opened(stack: ExitStack, sock: Sock) -> Sock:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any, Callable
 
-from .base import Lib, SPLib, opened
-from .loops import echo_forever
+from .base import Lib, SPLib, cpu_between, opened
+from .loops import cpu_seconds, echo_forever, process_cpu
 from .runtime import Greenlets
 
 
@@ -52,6 +52,35 @@ class Gsp(SPLib):
         context per client greenlet, so the requests in flight share reads and writes."""
         s: Any = opened(stack, self.dial("req", url, block=True))
         return [s.open_context() for _ in range(clients)]
+
+    def spread_requesters(self, stack: ExitStack, url: str, clients: int,
+                          conns: int) -> list[Any]:
+        """``clients`` contexts spread over ``conns`` REQ sockets (connections) in turn."""
+        socks: list[Any] = [opened(stack, self.dial("req", url, block=True))
+                            for _ in range(min(conns, clients))]
+        return [socks[i % len(socks)].open_context() for i in range(clients)]
+
+    def rep_server_procs(self, ctl: Any, url: str, procs: int) -> None:
+        """``procs`` worker processes echoing on one tcp address: :class:`gsp.Prefork` (forked
+        now, before this process's hub has run anything), supervised until "stop"."""
+        if procs == 1:
+            return super().rep_server_procs(ctl, url, procs)
+
+        def serve(sock: Any, worker: Any) -> None:
+            echo_forever(sock.send, sock.recv)  # until the drain on "stop" closes it
+
+        with self.gsp.Prefork("rep", url, serve, procs=procs, drain_timeout=5,
+                              recv_max_size=0) as server:
+            server.start()
+            ctl.ready(url=server.url, pids=list(server.pids.values()))
+
+            def cpu() -> float:  # the supervisor's and every worker's
+                return cpu_seconds() + sum(map(process_cpu, server.pids.values()))
+
+            cpu_between(ctl, cpu, lambda: server.supervise(timeout=0.01))
+            while (word := ctl.poll()) != "stop":
+                if word is None:
+                    server.supervise(timeout=0.05)
 
     def pipes(self, listening: Any) -> int | None:
         return len(listening.pipes)

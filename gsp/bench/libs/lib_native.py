@@ -15,11 +15,13 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, NoReturn
 
 from .. import native
 from ..ctl import Control, NotApplicable
-from .base import Lib
+from .base import Lib, cpu_between
+from .loops import process_cpu
 from .runtime import Threads
 
 
@@ -74,6 +76,56 @@ class Native(Lib):
 
     def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
         self._run(ctl, "req_clients", url, size, clients, count)
+
+    # ``reqrep --procs``: the tool serves from one process (its own threads); its CPU time is
+    # read from /proc, and its clients start on "go" (the tool dials when it starts: the
+    # connections are set up within the timed span, as few as the clients).
+
+    def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:
+        p = subprocess.Popen([self.exe, "rep_server", url], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            ctl.ready(**json.loads(p.stdout.readline())["ready"])
+            cpu_between(ctl, lambda: process_cpu(p.pid), lambda: time.sleep(0.005))
+            ctl.wait("stop")
+        finally:
+            try:
+                p.stdin.write(b"stop\n")
+                p.stdin.close()
+            except OSError:
+                pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+
+    def req_clients_go(self, ctl: Control, url: str, size: int, clients: int, count: int,
+                       conns: int | None = None) -> None:
+        ctl.ready(clients=clients)
+        ctl.wait("go")
+        p = subprocess.Popen([self.exe, "req_clients", url, str(size), str(clients),
+                              str(count)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        assert p.stdout is not None
+        result: dict[str, Any] = {}
+        cpu = 0.0
+        for line in p.stdout:
+            msg = json.loads(line)
+            if "result" in msg:
+                result = msg["result"]
+                cpu = process_cpu(p.pid)  # (it closes its sockets and exits next)
+            elif "error" in msg:
+                result = {}
+                break
+        rc = p.wait()
+        p.stdout.close()
+        if not result or rc:
+            raise RuntimeError(f"{self.name}_perf req_clients: exit status {rc}")
+        t1 = time.monotonic()
+        ctl.result(requests=result["requests"], t0=t1 - result["elapsed"], t1=t1, cpu=cpu)
+        ctl.wait("stop")
 
     def _na(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise NotApplicable(f"the {self.name} tool plays thr, lat and reqrep over tcp and ipc")

@@ -5,6 +5,7 @@ ours in between, and the same loop measures every library the same way.
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 from time import perf_counter
@@ -32,6 +33,17 @@ def cpu_seconds() -> float:
     """CPU time (user + system) of this whole process so far, every thread included."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU time (user + system) of another process of this user so far (Linux ``/proc``), 0 if
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def page_faults() -> int:

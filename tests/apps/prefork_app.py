@@ -1,0 +1,99 @@
+"""A gsp.prefork server for tests/test_prefork.py, run in a fresh interpreter:
+
+    python tests/apps/prefork_app.py MODE PROCS [DIR] [--monkey]
+
+It prints ``URL PID...`` once every worker listens (the supervisor's ``on_ready``), and ``done``
+when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it raised
+``gsp.WorkerFailed`` (exit 3). Modes:
+
+* ``rep``   each worker answers ``PID REQUEST``; at its end it prints ``served PID N``
+* ``slow``  REP with 8 contexts per worker, each printing ``took REQUEST``, then answering 1 s later
+* ``pull``  each worker appends every message it receives to DIR/PID, one a line
+* ``sub``   the same with a SUB socket subscribed to everything
+* ``crash`` each worker raises as soon as it listens (the supervisor gives up: ``failed``)
+"""
+
+from __future__ import annotations
+
+import sys
+
+if "--monkey" in sys.argv:
+    from gevent import monkey
+
+    monkey.patch_all()
+
+import logging
+import os
+from typing import Any
+
+import gevent
+
+import gsp
+
+MODE, PROCS = sys.argv[1], int(sys.argv[2])
+DIR = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else ""
+
+
+def say(*words: object) -> None:
+    """One line on stdout in one write: the workers share the supervisor's stdout."""
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())
+
+
+def rep(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    n = 0
+    try:
+        while True:
+            msg = sock.recv()
+            n += 1
+            sock.send(b"%d %s" % (worker.pid, msg))
+    finally:
+        say("served", worker.pid, n)
+
+
+def slow(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    def answer() -> None:
+        with sock.open_context() as ctx:
+            while True:
+                msg = ctx.recv()
+                say("took", msg.decode())
+                gevent.sleep(1.0)
+                ctx.send(b"%d %s" % (worker.pid, msg))
+
+    gevent.joinall([gevent.spawn(answer) for _ in range(8)])
+
+
+def pull(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    with open(os.path.join(DIR, str(worker.pid)), "ab", buffering=0) as f:
+        while True:
+            f.write(sock.recv() + b"\n")
+
+
+def sub(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    sock.subscribe(b"")
+    pull(sock, worker)
+
+
+def crash(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    raise RuntimeError(f"worker {worker.index} fails at once")
+
+
+def ready(p: gsp.Prefork) -> None:
+    print(p.url, *p.pids.values(), flush=True)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
+    serve: Any = {"rep": rep, "slow": slow, "pull": pull, "sub": sub, "crash": crash}[MODE]
+    protocol = MODE if MODE in ("pull", "sub") else "rep"
+    try:
+        gsp.prefork(protocol, "tcp://127.0.0.1:0", serve, procs=PROCS, on_ready=ready,
+                    drain_timeout=10, max_restarts=2, recv_max_size=0)
+    except gsp.WorkerFailed as exc:
+        print("failed", exc.index, exc.exitcode, flush=True)
+        return 3
+    print("done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

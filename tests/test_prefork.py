@@ -1,0 +1,272 @@
+"""gsp.prefork: one tcp address served by several worker processes (tests/apps/prefork_app.py
+runs the supervisor in a fresh interpreter; the clients are this process's sockets)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket as stdsocket
+import sys
+from collections import Counter
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import gevent
+import pytest
+from gevent import subprocess
+
+import gsp
+from gsp.testing import WAIT
+
+APP = Path(__file__).resolve().parent / "apps" / "prefork_app.py"
+pytestmark = pytest.mark.timeout(60)
+
+
+class Server:
+    """The supervisor process: its first line (URL and worker pids), and its other lines."""
+
+    def __init__(self, proc: Any, ready: bool) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.url, self.pids = "", []
+        if not ready:
+            return
+        first = self.line()
+        self.url, *pids = first.split()
+        assert self.url.startswith("tcp://"), first
+        self.pids = [int(p) for p in pids]
+
+    def line(self, wait: float = 30) -> str:
+        with gevent.Timeout(wait, AssertionError(f"no line from the supervisor: {self.lines}")):
+            text = self.proc.stdout.readline().decode()
+        assert text, f"the supervisor exited ({self.proc.wait()}): {self.lines}"
+        self.lines.append(text.strip())
+        return text.strip()
+
+    def until(self, prefix: str, count: int = 1) -> list[str]:
+        """Read lines until ``count`` of them start with ``prefix``; those."""
+        while len(got := [ln for ln in self.lines if ln.startswith(prefix)]) < count:
+            self.line()
+        return got
+
+    def stop(self) -> int:
+        """SIGTERM the supervisor, read the rest of its output; its exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        with gevent.Timeout(30, AssertionError("the supervisor did not stop on SIGTERM")):
+            rest = self.proc.stdout.read().decode()
+            code: int = self.proc.wait()
+        self.lines += rest.splitlines()
+        return code
+
+
+@contextmanager
+def server(mode: str, procs: int, *extra: str, ready: bool = True) -> Iterator[Server]:
+    proc = subprocess.Popen([sys.executable, str(APP), mode, str(procs), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield Server(proc, ready)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # the workers get SIGTERM from the kernel (PR_SET_PDEATHSIG) and drain
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie nobody reaped yet has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def requesters(stack: ExitStack, url: str, n: int) -> list[gsp.Socket]:
+    """``n`` REQ sockets, each its own connection (the kernel spreads connections, not
+    requests, among the workers)."""
+    return [stack.enter_context(gsp.socket("req", dial=url, recv_timeout=WAIT * 3,
+                                           send_timeout=WAIT * 3)) for _ in range(n)]
+
+
+def ask_all(socks: list[gsp.Socket], rounds: int, tag: str) -> Counter[int]:
+    """Every socket asks ``rounds`` times at once with the others; each reply must be its own
+    request's. The answering pids, counted."""
+    def client(i: int) -> list[int]:
+        pids = []
+        for r in range(rounds):
+            body = f"{tag}-{i}-{r}".encode()
+            socks[i].send(body)
+            pid, echoed = socks[i].recv().split(b" ", 1)
+            assert echoed == body
+            pids.append(int(pid))
+        return pids
+
+    tasks = [gevent.spawn(client, i) for i in range(len(socks))]
+    try:
+        gevent.joinall(tasks, raise_error=True)
+    finally:
+        gevent.killall(tasks)
+    return Counter(pid for t in tasks for pid in t.value)
+
+
+@pytest.mark.parametrize("monkey", [False, True], ids=["plain", "monkey"])
+def test_three_rep_workers_answer_sixteen_clients_each_request_once(monkey: bool) -> None:
+    with server("rep", 3, *(["--monkey"] if monkey else [])) as srv, ExitStack() as stack:
+        assert len(set(srv.pids)) == 3
+        socks = requesters(stack, srv.url, 16)
+        answered = ask_all(socks, 25, "a")
+        assert sum(answered.values()) == 16 * 25
+        assert set(answered) <= set(srv.pids)
+        assert len(answered) > 1  # 16 connections: all on one worker is 3 × 3**-16
+        stack.close()
+        assert srv.stop() == 0
+        assert srv.lines[-1] == "done"
+        served = {int(ln.split()[1]): int(ln.split()[2]) for ln in srv.lines
+                  if ln.startswith("served ")}
+        assert served == dict(answered)  # each request reached one worker, once
+        assert all(gone(p) for p in srv.pids)
+
+
+@pytest.mark.parametrize("workers, peer", [("pull", "push"), ("sub", "pub")])
+def test_workers_receive_every_message_of_many_peers_once(tmp_path: Path, workers: str,
+                                                          peer: str) -> None:
+    """PULL workers fed by PUSH peers, SUB workers by PUBs dialing them: each peer's messages go
+    to the worker its connection landed on, every one exactly once."""
+    peers, each = 12, 200
+    with server(workers, 3, str(tmp_path)) as srv, ExitStack() as stack:
+        pushers = [stack.enter_context(gsp.socket(peer, dial=srv.url, send_timeout=WAIT * 3,
+                                                  linger=WAIT)) for _ in range(peers)]
+        with gevent.Timeout(WAIT * 3, AssertionError("a peer did not connect")):
+            while not all(p.pipes for p in pushers):  # (a PUB drops what it sends to nobody)
+                gevent.sleep(0.01)
+        sends = [gevent.spawn(lambda i, p: [p.send(b"%d-%d" % (i, k)) for k in range(each)], i, p)
+                 for i, p in enumerate(pushers)]
+        gevent.joinall(sends, raise_error=True)
+
+        def received() -> list[bytes]:
+            return [m for f in tmp_path.iterdir() for m in f.read_bytes().split(b"\n") if m]
+
+        with gevent.Timeout(WAIT * 3, AssertionError("not every message arrived")):
+            while len(received()) < peers * each:
+                gevent.sleep(0.05)
+        stack.close()
+        assert srv.stop() == 0 and srv.lines[-1] == "done"
+        got = Counter(received())
+        assert set(got) == {b"%d-%d" % (i, k) for i in range(peers) for k in range(each)}
+        assert set(got.values()) == {1}
+        per_worker = {int(f.name) for f in tmp_path.iterdir() if f.stat().st_size}
+        assert len(per_worker) > 1 and per_worker <= set(srv.pids)
+
+
+def test_a_killed_worker_is_started_again_and_clients_keep_being_answered() -> None:
+    with server("rep", 2) as srv, ExitStack() as stack:
+        socks = requesters(stack, srv.url, 8)
+        first = ask_all(socks, 5, "before")
+        victim = first.most_common(1)[0][0]
+        os.kill(victim, signal.SIGKILL)
+        # Every client's later requests are answered: those of the victim's connections are
+        # resent by REQ once its dialer reconnects (to the survivor or to the new worker).
+        after = ask_all(socks, 10, "after")
+        assert victim not in after and sum(after.values()) == 8 * 10
+        # The supervisor started a new worker in the victim's place: fresh connections reach it.
+        survivor = ({p for p in srv.pids} - {victim}).pop()
+        with gevent.Timeout(WAIT * 3, AssertionError("no new worker answered")):
+            while True:
+                with gsp.socket("req", dial=srv.url, recv_timeout=WAIT) as one:
+                    one.send(b"who")
+                    pid = int(one.recv().split()[0])
+                if pid not in (victim, survivor):
+                    break
+        stack.close()
+        assert srv.stop() == 0 and srv.lines[-1] == "done"
+        err = srv.proc.stderr.read().decode()
+        assert f"(pid {victim}) exited with signal SIGKILL" in err
+        assert "starting it again" in err
+        assert all(gone(p) for p in (survivor, pid))
+
+
+def test_sigterm_lets_every_worker_answer_the_requests_it_took_then_all_exit() -> None:
+    with server("slow", 2) as srv, ExitStack() as stack:
+        socks = requesters(stack, srv.url, 6)
+        for i, s in enumerate(socks):
+            s.send(b"r%d" % i)
+        srv.until("took ", 6)  # every request is in a worker's hands (each answers in 1 s)
+        srv.proc.send_signal(signal.SIGTERM)
+        replies = [s.recv() for s in socks]
+        assert [r.split()[1] for r in replies] == [b"r%d" % i for i in range(6)]
+        with gevent.Timeout(30, AssertionError("the supervisor did not return")):
+            code = srv.proc.wait()
+        assert code == 0
+        assert srv.proc.stdout.read().decode().splitlines()[-1] == "done"
+        assert all(gone(p) for p in srv.pids)
+        with pytest.raises(gsp.ConnectionRefused):  # nothing listens there any more
+            stack.enter_context(gsp.socket("req")).dial(srv.url, block=True)
+
+
+def test_workers_drain_and_exit_when_the_supervisor_is_killed() -> None:
+    with server("rep", 2) as srv, ExitStack() as stack:
+        ask_all(requesters(stack, srv.url, 4), 3, "a")
+        srv.proc.kill()  # no stop from it: the kernel sends each worker SIGTERM (PDEATHSIG)
+        assert srv.proc.wait() == -signal.SIGKILL
+        with gevent.Timeout(WAIT * 3, AssertionError("a worker outlived its supervisor")):
+            while not all(gone(p) for p in srv.pids):
+                gevent.sleep(0.05)
+        served = srv.proc.stdout.read().decode().split("\n")
+        assert sorted(int(ln.split()[1]) for ln in served if ln.startswith("served ")) == \
+            sorted(srv.pids)  # each drained and ended its serve()
+
+
+def test_a_worker_that_keeps_failing_makes_prefork_raise_worker_failed() -> None:
+    with server("crash", 2, ready=False) as srv:
+        with gevent.Timeout(30, AssertionError("prefork did not give up")):
+            rest = srv.proc.stdout.read().decode()
+            code = srv.proc.wait()
+        assert code == 3, rest
+        failed = [ln for ln in rest.splitlines() if ln.startswith("failed ")]
+        assert len(failed) == 1 and failed[0].split()[2] == "1"  # the worker's exit code
+        err = srv.proc.stderr.read().decode()
+        assert "RuntimeError: worker" in err  # the worker's traceback
+
+
+def serve_nothing(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    raise AssertionError("no worker starts on bad input")
+
+
+@pytest.mark.parametrize("url", ["ipc:///tmp/gsp-prefork.sock", "inproc://x", "ws://127.0.0.1:0/",
+                                 "127.0.0.1:5555"])
+def test_an_address_other_than_tcp_is_refused_before_any_fork(url: str) -> None:
+    with pytest.raises(gsp.InvalidAddress):
+        gsp.prefork("rep", url, serve_nothing, procs=2)
+
+
+@pytest.mark.parametrize("procs", [0, -1, "2", 1.5, True])
+def test_procs_must_be_a_positive_int(procs: Any) -> None:
+    with pytest.raises(gsp.BadOption, match="procs must be an int of at least 1"):
+        gsp.prefork("rep", "tcp://127.0.0.1:0", serve_nothing, procs=procs)
+
+
+def test_other_bad_input_is_refused_before_any_fork() -> None:
+    url = "tcp://127.0.0.1:0"
+    with pytest.raises(gsp.UnknownPlugin):
+        gsp.prefork("nosuch", url, serve_nothing, procs=1)
+    with pytest.raises(gsp.BadOption):
+        gsp.prefork("rep", url, serve_nothing, procs=1, no_such_option=1)
+    with pytest.raises(gsp.BadOption, match="give no listen= or dial="):
+        gsp.prefork("rep", url, serve_nothing, procs=1, listen="tcp://127.0.0.1:0")
+    with pytest.raises(gsp.BadOption, match="cannot be turned off"):
+        gsp.prefork("rep", url, serve_nothing, procs=1, tcp_reuseport=False)
+    with pytest.raises(gsp.BadOption, match="drain_timeout"):
+        gsp.prefork("rep", url, serve_nothing, procs=1, drain_timeout=0)
+    with pytest.raises(gsp.BadOption, match="serve must be a callable"):
+        gsp.prefork("rep", url, "serve", procs=1)  # type: ignore[arg-type]
+
+
+def test_an_address_held_without_reuseport_is_refused_before_any_fork() -> None:
+    with stdsocket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(gsp.AddressInUse, match="cannot hold"):
+            gsp.prefork("rep", f"tcp://127.0.0.1:{port}", serve_nothing, procs=2)
