@@ -246,5 +246,4 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
             g.dial(nng.bound_url(lst, scheme) + path, block=True, **(gsp_dial_options or {}))
         exchange(gk, g, n)
     finally:
-        g.close()
-        n.close()
+        nng.close_after(g, n)
