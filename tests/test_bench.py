@@ -86,6 +86,8 @@ def test_table_repeat_and_progress() -> None:
     cells = row.split()
     assert cells[4] == "msg/s" and cells[-1].startswith("(") and cells[-1].endswith("×)")
     assert any("ratio = library ÷ gsp" in ln for ln in lines)
+    from gsp.bench.report import build_line, compiled
+    assert build_line({"compiled": compiled()}) in p.stdout  # the build that ran, in the header
     assert "[1/2" in p.stderr and "[2/2" in p.stderr  # progress, on stderr only
     assert "[1/2" not in p.stdout
 
@@ -94,7 +96,11 @@ def test_table_repeat_and_progress() -> None:
 def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> None:
     p = run("lat", "--count", "30", "--repeat", "3", "--json", "--quiet")
     assert p.returncode == 0, p.stderr[-3000:]
-    (r,) = json.loads(p.stdout)["results"]
+    doc = json.loads(p.stdout)
+    (r,) = doc["results"]
+    from gsp.bench.report import build, compiled
+    assert doc["machine"]["compiled"] == compiled()  # the build that ran: this process's gsp
+    assert doc["machine"]["build"] == build(compiled()) in ("pure", "compiled")
     runs = r["figures"]["runs"]
     assert len(runs) == 3
     assert r["figures"]["p50_us"] == sorted(x["p50_us"] for x in runs)[1]
@@ -242,8 +248,8 @@ def test_help_lists_the_commands_and_hides_the_worker() -> None:
 
 
 def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A figure is only comparable with its build: the header names gsp's modules compiled with
-    mypyc (an extension module imported in place of the .py), and says nothing when none is."""
+    """A figure is only comparable with its build: the header says pure Python, or names gsp's
+    modules compiled with mypyc (an extension module imported in place of the .py)."""
     import gsp.chan
     import gsp.transport.wire
     from gsp.bench import report
@@ -251,10 +257,21 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(gsp.chan, "__file__", "/x/gsp/chan.py")
     monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.py")
     assert report.compiled() == []
-    assert "compiled" not in report.header(report.machine())
+    info = report.machine()
+    assert info["build"] == "pure"
+    assert "gsp build: pure Python (no module compiled)\n" in report.header(info)
     monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
     assert report.compiled() == ["gsp.transport.wire"]
-    assert "gsp compiled with mypyc: gsp.transport.wire\n" in report.header(report.machine())
+    info = report.machine()
+    assert info["build"] == "partly compiled"
+    assert "gsp build: partly compiled with mypyc: gsp.transport.wire\n" in report.header(info)
+    monkeypatch.setattr(gsp.chan, "__file__", "/x/gsp/chan.cpython-311-x86_64-linux-gnu.so")
+    info = report.machine()
+    assert info["build"] == "compiled"
+    assert ("gsp build: compiled with mypyc: gsp.chan, gsp.transport.wire\n"
+            in report.header(info))
+    del info["compiled"], info["build"]  # a run saved before the build was recorded
+    assert "gsp build" not in report.header(info)
 
 
 @pytest.mark.timeout(300)

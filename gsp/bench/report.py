@@ -30,6 +30,7 @@ def machine() -> dict[str, Any]:
                             "kernel": platform.release(), "python": platform.python_version(),
                             "gevent": gevent.__version__}
     info["compiled"] = compiled()
+    info["build"] = build(info["compiled"])
     for mod, attr in (("gsp", "__version__"), ("zmq", "__version__"), ("pynng", "__version__")):
         try:
             info[mod] = getattr(__import__(mod), attr)
@@ -57,6 +58,14 @@ def compiled() -> list[str]:
             if not str(getattr(importlib.import_module(m), "__file__", "")).endswith(".py")]
 
 
+def build(modules: list[str]) -> str:
+    """Which build runs, in a word: ``"pure"`` (no module compiled), ``"compiled"`` (all of
+    :data:`COMPILABLE`, as an installed wheel has them) or ``"partly compiled"``."""
+    if not modules:
+        return "pure"
+    return "compiled" if set(modules) >= set(COMPILABLE) else "partly compiled"
+
+
 def header(info: dict[str, Any]) -> str:
     """The lines above the table: where it ran, and how to read the ratios."""
     return (f"gsp bench: {info['nproc']} × {info['cpu']}, Linux {info['kernel']}, "
@@ -64,13 +73,21 @@ def header(info: dict[str, Any]) -> str:
             f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
             + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
                if info.get("malloc") == "tuned" else "")
-            + (f"gsp compiled with mypyc: {', '.join(info['compiled'])}\n"
-               if info.get("compiled") else "") +
+            + build_line(info) +
             "".join(f"{name}: {NATIVE_LANG.get(name, name)} {ver}\n"
                     for name, ver in info.get("native", {}).items()) +
             "".join(f"{name}: skipped ({why})\n" for name, why in info.get("skipped", {}).items()) +
             "ratio = library ÷ gsp (for msg/s, MB/s, req/s higher is better; "
             "for µs, s, KiB and CPU ns lower is better)\n")
+
+
+def build_line(info: dict[str, Any]) -> str:
+    """The header's line on gsp's build (a saved run from before it was recorded has none)."""
+    if "compiled" not in info:
+        return ""
+    if not info["compiled"]:
+        return "gsp build: pure Python (no module compiled)\n"
+    return f"gsp build: {build(info['compiled'])} with mypyc: {', '.join(info['compiled'])}\n"
 
 
 def fmt(v: Any) -> str:
