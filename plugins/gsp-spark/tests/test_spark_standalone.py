@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: Any) -> Iterator[standalone.StandaloneCluster]:
     with standalone.StandaloneCluster(str(tmp_path_factory.mktemp("standalone"))) as c:
-        c.start(2)
+        c.start(2, wait=False)  # the session's driver starts while the workers do
         yield c
     assert not [d for d in [c.master, *c.workers] if d and d.proc.poll() is None]
 

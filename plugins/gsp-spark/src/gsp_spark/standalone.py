@@ -200,14 +200,17 @@ class StandaloneCluster:
                                    f"see {d.log}")
             time.sleep(0.1)
 
-    def start(self, workers: int = 2, timeout: float = 120) -> "StandaloneCluster":
-        """Start the master, then ``workers`` workers at once; return when all are registered."""
+    def start(self, workers: int = 2, wait: bool = True, timeout: float = 120
+              ) -> "StandaloneCluster":
+        """Start the master, then ``workers`` workers at once; with ``wait``, return when all are
+        registered (else once the master is up: a driver can start meanwhile, and
+        :meth:`ensure_workers` waits for the workers and its executors)."""
         try:
             self.master = self._start("master", "org.apache.spark.deploy.master.Master",
                                       "--host", self.host, "--port", "0", "--webui-port", "0")
             self.url = self._wait_log(self.master, _MASTER_URL.pattern, timeout).group(1)
             new = [self._launch_worker() for _ in range(workers)]
-            for w in new:
+            for w in new if wait else []:
                 self._wait_log(w, "Successfully registered with master", timeout)
         except BaseException:
             self.close()
@@ -676,11 +679,12 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
 
 
 def session(cluster: StandaloneCluster, app: str = "gsp-standalone") -> Any:
-    """A driver session on ``cluster`` (driver bound to its host), with an executor up on every
-    worker."""
+    """A driver session on ``cluster`` (driver bound to its host), returned once every worker
+    has an executor registered with it (the workers may still be starting when this is called:
+    the driver's start overlaps theirs)."""
     spark = local_session(cluster.url, app, host=cluster.host)
     try:
-        cluster.wait_executors()
+        cluster.ensure_workers(len(cluster.workers))
     except BaseException:
         spark.stop()
         raise
@@ -714,10 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     t0 = time.monotonic()
     with StandaloneCluster(workdir) as cluster:
-        cluster.start(2)
-        print(f"cluster up in {time.monotonic() - t0:.1f} s: master {cluster.url}, workers "
-              f"{[w.pid for w in cluster.workers]}; logs in {workdir}", flush=True)
+        cluster.start(2, wait=False)
         spark = session(cluster)
+        print(f"cluster and driver up in {time.monotonic() - t0:.1f} s: master {cluster.url}, workers "
+              f"{[w.pid for w in cluster.workers]}; logs in {workdir}", flush=True)
         try:
             for path in paths:
                 run = run_path(spark, cluster, path, args.rows, workdir)
