@@ -635,9 +635,8 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
     sent = [0]
     prod: HubThread | None = None
 
-    def counts() -> tuple[int, int]:
-        r = spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {name}").first()
-        return int(r.n), int(r.d)
+    def distinct() -> int:
+        return int(spark.sql(f"SELECT count(DISTINCT id) AS d FROM {name}").first().d)
 
     try:
         _wait(lambda: q.lastProgress is not None, 120, "the query's first trigger")
@@ -649,14 +648,10 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
         run.killed = cluster.kill_worker(cluster.worker_of(run.victim))
         os.unlink(os.path.join(control, "hold"))
         _replace_after_retry(cluster, control, run)
-        d = 0
-
         def all_in() -> bool:
-            nonlocal d
             if q.exception() is not None:
                 raise RuntimeError(f"{run.path}: the query failed: {q.exception()}")
-            d = counts()[1]
-            return d >= rows
+            return distinct() >= rows
 
         # Each look is a Spark job on the driver: not too often, or the query itself slows.
         _wait(all_in, 180, f"all {rows} rows in the memory sink", every=0.25)
