@@ -8,6 +8,10 @@
 #   examples/spark_standalone.sh stop                     # stop what this script started here
 #   examples/spark_standalone.sh demo [HOST]              # one machine: master + 2 workers +
 #                                                         # examples/spark_pipeline.py, then stop
+#   examples/spark_standalone.sh lose-worker [ROWS] [PATHS]   # one machine: master + 2 workers;
+#       the gsp sink (push, req) and source (pull, rep) each move ROWS (100000) rows while a
+#       worker is SIGKILLed; reports rows/s, recovery and duplicates; cleans up (all on
+#       127.0.0.1, random ports; python -m gsp_spark.standalone, which the tests run too)
 #
 # Every machine needs Java 17+ and the same Python with gsp, gevent-sp-spark and pyspark
 # installed at the same path (executors start Python workers with the driver's PYSPARK_PYTHON);
@@ -19,10 +23,10 @@ RUN=${GSP_SPARK_RUN:-/tmp/gsp-spark-standalone}
 SPARK_HOME=$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 export SPARK_HOME
 export PYSPARK_PYTHON=${PYSPARK_PYTHON:-$("$PYTHON" -c 'import sys; print(sys.executable)')}
-mkdir -p "$RUN"
 
 start() {  # start NAME CLASS ARGS...: a daemon in the background, its pid in $RUN/NAME.pid
     local name=$1; shift
+    mkdir -p "$RUN"
     nohup "$SPARK_HOME/bin/spark-class" "$@" >"$RUN/$name.log" 2>&1 &
     echo $! >"$RUN/$name.pid"
     echo "started $name (pid $!, log $RUN/$name.log)"
@@ -66,6 +70,10 @@ worker)
 stop)
     stop_all
     ;;
+lose-worker)
+    rows=${2:-100000}
+    exec "$PYTHON" -m gsp_spark.standalone --rows "$rows" ${3:+--paths "$3"}
+    ;;
 demo)
     host=${2:-127.0.0.1}
     export SPARK_LOCAL_IP=$host  # the daemons bind this address, not every interface
@@ -77,7 +85,7 @@ demo)
         --timeout 180
     ;;
 *)
-    sed -n '2,16p' "$0"
+    sed -n '2,20p' "$0"
     exit 2
     ;;
 esac
