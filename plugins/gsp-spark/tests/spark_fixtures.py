@@ -22,7 +22,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import gsp
-from gsp_spark import HubThread, local_session
+from gsp_spark import HubThread, local_session, standalone
 
 
 def _socket_fds() -> set[tuple[int, str]]:
@@ -144,44 +144,14 @@ def through_gsp(spark: Any, run: Callable[[Callable[[], Any]], Any], url: str, t
     return sorted(r.n for r in spark.sql(f"SELECT n FROM {name}").collect())
 
 
-class Receiver:
-    """A listening gsp socket in its own thread, keeping every message body (rep: and acking)."""
-
-    def __init__(self, protocol: str) -> None:
-        self.messages: list[bytes] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def run(stop: threading.Event) -> None:
-            with gsp.socket(protocol, raw=protocol == "rep", listen="tcp://127.0.0.1:0",
-                            recv_timeout=0.05) as s:
-                if protocol == "sub":
-                    s.subscribe(b"")
-                self.url = s.listeners[0].url
-                ready.set()
-                while not stop.is_set():
-                    try:
-                        m = s.recv_msg()
-                    except gsp.Timeout:
-                        continue
-                    self.messages.append(m.body)
-                    if protocol == "rep":
-                        s.send_msg(gsp.Message(b"", m.header))
-
-        self._thread = HubThread(run, "test-receiver")
-        assert ready.wait(10), "receiver did not start"
+class Receiver(standalone.Receiver):
+    """gsp_spark.standalone's receiver, with a bounded wait for what the test expects."""
 
     def wait_until(self, cond: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not cond():
-            assert time.monotonic() < deadline, f"timed out with {len(self.messages)} messages"
+            assert time.monotonic() < deadline, f"timed out with {len(self.got)} messages"
             time.sleep(0.05)
-
-    def __enter__(self) -> "Receiver":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._thread.join(10)
 
 
 def _req_producers(url: str, total: int, producers: int, window: int, acked: set[str],

@@ -472,19 +472,23 @@ def _replace_after_retry(cluster: StandaloneCluster, control: str, run: Run,
     cluster.add_worker()
 
 
-class _SinkReceiver:
-    """A PULL (or raw REP, acknowledging every message) socket in a thread of its own keeping
-    every message with its arrival time."""
+class Receiver:
+    """A listening gsp socket (``pull``, ``sub`` subscribed to everything, or a raw ``rep``
+    acknowledging every message: the peer of a ``req`` sink) in a thread of its own, keeping
+    every message with its arrival time; ``options`` go to the socket. The sink runs here use
+    it, and so do gsp-spark's tests."""
 
-    def __init__(self, protocol: str) -> None:
+    def __init__(self, protocol: str, **options: Any) -> None:
         self.got: list[tuple[float, bytes]] = []
         self.url = ""
         ready = threading.Event()
-        ack = protocol == "req"
+        ack = protocol == "rep"
 
         def receive(stop: threading.Event) -> None:
-            with gsp.socket("rep" if ack else "pull", raw=ack, listen="tcp://127.0.0.1:0",
-                            recv_timeout=0.05, recv_buffer=4096) as s:
+            with gsp.socket(protocol, raw=ack, listen="tcp://127.0.0.1:0", recv_timeout=0.05,
+                            **options) as s:
+                if protocol == "sub":
+                    s.subscribe(b"")
                 self.url = s.listeners[0].url
                 ready.set()
                 while not stop.is_set():
@@ -496,10 +500,15 @@ class _SinkReceiver:
                     if ack:
                         s.send_msg(gsp.Message(b"", m.header))
 
-        self._thread = HubThread(receive, f"sink-{protocol}-receiver")
+        self._thread = HubThread(receive, f"{protocol}-receiver")
         if not ready.wait(10):
             self.close()
             raise RuntimeError("the receiver did not start")
+
+    @property
+    def messages(self) -> list[bytes]:
+        """The bodies received so far, oldest first (a copy)."""
+        return [body for _, body in list(self.got)]
 
     def rows_from(self, w: int) -> int:
         """Rows received so far from executor ``w``."""
@@ -515,6 +524,12 @@ class _SinkReceiver:
     def close(self) -> None:
         self._thread.join(10)
 
+    def __enter__(self) -> "Receiver":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 def run_sink(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
              workdir: str, partitions: int = 2) -> Run:
@@ -523,7 +538,7 @@ def run_sink(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
     executor of the first to hold, that executor's worker is killed and the hold lifted."""
     run = Run(f"sink-{protocol}", rows)
     control = tempfile.mkdtemp(prefix="ctl-", dir=workdir)
-    rx = _SinkReceiver(protocol)
+    rx = Receiver("rep" if protocol == "req" else "pull", recv_buffer=4096)
     job: dict[str, Any] = {}
     try:
         df = (spark.range(rows, numPartitions=partitions)
