@@ -1,7 +1,8 @@
-"""Fixtures for the gsp-spark tests, self-contained (the repository's tests/conftest.py does not
-reach this folder): the leak check every test gets, ``ipc_dir``, helpers that run Spark calls
-from other threads, a sink's receiver, and checks that more than one module (local and
-local-cluster sessions) runs. Test modules import the fixtures they need by name."""
+"""Fixtures for the gsp-spark tests (the repository's tests/conftest.py does not reach this
+folder; this folder's conftest.py only sets the JVMs' options): the leak check every test gets,
+``ipc_dir``, helpers that run Spark calls from other threads, a sink's receiver, and checks that
+more than one module (local and standalone-cluster sessions) runs. Test modules import the
+fixtures they need by name."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterator
 import gevent
 import pytest
 from pyspark.errors import StreamingQueryException
+from rep_driver import rep_query
 
 import gsp
 from gsp_spark import HubThread, local_session, standalone
@@ -200,11 +202,7 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
     acked: set[str] = set()
 
     def start() -> Any:
-        return (spark.readStream.format("gsp").option("url", url).option("protocol", "rep")
-                .option("spool", str(spool)).load()
-                .selectExpr("CAST(value AS STRING) AS v", "_seq", "_received")
-                .writeStream.format("parquet").option("path", out).option("checkpointLocation", ck)
-                .trigger(processingTime="300 milliseconds").start())
+        return rep_query(spark, url, str(spool), out, ck)
 
     q1 = start()
     resume = threading.Event()
@@ -254,33 +252,29 @@ def _alive(pid: int) -> bool:
 
 
 def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any, total: int,
-                                    kill_after: int, producers: int = 3,
-                                    window: int = 8) -> None:
+                                    kill_after: int, producers: int = 3, window: int = 8,
+                                    config: dict[str, str] | None = None) -> None:
     """As :func:`rep_source_survives_kill`, but the whole driver is SIGKILLed — its Python
     process and its JVM, which a crashed machine or an OOM kill takes down at once: the query
-    runs in a driver process of its own (``rep_driver.py``), and a new driver restarts it on the
-    same checkpoint and spool. ``spark`` (this process's session) only reads the sink."""
+    runs in a driver process of its own (``rep_driver.py``, on ``master`` with Spark
+    configuration ``config``), and another driver — ``spark``, this process's session, a
+    standby that was running all along — restarts it on the same checkpoint and spool."""
     spool, out, ck = tmp / "spool", str(tmp / "out"), str(tmp / "ck")
     acked: set[str] = set()
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rep_driver.py")
-    drivers: list[subprocess.Popen[bytes]] = []
-
-    def driver(tag: str) -> tuple[subprocess.Popen[bytes], int]:
-        pids, log = tmp / f"pids-{tag}", tmp / f"driver-{tag}.log"
-        with open(log, "wb") as out_log:
-            p = subprocess.Popen([sys.executable, script, master, url, str(spool), out, ck,
-                                  str(pids)], stdin=subprocess.PIPE, stdout=out_log,
-                                 stderr=subprocess.STDOUT)
-        drivers.append(p)
-        wait_for(lambda: pids.exists() or p.poll() is not None, 120, f"driver {tag}'s query")
-        assert p.poll() is None, f"driver {tag} exited: {log.read_text()[-3000:]}"
-        return p, int(pids.read_text().split()[1])
-
-    p1, jvm1 = driver("1")
+    pids, log = tmp / "pids", tmp / "driver.log"
+    with open(log, "wb") as out_log:
+        p1 = subprocess.Popen([sys.executable, script, master, url, str(spool), out, ck,
+                               str(pids), *(f"{k}={v}" for k, v in (config or {}).items())],
+                              stdin=subprocess.PIPE, stdout=out_log, stderr=subprocess.STDOUT)
     resume = threading.Event()
-    prod = HubThread(_req_producers(url, total, producers, window, acked, kill_after, resume),
-                     "req-producers")
+    prod: HubThread | None = None
     try:
+        wait_for(lambda: pids.exists() or p1.poll() is not None, 120, "the driver's query")
+        assert p1.poll() is None, f"the driver exited: {log.read_text()[-3000:]}"
+        jvm1 = int(pids.read_text().split()[1])
+        prod = HubThread(_req_producers(url, total, producers, window, acked, kill_after,
+                                        resume), "req-producers")
         wait_for(lambda: len(acked) >= kill_after, 90, f"{kill_after} acknowledged messages")
         source = int((spool / "LOCK").read_text())  # the receiver's process, the JVM's child
         os.kill(jvm1, signal.SIGKILL)
@@ -293,22 +287,20 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
         # spool (and the address) for the next driver.
         wait_for(lambda: not _alive(jvm1) and not _alive(source), 60,
                  "the killed driver's JVM and source process to be gone")
-        p2, _ = driver("2")
+        q2 = rep_query(spark, url, str(spool), out, ck)
         try:
             wait_for(lambda: not prod.is_alive(), 120, f"all {total} messages acknowledged")
             prod.join(5)
             wait_for(lambda: _distinct_in_sink(spark, out) >= total, 120,
                      "every message in the sink")
         finally:
-            assert p2.stdin is not None
-            p2.stdin.close()  # stop the query and the session
-            p2.wait(60)
+            q2.stop()
     finally:
-        prod.stop.set()
-        for p in drivers:
-            if p.poll() is None:
-                p.kill()
-                p.wait(30)
+        if prod is not None:
+            prod.stop.set()
+        if p1.poll() is None:
+            p1.kill()
+            p1.wait(30)
     _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
 
 

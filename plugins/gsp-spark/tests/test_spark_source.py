@@ -101,14 +101,6 @@ def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, i
                                             total=10_000, kill_after=3000)
 
 
-@pytest.mark.timeout(420)  # two more drivers start: Spark on 2 shared cores bounds it
-def test_rep_source_keeps_acknowledged_messages_across_a_driver_sigkill(spark, ipc_dir, tmp_path):
-    # The whole driver this time (its Python process and its JVM), then a new driver on the
-    # same checkpoint and spool.
-    spark_fixtures.rep_source_survives_driver_kill(spark, "local[2]", f"ipc://{ipc_dir}/d.sock",
-                                                   tmp_path, total=6000, kill_after=1500)
-
-
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
     ready = threading.Event()

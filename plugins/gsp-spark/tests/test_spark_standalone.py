@@ -1,9 +1,10 @@
 """The sink and the source on a real Spark standalone cluster that loses a worker (issue 28).
 
-A master and two workers (1 core, 1 GiB each) run as processes of their own, started with the
-``bin/spark-class`` of the pip-installed pyspark, all on 127.0.0.1 (``gsp_spark.standalone``, which
-``examples/spark_standalone.sh lose-worker`` runs by hand). One cluster and one driver session
-serve the module. Each path moves 100,000 rows while one worker is SIGKILLed — its Worker JVM,
+A master and two workers (2 cores, 1.5 GiB each: see below) run as processes of their own,
+started with the ``bin/spark-class`` of the pip-installed pyspark, all on 127.0.0.1
+(``gsp_spark.standalone``, which ``examples/spark_standalone.sh lose-worker`` runs by hand). One
+cluster (a background job, ``jobs.py``, started with the first gsp-spark test) and one driver
+session serve the module. Each path moves 100,000 rows while one worker is SIGKILLed — its Worker JVM,
 executor JVM and Python workers, as if its machine died — at a point where its executor is
 known to be working (a probe holds its task — sinks: halfway through the partition, once the
 receiver has rows from it; source: a micro-batch task with its rows in hand), and a worker is started in its place before the next path:
@@ -13,6 +14,22 @@ receiver has rows from it; source: a micro-batch task with its rows in hand), an
 * the deduplicating path (``Deduplicator`` over the sinks' ``_gsp_key``) passes each row once.
 
 Rows/s and recovery times are printed (``pytest -m spark_standalone -s``), never asserted.
+
+Then, on the same cluster (whole again), what runs on any cluster:
+
+* each sink's rows (push, acknowledged req, pub) are sent from Python workers under *both*
+  executor JVMs, never the driver's; the source (receiver beside the driver, decoding in the
+  executors) delivers every message once;
+* with ``rep``, SIGKILLing a whole driver (its Python process and JVM, the source's process
+  beside it with them) and restarting the query in another driver (this module's session) on
+  the same checkpoint and spool loses no acknowledged message (``test_spark_source.py`` kills
+  the source's process alone).
+
+Each worker offers 2 cores and 1.5 GiB: the module's session takes one core and 1 GiB on each
+(``spark.cores.max`` 2, spread one executor per worker), which leaves room for the driver-kill
+test's driver (one 512 MiB executor) but never for a second executor of the session — a
+lost executor comes back only on a new worker, as the worker-kill checks expect.
+
 Run alone: ``python -m pytest plugins/gsp-spark -m spark_standalone -s``.
 """
 
@@ -21,34 +38,44 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from typing import Any, Iterator
 
+import background
+import msgpack
 import pytest
 import spark_fixtures
 from pyspark.sql.functions import udf
 
-from gsp_spark import standalone
+import gsp
+from gsp_spark import Deduplicator, HubThread, standalone, unpack
 
 pytestmark = pytest.mark.spark_standalone
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
+wait_for = spark_fixtures.wait_for
+Receiver = spark_fixtures.Receiver
+free_tcp_url = standalone.free_tcp_url
 
 ROWS = 100_000
+# The session: one 1 GiB executor per worker. The driver-kill test's driver: one of 512 MiB.
+SESSION = {"spark.cores.max": "2", "spark.executor.cores": "1", "spark.executor.memory": "1g"}
+DRIVER = {"spark.cores.max": "1", "spark.executor.cores": "1", "spark.executor.memory": "512m"}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))))
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: Any) -> Iterator[standalone.StandaloneCluster]:
-    with standalone.StandaloneCluster(str(tmp_path_factory.mktemp("standalone"))) as c:
-        c.start(2, wait=False)  # the session's driver starts while the workers do
-        yield c
-    assert not [d for d in [c.master, *c.workers] if d and d.proc.poll() is None]
+def cluster() -> standalone.StandaloneCluster:
+    # Started with the first gsp-spark test (jobs.py: a master and two workers, each offering 2
+    # cores and 1.5 GiB); this module's session waits for the workers.
+    c: standalone.StandaloneCluster = background.get("standalone-cluster").result(180)
+    return c
 
 
 @pytest.fixture(scope="module")
 def spark(cluster: standalone.StandaloneCluster) -> Iterator[Any]:
-    session = standalone.session(cluster, "gsp-standalone-tests")
+    session = standalone.session(cluster, "gsp-standalone-tests", config=SESSION)
     # The accumulator-server connection the first Python UDF task opens stays open for good:
     # open it here, not inside a test's leak check.
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
@@ -75,6 +102,88 @@ def test_a_worker_sigkilled_midway(spark: Any, cluster: standalone.StandaloneClu
         # Deduplicator passes each row exactly once.
         assert run.rows_before_kill > 0 and run.recovered > 0, run.report()
         assert run.deduplicated == ROWS
+
+
+@pytest.fixture
+def whole(spark: Any, cluster: standalone.StandaloneCluster) -> Any:
+    """The module's session, on a cluster with two workers each running its executor again (a
+    worker-kill test leaves a replacement starting)."""
+    cluster.ensure_workers(2)
+    return spark
+
+
+def rows_with_executor_jvm(spark: Any, n: int) -> Any:
+    """``n`` rows of ``id`` and ``jvm``: the pid of the executor JVM whose Python worker made the
+    row (0 if none)."""
+    jvm = udf(lambda _: standalone.executor_jvm(), "long", useArrow=False)
+    return spark.range(n, numPartitions=4).select("id", jvm("id").alias("jvm"))
+
+
+def assert_from_both_executors(rows: list[dict[str, Any]], n: int) -> None:
+    assert sorted(r["id"] for r in rows) == list(range(n))
+    jvms = {r["jvm"] for r in rows}
+    assert len(jvms) == 2 and 0 not in jvms  # two executor JVMs, neither the driver
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_sink_and_source_on_the_cluster(whole: Any, tmp_path: Any) -> None:
+    spark = whole
+    # Sink: every executor dials the receiver (here, in this process).
+    with Receiver("pull") as rx:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rx.url) \
+            .mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= 2000, 30)
+    assert_from_both_executors([unpack(m) for m in rx.messages], 2000)
+
+    # Source: the receiver listens beside the driver; producers dial it.
+    url = free_tcp_url()
+    q = (spark.readStream.format("gsp").schema("n BIGINT").option("url", url)
+         .option("spool", str(tmp_path / "spool")).load()
+         .writeStream.format("memory").queryName("on_cluster")
+         .option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="300 milliseconds").start())
+    try:
+        def produce(stop: threading.Event) -> None:
+            with gsp.socket("push", dial=url, send_timeout=60) as s:
+                for n in range(2000):
+                    s.send(msgpack.packb({"n": n}))
+
+        HubThread(produce, "producer").join(90)
+        wait_for(lambda: spark.sql("SELECT count(*) AS c FROM on_cluster").first().c >= 2000,
+                 90, "2,000 rows from the source")
+    finally:
+        q.stop()
+    assert sorted(r.n for r in spark.sql("SELECT n FROM on_cluster").collect()) == \
+        list(range(2000))
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_req_and_pub_sinks_on_the_cluster(whole: Any) -> None:
+    spark = whole
+    # req: save() returns only once every message was acknowledged, so all are here by then.
+    with Receiver("rep") as rep:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rep.url) \
+            .option("protocol", "req").mode("append").save()
+        acked = list(rep.messages)
+    dedup = Deduplicator()
+    assert_from_both_executors([r for m in acked for r in dedup.rows(m)], 2000)
+
+    # pub: each task waits for the subscriber before publishing; 50 rows per message.
+    with Receiver("sub") as sub:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", sub.url) \
+            .option("protocol", "pub").option("batch_rows", 50).mode("append").save()
+        sub.wait_until(lambda: len(sub.messages) >= 40, 30)
+    assert_from_both_executors([r for m in sub.messages for r in unpack(m)], 2000)
+
+
+@pytest.mark.timeout(300)  # one more driver and its executor: Spark on 2 shared cores
+def test_rep_source_keeps_acknowledged_messages_across_a_driver_sigkill_on_the_cluster(
+        whole: Any, cluster: standalone.StandaloneCluster, tmp_path: Any) -> None:
+    # The whole driver (its Python process and its JVM; the master removes its application and
+    # the workers kill its executor), then this session restarts the query on the same
+    # checkpoint and spool.
+    spark_fixtures.rep_source_survives_driver_kill(whole, cluster.url, free_tcp_url(), tmp_path,
+                                                   total=4000, kill_after=1000, config=DRIVER)
 
 
 def test_the_example_script_runs_this_module() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 
 def worker_python() -> str:
@@ -19,7 +19,7 @@ def worker_python() -> str:
 
 
 def local_session(master: str = "local[2]", app: str = "gsp", register: bool = True,
-                  host: str = "127.0.0.1") -> Any:
+                  host: str = "127.0.0.1", config: Mapping[str, str] | None = None) -> Any:
     """A SparkSession whose driver binds ``host`` only (the loopback by default; with a cluster
     master, an address the executors reach), UI and progress bars off, 2 shuffle partitions
     (Spark's 200 would mean 200 tiny tasks per aggregation on a laptop), ``gsp`` registered
@@ -28,6 +28,9 @@ def local_session(master: str = "local[2]", app: str = "gsp", register: bool = T
     Spark's Python workers run :func:`worker_python`: ``PYSPARK_PYTHON`` is set to it in this
     process's environment (PySpark reads it there, and the JVM and its workers inherit it) unless
     it was set already, and ``spark.pyspark.python`` likewise.
+
+    ``config`` is more Spark configuration (``{"spark.cores.max": "2"}``), set last: it can
+    override any of the above.
     """
     from pyspark.sql import SparkSession
 
@@ -35,14 +38,16 @@ def local_session(master: str = "local[2]", app: str = "gsp", register: bool = T
 
     python = worker_python()
     os.environ.setdefault("PYSPARK_PYTHON", python)
-    spark = (SparkSession.builder.master(master).appName(app)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", host)
-             .config("spark.driver.bindAddress", host)
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.pyspark.python", python)
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", host)
+               .config("spark.driver.bindAddress", host)
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.pyspark.python", python))
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if register:
         register_gsp(spark)

@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import gevent
 import msgpack
@@ -688,11 +688,12 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
     return run
 
 
-def session(cluster: StandaloneCluster, app: str = "gsp-standalone") -> Any:
-    """A driver session on ``cluster`` (driver bound to its host), returned once every worker
-    has an executor registered with it (the workers may still be starting when this is called:
-    the driver's start overlaps theirs)."""
-    spark = local_session(cluster.url, app, host=cluster.host)
+def session(cluster: StandaloneCluster, app: str = "gsp-standalone",
+            config: Mapping[str, str] | None = None) -> Any:
+    """A driver session on ``cluster`` (driver bound to its host; ``config``: more Spark
+    configuration), returned once every worker has an executor registered with it (the workers
+    may still be starting when this is called: the driver's start overlaps theirs)."""
+    spark = local_session(cluster.url, app, host=cluster.host, config=config)
     try:
         cluster.ensure_workers(len(cluster.workers))
     except BaseException:

@@ -1,0 +1,230 @@
+"""The background jobs of the gsp-spark tests (:mod:`background` runs them; ``conftest.py``
+starts those the selected tests need when the first gsp-spark test starts): each does a test's
+work with processes of its own and returns what the test checks.
+
+* ``any-thread`` — a driver script that never imports ``gsp_spark`` (PySpark finds the format
+  through ``pyspark_gsp``) writes ``format("gsp")`` from the main thread, a plain thread, a
+  thread pool and ``foreachBatch`` to a PULL receiver in a process of its own;
+* ``regular-install`` — a wheel of plugins/gsp-spark installed into a directory of its own, and a
+  driver script run on it from another directory with the virtualenv's python by its path;
+* ``standalone-cluster`` — a Spark standalone master and two workers (``gsp_spark.standalone``).
+
+The checks are in ``test_spark_user_scripts.py`` and ``test_spark_standalone.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+from typing import Any, Callable
+
+from background import Job
+
+from gsp_spark import standalone
+
+CASES = ("main", "thread", "pool", "foreachBatch")
+
+JOB = """
+import os, re, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers: this interpreter
+from pyspark.sql import SparkSession
+
+url, tmp = sys.argv[1], sys.argv[2]
+assert "gsp_spark" not in sys.modules, "gsp_spark imported before the job began"
+spark = (SparkSession.builder.master("local[1]").appName("gsp-any-thread")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+
+
+def write(case, df=None):
+    df = spark.range(3, numPartitions=1) if df is None else df
+    (df.selectExpr(f"'{case}' AS case", "id AS n").write.format("gsp").option("url", url)
+     .option("connect_timeout", "30").mode("append").save())
+
+
+def report(case, fn):
+    try:
+        fn()
+        print("ok", case, flush=True)
+    except Exception as exc:
+        text = str(exc).splitlines() or [""]
+        line = next((ln for ln in text if re.search(r"\\[[A-Z_]+\\]", ln)), text[0])
+        print("failed", case, type(exc).__name__, line.strip()[:300], flush=True)
+
+
+def stream():
+    src = os.path.join(tmp, "in")
+    os.makedirs(src)
+    with open(os.path.join(src, "rows.txt"), "w") as f:
+        f.write("0\\n1\\n2\\n")
+    q = (spark.readStream.format("text").load(src).selectExpr("CAST(value AS BIGINT) AS id")
+         .writeStream.foreachBatch(lambda batch, _: write("foreachBatch", batch))
+         .option("checkpointLocation", os.path.join(tmp, "ck")).trigger(availableNow=True)
+         .start())
+    if not q.awaitTermination(120):
+        q.stop()
+        raise TimeoutError("foreachBatch query still running after 120 s")
+    if q.exception() is not None:
+        raise q.exception()
+
+
+try:
+    report("main", lambda: write("main"))
+    t = threading.Thread(target=report, args=("thread", lambda: write("thread")), daemon=True)
+    t.start()
+    t.join(120)
+    with ThreadPoolExecutor(1, thread_name_prefix="user-pool") as pool:
+        pool.submit(report, "pool", lambda: write("pool")).result(120)
+    report("foreachBatch", stream)
+finally:
+    spark.stop()
+"""
+
+
+RECEIVER = """
+import sys, threading, time
+import gsp
+from gsp_spark import unpack
+
+expected = int(sys.argv[1])
+ended = threading.Event()  # stdin closed: the driver script has ended
+threading.Thread(target=lambda: (sys.stdin.read(), ended.set()), daemon=True).start()
+got = []
+with gsp.socket("pull", listen="tcp://127.0.0.1:0", recv_timeout=0.2) as s:
+    print(s.listeners[0].url, flush=True)
+    deadline = None
+    while len(got) < expected:
+        if ended.is_set():
+            deadline = deadline or time.monotonic() + 30
+            if time.monotonic() > deadline:
+                break
+        try:
+            got.append(s.recv())
+        except gsp.Timeout:
+            pass
+for body in got:
+    m = unpack(body)
+    print("got", m["case"], m["n"], flush=True)
+"""
+
+
+def any_thread(job: Job) -> dict[str, Any]:
+    """Run ``JOB`` (its own Spark, ``local[1]``) against a PULL receiver process; returns the
+    script's outcome and the ``(case, n)`` rows the receiver got."""
+    script = os.path.join(job.tmp, "job.py")
+    with open(script, "w") as f:
+        f.write(JOB)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    rx = job.popen([sys.executable, "-c", RECEIVER, str(3 * len(CASES))],
+                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True)
+    assert rx.stdout is not None and rx.stdin is not None
+    url = rx.stdout.readline().strip()
+    if not url.startswith("tcp://"):
+        rx.kill()
+        raise RuntimeError(f"the receiver did not start: {rx.communicate()[1][-3000:]}")
+    out = job.run([sys.executable, script, url, job.tmp], 200, cwd=job.tmp, env=env)
+    rest, err = rx.communicate(timeout=60)  # closes its stdin: it ends within 30 s
+    got = [(line.split()[1], int(line.split()[2])) for line in rest.splitlines()
+           if line.startswith("got ")]
+    return {"job": out, "received": got, "receiver_stderr": err}
+
+
+REGULAR = """
+import sys
+import gsp_spark, pyspark_gsp
+from pyspark.sql.functions import udf
+
+def where() -> str:
+    import gsp, gsp_spark, pyspark_gsp, sys
+    editable = any(p.rstrip("/").endswith("gsp-spark/src") for p in sys.path)
+    return (f"{gsp_spark.__file__} {pyspark_gsp.__file__} editable-on-path={editable} "
+            f"{gsp.__name__} {sys.executable}")
+
+spark = gsp_spark.local_session(register=False)  # format("gsp") must come from auto-discovery
+try:
+    print("driver", where(), flush=True)
+    df = spark.readStream.format("gsp").option("url", "tcp://127.0.0.1:1").load()
+    print("schema", df.schema.simpleString(), flush=True)
+    print("worker", spark.range(1).select(udf(where)()).first()[0], flush=True)
+finally:
+    spark.stop()
+"""
+
+
+
+def regular_install(job: Job) -> dict[str, Any]:
+    """Build a wheel of plugins/gsp-spark, install it with ``--target`` into ``site``, hide the
+    editable install's path (a sitecustomize, in the driver and Spark's Python workers alike),
+    and run ``REGULAR`` from another directory with the virtualenv's python by its path (PATH
+    without its bin directory, no PYSPARK_PYTHON); returns the steps' outcomes and ``site``."""
+    import gsp_spark
+
+    tmp = pathlib.Path(job.tmp)
+    src = pathlib.Path(gsp_spark.__file__).resolve().parents[1]  # the editable install's path
+    project = tmp / "project"  # a copy: pip builds in the tree it is given
+    shutil.copytree(src, project / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(src.parent / name, project / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    steps: dict[str, Any] = {"site": tmp / "site"}
+    steps["built"] = job.run([*pip, "wheel", "--no-deps", "-w", str(tmp / "dist"),
+                              str(project)], 180)
+    if steps["built"].returncode:
+        return steps
+    (wheel,) = (tmp / "dist").glob("gevent_sp_spark-*.whl")
+    steps["installed"] = job.run([*pip, "install", "--no-deps", "--no-index", "--target",
+                                  str(tmp / "site"), str(wheel)], 120)
+    if steps["installed"].returncode:
+        return steps
+    hide = tmp / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        f"import sys\nsys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(src)!r}]\n")
+    script = tmp / "job.py"
+    script.write_text(REGULAR)
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    venv_bin = os.path.dirname(sys.executable)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and os.path.abspath(p) != venv_bin)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(hide)])  # workers inherit it
+    steps["ran"] = job.run([sys.executable, str(script)], 150, cwd=elsewhere, env=env)
+    return steps
+
+
+def standalone_cluster(job: Job) -> standalone.StandaloneCluster:
+    """A master and two workers on 127.0.0.1, returned once the master is up (the module's
+    session waits for the workers). Each worker offers 2 cores and 1.5 GiB: see
+    ``test_spark_standalone.py``."""
+    c = standalone.StandaloneCluster(os.path.join(job.tmp, "cluster"), cores=2, memory="1536m")
+    return c.start(2, wait=False)
+
+
+def close_cluster(c: standalone.StandaloneCluster) -> None:
+    c.close()
+    assert not [d for d in [c.master, *c.workers] if d and d.proc.poll() is None]
+
+
+#: Each job by name: its function and its cleanup (given the function's result).
+JOBS: dict[str, tuple[Callable[[Job], Any], Callable[[Any], None] | None]] = {
+    "any-thread": (any_thread, None),
+    "regular-install": (regular_install, None),
+    "standalone-cluster": (standalone_cluster, close_cluster),
+}
+
+#: The jobs each test module needs: the session starts them if the module's tests are selected.
+NEEDED_BY = {
+    "test_spark_user_scripts.py": ("any-thread", "regular-install"),
+    "test_spark_standalone.py": ("standalone-cluster",),
+}
