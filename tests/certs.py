@@ -23,7 +23,17 @@ from gevent import ssl as gssl
 
 import gsp
 from tests import nng
+from tests.nng_process import NngProcess
 
+
+def tls_config(args: dict[str, Any]) -> pynng.TLSConfig:
+    """A ``pynng.TLSConfig`` from ``PKI.nng_server_args``/``nng_client_args``."""
+    args = dict(args)
+    mode = pynng.TLSConfig.MODE_SERVER if args.pop("mode") == "server" else \
+        pynng.TLSConfig.MODE_CLIENT
+    if args.pop("auth_required", False):
+        args["auth_mode"] = pynng.TLSConfig.AUTH_MODE_REQUIRED
+    return pynng.TLSConfig(mode, **args)
 
 @dataclass
 class PKI:
@@ -44,21 +54,27 @@ class PKI:
     def dial_options(self, **extra: Any) -> dict[str, Any]:
         return {"tls_ca_file": self.ca_file, **extra}
 
+    def nng_server_args(self, require_client_cert: bool = False) -> dict[str, Any]:
+        """``pynng.TLSConfig``'s arguments for a server (``mode`` and ``auth_required`` as
+        :class:`tests.nng_process.NngProcess` takes them)."""
+        return {"mode": "server",
+                "own_cert_string": Path(self.server_cert_file).read_text(),
+                "own_key_string": Path(self.server_key_file).read_text(),
+                "ca_string": Path(self.ca_file).read_text() if require_client_cert else None,
+                "auth_required": require_client_cert}
+
+    def nng_client_args(self, with_cert: bool = False) -> dict[str, Any]:
+        # nng (mbedtls) matches DNS names; the certificate carries "localhost" for it.
+        return {"mode": "client", "server_name": "localhost",
+                "ca_string": Path(self.ca_file).read_text(),
+                "own_cert_string": Path(self.client_cert_file).read_text() if with_cert else None,
+                "own_key_string": Path(self.client_key_file).read_text() if with_cert else None}
+
     def nng_server(self, require_client_cert: bool = False) -> pynng.TLSConfig:
-        return pynng.TLSConfig(
-            pynng.TLSConfig.MODE_SERVER,
-            own_cert_string=Path(self.server_cert_file).read_text(),
-            own_key_string=Path(self.server_key_file).read_text(),
-            ca_string=Path(self.ca_file).read_text() if require_client_cert else None,
-            auth_mode=pynng.TLSConfig.AUTH_MODE_REQUIRED if require_client_cert else None)
+        return tls_config(self.nng_server_args(require_client_cert))
 
     def nng_client(self, with_cert: bool = False) -> pynng.TLSConfig:
-        # nng (mbedtls) matches DNS names; the certificate carries "localhost" for it.
-        return pynng.TLSConfig(
-            pynng.TLSConfig.MODE_CLIENT, server_name="localhost",
-            ca_string=Path(self.ca_file).read_text(),
-            own_cert_string=Path(self.client_cert_file).read_text() if with_cert else None,
-            own_key_string=Path(self.client_key_file).read_text() if with_cert else None)
+        return tls_config(self.nng_client_args(with_cert))
 
     def server_context(self, cooperative: bool = False) -> ssl.SSLContext:
         # gevent's servers (pywsgi) wrap with the context's own class: without monkey-patching
@@ -225,25 +241,37 @@ def _pubsub(send: Any, recv: Any) -> None:
 def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: str = "",
             gsp_listen_options: dict[str, Any] | None = None,
             gsp_dial_options: dict[str, Any] | None = None,
-            nng_server: pynng.TLSConfig | None = None,
-            nng_client: pynng.TLSConfig | None = None) -> None:
-    """gsp plays role ``gsp_role`` of ``PAIRS[pair]`` against pynng over ``scheme``."""
+            nng_server: dict[str, Any] | None = None,
+            nng_client: dict[str, Any] | None = None) -> None:
+    """gsp plays role ``gsp_role`` of ``PAIRS[pair]`` against pynng over ``scheme``;
+    ``nng_server``/``nng_client``: the nng side's TLS arguments (``PKI.nng_server_args``). Over
+    wss the nng socket runs in a process of its own (:class:`tests.nng_process.NngProcess`): its
+    close path can abort the process there (nng issue 2110)."""
     kinds = PAIRS[pair]
     gk, nk = kinds[gsp_role], kinds[1 - gsp_role]
     need_protocol(gk)
+    tls = nng_client if gsp_listens else nng_server
     g = gsp_socket(gk)
-    n = nng_socket(nk)
+    n: Any
+    if scheme == "wss":
+        n = NngProcess(nk, recv_timeout=300 if nk == "sub" else 3000, tls=tls)
+        if nk == "sub":
+            n.subscribe(b"topic")
+    else:
+        n = nng_socket(nk)
+        if tls is not None:
+            n.tls_config = tls_config(tls)
     try:
         if gsp_listens:
             url = g.listen(f"{scheme}://127.0.0.1:0{path}", **(gsp_listen_options or {})).url
-            if nng_client is not None:
-                n.tls_config = nng_client
             nng.run(n.dial, url, block=True)
         else:
-            if nng_server is not None:
-                n.tls_config = nng_server
-            lst = nng.run(n.listen, f"{scheme}://127.0.0.1:0{path}")
-            g.dial(nng.bound_url(lst, scheme) + path, block=True, **(gsp_dial_options or {}))
+            if isinstance(n, NngProcess):
+                url = n.listen(f"{scheme}://127.0.0.1:0{path}")
+            else:
+                url = nng.bound_url(nng.run(n.listen, f"{scheme}://127.0.0.1:0{path}"),
+                                    scheme) + path
+            g.dial(url, block=True, **(gsp_dial_options or {}))
         exchange(gk, g, n)
     finally:
         nng.close_after(g, n)

@@ -192,7 +192,7 @@ def test_bad_tls_options_are_bad_option(pki, tmp_path):
 def test_interop_nng(pki, pair, gsp_role, gsp_listens):
     interop(pair, gsp_role, gsp_listens, "tls+tcp",
             gsp_listen_options=pki.listen_options(), gsp_dial_options=pki.dial_options(),
-            nng_server=pki.nng_server(), nng_client=pki.nng_client())
+            nng_server=pki.nng_server_args(), nng_client=pki.nng_client_args())
 
 
 def test_interop_nng_client_certificate(pki):

@@ -323,8 +323,8 @@ def test_interop_nng(pki, scheme, pair, gsp_role, gsp_listens):
     interop(pair, gsp_role, gsp_listens, scheme, path="/sp",
             gsp_listen_options=pki.listen_options() if tls else None,
             gsp_dial_options=pki.dial_options() if tls else None,
-            nng_server=pki.nng_server() if tls else None,
-            nng_client=pki.nng_client() if tls else None)
+            nng_server=pki.nng_server_args() if tls else None,
+            nng_client=pki.nng_client_args() if tls else None)
 
 
 def test_plugin_is_found_only_through_entry_points():

@@ -1,0 +1,150 @@
+"""An nng peer in a process of its own: a pynng socket driven over a pipe, for the interop tests
+whose nng side can abort the whole process when it closes.
+
+nng 1.x (the copy pynng bundles) can panic — ``pthread_mutex_lock: Invalid argument``, an abort
+of the process — in its close path after a WebSocket-over-TLS peer went away (nng issue 2110: a
+use after free when a listener or socket closes while a pipe is still being torn down). In the
+test process that ends the whole pytest run, however far it got. Here :class:`NngProcess` runs
+the pynng socket in a child process (``python tests/nng_process.py KIND``); the test calls
+``send``/``recv``/``listen``/``dial`` on it as on a pynng socket, and :meth:`NngProcess.close`
+ends the child with ``os._exit``, never through nng's close (the report above: a process that
+leaves its sockets to the exit does not crash). A child that dies any other way fails the test
+that drives it, with its output — not the run.
+
+The child speaks one JSON object per line each way: ``{"op": ...}`` in, ``{"ok": ...}`` or
+``{"error": "Timeout" | "<message>"}`` out; bytes travel as hex.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pynng
+
+CLASSES = {
+    "pair": "Pair0", "pair1": "Pair1", "push": "Push0", "pull": "Pull0", "req": "Req0",
+    "rep": "Rep0", "pub": "Pub0", "sub": "Sub0", "surveyor": "Surveyor0",
+    "respondent": "Respondent0", "bus": "Bus0",
+}
+
+
+class NngProcess:
+    """A pynng socket of protocol ``kind`` in a child process. ``tls``: keyword arguments of
+    ``pynng.TLSConfig`` (``mode`` "server" or "client", ``*_string`` PEM texts, ``server_name``,
+    ``auth_required``) to set as the socket's TLS configuration."""
+
+    def __init__(self, kind: str, recv_timeout: int = 3000, send_timeout: int = 3000,
+                 tls: dict[str, Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), kind, str(recv_timeout),
+             str(send_timeout)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        if tls is not None:
+            self._call("tls", **tls)
+
+    def _call(self, op: str, **args: Any) -> Any:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with self._lock:
+            try:
+                self._proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except (OSError, ValueError):  # its pipes are broken, or closed after it died
+                line = ""
+        if not line:
+            self._proc.kill()
+            try:
+                _, err = self._proc.communicate(timeout=30)
+            except ValueError:  # read already, after it died
+                err = ""
+            raise RuntimeError(f"the nng peer process died ({self._proc.returncode}) during "
+                               f"{op!r}: {err[-3000:]}")
+        reply = json.loads(line)
+        if "error" in reply:
+            if reply["error"] == "Timeout":
+                raise pynng.Timeout(f"nng peer: {op} timed out", 5)  # NNG_ETIMEDOUT
+            raise RuntimeError(f"nng peer: {op}: {reply['error']}")
+        return reply["ok"]
+
+    def listen(self, url: str) -> str:
+        """Listen on ``url``; the URL bound (with its real port for port 0)."""
+        return str(self._call("listen", url=url))
+
+    def dial(self, url: str, block: bool = True) -> None:
+        self._call("dial", url=url, block=block)
+
+    def subscribe(self, topic: bytes) -> None:
+        self._call("subscribe", topic=topic.hex())
+
+    def send(self, data: bytes) -> None:
+        self._call("send", data=data.hex())
+
+    def recv(self) -> bytes:
+        return bytes.fromhex(self._call("recv"))
+
+    @property
+    def pipes(self) -> list[int]:
+        """The ids of the socket's pipes now."""
+        return list(self._call("pipes"))
+
+    def close(self) -> None:
+        """End the child without nng's close path (see the module's doc)."""
+        if self._proc.poll() is None:
+            try:
+                self._call("exit")
+            except RuntimeError:  # it exits without a reply, as it should
+                pass
+        self._proc.wait(30)
+
+
+def _tls(sock: Any, mode: str, auth_required: bool = False, **args: Any) -> None:
+    if auth_required:
+        args["auth_mode"] = pynng.TLSConfig.AUTH_MODE_REQUIRED
+    sock.tls_config = pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER if mode == "server"
+                                      else pynng.TLSConfig.MODE_CLIENT, **args)
+
+
+def _listen(sock: Any, url: str) -> str:
+    lst = sock.listen(url)
+    scheme, rest = url.split("://", 1)
+    path = rest[rest.find("/"):] if "/" in rest else ""
+    return f"{scheme}://{lst.local_address}{path}"  # with the real port for port 0
+
+
+OPS: dict[str, Any] = {
+    "tls": _tls,
+    "listen": _listen,
+    "dial": lambda sock, url, block: sock.dial(url, block=block) and None,
+    "subscribe": lambda sock, topic: sock.subscribe(bytes.fromhex(topic)),
+    "send": lambda sock, data: sock.send(bytes.fromhex(data)),
+    "recv": lambda sock: sock.recv().hex(),
+    "pipes": lambda sock: [p.id for p in sock.pipes],
+}
+
+
+def _serve(kind: str, recv_timeout: int, send_timeout: int) -> None:
+    sock = getattr(pynng, CLASSES[kind])(recv_timeout=recv_timeout, send_timeout=send_timeout)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd.pop("op")
+        if op == "exit":
+            os._exit(0)  # never nng's close path (see the module's doc)
+        try:
+            reply: dict[str, Any] = {"ok": OPS[op](sock, **cmd)}
+        except pynng.Timeout:
+            reply = {"error": "Timeout"}
+        except Exception as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    os._exit(0)  # stdin closed: the test process went away
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
