@@ -23,17 +23,8 @@ from gevent import ssl as gssl
 
 import gsp
 from tests import nng
-from tests.nng_process import NngProcess
+from tests.nng_process import NngProcess, tls_config
 
-
-def tls_config(args: dict[str, Any]) -> pynng.TLSConfig:
-    """A ``pynng.TLSConfig`` from ``PKI.nng_server_args``/``nng_client_args``."""
-    args = dict(args)
-    mode = pynng.TLSConfig.MODE_SERVER if args.pop("mode") == "server" else \
-        pynng.TLSConfig.MODE_CLIENT
-    if args.pop("auth_required", False):
-        args["auth_mode"] = pynng.TLSConfig.AUTH_MODE_REQUIRED
-    return pynng.TLSConfig(mode, **args)
 
 @dataclass
 class PKI:

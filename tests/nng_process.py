@@ -103,11 +103,19 @@ class NngProcess:
         self._proc.wait(30)
 
 
-def _tls(sock: Any, mode: str, auth_required: bool = False, **args: Any) -> None:
-    if auth_required:
+def tls_config(args: dict[str, Any]) -> pynng.TLSConfig:
+    """A ``pynng.TLSConfig`` from ``PKI.nng_server_args``/``nng_client_args`` (``mode``
+    "server" or "client", ``auth_required``, and ``TLSConfig``'s own keyword arguments)."""
+    args = dict(args)
+    mode = pynng.TLSConfig.MODE_SERVER if args.pop("mode") == "server" else \
+        pynng.TLSConfig.MODE_CLIENT
+    if args.pop("auth_required", False):
         args["auth_mode"] = pynng.TLSConfig.AUTH_MODE_REQUIRED
-    sock.tls_config = pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER if mode == "server"
-                                      else pynng.TLSConfig.MODE_CLIENT, **args)
+    return pynng.TLSConfig(mode, **args)
+
+
+def _tls(sock: Any, **args: Any) -> None:
+    sock.tls_config = tls_config(args)
 
 
 def _listen(sock: Any, url: str) -> str:

@@ -1,8 +1,8 @@
 """Fixtures for the gsp-spark tests (the repository's tests/conftest.py does not reach this
-folder; this folder's conftest.py only sets the JVMs' options): the leak check every test gets,
-``ipc_dir``, helpers that run Spark calls from other threads, a sink's receiver, and checks that
-more than one module (local and standalone-cluster sessions) runs. Test modules import the
-fixtures they need by name."""
+folder; this folder's conftest.py sets the JVMs' options and starts the background jobs of
+``jobs.py``): the leak check every test gets, ``ipc_dir``, helpers that run Spark calls from
+other threads, a sink's receiver, and checks that more than one module (local and
+standalone-cluster sessions) runs. Test modules import the fixtures they need by name."""
 
 from __future__ import annotations
 
@@ -304,19 +304,13 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
     _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
 
 
-def module_session(master: str, name: str, register: bool = True,
-                   executors: int = 0) -> Iterator[Any]:
+def module_session(master: str, name: str, register: bool = True) -> Iterator[Any]:
     """A module's Spark session (``yield from`` it in a module-scoped fixture): started on
-    ``master``, with ``executors`` executors up when asked, and the accumulator-server
-    connection (made by the first Python UDF task, then open for good) opened up front, not
+    ``master``, with the accumulator-server connection (made by the first Python UDF task, then open for good) opened up front, not
     inside a test's leak check; stopped after the module (a no-op if a test stopped it)."""
     from pyspark.sql.functions import udf
 
     session = local_session(master, name, register=register)
-    if executors:
-        status = session.sparkContext._jsc.sc().getExecutorMemoryStatus()
-        wait_for(lambda: status.size() >= executors + 1, 90,  # the driver counts as one
-                 f"{executors} executors")
     session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
     yield session
     session.stop()
