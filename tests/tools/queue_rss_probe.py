@@ -6,7 +6,8 @@
 The pusher sends ``n`` distinct messages of ``size`` bytes as fast as it may; the puller takes
 one every ``--delay`` seconds (a slow consumer). Both use the default queue options, so what
 they hold is what ``send_buffer``/``send_buffer_bytes`` and ``recv_buffer``/``recv_buffer_bytes``
-let them hold. Prints each side's peak RSS (ru_maxrss) and the time taken.
+let them hold. Prints each side's peak RSS (ru_maxrss, the whole process: interpreter, gevent
+and gsp included), its growth from when its socket was open, and the time taken.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _pull(url: str, n: int, size: int, delay: float, out: "mp.Queue[tuple[str, float]]",
+def _pull(url: str, n: int, size: int, delay: float, out: "mp.Queue[tuple[str, float, float]]",
           ready: "mp.Event") -> None:  # type: ignore[type-arg]
     import gevent
 
@@ -37,18 +38,18 @@ def _pull(url: str, n: int, size: int, delay: float, out: "mp.Queue[tuple[str, f
         assert len(m) == size and m[0] == i % 256, "lost or reordered"
         if delay:
             gevent.sleep(delay)
-    out.put(("pull", _peak_mb() - base))
+    out.put(("pull", _peak_mb(), _peak_mb() - base))
     pull.close()
 
 
-def _push(url: str, n: int, size: int, out: "mp.Queue[tuple[str, float]]") -> None:
+def _push(url: str, n: int, size: int, out: "mp.Queue[tuple[str, float, float]]") -> None:
     import gsp
 
     push = gsp.socket("push", dial=url)
     base = _peak_mb()
     for i in range(n):
         push.send(bytes([i % 256]) * size)  # a new message each time
-    out.put(("push", _peak_mb() - base))
+    out.put(("push", _peak_mb(), _peak_mb() - base))
     push.close()  # lingers until the rest is written
 
 
@@ -67,7 +68,7 @@ def main() -> None:
         else:
             url = f"ipc://{os.path.join(d, 'probe.sock')}"
         ctx = mp.get_context("spawn")
-        out: mp.Queue[tuple[str, float]] = ctx.Queue()
+        out: mp.Queue[tuple[str, float, float]] = ctx.Queue()
         ready = ctx.Event()
         t0 = time.monotonic()
         puller = ctx.Process(target=_pull, args=(url, args.n, args.size, args.delay, out, ready))
@@ -75,12 +76,15 @@ def main() -> None:
         ready.wait(30)
         pusher = ctx.Process(target=_push, args=(url, args.n, args.size, out))
         pusher.start()
-        got = dict(out.get(timeout=600) for _ in range(2))
+        got = {side: (peak, grew) for side, peak, grew in (out.get(timeout=600) for _ in range(2))}
         pusher.join(60)
         puller.join(60)
         took = time.monotonic() - t0
+    import gsp
+
     print(f"{args.n} x {args.size} B over {args.scheme}, puller {args.delay * 1000:g} ms a "
-          f"message: peak RSS growth pusher {got['push']:.0f} MB, puller {got['pull']:.0f} MB "
+          f"message ({gsp.__file__}): peak RSS pusher {got['push'][0]:.0f} MB "
+          f"(grew {got['push'][1]:.0f}), puller {got['pull'][0]:.0f} MB (grew {got['pull'][1]:.0f}) "
           f"({took:.1f} s)")
 
 
