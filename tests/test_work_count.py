@@ -1,0 +1,40 @@
+"""tests/tools/work_count.py: the workloads it counts run against today's API, and it counts.
+
+The tool compares two versions of gsp by the instructions and system calls a message costs
+(docs/performance.md, "Counting the work"), which a loaded machine does not move. These tests keep
+its workloads runnable and check that a count is exact and sees work added.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+TOOL = pathlib.Path(__file__).resolve().parent / "tools" / "work_count.py"
+sys.path.insert(0, str(TOOL.parent))
+import work_count  # noqa: E402
+
+
+@pytest.mark.parametrize("workload", sorted(work_count.WORKLOADS))
+def test_each_workload_runs_to_its_end(workload: str) -> None:
+    subprocess.run([sys.executable, str(TOOL), "--inner", workload, "100"], check=True,
+                   timeout=60, env=work_count._env(None))
+
+
+def test_a_count_is_exact_and_a_round_trip_costs_system_calls() -> None:
+    for tool in ("valgrind", "strace"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} not found: apt-get install {tool} (.ci/run does)")
+    # the same binary, input and environment: the same instructions, whatever the load
+    once = work_count._instructions(sys.executable, None, "raw-push16", 300)
+    again = work_count._instructions(sys.executable, None, "raw-push16", 300)
+    assert abs(once - again) <= 0.001 * once, (once, again)
+    rt = work_count.count(sys.executable, None, "raw-rt", n=100)
+    # a send and a receive on each side, at the least; the interpreter's work is tens of
+    # thousands of instructions (start-up cancels out: the tool counts the difference of 2 runs)
+    assert rt["syscalls"] >= 4, rt
+    assert 10_000 < rt["instructions"] < 1_000_000, rt

@@ -1,0 +1,285 @@
+"""Machine instructions and system calls a message or round trip costs, counted, not timed.
+
+    python tests/tools/work_count.py [WORKLOAD ...] [--python PY] [--tree DIR] [--json]
+
+Each workload runs in one process over loopback (a REQ and a REP, a PUSH and a PULL, ...), first
+``n`` then ``3 n`` times. The process runs twice under ``valgrind --tool=callgrind``, which counts
+the user-space instructions it executes (interpreter, gevent, gsp, compiled or not), and twice
+under ``strace -f -c``, which counts its system calls. The difference between the long and short
+run, divided by the extra messages, is the work of one message: start-up and warm-up cancel out.
+
+Unlike a timing, neither count moves with the machine's load, so two versions of gsp can be
+compared to a per cent on a busy VM: ``--tree`` puts another checkout first on ``PYTHONPATH``
+(compiled or not, as it stands) and ``--python`` picks the interpreter (a venv with an installed
+wheel, say). The count leaves out what the kernel does in a system call; the system-call count
+says how many there are. Workloads (default: all): rt, rt16, rt-inproc, push16, push64k, pub10,
+raw-rt, raw-push16 (the last two: the raw gevent baseline, length-prefixed frames by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any, Callable
+
+# workload: (messages of the short run, what one unit is)
+WORKLOADS = {
+    "rt": (2000, "round trip, req/rep tcp 16 B"),
+    "rt16": (2000, "request, 16 REQ contexts on one tcp pipe"),
+    "rt-inproc": (2000, "round trip, req/rep inproc 16 B"),
+    "push16": (20000, "message, push/pull tcp 16 B"),
+    "push64k": (2000, "message, push/pull ipc 64 KiB"),
+    "pub10": (2000, "message published, pub to 10 subs over tcp (10 deliveries)"),
+    "raw-rt": (2000, "round trip, raw gevent echo over tcp 16 B"),
+    "raw-push16": (20000, "message, raw gevent one-way tcp 16 B"),
+}
+
+
+# -- the workloads, run inside the counted process ------------------------------------------
+
+
+def _gsp_rt(n: int, url: str, clients: int) -> None:
+    import gevent
+
+    import gsp
+    rep = gsp.socket("rep", listen=url, recv_max_size=0)
+    req = gsp.socket("req", dial=rep.listeners[0].url if url.endswith(":0") else url,
+                     recv_max_size=0)
+
+    def echo() -> None:
+        while True:
+            rep.send(rep.recv())
+
+    server = gevent.spawn(echo)
+    ends = [req] if clients == 1 else [req.open_context() for _ in range(clients)]
+
+    def one(end: Any, k: int) -> None:
+        for _ in range(k):
+            end.send(b"x" * 16)
+            end.recv()
+
+    gevent.joinall([gevent.spawn(one, e, n // clients) for e in ends], raise_error=True)
+    server.kill()
+    req.close()
+    rep.close()
+
+
+def _gsp_push(n: int, size: int, url: str = "tcp://127.0.0.1:0") -> None:
+    import gevent
+
+    import gsp
+    pull = gsp.socket("pull", listen=url, recv_max_size=0)
+    push = gsp.socket("push", dial=pull.listeners[0].url)
+    msg = b"x" * size
+
+    def send() -> None:
+        for _ in range(n):
+            push.send(msg)
+
+    def recv() -> None:
+        for _ in range(n):
+            pull.recv()
+
+    gevent.joinall([gevent.spawn(send), gevent.spawn(recv)], raise_error=True)
+    push.close()
+    pull.close()
+
+
+def _gsp_pub(n: int, subs: int) -> None:
+    import gevent
+
+    import gsp
+    pub = gsp.socket("pub", listen="tcp://127.0.0.1:0")
+    url = pub.listeners[0].url
+    socks = [gsp.socket("sub", dial=url, recv_max_size=0) for _ in range(subs)]
+    for s in socks:
+        s.subscribe(b"")
+    while len(pub.pipes) < subs:
+        gevent.sleep(0.01)
+    gevent.sleep(0.05)
+
+    def recv(s: Any) -> None:
+        while s.recv() != b"end":
+            pass
+
+    readers = [gevent.spawn(recv, s) for s in socks]
+    for i in range(n):
+        pub.send(b"x" * 16)
+        if i % 64 == 63:
+            gevent.sleep(0)  # a publisher that lets its readers keep up (pub drops, never blocks)
+    while not all(r.dead for r in readers):
+        pub.send(b"end")
+        gevent.sleep(0.01)
+    for s in socks:
+        s.close()
+    pub.close()
+
+
+def _raw_conns() -> tuple[Any, Any]:
+    from gevent import socket
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    for s in (client, accepted):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    server.close()
+    return client, accepted
+
+
+class _Frames:
+    """Length-prefixed frames over a gevent socket, by hand (as the bench's raw baseline)."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock, self.buf = sock, bytearray()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(len(data).to_bytes(4, "big") + data)
+
+    def recv(self) -> bytes:
+        while True:
+            if len(self.buf) >= 4:
+                size = int.from_bytes(self.buf[:4], "big")
+                if len(self.buf) >= 4 + size:
+                    out = bytes(self.buf[4:4 + size])
+                    del self.buf[:4 + size]
+                    return out
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+
+
+def _raw_rt(n: int) -> None:
+    import gevent
+    c, a = (_Frames(s) for s in _raw_conns())
+
+    def echo() -> None:
+        for _ in range(n):
+            a.send(a.recv())
+
+    server = gevent.spawn(echo)
+    for _ in range(n):
+        c.send(b"x" * 16)
+        c.recv()
+    server.join()
+
+
+def _raw_push(n: int) -> None:
+    import gevent
+    c, a = (_Frames(s) for s in _raw_conns())
+
+    def recv() -> None:
+        for _ in range(n):
+            a.recv()
+
+    reader = gevent.spawn(recv)
+    for _ in range(n):
+        c.send(b"x" * 16)
+    reader.join()
+
+
+RUNNERS: dict[str, Callable[[int], None]] = {
+    "rt": lambda n: _gsp_rt(n, "tcp://127.0.0.1:0", 1),
+    "rt16": lambda n: _gsp_rt(n, "tcp://127.0.0.1:0", 16),
+    "rt-inproc": lambda n: _gsp_rt(n, f"inproc://work-count-{os.getpid()}", 1),
+    "push16": lambda n: _gsp_push(n, 16),
+    # over ipc: tcp's buffer autotuning, which follows the clock, would move how much a read
+    # takes (and so the count) by a third between runs; a unix socket's buffers are fixed
+    "push64k": lambda n: _gsp_push(n, 65536, f"ipc:///tmp/work-count-{os.getpid()}.sock"),
+    "pub10": lambda n: _gsp_pub(n, 10),
+    "raw-rt": _raw_rt,
+    "raw-push16": _raw_push,
+}
+
+
+def _inner(workload: str, n: int) -> None:
+    RUNNERS[workload](n)
+
+
+# -- the counting, in the parent --------------------------------------------------------------
+
+
+def _env(tree: str | None) -> dict[str, str]:
+    env = dict(os.environ, PYTHONHASHSEED="0", GSP_DISABLE_PLUGIN_AUTOLOAD="1")
+    if tree:
+        env["PYTHONPATH"] = os.path.abspath(tree) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
+             python, os.path.abspath(__file__), "--inner", workload, str(n)],
+            env=_env(tree), cwd=d, capture_output=True, text=True, timeout=3600)
+    if out.returncode:
+        raise SystemExit(f"{workload} under callgrind failed:\n{out.stderr[-3000:]}")
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if not found:
+        raise SystemExit(f"no instruction count in callgrind's output:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def _syscalls(python: str, tree: str | None, workload: str, n: int) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run(
+            ["strace", "-f", "-c", "-o", f"{d}/st.txt",
+             python, os.path.abspath(__file__), "--inner", workload, str(n)],
+            env=_env(tree), cwd=d, capture_output=True, text=True, timeout=600)
+        if out.returncode:
+            raise SystemExit(f"{workload} under strace failed:\n{out.stderr[-3000:]}")
+        last = open(f"{d}/st.txt").read().strip().splitlines()[-1].split()
+    return int(last[-3] if len(last) >= 5 else last[-2])  # "100.00 s usecs calls [errors] total"
+
+
+def count(python: str, tree: str | None, workload: str, n: int = 0) -> dict[str, float]:
+    """Instructions and system calls a unit of ``workload`` (``n``: the short run's units)."""
+    n = n or WORKLOADS[workload][0]
+    ir = _instructions(python, tree, workload, 3 * n) - _instructions(python, tree, workload, n)
+    sc = _syscalls(python, tree, workload, 3 * n) - _syscalls(python, tree, workload, n)
+    return {"instructions": ir / (2 * n), "syscalls": sc / (2 * n)}
+
+
+def _build(python: str, tree: str | None) -> str:
+    code = "import gsp, gsp.bench.report as r; print(r.compiled() or 'pure', gsp.__file__)"
+    out = subprocess.run([python, "-c", code], env=_env(tree), capture_output=True, text=True)
+    return out.stdout.strip() or out.stderr.strip().splitlines()[-1]
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
+        _inner(sys.argv[2], int(sys.argv[3]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (default: all)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter (default: this one)")
+    ap.add_argument("--tree", help="a gsp checkout to put first on PYTHONPATH")
+    ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    ap.add_argument("-n", type=int, default=0, help="units of the short run (default: per workload)")
+    a = ap.parse_args()
+    for tool in ("valgrind", "strace"):
+        if not shutil.which(tool):
+            raise SystemExit(f"{tool} is not installed (Debian: apt-get install {tool})")
+    chosen = a.workloads or list(WORKLOADS)
+    if unknown := set(chosen) - set(WORKLOADS):
+        ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+    got = {w: count(a.python, a.tree, w, a.n) for w in chosen}
+    if a.json:
+        print(json.dumps({"build": _build(a.python, a.tree), "per": got}))
+        return
+    print(f"gsp: {_build(a.python, a.tree)}")
+    for w, c in got.items():
+        print(f"{w:11} {c['instructions']:10.0f} instructions {c['syscalls']:6.2f} system calls "
+              f"a {WORKLOADS[w][1]}")
+
+
+if __name__ == "__main__":
+    main()
