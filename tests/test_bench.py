@@ -250,25 +250,28 @@ def test_help_lists_the_commands_and_hides_the_worker() -> None:
 def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
     """A figure is only comparable with its build: the header says pure Python, or names gsp's
     modules compiled with mypyc (an extension module imported in place of the .py)."""
-    import gsp.chan
-    import gsp.transport.wire
+    import importlib
+
     from gsp.bench import report
 
-    monkeypatch.setattr(gsp.chan, "__file__", "/x/gsp/chan.py")
-    monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.py")
+    modules = [importlib.import_module(m) for m in report.COMPILABLE]
+    for m in modules:
+        monkeypatch.setattr(m, "__file__", f"/x/{m.__name__.replace('.', '/')}.py")
     assert report.compiled() == []
     info = report.machine()
     assert info["build"] == "pure"
     assert "gsp build: pure Python (no module compiled)\n" in report.header(info)
-    monkeypatch.setattr(gsp.transport.wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
+    wire = importlib.import_module("gsp.transport.wire")
+    monkeypatch.setattr(wire, "__file__", "/x/gsp/wire.cpython-311-x86_64-linux-gnu.so")
     assert report.compiled() == ["gsp.transport.wire"]
     info = report.machine()
     assert info["build"] == "partly compiled"
     assert "gsp build: partly compiled with mypyc: gsp.transport.wire\n" in report.header(info)
-    monkeypatch.setattr(gsp.chan, "__file__", "/x/gsp/chan.cpython-311-x86_64-linux-gnu.so")
+    for m in modules:
+        monkeypatch.setattr(m, "__file__", f"/x/{m.__name__.replace('.', '/')}.cpython-311.so")
     info = report.machine()
     assert info["build"] == "compiled"
-    assert ("gsp build: compiled with mypyc: gsp.chan, gsp.transport.wire\n"
+    assert (f"gsp build: compiled with mypyc: {', '.join(report.COMPILABLE)}\n"
             in report.header(info))
     del info["compiled"], info["build"]  # a run saved before the build was recorded
     assert "gsp build" not in report.header(info)

@@ -48,7 +48,8 @@ def machine() -> dict[str, Any]:
 NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
 
 #: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
-COMPILABLE = ("gsp.chan", "gsp.transport.wire")
+COMPILABLE = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
+              "gsp._core.readers")
 
 
 def compiled() -> list[str]:
