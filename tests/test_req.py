@@ -16,7 +16,7 @@ import pytest
 
 import gsp
 from gsp.message import JOIN_MAX
-from gsp.testing import ProtocolSuite, wait_for
+from gsp.testing import ProtocolSuite, connected, wait_for
 from tests.support import close_wakes, connect, inproc_url, u32
 
 
@@ -28,6 +28,23 @@ class TestReqProtocol(ProtocolSuite):
     send_blocks = True
     raw_header = u32(0x80000001)  # a request id
     options = {"resend_time": (60.0, [0, None, 0.5, 3600], [-1, "1", True])}
+
+    def test_the_churn_check_drops_the_request_req_sends_again(self) -> None:
+        """The kit's pipe-churn check may find, on its new peer, a request the churn left
+        outstanding: req sends it again on a new pipe (CI once saw b"churn" arrive before the
+        check's own request). ``_drain_churn`` drops it, and the exchange then works."""
+        this = self.open("req", recv_timeout=5, send_timeout=5)
+        url = this.listen(self.url()).url
+        first = self.open("rep", recv_timeout=5)
+        connected(this, url, first)
+        this.send(b"churn")
+        assert first.recv() == b"churn"
+        first.close()  # the request is still outstanding: no reply came
+        wait_for(lambda: not this.pipes, what="the first pipe to go")
+        peer = self.open("rep", recv_timeout=5, send_timeout=5)
+        connected(this, url, peer)
+        self._drain_churn(peer)
+        self.exchange(this, peer, b" after the churn")
 
 
 # -- req: identity, options, state ---------------------------------------------------------------

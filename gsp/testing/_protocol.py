@@ -220,6 +220,7 @@ class ProtocolSuite(ProtocolSuiteBase):
         peer = self.open(self.peer, recv_timeout=WAIT, send_timeout=WAIT)
         connected(this, url, peer)
         self._drain(this)  # what the churn left queued
+        self._drain_churn(peer)  # and what this still had to deliver (a req's request, again)
         self.exchange(this, peer, b" after the churn")
 
     @pytest.mark.parametrize("close", ["pipe", "socket"])

@@ -221,6 +221,21 @@ class ProtocolSuiteBase(_Kit):
                     pass
             p.close()
 
+    def _drain_churn(self, peer: gsp.Socket) -> None:
+        """Receive (and drop) on ``peer`` what ``this`` still had to deliver from the churn: a
+        message it had accepted, or a req's outstanding request, which it sends again on a new
+        pipe. Anything else arriving fails the check."""
+        if not self.can_send:
+            return
+        peer.recv_timeout = 0.05
+        try:
+            while True:
+                got = peer.recv()
+                assert got == b"churn", f"the new peer got {got!r} before any exchange"
+        except (gsp.Timeout, gsp.ProtocolStateError):
+            pass
+        peer.recv_timeout = WAIT
+
     def _drain(self, this: gsp.Socket) -> None:
         """Receive (and drop) what ``this`` has queued, if it receives at all."""
         if not self.can_recv:
