@@ -55,16 +55,10 @@ def pushpull_pair() -> tuple[Ends, Any]:
 
 
 def raw_pair() -> tuple[Ends, Any]:
-    from gevent import socket
+    from work_count import raw_conns  # (this directory: the script's own, first on sys.path)
 
     from gsp.bench.libs.lib_raw import RawConn
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    client = socket.create_connection(server.getsockname())
-    accepted, _ = server.accept()
-    for s in (client, accepted):
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    client, accepted = raw_conns()
     a, c = RawConn(accepted), RawConn(client)
 
     def echo() -> None:

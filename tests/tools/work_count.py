@@ -121,7 +121,8 @@ def _gsp_pub(n: int, subs: int) -> None:
     pub.close()
 
 
-def _raw_conns() -> tuple[Any, Any]:
+def raw_conns() -> tuple[Any, Any]:
+    """A loopback tcp connection's two gevent sockets (client, accepted), Nagle off."""
     from gevent import socket
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -159,7 +160,7 @@ class _Frames:
 
 def _raw_rt(n: int) -> None:
     import gevent
-    c, a = (_Frames(s) for s in _raw_conns())
+    c, a = (_Frames(s) for s in raw_conns())
 
     def echo() -> None:
         for _ in range(n):
@@ -174,7 +175,7 @@ def _raw_rt(n: int) -> None:
 
 def _raw_push(n: int) -> None:
     import gevent
-    c, a = (_Frames(s) for s in _raw_conns())
+    c, a = (_Frames(s) for s in raw_conns())
 
     def recv() -> None:
         for _ in range(n):
