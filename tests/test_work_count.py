@@ -25,6 +25,14 @@ def test_each_workload_runs_to_its_end(workload: str) -> None:
                    timeout=60, env=work_count._env(None))
 
 
+def test_the_system_call_total_is_read_with_or_without_an_errors_column() -> None:
+    head = "% time     seconds  usecs/call     calls    errors syscall\n------ ---\n"
+    assert work_count.strace_calls(head + "100.00    0.123456          12     10203       601 total\n") \
+        == 10203
+    assert work_count.strace_calls(head + "100.00    0.123456          12     10203           total\n") \
+        == 10203
+
+
 def test_a_count_is_exact_and_a_round_trip_costs_system_calls() -> None:
     for tool in ("valgrind", "strace"):
         if not shutil.which(tool):

@@ -49,8 +49,7 @@ def _gsp_rt(n: int, url: str, clients: int) -> None:
 
     import gsp
     rep = gsp.socket("rep", listen=url, recv_max_size=0)
-    req = gsp.socket("req", dial=rep.listeners[0].url if url.endswith(":0") else url,
-                     recv_max_size=0)
+    req = gsp.socket("req", dial=rep.listeners[0].url, recv_max_size=0)
 
     def echo() -> None:
         while True:
@@ -201,10 +200,6 @@ RUNNERS: dict[str, Callable[[int], None]] = {
 }
 
 
-def _inner(workload: str, n: int) -> None:
-    RUNNERS[workload](n)
-
-
 # -- the counting, in the parent --------------------------------------------------------------
 
 
@@ -215,30 +210,38 @@ def _env(tree: str | None) -> dict[str, str]:
     return env
 
 
-def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
+def _under(tool: list[str], python: str, tree: str | None, workload: str, n: int) -> str:
+    """Run ``workload`` ``n`` times in a process of its own under ``tool`` (its arguments, where
+    ``{d}`` is a scratch directory); the tool's report: stderr, or its file ``{d}/out``."""
     with tempfile.TemporaryDirectory() as d:
         out = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg.out",
-             python, os.path.abspath(__file__), "--inner", workload, str(n)],
+            [*(a.format(d=d) for a in tool), python, os.path.abspath(__file__), "--inner",
+             workload, str(n)],
             env=_env(tree), cwd=d, capture_output=True, text=True, timeout=3600)
-    if out.returncode:
-        raise SystemExit(f"{workload} under callgrind failed:\n{out.stderr[-3000:]}")
-    found = re.search(r"Collected : (\d+)", out.stderr)
+        if out.returncode:
+            raise SystemExit(f"{workload} under {tool[0]} failed:\n{out.stderr[-3000:]}")
+        report = os.path.join(d, "out")
+        return open(report).read() if tool[0] == "strace" else out.stderr
+
+
+def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
+    err = _under(["valgrind", "--tool=callgrind", "--callgrind-out-file={d}/cg.out"],
+                 python, tree, workload, n)
+    found = re.search(r"Collected : (\d+)", err)
     if not found:
-        raise SystemExit(f"no instruction count in callgrind's output:\n{out.stderr[-2000:]}")
+        raise SystemExit(f"no instruction count in callgrind's output:\n{err[-2000:]}")
     return int(found.group(1))
 
 
+def strace_calls(report: str) -> int:
+    """The calls of ``strace -c``'s total line: "100.00 secs usecs/call calls [errors] total"
+    (the errors column is empty when no call failed)."""
+    total = report.strip().splitlines()[-1].split()
+    return int(total[3])
+
+
 def _syscalls(python: str, tree: str | None, workload: str, n: int) -> int:
-    with tempfile.TemporaryDirectory() as d:
-        out = subprocess.run(
-            ["strace", "-f", "-c", "-o", f"{d}/st.txt",
-             python, os.path.abspath(__file__), "--inner", workload, str(n)],
-            env=_env(tree), cwd=d, capture_output=True, text=True, timeout=600)
-        if out.returncode:
-            raise SystemExit(f"{workload} under strace failed:\n{out.stderr[-3000:]}")
-        last = open(f"{d}/st.txt").read().strip().splitlines()[-1].split()
-    return int(last[-3] if len(last) >= 5 else last[-2])  # "100.00 s usecs calls [errors] total"
+    return strace_calls(_under(["strace", "-f", "-c", "-o", "{d}/out"], python, tree, workload, n))
 
 
 def count(python: str, tree: str | None, workload: str, n: int = 0) -> dict[str, float]:
@@ -257,7 +260,7 @@ def _build(python: str, tree: str | None) -> str:
 
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--inner":
-        _inner(sys.argv[2], int(sys.argv[3]))
+        RUNNERS[sys.argv[2]](int(sys.argv[3]))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (default: all)")
