@@ -46,3 +46,15 @@ def test_a_count_is_exact_and_a_round_trip_costs_system_calls() -> None:
     # thousands of instructions (start-up cancels out: the tool counts the difference of 2 runs)
     assert rt["syscalls"] >= 4, rt
     assert 10_000 < rt["instructions"] < 1_000_000, rt
+
+
+def test_a_served_workload_counts_its_server_alone() -> None:
+    """rep16's clients run in a process of their own, which neither valgrind nor strace follows:
+    what a request costs is the server's work alone. Raw gevent's echo of a request is some 30 k
+    instructions; 16 gsp REQ sockets' sends and receives would add more than as much again."""
+    if not shutil.which("valgrind"):
+        pytest.fail("valgrind not found: apt-get install valgrind (.ci/run does)")
+    short = work_count._instructions(sys.executable, None, "raw-rep16", 300)
+    long = work_count._instructions(sys.executable, None, "raw-rep16", 900)
+    per = (long - short) / 600
+    assert 10_000 < per < 55_000, per
