@@ -24,7 +24,7 @@ from ..options import (
 )
 from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
 from ..transport.limits import RecvLimits
-from . import counters, events, fork, log
+from . import attrs, counters, events, fork, log
 from .endpoints import Dialer, Listener, PipeSlots, endpoint_options
 from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
@@ -35,11 +35,20 @@ from .registry import registry
 if TYPE_CHECKING:
     from ..chan import Recv
     from ..context import Context
-    from ..protocol.interface import Op
+    from ..options import Option
+    from ..protocol.interface import Op, ProtocolSpec
     from ..transport.interface import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 _check_timeout = duration()
+
+
+def _option_specs(spec: "ProtocolSpec") -> "dict[str, Option]":
+    """A socket's options: every socket's, the installed transports', the protocol's."""
+    specs = dict(SOCKET_OPTIONS)
+    specs.update(registry.transport_options())
+    specs.update(spec.options)
+    return specs
 
 
 class Socket(ObjectCalls):
@@ -59,6 +68,18 @@ class Socket(ObjectCalls):
     _send_timeout = hot_field("send_timeout")
     _recv_timeout = hot_field("recv_timeout")
 
+    def __new__(cls, protocol: str, *, raw: bool = False, **options: Any) -> "Socket":
+        # Options and protocol methods are the instance's attributes through its class (see
+        # gsp._core.attrs): a class of this one's, made for the protocol and its options.
+        spec = registry.protocol(protocol)
+        klass = attrs.with_attrs(cls, _option_specs(spec), spec.methods,
+                                 registry.protocol_methods())
+        sock: Socket = object.__new__(klass)
+        return sock
+
+    if TYPE_CHECKING:  # what the attributes made by gsp._core.attrs look like to a type checker
+        def __getattr__(self, name: str) -> Any: ...
+
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
         self._hot = Hot()
         self._hot.tid = thread_ident()  # its thread: see _check_thread
@@ -66,10 +87,7 @@ class Socket(ObjectCalls):
         self.spec = spec
         self.protocol = spec.name
         self.raw = bool(raw)
-        specs = dict(SOCKET_OPTIONS)
-        specs.update(registry.transport_options())
-        specs.update(spec.options)
-        self._options = Options(specs)
+        self._options = Options(_option_specs(spec))
         self._options.update_checked(options)
         self._watchers: dict[str, list[Callable[[Any], None]]] = {}
         self._send_timeout = self._options["send_timeout"]
@@ -128,22 +146,6 @@ class Socket(ObjectCalls):
     def _watch(self, name: str, callback: Callable[[Any], None]) -> None:
         self._options.check_name(name)
         self._watchers.setdefault(name, []).append(callback)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names that are not real attributes: options, then protocol methods.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        d = self.__dict__
-        opts = d.get("_options")
-        if opts is not None and name in opts.specs:
-            return opts[name]
-        spec = d.get("spec")
-        if spec is not None:
-            if name in spec.methods:
-                return self._protocol_method(name, getattr(self._proto, name))
-            if name in registry.protocol_methods():
-                return self._protocol_method(name, None)
-        raise AttributeError(f"{type(self).__name__!s} has no attribute or option {name!r}")
 
     def _protocol_method(self, name: str,
                          method: Callable[..., Any] | None) -> Callable[..., Any]:

@@ -1,0 +1,69 @@
+"""A socket's options and protocol methods are its attributes through its class (gsp._core.attrs),
+not through ``__getattr__``, which would make every attribute load on every socket slower."""
+
+from __future__ import annotations
+
+import pytest
+
+import gsp
+from gsp._core.socket import Socket
+from tests.support import sockets
+
+pytestmark = pytest.mark.core
+
+
+def test_no_class_of_a_socket_looks_attributes_up_through_getattr() -> None:
+    with sockets(("req", {}), ("sub", {})) as socks:
+        for s in socks:
+            assert isinstance(s, Socket) and type(s).__name__ == "Socket"
+            assert not any("__getattr__" in vars(k) for k in type(s).__mro__), type(s).__mro__
+
+
+def test_options_read_and_set_as_attributes_follow_the_option() -> None:
+    with sockets(("rep", {"recv_timeout": 2})) as [rep]:
+        assert rep.recv_timeout == 2.0 == rep.get_option("recv_timeout")
+        rep.recv_timeout = 0.5
+        assert rep.recv_timeout == 0.5 == rep.get_option("recv_timeout")
+        rep.set_option("recv_timeout", 3)
+        assert rep.recv_timeout == 3.0
+        with pytest.raises(gsp.BadOption):
+            rep.recv_timeout = -1
+        with pytest.raises(gsp.BadOption, match="unknown option 'recv_timeot'"):
+            rep.recv_timeot = 1  # a typo is refused, not kept
+        assert "recv_timeout" in dir(rep) and "ttl" in dir(rep)
+
+
+def test_protocol_methods_are_bound_to_the_socket_and_other_protocols_raise_not_supported() -> None:
+    with sockets(("sub", {}), ("req", {})) as [sub, req]:
+        sub.subscribe(b"a")
+        sub.unsubscribe(b"a")
+        with pytest.raises(gsp.NotSupported, match="req sockets have no subscribe"):
+            req.subscribe(b"a")
+        with pytest.raises(AttributeError):
+            assert req.no_such_thing is None  # (never reached)
+        sub.close()
+        with pytest.raises(gsp.Closed):
+            sub.subscribe(b"b")
+
+
+def test_sockets_with_the_same_attributes_share_one_class_and_real_attributes_come_first(
+        ) -> None:
+    with sockets(("pull", {}), ("pull", {}), ("sub", {})) as [a, b, c]:
+        assert type(a) is type(b) and type(a) is not type(c)  # (sub has its own methods)
+        assert type(a).__bases__ == (Socket,)
+        assert a.protocol == "pull" and a.raw is False  # attributes, not options or methods
+        a._note = "mine"  # a private name: an attribute of its own, as before
+        assert a._note == "mine" and not hasattr(b, "_note")
+
+
+def test_a_subclass_of_socket_keeps_its_own_methods() -> None:
+    class Mine(Socket):
+        def hello(self) -> str:
+            return f"hello from {self.protocol}"
+
+    s = Mine("pair")
+    try:
+        assert isinstance(s, Mine) and s.hello() == "hello from pair"
+        assert s.send_timeout is None
+    finally:
+        s.close()
