@@ -80,7 +80,7 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
             assert rep.recv() == first[4:]
             rep.send(b"ok")
             assert peer.recv() == RID + b"ok"
-            lent = counting_lent_reads(monkeypatch)
+            lent = counting_lent_reads(monkeypatch, rep)
             request = RID + os.urandom(300 * KiB)
             data = frame(peer, request)
             cut = len(data) * 3 // 5

@@ -42,14 +42,27 @@ def readers_of(sock: gsp.Socket) -> int:
     return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
 
 
-def counting_lent_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Record each lent read (the pipe handed to a waiting greenlet) from now on."""
-    from gsp._core.pipe import Pipe
-
+def counting_lent_reads(monkeypatch: pytest.MonkeyPatch, *socks: gsp.Socket) -> list[object]:
+    """Record each lent read (a pipe handed to a waiting greenlet) of the pipes ``socks`` have
+    now, from now on. A lent read is ``Pipe.read_lent``, which reads through the pipe's
+    ``_recv_lent`` (once, or twice when it reads on) within one turn of the loop; so that each
+    is counted once, a pipe read that way counts again only from the next turn. (The pipe's
+    attribute, not ``Pipe.read_lent`` itself: the compiled build's ``Pipe`` is a class whose
+    methods cannot be replaced.)"""
     lent: list[object] = []
-    real = Pipe.read_lent
-    monkeypatch.setattr(Pipe, "read_lent",
-                        lambda self, wait: (lent.append(self), real(self, wait))[1])
+    for pipe in [p for s in socks for p in s.pipes]:
+        real = pipe._recv_lent
+        counted: list[bool] = []
+
+        def recv(wake: Callable[[], None], pipe: Any = pipe, real: Any = real,
+                 counted: list[bool] = counted) -> Any:
+            if not counted:  # the first read of this lent read
+                lent.append(pipe)
+                counted.append(True)
+                gevent.get_hub().loop.run_callback(counted.clear)  # once this turn ends
+            return real(wake)
+
+        monkeypatch.setattr(pipe, "_recv_lent", recv)
     return lent
 
 
@@ -217,7 +230,7 @@ def test_only_connections_without_a_read_that_never_waits_are_read_under_the_gua
         try:
             req.send(b"warm")
             assert req.recv() == b"warm!"
-            lent = counting_lent_reads(monkeypatch)
+            lent = counting_lent_reads(monkeypatch, rep, req)
             guards = [CountingGuard(s._readers.guard) for s in (rep, req)]
             for s, guard in zip((rep, req), guards):
                 s._readers.guard = guard
@@ -340,13 +353,14 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection without recv_or_park (ws, from its plugin) never promised to be read by a
     greenlet that gives up after one loop turn: its reader greenlet reads it, lending or not."""
-    lent = counting_lent_reads(monkeypatch)
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         bound = rep.listen("ws://127.0.0.1:0/lent").url
         got: list[bytes] = []
         g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts
         gevent.sleep(0.01)
         req.dial(bound, block=True)
+        wait_for(lambda: len(rep.pipes) == 1, what="rep's pipe")
+        lent = counting_lent_reads(monkeypatch, rep, req)
         req.send(b"hello")
         g.join(WAIT)
         assert got == [b"hello"]
@@ -378,7 +392,7 @@ def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
             other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
             pipe = req.pipes[0]
             wait_for(lambda: pipe.reader is None, what="the pipe parked")
-            lent = counting_lent_reads(monkeypatch)
+            lent = counting_lent_reads(monkeypatch, req)
             rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
             assert req.recv() == b"answer"
             assert lent == [pipe]  # one lent read, whose late reply woke nobody; then a reader's
@@ -395,7 +409,7 @@ def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
         with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
             wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
                      what="the pipe, parked")
-            lent = counting_lent_reads(monkeypatch)
+            lent = counting_lent_reads(monkeypatch, rep)
             guard = rep._readers.guard
 
             def turn() -> None:  # as while a lent read waits out its turn, every turn

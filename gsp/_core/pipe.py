@@ -37,7 +37,11 @@ _READ_TURN = 32  # messages a reader delivers before letting other pipes' reader
 _BIG_READ = 256 * 1024
 _BIG_BODY = 8 * 1024
 
-_live_pipes: "weakref.WeakValueDictionary[int, Pipe]" = weakref.WeakValueDictionary()
+#: The ids of live pipes, each held by an object only its pipe keeps (the pipe's ``_wake``): a pipe
+#: dropped without its close frees its id too. Not the pipe itself, so that the compiled build,
+#: where ``Pipe`` takes no weak reference (a mypyc class), can keep the same map.
+_live_pipes: "weakref.WeakValueDictionary[int, Callable[[], None]]" = \
+    weakref.WeakValueDictionary()
 _next_id = random.randrange(1, 1 << 31)
 
 
@@ -80,13 +84,12 @@ class Pipe:
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
-                 "parks", "_recv_lent", "_wake", "__weakref__")
+                 "parks", "_recv_lent", "_wake")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
                  send_buffer_bytes: int = 0) -> None:
         self.id = _alloc_id()
-        _live_pipes[self.id] = self
         self._socket = socket
         self.dialer = dialer
         self.listener = listener
@@ -107,6 +110,7 @@ class Pipe:
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.
         self._wake = functools.partial(Readers.wake, socket._readers, self)
+        _live_pipes[self.id] = self._wake
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._wrote_msgs = self._wrote_bytes = 0
         self._writing = 0  # messages of the batch the writer is writing now
