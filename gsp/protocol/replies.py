@@ -277,6 +277,19 @@ class Responder(ContextHost, XResponder):
     def new_context(self) -> ResponderContext:
         return ResponderContext(self)
 
+    def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
+        # The usual request, inline: straight from a requester (its id alone is the backtrace),
+        # with a receiver parked and so nothing queued. (_deliver and _hand_over, in one call.)
+        parked = self._parked
+        if parked and len(data) >= 4 and data[0] & 0x80 and not len(self._recvq):
+            while parked:
+                ctx = parked.popleft()
+                if not ctx._closed:
+                    ctx._got = (data[4:], (pipe, data[:4]))
+                    ctx._wakeup.wake()
+                    return
+        super().pipe_recv(pipe, data)
+
     def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
         if self._parked and not len(self._recvq) and self._hand_over(body, (pipe, backtrace)):
             return  # (no Message made: the receiver takes body and route as they are)
