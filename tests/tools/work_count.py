@@ -13,11 +13,15 @@ compared to a per cent on a busy VM: ``--tree`` puts another checkout first on `
 (compiled or not, as it stands) and ``--python`` picks the interpreter (a venv with an installed
 wheel, say). The count leaves out what the kernel does in a system call; the system-call count
 says how many there are. Workloads (default: all): rt, rt16, rt-inproc, push16, push64k, pub10,
-rep16, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by hand). rep16 and
-raw-rep16 count a server alone: its 16 clients run in a process of their own, not counted. Their
-instruction count is that of a loaded server (under valgrind it is the slow side, and finds every
-client waiting); their system calls depend on how many requests a wakeup finds, which the load
-moves (2.1 to 5 a request here): compare those within one run only.
+rep16, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by hand).
+
+rep16 and raw-rep16 count a server alone. Its 16 clients run in a process of their own, not
+counted, and are the same whichever gsp is counted: req spoken by hand over raw gevent sockets.
+Under valgrind the server is the slow side, so it finds every client waiting, as a loaded server
+does. How often a read finds the next request already there still follows the clients' pace: the
+raw echo reads on after each answer, while gsp's REP parks after each one. So compare a build
+with another on the same machine, and read the system calls of these two as a range (2 to 5 a
+request, by load).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ WORKLOADS = {
     "push16": (20000, "message, push/pull tcp 16 B"),
     "push64k": (2000, "message, push/pull ipc 64 KiB"),
     "pub10": (2000, "message published, pub to 10 subs over tcp (10 deliveries)"),
-    "rep16": (2000, "request served, a rep serving 16 req sockets of another process (tcp 16 B)"),
+    "rep16": (2000, "request served, a rep answering 16 req connections of another process (tcp 16 B)"),
     "raw-rt": (2000, "round trip, raw gevent echo over tcp 16 B"),
     "raw-push16": (20000, "message, raw gevent one-way tcp 16 B"),
     "raw-rep16": (2000, "request served, raw gevent echoing rep16's frames by hand"),
@@ -128,15 +132,29 @@ def _gsp_pub(n: int, subs: int) -> None:
     pub.close()
 
 
-#: rep16's clients: 16 REQ sockets (a connection each) asking as fast as they are answered.
+#: rep16's clients: 16 connections speaking req by hand (raw gevent, no gsp: the same clients
+#: whichever gsp is counted), each asking again as soon as it is answered.
 _CLIENTS = """
-import sys, gevent, gsp
-socks = [gsp.socket("req", dial=sys.argv[1], recv_max_size=0) for _ in range(16)]
-def ask(s):
+import sys, gevent
+from gevent import socket
+host, port = sys.argv[1].rsplit("/", 1)[1].rsplit(":", 1)
+def ask(k):
+    s = socket.create_connection((host, int(port)))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"\\x00SP\\x00\\x00\\x30\\x00\\x00")
+    got = b""
+    while len(got) < 8:
+        got += s.recv(8 - len(got))
+    request = (20).to_bytes(8, "big") + (0x80000000 | k).to_bytes(4, "big") + b"x" * 16
     while True:
-        s.send(b"x" * 16)
-        s.recv()
-gevent.joinall([gevent.spawn(ask, s) for s in socks])
+        s.sendall(request)
+        got = b""
+        while len(got) < 28:
+            part = s.recv(28 - len(got))
+            if not part:
+                return
+            got += part
+gevent.joinall([gevent.spawn(ask, k) for k in range(16)])
 """
 
 
@@ -194,6 +212,8 @@ def _raw_rep16(n: int) -> None:
                 size = 8 + int.from_bytes(buf[:8], "big")
                 if len(buf) < size:
                     break
+                if left[0] <= 0:
+                    return  # served all n: no more work than gsp's server does after its last
                 sock.sendall(bytes(buf[:size]))
                 del buf[:size]
                 left[0] -= 1
