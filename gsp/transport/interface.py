@@ -17,7 +17,7 @@ at any time and must make both return. Nothing is called from another thread.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import NotSupported
 
@@ -45,7 +45,7 @@ class Connection(ABC):
 
     #: The optional hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a
     #: pipe uses them only where a connection overrides them.
-    OPTIONAL_HOOKS = frozenset({"send_now", "recv_or_park", "recv_nowait"})
+    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = frozenset({"send_now", "recv_or_park", "recv_nowait"})
 
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:

@@ -18,7 +18,7 @@ import os
 import socket as _stdsocket
 import struct
 import termios
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import gevent
 from gevent import socket as gsocket
@@ -39,6 +39,12 @@ from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
+
+try:  # mypyc's class marker, read when the wheel compiles this module; nothing at run time
+    from mypy_extensions import mypyc_attr
+except ImportError:  # (gsp does not depend on mypy_extensions)
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
+        return lambda x: x
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -181,6 +187,7 @@ def forget_socket(sock: Any) -> None:
             pass
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # transports subclass it
 class StreamConnection(Connection):
     """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.transport.wire` framing.
 
@@ -191,7 +198,7 @@ class StreamConnection(Connection):
 
     #: :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, and ``recv_messages``: a subclass that
     #: reads its own way overrides it (its reads then never park).
-    OPTIONAL_HOOKS = Connection.OPTIONAL_HOOKS | {"recv_messages"}
+    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = Connection.OPTIONAL_HOOKS | {"recv_messages"}
 
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
@@ -557,16 +564,17 @@ class StreamConnection(Connection):
         forget_socket(self.sock)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # transports subclass it
 class SocketListener(TransportListener):
     """Accepts on a bound gevent socket. A subclass implements :meth:`bind_socket` (required) and
     may override :meth:`configure`, :meth:`address_name` and :meth:`wrap`."""
 
-    framing: wire.Framing = wire.TCP
+    framing: ClassVar[wire.Framing] = wire.TCP
     #: The address families of the inherited listening sockets this listener accepts on in place
     #: of binding, when its ``listen_fd`` option is set (the transport lists
     #: :data:`gsp.transport.LISTEN_FD` in its options): tcp's ``(AF_INET, AF_INET6)``, ipc's
     #: ``(AF_UNIX,)``. Empty (the default): the listener always binds.
-    listen_families: tuple[int, ...] = ()
+    listen_families: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url
@@ -643,12 +651,13 @@ class SocketListener(TransportListener):
         forget_socket(self._sock)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # transports subclass it
 class SocketDialer(TransportDialer):
     """Connects a gevent socket. A subclass implements :meth:`connect` (required) and may
     override :meth:`configure`, :meth:`address_name` and :meth:`wrap`, as on
     :class:`SocketListener`."""
 
-    framing: wire.Framing = wire.TCP
+    framing: ClassVar[wire.Framing] = wire.TCP
 
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url

@@ -104,8 +104,8 @@ class Framing:
         return f"<Framing {self.name}>"
 
 
-TCP = Framing("tcp", None)
-IPC = Framing("ipc", 0x01)
+TCP: Framing = Framing("tcp", None)  # (typed: modules compiled with this one need the type)
+IPC: Framing = Framing("ipc", 0x01)
 
 
 _RUN_MIN = 8  # frames of one size in a chunk before the split fast path is worth trying
