@@ -13,7 +13,8 @@ compared to a per cent on a busy VM: ``--tree`` puts another checkout first on `
 (compiled or not, as it stands) and ``--python`` picks the interpreter (a venv with an installed
 wheel, say). The count leaves out what the kernel does in a system call; the system-call count
 says how many there are. Workloads (default: all): rt, rt16, rt-inproc, push16, push64k, pub10,
-rep16, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by hand).
+rep16, req16, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by
+hand).
 
 rep16 and raw-rep16 count a server alone. Its 16 clients run in a process of their own, not
 counted, and are the same whichever gsp is counted: req spoken by hand over raw gevent sockets.
@@ -21,7 +22,9 @@ Under valgrind the server is the slow side, so it finds every client waiting, as
 does. How often a read finds the next request already there still follows the clients' pace: the
 raw echo reads on after each answer, while gsp's REP parks after each one. So compare a build
 with another on the same machine, and read the system calls of these two as a range (2 to 5 a
-request, by load).
+request, by load). req16 is the other side: 16 gsp REQ sockets with a context each (as
+``gsp bench reqrep --procs N`` makes its clients) asking a raw echo of another process, counted
+alone.
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ WORKLOADS = {
     "push64k": (2000, "message, push/pull ipc 64 KiB"),
     "pub10": (2000, "message published, pub to 10 subs over tcp (10 deliveries)"),
     "rep16": (2000, "request served, a rep answering 16 req connections of another process (tcp 16 B)"),
+    "req16": (2000, "request asked, 16 REQ sockets of a context each, answered by another process"),
     "raw-rt": (2000, "round trip, raw gevent echo over tcp 16 B"),
     "raw-push16": (20000, "message, raw gevent one-way tcp 16 B"),
     "raw-rep16": (2000, "request served, raw gevent echoing rep16's frames by hand"),
 }
 #: Workloads whose peers run in a process of their own, not counted: strace without -f.
-SERVED = ("rep16", "raw-rep16")
+SERVED = ("rep16", "raw-rep16", "req16")
 
 
 # -- the workloads, run inside the counted process ------------------------------------------
@@ -185,6 +189,65 @@ def _gsp_rep16(n: int) -> None:
         rep.close()
 
 
+#: req16's server: rep spoken by hand over raw gevent (every frame written back as it came, as a
+#: REP echoing the body does), in a process of its own; prints its port, then serves.
+_ECHO = """
+import gevent
+from gevent import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(64)
+print(server.getsockname()[1], flush=True)
+def conn(sock):
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(b"\\x00SP\\x00\\x00\\x31\\x00\\x00")
+    buf = bytearray()
+    while len(buf) < 8:
+        buf += sock.recv(8 - len(buf))
+    buf.clear()
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return
+        buf += chunk
+        while len(buf) >= 8:
+            size = 8 + int.from_bytes(buf[:8], "big")
+            if len(buf) < size:
+                break
+            sock.sendall(bytes(buf[:size]))
+            del buf[:size]
+while True:
+    gevent.spawn(conn, server.accept()[0])
+"""
+
+
+def _gsp_req16(n: int) -> None:
+    import gevent
+
+    import gsp
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    socks: list[Any] = []
+    try:
+        assert echo.stdout is not None
+        url = f"tcp://127.0.0.1:{int(echo.stdout.readline())}"
+        socks = [gsp.socket("req", dial=url, recv_max_size=0) for _ in range(16)]
+        ctxs = [s.open_context() for s in socks]
+        left = [n]
+
+        def ask(ctx: Any) -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                ctx.send(b"x" * 16)
+                ctx.recv()
+
+        gevent.joinall([gevent.spawn(ask, c) for c in ctxs], raise_error=True)
+    finally:
+        for s in socks:
+            s.close()
+        echo.kill()
+        echo.wait()
+
+
 def _raw_rep16(n: int) -> None:
     """rep16 served by hand: the SP handshake, then every frame (8-byte size, the request id,
     the body) written back as it came, which is what a REP echoing the body sends."""
@@ -308,6 +371,7 @@ RUNNERS: dict[str, Callable[[int], None]] = {
     "push64k": lambda n: _gsp_push(n, 65536, f"ipc:///tmp/work-count-{os.getpid()}.sock"),
     "pub10": lambda n: _gsp_pub(n, 10),
     "rep16": _gsp_rep16,
+    "req16": _gsp_req16,
     "raw-rt": _raw_rt,
     "raw-push16": _raw_push,
     "raw-rep16": _raw_rep16,
