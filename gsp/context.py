@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv, thread_ident
-from .errors import Closed, NotSupported, Timeout, WrongThread
+from .errors import Closed, GspError, NotSupported, Timeout, WrongThread
 from .hookspecs import check_op, overrides
 from .message import Message, as_bytes
 from .objects import ObjectCalls
@@ -190,15 +190,34 @@ class Context(ObjectCalls):
             raise self._closed_error()
         if self._tid != thread_ident():
             raise self._wrong_thread()
-        self._call_send(data if type(data) is bytes else as_bytes(data), timeout, block)
+        if type(data) is not bytes:
+            data = as_bytes(data)
+        # (_call_send's work, inline: the usual call costs no second Python call)
+        if timeout is ... and block is True:
+            own = self.__dict__  # (ContextOption's storage, read without the descriptor's call)
+            t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
+        else:
+            t = call_timeout(timeout, block)
+        try:
+            self.do_send_body(data, t)
+        except (Timeout, WrongThread) as exc:
+            raise self._call_failed(exc, "send", t, timeout, block) from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
-        body: bytes = self._call_recv(timeout, block, self.do_recv_body)
-        return body
+        # (_call_recv's work, inline, as in send)
+        if timeout is ... and block is True:
+            own = self.__dict__
+            t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
+        else:
+            t = call_timeout(timeout, block)
+        try:
+            return self.do_recv_body(t)
+        except (Timeout, WrongThread) as exc:
+            raise self._call_failed(exc, "recv", t, timeout, block) from None
 
     def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
@@ -206,7 +225,7 @@ class Context(ObjectCalls):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
         self._check_open()
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
-                        block, self.do_send)
+                        block)
 
     def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
@@ -214,35 +233,38 @@ class Context(ObjectCalls):
         msg: Message = self._call_recv(timeout, block)
         return msg
 
-    def _call_send(self, msg: Any, timeout: Any, block: bool,
-                   send: "Callable[[Any, float | None], None] | None" = None) -> None:
-        # msg: a body for do_send_body (the default), or a Message for the send given
+    def _call_send(self, msg: Message, timeout: Any, block: bool) -> None:
+        """:meth:`do_send` with ``timeout``/``block`` made into its timeout (``send_msg``'s)."""
         if timeout is ... and block is True:
-            own = self.__dict__  # (ContextOption's storage, read without the descriptor's call)
+            own = self.__dict__  # (as in send)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
         try:
-            (send or self.do_send_body)(msg, t)
-        except Timeout as exc:
-            raise call_timed_out(exc, "send", t, timeout, block, f" on this {self.noun}") from None
-        except WrongThread:  # from a wait below: say which object was used
-            raise self._wrong_thread() from None
+            self.do_send(msg, t)
+        except (Timeout, WrongThread) as exc:
+            raise self._call_failed(exc, "send", t, timeout, block) from None
 
-    def _call_recv(self, timeout: Any, block: bool,
-                   recv: "Callable[[float | None], Any] | None" = None) -> Any:
-        # returns what ``recv`` does (a Message from do_recv, the default, or a body)
+    def _call_recv(self, timeout: Any, block: bool) -> Message:
+        """:meth:`do_recv` with ``timeout``/``block`` made into its timeout (``recv_msg``'s)."""
         if timeout is ... and block is True:
-            own = self.__dict__  # (as in _call_send)
+            own = self.__dict__  # (as in send)
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)
         try:
-            return (recv or self.do_recv)(t)
-        except Timeout as exc:
-            raise call_timed_out(exc, "recv", t, timeout, block, f" on this {self.noun}") from None
-        except WrongThread:  # from a wait below: say which object was used
-            raise self._wrong_thread() from None
+            return self.do_recv(t)
+        except (Timeout, WrongThread) as exc:
+            raise self._call_failed(exc, "recv", t, timeout, block) from None
+
+    def _call_failed(self, exc: Timeout | WrongThread, op: str, t: float | None, timeout: Any,
+                     block: bool) -> GspError:
+        """What a call that waited raises for ``exc``: the timeout, told as asked for, or the
+        wrong thread, naming this context."""
+        if isinstance(exc, WrongThread):  # from a wait below: say which object was used
+            return self._wrong_thread()
+        timed_out: GspError = call_timed_out(exc, op, t, timeout, block, f" on this {self.noun}")
+        return timed_out
 
     # -- life cycle ------------------------------------------------------------------------------
     @property

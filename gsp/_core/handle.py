@@ -15,10 +15,13 @@ if TYPE_CHECKING:
 class CoreSocketHandle:
     """What a protocol sees of its socket (implements :class:`gsp.protocol.SocketHandle`)."""
 
-    __slots__ = ("_sock", "lend_reads", "end_lend")
+    __slots__ = ("_sock", "lend_reads", "end_lend", "closed")
 
     def __init__(self, sock: "Socket") -> None:
         self._sock = sock
+        #: The socket's ``closed``, kept in step by the socket (``Socket._closed``): a slot, read
+        #: by every context's send and recv without a property's call.
+        self.closed: bool = sock._hot.closed
         # The readers' own methods: a lending wait calls both on every wait.
         self.lend_reads: Callable[..., bool] = sock._readers.lend
         self.end_lend: Callable[[Waiter], None] = sock._readers.end_lend
@@ -34,10 +37,6 @@ class CoreSocketHandle:
     @property
     def options(self) -> Mapping[str, Any]:
         return self._sock._options
-
-    @property
-    def closed(self) -> bool:
-        return self._sock._hot.closed  # (what Socket.closed reads, without two properties)
 
     @property
     def pipe_count(self) -> int:

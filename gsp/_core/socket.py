@@ -62,7 +62,14 @@ class Socket(ObjectCalls):
     id: int = 0
     #: Set in a forked child when the socket's only endpoints stayed the parent's (gsp._core.fork).
     _inherited: Closed | None = None  # the error of a socket closed by a fork (see fork.py)
-    _closed = hot_field("closed")
+
+    def _set_closed(self, value: bool) -> None:
+        self._hot.closed = value
+        handle = self.__dict__.get("_handle")  # (None while __init__ runs: it starts open)
+        if handle is not None:
+            handle.closed = value  # what protocols and contexts read (a slot: no call)
+
+    _closed = property(lambda self: self._hot.closed, _set_closed)
     _draining = False  # drain() began (set on the instance): no new endpoint, pipe or context
     _drain_end: "AsyncResult[None] | None" = None  # how drain() ended, for a concurrent one
     _send_timeout = hot_field("send_timeout")
@@ -109,7 +116,7 @@ class Socket(ObjectCalls):
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         self._tally = counters.tally()  # pipes that went, and their traffic
-        handle = CoreSocketHandle(self)
+        handle = self._handle = CoreSocketHandle(self)
         proto = self._proto = self._hot.proto = spec.factory(handle, self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol.Protocol).
         self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
