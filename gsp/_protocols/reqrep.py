@@ -117,7 +117,19 @@ class ReqContext(Context):
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
             pipe = proto.try_next(out)
             if pipe is not None:
-                self._dispatched(pipe, False)  # (sent by this greenlet: nobody waits to know)
+                # (_dispatched inline, for the usual request: sent by this greenlet, so nobody
+                # waits to know; a resend due; the pipe alive)
+                self._pipe = pipe
+                self._sent_id = rid
+                own = self.__dict__  # an opened context has its own resend_time
+                t = own["resend_time"] if "resend_time" in own else proto._resend_time
+                if t and not pipe.closed:
+                    alarm = proto._resends
+                    self._resend_at = at = alarm.now() + t
+                    if at < alarm.at:  # one socket-wide timer, usually armed for an earlier one
+                        alarm.arm(at)
+                    return
+                self._dispatched(pipe, False)
                 return
         self._send_queued(rid, timeout)
 
@@ -309,23 +321,6 @@ class ReqContext(Context):
             self._broken = ConnectionBroken("the pipe carrying the request closed (resend "
                                             "disabled)")
 
-    def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
-        # (_disarm, _unqueue and _notify inline: this runs between a reply's read and its recv;
-        # the round trip goes into the histogram inline too, as Histogram.observe would)
-        rtt = self._rtt
-        took = _clock() - self._sent_at
-        rtt.counts[_bucket(rtt.bounds, took)] += 1
-        rtt.sum += took
-        self._id = self._msg = self._pipe = self._resend_at = None
-        self._reply = reply
-        self._reply_pipe = pipe
-        if self._queued:
-            self._proto._unqueue(self)
-        changed = self._changed
-        if changed.armed:  # (a select may wait on it; else the call is saved)
-            changed.fire()
-        self._wakeup.wake()
-
     def _notify(self) -> None:
         """Something changed: wake selects (the Signal) and a waiting recv."""
         self._changed.fire()
@@ -374,8 +369,26 @@ class Req(ContextHost, XReq):
         # its first word has the high bit set. Anything else is not ours and is dropped.
         if len(data) >= 4 and data[0] & 0x80:
             ctx = self._ids.live.pop(int.from_bytes(data[:4], "big"), None)  # (IdMap.pop inline)
-            if ctx is not None:
-                ctx._got_reply(data[4:], pipe)
+            if ctx is None:
+                return  # late (canceled, timed out, already answered): discarded
+            # Its context's request ends here. (Its _disarm, _unqueue and _notify inline, and
+            # the round trip into its histogram as Histogram.observe would: this runs between a
+            # reply's read and its recv.)
+            rtt = ctx._rtt
+            took = _clock() - ctx._sent_at
+            rtt.counts[_bucket(rtt.bounds, took)] += 1
+            rtt.sum += took
+            ctx._id = ctx._msg = ctx._pipe = ctx._resend_at = None
+            ctx._reply = data[4:]
+            ctx._reply_pipe = pipe
+            if ctx._queued:
+                self._unqueue(ctx)
+            changed = ctx._changed
+            if changed.armed:  # (a select may wait on it; else the call is saved)
+                changed.fire()
+            ctx._wakeup.wake()
+            if self.drained is not None and isinstance(ctx, DrainingContext):
+                ctx.ended()  # (for a recv waiting since before the drain: see drain)
 
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
@@ -492,9 +505,6 @@ class _DrainingReqContext(DrainingContext, ReqContext):
         super()._cancel(canceled)
         self.ended()
 
-    def _got_reply(self, reply: bytes, pipe: PipeHandle) -> None:
-        super()._got_reply(reply, pipe)
-        self.ended()  # (for a recv waiting since before the drain: see Req.drain)
 
 
 @hookimpl
