@@ -38,7 +38,8 @@ TOP = {
     "testing": "plugin authors (the conformance kit)", "bench": "user (gsp bench)",
     "cat": "user (gsp cat)",
     # private
-    "_core": "private", "_protocols": "private (built-ins)", "_transports": "private (built-ins)",
+    "_core": "private", "_mypyc": "private (the compiled build's class marker)",
+    "_protocols": "private (built-ins)", "_transports": "private (built-ins)",
 }
 
 #: What a plugin may import gsp names from.

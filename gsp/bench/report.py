@@ -49,7 +49,8 @@ NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
 
 #: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
 COMPILABLE = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
-              "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream")
+              "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream",
+              "gsp.protocol.backtrace")
 
 
 def compiled() -> list[str]:

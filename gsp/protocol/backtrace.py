@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from .._mypyc import mypyc_attr  # (mypyc reads it when the wheel compiles this module)
 from ..message import JOIN_MAX, Message
 from ..options import Option, integer
 
@@ -46,6 +47,7 @@ def split_backtrace(data: bytes, max_words: int) -> tuple[bytes, bytes] | None:
     return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a protocol may subclass it
 class IdMap:
     """Request/survey ids of one socket: 31 random-start bits with the high bit set, each mapped
     to the context waiting for it. Ids of requests still outstanding are never reused."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import gevent
 from gevent import socket as gsocket
 
+from .._mypyc import mypyc_attr  # (mypyc reads it when the wheel compiles this module)
 from ..errors import (
     AddressInUse,
     Closed,
@@ -39,12 +40,6 @@ from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
-
-try:  # mypyc's class marker, read when the wheel compiles this module; nothing at run time
-    from mypy_extensions import mypyc_attr
-except ImportError:  # (gsp does not depend on mypy_extensions)
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
-        return lambda x: x
 
 if TYPE_CHECKING:
     from ..message import Message
