@@ -1,4 +1,6 @@
-"""gsp.protocol helpers that protocols (and third-party plugins) build on: Signal, Inbox."""
+"""gsp.protocol helpers that protocols (and third-party plugins) build on: Signal, Inbox, and the
+backtrace's IdMap, split_backtrace and reply. (.ci/run runs this file against the wheel too,
+where the backtrace module is compiled.)"""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import pytest
 
 import gsp
 from gsp.chan import select
-from gsp.protocol import Inbox, Signal
+from gsp.message import JOIN_MAX
+from gsp.protocol import HIGH_BIT, IdMap, Inbox, Signal, reply, split_backtrace
 
 pytestmark = pytest.mark.core
 
@@ -85,3 +88,48 @@ def test_signal_fires_nobody_asked_about_cost_nothing_and_lose_nothing() -> None
     assert select([case], 0) == (0, gsp.chan.CLOSED)  # that fire is not lost
     sig.close()
     assert select([sig.case()], 0) == (0, gsp.chan.CLOSED)  # closed: ready for good
+
+
+def test_idmap_ids_have_the_high_bit_and_are_not_reused_while_live() -> None:
+    ids = IdMap()
+    ids._next = 0x7FFFFFFE  # two ids before the 31 bits wrap around
+    first = [ids.alloc(k) for k in range(3)]
+    assert first == [0xFFFFFFFE, 0xFFFFFFFF, HIGH_BIT]  # wrapped, high bit kept
+    assert [ids.get(r) for r in first] == [0, 1, 2]
+    ids._next = 0x7FFFFFFF  # the next candidate is live: skipped, not handed out twice
+    assert ids.alloc("x") == HIGH_BIT | 1
+    assert ids.pop(first[0]) == 0 and ids.pop(first[0]) is None
+    assert sorted(map(str, ids.owners())) == ["1", "2", "x"]
+
+
+def test_a_protocol_may_subclass_idmap() -> None:
+    """A third party builds on IdMap as the built-ins do; in the wheel, a compiled class."""
+    class Counted(IdMap):
+        def __init__(self) -> None:
+            super().__init__()
+            self.handed = 0
+
+        def alloc(self, owner: object) -> int:
+            self.handed += 1
+            return super().alloc(owner)
+
+    ids = Counted()
+    rid = ids.alloc("a")
+    assert rid & HIGH_BIT and ids.live == {rid: "a"} and ids.handed == 1
+
+
+def test_split_backtrace_takes_words_up_to_the_first_with_the_high_bit() -> None:
+    hop, rid = (7).to_bytes(4, "big"), (HIGH_BIT | 5).to_bytes(4, "big")
+    assert split_backtrace(hop + rid + b"body", 8) == (hop + rid, b"body")
+    assert split_backtrace(rid, 8) == (rid, b"")
+    assert split_backtrace(hop + rid + b"body", 1) is None  # more hops than allowed
+    assert split_backtrace(hop + b"\x80\x00", 8) is None  # the id word is cut short
+    assert split_backtrace(b"", 8) is None
+
+
+def test_reply_joins_a_small_body_and_wraps_a_big_one_without_a_copy() -> None:
+    rid = (HIGH_BIT | 9).to_bytes(4, "big")
+    assert reply(rid, b"small") == rid + b"small"
+    big = b"x" * (JOIN_MAX + 1)
+    msg = reply(rid, big)
+    assert isinstance(msg, gsp.Message) and msg.header == rid and msg.body is big
