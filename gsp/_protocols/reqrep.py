@@ -115,7 +115,11 @@ class ReqContext(Context):
         self._sent_at = _clock()
         self._msg = out = reply(rid.to_bytes(4, "big"), body)
         if not proto._pending:  # fast path; otherwise queue behind earlier requests
-            pipe = proto.try_next(out)
+            pipes = proto.pipes
+            if len(pipes) == 1:  # the usual case: one pipe takes no turn (try_next's, inline)
+                pipe = pipes[0] if pipes[0].try_send(out) else None
+            else:
+                pipe = proto.try_next(out)
             if pipe is not None:
                 # (_dispatched inline, for the usual request: sent by this greenlet, so nobody
                 # waits to know; a resend due; the pipe alive)

@@ -185,8 +185,10 @@ class ResponderContext(Context):
             raise ProtocolStateError(f"another recv is already waiting on this {self.noun}")
         self._route = None  # a new recv abandons an unanswered request, as in nng
         self._receiving = True
+        proto = self._proto
+        parked: deque[ResponderContext] | None = None
         try:
-            q = self._proto._recvq
+            q = proto._recvq
             if q.poll():  # queued (or closed): no wait, so no case for this context's closing
                 if self._closed:
                     raise Closed(f"{self.noun} closed")
@@ -194,40 +196,36 @@ class ResponderContext(Context):
                 assert m.pipe is not None  # a received request came on a pipe
                 body, route = m.body, (m.pipe, m.header)
             else:
-                body, route = self._park(timeout)
+                # Park on the empty queue as one of the protocol's parked receivers: the next
+                # request is handed straight to the longest-parked one (no queue, no select).
+                parked = proto._parked
+                parked.append(self)
+                deadline: Deadline | None = None
+                while True:
+                    if proto.closed or self._closed:
+                        raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
+                    got = self._got
+                    if got is not None:
+                        self._got = None
+                        body, route = got
+                        break
+                    if timeout is None:  # (no Deadline to make for the usual wait)
+                        self._wakeup.wait(None)
+                        continue
+                    if deadline is None:
+                        deadline = Deadline(timeout)
+                    self._wakeup.wait(deadline.remaining())
         finally:
             self._receiving = False
+            if parked is not None:
+                got = self._got
+                if got is not None:  # handed a request, then interrupted: it goes to someone else
+                    self._got = None
+                    proto._hand_back(*got)
+                elif parked and self in parked:
+                    parked.remove(self)
         self._route = route
         return body
-
-    def _park(self, timeout: float | None) -> tuple[bytes, tuple[PipeHandle, bytes]]:
-        """Wait on the empty queue as one of the protocol's parked receivers: the next request
-        is handed straight to the longest-parked one (no queue, no select)."""
-        proto = self._proto
-        parked = proto._parked
-        parked.append(self)
-        deadline: Deadline | None = None
-        try:
-            while True:
-                if proto.closed or self._closed:
-                    raise Closed("socket closed" if proto.closed else f"{self.noun} closed")
-                got = self._got
-                if got is not None:
-                    self._got = None
-                    return got
-                if timeout is None:  # (no Deadline to make for the usual wait)
-                    self._wakeup.wait(None)
-                    continue
-                if deadline is None:
-                    deadline = Deadline(timeout)
-                self._wakeup.wait(deadline.remaining())
-        finally:
-            got = self._got
-            if got is not None:  # handed a request, then interrupted: it goes to someone else
-                self._got = None
-                proto._hand_back(*got)
-            elif parked and self in parked:
-                parked.remove(self)
 
     def do_send(self, msg: Message, timeout: float | None) -> None:
         self.do_send_body(msg.body, timeout)
