@@ -144,7 +144,7 @@ class Context(ObjectCalls):
 
     # Slots for what every call reads (attributes of an instance dict cost more to read); the
     # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
-    __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid")
+    __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid", "_own")
 
     #: The hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a context
     #: offers ``send``/``recv`` (to :meth:`poll` and selects) where it overrides
@@ -159,6 +159,9 @@ class Context(ObjectCalls):
         self._closed = False
         self._closing: Chan[Any] = Chan()  # closed by close(): ready forever for every select
         self._tid = thread_ident()  # the OS thread whose hub made it (gsp.WrongThread elsewhere)
+        # The instance dict, where ContextOption keeps this context's own values: a slot's load
+        # (``self.__dict__`` is a descriptor's, which CPython 3.11 does not specialise).
+        self._own: dict[str, Any] = self.__dict__
         #: What errors call this state machine: "context", or "socket" for a socket's default
         #: context (the user never opened it, so its errors never speak of a context).
         self.noun = "context"
@@ -194,7 +197,7 @@ class Context(ObjectCalls):
             data = as_bytes(data)
         # (_call_send's work, inline: the usual call costs no second Python call)
         if timeout is ... and block is True:
-            own = self.__dict__  # (ContextOption's storage, read without the descriptor's call)
+            own = self._own  # (ContextOption's storage, read without the descriptor's call)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
@@ -210,7 +213,7 @@ class Context(ObjectCalls):
             raise self._closed_error()
         # (_call_recv's work, inline, as in send)
         if timeout is ... and block is True:
-            own = self.__dict__
+            own = self._own
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)
@@ -236,7 +239,7 @@ class Context(ObjectCalls):
     def _call_send(self, msg: Message, timeout: Any, block: bool) -> None:
         """:meth:`do_send` with ``timeout``/``block`` made into its timeout (``send_msg``'s)."""
         if timeout is ... and block is True:
-            own = self.__dict__  # (as in send)
+            own = self._own  # (as in send)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
@@ -248,7 +251,7 @@ class Context(ObjectCalls):
     def _call_recv(self, timeout: Any, block: bool) -> Message:
         """:meth:`do_recv` with ``timeout``/``block`` made into its timeout (``recv_msg``'s)."""
         if timeout is ... and block is True:
-            own = self.__dict__  # (as in send)
+            own = self._own  # (as in send)
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)

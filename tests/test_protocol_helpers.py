@@ -10,7 +10,7 @@ import pytest
 import gsp
 from gsp.chan import select
 from gsp.message import JOIN_MAX
-from gsp.protocol import HIGH_BIT, IdMap, Inbox, Signal, reply, split_backtrace
+from gsp.protocol import HIGH_BIT, Alarm, IdMap, Inbox, Signal, reply, split_backtrace
 
 pytestmark = pytest.mark.core
 
@@ -133,3 +133,20 @@ def test_reply_joins_a_small_body_and_wraps_a_big_one_without_a_copy() -> None:
     big = b"x" * (JOIN_MAX + 1)
     msg = reply(rid, big)
     assert isinstance(msg, gsp.Message) and msg.header == rid and msg.body is big
+
+
+def test_alarm_arm_in_arms_for_the_earliest_deadline_and_says_which() -> None:
+    fired: list[float] = []
+    alarm = Alarm(lambda: fired.append(alarm.now()))
+    try:
+        later = alarm.arm_in(0.2)
+        assert later == pytest.approx(alarm.now() + 0.2, abs=0.01) and alarm.at == later
+        sooner = alarm.arm_in(0.02)  # earlier: re-armed for it
+        assert alarm.at == sooner < later
+        assert alarm.arm_in(5.0) > sooner and alarm.at == sooner  # later: left as armed
+        gevent.sleep(0.1)
+        assert len(fired) == 1 and fired[0] >= sooner  # once, at its time
+        assert alarm.at == float("inf")  # disarmed once fired: arm_in arms it again
+        assert alarm.arm_in(0.01) == alarm.at
+    finally:
+        alarm.close()

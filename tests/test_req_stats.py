@@ -92,8 +92,20 @@ def test_rep_counts_a_reply_whose_requester_is_gone(mk: Mk) -> None:
     assert rep.stats["dropped"] == 1
 
 
-def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(mk: Mk) -> None:
-    rep = mk("rep", raw=True, recv_timeout=WAIT)
+def test_a_best_effort_rep_counts_a_gone_requester_as_gone_not_as_a_full_queue(mk: Mk) -> None:
+    req, rep = _req_rep(mk)
+    rep.best_effort = True
+    req.send(b"q")
+    assert rep.recv() == b"q"
+    req.close()
+    wait_for(lambda: not rep.pipes, what="the requester's pipe gone")
+    rep.send(b"too late")
+    assert (rep.stats["dropped_peer_gone"], rep.stats["dropped_queue_full"]) == (1, 0)
+
+
+@pytest.mark.parametrize("best_effort", [False, True])
+def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(mk: Mk, best_effort: bool) -> None:
+    rep = mk("rep", raw=True, recv_timeout=WAIT, best_effort=best_effort)
     req = mk("req", recv_timeout=WAIT)
     req.dial(rep.listen(TCP).url, block=True)
     req.send(b"q")
@@ -101,7 +113,7 @@ def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(mk: Mk) -> None:
     req.close()
     wait_for(lambda: not rep.pipes, what="the requester's pipe gone")
     rep.send_msg(gsp.Message(b"too late", m.header))
-    assert rep.stats["dropped_peer_gone"] == 1
+    assert (rep.stats["dropped_peer_gone"], rep.stats["dropped_queue_full"]) == (1, 0)
 
 
 def test_prometheus_exports_the_round_trip_histogram_and_the_counters(mk: Mk) -> None:

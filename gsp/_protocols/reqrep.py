@@ -125,13 +125,10 @@ class ReqContext(Context):
                 # waits to know; a resend due; the pipe alive)
                 self._pipe = pipe
                 self._sent_id = rid
-                own = self.__dict__  # an opened context has its own resend_time
+                own = self._own  # an opened context has its own resend_time
                 t = own["resend_time"] if "resend_time" in own else proto._resend_time
-                if t and not pipe.closed:
-                    alarm = proto._resends
-                    self._resend_at = at = alarm.now() + t
-                    if at < alarm.at:  # one socket-wide timer, usually armed for an earlier one
-                        alarm.arm(at)
+                if t:  # (the pipe took it just now: open, and remove_pipe will find us on it)
+                    self._resend_at = proto._resends.arm_in(t)
                     return
                 self._dispatched(pipe, False)
                 return
@@ -275,13 +272,10 @@ class ReqContext(Context):
     def _dispatched(self, pipe: PipeHandle, notify: bool = True) -> None:
         self._pipe = pipe
         self._sent_id = self._id
-        own = self.__dict__  # an opened context has its own resend_time; the default follows
+        own = self._own  # an opened context has its own resend_time; the default follows
         t = own["resend_time"] if "resend_time" in own else self._proto._resend_time
         if t:
-            alarm = self._proto._resends
-            self._resend_at = at = alarm.now() + t
-            if at < alarm.at:  # one socket-wide timer; usually armed already for an earlier one
-                alarm.arm(at)
+            self._resend_at = self._proto._resends.arm_in(t)
         else:
             self._resend_at = None
         if pipe.closed:  # died before remove_pipe could see us on it
@@ -340,6 +334,7 @@ class Req(ContextHost, XReq):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self._ids = IdMap()
+        self._live = self._ids.live  # (its dict, kept: pipe_recv pops replies' ids from it)
         self._pending: deque[ReqContext] = deque()  # contexts waiting for a pipe with room
         self._flusher: "gevent.Greenlet | None" = None
         self._resends = Alarm(self._resend_sweep)  # one timer for every context's resend
@@ -372,7 +367,7 @@ class Req(ContextHost, XReq):
         # A reply to us carries just the request id (a bare id is all a cooked req ever sends):
         # its first word has the high bit set. Anything else is not ours and is dropped.
         if len(data) >= 4 and data[0] & 0x80:
-            ctx = self._ids.live.pop(int.from_bytes(data[:4], "big"), None)  # (IdMap.pop inline)
+            ctx = self._live.pop(int.from_bytes(data[:4], "big"), None)  # (IdMap.pop inline)
             if ctx is None:
                 return  # late (canceled, timed out, already answered): discarded
             # Its context's request ends here. (Its _disarm, _unqueue and _notify inline, and

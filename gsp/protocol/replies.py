@@ -139,6 +139,9 @@ class XResponder(PipeMap):
         """Send ``out`` (see :func:`reply`) on ``pipe`` as :meth:`_route` does."""
         if pipe.try_send(out):
             return
+        if pipe.closed:  # the requester resends, if it is still there
+            self.stats["dropped_peer_gone"] += 1
+            return
         if not self.best_effort:
             gevent.sleep(0)  # a writer that keeps up drains the queue in this turn
             if pipe.closed:
@@ -237,12 +240,9 @@ class ResponderContext(Context):
                 f"{self.handle.protocol} can only send a reply to a request it received")
         self._route = None  # one reply per request
         pipe, backtrace = route
-        if pipe.closed:  # the requester resends, if it is still there
-            self._proto.stats["dropped_peer_gone"] += 1
-            return
         out = reply(backtrace, body)
-        if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once)
-            self._proto._reply_to(pipe, out)
+        if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once; a
+            self._proto._reply_to(pipe, out)  # closed pipe takes nothing: _reply_to counts it)
 
     def do_poll(self, op: Op) -> bool:
         if op == "recv":

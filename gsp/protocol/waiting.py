@@ -121,6 +121,15 @@ class Alarm:
             self._timer = self._loop.timer(max(0.0, at - self._loop.now()))
             self._timer.start(self._run)
 
+    def arm_in(self, seconds: float) -> float:
+        """:meth:`arm` for ``seconds`` from :attr:`now`; returns the loop time armed for, which
+        the caller keeps as its deadline (one call where a hot path would otherwise read ``now``
+        and ``at`` and call ``arm``)."""
+        at = self.now() + seconds
+        if at < self.at:
+            self.arm(at)
+        return at
+
     def _run(self) -> None:
         self.close()
         self._fire()
