@@ -31,7 +31,8 @@ from setuptools.command.build_ext import build_ext
 #: The modules compiled, as paths; tests/test_build.py checks they are gsp.bench.report.COMPILABLE.
 COMPILED = ["gsp/chan.py", "gsp/transport/wire.py", "gsp/protocol/waiting.py",
             "gsp/protocol/inbox/queue.py", "gsp/_core/readers.py", "gsp/_core/pipe.py",
-            "gsp/transport/stream.py", "gsp/protocol/backtrace.py"]
+            "gsp/transport/stream.py", "gsp/protocol/backtrace.py",
+            "gsp/protocol/inbox/ledger.py", "gsp/protocol/inbox/backlog.py"]
 
 #: The opt-out: GSP_PURE=1 builds a pure-Python wheel.
 OPT_OUT = "GSP_PURE"
