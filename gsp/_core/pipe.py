@@ -84,7 +84,7 @@ class Pipe:
     __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
-                 "parks", "_recv_lent", "_wake")
+                 "parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
 
     def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
@@ -110,6 +110,10 @@ class Pipe:
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.
         self._wake = functools.partial(Readers.wake, socket._readers, self)
+        # The protocol's hooks, as the socket found them once: read here, not off the socket (an
+        # interpreted object's attribute) on every delivery.
+        self._deliver_one: Callable[[Any, bytes], None] = socket._deliver
+        self._deliver_all: Callable[[Any, list[bytes]], None] | None = socket._deliver_all
         _live_pipes[self.id] = self._wake
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._wrote_msgs = self._wrote_bytes = 0
@@ -315,13 +319,12 @@ class Pipe:
         nbytes = len(msgs[0]) if n == 1 else counters.size(msgs)
         self._in_msgs += n
         self._in_bytes += nbytes
-        sock = self._socket
-        deliver_all = sock._deliver_all  # (the protocol's hooks, as the socket found them)
+        deliver_all = self._deliver_all
         if deliver_all is not None:
             self.recv_batch_bytes = nbytes
             deliver_all(self, msgs)
         else:
-            deliver = sock._deliver
+            deliver = self._deliver_one
             for data in msgs:
                 deliver(self, data)
         return nbytes

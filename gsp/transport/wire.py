@@ -14,7 +14,7 @@ Frames: ``<u64 BE length><header+body>`` on tcp; ipc puts a type byte ``0x01`` b
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Final, Iterable, Sequence
 
 from ..errors import (
     BadFrame,
@@ -186,7 +186,7 @@ def encode_frames(framing: Framing, messages: Iterable[tuple[bytes, bytes]]) -> 
 
 #: Frames at least this big are worth reading whole: when their body is all in the kernel a
 #: transport can ``recv`` exactly :attr:`FrameDecoder.body_left` bytes and get the message itself.
-DIRECT_SIZE = 32 * 1024
+DIRECT_SIZE: Final = 32 * 1024  # (Final: the compiled stream connection inlines it)
 _SMALL = 4096  # body pieces under this are gathered in one bytearray (no per-piece object)
 _GATHER_MAX = 64 * 1024
 
