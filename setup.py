@@ -32,7 +32,8 @@ from setuptools.command.build_ext import build_ext
 COMPILED = ["gsp/chan.py", "gsp/transport/wire.py", "gsp/protocol/waiting.py",
             "gsp/protocol/inbox/queue.py", "gsp/_core/readers.py", "gsp/_core/pipe.py",
             "gsp/transport/stream.py", "gsp/protocol/backtrace.py",
-            "gsp/protocol/inbox/ledger.py", "gsp/protocol/inbox/backlog.py"]
+            "gsp/protocol/inbox/ledger.py", "gsp/protocol/inbox/backlog.py",
+            "gsp/transport/limits.py"]
 
 #: The opt-out: GSP_PURE=1 builds a pure-Python wheel.
 OPT_OUT = "GSP_PURE"

@@ -50,7 +50,8 @@ NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
 #: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
 COMPILABLE = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
               "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream",
-              "gsp.protocol.backtrace", "gsp.protocol.inbox.ledger", "gsp.protocol.inbox.backlog")
+              "gsp.protocol.backtrace", "gsp.protocol.inbox.ledger", "gsp.protocol.inbox.backlog",
+              "gsp.transport.limits")
 
 
 def compiled() -> list[str]:
