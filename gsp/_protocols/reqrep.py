@@ -505,7 +505,6 @@ class _DrainingReqContext(DrainingContext, ReqContext):
         self.ended()
 
 
-
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
     resend = Option("resend_time", 60.0, _check_resend,
