@@ -189,18 +189,14 @@ def _gsp_rep16(n: int) -> None:
         rep.close()
 
 
-#: req16's server: rep spoken by hand over raw gevent (every frame written back as it came, as a
-#: REP echoing the body does), in a process of its own; prints its port, then serves.
-_ECHO = """
-import gevent
-from gevent import socket
-server = socket.socket()
-server.bind(("127.0.0.1", 0))
-server.listen(64)
-print(server.getsockname()[1], flush=True)
-def conn(sock):
+def _raw_echo(sock: Any, left: list[int] | None = None, done: Any = None) -> None:
+    """rep spoken by hand over a raw gevent connection: the SP handshake, then every frame
+    (8-byte size, the request id, the body) written back as it came, which is what a REP echoing
+    the body sends. With ``left`` (one count, shared by every connection) it answers that many
+    requests in all, setting the event ``done`` at the last, and then no more."""
+    from gevent import socket
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(b"\\x00SP\\x00\\x00\\x31\\x00\\x00")
+    sock.sendall(b"\x00SP\x00\x00\x31\x00\x00")
     buf = bytearray()
     while len(buf) < 8:
         buf += sock.recv(8 - len(buf))
@@ -214,18 +210,35 @@ def conn(sock):
             size = 8 + int.from_bytes(buf[:8], "big")
             if len(buf) < size:
                 break
+            if left is not None and left[0] <= 0:
+                return  # served all n: no more work than gsp's server does after its last
             sock.sendall(bytes(buf[:size]))
             del buf[:size]
-while True:
-    gevent.spawn(conn, server.accept()[0])
-"""
+            if left is not None:
+                left[0] -= 1
+                if left[0] == 0:
+                    done.set()
+
+
+def _echo_server() -> None:
+    """req16's server, in a process of its own (``--echo``): prints its port, then answers
+    every request on every connection (:func:`_raw_echo`) until killed."""
+    import gevent
+    from gevent import socket
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    print(server.getsockname()[1], flush=True)
+    while True:
+        gevent.spawn(_raw_echo, server.accept()[0])
 
 
 def _gsp_req16(n: int) -> None:
     import gevent
 
     import gsp
-    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    echo = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--echo"],
+                            stdout=subprocess.PIPE, text=True)
     socks: list[Any] = []
     try:
         assert echo.stdout is not None
@@ -249,8 +262,7 @@ def _gsp_req16(n: int) -> None:
 
 
 def _raw_rep16(n: int) -> None:
-    """rep16 served by hand: the SP handshake, then every frame (8-byte size, the request id,
-    the body) written back as it came, which is what a REP echoing the body sends."""
+    """rep16 served by hand (:func:`_raw_echo`), ``n`` requests over every connection."""
     import gevent
     from gevent import socket
     server = socket.socket()
@@ -259,33 +271,9 @@ def _raw_rep16(n: int) -> None:
     left = [n]
     done = gevent.event.Event()
 
-    def conn(sock: Any) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(b"\x00SP\x00\x00\x31\x00\x00")
-        buf = bytearray()
-        while len(buf) < 8:
-            buf += sock.recv(8 - len(buf))
-        buf.clear()
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 8:
-                size = 8 + int.from_bytes(buf[:8], "big")
-                if len(buf) < size:
-                    break
-                if left[0] <= 0:
-                    return  # served all n: no more work than gsp's server does after its last
-                sock.sendall(bytes(buf[:size]))
-                del buf[:size]
-                left[0] -= 1
-                if left[0] == 0:
-                    done.set()
-
     def accept() -> None:
         while True:
-            gevent.spawn(conn, server.accept()[0])
+            gevent.spawn(_raw_echo, server.accept()[0], left, done)
 
     acceptor = gevent.spawn(accept)
     try:
@@ -441,6 +429,9 @@ def _build(python: str, tree: str | None) -> str:
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--inner":
         RUNNERS[sys.argv[2]](int(sys.argv[3]))
+        return
+    if sys.argv[1:] == ["--echo"]:
+        _echo_server()
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workloads", nargs="*", help=f"of {', '.join(WORKLOADS)} (default: all)")
