@@ -238,11 +238,7 @@ class Context(ObjectCalls):
 
     def _call_send(self, msg: Message, timeout: Any, block: bool) -> None:
         """:meth:`do_send` with ``timeout``/``block`` made into its timeout (``send_msg``'s)."""
-        if timeout is ... and block is True:
-            own = self._own  # (as in send)
-            t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
-        else:
-            t = call_timeout(timeout, block)
+        t = self._timeout("send_timeout", timeout, block)
         try:
             self.do_send(msg, t)
         except (Timeout, WrongThread) as exc:
@@ -250,15 +246,20 @@ class Context(ObjectCalls):
 
     def _call_recv(self, timeout: Any, block: bool) -> Message:
         """:meth:`do_recv` with ``timeout``/``block`` made into its timeout (``recv_msg``'s)."""
-        if timeout is ... and block is True:
-            own = self._own  # (as in send)
-            t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
-        else:
-            t = call_timeout(timeout, block)
+        t = self._timeout("recv_timeout", timeout, block)
         try:
             return self.do_recv(t)
         except (Timeout, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
+
+    def _timeout(self, option: str, timeout: Any, block: bool) -> float | None:
+        """A call's timeout: this context's ``option`` for the usual call (no ``timeout``,
+        ``block`` True), else what the call asked for. (send and recv do this inline.)"""
+        if timeout is ... and block is True:
+            own = self._own
+            t: float | None = own[option] if option in own else getattr(self, option)
+            return t
+        return call_timeout(timeout, block)
 
     def _call_failed(self, exc: Timeout | WrongThread, op: str, t: float | None, timeout: Any,
                      block: bool) -> GspError:
