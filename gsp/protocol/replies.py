@@ -137,8 +137,12 @@ class XResponder(PipeMap):
 
     def _reply_to(self, pipe: PipeHandle, out: "Message | bytes") -> None:
         """Send ``out`` (see :func:`reply`) on ``pipe`` as :meth:`_route` does."""
-        if pipe.try_send(out):
-            return
+        if not pipe.try_send(out):
+            self._reply_not_taken(pipe, out)
+
+    def _reply_not_taken(self, pipe: PipeHandle, out: "Message | bytes") -> None:
+        """``pipe.try_send(out)`` just refused ``out``: count it gone with a closed pipe, else
+        (unless ``best_effort``) try once more after one loop turn, else count it dropped."""
         if pipe.closed:  # the requester resends, if it is still there
             self.stats["dropped_peer_gone"] += 1
             return
@@ -242,7 +246,7 @@ class ResponderContext(Context):
         pipe, backtrace = route
         out = reply(backtrace, body)
         if not pipe.try_send(out):  # (the usual case inline: the pipe takes it at once; a
-            self._proto._reply_to(pipe, out)  # closed pipe takes nothing: _reply_to counts it)
+            self._proto._reply_not_taken(pipe, out)  # closed pipe takes nothing: counted there)
 
     def do_poll(self, op: Op) -> bool:
         if op == "recv":
