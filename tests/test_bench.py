@@ -313,6 +313,6 @@ def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) ->
     saved.write_text(p.stdout)
     again = run("reqrep", "--from-json", str(saved), timeout=60)
     assert again.returncode == 0, again.stderr
-    assert "4 clients (gsp: 2 conns) in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
+    assert "4 clients (gsp, mangos: 2 conns) in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
     bad = run("reqrep", "--procs", "0", timeout=60)
     assert bad.returncode == 2 and "must be at least 1" in bad.stderr

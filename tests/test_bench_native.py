@@ -219,3 +219,42 @@ def test_nng_serves_reqrep_procs_from_one_process_beside_gsp_prefork(cache: str)
         f = r["figures"]
         assert not r.get("error") and f["requests"] == 400 and f["req_s"] > 0, r
         assert f["cpu_us_server"] >= 0 and f["cpu_us_clients"] >= 0, r
+
+
+class _Ctl:
+    """What a worker's control channel hears, for a role run outside a worker."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, dict[str, Any]]] = []
+
+    def ready(self, **info: Any) -> None:
+        self.said.append(("ready", info))
+
+    def result(self, **figures: Any) -> None:
+        self.said.append(("result", figures))
+
+    def wait(self, word: str, interval: float = 0.005) -> None:
+        self.said.append(("wait", {"word": word}))
+
+
+@pytest.mark.parametrize("name, conns, tail", [("mangos", 2, ["2"]), ("mangos", None, []),
+                                               ("nng", 2, [])])
+def test_reqrep_conns_reach_the_tools_with_contexts_only(tmp_path: Path, name: str,
+                                                         conns: int | None,
+                                                         tail: list[str]) -> None:
+    """``reqrep --conns K``: mangos' clients become contexts over K sockets, as gsp's (its tool
+    takes CONNS as a fifth argument); nng's tool has no such argument and is not given one."""
+    from gsp.bench.libs.lib_native import Native
+    argv = tmp_path / "argv.json"
+    fake = tmp_path / "tool.py"
+    fake.write_text(f"import json, sys\njson.dump(sys.argv[1:], open({str(argv)!r}, 'w'))\n"
+                    "print(json.dumps({'result': {'requests': 8, 'elapsed': 0.5, 'cpu': 0.1}}))\n")
+    exe = script(tmp_path / "tool", f'exec {sys.executable} {fake} "$@"\n')
+    lib = Native.__new__(Native)  # no build: the fake tool stands in for it
+    lib.name, lib.exe = name, exe
+    ctl = _Ctl()
+    lib.req_clients_go(ctl, "tcp://127.0.0.1:1", 16, 8, 8, conns=conns)  # type: ignore[arg-type]
+    assert json.loads(argv.read_text()) == ["req_clients", "tcp://127.0.0.1:1", "16", "8", "8",
+                                           *tail]
+    assert [(k, v.get("word", v.get("clients", v.get("requests")))) for k, v in ctl.said] == \
+        [("ready", 8), ("wait", "go"), ("result", 8), ("wait", "stop")]

@@ -74,8 +74,8 @@ def pub_case(transport: str, size: int, count: int, subs: int) -> Case:
 def reqrep_case(transport: str, size: int, count: int, clients: int, procs: int | None = None,
                 client_procs: int = 1, conns: int | None = None) -> Case:
     """``procs`` (``reqrep --procs``): the server in that many processes (gsp.prefork), the
-    clients in ``client_procs`` others, a REQ socket (connection) each, or for gsp contexts
-    over ``conns`` sockets."""
+    clients in ``client_procs`` others, a REQ socket (connection) each, or for gsp and mangos
+    contexts over ``conns`` sockets."""
     params: dict[str, Any] = {"transport": transport, "size": size, "count": count,
                               "clients": clients}
     label = f"req/rep {transport} {clients} clients"
@@ -83,7 +83,7 @@ def reqrep_case(transport: str, size: int, count: int, clients: int, procs: int 
         params.update(procs=procs, client_procs=client_procs)
         if conns is not None and conns != clients:
             params["conns"] = conns
-            label += f" (gsp: {conns} conns)"
+            label += f" (gsp, mangos: {conns} conns)"
         label += (f" in {client_procs} procs → " + ("1 proc" if procs == 1 else
                   f"{procs} procs (gsp.prefork; others: 1)"))
     rows = [("req_s", "req/s")]

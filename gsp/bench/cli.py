@@ -103,8 +103,9 @@ def parser() -> argparse.ArgumentParser:
                            help="with --procs: client processes (default: N, at least 2), "
                                 "a REQ socket per client")
             p.add_argument("--conns", type=_positive, default=None,
-                           help="with --procs: gsp's clients are contexts over this many REQ "
-                                "sockets in all (default: a socket each, as the others')")
+                           help="with --procs: gsp's and mangos' clients are contexts over "
+                                "this many REQ sockets in all (default: a socket each, as the "
+                                "others')")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")

@@ -24,6 +24,10 @@ from .base import Lib, cpu_between
 from .loops import process_cpu
 from .runtime import Threads
 
+#: Tools whose ``req_clients`` takes a fifth argument, CONNS: its clients are then contexts
+#: spread over that many REQ sockets, the layout of gsp's clients under ``--conns``.
+CONTEXTS = frozenset({"mangos"})
+
 
 class Native(Lib):
     def __init__(self, name: str) -> None:
@@ -106,8 +110,10 @@ class Native(Lib):
                        conns: int | None = None) -> None:
         ctl.ready(clients=clients)
         ctl.wait("go")
-        p = subprocess.Popen([self.exe, "req_clients", url, str(size), str(clients),
-                              str(count)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        args = [self.exe, "req_clients", url, str(size), str(clients), str(count)]
+        if self.name in CONTEXTS and conns:
+            args.append(str(conns))  # contexts over that many sockets, as gsp's clients
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         assert p.stdout is not None
         result: dict[str, Any] = {}
         cpu = 0.0

@@ -221,28 +221,55 @@ func repServer(url string) {
 	<-done
 }
 
-func reqClients(url string, size, clients, count int) {
+// reqClients runs clients concurrent requesters: a REQ socket each, or with conns (0 < conns <
+// clients) contexts spread in turn over that many sockets, as gsp's clients are.
+func reqClients(url string, size, clients, count, conns int) {
 	per := count / clients
 	if per < 1 {
 		per = 1
 	}
+	if conns <= 0 || conns > clients {
+		conns = clients
+	}
 	b := payload(size)
-	socks := make([]mangos.Socket, clients)
+	socks := make([]mangos.Socket, conns)
 	for i := range socks {
 		socks[i] = dial("req", url)
+	}
+	type requester interface {
+		Send([]byte) error
+		RecvMsg() (*mangos.Message, error)
+	}
+	ends := make([]requester, clients)
+	for i := range ends {
+		if conns == clients {
+			ends[i] = socks[i]
+			continue
+		}
+		c, err := socks[i%conns].OpenContext()
+		if err != nil {
+			fail("context", err)
+		}
+		ends[i] = c
 	}
 	var wg sync.WaitGroup
 	c0 := cpuSeconds()
 	t0 := time.Now()
-	for _, s := range socks {
+	for _, e := range ends {
 		wg.Add(1)
-		go func(s mangos.Socket) {
+		go func(e requester) {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				sendOne(s, b)
-				recvOne(s)
+				if err := e.Send(b); err != nil {
+					fail("send", err)
+				}
+				m, err := e.RecvMsg()
+				if err != nil {
+					fail("recv", err)
+				}
+				m.Free()
 			}
-		}(s)
+		}(e)
 	}
 	wg.Wait()
 	emit(map[string]interface{}{"result": map[string]interface{}{
@@ -285,7 +312,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mangos_perf ROLE URL [SIZE COUNT ...] (see nng_perf.c)")
 		os.Exit(2)
 	}
-	n := make([]int, 3)
+	n := make([]int, 4)
 	for i := range n {
 		if len(args) > i+2 {
 			n[i], _ = strconv.Atoi(args[i+2])
@@ -304,7 +331,7 @@ func main() {
 	case "rep_server":
 		repServer(url)
 	case "req_clients":
-		reqClients(url, n[0], n[1], n[2])
+		reqClients(url, n[0], n[1], n[2], n[3])
 	default:
 		fmt.Fprintln(os.Stderr, "mangos_perf: unknown role", args[0])
 		os.Exit(2)
