@@ -13,7 +13,7 @@ compared to a per cent on a busy VM: ``--tree`` puts another checkout first on `
 (compiled or not, as it stands) and ``--python`` picks the interpreter (a venv with an installed
 wheel, say). The count leaves out what the kernel does in a system call; the system-call count
 says how many there are. Workloads (default: all): rt, rt16, rt-inproc, push16, push64k, pub10,
-rep16, req16, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by
+rep16, req16, rep16c, req16c, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by
 hand).
 
 rep16 and raw-rep16 count a server alone. Its 16 clients run in a process of their own, not
@@ -24,7 +24,8 @@ raw echo reads on after each answer, while gsp's REP parks after each one. So co
 with another on the same machine, and read the system calls of these two as a range (2 to 5 a
 request, by load). req16 is the other side: 16 gsp REQ sockets with a context each (as
 ``gsp bench reqrep --procs N`` makes its clients) asking a raw echo of another process, counted
-alone.
+alone. rep16c and req16c are the same two sides in the layout of ``reqrep --conns``: 16 requests
+outstanding on one connection (16 contexts of one REQ socket), so a read may bring several.
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ WORKLOADS = {
     "pub10": (2000, "message published, pub to 10 subs over tcp (10 deliveries)"),
     "rep16": (2000, "request served, a rep answering 16 req connections of another process (tcp 16 B)"),
     "req16": (2000, "request asked, 16 REQ sockets of a context each, answered by another process"),
+    "rep16c": (2000, "request served, a rep answering 16 requests outstanding on one connection"),
+    "req16c": (2000, "request asked, 16 contexts of one REQ socket, answered by another process"),
     "raw-rt": (2000, "round trip, raw gevent echo over tcp 16 B"),
     "raw-push16": (20000, "message, raw gevent one-way tcp 16 B"),
     "raw-rep16": (2000, "request served, raw gevent echoing rep16's frames by hand"),
 }
 #: Workloads whose peers run in a process of their own, not counted: strace without -f.
-SERVED = ("rep16", "raw-rep16", "req16")
+SERVED = ("rep16", "raw-rep16", "req16", "rep16c", "req16c")
 
 
 # -- the workloads, run inside the counted process ------------------------------------------
@@ -162,12 +165,40 @@ gevent.joinall([gevent.spawn(ask, k) for k in range(16)])
 """
 
 
-def _served(n: int, url: str, serve: Callable[[int], None]) -> None:
+#: rep16c's client: one connection keeping 16 requests outstanding, as 16 contexts of one REQ
+#: socket do: whatever replies a read brings, it asks as many again in one write.
+_CLIENT_ONE = """
+import sys
+from gevent import socket
+host, port = sys.argv[1].rsplit("/", 1)[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b"\\x00SP\\x00\\x00\\x30\\x00\\x00")
+got = b""
+while len(got) < 8:
+    got += s.recv(8 - len(got))
+request = (20).to_bytes(8, "big") + (0x80000000).to_bytes(4, "big") + b"x" * 16
+s.sendall(request * 16)
+buf = b""
+while True:
+    part = s.recv(65536)
+    if not part:
+        break
+    buf += part
+    k, rest = divmod(len(buf), 28)
+    buf = buf[len(buf) - rest:]
+    if k:
+        s.sendall(request * k)
+"""
+
+
+def _served(n: int, url: str, serve: Callable[[int], None], script: str = _CLIENTS) -> None:
     """rep16's and raw-rep16's shape: ``serve(n)`` answers ``n`` requests while rep16's clients,
     in a process of their own (neither traced by strace without -f nor run under valgrind),
-    keep 16 requests outstanding; the server under the tool is the slower side, so it finds
-    every client waiting, as a loaded server does."""
-    clients = subprocess.Popen([sys.executable, "-c", _CLIENTS, url])
+    keep 16 requests outstanding (``script``: :data:`_CLIENTS`, or rep16c's
+    :data:`_CLIENT_ONE`); the server under the tool is the slower side, so it finds every client
+    waiting, as a loaded server does."""
+    clients = subprocess.Popen([sys.executable, "-c", script, url])
     try:
         serve(n)
     finally:
@@ -175,7 +206,7 @@ def _served(n: int, url: str, serve: Callable[[int], None]) -> None:
         clients.wait()
 
 
-def _gsp_rep16(n: int) -> None:
+def _gsp_rep16(n: int, script: str = _CLIENTS) -> None:
     import gsp
     rep = gsp.socket("rep", listen="tcp://127.0.0.1:0", recv_max_size=0)
 
@@ -184,7 +215,7 @@ def _gsp_rep16(n: int) -> None:
             rep.send(rep.recv())
 
     try:
-        _served(n, rep.listeners[0].url, serve)
+        _served(n, rep.listeners[0].url, serve, script)
     finally:
         rep.close()
 
@@ -233,7 +264,7 @@ def _echo_server() -> None:
         gevent.spawn(_raw_echo, server.accept()[0])
 
 
-def _gsp_req16(n: int) -> None:
+def _gsp_req16(n: int, conns: int = 16) -> None:
     import gevent
 
     import gsp
@@ -243,8 +274,8 @@ def _gsp_req16(n: int) -> None:
     try:
         assert echo.stdout is not None
         url = f"tcp://127.0.0.1:{int(echo.stdout.readline())}"
-        socks = [gsp.socket("req", dial=url, recv_max_size=0) for _ in range(16)]
-        ctxs = [s.open_context() for s in socks]
+        socks = [gsp.socket("req", dial=url, recv_max_size=0) for _ in range(conns)]
+        ctxs = [socks[i % conns].open_context() for i in range(16)]
         left = [n]
 
         def ask(ctx: Any) -> None:
@@ -360,6 +391,8 @@ RUNNERS: dict[str, Callable[[int], None]] = {
     "pub10": lambda n: _gsp_pub(n, 10),
     "rep16": _gsp_rep16,
     "req16": _gsp_req16,
+    "rep16c": lambda n: _gsp_rep16(n, _CLIENT_ONE),
+    "req16c": lambda n: _gsp_req16(n, 1),
     "raw-rt": _raw_rt,
     "raw-push16": _raw_push,
     "raw-rep16": _raw_rep16,
