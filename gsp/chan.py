@@ -422,6 +422,11 @@ class Outbox(Chan[T]):
         peer answered the last one: a request/reply exchange, where nothing would batch)."""
         self._direct_at = -1.0
 
+    def hold_direct(self) -> None:
+        """Let no :meth:`offer` write directly for the rest of this turn of the loop (a batch
+        came in: the sends that answer it leave together, through the consumer)."""
+        self._direct_at = self._loop.now()
+
     def ensure_consumer(self) -> None:
         """Start the consumer now if it has not been started."""
         if not self._started:

@@ -101,8 +101,7 @@ def test_request_reply_pipes_write_directly_and_need_no_writer(kind: str, ipc_di
 @pytest.mark.parametrize("kind", KINDS)
 def test_requests_of_many_contexts_share_writes(kind: str, ipc_dir: str) -> None:
     """Requests sent by 16 contexts in one turn of the loop: the first is written directly, the
-    others leave together through the writer (a write each would cost a system call each), and
-    a reply read re-allows a direct write."""
+    others leave together through the writer (a write each would cost a system call each)."""
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         connected(rep, rep.listen(url(kind, ipc_dir, "ctx")).url, req)
         req.send(b"warm-up")  # (arms the resend timer, which may refresh the loop's clock)
@@ -116,9 +115,36 @@ def test_requests_of_many_contexts_share_writes(kind: str, ipc_dir: str) -> None
         for _ in ctxs:
             rep.send(rep.recv() + b"!")
         assert sorted(c.recv() for c in ctxs) == sorted(b"%d!" % i for i in range(16))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_message_read_allows_a_direct_write_and_a_batch_holds_them(kind: str,
+                                                                        ipc_dir: str) -> None:
+    """Within one turn of the loop: a message read on its own re-allows a direct write (a reply
+    came: the next request may go at once); several read together hold direct writes for the
+    rest of the turn, so what answers them leaves in one write, through the writer."""
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, "hold")).url, req)
+        req.send(b"warm-up")  # (arms the resend timer, which may refresh the loop's clock)
+        rep.send(rep.recv())
+        assert req.recv() == b"warm-up"
+        ctxs = [req.open_context() for _ in range(3)]
+        pipe = req.pipes[0]
+        late = (0x80000000 | 12345).to_bytes(4, "big") + b"late"  # a reply nobody waits for
+        pipe._deliver([late])  # as a reader delivers one message read
         sent = pipe.stats["messages_sent"]
-        ctxs[0].send(b"again")  # the replies were read: this one may go directly again
-        assert pipe.stats["messages_sent"] == sent + 1
+        ctxs[0].send(b"a")
+        assert pipe.stats["messages_sent"] == sent + 1 and pipe._writer is None  # directly
+        pipe._deliver([late])
+        ctxs[1].send(b"b")  # the same turn, and yet directly: one message was read again
+        assert pipe.stats["messages_sent"] == sent + 2 and pipe._writer is None
+        pipe._deliver([late, late])  # a batch
+        ctxs[2].send(b"c")
+        ctxs[0].send(b"d")  # (a context asking anew cancels "a")
+        assert pipe.stats["messages_sent"] == sent + 2 and pipe._writer is not None  # queued
+        got = [rep.recv() for _ in range(4)]
+        assert got == [b"a", b"b", b"c", b"d"]  # in order, the held ones after the direct ones
+        assert pipe.stats["messages_sent"] == sent + 4
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -314,8 +314,14 @@ class Pipe:
         ``pipe_recv_all`` with them all (``recv_batch_bytes`` says their size), or its
         ``pipe_recv`` with each. The one way in for what the pipe reads, from a reader greenlet
         or a lent read. Returns their bytes."""
-        self._q.allow_direct()  # the peer answered: the next send may be written directly
         n = len(msgs)
+        if n == 1:
+            self._q.allow_direct()  # the peer answered: the next send may be written directly
+        else:
+            # Several came in one read (contexts, or many peers' requests over one pipe): what
+            # answers them this turn leaves in one write, through the writer, not the first
+            # alone and then the rest.
+            self._q.hold_direct()
         nbytes = len(msgs[0]) if n == 1 else counters.size(msgs)
         self._in_msgs += n
         self._in_bytes += nbytes
