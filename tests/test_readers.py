@@ -309,6 +309,12 @@ def test_recv_nowait_reads_what_is_there_and_never_waits() -> None:
         wait_for(lambda: woke, what="the wake")
         assert b.recv_nowait(lambda: None) == [b"whole"]
         assert b._park.active  # left armed: a read that never waits needs no stop and start
+        # That read took less than it asked for, so the kernel held nothing more: the next call
+        # parks without the read that would fail (the watcher is still armed, and level-
+        # triggered: bytes come, it wakes).
+        before = raw.recvs
+        assert b.recv_nowait(lambda: woke.append(4)) is None and raw.recvs == before
+        assert b._park.active
         frame = b"".join(wire.encode_frames(wire.TCP, [(b"", b"partial")]))
         a.sock.sendall(frame[:5])
         assert gselect.select([b.sock], [], [], WAIT)[0]
@@ -320,6 +326,43 @@ def test_recv_nowait_reads_what_is_there_and_never_waits() -> None:
         assert b.recv_or_park(lambda: None) == [b"partial"]  # waited for the rest
         assert b.decoder.buffered == 0
         assert not b._park.active  # stopped by the read that may wait, before it waited
+
+
+def test_a_short_read_saves_only_the_next_read_and_a_park_forgets_it() -> None:
+    """recv_nowait after a read that emptied the kernel's buffer parks without a read, once;
+    a park (the lent read's, after the one message its greenlet waited for) forgets that, so
+    the read after the wake reads; and a read that filled what it asked for reads on."""
+    from gsp.transport.stream import _RECV_CHUNK
+
+    with handshaken(StreamConnection) as (a, b):
+        assert b._raw is not None
+        raw = b._raw = CountingRaw(b._raw)
+        def readable() -> bool:
+            return bool(gselect.select([b.sock], [], [], WAIT)[0])
+
+        a.send_messages([b"one"])
+        assert readable() and b.recv_nowait(lambda: None) == [b"one"]
+        assert b.park(lambda: None)  # as a lent read parks after its one message
+        a.send_messages([b"two"])
+        assert readable()
+        before = raw.recvs
+        assert b.recv_nowait(lambda: None) == [b"two"] and raw.recvs == before + 1
+        assert b.recv_nowait(lambda: None) is None and raw.recvs == before + 1  # drained: no read
+        # More than one read takes (frames of 1 KiB: a full read ends between two): the first
+        # fills what it asked for, so the next one reads on; it takes the rest, and is short.
+        body = b"x" * (1024 - 8)
+        count = _RECV_CHUNK // 1024 + 20
+        a.send_messages([body] * count)
+        wait_for(lambda: _readable_bytes(b.sock) >= count * 1024, what="all of it")
+        before = raw.recvs
+        assert b.recv_nowait(lambda: None) == [body] * (count - 20)  # all it asked for
+        assert b.recv_nowait(lambda: None) == [body] * 20  # so it read on
+        assert b.recv_nowait(lambda: None) is None and raw.recvs == before + 2  # drained
+
+
+def _readable_bytes(sock: Any) -> int:
+    from gsp.transport.stream import _readable
+    return _readable(sock)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])

@@ -198,7 +198,7 @@ class StreamConnection(Connection):
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
-                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed")
+                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed", "_drained")
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
@@ -218,6 +218,9 @@ class StreamConnection(Connection):
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
+        #: The last read of recv_nowait took less than it asked for, ending between messages:
+        #: the kernel held nothing more then, so the next recv_nowait parks without a read.
+        self._drained = False
         #: Bytes the kernel holds for this socket at least: the last FIONREAD count less what was
         #: read since (below 0: unknown). A big body known to be there needs no count of its own.
         self._known = 0
@@ -455,20 +458,32 @@ class StreamConnection(Connection):
         raw = self._raw
         if raw is None or decoder.buffered or decoder.error is not None:
             return []
-        try:  # after a big message only its successor's prefix, as recv_messages reads it
-            data = raw.recv(self.framing.prefix_size if self._big else _RECV_CHUNK)
+        if self._drained:
+            # The read before this one found less than it asked for: a read now would most
+            # likely fail (EAGAIN), a system call for nothing. The watcher is level-triggered,
+            # so bytes that came since wake the pipe in the next turn of the loop.
+            self._drained = False
+            self._park_on(raw, wake)
+            return None
+        # after a big message only its successor's prefix, as recv_messages reads it
+        want = self.framing.prefix_size if self._big else _RECV_CHUNK
+        try:
+            data = raw.recv(want)
         except BlockingIOError:
             self._park_on(raw, wake)
             return None
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
-        if not data:
+        n = len(data)
+        if not n:
             raise self._eof()
-        self._known -= len(data)
+        self._known -= n
         msgs = decoder.feed(data)
         holding = self._holding
         if decoder.buffered or holding.held:  # (holding nothing before or after: nothing to do)
             holding.hold(decoder.buffered)
+        elif n < want:
+            self._drained = True
         if msgs:
             self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
         return msgs
@@ -478,6 +493,7 @@ class StreamConnection(Connection):
         raw = self._raw
         if raw is None or self.decoder.buffered or self.decoder.error is not None:
             return False
+        self._drained = False  # (the next read follows a wake: it reads)
         park = self._park
         if park is None or not park.active:  # (armed still, after a read that did not wait)
             self._park_on(raw, wake)
@@ -529,6 +545,7 @@ class StreamConnection(Connection):
         if self._closed:
             return
         self._closed = True
+        self._drained = False  # the next read meets the close (no park on a closed socket)
         self._holding.release()
         self._body_buf = None
         if self._park is not None:
