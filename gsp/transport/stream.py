@@ -450,10 +450,12 @@ class StreamConnection(Connection):
 
     def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
         """:meth:`recv_or_park` without a wait: on a plain socket between messages, one read of
-        what is there (the whole messages it completes), or park when nothing is; an empty list
-        when a read would wait (part of a frame is held, before or after this read: its rest is
-        waited for in :meth:`recv_messages`, under the stall timer), on a TLS socket, and
-        before an error still to report."""
+        what is there (the whole messages it completes), or park when nothing is, or was at the
+        read before (one that took less than it asked for emptied the kernel's buffer: parking
+        saves a read that would fail, and the level-triggered watcher still sees bytes that came
+        since); an empty list when a read would wait (part of a frame is held, before or after
+        this read: its rest is waited for in :meth:`recv_messages`, under the stall timer), on a
+        TLS socket, and before an error still to report."""
         decoder = self.decoder
         raw = self._raw
         if raw is None or decoder.buffered or decoder.error is not None:
