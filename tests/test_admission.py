@@ -217,9 +217,19 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
     assert rt["during"]["failures"] == 0 and rt["during"]["count"] >= 200, why
     assert rt["during"]["p99_ms"] < 250 and rt["after"]["count"] > 0, why
     assert r["socket"]["pipes_attached"] <= max_pipes, why
-    assert r["socket"]["pipes_refused_full"] >= 4000, why
-    # Nearly all reached accept (one may still be in a SYN retry when the flood lets go).
-    assert r["listener"]["accepted"] >= 4500, why
+    lst = r["listener"]
+    # Every connection that reached accept ended one way: a pipe, refused at accept once the
+    # socket was full, or a failed handshake (a stalled one timed out, or closed by the flood as
+    # it let go). None is left over, whatever the machine's load.
+    assert lst["accepted"] == r["socket"]["pipes_attached"] + lst["pipes_refused_full"] + \
+        lst["handshake_failures"], why
+    # Once full, the socket turns the flood away at accept: most of it. (How many handshakes
+    # were under way as the pipes filled moves with the load: 83-90 % refused in runs here, and
+    # a fixed 4,000 of the 5,000 failed on a loaded CI machine at 3,987 of 4,777 accepted.)
+    assert lst["pipes_refused_full"] >= 0.75 * lst["accepted"], why
+    # Most reached accept (the rest: SYNs dropped at the full backlog, still retrying when the
+    # flood lets go: 4,364 to 5,001 accepted in runs here).
+    assert lst["accepted"] >= 4000, why
 
 
 def test_a_ws_listener_reads_at_most_max_handshakes_upgrade_requests_at_once(mk: Mk) -> None:
