@@ -3,7 +3,8 @@ started only when needed, big bodies read in place or as the message itself, bat
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import gevent
 import pytest
@@ -98,15 +99,23 @@ def test_request_reply_pipes_write_directly_and_need_no_writer(kind: str, ipc_di
         assert [p._writer for p in rep.pipes + req.pipes] == [None, None]
 
 
+@contextmanager
+def warmed_up(kind: str, ipc_dir: str, name: str) -> Iterator[tuple[Any, Any]]:
+    """A REP and a REQ connected over ``kind``, one round trip made (it arms the resend timer,
+    which may refresh the loop's clock)."""
+    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        connected(rep, rep.listen(url(kind, ipc_dir, name)).url, req)
+        req.send(b"warm-up")
+        rep.send(rep.recv())
+        assert req.recv() == b"warm-up"
+        yield rep, req
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_requests_of_many_contexts_share_writes(kind: str, ipc_dir: str) -> None:
     """Requests sent by 16 contexts in one turn of the loop: the first is written directly, the
     others leave together through the writer (a write each would cost a system call each)."""
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, "ctx")).url, req)
-        req.send(b"warm-up")  # (arms the resend timer, which may refresh the loop's clock)
-        rep.send(rep.recv())
-        assert req.recv() == b"warm-up"
+    with warmed_up(kind, ipc_dir, "ctx") as (rep, req):
         ctxs = [req.open_context() for _ in range(16)]
         pipe = req.pipes[0]
         for i, c in enumerate(ctxs):
@@ -123,11 +132,7 @@ def test_one_message_read_allows_a_direct_write_and_a_batch_holds_them(kind: str
     """Within one turn of the loop: a message read on its own re-allows a direct write (a reply
     came: the next request may go at once); several read together hold direct writes for the
     rest of the turn, so what answers them leaves in one write, through the writer."""
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, "hold")).url, req)
-        req.send(b"warm-up")  # (arms the resend timer, which may refresh the loop's clock)
-        rep.send(rep.recv())
-        assert req.recv() == b"warm-up"
+    with warmed_up(kind, ipc_dir, "hold") as (rep, req):
         ctxs = [req.open_context() for _ in range(3)]
         pipe = req.pipes[0]
         late = (0x80000000 | 12345).to_bytes(4, "big") + b"late"  # a reply nobody waits for

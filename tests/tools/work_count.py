@@ -139,19 +139,27 @@ def _gsp_pub(n: int, subs: int) -> None:
     pub.close()
 
 
-#: rep16's clients: 16 connections speaking req by hand (raw gevent, no gsp: the same clients
-#: whichever gsp is counted), each asking again as soon as it is answered.
-_CLIENTS = """
+#: What both hand-spoken clients below start with: ``connect()``, a connection to the REP at
+#: ``argv[1]`` that has spoken the SP handshake as a REQ (raw gevent, no gsp).
+_CONNECT = """
 import sys, gevent
 from gevent import socket
 host, port = sys.argv[1].rsplit("/", 1)[1].rsplit(":", 1)
-def ask(k):
+def connect():
     s = socket.create_connection((host, int(port)))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.sendall(b"\\x00SP\\x00\\x00\\x30\\x00\\x00")
     got = b""
     while len(got) < 8:
         got += s.recv(8 - len(got))
+    return s
+"""
+
+#: rep16's clients: 16 connections speaking req by hand (the same clients whichever gsp is
+#: counted), each asking again as soon as it is answered.
+_CLIENTS = _CONNECT + """
+def ask(k):
+    s = connect()
     request = (20).to_bytes(8, "big") + (0x80000000 | k).to_bytes(4, "big") + b"x" * 16
     while True:
         s.sendall(request)
@@ -167,16 +175,8 @@ gevent.joinall([gevent.spawn(ask, k) for k in range(16)])
 
 #: rep16c's client: one connection keeping 16 requests outstanding, as 16 contexts of one REQ
 #: socket do: whatever replies a read brings, it asks as many again in one write.
-_CLIENT_ONE = """
-import sys
-from gevent import socket
-host, port = sys.argv[1].rsplit("/", 1)[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)))
-s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-s.sendall(b"\\x00SP\\x00\\x00\\x30\\x00\\x00")
-got = b""
-while len(got) < 8:
-    got += s.recv(8 - len(got))
+_CLIENT_ONE = _CONNECT + """
+s = connect()
 request = (20).to_bytes(8, "big") + (0x80000000).to_bytes(4, "big") + b"x" * 16
 s.sendall(request * 16)
 buf = b""
