@@ -17,6 +17,7 @@ import gsp
 from gsp._core.readers import IDLE_READERS
 from gsp._transports.inproc import InprocConnection
 from gsp.chan import Chan
+from gsp.errors import Closed
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
 from tests.support import sockets
@@ -358,6 +359,26 @@ def test_a_short_read_saves_only_the_next_read_and_a_park_forgets_it() -> None:
         assert b.recv_nowait(lambda: None) == [body] * (count - 20)  # all it asked for
         assert b.recv_nowait(lambda: None) == [body] * 20  # so it read on
         assert b.recv_nowait(lambda: None) is None and raw.recvs == before + 2  # drained
+
+
+def test_a_closed_connection_is_never_armed_and_its_reads_meet_the_close() -> None:
+    """Once closed (by the protocol, say, in the delivery of what a read brought), a connection
+    neither parks nor arms its read watcher, even where the read before it emptied the kernel's
+    buffer and the next would park without reading: a watcher armed on its descriptor would keep
+    it open, so the close would never reach the peer. Its reads raise Closed."""
+    with handshaken(StreamConnection) as (a, b):
+        a.send_messages([b"one"])
+        assert gselect.select([b.sock], [], [], WAIT)[0]
+        assert b.recv_nowait(lambda: None) == [b"one"]  # short: the next would park unread
+        b.close()
+        assert b.park(lambda: None) is False
+        with pytest.raises(Closed):
+            b.recv_nowait(lambda: None)
+        with pytest.raises(Closed):
+            b.recv_nowait(lambda: None)  # (and again: nothing was armed in between)
+        assert b._park is None or not b._park.active
+        a.sock.settimeout(WAIT)
+        assert a.sock.recv(1) == b""  # the close reached the peer
 
 
 def _readable_bytes(sock: Any) -> int:

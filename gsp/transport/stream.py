@@ -491,9 +491,10 @@ class StreamConnection(Connection):
         return msgs
 
     def park(self, wake: Callable[[], None]) -> bool:
-        """Arm the read watcher without reading first, on a plain socket between messages."""
+        """Arm the read watcher without reading first, on a plain socket between messages and
+        open (False when closed: the next read meets the close)."""
         raw = self._raw
-        if raw is None or self.decoder.buffered or self.decoder.error is not None:
+        if raw is None or self._closed or self.decoder.buffered or self.decoder.error is not None:
             return False
         self._drained = False  # (the next read follows a wake: it reads)
         park = self._park
@@ -508,7 +509,12 @@ class StreamConnection(Connection):
         and a read that may wait stops it first (:meth:`recv_or_park`: a reader greenlet takes
         the pipe on). Until then ``wake`` may be called more than once, and the core's wake
         does nothing for a pipe it has given a reader already. An armed watcher keeps the wake
-        it was armed with: the core passes the same one (the pipe's) every time."""
+        it was armed with: the core passes the same one (the pipe's) every time. A closed
+        connection is never armed (its watcher would hold the descriptor open, and the close
+        would not reach the peer): the read meets the close instead, raising
+        :class:`~gsp.errors.Closed`."""
+        if self._closed:
+            raise Closed("connection closed locally")
         park = self._park
         if park is None:
             park = self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
@@ -547,7 +553,6 @@ class StreamConnection(Connection):
         if self._closed:
             return
         self._closed = True
-        self._drained = False  # the next read meets the close (no park on a closed socket)
         self._holding.release()
         self._body_buf = None
         if self._park is not None:
