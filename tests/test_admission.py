@@ -228,8 +228,9 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
     # a fixed 4,000 of the 5,000 failed on a loaded CI machine at 3,987 of 4,777 accepted.)
     assert lst["pipes_refused_full"] >= 0.75 * lst["accepted"], why
     # Most reached accept (the rest: SYNs dropped at the full backlog, still retrying when the
-    # flood lets go: 4,364 to 5,001 accepted in runs here).
-    assert lst["accepted"] >= 4000, why
+    # flood lets go: 4,364 to 5,001 accepted in runs here on a quiet machine, 3,890 beside the
+    # suite's other worker).
+    assert lst["accepted"] >= 3000, why
 
 
 def test_a_ws_listener_reads_at_most_max_handshakes_upgrade_requests_at_once(mk: Mk) -> None:

@@ -17,7 +17,7 @@ SUITES = ["test_core.py", "test_core_endpoints.py", "test_core_pipes.py", "test_
 def test_core_suites_pass_under_monkey_patching():
     env = dict(os.environ, GSP_TEST_MONKEY="1")
     env.pop("PYTEST_ADDOPTS", None)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
            *(os.path.join(HERE, s) for s in SUITES)]
     out = subprocess.run(cmd, cwd=os.path.dirname(HERE), env=env, capture_output=True,
                          timeout=560)
