@@ -288,7 +288,7 @@ def test_polyamorous_pair1_fails_only_with_no_peer_at_all(mk):
 
 
 def test_time_to_fail_fast(mk):
-    """The figures in docs/webapp.md: ``python -m pytest -s tests/test_fail_no_peers.py -k
+    """The figures in docs/webapp.md: ``python -m pytest -n 0 -s tests/test_fail_no_peers.py -k
     time_to_fail``. A send with no peer, and a REQ recv from the moment its only pipe closes."""
     n = 1000
     figures = {}

@@ -13,7 +13,7 @@ receiver has rows from it; source: a micro-batch task with its rows in hand), an
 * a task of the killed worker really ran again, on the survivor;
 * the deduplicating path (``Deduplicator`` over the sinks' ``_gsp_key``) passes each row once.
 
-Rows/s and recovery times are printed (``pytest -m spark_standalone -s``), never asserted.
+Rows/s and recovery times are printed (``pytest -n 0 -m spark_standalone -s``), never asserted.
 
 Then, on the same cluster (whole again), what runs on any cluster:
 
@@ -30,7 +30,7 @@ Each worker offers 2 cores and 1.5 GiB: the module's session takes one core and 
 test's driver (one 512 MiB executor) but never for a second executor of the session — a
 lost executor comes back only on a new worker, as the worker-kill checks expect.
 
-Run alone: ``python -m pytest plugins/gsp-spark -m spark_standalone -s``.
+Run alone: ``python -m pytest -n 0 plugins/gsp-spark -m spark_standalone -s``.
 """
 
 from __future__ import annotations
