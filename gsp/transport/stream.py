@@ -321,8 +321,7 @@ class StreamConnection(Connection):
             if n >= _JOIN_LIMIT:
                 buf += prefix(n)
                 buf += h
-                self._sendall(buf)
-                self._sendall(b)
+                self._send_pair(buf, b)
                 buf = bytearray()
                 continue
             buf += cache[n] if n < ncache else prefix(n)
@@ -334,6 +333,25 @@ class StreamConnection(Connection):
                 buf = bytearray()
         if buf:
             self._sendall(buf)
+
+    def _send_pair(self, head: bytearray, body: Any) -> None:
+        """Write ``head`` (what was joined before a big body, its prefix last) then ``body``:
+        on a plain socket in one ``sendmsg`` (one system call, the body never copied), the rest
+        of a partial write as :meth:`_sendall` does; else two writes."""
+        if not self._plain:
+            self._sendall(head)
+            self._sendall(body)
+            return
+        try:
+            sent = self.sock.sendmsg((head, body))  # (gevent's: waits while the buffer is full)
+        except OSError as exc:
+            raise self._io_error(exc, "send") from None
+        left = len(head) - sent
+        if left > 0:
+            self._sendall(memoryview(head)[sent:])
+            self._sendall(body)
+        elif sent - len(head) < len(body):
+            self._sendall(memoryview(body)[sent - len(head):])
 
     def use_recv_limits(self, limits: RecvLimits) -> None:
         self._holding = Holding(limits, self.remote_address)
