@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 import gsp
 from gsp.protocol import ProtocolSpec
 from gsp.testing import WAIT, connected, free_url, wait_for
-from gsp.transport import Transport
+from gsp.transport import StreamConnection, Transport, wire
 
 TCP = "tcp://127.0.0.1:0"
 
@@ -314,3 +314,18 @@ def unused_fd() -> int:
     import os
 
     return max(int(fd) for fd in os.listdir("/proc/self/fd")) + 64
+
+
+@contextlib.contextmanager
+def handshaken(cls: type[StreamConnection]) -> Iterator[tuple[StreamConnection, StreamConnection]]:
+    """A ``cls`` connection and a plain one over a socketpair, past the pair handshake."""
+    spec = gsp.registry.protocol("pair")
+    x, y = gsocket.socketpair()
+    a = cls(x, wire.TCP, 0, "a", "b")
+    b = StreamConnection(y, wire.TCP, 0, "b", "a")
+    try:
+        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
+        yield a, b
+    finally:
+        a.close()
+        b.close()

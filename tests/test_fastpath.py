@@ -8,12 +8,13 @@ from typing import Any, Iterator
 
 import gevent
 import pytest
+from gevent import socket as gsocket
 
 import gsp
 from gsp.message import Message
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
-from tests.support import sockets
+from tests.support import handshaken, sockets
 
 pytestmark = pytest.mark.core
 
@@ -178,6 +179,40 @@ def test_big_and_small_messages_interleaved(kind: str, ipc_dir: str) -> None:
             g.get(timeout=WAIT)
             assert [len(m) for m in got] == sizes and got == msgs
             assert all(type(m) is bytes for m in got)
+
+
+def test_a_big_body_leaves_with_what_came_before_it_in_one_sendmsg(monkeypatch: Any) -> None:
+    """A body of _JOIN_LIMIT bytes or more goes out in one sendmsg with what was joined before
+    it (small frames, its own prefix): one system call, the body not copied. Where the kernel
+    takes only part of it (a full send buffer, a reader that is late), the write goes on from
+    where it stopped, in the joined head or in the body, and the reader gets every message
+    whole and in order."""
+    from gsp.transport.stream import _JOIN_LIMIT
+
+    calls: list[list[int]] = []
+    sendmsg = gsocket.socket.sendmsg
+
+    def counting(self: Any, buffers: Any, *args: Any) -> int:
+        sent: int = sendmsg(self, buffers, *args)
+        calls.append([len(b) for b in buffers] + [sent])
+        return sent
+
+    monkeypatch.setattr(gsocket.socket, "sendmsg", counting)
+    small = [b"s%05d" % i for i in range(4000)]  # 56 KiB of frames joined before the body
+    big = bytes(range(256)) * (4 * _JOIN_LIMIT // 256)
+    msgs = [*small, big, b"after", big]
+    with handshaken(StreamConnection) as (a, b):
+        a.sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, 4096)
+        writer = gevent.spawn(a.send_messages, msgs)
+        gevent.sleep(0.05)  # the reader is late: the first sendmsg takes part of the head
+        got: list[bytes] = []
+        while len(got) < len(msgs):
+            got += b.recv_messages()
+        writer.get(timeout=WAIT)
+    assert got == msgs
+    head = sum(len(m) + 8 for m in small) + 8
+    assert [c[:2] for c in calls] == [[head, len(big)], [5 + 8 + 8, len(big)]]
+    assert calls[0][2] < head  # (the part the kernel took first: some of the head only)
 
 
 def test_pull_recv_msg_still_carries_its_pipe_and_fair_turns_hold() -> None:

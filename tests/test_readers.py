@@ -5,13 +5,11 @@ way never parks."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import gevent
 import pytest
 from gevent import select as gselect
-from gevent import socket as gsocket
 
 import gsp
 from gsp._core.readers import IDLE_READERS
@@ -20,7 +18,7 @@ from gsp.chan import Chan
 from gsp.errors import Closed
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
-from tests.support import sockets
+from tests.support import handshaken, sockets
 
 pytestmark = pytest.mark.core
 
@@ -211,21 +209,6 @@ def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
         assert {pull.recv() for _ in range(n - 4)} == {b"c%d" % i for i in range(n) if i not in gone}
 
 
-@contextmanager
-def handshaken(cls: type[StreamConnection]) -> Iterator[tuple[StreamConnection, StreamConnection]]:
-    """A ``cls`` connection and a plain one over a socketpair, past the pair handshake."""
-    spec = gsp.registry.protocol("pair")
-    x, y = gsocket.socketpair()
-    a = cls(x, wire.TCP, 0, "a", "b")
-    b = StreamConnection(y, wire.TCP, 0, "b", "a")
-    try:
-        gevent.joinall([gevent.spawn(c.handshake, spec, WAIT) for c in (a, b)], raise_error=True)
-        yield a, b
-    finally:
-        a.close()
-        b.close()
-
-
 class OwnReads(StreamConnection):
     """A connection that reads its own way (as the zlib example plugin does)."""
 
@@ -379,40 +362,6 @@ def test_a_closed_connection_is_never_armed_and_its_reads_meet_the_close() -> No
         assert b._park is None or not b._park.active
         a.sock.settimeout(WAIT)
         assert a.sock.recv(1) == b""  # the close reached the peer
-
-
-def test_a_big_body_leaves_with_what_came_before_it_in_one_sendmsg(monkeypatch: Any) -> None:
-    """A body of _JOIN_LIMIT bytes or more goes out in one sendmsg with what was joined before
-    it (small frames, its own prefix): one system call, the body not copied. Where the kernel
-    takes only part of it (a full send buffer, a reader that is late), the write goes on from
-    where it stopped, in the joined head or in the body, and the reader gets every message
-    whole and in order."""
-    from gsp.transport.stream import _JOIN_LIMIT
-
-    calls: list[list[int]] = []
-    sendmsg = gsocket.socket.sendmsg
-
-    def counting(self: Any, buffers: Any, *args: Any) -> int:
-        sent: int = sendmsg(self, buffers, *args)
-        calls.append([len(b) for b in buffers] + [sent])
-        return sent
-
-    monkeypatch.setattr(gsocket.socket, "sendmsg", counting)
-    small = [b"s%05d" % i for i in range(4000)]  # 56 KiB of frames joined before the body
-    big = bytes(range(256)) * (4 * _JOIN_LIMIT // 256)
-    msgs = [*small, big, b"after", big]
-    with handshaken(StreamConnection) as (a, b):
-        a.sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, 4096)
-        writer = gevent.spawn(a.send_messages, msgs)
-        gevent.sleep(0.05)  # the reader is late: the first sendmsg takes part of the head
-        got: list[bytes] = []
-        while len(got) < len(msgs):
-            got += b.recv_messages()
-        writer.get(timeout=WAIT)
-    assert got == msgs
-    head = sum(len(m) + 8 for m in small) + 8
-    assert [c[:2] for c in calls] == [[head, len(big)], [5 + 8 + 8, len(big)]]
-    assert calls[0][2] < head  # (the part the kernel took first: some of the head only)
 
 
 def _readable_bytes(sock: Any) -> int:
