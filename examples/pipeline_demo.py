@@ -44,8 +44,9 @@ def worker(task_url: str, result_url: str) -> None:
 
 
 def run(n_workers: int, n_tasks: int, span: int) -> int:
-    tmp = tempfile.mkdtemp(prefix="gsp-demo-")
-    with gsp.socket("push", listen="tcp://127.0.0.1:0", send_timeout=30) as vent, \
+    # The sink's ipc socket file lives in a directory of its own, removed with it at the end.
+    with tempfile.TemporaryDirectory(prefix="gsp-demo-") as tmp, \
+            gsp.socket("push", listen="tcp://127.0.0.1:0", send_timeout=30) as vent, \
             gsp.socket("pull", listen=f"ipc://{tmp}/results.sock", recv_timeout=60) as sink:
         task_url = vent.listeners[0].url
         result_url = sink.listeners[0].url
@@ -80,7 +81,6 @@ def run(n_workers: int, n_tasks: int, span: int) -> int:
             vent.send(b"")  # one stop signal per worker
         for p in procs:
             p.wait(timeout=30)
-        os.rmdir(tmp) if not os.listdir(tmp) else None
 
     check = count_primes(0, n_tasks * span)
     ok = len(seen) == n_tasks and total == check

@@ -167,8 +167,11 @@ def scenario_transports() -> dict[str, Any]:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     from tests.certs import make_pki
 
-    d = tempfile.mkdtemp()
-    pki = make_pki(Path(d))
+    with tempfile.TemporaryDirectory() as d:  # the certificates, removed at the end
+        return _transports(make_pki(Path(d)))
+
+
+def _transports(pki: Any) -> dict[str, Any]:
     rep = gsp.socket("rep")
     for url in ("tls+tcp://127.0.0.1:0", "ws://127.0.0.1:0/sp", "wss://127.0.0.1:0/sp"):
         rep.listen(url, **(pki.listen_options() if "tls" in url or "wss" in url else {}))
