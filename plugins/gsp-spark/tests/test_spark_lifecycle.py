@@ -32,6 +32,16 @@ def spark():
     yield from spark_fixtures.module_session("local[2]", "gsp-lifecycle-tests")
 
 
+def test_the_jvms_scratch_files_go_to_the_test_sessions_own_directory(spark: Any) -> None:
+    # conftest gives every JVM a java.io.tmpdir of the session's own, removed at its end: a
+    # driver or executor these tests SIGKILL would leave its scratch files in /tmp for good.
+    options = os.environ["JAVA_TOOL_OPTIONS"].split()
+    scratch = [o.split("=", 1)[1] for o in options if o.startswith("-Djava.io.tmpdir=")]
+    assert len(scratch) == 1 and os.path.realpath(scratch[0]) != os.path.realpath("/tmp")
+    assert spark.sparkContext._jvm.System.getProperty("java.io.tmpdir") == scratch[0]
+    assert glob.glob(os.path.join(scratch[0], "blockmgr-*"))  # this driver's block manager
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

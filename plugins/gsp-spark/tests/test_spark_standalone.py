@@ -186,6 +186,23 @@ def test_rep_source_keeps_acknowledged_messages_across_a_driver_sigkill_on_the_c
                                                    total=4000, kill_after=1000, config=DRIVER)
 
 
+def test_the_executors_scratch_space_is_in_the_clusters_workdir(
+        whole: Any, cluster: standalone.StandaloneCluster) -> None:
+    # A worker gives its executor the directories it writes shuffle and block files to
+    # (SPARK_EXECUTOR_DIRS, made under the worker's SPARK_LOCAL_DIRS). A SIGKILLed executor,
+    # as close() makes every one, never removes them: they must not be in /tmp, but in the
+    # cluster's workdir, which its owner removes.
+    root = os.path.realpath(cluster.local_dir) + os.sep
+    executors = cluster.wait_executors()
+    assert len(executors) == 2
+    for pid in executors:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        dirs = env[b"SPARK_EXECUTOR_DIRS"].decode().split(os.pathsep)
+        assert dirs and all(os.path.realpath(d).startswith(root) for d in dirs), dirs
+        assert all(os.path.isdir(d) for d in dirs)
+
+
 def test_the_example_script_runs_this_module() -> None:
     # examples/spark_standalone.sh lose-worker is `python -m gsp_spark.standalone`: a bad path
     # name fails in its argument parser (naming the paths this module runs) before any cluster.

@@ -154,8 +154,10 @@ class Daemon:
 class StandaloneCluster:
     """A Spark standalone master and workers on ``host``, each a process of its own started with
     pyspark's ``bin/spark-class``; every port random (the master's URL is read from its log).
-    Logs and work directories go under ``workdir``. :meth:`close` kills everything it started
-    (also the executors and Python workers under the workers)."""
+    Logs, work directories and the executors' scratch space (``SPARK_LOCAL_DIRS``: shuffle and
+    block files, which a killed executor never removes) go under ``workdir``, so removing it
+    removes all they wrote. :meth:`close` kills everything it started (also the executors and
+    Python workers under the workers)."""
 
     def __init__(self, workdir: str, host: str = "127.0.0.1", cores: int = 1,
                  memory: str = "1g", python: str | None = None) -> None:
@@ -165,7 +167,9 @@ class StandaloneCluster:
         self.url = ""
         home = spark_home()
         self._spark_class = os.path.join(home, "bin", "spark-class")
+        self.local_dir = os.path.join(workdir, "local")
         self._env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=host,
+                         SPARK_LOCAL_DIRS=self.local_dir,
                          PYSPARK_PYTHON=python or os.environ.get("PYSPARK_PYTHON")
                          or sys.executable,
                          SPARK_DAEMON_MEMORY="256m",
@@ -173,7 +177,7 @@ class StandaloneCluster:
                          # is dropped after 15 s without heartbeats (the default is 60 s).
                          SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false "
                                            "-Dspark.worker.timeout=15")
-        os.makedirs(workdir, exist_ok=True)
+        os.makedirs(self.local_dir, exist_ok=True)
 
     def _start(self, name: str, *args: str) -> Daemon:
         log = os.path.join(self.workdir, f"{name}.log")
