@@ -1,9 +1,14 @@
 """One address served by several processes: :func:`gsp.prefork` and :class:`gsp.Prefork`.
 
 A gevent process uses one core. To serve one tcp address (a REP, a PULL, a SUB fed by many
-peers) from every core, the supervisor here forks ``procs`` worker processes; each makes its own
-socket after the fork and listens on the same address with ``tcp_reuseport=True``, so the kernel
-spreads new connections among them. The supervisor (the calling process) serves nothing: it
+peers) from every core, the supervisor here forks ``procs`` worker processes, each with its own
+socket made after the fork. With ``balance="pipes"`` (the default) the supervisor listens, and
+every worker accepts on that one listening socket (``listen_fd``), taking turns so that each
+holds as many connections as the others (an accept gate over counts the workers share in
+memory): two clients' connections go to two workers. With ``balance="kernel"`` each worker
+listens on the address itself with ``tcp_reuseport=True``, and the kernel spreads connections
+by a hash of their addresses, blind to what each worker holds. The supervisor (the calling
+process) serves nothing: it
 restarts a worker that dies (after a short, growing delay; it gives up, raising
 :class:`gsp.WorkerFailed`, when one keeps dying right after it starts), and on SIGTERM or SIGINT
 it asks every worker to drain its socket (:meth:`gsp.Socket.drain`) and exit, then returns.
@@ -17,6 +22,7 @@ docs/serving.md, "Every core".
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import signal
 import socket as _stdsocket
@@ -51,6 +57,14 @@ MIN_UPTIME = 1.0
 #: while it keeps failing to start).
 BACKOFF = (0.1, 5.0)
 _TICK = 0.05  # how often the supervisor looks at its workers, seconds
+#: ``balance`` values: the workers take turns on one listening socket, or the kernel's
+#: SO_REUSEPORT hash spreads connections among their own listening sockets.
+BALANCES = ("pipes", "kernel")
+#: balance="pipes": how often a worker that holds more connections than another looks again,
+#: seconds; and how long a connection may wait to be accepted by a less busy worker (one that
+#: is stuck in a long computation, say) before a busier one takes it.
+TURN_POLL = 0.005
+ACCEPT_STALL = 0.05
 
 
 def _original(module: str, name: str) -> Any:
@@ -117,7 +131,8 @@ class Prefork:
     def __init__(self, protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], Any],
                  *, procs: int | None = None, drain_timeout: float = 10.0,
                  max_restarts: int = 5, start_timeout: float = 30.0,
-                 on_ready: Callable[["Prefork"], Any] | None = None, **options: Any) -> None:
+                 on_ready: Callable[["Prefork"], Any] | None = None, balance: str = "pipes",
+                 **options: Any) -> None:
         if procs is None:
             procs = os.cpu_count() or 1
         if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
@@ -130,6 +145,9 @@ class Prefork:
                 raise BadOption(f"{name} must be a number of seconds above 0, not {value!r}")
         if not callable(serve):
             raise BadOption(f"serve must be a callable (socket, worker), not {serve!r}")
+        if balance not in BALANCES:
+            raise BadOption(f"balance must be one of {', '.join(map(repr, BALANCES))}, "
+                            f"not {balance!r}")
         if "listen" in options or "dial" in options:
             raise BadOption("prefork makes each worker's socket listen on url: give no "
                             "listen= or dial=")
@@ -149,11 +167,15 @@ class Prefork:
         self.max_restarts = max_restarts
         self.start_timeout = float(start_timeout)
         self.on_ready = on_ready
+        self.balance = balance
         self.options = dict(options, tcp_reuseport=True)
         self.url = url
         self.restarts = 0
         self._given = url
         self._hold: _stdsocket.socket | None = None
+        # balance="pipes": the connections each worker holds, -1 for a slot with no worker
+        # accepting; shared memory, mapped before the forks (see _Turns).
+        self._loads: memoryview | None = None
         self._slots = [_Slot(i) for i in range(procs)]
         self._started = False
         self._stopping = False
@@ -181,6 +203,10 @@ class Prefork:
             raise GspError("this gsp.Prefork was started already")
         self._started = True
         self._hold_address()
+        if self.balance == "pipes":
+            self._loads = memoryview(mmap.mmap(-1, 8 * self.procs)).cast("q")
+            for i in range(self.procs):
+                self._loads[i] = -1
         for slot in self._slots:
             self._fork(slot)
         deadline = time.monotonic() + self.start_timeout
@@ -283,8 +309,10 @@ class Prefork:
     # -- the supervisor's work -----------------------------------------------------------------
 
     def _hold_address(self) -> None:
-        """Bind (never listen on) the address with SO_REUSEPORT in the supervisor: ``:0`` gets
-        its real port, and the port stays this server's while workers restart."""
+        """Bind the address in the supervisor: ``:0`` gets its real port, and the port stays this
+        server's while workers restart. With ``balance="pipes"`` the supervisor listens on it
+        too, and the workers accept on that socket (they inherit it); with ``"kernel"`` it only
+        binds, with SO_REUSEPORT, and each worker listens with a socket of its own."""
         scheme, rest = split_url(self._given)
         host, port = parse_host_port(self._given, listening=True)
         try:  # (gevent's own resolver and sockets would run the hub before the forks)
@@ -294,15 +322,23 @@ class Prefork:
             raise InvalidAddress(f"cannot resolve {self._given!r}: {exc}") from None
         family, kind, proto, _, addr = infos[0]
         hold: _stdsocket.socket = _original("socket", "socket")(family, kind, proto)
+        shared = self.balance == "pipes"
         try:
-            hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEPORT, 1)
+            if shared:
+                hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
+            else:
+                hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEPORT, 1)
             hold.bind(addr)
+            if shared:
+                hold.listen(1024)
         except OSError as exc:
             hold.close()
-            raise AddressInUse(f"gsp.prefork cannot hold {self._given!r}: {exc} (a listener "
-                               f"without tcp_reuseport, or another user's, has it)") from None
+            who = "another listener" if shared else \
+                "a listener without tcp_reuseport, or another user's"
+            raise AddressInUse(f"gsp.prefork cannot hold {self._given!r}: {exc} ({who} has "
+                               f"it)") from None
         self._hold = hold
-        hold.set_inheritable(False)
+        hold.set_inheritable(False)  # the workers are forked: they have it without exec
         if port == 0:
             real = hold.getsockname()[1]
             netloc, slash, path = rest.partition("/")
@@ -379,6 +415,8 @@ class Prefork:
             s.ready_fd = -1
         s.pid = 0
         s.ready = False
+        if self._loads is not None:
+            self._loads[s.index] = -1  # no worker there: the others do not wait for it
 
     # -- the worker's side ---------------------------------------------------------------------
 
@@ -390,8 +428,8 @@ class Prefork:
             for s in self._slots:  # the supervisor's ends of the other workers' pipes
                 if s.ready_fd >= 0:
                     os.close(s.ready_fd)
-            if self._hold is not None:
-                self._hold.close()
+            if self._hold is not None and self._loads is None:
+                self._hold.close()  # balance="kernel": the worker listens on its own
             _die_with_parent(self._ppid)
             code = self._work(PreforkWorker(index, generation, self.url), ready_fd)
         except BaseException:
@@ -409,7 +447,19 @@ class Prefork:
 
         import gsp
         gevent.reinit()  # this process's own poller (gsp's fork hook does it only with sockets)
-        sock = gsp.socket(self.protocol, listen=self.url, **self.options)
+        turns: _Turns | None = None
+        if self._loads is None:
+            sock = gsp.socket(self.protocol, listen=self.url, **self.options)
+        else:
+            assert self._hold is not None
+            turns = _Turns(self._loads, worker.index, self._hold.fileno())
+            sock = gsp.socket(self.protocol, **self.options)
+            try:
+                turns.watch(sock)
+                sock.listen(self.url, listen_fd=self._hold.fileno(), accept_gate=turns)
+            except BaseException:
+                sock.close()
+                raise
         worker.socket = sock
         drainer: list[gevent.Greenlet[Any, Any]] = []
 
@@ -417,6 +467,8 @@ class Prefork:
             if worker.stopping:
                 return
             worker.stopping = True
+            if turns is not None:
+                turns.leave()  # draining: the other workers take the new connections
             drainer.append(gevent.spawn(_drain, sock, self.drain_timeout))
 
         handlers = [gevent.signal_handler(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)]
@@ -439,7 +491,7 @@ class Prefork:
 def prefork(protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], Any], *,
             procs: int | None = None, drain_timeout: float = 10.0, max_restarts: int = 5,
             start_timeout: float = 30.0, on_ready: Callable[[Prefork], Any] | None = None,
-            **options: Any) -> None:
+            balance: str = "pipes", **options: Any) -> None:
     """Serve ``url`` (``tcp://`` or ``tls+tcp://``) from ``procs`` worker processes (default: one
     per CPU) until SIGTERM or SIGINT, then return::
 
@@ -450,8 +502,14 @@ def prefork(protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], 
         gsp.prefork("rep", "tcp://0.0.0.0:5555", serve, procs=4)
 
     Each worker is forked from the calling process (call it from the main thread, before the
-    program runs anything on its gevent hub), makes ``gsp.socket(protocol, listen=url,
-    tcp_reuseport=True, **options)`` and calls ``serve(socket, worker)``. A worker that dies is
+    program runs anything on its gevent hub), makes ``gsp.socket(protocol, **options)`` and calls
+    ``serve(socket, worker)``. How the workers share the address is ``balance``'s: with
+    ``"pipes"`` (the default) the supervisor listens on it and the workers accept on that one
+    socket in turns, each taking a connection only while it holds no more than any other (a
+    connection left waiting 50 ms by a busy worker goes to the next); with ``"kernel"`` each
+    worker listens with ``tcp_reuseport=True`` and the kernel spreads connections by a hash of
+    their addresses (fine for many short connections; a few long ones may all land on one
+    worker). A worker that dies is
     started again (after 0.1 s, doubling up to 5 s while it keeps dying within 1 s of its
     start), at most ``max_restarts`` times in a row; when it dies that way once more, or a
     worker cannot listen at start, every worker is stopped and :class:`gsp.WorkerFailed`
@@ -466,7 +524,7 @@ def prefork(protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], 
     """
     p = Prefork(protocol, url, serve, procs=procs, drain_timeout=drain_timeout,
                 max_restarts=max_restarts, start_timeout=start_timeout, on_ready=on_ready,
-                **options)
+                balance=balance, **options)
 
     def on_signal(signum: int, frame: Any) -> None:
         if p._stopping:  # a second signal: stop waiting for the drain
@@ -485,6 +543,66 @@ def prefork(protocol: str, url: str, serve: Callable[["Socket", PreforkWorker], 
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+class _Turns:
+    """A worker's accept gate for ``balance="pipes"``: the workers accept on one listening
+    socket, and one accepts its next connection only while it holds no more connections (pipes
+    and handshakes) than any other. ``loads`` is the count of each slot, in memory shared by the
+    supervisor and every worker (-1: no worker accepting there); each worker writes its own.
+
+    A worker with more than another waits, looking again every :data:`TURN_POLL` seconds; if a
+    connection waits in the backlog for :data:`ACCEPT_STALL` seconds all the same (the less
+    busy worker is stuck, or gone), it accepts it. A count that goes up is written before the
+    next accept; one that goes down, when a pipe detaches.
+    """
+
+    def __init__(self, loads: memoryview, index: int, fd: int) -> None:
+        self.loads = loads
+        self.index = index
+        self.fd = fd
+        self.sock: Socket | None = None
+        self._select = _original("select", "select")
+        loads[index] = 0
+
+    def watch(self, sock: "Socket") -> None:
+        import gsp
+        detached = gsp.PipeEvent.DETACHED
+        self.sock = sock
+
+        def on_event(event: Any, pipe: Any) -> None:
+            if event is detached and self.loads[self.index] >= 0:
+                self.loads[self.index] = self._held()
+
+        sock.on_pipe_event(on_event)
+
+    def leave(self) -> None:
+        self.loads[self.index] = -1
+
+    def _held(self) -> int:
+        sock = self.sock
+        if sock is None:
+            return 0
+        return len(sock.pipes) + sum(lst.handshakes for lst in sock.listeners)
+
+    def __call__(self, listener: Any) -> None:
+        import gevent
+        loads, me = self.loads, self.index
+        waited = 0.0
+        while True:
+            if loads[me] < 0:  # leaving (draining): the listener is about to close
+                return
+            mine = loads[me] = self._held()
+            others = [n for i, n in enumerate(loads) if i != me and n >= 0]
+            if not others or mine <= min(others):
+                return
+            if self._select([self.fd], [], [], 0)[0]:  # a connection waits in the backlog
+                waited += TURN_POLL
+                if waited >= ACCEPT_STALL:
+                    return
+            else:
+                waited = 0.0
+            gevent.sleep(TURN_POLL)
+
 
 def _drain(sock: "Socket", timeout: float) -> None:
     try:

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable
 
 import gevent
+import gevent.event
 import pytest
 from gevent import socket as gsocket
 
@@ -277,3 +278,68 @@ def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: 
     finally:
         for end in (*first, *second):
             end.close()
+
+
+# -- accept_gate: a listener that takes its next connection when its gate says so ---------------
+
+def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_returns(
+        mk: Mk) -> None:
+    open_gate = gevent.event.Event()
+    calls: list[gsp.Listener] = []
+
+    def gate(listener: gsp.Listener) -> None:
+        calls.append(listener)
+        if len(calls) > 1:  # the first accept goes at once, the second waits for the event
+            open_gate.wait()
+
+    rep = mk("rep")
+    lst = rep.listen(TCP, accept_gate=gate)
+    first = mk("req", dial=lst.url)
+    round_trip(first, rep)
+    second = mk("req")
+    second.dial(lst.url, block=False)  # the kernel completes the connection; gsp does not take it
+    gevent.sleep(0.2)
+    assert lst.stats["accepted"] == 1 and len(rep.pipes) == 1
+    assert calls == [lst, lst]
+    open_gate.set()
+    round_trip(second, rep)
+    assert lst.stats["accepted"] == 2 and len(rep.pipes) == 2
+
+
+def test_an_accept_gate_that_raises_is_logged_and_the_listener_accepts_anyway(
+        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="gsp.listener")
+
+    def gate(listener: gsp.Listener) -> None:
+        raise ValueError("a broken gate")
+
+    rep = mk("rep")
+    lst = rep.listen(TCP, accept_gate=gate)
+    for _ in range(3):
+        round_trip(mk("req", dial=lst.url), rep)
+    warned = [r for r in caplog.records if "the accept gate" in r.getMessage()]
+    assert warned and "raised ValueError: accepting anyway" in warned[0].getMessage()
+    assert warned[0].exc_info is not None  # with its traceback
+    assert len(warned) < 3 + 1  # rate limited: at most once an interval, and one a failure
+
+
+def test_an_accept_gate_must_be_callable(mk: Mk) -> None:
+    rep = mk("rep")
+    with pytest.raises(gsp.BadOption, match="accept_gate must be a callable"):
+        rep.listen(TCP, accept_gate="yes")
+    assert rep.listeners == []
+
+
+def test_closing_a_listener_whose_gate_waits_ends_its_accepting(mk: Mk) -> None:
+    waiting = gevent.event.Event()
+
+    def gate(listener: gsp.Listener) -> None:
+        waiting.set()
+        gevent.sleep(3600)
+
+    rep = mk("rep")
+    lst = rep.listen(TCP, accept_gate=gate)
+    assert waiting.wait(WAIT)
+    with gevent.Timeout(WAIT, AssertionError("close() waited for the gate")):
+        lst.close()
+    assert rep.listeners == [] and lst.stats["accepted"] == 0

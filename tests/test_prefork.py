@@ -111,9 +111,13 @@ def ask_all(socks: list[gsp.Socket], rounds: int, tag: str) -> Counter[int]:
     return Counter(pid for t in tasks for pid in t.value)
 
 
-@pytest.mark.parametrize("monkey", [False, True], ids=["plain", "monkey"])
-def test_three_rep_workers_answer_sixteen_clients_each_request_once(monkey: bool) -> None:
-    with server("rep", 3, *(["--monkey"] if monkey else [])) as srv, ExitStack() as stack:
+@pytest.mark.parametrize("monkey, balance", [(False, "pipes"), (True, "pipes"),
+                                             (False, "kernel")],
+                         ids=["plain", "monkey", "kernel"])
+def test_three_rep_workers_answer_sixteen_clients_each_request_once(monkey: bool,
+                                                                    balance: str) -> None:
+    extra = (["--monkey"] if monkey else []) + (["--kernel"] if balance == "kernel" else [])
+    with server("rep", 3, *extra) as srv, ExitStack() as stack:
         assert len(set(srv.pids)) == 3
         socks = requesters(stack, srv.url, 16)
         answered = ask_all(socks, 25, "a")
@@ -158,6 +162,44 @@ def test_workers_receive_every_message_of_many_peers_once(tmp_path: Path, worker
         assert set(got.values()) == {1}
         per_worker = {int(f.name) for f in tmp_path.iterdir() if f.stat().st_size}
         assert len(per_worker) > 1 and per_worker <= set(srv.pids)
+
+
+def who(sock: gsp.Socket) -> int:
+    sock.send(b"who")
+    pid, _ = sock.recv().split(b" ", 1)
+    return int(pid)
+
+
+@pytest.mark.parametrize("monkey", [False, True], ids=["plain", "monkey"])
+def test_a_few_long_connections_are_spread_evenly_over_the_workers(monkey: bool) -> None:
+    # balance="pipes": a worker accepts only while it holds no more connections than the
+    # other. Two clients must get two workers every time; the kernel's reuseport hash puts
+    # both on one worker half the time (the 8 rounds here pass by chance once in 128).
+    # ACCEPT_STALL is 5 s: only a worker that is stuck that long gives its turn away.
+    # The connections stay up: a worker counts a closed one until it notices the close.
+    with server("rep", 2, "--stall", "5", *(["--monkey"] if monkey else [])) as srv, \
+            ExitStack() as stack:
+        for r in range(8):  # two clients at a time
+            a, b = requesters(stack, srv.url, 2)
+            assert {who(a), who(b)} == set(srv.pids), f"round {r}"
+        answered = Counter()  # then one by one, each answered before the next dials
+        for _ in range(6):
+            answered[who(requesters(stack, srv.url, 1)[0])] += 1
+        assert sorted(answered.values()) == [3, 3] and set(answered) == set(srv.pids)
+        stack.close()
+        assert srv.stop() == 0
+
+
+def test_a_stuck_worker_gives_its_turn_to_the_others() -> None:
+    # Worker 0 blocks its whole process for 3 s from its start: it holds no connection, so
+    # worker 1, holding one, must not wait for it to take the next one longer than
+    # ACCEPT_STALL (50 ms) once a connection waits.
+    with server("stuck", 2) as srv, ExitStack() as stack:
+        a, b = requesters(stack, srv.url, 2)
+        with gevent.Timeout(2, AssertionError("a connection waited for the stuck worker")):
+            assert who(a) == who(b) == srv.pids[1]
+        stack.close()
+        assert srv.stop() == 0
 
 
 def test_a_killed_worker_is_started_again_and_clients_keep_being_answered() -> None:
@@ -261,6 +303,8 @@ def test_other_bad_input_is_refused_before_any_fork() -> None:
         gsp.prefork("rep", url, serve_nothing, procs=1, drain_timeout=0)
     with pytest.raises(gsp.BadOption, match="serve must be a callable"):
         gsp.prefork("rep", url, "serve", procs=1)  # type: ignore[arg-type]
+    with pytest.raises(gsp.BadOption, match="balance must be one of 'pipes', 'kernel'"):
+        gsp.prefork("rep", url, serve_nothing, procs=1, balance="round-robin")
 
 
 def test_an_address_held_without_reuseport_is_refused_before_any_fork() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
 from gevent.event import Event
@@ -83,14 +83,20 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
     return ep
 
 
+#: What ``Socket.listen(accept_gate=...)`` takes: called with the listener before each accept.
+AcceptGate = Callable[["Listener"], object]
+
+
 class Listener:
     """An address a socket accepts connections on. ``url`` is the bound URL."""
 
     def __init__(self, socket: Socket, tl: TransportListener, options: Options,
-                 slots: PipeSlots) -> None:
+                 slots: PipeSlots, accept_gate: AcceptGate | None = None) -> None:
         self.socket = socket
         self._slots = slots
         self._tl = tl
+        self._gate = accept_gate
+        self._gate_errors = log.Repeats()  # an accept gate that raised
         self.url: str = tl.url
         self.options = options
         self._closed = False
@@ -126,6 +132,10 @@ class Listener:
             if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
                 gevent.sleep(0.0001)  # the pipes' sockets (sleep(0) would not: a callback)
             self._wait_for_handshakes()
+            if self._gate is not None:
+                self._pass_gate()
+                if self._closed:
+                    return
             try:
                 conn = self._tl.accept()
             except Closed:
@@ -159,6 +169,24 @@ class Listener:
             self._fewer.clear()
             self._fewer.wait()
             limit = self.options["max_handshakes"]
+
+    def _pass_gate(self) -> None:
+        """Call the accept gate (``Socket.listen(accept_gate=...)``), which returns when this
+        listener may accept its next connection. A gate that raises lets the accept go ahead:
+        the error is logged (WARNING, rate limited, with its traceback) and the listener serves
+        on, as it does when a pipe event callback raises."""
+        assert self._gate is not None
+        try:
+            self._gate(self)
+        except Exception as exc:
+            level, held = self._gate_errors.level()
+            if listener_log.isEnabledFor(level):
+                listener_log.log(level, "%s %s: the accept gate %r raised %s: accepting anyway%s",
+                                 self.socket.protocol, self.url, self._gate,
+                                 type(exc).__name__, log.held_note(held),
+                                 exc_info=level > logging.DEBUG,
+                                 extra=log.fields(self.socket, self.url, gsp_error=exc,
+                                                  gsp_suppressed=held))
 
     def _refuse(self, conn: Connection) -> None:
         """Close a connection the socket has no room for (``max_pipes``), count it and log it:

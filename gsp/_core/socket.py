@@ -25,7 +25,7 @@ from ..options import (
 from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
 from ..transport.limits import RecvLimits
 from . import attrs, counters, events, fork, log
-from .endpoints import Dialer, Listener, PipeSlots, endpoint_options
+from .endpoints import AcceptGate, Dialer, Listener, PipeSlots, endpoint_options
 from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
 from .pipe import Pipe, PipeEvent
@@ -312,14 +312,25 @@ class Socket(ObjectCalls):
         return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def listen(self, url: str, **options: Any) -> "Listener":
-        """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background."""
+    def listen(self, url: str, *, accept_gate: AcceptGate | None = None,
+               **options: Any) -> "Listener":
+        """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background.
+
+        ``accept_gate``, if given, is called as ``accept_gate(listener)`` in the accepting
+        greenlet before each accept, and returns when the listener may take its next
+        connection: it may wait (cooperatively: ``gevent.sleep``, an event), and meanwhile the
+        kernel's listen backlog holds the connections. Processes sharing one listening socket
+        (``listen_fd``) use it to take turns; :class:`gsp.Prefork` balances its workers so. A
+        gate that raises an ``Exception`` lets that accept go ahead, and is logged."""
         self._check_can_grow()
+        if accept_gate is not None and not callable(accept_gate):
+            raise BadOption(f"accept_gate must be a callable (listener) or None, "
+                            f"not {accept_gate!r}")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
-        lst = Listener(self, tl, opts, self._slots)
+        lst = Listener(self, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
         lst._start()
         return lst

@@ -97,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument(f"--{flag}", type=int, default=default)
         if name == "reqrep":
             p.add_argument("--procs", type=_positive, default=None,
-                           help="serve from N processes (gsp.prefork, tcp_reuseport; tcp only), "
+                           help="serve from N processes (gsp.prefork; tcp only), "
                                 "beside one process serving the same clients")
             p.add_argument("--client-procs", type=_positive, default=None,
                            help="with --procs: client processes (default: N, at least 2), "

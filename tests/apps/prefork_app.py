@@ -1,6 +1,6 @@
 """A gsp.prefork server for tests/test_prefork.py, run in a fresh interpreter:
 
-    python tests/apps/prefork_app.py MODE PROCS [DIR] [--monkey]
+    python tests/apps/prefork_app.py MODE PROCS [DIR] [--monkey] [--kernel] [--stall SECONDS]
 
 It prints ``URL PID...`` once every worker listens (the supervisor's ``on_ready``), and ``done``
 when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it raised
@@ -11,6 +11,10 @@ when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it rai
 * ``pull``  each worker appends every message it receives to DIR/PID, one a line
 * ``sub``   the same with a SUB socket subscribed to everything
 * ``crash`` each worker raises as soon as it listens (the supervisor gives up: ``failed``)
+* ``stuck`` ``rep``, but worker 0 first blocks its process for 3 s (its hub runs nothing)
+
+``--kernel`` serves with ``balance="kernel"`` (the default is ``"pipes"``); ``--stall`` sets
+``gsp.serving.ACCEPT_STALL`` (how long a connection waits for a less busy worker).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ import gsp
 
 MODE, PROCS = sys.argv[1], int(sys.argv[2])
 DIR = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else ""
+BALANCE = "kernel" if "--kernel" in sys.argv else "pipes"
+if "--stall" in sys.argv:
+    gsp.serving.ACCEPT_STALL = float(sys.argv[sys.argv.index("--stall") + 1])
 
 
 def say(*words: object) -> None:
@@ -73,6 +80,15 @@ def sub(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
     pull(sock, worker)
 
 
+def stuck(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
+    if worker.index == 0 and worker.generation == 0:
+        import time
+        sleep = time.sleep if "--monkey" not in sys.argv else gevent.monkey.get_original(
+            "time", "sleep")
+        sleep(3.0)  # the hub too: this worker accepts nothing meanwhile
+    rep(sock, worker)
+
+
 def crash(sock: gsp.Socket, worker: gsp.PreforkWorker) -> None:
     raise RuntimeError(f"worker {worker.index} fails at once")
 
@@ -83,11 +99,12 @@ def ready(p: gsp.Prefork) -> None:
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
-    serve: Any = {"rep": rep, "slow": slow, "pull": pull, "sub": sub, "crash": crash}[MODE]
+    serve: Any = {"rep": rep, "slow": slow, "pull": pull, "sub": sub, "crash": crash,
+                  "stuck": stuck}[MODE]
     protocol = MODE if MODE in ("pull", "sub") else "rep"
     try:
         gsp.prefork(protocol, "tcp://127.0.0.1:0", serve, procs=PROCS, on_ready=ready,
-                    drain_timeout=10, max_restarts=2, recv_max_size=0)
+                    drain_timeout=10, max_restarts=2, recv_max_size=0, balance=BALANCE)
     except gsp.WorkerFailed as exc:
         print("failed", exc.index, exc.exitcode, flush=True)
         return 3
