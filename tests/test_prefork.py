@@ -34,7 +34,7 @@ class Server:
             return
         first = self.line()
         self.url, *pids = first.split()
-        assert self.url.startswith("tcp://"), first
+        assert self.url.startswith(("tcp://", "tls+tcp://")), first
         self.pids = [int(p) for p in pids]
 
     def line(self, wait: float = 30) -> str:
@@ -186,6 +186,20 @@ def test_a_few_long_connections_are_spread_evenly_over_the_workers(monkey: bool)
         for _ in range(6):
             answered[who(requesters(stack, srv.url, 1)[0])] += 1
         assert sorted(answered.values()) == [3, 3] and set(answered) == set(srv.pids)
+        stack.close()
+        assert srv.stop() == 0
+
+
+def test_tls_workers_take_turns_too(pki: Any) -> None:
+    with server("rep", 2, "--stall", "5", "--tls", pki.server_cert_file,
+                pki.server_key_file) as srv, ExitStack() as stack:
+        assert srv.url.startswith("tls+tcp://")
+        socks = [stack.enter_context(gsp.socket("req", recv_timeout=WAIT * 3))
+                 for _ in range(4)]
+        for s in socks:
+            s.dial(srv.url, block=True, **pki.dial_options())
+        answered = Counter(who(s) for s in socks)
+        assert sorted(answered.values()) == [2, 2] and set(answered) == set(srv.pids)
         stack.close()
         assert srv.stop() == 0
 

@@ -1,6 +1,7 @@
 """A gsp.prefork server for tests/test_prefork.py, run in a fresh interpreter:
 
     python tests/apps/prefork_app.py MODE PROCS [DIR] [--monkey] [--kernel] [--stall SECONDS]
+                                     [--tls CERT KEY]
 
 It prints ``URL PID...`` once every worker listens (the supervisor's ``on_ready``), and ``done``
 when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it raised
@@ -14,7 +15,8 @@ when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it rai
 * ``stuck`` ``rep``, but worker 0 first blocks its process for 3 s (its hub runs nothing)
 
 ``--kernel`` serves with ``balance="kernel"`` (the default is ``"pipes"``); ``--stall`` sets
-``gsp.serving.ACCEPT_STALL`` (how long a connection waits for a less busy worker).
+``gsp.serving.ACCEPT_STALL`` (how long a connection waits for a less busy worker); ``--tls``
+serves ``tls+tcp://`` with that certificate and key.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ DIR = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else
 BALANCE = "kernel" if "--kernel" in sys.argv else "pipes"
 if "--stall" in sys.argv:
     gsp.serving.ACCEPT_STALL = float(sys.argv[sys.argv.index("--stall") + 1])
+TLS: dict[str, str] = {}
+if "--tls" in sys.argv:
+    at = sys.argv.index("--tls")
+    TLS = {"tls_cert_file": sys.argv[at + 1], "tls_key_file": sys.argv[at + 2]}
 
 
 def say(*words: object) -> None:
@@ -103,8 +109,9 @@ def main() -> int:
                   "stuck": stuck}[MODE]
     protocol = MODE if MODE in ("pull", "sub") else "rep"
     try:
-        gsp.prefork(protocol, "tcp://127.0.0.1:0", serve, procs=PROCS, on_ready=ready,
-                    drain_timeout=10, max_restarts=2, recv_max_size=0, balance=BALANCE)
+        gsp.prefork(protocol, ("tls+tcp" if TLS else "tcp") + "://127.0.0.1:0", serve,
+                    procs=PROCS, on_ready=ready, drain_timeout=10, max_restarts=2,
+                    recv_max_size=0, balance=BALANCE, **TLS)
     except gsp.WorkerFailed as exc:
         print("failed", exc.index, exc.exitcode, flush=True)
         return 3
