@@ -316,3 +316,23 @@ def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) ->
     assert "4 clients (gsp, mangos: 2 conns) in 2 procs → 2 procs (gsp.prefork; others: 1)" in again.stdout
     bad = run("reqrep", "--procs", "0", timeout=60)
     assert bad.returncode == 2 and "must be at least 1" in bad.stderr
+
+
+def test_thr_counts_by_size_unless_told() -> None:
+    from gsp.bench.cases import cases_for
+    from gsp.bench.cli import parser
+
+    def counts(*argv: str) -> list[tuple[int, int]]:
+        return [(c.params["size"], c.params["count"])
+                for c in cases_for(parser().parse_args(["thr", *argv]))]
+
+    # 2 GiB worth, between 200 and 200,000: a 1 MiB run is 2 GiB, not 200 GB
+    assert counts() == [(16, 200_000)]
+    assert counts("--size", "10k") == [(10240, 200_000)]
+    assert counts("--size", "64k") == [(65536, 32_768)]
+    assert counts("--size", "1m") == [(1 << 20, 2048)]
+    assert counts("--size", "64m") == [(64 << 20, 200)]
+    assert counts("--size", "1m", "--count", "3000") == [(1 << 20, 3000)]  # as told
+    # the sweep: --sweep-bytes worth a point, capped by --count if given, else by 200,000
+    assert counts("--sizes", "16,1m", "--sweep-bytes", "1000000") == [(16, 62_500), (1 << 20, 200)]
+    assert counts("--sizes", "16,1m", "--count", "500") == [(16, 500), (1 << 20, 256)]

@@ -12,6 +12,9 @@ KiB, MiB = 1024, 1024 * 1024
 SWEEP_SIZES = [16, 64, 256, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]
 #: The transports ``suite --plot`` sweeps the sizes over (``thr --plot`` sweeps its one).
 SWEEP_TRANSPORTS = ("tcp", "ipc")
+#: ``gsp bench thr`` without ``--count``: this many bytes of messages, at least 200 and at most
+#: THR_COUNT messages (16 B: 200,000; 64 KiB: 32,768; 1 MiB: 2,048).
+THR_BYTES, THR_COUNT = 2048 * MiB, 200_000
 
 
 class Case:
@@ -104,9 +107,16 @@ MAKERS: dict[str, Callable[..., Case]] = {"thr": thr_case, "lat": lat_case, "pub
                                          "reqrep": reqrep_case, "conns": conns_case}
 
 
+def thr_count(size: int) -> int:
+    """``gsp bench thr``'s count for one ``size`` when no ``--count`` is given: the same bytes
+    (:data:`THR_BYTES`) at every size, so a big size takes seconds, not hours."""
+    return max(200, min(THR_COUNT, THR_BYTES // max(size, 1)))
+
+
 def _sweep_count(a: argparse.Namespace, size: int) -> int:
     """Messages per sweep point: ``--sweep-bytes`` worth, at least 200, at most ``--count``."""
-    return max(200, min(int(a.count), int(a.sweep_bytes) // max(size, 1)))
+    cap = THR_COUNT if a.count is None else int(a.count)
+    return max(200, min(cap, int(a.sweep_bytes) // max(size, 1)))
 
 
 def cases_for(a: argparse.Namespace) -> list[Case]:
@@ -114,8 +124,10 @@ def cases_for(a: argparse.Namespace) -> list[Case]:
     cmd = a.cmd
     if cmd == "thr":
         sizes = a.sizes or (SWEEP_SIZES if a.plot else [a.size])
-        return [thr_case(a.transport, s, a.count if len(sizes) == 1 else _sweep_count(a, s))
-                for s in sizes]
+        if len(sizes) > 1:
+            return [thr_case(a.transport, s, _sweep_count(a, s)) for s in sizes]
+        return [thr_case(a.transport, sizes[0],
+                         thr_count(sizes[0]) if a.count is None else a.count)]
     if cmd == "lat":
         return [lat_case(a.transport, a.size, a.count)]
     if cmd == "pubsub":

@@ -87,14 +87,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--clients", type=int, default=16, help="concurrent req clients")
     s.add_argument("--conns", type=int, default=10_000, help="dialers on one rep")
     for name, hlp, defaults in (
-            ("thr", "push/pull throughput", {"count": 200_000}),
+            ("thr", "push/pull throughput", {"count": None}),
             ("lat", "req/rep round-trip latency", {"count": 20_000}),
             ("pubsub", "1 pub → N sub fan-out", {"count": 20_000, "subs": 50}),
             ("reqrep", "req/rep with concurrent clients", {"count": 50_000, "clients": 16}),
             ("conns", "many dialers on one rep", {"conns": 10_000})):
         p = sub.add_parser(name, parents=[common, transport], help=hlp)
         for flag, default in defaults.items():
-            p.add_argument(f"--{flag}", type=int, default=default)
+            p.add_argument(f"--{flag}", type=int, default=default,
+                           help="messages: by default 2 GiB of them, at least 200 and at most "
+                                "200,000 (16 B: 200,000; 64 KiB: 32,768; 1 MiB: 2,048)"
+                                if name == "thr" and flag == "count" else None)
         if name == "reqrep":
             p.add_argument("--procs", type=_positive, default=None,
                            help="serve from N processes (gsp.prefork; tcp only), "
