@@ -550,10 +550,12 @@ class _Turns:
     and handshakes) than any other. ``loads`` is the count of each slot, in memory shared by the
     supervisor and every worker (-1: no worker accepting there); each worker writes its own.
 
-    A worker with more than another waits, looking again every :data:`TURN_POLL` seconds; if a
-    connection waits in the backlog for :data:`ACCEPT_STALL` seconds all the same (the less
-    busy worker is stuck, or gone), it accepts it. A count that goes up is written before the
-    next accept; one that goes down, when a pipe detaches.
+    A worker with more than another waits until a connection is in the backlog (its hub watches
+    the listening socket: nothing runs while none comes), then looks again every
+    :data:`TURN_POLL` seconds while one is there; if a connection waits for
+    :data:`ACCEPT_STALL` seconds all the same (the less busy worker is stuck, or gone), it
+    accepts it. A count that goes up is written before the next accept; one that goes down, when
+    a pipe detaches.
     """
 
     def __init__(self, loads: memoryview, index: int, fd: int) -> None:
@@ -586,6 +588,7 @@ class _Turns:
 
     def __call__(self, listener: Any) -> None:
         import gevent
+        from gevent.socket import wait_read
         loads, me = self.loads, self.index
         waited = 0.0
         while True:
@@ -595,12 +598,13 @@ class _Turns:
             others = [n for i, n in enumerate(loads) if i != me and n >= 0]
             if not others or mine <= min(others):
                 return
-            if self._select([self.fd], [], [], 0)[0]:  # a connection waits in the backlog
-                waited += TURN_POLL
-                if waited >= ACCEPT_STALL:
-                    return
-            else:
+            if not self._select([self.fd], [], [], 0)[0]:  # no connection waits: sleep until one
                 waited = 0.0
+                wait_read(self.fd)
+                continue
+            waited += TURN_POLL
+            if waited >= ACCEPT_STALL:  # the others have left it there: take it
+                return
             gevent.sleep(TURN_POLL)
 
 

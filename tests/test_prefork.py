@@ -204,6 +204,26 @@ def test_tls_workers_take_turns_too(pki: Any) -> None:
         assert srv.stop() == 0
 
 
+def wakeups(pid: int) -> int:
+    """The times process ``pid`` went to sleep and was woken (voluntary context switches)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("voluntary_ctxt_switches"))
+
+
+def test_a_worker_waiting_for_its_turn_sleeps_while_no_connection_comes() -> None:
+    # One connection: its worker holds more than the other, and waits for its turn. With no
+    # connection in the backlog it must sleep, not look again every few milliseconds (a
+    # first version woke 195 times a second).
+    with server("rep", 2) as srv, ExitStack() as stack:
+        busy = who(requesters(stack, srv.url, 1)[0])
+        before = {pid: wakeups(pid) for pid in srv.pids}
+        gevent.sleep(1.0)
+        woke = {pid: wakeups(pid) - before[pid] for pid in srv.pids}
+        assert woke[busy] < 20, woke
+        stack.close()
+        assert srv.stop() == 0
+
+
 def test_a_stuck_worker_gives_its_turn_to_the_others() -> None:
     # Worker 0 blocks its whole process for 3 s from its start: it holds no connection, so
     # worker 1, holding one, must not wait for it to take the next one longer than
