@@ -5,7 +5,9 @@ pytest plugin (gsp_socket, gsp_spawn, gsp_free_url, gsp_leak_check) or tests/con
 from __future__ import annotations
 
 import contextlib
+import re
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -329,3 +331,60 @@ def handshaken(cls: type[StreamConnection]) -> Iterator[tuple[StreamConnection, 
     finally:
         a.close()
         b.close()
+
+
+class CountingRaw:
+    """A socket (a plain one's non-blocking socket, or the gevent one), counting the recv calls
+    made on it (``recvs``) and recording the size each asked for (``sizes``); anything else
+    goes to the socket."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.sizes: list[int] = []
+
+    @property
+    def recvs(self) -> int:
+        return len(self.sizes)
+
+    def recv(self, n: int) -> bytes:
+        self.sizes.append(n)
+        data: bytes = self.raw.recv(n)
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+#: A request id (high bit set: a backtrace's last word), for raw REQ peers' requests to a rep.
+RID = (0x80000001).to_bytes(4, "big")
+
+
+def counting_lent_reads(monkeypatch: pytest.MonkeyPatch, *socks: gsp.Socket) -> list[object]:
+    """Record each lent read (a pipe handed to a waiting greenlet) of the pipes ``socks`` have
+    now, from now on. A lent read is ``Pipe.read_lent``, which reads through the pipe's
+    ``_recv_lent`` (once, or twice when it reads on) within one turn of the loop; so that each
+    is counted once, a pipe read that way counts again only from the next turn. (The pipe's
+    attribute, not ``Pipe.read_lent`` itself: the compiled build's ``Pipe`` is a class whose
+    methods cannot be replaced.)"""
+    lent: list[object] = []
+    for pipe in [p for s in socks for p in s.pipes]:
+        real = pipe._recv_lent
+        counted: list[bool] = []
+
+        def recv(wake: Callable[[], None], pipe: Any = pipe, real: Any = real,
+                 counted: list[bool] = counted) -> Any:
+            if not counted:  # the first read of this lent read
+                lent.append(pipe)
+                counted.append(True)
+                gevent.get_hub().loop.run_callback(counted.clear)  # once this turn ends
+            return real(wake)
+
+        monkeypatch.setattr(pipe, "_recv_lent", recv)
+    return lent
+
+
+#: The repository's root (docs/, examples/, README.md).
+ROOT = Path(__file__).resolve().parent.parent
+#: A marker line, then a fenced block: ``<!-- snippet: path -->`` or
+#: ``<!-- snippet-exempt: why -->``
+BLOCK = re.compile(r"(?:<!-- (snippet|snippet-exempt): ([^>]*?) -->\n)?```(\w*)\n(.*?)\n```", re.S)

@@ -1,38 +1,26 @@
 """gsp.chan: channels for greenlets, the basics: construction, unbuffered rendezvous, buffered
 channels, timeouts, close, drain, and a model test of every non-blocking operation against a deque.
 select is in test_chan_select.py; interrupted operations (a gevent.Timeout or a kill landing on a
-blocked call, items handed to a receiver killed at that moment) in test_chan_interrupts.py. Both
-import their channel helpers (waiters, assert_clean, Spawn) from here."""
+blocked call, items handed to a receiver killed at that moment) in test_chan_interrupts.py. All
+three take their channel helpers (waiters, assert_clean, Spawn) from chan_support.py."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any
 
 import gevent
 import pytest
-from gevent import Greenlet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsp
 from gsp.chan import CLOSED, Chan, Recv, Send, select
 from gsp.testing import wait_for
+from tests.chan_support import Spawn, assert_clean, waiters
 
 pytestmark = pytest.mark.core
-
-Spawn = Callable[..., Greenlet]
-
-
-def waiters(ch: Chan) -> tuple[int, int]:
-    """(blocked receivers, blocked senders) still queued on ``ch``."""
-    return len(ch._recvq), len(ch._sendq)
-
-
-def assert_clean(*chans: Chan) -> None:
-    for ch in chans:
-        assert waiters(ch) == (0, 0), f"waiter left behind on {ch!r}"
 
 
 # -- construction ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from gevent import Greenlet
 import gsp
 from gsp.chan import Chan, Recv, Send, select
 from gsp.testing import wait_for
-from tests.test_chan import Spawn, assert_clean, waiters
+from tests.chan_support import Spawn, assert_clean, waiters
 
 pytestmark = pytest.mark.core
 

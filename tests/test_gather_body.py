@@ -20,8 +20,7 @@ import pytest
 import gsp
 from gsp.testing import WAIT, RawPeer, wait_for
 from gsp.transport import wire
-from tests.support import sockets
-from tests.test_lent_reads import RID, counting_lent_reads
+from tests.support import RID, CountingRaw, counting_lent_reads, handshaken, sockets
 
 pytestmark = pytest.mark.core
 
@@ -119,8 +118,6 @@ def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(
     so that from then on each read takes a prefix, then a whole body (the message itself, no
     join); one FIONREAD count serves every body it covers (what was read since is taken off)."""
     from gsp.transport import stream
-    from tests.support import handshaken
-    from tests.test_readers import CountingRaw
 
     # FIONREAD counts, seen at fcntl.ioctl: stream._readable itself is called directly in the
     # compiled build, where replacing the module's function changes nothing

@@ -24,12 +24,11 @@ from gsp.transport import (
     TransportListener,
     wire,
 )
-from tests.support import plugged_transports, sockets
+from tests.support import RID, CountingRaw, counting_lent_reads, plugged_transports, sockets
 
 pytestmark = pytest.mark.core
 
 REQ = 0x30  # the raw peers below speak req to gsp's rep
-RID = (0x80000001).to_bytes(4, "big")
 
 
 def url(kind: str, ipc_dir: str, name: str) -> str:
@@ -40,30 +39,6 @@ def url(kind: str, ipc_dir: str, name: str) -> str:
 def readers_of(sock: gsp.Socket) -> int:
     """Reader greenlets a socket has now, busy or idle (its greenlets less its accepters)."""
     return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
-
-
-def counting_lent_reads(monkeypatch: pytest.MonkeyPatch, *socks: gsp.Socket) -> list[object]:
-    """Record each lent read (a pipe handed to a waiting greenlet) of the pipes ``socks`` have
-    now, from now on. A lent read is ``Pipe.read_lent``, which reads through the pipe's
-    ``_recv_lent`` (once, or twice when it reads on) within one turn of the loop; so that each
-    is counted once, a pipe read that way counts again only from the next turn. (The pipe's
-    attribute, not ``Pipe.read_lent`` itself: the compiled build's ``Pipe`` is a class whose
-    methods cannot be replaced.)"""
-    lent: list[object] = []
-    for pipe in [p for s in socks for p in s.pipes]:
-        real = pipe._recv_lent
-        counted: list[bool] = []
-
-        def recv(wake: Callable[[], None], pipe: Any = pipe, real: Any = real,
-                 counted: list[bool] = counted) -> Any:
-            if not counted:  # the first read of this lent read
-                lent.append(pipe)
-                counted.append(True)
-                gevent.get_hub().loop.run_callback(counted.clear)  # once this turn ends
-            return real(wake)
-
-        monkeypatch.setattr(pipe, "_recv_lent", recv)
-    return lent
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
@@ -91,7 +66,6 @@ def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
 
         counted = []
         if kind != "inproc":  # count the socket reads: one a message, none finding nothing
-            from tests.test_readers import CountingRaw
             for s in (rep, req):
                 conn = s.pipes[0]._conn
                 conn._raw = CountingRaw(conn._raw)

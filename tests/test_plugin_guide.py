@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import BLOCK, ROOT
+
 GUIDE = ROOT / "docs" / "plugins.md"
-# A marker line, then a fenced block: ``<!-- snippet: path -->`` or ``<!-- snippet-exempt: why -->``
-BLOCK = re.compile(r"(?:<!-- (snippet|snippet-exempt): ([^>]*?) -->\n)?```(\w*)\n(.*?)\n```", re.S)
 
 
 def _blocks() -> list[tuple[str | None, str, str, str]]:

@@ -18,7 +18,7 @@ from gsp.chan import Chan
 from gsp.errors import Closed
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
-from tests.support import handshaken, sockets
+from tests.support import CountingRaw, handshaken, sockets
 
 pytestmark = pytest.mark.core
 
@@ -231,28 +231,6 @@ def test_a_subclass_reading_its_own_way_never_parks() -> None:
         a.send_messages([b"back"])
         wait_for(lambda: woke, what="the wake")
         assert b.recv_or_park(lambda: None) == [b"back"] and not b._park.active
-
-
-class CountingRaw:
-    """A socket (a plain one's non-blocking socket, or the gevent one), counting the recv calls
-    made on it (``recvs``) and recording the size each asked for (``sizes``); anything else
-    goes to the socket."""
-
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
-        self.sizes: list[int] = []
-
-    @property
-    def recvs(self) -> int:
-        return len(self.sizes)
-
-    def recv(self, n: int) -> bytes:
-        self.sizes.append(n)
-        data: bytes = self.raw.recv(n)
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw, name)
 
 
 def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:

@@ -10,7 +10,7 @@ import gevent
 from gevent import subprocess
 
 import gsp
-from tests.support import http_get, stop_server
+from tests.support import BLOCK, ROOT, http_get, stop_server
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "webapp.py"
 
@@ -51,8 +51,6 @@ def test_server_answers_http_and_sp_clients_then_stops_on_sigterm() -> None:
 
 
 def test_the_guide_quotes_the_example_verbatim() -> None:
-    from tests.test_plugin_guide import BLOCK, ROOT
-
     blocks = [(m[1], m[2], m[4]) for m in BLOCK.finditer((ROOT / "docs" / "webapp.md").read_text())]
     assert sum(kind == "snippet" for kind, _, _ in blocks) >= 5
     for kind, where, code in blocks:

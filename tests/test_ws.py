@@ -1,8 +1,8 @@
 """ws:// and wss:// (the gsp-ws plugin): the transport conformance kit, then the upgrade rules
 (request and response headers, paths sharing one port, 404 / 400 / 403 answers, a stalled HTTP
 client), wss's TLS options and identity, pynng interop and the plugin's entry point. Framing,
-limits and the close handshake are in test_ws_frames.py, which takes its bare WebSocket client
-(RawClient) and port_of from here."""
+limits and the close handshake are in test_ws_frames.py; the bare WebSocket client (RawClient) and
+port_of they share are in ws_support.py."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from typing import Any
 import pynng
 import pytest
 from gevent import socket as gsocket
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, Request
 
 import gsp
 from gsp import TLSHandshakeError
@@ -24,6 +22,7 @@ from gsp.testing import TransportSuite
 from gsp_ws import UpgradeRefused
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
+from tests.ws_support import RawClient, port_of
 
 MiB = 1 << 20
 
@@ -67,54 +66,6 @@ class TestWSSTransport(TestWSTransport):
 
     def dial_options(self) -> dict[str, Any]:
         return self.pki.dial_options()
-
-
-def port_of(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
-
-
-class RawClient:
-    """A bare WebSocket client (wsproto over a gevent socket) to poke at a listener."""
-
-    def __init__(self, port: int, path: str = "/sp", protocols: tuple[str, ...] = (
-            "pair.sp.nanomsg.org",), headers: dict[str, str] | None = None) -> None:
-        self.sock = gsocket.create_connection(("127.0.0.1", port), timeout=5)
-        self.ws = WSConnection(ConnectionType.CLIENT)
-        self.closed_by_peer: CloseConnection | None = None
-        extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-        self.sock.sendall(self.ws.send(Request(host=f"127.0.0.1:{port}", target=path,
-                                               subprotocols=list(protocols), extra_headers=extra)))
-        self.answer = self.next_event((AcceptConnection, RejectConnection))
-
-    @property
-    def status(self) -> int:
-        return 101 if isinstance(self.answer, AcceptConnection) else self.answer.status_code
-
-    def next_event(self, kinds: Any) -> Any:
-        while True:
-            for ev in self.ws.events():
-                if isinstance(ev, kinds):
-                    return ev
-            data = self.sock.recv(1 << 20)
-            if not data:
-                return None
-            self.ws.receive_data(data)
-
-    def send(self, event: Any) -> None:
-        self.sock.sendall(self.ws.send(event))
-
-    def eof(self) -> bool:
-        """True once the server closed TCP (after whatever it sent)."""
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                return True
-            if not data:
-                return True
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _pair_sockets(**listen: Any) -> tuple[gsp.Socket, gsp.Socket, str]:

@@ -1,6 +1,6 @@
 """ws:// (the gsp-ws plugin) frame by frame, against a bare WebSocket client (RawClient, from
-test_ws.py): text frames, fragments with a ping between them, a message in the same segment as the
-101 and frames sent with the upgrade request, the close handshake both ways, and a message or
+ws_support.py): text frames, fragments with a ping between them, a message in the same segment as
+the 101 and frames sent with the upgrade request, the close handshake both ways, and a message or
 frame over the limits closing only that pipe."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from wsproto.events import (
 )
 
 import gsp
-from tests.test_ws import RawClient, port_of
+from tests.ws_support import RawClient, port_of
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ from wsproto.events import BytesMessage, CloseConnection, Pong
 
 import gsp
 from gsp.testing import WAIT, wait_for
-from tests import test_ws
-from tests.test_ws import RawClient, port_of
+from tests import ws_support
+from tests.ws_support import RawClient, port_of
 
 MIB = 1 << 20
 
@@ -33,7 +33,7 @@ def raw_client(url: str, pki: Any) -> RawClient:
     bus = ("bus.sp.nanomsg.org",)
     if not url.startswith("wss"):
         return RawClient(port_of(url), protocols=bus)
-    plain = test_ws.gsocket.create_connection
+    plain = ws_support.gsocket.create_connection
     ctx = ssl.create_default_context(cafile=pki.ca_file)
 
     def tls_connection(addr: Any, timeout: float = WAIT) -> Any:
@@ -43,7 +43,7 @@ def raw_client(url: str, pki: Any) -> RawClient:
         return tls
 
     with pytest.MonkeyPatch.context() as mp:  # RawClient connects through it
-        mp.setattr(test_ws.gsocket, "create_connection", tls_connection)
+        mp.setattr(ws_support.gsocket, "create_connection", tls_connection)
         return RawClient(port_of(url), protocols=bus)
 
 
