@@ -136,10 +136,10 @@ def test_malloc_tuned_runs_every_library_with_gsp_tune_allocator() -> None:
     faults = {b["lib"]: (b["figures"]["faults_recv"], a["figures"]["faults_recv"])
               for b, a in zip(before["results"], after["results"], strict=True)}
     assert set(faults) == {"gsp", "pyzmq"}
-    # Untuned, each body faults its pages in (gsp 65, pyzmq 130 a message seen); tuned, in every
+    # Untuned, each of pyzmq's bodies faults its pages in (130 a message seen); tuned, in every
     # library's worker, the heap keeps them: what is left is its growth to its working size
-    # (gsp 0, pyzmq about 1 seen)
-    assert faults["gsp"][0] >= 32 and faults["pyzmq"][0] >= 32, faults
+    # (gsp 0, pyzmq about 1 seen). gsp's own untuned count is not asserted: 0 and 65 were seen.
+    assert faults["pyzmq"][0] >= 32, faults
     assert faults["gsp"][1] < 4, faults
     pyzmq_default, pyzmq_tuned = faults["pyzmq"]
     assert pyzmq_tuned < pyzmq_default / 4, faults
