@@ -324,10 +324,8 @@ class Prefork:
         hold: _stdsocket.socket = _original("socket", "socket")(family, kind, proto)
         shared = self.balance == "pipes"
         try:
-            if shared:
-                hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEADDR, 1)
-            else:
-                hold.setsockopt(_stdsocket.SOL_SOCKET, _stdsocket.SO_REUSEPORT, 1)
+            hold.setsockopt(_stdsocket.SOL_SOCKET,
+                            _stdsocket.SO_REUSEADDR if shared else _stdsocket.SO_REUSEPORT, 1)
             hold.bind(addr)
             if shared:
                 hold.listen(1024)
@@ -452,10 +450,9 @@ class Prefork:
             sock = gsp.socket(self.protocol, listen=self.url, **self.options)
         else:
             assert self._hold is not None
-            turns = _Turns(self._loads, worker.index, self._hold.fileno())
             sock = gsp.socket(self.protocol, **self.options)
             try:
-                turns.watch(sock)
+                turns = _Turns(self._loads, worker.index, self._hold.fileno(), sock)
                 sock.listen(self.url, listen_fd=self._hold.fileno(), accept_gate=turns)
             except BaseException:
                 sock.close()
@@ -558,33 +555,32 @@ class _Turns:
     a pipe detaches.
     """
 
-    def __init__(self, loads: memoryview, index: int, fd: int) -> None:
+    def __init__(self, loads: memoryview, index: int, fd: int, sock: "Socket") -> None:
+        import gsp
         self.loads = loads
         self.index = index
-        self.fd = fd
-        self.sock: Socket | None = None
+        self.fd = fd  # the shared listening socket (this worker's listener accepts on a dup)
+        self.sock = sock
         self._select = _original("select", "select")
         loads[index] = 0
-
-    def watch(self, sock: "Socket") -> None:
-        import gsp
         detached = gsp.PipeEvent.DETACHED
-        self.sock = sock
 
         def on_event(event: Any, pipe: Any) -> None:
-            if event is detached and self.loads[self.index] >= 0:
-                self.loads[self.index] = self._held()
+            if event is detached:  # a count that goes down (one that goes up: at the gate)
+                self._publish()
 
         sock.on_pipe_event(on_event)
 
     def leave(self) -> None:
         self.loads[self.index] = -1
 
-    def _held(self) -> int:
+    def _publish(self) -> int:
+        """This worker's connections (pipes and handshakes), written to its slot unless it left."""
         sock = self.sock
-        if sock is None:
-            return 0
-        return len(sock.pipes) + sum(lst.handshakes for lst in sock.listeners)
+        held = len(sock.pipes) + sum(lst.handshakes for lst in sock.listeners)
+        if self.loads[self.index] >= 0:
+            self.loads[self.index] = held
+        return held
 
     def __call__(self, listener: Any) -> None:
         import gevent
@@ -594,7 +590,7 @@ class _Turns:
         while True:
             if loads[me] < 0:  # leaving (draining): the listener is about to close
                 return
-            mine = loads[me] = self._held()
+            mine = self._publish()
             others = [n for i, n in enumerate(loads) if i != me and n >= 0]
             if not others or mine <= min(others):
                 return

@@ -30,7 +30,16 @@ import sys
 from typing import Any
 
 from . import report
-from .cases import SWEEP_SIZES, MiB, cases_for, cases_of, parse_size, parse_sizes
+from .cases import (
+    SWEEP_SIZES,
+    THR_BYTES,
+    THR_COUNT,
+    MiB,
+    cases_for,
+    cases_of,
+    parse_size,
+    parse_sizes,
+)
 from .libs import LIBS
 from .native import NATIVE, Unavailable, available
 from .runner import run_cases
@@ -87,17 +96,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--clients", type=int, default=16, help="concurrent req clients")
     s.add_argument("--conns", type=int, default=10_000, help="dialers on one rep")
     for name, hlp, defaults in (
-            ("thr", "push/pull throughput", {"count": None}),
+            ("thr", "push/pull throughput", {}),
             ("lat", "req/rep round-trip latency", {"count": 20_000}),
             ("pubsub", "1 pub → N sub fan-out", {"count": 20_000, "subs": 50}),
             ("reqrep", "req/rep with concurrent clients", {"count": 50_000, "clients": 16}),
             ("conns", "many dialers on one rep", {"conns": 10_000})):
         p = sub.add_parser(name, parents=[common, transport], help=hlp)
         for flag, default in defaults.items():
-            p.add_argument(f"--{flag}", type=int, default=default,
-                           help="messages: by default 2 GiB of them, at least 200 and at most "
-                                "200,000 (16 B: 200,000; 64 KiB: 32,768; 1 MiB: 2,048)"
-                                if name == "thr" and flag == "count" else None)
+            p.add_argument(f"--{flag}", type=int, default=default)
+        if name == "thr":  # None: by size (cases.thr_count)
+            p.add_argument("--count", type=int, default=None,
+                           help=f"messages (default: {THR_BYTES // MiB // 1024} GiB of them, at least "
+                                f"200, at most {THR_COUNT:,})")
         if name == "reqrep":
             p.add_argument("--procs", type=_positive, default=None,
                            help="serve from N processes (gsp.prefork; tcp only), "

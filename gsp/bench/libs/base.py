@@ -252,7 +252,8 @@ class Lib:
     def req_clients_go(self, ctl: Control, url: str, size: int, clients: int,
                        count: int, conns: int | None = None) -> None:
         """``clients`` concurrent requesters over ``conns`` connections (default: a REQ socket
-        each; connections, not requests, are spread over a server's processes), timed from "go" with a clock shared by every process; their CPU time too."""
+        each; connections, not requests, are spread over a server's processes), timed from "go"
+        with a clock shared by every process; their CPU time too."""
         with ExitStack() as stack:
             socks = self.spread_requesters(stack, url, clients, conns or clients)
             per = max(1, count // clients)
