@@ -5,7 +5,6 @@ The gunicorn and uWSGI cases are in tests/test_serving.py."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,8 +40,7 @@ def run_scenario(scenario: str, monkey: bool) -> None:
     """Run the scenario with a temporary directory of its own (short: ipc paths go there), which
     it must leave empty: its ipc files and certificates removed, by the parent and the child."""
     argv = [sys.executable, SCRIPT, scenario] + (["--monkey"] if monkey else [])
-    scratch = tempfile.mkdtemp(prefix="gsp-fork-", dir="/tmp")
-    try:
+    with tempfile.TemporaryDirectory(prefix="gsp-fork-", dir="/tmp") as scratch:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                               env=dict(os.environ, TMPDIR=scratch))
         out = proc.stdout + proc.stderr
@@ -50,8 +48,6 @@ def run_scenario(scenario: str, monkey: bool) -> None:
         assert out.splitlines()[-1].startswith("OK"), out
         assert "Traceback" not in out, out
         assert os.listdir(scratch) == []
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_per_process_in_one_process(gsp_free_url) -> None:  # type: ignore[no-untyped-def]
