@@ -58,3 +58,29 @@ def test_a_served_workload_counts_its_server_alone() -> None:
     long = work_count._instructions(sys.executable, None, "raw-rep16", 900)
     per = (long - short) / 600
     assert 10_000 < per < 55_000, per
+
+
+def test_the_bytecode_loops_lines_are_summed_and_nothing_else() -> None:
+    """``--interpreter`` sums callgrind_annotate's lines for CPython's bytecode loop, however the
+    report names its file (a header inlined into it) or its recursion (``'2``); a function that
+    merely starts with the same letters, and the totals line, are not counted."""
+    report = "\n".join([
+        "1,000,000 (100.0%)  PROGRAM TOTALS",
+        "  168,276 (16.73%)  /tmp/b/Python/ceval.c:_PyEval_EvalFrameDefault'2 [/lib/libpython3.11.so]",
+        "    4,521 ( 0.45%)  /tmp/b/./Include/object.h:_PyEval_EvalFrameDefault'2",
+        "      900 ( 0.09%)  /tmp/b/Python/ceval.c:_PyEval_EvalFrameDefault [/lib/libpython3.11.so]",
+        "   45,881 ( 4.56%)  /tmp/b/Objects/dictobject.c:unicodekeys_lookup_unicode [/lib/x.so]",
+        "      101 ( 0.01%)  /tmp/b/Python/ceval.c:_PyEval_EvalFrameDefaultish [/lib/x.so]",
+        "       40 ( 0.00%)  /tmp/b/Python/ceval.c:_PyEval_Vector [/lib/libpython3.11.so]",
+    ])
+    assert work_count.interpreter_share(report) == 168_276 + 4_521 + 900
+
+
+def test_the_interpreters_share_of_a_round_trip_is_counted() -> None:
+    """The raw round trip is Python framing its messages by hand: a real share of its work is
+    the bytecode loop's, and never all of it (the system calls, the hub and the allocator are
+    not)."""
+    if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
+        pytest.fail("valgrind not found: apt-get install valgrind (.ci/run does)")
+    rt = work_count.count(sys.executable, None, "raw-rt", n=100, interpreter=True)
+    assert 0.05 * rt["instructions"] < rt["interpreter"] < 0.8 * rt["instructions"], rt

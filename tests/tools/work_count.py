@@ -1,6 +1,7 @@
 """Machine instructions and system calls a message or round trip costs, counted, not timed.
 
     python tests/tools/work_count.py [WORKLOAD ...] [--python PY] [--tree DIR] [--json]
+                                     [--interpreter]
 
 Each workload runs in one process over loopback (a REQ and a REP, a PUSH and a PULL, ...), first
 ``n`` then ``3 n`` times. The process runs twice under ``valgrind --tool=callgrind``, which counts
@@ -423,12 +424,38 @@ def _under(tool: list[str], python: str, tree: str | None, workload: str, n: int
         return open(report).read() if tool[0] == "strace" else out.stderr
 
 
-def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
-    err = _under(["valgrind", "--tool=callgrind", "--callgrind-out-file={d}/cg.out"],
-                 python, tree, workload, n)
-    found = re.search(r"Collected : (\d+)", err)
-    if not found:
-        raise SystemExit(f"no instruction count in callgrind's output:\n{err[-2000:]}")
+#: CPython's bytecode loop, as callgrind names it (with a suffix such as ``'2`` for a recursive
+#: entry): the instructions a unit spends interpreting Python, which compiling that code removes.
+EVAL_LOOP = "_PyEval_EvalFrameDefault"
+
+
+def interpreter_share(annotated: str) -> int:
+    """The instructions of ``callgrind_annotate --inclusive=no``'s report (``annotated``) that
+    ran in CPython's bytecode loop: its lines "N (P%)  file:function [object]" whose function is
+    :data:`EVAL_LOOP` (some lines name a header whose code was inlined into it)."""
+    total = 0
+    for line in annotated.splitlines():
+        found = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S*?:(\S+)", line)
+        if found and found.group(2).split("'")[0] == EVAL_LOOP:
+            total += int(found.group(1).replace(",", ""))
+    return total
+
+
+def _instructions(python: str, tree: str | None, workload: str, n: int,
+                  split: dict[str, int] | None = None) -> int:
+    """The instructions of ``n`` units of ``workload`` in a process of their own; given
+    ``split``, also its ``"interpreter"`` share (:func:`interpreter_share`)."""
+    with tempfile.TemporaryDirectory() as keep:
+        out = os.path.join(keep, "cg.out")
+        err = _under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
+                     python, tree, workload, n)
+        found = re.search(r"Collected : (\d+)", err)
+        if not found:
+            raise SystemExit(f"no instruction count in callgrind's output:\n{err[-2000:]}")
+        if split is not None:
+            report = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100",
+                                     out], capture_output=True, text=True, check=True).stdout
+            split["interpreter"] = interpreter_share(report)
     return int(found.group(1))
 
 
@@ -445,12 +472,20 @@ def _syscalls(python: str, tree: str | None, workload: str, n: int) -> int:
                                n))
 
 
-def count(python: str, tree: str | None, workload: str, n: int = 0) -> dict[str, float]:
-    """Instructions and system calls a unit of ``workload`` (``n``: the short run's units)."""
+def count(python: str, tree: str | None, workload: str, n: int = 0,
+          interpreter: bool = False) -> dict[str, float]:
+    """Instructions and system calls a unit of ``workload`` (``n``: the short run's units); with
+    ``interpreter``, also the instructions of those that ran in CPython's bytecode loop."""
     n = n or WORKLOADS[workload][0]
-    ir = _instructions(python, tree, workload, 3 * n) - _instructions(python, tree, workload, n)
+    short: dict[str, int] | None = {} if interpreter else None
+    long: dict[str, int] | None = {} if interpreter else None
+    ir = (_instructions(python, tree, workload, 3 * n, long)
+          - _instructions(python, tree, workload, n, short))
     sc = _syscalls(python, tree, workload, 3 * n) - _syscalls(python, tree, workload, n)
-    return {"instructions": ir / (2 * n), "syscalls": sc / (2 * n)}
+    got = {"instructions": ir / (2 * n), "syscalls": sc / (2 * n)}
+    if long is not None and short is not None:
+        got["interpreter"] = (long["interpreter"] - short["interpreter"]) / (2 * n)
+    return got
 
 
 def _build(python: str, tree: str | None) -> str:
@@ -472,6 +507,9 @@ def main() -> None:
     ap.add_argument("--tree", help="a gsp checkout to put first on PYTHONPATH")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     ap.add_argument("-n", type=int, default=0, help="units of the short run (default: per workload)")
+    ap.add_argument("--interpreter", action="store_true",
+                    help="also count the instructions a unit spends in CPython's bytecode loop "
+                         "(the interpreted Python's own share; needs callgrind_annotate)")
     a = ap.parse_args()
     for tool in ("valgrind", "strace"):
         if not shutil.which(tool):
@@ -479,14 +517,16 @@ def main() -> None:
     chosen = a.workloads or list(WORKLOADS)
     if unknown := set(chosen) - set(WORKLOADS):
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    got = {w: count(a.python, a.tree, w, a.n) for w in chosen}
+    got = {w: count(a.python, a.tree, w, a.n, a.interpreter) for w in chosen}
     if a.json:
         print(json.dumps({"build": _build(a.python, a.tree), "per": got}))
         return
     print(f"gsp: {_build(a.python, a.tree)}")
     for w, c in got.items():
-        print(f"{w:11} {c['instructions']:10.0f} instructions {c['syscalls']:6.2f} system calls "
-              f"a {WORKLOADS[w][1]}")
+        share = (f" ({c['interpreter']:.0f} in the bytecode loop)" if "interpreter" in c
+                 else "")
+        print(f"{w:11} {c['instructions']:10.0f} instructions{share} {c['syscalls']:6.2f} system "
+              f"calls a {WORKLOADS[w][1]}")
 
 
 if __name__ == "__main__":
