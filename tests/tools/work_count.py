@@ -441,10 +441,10 @@ def interpreter_share(annotated: str) -> int:
     return total
 
 
-def _instructions(python: str, tree: str | None, workload: str, n: int,
-                  split: dict[str, int] | None = None) -> int:
-    """The instructions of ``n`` units of ``workload`` in a process of their own; given
-    ``split``, also its ``"interpreter"`` share (:func:`interpreter_share`)."""
+def _callgrind(python: str, tree: str | None, workload: str, n: int,
+               annotate: bool = False) -> tuple[int, int]:
+    """The instructions of ``n`` units of ``workload`` in a process of their own, and with
+    ``annotate`` those that ran in CPython's bytecode loop (:func:`interpreter_share`; else 0)."""
     with tempfile.TemporaryDirectory() as keep:
         out = os.path.join(keep, "cg.out")
         err = _under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
@@ -452,11 +452,16 @@ def _instructions(python: str, tree: str | None, workload: str, n: int,
         found = re.search(r"Collected : (\d+)", err)
         if not found:
             raise SystemExit(f"no instruction count in callgrind's output:\n{err[-2000:]}")
-        if split is not None:
+        share = 0
+        if annotate:
             report = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100",
                                      out], capture_output=True, text=True, check=True).stdout
-            split["interpreter"] = interpreter_share(report)
-    return int(found.group(1))
+            share = interpreter_share(report)
+    return int(found.group(1)), share
+
+
+def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
+    return _callgrind(python, tree, workload, n)[0]
 
 
 def strace_calls(report: str) -> int:
@@ -477,14 +482,12 @@ def count(python: str, tree: str | None, workload: str, n: int = 0,
     """Instructions and system calls a unit of ``workload`` (``n``: the short run's units); with
     ``interpreter``, also the instructions of those that ran in CPython's bytecode loop."""
     n = n or WORKLOADS[workload][0]
-    short: dict[str, int] | None = {} if interpreter else None
-    long: dict[str, int] | None = {} if interpreter else None
-    ir = (_instructions(python, tree, workload, 3 * n, long)
-          - _instructions(python, tree, workload, n, short))
+    (ir_long, ip_long), (ir_short, ip_short) = (
+        _callgrind(python, tree, workload, k, interpreter) for k in (3 * n, n))
     sc = _syscalls(python, tree, workload, 3 * n) - _syscalls(python, tree, workload, n)
-    got = {"instructions": ir / (2 * n), "syscalls": sc / (2 * n)}
-    if long is not None and short is not None:
-        got["interpreter"] = (long["interpreter"] - short["interpreter"]) / (2 * n)
+    got = {"instructions": (ir_long - ir_short) / (2 * n), "syscalls": sc / (2 * n)}
+    if interpreter:
+        got["interpreter"] = (ip_long - ip_short) / (2 * n)
     return got
 
 
