@@ -586,7 +586,7 @@ class _Turns:
         import gevent
         from gevent.socket import wait_read
         loads, me = self.loads, self.index
-        waited = 0.0
+        stall_at: float | None = None  # when a connection seen waiting is this worker's to take
         while True:
             if loads[me] < 0:  # leaving (draining): the listener is about to close
                 return
@@ -595,11 +595,15 @@ class _Turns:
             if not others or mine <= min(others):
                 return
             if not self._select([self.fd], [], [], 0)[0]:  # no connection waits: sleep until one
-                waited = 0.0
+                stall_at = None
                 wait_read(self.fd)
                 continue
-            waited += TURN_POLL
-            if waited >= ACCEPT_STALL:  # the others have left it there: take it
+            # (the clock, not a count of sleeps: this worker's hub may be busy with its own
+            # connections, so a sleep can last well beyond TURN_POLL)
+            now = time.monotonic()
+            if stall_at is None:
+                stall_at = now + ACCEPT_STALL
+            elif now >= stall_at:  # the others have left it there: take it
                 return
             gevent.sleep(TURN_POLL)
 
