@@ -348,3 +348,45 @@ def test_an_address_held_without_reuseport_is_refused_before_any_fork() -> None:
         port = held.getsockname()[1]
         with pytest.raises(gsp.AddressInUse, match="cannot hold"):
             gsp.prefork("rep", f"tcp://127.0.0.1:{port}", serve_nothing, procs=2)
+
+
+def test_a_busier_workers_stall_is_timed_by_the_clock_even_when_its_hub_is_busy() -> None:
+    # The gate of a worker holding more connections than another, with a connection waiting
+    # and nobody taking it: it must take it once ACCEPT_STALL (50 ms) has passed by the clock.
+    # Here a greenlet holds this hub 40 ms at a time (the worker's own connections, busy), so
+    # each 5 ms sleep between looks lasts 40 ms: counting sleeps (a first version) took 10 of
+    # them, some 400 ms; the clock takes two or three.
+    import mmap
+    import time
+
+    from gsp.serving import ACCEPT_STALL, _Turns
+    with ExitStack() as stack:
+        peer = stack.enter_context(gsp.socket("rep", listen="tcp://127.0.0.1:0"))
+        sock = stack.enter_context(gsp.socket("req"))
+        sock.dial(peer.listeners[0].url, block=True)  # this worker holds one pipe
+        backlog = stack.enter_context(stdsocket.socket())
+        backlog.bind(("127.0.0.1", 0))
+        backlog.listen(8)
+        # a connection in the backlog, which nobody accepts
+        stack.enter_context(stdsocket.create_connection(backlog.getsockname()))
+        loads = memoryview(mmap.mmap(-1, 16)).cast("q")
+        turns = _Turns(loads, 0, backlog.fileno(), sock)
+        loads[1] = 0  # the other worker holds none, and never accepts
+        done = []
+
+        def hog() -> None:
+            while not done:
+                time.sleep(0.04)  # blocks this hub
+                gevent.sleep(0.001)  # (a timer: sleep(0) would run again before the loop turns)
+
+        hogger = gevent.spawn(hog)
+        try:
+            start = time.monotonic()
+            with gevent.Timeout(5):
+                turns(None)
+            took = time.monotonic() - start
+        finally:
+            done.append(True)
+            hogger.join(1)
+        assert ACCEPT_STALL <= took < 0.25, took
+        assert loads[0] == 1  # its own count, published
