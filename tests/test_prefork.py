@@ -3,10 +3,12 @@ runs the supervisor in a fresh interpreter; the clients are this process's socke
 
 from __future__ import annotations
 
+import mmap
 import os
 import signal
 import socket as stdsocket
 import sys
+import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from gevent import subprocess
 
 import gsp
+from gsp.serving import ACCEPT_STALL, _Turns
 from gsp.testing import WAIT
 
 APP = Path(__file__).resolve().parent / "apps" / "prefork_app.py"
@@ -356,10 +359,6 @@ def test_a_busier_workers_stall_is_timed_by_the_clock_even_when_its_hub_is_busy(
     # Here a greenlet holds this hub 40 ms at a time (the worker's own connections, busy), so
     # each 5 ms sleep between looks lasts 40 ms: counting sleeps (a first version) took 10 of
     # them, some 400 ms; the clock takes two or three.
-    import mmap
-    import time
-
-    from gsp.serving import ACCEPT_STALL, _Turns
     with ExitStack() as stack:
         peer = stack.enter_context(gsp.socket("rep", listen="tcp://127.0.0.1:0"))
         sock = stack.enter_context(gsp.socket("req"))
