@@ -308,7 +308,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_spin", 0.0, _spin_check,
            "seconds a wait for a reply or a request (req, rep, surveyor, respondent) keeps the "
            "event loop polling, without sleeping, before the hub sleeps: a lower round trip "
-           "for CPU time; 0 = off, which costs nothing (docs/performance.md, low-latency mode)"),
+           "for CPU time; 0 = off, which costs nothing (docs/measuring.md, low-latency mode)"),
 ]}
 
 # Options that listen()/dial() accept besides their transport's own.

@@ -1,7 +1,7 @@
 """A budget of Python work per message: an undone inline shows up here, not in a benchmark.
 
 ``tests/tools/rt_bytecodes.py`` traces every greenlet of one process for 200 tcp round trips and
-counts the bytecodes and the Python calls they run (docs/performance.md, "Counting the work").
+counts the bytecodes and the Python calls they run (docs/measuring.md, "Counting the work").
 The count is exact: it does not move with the machine's load, only with the code and the
 interpreter. So the budget is kept per CPython minor version (CI runs 3.11), for the pure build
 (mypyc's compiled ``chan`` and ``wire``, and gevent's Cython hub, are not counted).

@@ -4,7 +4,7 @@ round trips stay correct with it on (tcp, ipc, inproc, contexts, many sockets, a
 process); a kill or a timeout during a spin behaves as without one; and a spin ends: a socket
 waiting with it on burns no CPU while nothing comes (process CPU time, not a timing).
 No test here times a round trip: what the mode gains is shown by `gsp bench lat --libs
-raw-gevent,gsp,gsp-spin` (docs/performance.md)."""
+raw-gevent,gsp,gsp-spin` (docs/measuring.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """tests/tools/work_count.py: the workloads it counts run against today's API, and it counts.
 
 The tool compares two versions of gsp by the instructions and system calls a message costs
-(docs/performance.md, "Counting the work"), which a loaded machine does not move. These tests keep
+(docs/measuring.md, "Counting the work"), which a loaded machine does not move. These tests keep
 its workloads runnable and check that a count is exact and sees work added.
 """
 
