@@ -24,7 +24,9 @@ class GspError(Exception):
 
 
 class Timeout(GspError, TimeoutError):
-    """A send, receive or select did not complete within its timeout.
+    """A send, receive or select did not complete within its timeout (or a ``drain()`` did not
+    finish in time: the socket is closed anyway). The message states the timeout asked for and
+    where it came from.
 
     ``timeout`` is the timeout that expired, in seconds, as the caller asked for it (``None``
     when the error is not a wait running out, e.g. a survey that expired)."""
@@ -54,11 +56,15 @@ def timed_out(op: str, timeout: float, source: str) -> Timeout:
 
 
 class Closed(GspError):
-    """The socket, context, dialer, listener or channel was closed by this process."""
+    """The socket, context, dialer, listener or channel was closed by this process; ``close()``
+    wakes the calls blocked on it with this error. Also what a draining socket refuses
+    (``drain()``: new sends, REP's ``recv``, new contexts and endpoints)."""
 
 
 class ConnectionBroken(GspError):
-    """The peer closed the connection or the network broke it (not a local close)."""
+    """The peer closed the connection or the network broke it (not a local close). A pipe's
+    ``error`` says so; of the calls on a socket only REQ's ``recv`` raises it, when the pipe
+    carrying its request broke and resending is off (docs/errors.md)."""
 
 
 class FrameStalled(ConnectionBroken):
@@ -77,15 +83,22 @@ class Canceled(ProtocolStateError):
 
 
 class NotSupported(GspError):
-    """The protocol or transport does not offer this operation (e.g. recv on PUB)."""
+    """The protocol or transport does not offer this operation: ``recv`` on PUSH or PUB,
+    contexts on raw sockets, ``dial("socket://")``, ``Listener.adopt`` on a listener other than
+    ``socket://``'s, ``tcp_reuseport`` where the platform has no ``SO_REUSEPORT``."""
 
 
 class BadOption(GspError, ValueError):
-    """An unknown option name, or a value of the wrong type or out of range."""
+    """An unknown option name, a value of the wrong type or out of range (an int timeout above
+    3600: milliseconds, docs/errors.md), or an option given to a ``listen``/``dial`` it does
+    nothing on (``tls_verify`` on a listener); a descriptor given to ``listen_fd`` or
+    ``Listener.adopt`` that is not an open stream socket, listening or connected as needed."""
 
 
 class InvalidAddress(GspError, ValueError):
-    """A URL gsp cannot parse, or whose scheme no installed transport serves."""
+    """A URL gsp cannot parse, or whose scheme no installed transport serves (the message lists
+    those installed); a ``listen_fd`` socket of an address family the scheme does not speak, or
+    on another port than the URL names."""
 
 
 class AddressInUse(GspError):
@@ -93,7 +106,8 @@ class AddressInUse(GspError):
 
 
 class ConnectionRefused(GspError):
-    """Nothing accepted the connection at that address."""
+    """Nothing accepted a ``dial(..., block=True)`` at that address, or the listening socket
+    is at its ``max_pipes``."""
 
 
 class UnknownPlugin(GspError, LookupError):
@@ -128,7 +142,8 @@ class BadFrame(WireError):
 
 
 class HandshakeError(WireError):
-    """The 8-byte SP connection header was not acceptable."""
+    """The 8-byte SP connection header was not acceptable (its subclasses say how); the pipe is
+    closed and the socket serves on."""
 
 
 class BadMagic(HandshakeError):
@@ -148,7 +163,9 @@ class TLSHandshakeError(HandshakeError):
 
 
 class WrongProtocol(HandshakeError):
-    """The peer speaks a protocol that is not this socket's peer protocol."""
+    """The peer speaks a protocol that is not this socket's peer protocol. The message names
+    both (``peer speaks rep (0x31), this push socket needs pull (0x51)``); ``expected`` and
+    ``got`` are their numbers."""
 
     def __init__(self, message: str, *, expected: int | None = None, got: int | None = None) -> None:
         super().__init__(message)

@@ -4,18 +4,29 @@
 - ``reference/api/<module>.md``: the public API of each module in :data:`API`, rendered from its
   docstrings and signatures by mkdocstrings;
 - ``reference/cli.md``: the ``--help`` of ``gsp`` and of each of its commands, as the installed
-  commands print it.
+  commands print it;
+- ``reference/errors.md``: every error class of :mod:`gsp.errors`, as a tree, with its
+  docstring;
+- ``options.md`` and ``plugin-reference.md``: written afresh from the option specs and the SDK's
+  docstrings by the repository's generator (the files in docs/ are its output, kept for readers
+  of the repository and checked fresh by tests/test_options_doc.py and test_plugin_reference.py).
 
 Nothing here is kept by hand: a docstring or an argument changed in the code changes the page.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import mkdocs_gen_files
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: Module -> one line on what it is for, above its reference.
 API = {
@@ -60,5 +71,61 @@ def cli_page() -> None:
         f.write("\n".join(lines))
 
 
+def _markdown(doc: str) -> str:
+    """A docstring as one table cell: reST's literals and roles as Markdown code."""
+    text = " ".join(inspect.cleandoc(doc).split())
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+    return text.replace("|", "\\|")
+
+
+def error_rows(cls: type, depth: int, classes: list[type]) -> list[str]:
+    also = [b.__name__ for b in cls.__bases__ if b.__module__ == "builtins" and b is not Exception]
+    name = "&nbsp;&nbsp;&nbsp;" * max(depth - 1, 0) + "↳ " * min(depth, 1) + f"`{cls.__name__}`"
+    rows = [f"| {name} | {', '.join(f'`{a}`' for a in also)} | {_markdown(cls.__doc__ or '')} |"]
+    for sub in classes:
+        if sub.__bases__[0] is cls:
+            rows += error_rows(sub, depth + 1, classes)
+    return rows
+
+
+def errors_page() -> None:
+    import gsp.errors
+
+    classes = [c for c in vars(gsp.errors).values()
+               if isinstance(c, type) and issubclass(c, gsp.errors.GspError)]
+    lines = ["# Error classes", "",
+             "Every error gsp raises on purpose derives from `gsp.GspError`, and each is "
+             "`gsp.<name>`. The tree below is generated from `gsp.errors` (first base first; "
+             "\"also\" names the built-in exception a class also is, so that `except "
+             "ValueError` or `except TimeoutError` catches it). What each call raises, protocol "
+             "by protocol, and how timeouts work: [errors and timeouts](../errors.md).", "",
+             "| error | also | raised when |", "|---|---|---|",
+             *error_rows(gsp.errors.GspError, 0, classes), ""]
+    with mkdocs_gen_files.open("reference/errors.md", "w") as f:
+        f.write("\n".join(lines))
+
+
+def generator() -> ModuleType:
+    """The repository's generator of the options and hook references."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tools import docgen
+    except ImportError:  # before it moved out of the runtime package
+        from gsp._core import docs as docgen
+    finally:
+        sys.path.remove(str(ROOT))
+    return docgen
+
+
+def generated_references() -> None:
+    docgen = generator()
+    for page, text in (("options.md", docgen.options_markdown()),
+                       ("plugin-reference.md", docgen.reference_markdown())):
+        with mkdocs_gen_files.open(page, "w") as f:
+            f.write(text)
+
+
 api_pages()
 cli_page()
+errors_page()
+generated_references()
