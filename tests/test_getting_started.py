@@ -117,3 +117,16 @@ def test_readme_first_example_runs(tmp_path: Path) -> None:
     first = next(i for i, ln in enumerate(readme) if ln.startswith("```python"))
     assert first < 40 and len(readme) <= 100, (first, len(readme))
     assert run(tmp_path, "readme.py", code) == "b'hello, world'\n"
+
+
+def test_readme_set_up_commands_are_what_ci_runs() -> None:
+    """README's two set-up commands (the demo's, the tests') are lines of .ci/run, run as such."""
+    text = (ROOT / "README.md").read_text()
+    setup = text[text.index("## Set up on a fresh machine"):]
+    setup = setup[:setup.index("\n## ", 1)]
+    commands = [code.strip() for lang, code in FENCE.findall(setup) if lang == ""]
+    assert len(commands) == 2, commands
+    assert "examples/pipeline_demo.py" in commands[0] and "pytest" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for command in commands:
+        assert command in ci, f"README's command is not a line of .ci/run: {command}"
