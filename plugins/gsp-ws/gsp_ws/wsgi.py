@@ -9,6 +9,10 @@
 or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. Any protocol works; ``mount`` takes the ws
 listener options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
 
+The mount also serves the browser SP client, the ES module ``gsp.js`` shipped in this package,
+at ``GET <path>/gsp.js`` (``/sp/gsp.js`` above); ``mount(..., serve_js=False)`` turns it off
+(docs/browsers.md).
+
 The servers that carry it (each has a small adapter below that knows how to take the
 connection over; the one to use is chosen from the request's environ):
 
@@ -54,6 +58,7 @@ from gsp.transport import tls_properties
 from ._conn import WSGIConnection
 from ._http import check_upgrade, status_line, subprotocol
 from .auth import UpgradeRequest
+from .js import serve_client
 
 if TYPE_CHECKING:
     from .transport import WSGIRouteListener
@@ -87,11 +92,14 @@ class SPWebSocketApp:
         self.app: WSGIApp = app if app is not None else _not_found
         self.name = f"app{next(_ids)}"
         self._routes: dict[str, WSGIRouteListener] = {}
+        self._client_js: dict[str, str] = {}  # "<path>/gsp.js" -> the mount path serving it
         self._warned = False
         _apps[self.name] = self
 
-    def mount(self, path: str, sock: gsp.Socket, **options: Any) -> gsp.Listener:
-        """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it.
+    def mount(self, path: str, sock: gsp.Socket, *, serve_js: bool = True,
+              **options: Any) -> gsp.Listener:
+        """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it. With
+        ``serve_js`` (the default) ``GET <path>/gsp.js`` answers the browser client module.
 
         Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
         WebSocket pipes (see the module's doc)."""
@@ -102,6 +110,8 @@ class SPWebSocketApp:
             raise gsp.NotSupported(f"cannot mount a WebSocket SP endpoint at {path}: {refusal}")
         lst = sock.listen(f"ws+wsgi://{self.name}{path}", **options)
         self._routes[path].protocol = sock.protocol  # the subprotocol this path answers to
+        if serve_js:
+            self._client_js[path.rstrip("/") + "/gsp.js"] = path
         return lst
 
     def _add_route(self, path: str, lst: "WSGIRouteListener") -> None:
@@ -112,21 +122,26 @@ class SPWebSocketApp:
     def _remove_route(self, path: str, lst: "WSGIRouteListener") -> None:
         if self._routes.get(path) is lst:
             del self._routes[path]
+            self._client_js = {k: v for k, v in self._client_js.items() if v != path}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         route = self._routes.get(environ.get("PATH_INFO") or "/")
         if route is None:
+            if (environ.get("PATH_INFO") or "/") in self._client_js:
+                return serve_client(environ, start_response)
             return self.app(environ, start_response)
         return _upgrade(self, route, environ, start_response)
 
 
-def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, **options: Any) -> SPWebSocketApp:
-    """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``.
+def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, *, serve_js: bool = True,
+          **options: Any) -> SPWebSocketApp:
+    """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``
+    (``serve_js``: also answer ``GET <path>/gsp.js`` with the browser client).
 
     Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
     WebSocket pipes (see the module's doc)."""
     sp_app = app if isinstance(app, SPWebSocketApp) else SPWebSocketApp(app)
-    sp_app.mount(path, sock, **options)
+    sp_app.mount(path, sock, serve_js=serve_js, **options)
     return sp_app
 
 
