@@ -1,0 +1,396 @@
+"""gsp.js, the browser SP client, in a real headless Chromium against real gsp sockets.
+
+Each test opens a page served by gevent.pywsgi with the WSGI mount (tests/browser_support.py);
+the page imports the module from the mount (``/sp/gsp.js``) and talks SP to gsp sockets mounted
+beside it. One browser for the module, many checks a page. Every protocol pair runs both ways
+(the page's socket of each protocol against a gsp socket of its peer protocol), each with
+messages of 0 bytes, of every byte value and of over 64 KiB (gsp cuts those into 64 KiB
+frames, as nng does; the browser joins them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import gevent
+import pytest
+
+import gsp
+from gsp_ws.js import client_source
+from tests.browser_support import Browser, Page, PageServer, page_server, wait_pipes
+
+#: Bodies every pair carries: empty, every byte value once, and 100,000 bytes (> 64 KiB).
+PAYLOADS = [b"", bytes(range(256)), bytes((i * 7 + 3) & 0xFF for i in range(100_000))]
+HEX = [p.hex() for p in PAYLOADS]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    b = Browser()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def server() -> Iterator[PageServer]:
+    with page_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def page(browser: Browser, server: PageServer) -> Iterator[Page]:
+    p = browser.page(server.url)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def mounted(server: PageServer) -> Iterator[Callable[..., gsp.Socket]]:
+    """``mounted(protocol, path)``: a gsp socket mounted at ``path``, closed after the test."""
+    socks: list[gsp.Socket] = []
+
+    def make(protocol: str, path: str, **options: Any) -> gsp.Socket:
+        s = gsp.socket(protocol, recv_max_size=0, recv_timeout=10, send_timeout=10)
+        socks.append(s)
+        server.mount(path, s, **options)
+        return s
+    yield make
+    for s in socks:
+        s.close()
+
+
+# -- the module and its import ------------------------------------------------------------------
+
+def test_the_mount_serves_the_module_the_page_imports(page: Page, server: PageServer) -> None:
+    got = page.run("""
+        const r = await fetch("/sp/gsp.js");
+        const text = await r.text();
+        return {status: r.status, type: r.headers.get("content-type"), size: text.length,
+                names: Object.keys(gsp).sort(), etag: r.headers.get("etag")};
+    """)
+    assert got["status"] == 200
+    assert got["type"] == "text/javascript; charset=utf-8"
+    assert got["size"] == len(client_source().decode())
+    assert {"socket", "Socket", "Context", "Timeout", "Closed", "ProtocolError",
+            "ConnectionRefused", "GspError", "codec"} <= set(got["names"])
+    assert len(client_source()) < 40 * 1024, "the module must stay under 40 KB unminified"
+
+
+# -- every protocol pair, both ways -------------------------------------------------------------
+
+def test_req_page_against_gsp_rep(page: Page, server: PageServer) -> None:
+    got = page.run("""
+        const req = gsp.socket("req", {recvTimeout: 10, sendTimeout: 10});
+        await req.dial(arg.url);
+        const out = [];
+        for (const h of arg.bodies) { await req.send(unhex(h)); out.push(hex(await req.recv())); }
+        await req.send("héllo");
+        out.push(await req.recvText());
+        req.close();
+        return out;
+    """, {"url": server.ws("/sp"), "bodies": HEX})
+    assert got == [*HEX, "héllo"]
+
+
+def test_rep_page_against_gsp_req(page: Page, server: PageServer,
+                                  mounted: Callable[..., gsp.Socket]) -> None:
+    req = mounted("req", "/req")
+    replies: list[bytes] = []
+
+    def ask() -> None:
+        for p in PAYLOADS:
+            req.send(p)
+            replies.append(req.recv())
+    g = gevent.spawn(ask)
+    page.run("""
+        const rep = gsp.socket("rep", {recvTimeout: 10});
+        await rep.dial(arg);
+        for (let i = 0; i < 3; i++) await rep.send(await rep.recv());
+        rep.close();
+    """, server.ws("/req"))
+    g.get(timeout=10)
+    assert replies == PAYLOADS
+
+
+def sender_script(protocol: str) -> str:
+    return f"""
+        const s = gsp.socket("{protocol}", {{sendTimeout: 10}});
+        await s.dial(arg.url);
+        for (const h of arg.bodies) await s.send(unhex(h));
+        await new Promise((r) => setTimeout(r, 200));  // let the browser flush before close
+        s.close();
+    """
+
+
+def receiver_script(protocol: str, setup: str = "") -> str:
+    return f"""
+        const s = gsp.socket("{protocol}", {{recvTimeout: 10}});
+        {setup}
+        await s.dial(arg.url);
+        const out = [];
+        for (let i = 0; i < arg.count; i++) out.push(hex(await s.recv()));
+        s.close();
+        return out;
+    """
+
+
+def gsp_receives(sock: gsp.Socket, count: int) -> gevent.Greenlet:
+    return gevent.spawn(lambda: [sock.recv() for _ in range(count)])
+
+
+def gsp_sends(sock: gsp.Socket, bodies: list[bytes]) -> gevent.Greenlet:
+    def run() -> None:
+        wait_pipes(sock)
+        for b in bodies:
+            sock.send(b)
+    return gevent.spawn(run)
+
+
+@pytest.mark.parametrize("page_proto, gsp_proto", [
+    ("push", "pull"), ("pair", "pair"), ("pair1", "pair1"), ("bus", "bus"), ("pub", "sub")])
+def test_page_sends_to_gsp(page: Page, server: PageServer, mounted: Callable[..., gsp.Socket],
+                           page_proto: str, gsp_proto: str) -> None:
+    sock = mounted(gsp_proto, "/peer")
+    if gsp_proto == "sub":
+        sock.subscribe(b"")
+    g = gsp_receives(sock, len(PAYLOADS))
+    page.run(sender_script(page_proto), {"url": server.ws("/peer"), "bodies": HEX})
+    assert g.get(timeout=10) == PAYLOADS
+
+
+@pytest.mark.parametrize("page_proto, gsp_proto", [
+    ("pull", "push"), ("pair", "pair"), ("pair1", "pair1"), ("bus", "bus"), ("sub", "pub")])
+def test_gsp_sends_to_page(page: Page, server: PageServer, mounted: Callable[..., gsp.Socket],
+                           page_proto: str, gsp_proto: str) -> None:
+    sock = mounted(gsp_proto, "/peer")
+    setup = 's.subscribe("");' if page_proto == "sub" else ""
+    g = gsp_sends(sock, PAYLOADS)
+    got = page.run(receiver_script(page_proto, setup),
+                   {"url": server.ws("/peer"), "count": len(PAYLOADS)})
+    g.get(timeout=10)
+    assert got == HEX
+
+
+def test_sub_filters_by_prefix_in_the_page(page: Page, server: PageServer,
+                                           mounted: Callable[..., gsp.Socket]) -> None:
+    pub = mounted("pub", "/pub")
+    bodies = [b"x.skip", b"ticks.1", b"tick", b"ticks.", b"other", b"\x00bin", b"ticks.2"]
+    g = gsp_sends(pub, bodies)
+    got = page.run("""
+        const s = gsp.socket("sub", {recvTimeout: 10});
+        s.subscribe("ticks."); s.subscribe(new Uint8Array([0]));
+        s.subscribe("gone"); s.unsubscribe("gone");
+        await s.dial(arg);
+        const out = [];
+        for (let i = 0; i < 4; i++) out.push(hex(await s.recv()));
+        let extra = "none";
+        try { await s.recv({timeout: 0.3}); extra = "got one"; } catch (e) { extra = e.name; }
+        s.close();
+        return {out, extra};
+    """, server.ws("/pub"))
+    g.get(timeout=10)
+    assert got["out"] == [b"ticks.1".hex(), b"ticks.".hex(), b"\x00bin".hex(), b"ticks.2".hex()]
+    assert got["extra"] == "Timeout"
+
+
+def test_surveyor_page_against_gsp_respondent(page: Page, server: PageServer,
+                                              mounted: Callable[..., gsp.Socket]) -> None:
+    resp = mounted("respondent", "/resp")
+
+    def answer() -> None:
+        for _ in PAYLOADS:
+            resp.send(resp.recv())
+    g = gevent.spawn(answer)
+    got = page.run("""
+        const s = gsp.socket("surveyor", {surveyTime: 5});
+        await s.dial(arg.url);
+        const out = [];
+        for (const h of arg.bodies) { await s.send(unhex(h)); out.push(hex(await s.recv())); }
+        // after the survey's time, recv says Timeout; with no survey, ProtocolError
+        s.surveyTime = 0.2;
+        await s.send("nobody answers this");
+        let late = "none";
+        try { await s.recv(); } catch (e) { late = e.name; }
+        const fresh = gsp.socket("surveyor");
+        let none = "none";
+        try { await fresh.recv(); } catch (e) { none = e.name; }
+        s.close(); fresh.close();
+        return {out, late, none};
+    """, {"url": server.ws("/resp"), "bodies": HEX})
+    g.get(timeout=10)
+    assert got == {"out": HEX, "late": "Timeout", "none": "ProtocolError"}
+
+
+def test_respondent_page_against_gsp_surveyor(page: Page, server: PageServer,
+                                              mounted: Callable[..., gsp.Socket]) -> None:
+    surveyor = mounted("surveyor", "/surveyor", )
+    surveyor.survey_time = 10
+    answers: list[bytes] = []
+
+    def ask() -> None:
+        wait_pipes(surveyor)
+        for p in PAYLOADS:
+            surveyor.send(p)
+            answers.append(surveyor.recv())
+    g = gevent.spawn(ask)
+    page.run("""
+        const s = gsp.socket("respondent", {recvTimeout: 10});
+        await s.dial(arg);
+        for (let i = 0; i < 3; i++) await s.send(await s.recv());
+        s.close();
+    """, server.ws("/surveyor"))
+    g.get(timeout=10)
+    assert answers == PAYLOADS
+
+
+# -- req in depth -------------------------------------------------------------------------------
+
+def test_a_thousand_requests_from_ten_contexts_are_all_answered(page: Page,
+                                                                 server: PageServer) -> None:
+    got = page.run("""
+        const req = gsp.socket("req", {recvTimeout: 20, sendTimeout: 10});
+        await req.dial(arg);
+        const answered = await Promise.all(Array.from({length: 10}, async (_, c) => {
+            const ctx = req.openContext();
+            let ok = 0;
+            for (let i = 0; i < 100; i++) {
+                const body = `ctx ${c} request ${i}`;
+                await ctx.send(body);
+                if ((await ctx.recvText()) === body) ok++;
+            }
+            ctx.close();
+            return ok;
+        }));
+        req.close();
+        return answered;
+    """, server.ws("/sp"))
+    assert got == [100] * 10
+
+
+def test_req_resends_after_resend_time(page: Page, server: PageServer,
+                                       mounted: Callable[..., gsp.Socket]) -> None:
+    rep = mounted("rep", "/slow")
+    seen: list[bytes] = []
+
+    def answer_the_second_copy() -> None:
+        seen.append(rep.recv())  # the first copy is received and never answered
+        seen.append(rep.recv())  # the resend: a new receive of the same request
+        rep.send(b"answered " + seen[-1])
+    g = gevent.spawn(answer_the_second_copy)
+    got = page.run("""
+        const req = gsp.socket("req", {resendTime: 0.3, recvTimeout: 10});
+        await req.dial(arg);
+        await req.send("once");
+        const reply = await req.recvText();
+        let state = "none";
+        try { await req.recv({timeout: 0.1}); } catch (e) { state = e.name; }
+        req.close();
+        return {reply, state};
+    """, server.ws("/slow"))
+    g.get(timeout=10)
+    assert seen == [b"once", b"once"]
+    assert got == {"reply": "answered once", "state": "ProtocolError"}
+
+
+def test_errors_say_what_happened(page: Page, server: PageServer) -> None:
+    got = page.run("""
+        const names = {};
+        const tryIt = async (key, f) => {
+            try { await f(); names[key] = "no error"; }
+            catch (e) { names[key] = `${e.name}${e instanceof gsp.GspError ? "" : " (not GspError)"}`; }
+        };
+        const req = gsp.socket("req", {sendTimeout: 0.2, recvTimeout: 0.2});
+        await tryIt("send, no peer", () => req.send("x"));
+        await tryIt("recv, no request", () => req.recv());
+        await req.dial(arg.url);
+        const ctx = req.openContext();
+        await tryIt("context recv, no request", () => ctx.recv());
+        const sub = gsp.socket("sub");
+        await tryIt("send on sub", () => sub.send("x"));
+        await tryIt("recv on push", () => gsp.socket("push").recv());
+        await tryIt("context on pull", () => gsp.socket("pull").openContext());
+        await tryIt("bad option", () => gsp.socket("req", {recvTimeout: -1}));
+        await tryIt("no protocol", () => gsp.socket("nope"));
+        await tryIt("bad url", () => req.dial("ftp://example.invalid/"));
+        await tryIt("nobody there", () => gsp.socket("req").dial(arg.dead));
+        await tryIt("wrong path", () => gsp.socket("req").dial(arg.wrong));
+        const pull = gsp.socket("pull");
+        const pending = pull.recv({timeout: 5}).catch((e) => e.name);
+        pull.close();
+        names["recv when closed"] = await pending;
+        req.close();
+        await tryIt("send after close", () => req.send("x"));
+        return names;
+    """, {"url": server.ws("/sp"), "dead": "ws://127.0.0.1:9/sp",
+          "wrong": server.ws("/no-such-mount")})
+    assert got == {
+        "send, no peer": "Timeout", "recv, no request": "ProtocolError",
+        "context recv, no request": "ProtocolError", "send on sub": "NotSupported",
+        "recv on push": "NotSupported", "context on pull": "NotSupported",
+        "bad option": "BadOption", "no protocol": "NotSupported", "bad url": "InvalidAddress",
+        "nobody there": "ConnectionRefused", "wrong path": "ConnectionRefused",
+        "recv when closed": "Closed", "send after close": "Closed"}
+
+
+def test_refused_ws_authorize_is_an_error_in_the_page(browser: Browser, server: PageServer,
+                                                      mounted: Callable[..., Any]) -> None:
+    import gsp_ws
+
+    def by_cookie(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+        if request.cookies.get("session") != "s3cret":
+            return gsp_ws.Refusal(401, "log in first")
+        return None
+    mounted("rep", "/private", ws_authorize=by_cookie)
+    script = """
+        const req = gsp.socket("req", {recvTimeout: 5});
+        try { await req.dial(arg); } catch (e) { return `${e.name}: ${e.message}`; }
+        req.close();
+        return "connected";
+    """
+    anonymous = browser.page(server.url)
+    try:
+        refused = anonymous.run(script, server.ws("/private"))
+    finally:
+        anonymous.close()
+    assert refused.startswith("ConnectionRefused: dial ws://127.0.0.1:")
+    member = browser.page(server.url, cookies=[{"name": "session", "value": "s3cret",
+                                                "url": server.url}])
+    try:
+        assert member.run(script, server.ws("/private")) == "connected"
+    finally:
+        member.close()
+
+
+def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
+    srv = PageServer()
+    port = srv.port
+    page = browser.page(srv.url)
+    try:
+        page.run("""
+            const req = gsp.socket("req", {recvTimeout: 10, sendTimeout: 20,
+                                           reconnectTime: 0.05, reconnectTimeMax: 0.5});
+            window.events = [];
+            req.onPipe((ev) => window.events.push(ev.type));
+            await req.dial(arg);
+            await req.send("before");
+            window.before = await req.recvText();
+            window.req = req;
+        """, srv.ws("/sp"))
+        srv.stop()
+        page.wait_for("window.events.includes('disconnect')")
+        srv = PageServer(port)  # the same address, a new server and a new REP socket
+        got = page.run("""
+            await window.req.send("after");
+            const after = await window.req.recvText();
+            window.req.close();
+            return {before: window.before, after, events: window.events};
+        """)
+        assert got == {"before": "before", "after": "after",
+                       "events": ["connect", "disconnect", "connect"]}
+    finally:
+        page.close()
+        srv.stop()
