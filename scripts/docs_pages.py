@@ -38,10 +38,13 @@ API = {
     "gsp.testing": "The conformance kit and pytest fixtures for plugin authors "
                    "([testing with the kit](../../testing.md)).",
     "gsp_ws": "The `gevent-sp-ws` plugin: `ws://` and `wss://`, and SP mounted in a WSGI app "
-              "([WebSocket and WSGI](../../webapp.md)).",
+              "([WebSocket and WSGI](../../webapp.md)); `gsp_ws.wsgi` mounts it.",
     "gsp_spark": "The `gevent-sp-spark` plugin: the `gsp` PySpark data source "
                  "([Spark](../../spark.md)).",
 }
+
+#: Modules rendered on their package's page too (a public module the package does not re-export).
+ALSO = {"gsp_ws": ("gsp_ws.wsgi",)}
 
 #: The commands whose ``--help`` the CLI page shows, in order.
 COMMANDS = (["gsp"], ["gsp", "cat"], ["gsp", "bench"])
@@ -51,6 +54,8 @@ def api_pages() -> None:
     for module, about in API.items():
         with mkdocs_gen_files.open(f"reference/api/{module}.md", "w") as f:
             f.write(f"# `{module}`\n\n{about}\n\n::: {module}\n")
+            for extra in ALSO.get(module, ()):
+                f.write(f"\n::: {extra}\n")
 
 
 def help_text(command: list[str]) -> str:
