@@ -14,8 +14,9 @@ compared to a per cent on a busy VM: ``--tree`` puts another checkout first on `
 (compiled or not, as it stands) and ``--python`` picks the interpreter (a venv with an installed
 wheel, say). The count leaves out what the kernel does in a system call; the system-call count
 says how many there are. Workloads (default: all): rt, rt16, rt-inproc, push16, push64k, pub10,
-rep16, req16, rep16c, req16c, raw-rt, raw-push16, raw-rep16 (the raw-* ones: the raw gevent baseline, frames by
-hand).
+rep16, req16, rep16c, req16c, ws-rt, wss-rt, ws-push16, ws-push64k, wss-push1k, wss-push64k (the
+gsp-ws plugin's transports, over tcp loopback), raw-rt, raw-push16, raw-rep16 (the raw-* ones: the
+raw gevent baseline, frames by hand).
 
 rep16 and raw-rep16 count a server alone. Its 16 clients run in a process of their own, not
 counted, and are the same whichever gsp is counted: req spoken by hand over raw gevent sockets.
@@ -53,6 +54,12 @@ WORKLOADS = {
     "req16": (2000, "request asked, 16 REQ sockets of a context each, answered by another process"),
     "rep16c": (2000, "request served, a rep answering 16 requests outstanding on one connection"),
     "req16c": (2000, "request asked, 16 contexts of one REQ socket, answered by another process"),
+    "ws-rt": (2000, "round trip, req/rep ws 16 B"),
+    "wss-rt": (2000, "round trip, req/rep wss 16 B"),
+    "ws-push16": (20000, "message, push/pull ws 16 B"),
+    "ws-push64k": (2000, "message, push/pull ws 64 KiB"),
+    "wss-push1k": (5000, "message, push/pull wss 1 KiB"),
+    "wss-push64k": (1000, "message, push/pull wss 64 KiB"),
     "raw-rt": (2000, "round trip, raw gevent echo over tcp 16 B"),
     "raw-push16": (20000, "message, raw gevent one-way tcp 16 B"),
     "raw-rep16": (2000, "request served, raw gevent echoing rep16's frames by hand"),
@@ -64,12 +71,37 @@ SERVED = ("rep16", "raw-rep16", "req16", "rep16c", "req16c")
 # -- the workloads, run inside the counted process ------------------------------------------
 
 
+def _web(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The listen and dial options of ``url``: for ws:// and wss://, the gsp-ws plugin is
+    registered by hand (entry-point autoload is off here); for wss://, a throwaway CA (trustme)
+    issues the listener's certificate."""
+    if not url.startswith("ws"):
+        return {}, {}
+    import gsp
+    import gsp_ws.transport
+    if os.environ.get("GSP_DISABLE_PLUGIN_AUTOLOAD"):
+        gsp.register_plugin(gsp_ws.transport, "gsp_ws.transport")
+    if not url.startswith("wss"):
+        return {}, {}
+    import trustme
+    d = tempfile.mkdtemp(prefix="work-count-pki-")
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        f"{d}/server.pem")
+    ca.cert_pem.write_to_path(f"{d}/ca.pem")
+    return ({"tls_cert_file": f"{d}/server.pem", "tls_key_file": f"{d}/server.pem"},
+            {"tls_ca_file": f"{d}/ca.pem"})
+
+
 def _gsp_rt(n: int, url: str, clients: int) -> None:
     import gevent
 
     import gsp
-    rep = gsp.socket("rep", listen=url, recv_max_size=0)
-    req = gsp.socket("req", dial=rep.listeners[0].url, recv_max_size=0)
+    lo, do = _web(url)
+    rep = gsp.socket("rep", recv_max_size=0)
+    rep.listen(url, **lo)
+    req = gsp.socket("req", recv_max_size=0)
+    req.dial(rep.listeners[0].url, **do)
 
     def echo() -> None:
         while True:
@@ -93,8 +125,11 @@ def _gsp_push(n: int, size: int, url: str = "tcp://127.0.0.1:0") -> None:
     import gevent
 
     import gsp
-    pull = gsp.socket("pull", listen=url, recv_max_size=0)
-    push = gsp.socket("push", dial=pull.listeners[0].url)
+    lo, do = _web(url)
+    pull = gsp.socket("pull", recv_max_size=0)
+    pull.listen(url, **lo)
+    push = gsp.socket("push")
+    push.dial(pull.listeners[0].url, **do)
     msg = b"x" * size
 
     def send() -> None:
@@ -390,6 +425,12 @@ RUNNERS: dict[str, Callable[[int], None]] = {
     # takes (and so the count) by a third between runs; a unix socket's buffers are fixed
     "push64k": lambda n: _gsp_push(n, 65536, f"ipc:///tmp/work-count-{os.getpid()}.sock"),
     "pub10": lambda n: _gsp_pub(n, 10),
+    "ws-rt": lambda n: _gsp_rt(n, "ws://127.0.0.1:0/sp", 1),
+    "wss-rt": lambda n: _gsp_rt(n, "wss://127.0.0.1:0/sp", 1),
+    "ws-push16": lambda n: _gsp_push(n, 16, "ws://127.0.0.1:0/sp"),
+    "ws-push64k": lambda n: _gsp_push(n, 65536, "ws://127.0.0.1:0/sp"),
+    "wss-push1k": lambda n: _gsp_push(n, 1024, "wss://127.0.0.1:0/sp"),
+    "wss-push64k": lambda n: _gsp_push(n, 65536, "wss://127.0.0.1:0/sp"),
     "rep16": _gsp_rep16,
     "req16": _gsp_req16,
     "rep16c": lambda n: _gsp_rep16(n, _CLIENT_ONE),

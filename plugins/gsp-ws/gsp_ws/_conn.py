@@ -1,4 +1,4 @@
-"""SP over WebSocket connections (RFC 6455 framing by wsproto).
+"""SP over WebSocket connections: the HTTP upgrade by wsproto, then frames by :mod:`._frames`.
 
 nng's mapping: no SP handshake and no length prefix; one SP message (header+body) is one binary
 WebSocket message. The protocol check is the HTTP upgrade's subprotocol ``<name>.sp.nanomsg.org``.
@@ -9,21 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import gevent
+from gevent import socket as gsocket
 from gevent.event import Event
 from gevent.lock import Semaphore
-from wsproto.connection import Connection as WSProto
-from wsproto.connection import ConnectionState, ConnectionType
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Message,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-)
-from wsproto.frame_protocol import CloseReason
+from wsproto.connection import ConnectionType
+from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.handshake import H11Handshake
 from wsproto.utilities import ProtocolError
 
@@ -40,6 +30,8 @@ from gsp.transport import (
     tls_wrap,
 )
 
+from . import _frames
+from ._frames import CLOSED, OPEN, REMOTE_CLOSING, FrameError, Framer
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
 from .auth import Authorize, Refusal, UpgradeRequest
 
@@ -47,6 +39,12 @@ if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec
 
 _CHUNK = 256 * 1024
+_MAX_HEAD = 16384  # bytes of an HTTP response head accepted (the upgrade's answer)
+#: Pieces at least this big go to the kernel as they are (a plain socket's sendmsg), not copied
+#: into the buffer of the frames around them.
+_BIG = 16 * 1024
+_JOIN_LIMIT = 256 * 1024  # bytes joined before a write (over TLS: records filled)
+_IOV_MAX = 512  # pieces in one sendmsg (the kernel's IOV_MAX is 1024)
 _CLOSE_WAIT = 0.5  # seconds a closing side spends on the close handshake at most
 
 
@@ -68,14 +66,13 @@ class WSConnection(Connection):
         self._text_ok: bool = options["ws_recv_text"]
         self._ping_every: float | None = options["ws_ping_interval"]
         self._ping_wait: float = options["ws_ping_timeout"]
-        self._ws: WSProto | None = None
+        self._ws: Framer | None = None
         self._lock = Semaphore()  # one writer at a time: frames must not interleave
         self._closed = False
         self._peer_closed = Event()
         self._reader: Any = None  # the greenlet inside recv_messages, if any
-        self._parts: list[bytes] = []
-        self._msg_len = 0
-        self._frame_len = 0
+        self._early = b""  # frames that came with the upgrade, for the first recv_messages
+        self._plain = False  # a plain gevent socket (not TLS): sendmsg writes pieces as they are
         self._error: gsp.GspError | None = None
         self._holding = Holding(None, remote)  # see use_recv_limits
         #: Set once closed (the WSGI request greenlet waits on it).
@@ -87,7 +84,7 @@ class WSConnection(Connection):
         if self._ws is not None and not self._closed:
             self._closed = True
             try:
-                self._send_close(CloseReason.TRY_AGAIN_LATER, f"SP socket full: {reason}")
+                self._send_close(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
             finally:
                 self._release()
                 self.done.set()
@@ -133,7 +130,7 @@ class WSConnection(Connection):
         silence it gets a Ping, and if nothing at all arrives ``ws_ping_timeout`` s after that,
         the pipe ends (a peer gone without a FIN, a connection black-holed on the way)."""
         every = self._ping_every
-        if every is None or self._ws is None or self._ws.state is not ConnectionState.OPEN:
+        if every is None or self._ws is None or self._ws.state != OPEN:
             data: bytes = self.sock.recv(_CHUNK)
             return data
         pinged = False
@@ -153,9 +150,9 @@ class WSConnection(Connection):
                     f"{self.remote_address} sent nothing for {every:g} s (ws_ping_interval) and "
                     f"did not answer a Ping within {self._ping_wait:g} s (ws_ping_timeout)")
             ws = self._ws
-            if ws.state is not ConnectionState.OPEN:
+            if ws.state != OPEN:
                 return self.sock.recv(_CHUNK)  # type: ignore[no-any-return]  # closing: no Ping
-            self._send(ws.send(Ping(b"gsp")))
+            self._send(ws.control(_frames.OP_PING, b"gsp"))
             pinged = True
 
     def _send(self, data: bytes | bytearray) -> None:
@@ -167,12 +164,67 @@ class WSConnection(Connection):
             except OSError as exc:
                 raise self._io_error(exc, "send") from None
 
+    def _write(self, pieces: list[Any]) -> None:
+        """Write the pieces of a batch of frames in order, with as few system calls as can be:
+        small pieces joined, a big payload (a plain socket) passed to ``sendmsg`` as it is."""
+        if len(pieces) == 2 and (len(pieces[1]) < _BIG or not self._plain):
+            self._send(pieces[0] + pieces[1])  # one frame: its header and payload in one write
+            return
+        plain = self._plain
+        iov: list[Any] = []
+        buf = bytearray()
+        total = 0
+        with self._lock:
+            for piece in pieces:
+                n = len(piece)
+                if plain and n >= _BIG:
+                    if buf:
+                        iov.append(buf)
+                        buf = bytearray()
+                    iov.append(piece)
+                else:
+                    buf += piece
+                total += n
+                if total >= _JOIN_LIMIT or len(iov) >= _IOV_MAX:
+                    if buf:
+                        iov.append(buf)
+                        buf = bytearray()
+                    self._writev(iov)
+                    iov = []
+                    total = 0
+            if buf:
+                iov.append(buf)
+            if iov:
+                self._writev(iov)
+
+    def _writev(self, iov: list[Any]) -> None:
+        """Write ``iov`` (under the lock): one ``send`` for one piece, else ``sendmsg`` (a plain
+        socket), the rest of a partial write after it."""
+        sock = self.sock
+        try:
+            if len(iov) == 1:
+                data = iov[0]
+                sent = sock.send(data)  # send() first: gevent's sendall asks for SO_SNDBUF
+                if sent < len(data):
+                    sock.sendall(memoryview(data)[sent:])
+                return
+            while iov:
+                sent = sock.sendmsg(iov)  # (gevent's: waits while the buffer is full)
+                while iov and sent >= len(iov[0]):
+                    sent -= len(iov.pop(0))
+                if sent:
+                    iov[0] = memoryview(iov[0])[sent:]
+        except gsp.GspError:
+            raise
+        except OSError as exc:
+            raise self._io_error(exc, "send") from None
+
     def _send_close(self, code: int, reason: str | None = None) -> None:
         """Best effort and bounded: a close frame must never hang whoever is closing."""
         ws = self._ws
-        if ws is None or ws.state not in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+        data = ws.close_frame(code, reason) if ws is not None else None
+        if data is None:
             return
-        data = ws.send(CloseConnection(code=code, reason=reason))
         with gevent.Timeout(_CLOSE_WAIT, False):
             with self._lock:
                 try:
@@ -186,6 +238,7 @@ class WSConnection(Connection):
         with gevent.Timeout(timeout, exc):
             try:
                 self._ws = self._upgrade(spec)
+                self._plain = type(self.sock) is gsocket.socket
             except ProtocolError as err:
                 raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
             except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
@@ -194,31 +247,29 @@ class WSConnection(Connection):
         if self._closed:
             raise gsp.Closed("connection closed locally")
 
-    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+    def _upgrade(self, spec: "ProtocolSpec") -> Framer:
         raise NotImplementedError
+
+    def _framer(self, client: bool, early: bytes) -> Framer:
+        """The framing of the upgraded connection; ``early``: bytes that came behind the upgrade
+        (frames a peer sent at once), read by the first :meth:`recv_messages`."""
+        self._early = early
+        return Framer(client, max_msg=self._max_msg, max_frame=self._max_frame,
+                      text_ok=self._text_ok)
 
     def send_messages(self, messages: Sequence[Any]) -> None:
         ws = self._ws
         assert ws is not None
-        out = bytearray()
-        try:
-            for m in messages:
-                out += self._frames(ws, message_bytes(m))
-        except ProtocolError:  # not OPEN any more: the peer or we began closing
+        if ws.state != OPEN:  # the peer or we began closing
             raise (gsp.Closed("connection closed locally") if self._closed else
-                   gsp.ConnectionBroken(f"{self.remote_address} is closing the WebSocket")) from None
-        self._send(out)
-
-    def _frames(self, ws: WSProto, payload: bytes) -> bytes:
-        n = self._tx_frame
-        if not n or len(payload) <= n:
-            return ws.send(BytesMessage(data=payload))
-        view = memoryview(payload)  # like nng, cut big messages into frames the peer accepts
-        size = len(payload)
-        # wsproto's hints say bytes, but it takes any buffer: slicing the view copies nothing.
-        return b"".join(ws.send(BytesMessage(data=view[i:i + n],  # type: ignore[arg-type]
-                                             message_finished=i + n >= size))
-                        for i in range(0, size, n))
+                   gsp.ConnectionBroken(f"{self.remote_address} is closing the WebSocket"))
+        pieces: list[Any] = []
+        frames, frame_max = ws.frames, self._tx_frame
+        for m in messages:
+            data = m if type(m) is bytes else message_bytes(m)
+            frames(data, len(data), pieces, frame_max)
+        if pieces:
+            self._write(pieces)
 
     def recv_messages(self) -> list[bytes]:
         if self._error is not None:
@@ -229,18 +280,24 @@ class WSConnection(Connection):
         self._reader = gevent.getcurrent()
         try:
             holding = self._holding
+            data, self._early = self._early, b""
             while True:
-                # Events first: bytes that came with the upgrade (or a previous read) may
-                # already hold whole messages.
-                for ev in ws.events():
-                    self._on_event(ws, ev, out)
-                holding.hold(self._msg_len)  # wsproto hands on partial payloads as they come
-                if out:
-                    break
+                if data:
+                    try:
+                        out = ws.feed(data)
+                    except FrameError as exc:
+                        self._fail(exc)
+                    if ws.controls:
+                        self._on_controls(ws)
+                    if ws.error is not None:
+                        self._fail(ws.error)  # after the messages before it (returned below)
+                    holding.hold(ws.held)
+                    if out:
+                        break
                 if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
                     holding.before_read()
                 try:
-                    ws.receive_data(self._recv())
+                    data = self._recv()
                 finally:
                     holding.reading = False
         except gsp.GspError as exc:
@@ -251,51 +308,30 @@ class WSConnection(Connection):
             self._reader = None
         return out
 
-    def _on_event(self, ws: WSProto, ev: Any, out: list[bytes]) -> None:
-        if isinstance(ev, Message):
-            data = ev.data
-            if isinstance(data, str):
-                if not self._text_ok:
-                    self._fail(CloseReason.UNSUPPORTED_DATA, "text frames are not accepted",
-                               gsp.BadFrame)
-                data = data.encode()
-            self._frame_len += len(data)
-            if self._max_frame and self._frame_len > self._max_frame:
-                self._fail(CloseReason.MESSAGE_TOO_BIG,
-                           f"frame over ws_recv_frame_max ({self._max_frame})", gsp.MessageTooLarge)
-            if ev.frame_finished:
-                self._frame_len = 0
-            self._msg_len += len(data)
-            if self._max_msg and self._msg_len > self._max_msg:
-                self._fail(CloseReason.MESSAGE_TOO_BIG,
-                           f"message over recv_max_size ({self._max_msg})", gsp.MessageTooLarge)
-            self._parts.append(data)
-            if ev.message_finished:
-                parts = self._parts
-                out.append(parts[0] if len(parts) == 1 else b"".join(parts))
-                self._parts = []
-                self._msg_len = 0
-        else:
-            self._on_control(ws, ev)
-
-    def _on_control(self, ws: WSProto, ev: Any) -> None:
-        """A control frame: a Ping is answered, a Close answered or ended; Pongs need nothing."""
-        if isinstance(ev, Ping):
-            if ws.state is ConnectionState.OPEN:  # closing: no Pong may follow our Close
-                self._send(ws.send(ev.response()))
-        elif isinstance(ev, CloseConnection):
-            self._peer_closed.set()
-            if ws.state is ConnectionState.REMOTE_CLOSING:  # the peer closes: answer, then go
-                self._send_close(ev.code)
-                raise gsp.ConnectionBroken(
-                    f"{self.remote_address} closed the WebSocket ({ev.code} {ev.reason or ''})")
-            if ws.state is ConnectionState.CLOSED:  # the answer to our own close
+    def _on_controls(self, ws: Framer) -> None:
+        """Control frames: a Ping is answered, a Close answered or ended; Pongs need nothing."""
+        controls, ws.controls = ws.controls, []
+        for op, payload in controls:
+            if op == _frames.OP_PING:
+                if ws.state == OPEN:  # closing: no Pong may follow our Close
+                    self._send(ws.control(_frames.OP_PONG, payload))
+            elif op == _frames.OP_CLOSE:
+                try:
+                    code, reason = _frames.parse_close(payload)
+                except FrameError as exc:
+                    self._fail(exc)
+                self._peer_closed.set()
+                if ws.state == OPEN:  # the peer closes: answer, then go
+                    ws.state = REMOTE_CLOSING
+                    self._send_close(code)
+                    raise gsp.ConnectionBroken(
+                        f"{self.remote_address} closed the WebSocket ({code} {reason})")
+                ws.state = CLOSED  # the answer to our own close
                 raise gsp.Closed("connection closed locally")
-            self._fail(ev.code, ev.reason or "protocol error", gsp.BadFrame)  # wsproto's verdict
 
-    def _fail(self, code: int, reason: str, error: type[gsp.GspError]) -> None:
-        self._send_close(code, reason)
-        raise error(f"{self.remote_address}: {reason}; closed with {int(code)}")
+    def _fail(self, exc: FrameError) -> None:
+        self._send_close(exc.code, exc.reason)
+        raise exc.error(f"{self.remote_address}: {exc.reason}; closed with {exc.code}")
 
     def use_recv_limits(self, limits: RecvLimits) -> None:
         self._holding = Holding(limits, self.remote_address)
@@ -307,8 +343,8 @@ class WSConnection(Connection):
         self._holding.release()
         try:
             ws = self._ws
-            if ws is not None and ws.state is ConnectionState.OPEN:
-                self._send_close(CloseReason.NORMAL_CLOSURE)
+            if ws is not None and ws.state == OPEN:
+                self._send_close(_frames.NORMAL_CLOSURE)
                 reader = self._reader
                 if reader is not None and reader is not gevent.getcurrent():
                     # Our reader sees the peer's answering close frame; closing TCP after it
@@ -343,7 +379,7 @@ class WSClientConnection(WSConnection):
         self._tls = tls
         self._server_hostname = server_hostname
 
-    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+    def _upgrade(self, spec: "ProtocolSpec") -> Framer:
         if self._tls is not None:
             # The CA/CRL/certificate files as they are now (TLSContextSource.get).
             self.sock = tls_wrap(self.sock, self._tls.get(), server_side=False,
@@ -354,10 +390,19 @@ class WSClientConnection(WSConnection):
         self._send(hs.send(Request(
             host=self._host_header, target=self.properties["ws_path"], subprotocols=[want],
             extra_headers=_as_bytes_headers(self._options["ws_request_headers"]))))
+        # Split the answer's head off ourselves: bytes behind a 101 are frames (a server may
+        # send its first message at once), kept for the connection.
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            if len(buf) > _MAX_HEAD:
+                raise gsp.BadFrame(f"{self._url} answered the upgrade with a head over "
+                                   f"{_MAX_HEAD} bytes")
+            buf += self._recv()
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        hs.receive_data(head + b"\r\n\r\n")
         refused: RejectConnection | None = None
         body = b""
         while True:
-            hs.receive_data(self._recv())
             for ev in hs.events():
                 if isinstance(ev, AcceptConnection):
                     if ev.subprotocol != want:
@@ -365,9 +410,7 @@ class WSClientConnection(WSConnection):
                             f"{self._url} accepted with subprotocol {ev.subprotocol!r}, "
                             f"not {want!r}", expected=spec.peer_number)
                     self.properties["ws_subprotocol"] = want
-                    conn = hs.connection
-                    assert conn is not None
-                    return conn
+                    return self._framer(True, rest)
                 if isinstance(ev, RejectConnection):
                     refused = ev
                     if not ev.has_body:
@@ -376,6 +419,8 @@ class WSClientConnection(WSConnection):
                     body += ev.data
                     if ev.body_finished or len(body) > 4096:
                         self._refused(refused.status_code, body)
+            hs.receive_data(rest or self._recv())  # a refusal's body, an answer after a 1xx
+            rest = b""
 
     def _refused(self, status: int, body: bytes) -> None:
         why = body[:300].decode("utf-8", "replace").strip()
@@ -417,7 +462,7 @@ class WSServerConnection(WSConnection):
             remote_address=self.remote_address, local_address=self.local_address,
             peer=self._head.peer, tls=self._tls_props or None)  # wss: never empty
 
-    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
+    def _upgrade(self, spec: "ProtocolSpec") -> Framer:
         refusal = check_upgrade(self._request.subprotocols, self.properties["ws_origin"],
                                 spec.name, self._options)
         if refusal is not None:
@@ -436,11 +481,7 @@ class WSServerConnection(WSConnection):
             subprotocol=want,
             extra_headers=_as_bytes_headers(self._options["ws_response_headers"]))))
         self.properties["ws_subprotocol"] = want
-        conn = self._hs.connection
-        assert conn is not None
-        if self._trailing:
-            conn.receive_data(self._trailing)
-        return conn
+        return self._framer(False, self._trailing)
 
     def refuse(self, reason: str) -> None:
         """No room for this connection (``max_pipes``): answer its upgrade request
@@ -473,8 +514,8 @@ class WSGIConnection(WSConnection):
         self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
         self.properties["ws_subprotocol"] = subprotocol(protocol)
 
-    def _upgrade(self, spec: "ProtocolSpec") -> WSProto:
-        return WSProto(ConnectionType.SERVER, trailing_data=self._trailing)
+    def _upgrade(self, spec: "ProtocolSpec") -> Framer:
+        return self._framer(False, self._trailing)
 
     def refuse(self, reason: str) -> None:
         """No room for this connection (``max_pipes``): the WSGI server has answered 101
@@ -482,9 +523,9 @@ class WSGIConnection(WSConnection):
         if self._ws is not None:
             super().refuse(reason)
             return
-        ws = WSProto(ConnectionType.SERVER)
-        self._last_word(ws.send(CloseConnection(code=CloseReason.TRY_AGAIN_LATER,
-                                                reason=f"SP socket full: {reason}")))
+        data = Framer(False).close_frame(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
+        assert data is not None
+        self._last_word(data)
 
     def _release(self) -> None:
         self._give_back()

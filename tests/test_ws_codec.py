@@ -1,0 +1,186 @@
+"""gsp_ws._frames, the WebSocket frame codec of ws:// and wss://, sans-IO: against wsproto as the
+reference peer both ways (masked and not, cut into frames, fed in every split), and every frame
+RFC 6455 forbids refused with its close code and a typed error; then a hostile client over a real
+listener: the bad pipe closes with that code and the socket serves the others."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+import pytest
+from wsproto.connection import Connection as WSProto
+from wsproto.connection import ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping
+
+import gsp
+from gsp.testing import wait_for
+from gsp_ws import _frames
+from gsp_ws._frames import FrameError, Framer
+from tests.ws_support import RawClient, port_of
+
+
+def test_masking_is_compiled():
+    """websockets' C apply_mask does the XOR (its pure-Python fallback is 50 times slower)."""
+    assert _frames.COMPILED_MASK
+    data, key = os.urandom(70_001), os.urandom(4)
+    expected = bytes(b ^ key[i % 4] for i, b in enumerate(data))
+    assert _frames.apply_mask(memoryview(data), key) == expected
+
+
+def encode(framer: Framer, payload: bytes, frame_max: int) -> bytes:
+    pieces: list[Any] = []
+    framer.frames(payload, len(payload), pieces, frame_max)
+    return b"".join(bytes(p) for p in pieces)
+
+
+@pytest.mark.parametrize("client", [True, False])
+@pytest.mark.parametrize("size,frame_max", [(0, 0), (16, 0), (125, 0), (126, 0), (65535, 0),
+                                            (65536, 0), (200_000, 65536), (65536, 65536),
+                                            (1000, 7)])
+def test_what_gsp_sends_wsproto_reads(client, size, frame_max):
+    payload = os.urandom(size)
+    wire = encode(Framer(client), payload, frame_max)
+    peer = WSProto(ConnectionType.SERVER if client else ConnectionType.CLIENT)
+    peer.receive_data(wire)
+    events = list(peer.events())
+    assert all(isinstance(e, BytesMessage) for e in events)
+    assert b"".join(e.data for e in events) == payload
+    assert events[-1].message_finished and not any(e.message_finished for e in events[:-1])
+    frames = max(1, -(-size // frame_max)) if frame_max else 1
+    assert len(events) == frames
+
+
+@pytest.mark.parametrize("client", [True, False])
+def test_what_wsproto_sends_gsp_reads_in_any_split(client):
+    """Messages whole or in fragments, a Ping between fragments, every size encoding, fed in
+    one piece, a byte at a time and in uneven pieces: the same messages, nothing held after."""
+    peer = WSProto(ConnectionType.SERVER if client else ConnectionType.CLIENT)
+    big = os.urandom(70_000)
+    wire = (peer.send(BytesMessage(data=b"one")) + peer.send(BytesMessage(data=b"")) +
+            peer.send(BytesMessage(data=b"fr", message_finished=False)) +
+            peer.send(Ping(payload=b"hi")) +
+            peer.send(BytesMessage(data=b"ag", message_finished=True)) +
+            peer.send(BytesMessage(data=big)) + peer.send(BytesMessage(data=b"y" * 300)))
+    want = [b"one", b"", b"frag", big, b"y" * 300]
+    for step in (len(wire), 1, 7, 4096):
+        f = Framer(client)
+        got: list[bytes] = []
+        for i in range(0, len(wire), step):
+            got += f.feed(wire[i:i + step])
+        assert got == want, step
+        assert f.controls == [(_frames.OP_PING, b"hi")]
+        assert f.between_frames and f.held == 0
+
+
+def test_a_partial_message_is_held_as_its_payload():
+    peer = WSProto(ConnectionType.CLIENT)
+    wire = peer.send(BytesMessage(data=b"the first half", message_finished=False)) + \
+        peer.send(BytesMessage(data=b"x" * 1000))[:500]
+    f = Framer(False)
+    assert f.feed(wire) == []
+    assert f.held == 14 + 500 - 8  # the finished frame, and what came of the next one's payload
+    assert f.payload_left == 1000 - (500 - 8)
+
+
+def test_control_frames_and_close():
+    f = Framer(True)
+    ping = f.control(_frames.OP_PING, b"abc")
+    peer = WSProto(ConnectionType.SERVER)
+    peer.receive_data(ping)
+    (ev,) = peer.events()
+    assert isinstance(ev, Ping) and ev.payload == b"abc"
+    frame = f.close_frame(1000, "bye")
+    assert frame is not None and f.state == _frames.LOCAL_CLOSING
+    assert f.close_frame(1000) is None  # one Close only
+    peer.receive_data(frame)
+    (ev,) = peer.events()
+    assert isinstance(ev, CloseConnection) and (ev.code, ev.reason) == (1000, "bye")
+    assert _frames.parse_close(b"") == (1005, "")
+    assert _frames.parse_close(struct.pack(">H", 4000) + "é".encode()) == (4000, "é")
+
+
+def unmasked(b0: int, payload: bytes) -> bytes:
+    return bytes([b0, len(payload)]) + payload
+
+
+def masked(b0: int, payload: bytes, length: bytes | None = None) -> bytes:
+    return bytes([b0]) + (length or bytes([0x80 | len(payload)])) + bytes(4) + payload
+
+
+BAD_FROM_CLIENT = [
+    (unmasked(0x82, b"x"), 1002, gsp.BadFrame),  # a client's frame must be masked
+    (masked(0xC2, b"x"), 1002, gsp.BadFrame),  # RSV1 without an extension
+    (masked(0x83, b"x"), 1002, gsp.BadFrame),  # a reserved data opcode
+    (masked(0x8B, b""), 1002, gsp.BadFrame),  # a reserved control opcode
+    (masked(0x09, b"x"), 1002, gsp.BadFrame),  # a fragmented Ping
+    (masked(0x89, b"x" * 126, bytes([0xFE, 0, 126])), 1002, gsp.BadFrame),  # a Ping over 125
+    (masked(0x80, b"x"), 1002, gsp.BadFrame),  # a continuation with no message begun
+    (masked(0x02, b"x") + masked(0x82, b"y"), 1002, gsp.BadFrame),  # a new message mid-message
+    (masked(0x82, b"x" * 5, bytes([0xFE, 0, 5])), 1002, gsp.BadFrame),  # 16-bit length of 5
+    (masked(0x82, b"", bytes([0xFF]) + struct.pack(">Q", 1 << 63)), 1002, gsp.BadFrame),
+    (masked(0x81, b"text"), 1003, gsp.BadFrame),  # text, where ws_recv_text is off
+    (masked(0x88, b"\x03"), 1002, gsp.BadFrame),  # a Close of one byte
+    (masked(0x88, struct.pack(">H", 999)), 1002, gsp.BadFrame),
+    (masked(0x88, struct.pack(">H", 1005)), 1002, gsp.BadFrame),  # local-only code
+    (masked(0x88, struct.pack(">H", 2000)), 1002, gsp.BadFrame),  # reserved code
+    (masked(0x88, struct.pack(">H", 1000) + b"\xff"), 1007, gsp.BadFrame),
+    (masked(0x82, b"x" * 2000, bytes([0xFE]) + struct.pack(">H", 2000)), 1009,
+     gsp.MessageTooLarge),  # over max_frame, refused by its header
+]
+
+
+@pytest.mark.parametrize("wire,code,error", BAD_FROM_CLIENT)
+def test_frames_the_rfc_forbids_are_refused(wire, code, error):
+    f = Framer(False, max_frame=1000, max_msg=1500)
+    good = masked(0x82, b"before")
+    with pytest.raises(FrameError) as info:
+        got = f.feed(good + wire)
+        assert got == [b"before"]  # the message before the bad frame comes first
+        for op, payload in f.controls:
+            if op == _frames.OP_CLOSE:
+                _frames.parse_close(payload)
+        f.feed(b"")  # the error comes with the next feed
+    assert (info.value.code, info.value.error) == (code, error)
+
+
+def test_a_masked_frame_from_the_server_and_bad_text():
+    with pytest.raises(FrameError) as info:
+        Framer(True).feed(masked(0x82, b"x"))
+    assert info.value.code == 1002
+    f = Framer(False, text_ok=True)
+    assert f.feed(masked(0x81, "é".encode())) == ["é".encode()]
+    with pytest.raises(FrameError) as info:
+        f.feed(masked(0x01, b"\xc3") + masked(0x80, b"\x28"))  # bad UTF-8 across fragments
+    assert info.value.code == 1007
+
+
+def test_a_message_over_recv_max_size_across_frames():
+    f = Framer(False, max_frame=1000, max_msg=1500)
+    assert f.feed(masked(0x02, b"a" * 100)) == []
+    with pytest.raises(FrameError) as info:
+        f.feed(masked(0x00, b"b" * 1000, bytes([0xFE]) + struct.pack(">H", 1000)) +
+               masked(0x80, b"c" * 1000, bytes([0xFE]) + struct.pack(">H", 1000)))
+    assert (info.value.code, info.value.error) == (1009, gsp.MessageTooLarge)
+
+
+@pytest.mark.parametrize("wire,code", [(unmasked(0x82, b"x"), 1002), (masked(0xC2, b"x"), 1002),
+                                       (masked(0x88, struct.pack(">H", 1005)), 1002)])
+def test_a_hostile_client_closes_only_its_pipe(wire, code):
+    with gsp.socket("pull", recv_timeout=5) as pull:
+        url = pull.listen("ws://127.0.0.1:0/sp").url
+        bad = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        try:
+            good.send(BytesMessage(data=b"first"))
+            assert pull.recv() == b"first"
+            bad.sock.sendall(wire)
+            assert bad.next_event(CloseConnection).code == code
+            assert bad.eof()
+            good.send(BytesMessage(data=b"still"))
+            assert pull.recv() == b"still"
+            wait_for(lambda: len(pull.pipes) == 1, what="the bad pipe gone")
+        finally:
+            bad.close()
+            good.close()
