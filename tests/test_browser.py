@@ -394,3 +394,56 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
     finally:
         page.close()
         srv.stop()
+
+
+# -- the codec, unit by unit (in the page: no Node) ---------------------------------------------
+
+def test_the_codec_matches_gsps_own(page: Page) -> None:
+    """gsp.codec against gsp's Python codec: frames (header words then body), request and
+    survey ids (high bit set, counting on, wrapping within 31 bits), the backtrace split of
+    REP and RESPONDENT on 300 random messages, subprotocol names and URLs."""
+    import random
+
+    from gsp.protocol.backtrace import split_backtrace
+
+    rnd = random.Random(45)
+    messages = []
+    for _ in range(300):
+        words = [rnd.getrandbits(31) | (rnd.random() < 0.3) << 31 for _ in range(rnd.randrange(12))]
+        tail = bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(6)))
+        messages.append(b"".join(w.to_bytes(4, "big") for w in words) + tail)
+    got = page.run("""
+        const c = gsp.codec;
+        const frames = [hex(c.encode([0x80000001], c.toBytes("ab"))),
+                        hex(c.encode([1, 0xffffffff], new Uint8Array(0))),
+                        hex(c.encode(unhex("0000000780000002"), c.toBytes("body")))];
+        const seq = new c.IdSequence(0x7ffffffe);
+        const ids = [seq.take(), seq.take(), seq.take()];
+        const fresh = new c.IdSequence();
+        const random = Array.from({length: 50}, () => fresh.take() >>> 31);
+        const splits = arg.map((h) => {
+            const r = c.splitBacktrace(unhex(h), 8);
+            return r === null ? null : [hex(r.header), hex(r.body)];
+        });
+        const names = Object.keys(gsp.PROTOCOLS).map((n) => [n, c.subprotocolFor(n)]);
+        const urls = ["/sp", "http://x.test:8/a?b=1#c", "https://x.test/sp", "wss://y/z"].map(c.wsURL);
+        let bad = "none";
+        try { c.wsURL("ftp://x/"); } catch (e) { bad = e.name; }
+        return {frames, ids, random, splits, names, urls, bad,
+                text: hex(c.toBytes("é")), view: hex(c.toBytes(new Uint16Array([0x0102])))};
+    """, [m.hex() for m in messages])
+    assert got["frames"] == ["8000000161" "62", "00000001ffffffff", "0000000780000002" + b"body".hex()]
+    assert got["ids"] == [0xFFFFFFFE, 0xFFFFFFFF, 0x80000000]
+    assert got["random"] == [1] * 50
+    for msg, split in zip(messages, got["splits"]):
+        want = split_backtrace(msg, 8)
+        assert split == (None if want is None else [want[0].hex(), want[1].hex()]), msg.hex()
+    assert sum(s is not None for s in got["splits"]) > 50  # both outcomes are exercised
+    peers = {"pair": "pair", "pair1": "pair1", "pub": "sub", "sub": "pub", "req": "rep",
+             "rep": "req", "push": "pull", "pull": "push", "surveyor": "respondent",
+             "respondent": "surveyor", "bus": "bus"}
+    assert dict(got["names"]) == {k: f"{v}.sp.nanomsg.org" for k, v in peers.items()}
+    host = page.run("return location.host;")
+    assert got["urls"] == [f"ws://{host}/sp", "ws://x.test:8/a?b=1", "wss://x.test/sp", "wss://y/z"]
+    assert got["bad"] == "InvalidAddress"
+    assert got["text"] == "c3a9" and got["view"] == "0201"

@@ -586,7 +586,7 @@ function reqRules(sock) {
       const pipe = await sock._pipeWithRoom(timeout, "req send");
       ctx._check();
       end(st);
-      st.id = ids.take();
+      do st.id = ids.take(); while (pending.has(st.id)); // an outstanding id is never reused
       st.frame = encode([st.id], body);
       st.resend = ctx._opt("resendTime");
       pending.set(st.id, st);
@@ -674,7 +674,7 @@ function surveyorRules(sock) {
       const st = ctx._st;
       end(st, new ProtocolError("surveyor: the survey was replaced by a new one"));
       st.inbox.queue = [];
-      st.id = ids.take();
+      do st.id = ids.take(); while (live.has(st.id));
       st.expired = false;
       live.set(st.id, st);
       const time = ctx._opt("surveyTime");
