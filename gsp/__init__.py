@@ -59,12 +59,11 @@ from .hookspecs import hookimpl
 from .message import Message
 
 if TYPE_CHECKING:
-    from ._core.counters import sockets, stats
     from ._core.device import Device, device
     from ._core.endpoints import Dialer, Listener
     from ._core.pipe import Pipe, PipeEvent
     from ._core.registry import registry
-    from ._core.socket import Socket, socket
+    from ._core.socket import Socket, socket, sockets, stats
     from .allocator import tune_allocator
     from .chan import CLOSED, Chan, Recv, Send
     from .context import Context
@@ -101,7 +100,7 @@ _LAZY = {
     "Pipe": "._core.pipe", "PipeEvent": "._core.pipe",
     "device": "._core.device", "Device": "._core.device",
     "registry": "._core.registry",
-    "sockets": "._core.counters", "stats": "._core.counters",
+    "sockets": "._core.socket", "stats": "._core.socket",
     "Context": ".context",
     "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",

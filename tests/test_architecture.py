@@ -4,8 +4,8 @@ A private name (``_x``, not a dunder) may be read on ``self``/``cls``/``super()`
 imported from outside gsp and its plugins, or on anything when the same *module* defines that
 name (a function, class, assignment, ``self._x = ...``, a slot). So a module reading another
 class's private attribute across modules is caught: ``reqrep.py`` reading ``proto._pipes`` of
-``gsp.protocol.routing.RoundRobin`` is, even though ``survey.py`` has its own ``_pipes``. The exceptions
-are listed below, each with why. ``from m import _x`` stays allowed only inside a *unit*: one
+``gsp.protocol.routing.RoundRobin`` is, even though ``survey.py`` has its own ``_pipes``. There is
+no exception. ``from m import _x`` stays allowed only inside a *unit*: one
 public module of gsp, one private package (``gsp/_core``, ``gsp/_protocols``,
 ``gsp/_transports``) or one plugin package.
 
@@ -32,38 +32,6 @@ PLUGINS = [*sorted((ROOT / "plugins").glob("*/gsp_*")),
            *sorted((ROOT / "examples" / "plugins").glob("*/gsp_*"))]
 PACKAGES = [ROOT / "gsp", *PLUGINS]
 PRIVATE_PACKAGES = {"_core", "_protocols", "_transports"}
-
-# (module, private name): reads of that name on another object that the module may make.
-ALLOWED_READS = {
-    ("gsp/protocol/replies.py", "_closed"):
-        "Responder hands a request to a parked ResponderContext on the receive path and "
-        "checks Context's _closed slot (Context.closed is a property call)",
-    ("plugins/gsp-ws/gsp_ws/transport.py", "_add_route"):
-        "a ws route mounts itself on its SPWebSocketApp (wsgi.py): the app's route table is "
-        "not the app user's API",
-    ("plugins/gsp-ws/gsp_ws/transport.py", "_remove_route"): "(as _add_route)",
-    ("plugins/gsp-ws/gsp_ws/wsgi.py", "_deliver"):
-        "the SPWebSocketApp hands an upgraded connection to its route (transport.py)",
-}
-# The private core reads its own state across its modules: each module's reads, by name (they go
-# as the core gets public names for them; readers.py reads none already).
-CORE_READS = {
-    "gsp/_core/counters.py": "_in_bytes _in_msgs _out_bytes _out_msgs _pipes _proto _q _tally "
-                             "_writing",
-    "gsp/_core/device.py": "_proto",
-    "gsp/_core/endpoints.py": "_attach _dialers _listeners _spawn",
-    "gsp/_core/events.py": "_callback_errors _callbacks",
-    "gsp/_core/fork.py": "_accept_loop _accepter _closed _conn _dialers _done _group _handshaking "
-                         "_hot _inherited _listeners _loop_g _pending _pipes _proto _q _readers "
-                         "_redial_loop _room _spawn _td _tl _wake _writer",
-    "gsp/_core/handle.py": "_dialers _draining _hot _listeners _options _pipes _readers _spawn "
-                           "_watch",
-    "gsp/_core/pipe.py": "_closed _deliver _deliver_all _pipe_gone _pipes _proto _readers _spawn",
-    "gsp/_core/socket.py": "_shutdown _start _writer",
-}
-ALLOWED_READS.update({(module, name): "the core's own state (CORE_READS)"
-                      for module, names in CORE_READS.items() for name in names.split()})
-
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
@@ -126,7 +94,9 @@ def _on_self(base: ast.expr) -> bool:
 
 def private_reads(where: str, tree: ast.AST) -> list[str]:
     """``x._name`` in one module where ``x`` is not self/cls/super() nor a third-party name,
-    and the module does not define ``_name`` (minus :data:`ALLOWED_READS`)."""
+    and the module does not define ``_name``. No exception: each class owns its state, and
+    another module asks it (a method, a read-only property) or is given what it needs (e.g.
+    :class:`gsp._core.pipe.PipeHost`)."""
     own = defined_private(tree)
     foreign = third_party_names(tree)
     found = []
@@ -135,8 +105,7 @@ def private_reads(where: str, tree: ast.AST) -> list[str]:
             base = node.value
             if _on_self(base) or isinstance(base, ast.Name) and base.id in foreign:
                 continue
-            if (where, node.attr) not in ALLOWED_READS:
-                found.append(f"{where}:{node.lineno} reads {ast.unparse(node)}")
+            found.append(f"{where}:{node.lineno} reads {ast.unparse(node)}")
     return found
 
 
@@ -195,16 +164,6 @@ def test_the_check_catches_a_write_of_another_objects_private_state() -> None:
                    "    pipe._reader = waiter.greenlet\n")
     assert private_reads("gsp/_core/readers.py", ast.parse(old_readers)) == [
         "gsp/_core/readers.py:2 reads pipe._reader"]
-
-
-def test_the_exceptions_are_still_needed() -> None:
-    # An allowed read that no longer happens goes from the list (it stays short).
-    used = set()
-    for (where, name) in ALLOWED_READS:
-        tree = ast.parse((ROOT / where).read_text())
-        used.update((where, n.attr) for n in ast.walk(tree)
-                    if isinstance(n, ast.Attribute) and n.attr == name and not _on_self(n.value))
-    assert used == set(ALLOWED_READS)
 
 
 # -- plugins: public extension points only ---------------------------------------------------------

@@ -10,8 +10,8 @@ tally and the live pipes at the time it is taken. docs/stats.md lists every key.
 from __future__ import annotations
 
 import itertools
-import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Iterable, Sequence, cast
+from typing import Protocol as _Typing
 
 from ..errors import (
     Closed,
@@ -28,21 +28,18 @@ from ..errors import (
 
 if TYPE_CHECKING:
     from ..message import Message
-    from .endpoints import Dialer, Listener
-    from .pipe import Pipe
-    from .socket import Socket
+    from ..protocol.interface import Protocol
 
-__all__ = ["sockets", "stats"]
-
-#: The traffic of a pipe, in the order of its counters (``Pipe._in_msgs`` ... ``_out_bytes``).
+#: The traffic of a pipe, in the order of its counters (``Pipe.traffic``).
 TRAFFIC = ("messages_received", "bytes_received", "messages_sent", "bytes_sent")
+#: An owner's counters (a socket's or an endpoint's), by name: see :func:`tally`.
+Tally = dict[str, int]
+Traffic = tuple[int, int, int, int]
 #: Handshake failures by kind, counted by listeners and dialers.
 HANDSHAKE_KINDS = ("wrong_protocol", "timeout", "tls", "refused", "malformed", "closed", "other")
 #: Why a dial attempt made no pipe.
 DIAL_REASONS = ("refused", "timeout", "handshake", "rejected", "other")
 
-_open: "weakref.WeakValueDictionary[int, Socket]" = weakref.WeakValueDictionary()
-_socket_ids = itertools.count(1)
 _endpoint_ids = itertools.count(1)
 
 
@@ -95,26 +92,20 @@ def _handshake_keys() -> tuple[str, ...]:
     return ("handshake_failures", *(f"handshake_failures_{k}" for k in HANDSHAKE_KINDS))
 
 
-def pipe_gone(sock: "Socket", pipe: "Pipe") -> None:
-    """Fold a pipe that is gone into its socket's and its endpoint's tallies."""
-    traffic = (pipe._in_msgs, pipe._in_bytes, pipe._out_msgs, pipe._out_bytes)
-    event = "pipes_detached" if pipe.attached else "pipes_rejected"
-    oversize = int(isinstance(pipe.error, MessageTooLarge))
-    stalled = int(isinstance(pipe.error, FrameStalled))
-    ep = pipe.dialer or pipe.listener
-    for t in (sock._tally, None if ep is None else ep._tally):
-        if t is not None:
-            for key, n in zip(TRAFFIC, traffic):
-                t[key] += n
-            t[event] += 1
-            t["dropped_oversize"] += oversize
-            t["pipes_stalled"] += stalled
+def pipe_gone(t: Tally, traffic: Traffic, attached: bool, error: BaseException | None) -> None:
+    """Fold a pipe that is gone (its ``traffic``, whether it was ``attached``, the ``error``
+    that ended it) into a tally (its socket's, its endpoint's)."""
+    for key, n in zip(TRAFFIC, traffic):
+        t[key] += n
+    t["pipes_detached" if attached else "pipes_rejected"] += 1
+    t["dropped_oversize"] += isinstance(error, MessageTooLarge)
+    t["pipes_stalled"] += isinstance(error, FrameStalled)
 
 
-def pipe_refused(sock: "Socket", ep: "Dialer | Listener") -> None:
+def pipe_refused(sock: Tally, ep: Tally) -> None:
     """Count a connection closed for want of room (``max_pipes``) on its socket and endpoint."""
-    sock._tally["pipes_refused_full"] += 1
-    ep._tally["pipes_refused_full"] += 1
+    sock["pipes_refused_full"] += 1
+    ep["pipes_refused_full"] += 1
 
 
 def handshake_failed(t: dict[str, int], exc: BaseException) -> None:
@@ -154,23 +145,38 @@ def connect_reason(exc: BaseException) -> str:
 
 
 # -- snapshots -------------------------------------------------------------------------------------
-def pipe_stats(pipe: "Pipe") -> dict[str, int]:
-    return {"messages_received": pipe._in_msgs, "bytes_received": pipe._in_bytes,
-            "messages_sent": pipe._out_msgs, "bytes_sent": pipe._out_bytes,
-            "send_queue": len(pipe._q) + pipe._writing, "send_queue_bytes": pipe._q.queued_bytes,
-            "dropped_oversize": int(isinstance(pipe.error, MessageTooLarge))}
+class PipeCounts(_Typing):
+    """What a snapshot reads of a pipe (a :class:`gsp.Pipe`'s read-only properties)."""
+
+    @property
+    def traffic(self) -> Traffic: ...
+    @property
+    def send_queue(self) -> tuple[int, int]: ...
+    attached: bool
+    closed: bool
 
 
-def _owner_stats(t: dict[str, int], pipes: Iterable["Pipe"]) -> dict[str, int]:
+def pipe_stats(traffic: Traffic, send_queue: tuple[int, int],
+               error: BaseException | None) -> dict[str, int]:
+    out = dict(zip(TRAFFIC, traffic))
+    out["send_queue"], out["send_queue_bytes"] = send_queue
+    out["dropped_oversize"] = int(isinstance(error, MessageTooLarge))
+    return out
+
+
+def owner_stats(t: Tally, pipes: Iterable[PipeCounts]) -> dict[str, int]:
+    """A snapshot of an owner of pipes: its tally and its live ``pipes`` added up."""
     out = dict(t)
     mi = bi = mo = bo = queued = qbytes = live = 0
     for p in pipes:
-        mi += p._in_msgs
-        bi += p._in_bytes
-        mo += p._out_msgs
-        bo += p._out_bytes
-        queued += len(p._q) + p._writing
-        qbytes += p._q.queued_bytes
+        a, b, c, d = p.traffic
+        mi += a
+        bi += b
+        mo += c
+        bo += d
+        n, nbytes = p.send_queue
+        queued += n
+        qbytes += nbytes
         live += p.attached and not p.closed
     out["messages_received"] += mi
     out["bytes_received"] += bi
@@ -183,9 +189,8 @@ def _owner_stats(t: dict[str, int], pipes: Iterable["Pipe"]) -> dict[str, int]:
     return out
 
 
-def socket_stats(sock: "Socket") -> dict[str, int]:
-    out = _owner_stats(sock._tally, list(sock._pipes.values()))
-    proto = sock._proto
+def socket_stats(t: Tally, pipes: Iterable[PipeCounts], proto: "Protocol") -> dict[str, int]:
+    out = owner_stats(t, pipes)
     depth = proto.recv_queue_depth()
     if depth is not None:
         out["recv_queue"] = depth
@@ -199,65 +204,9 @@ def socket_stats(sock: "Socket") -> dict[str, int]:
     return out
 
 
-def dialer_stats(d: "Dialer") -> dict[str, int]:
-    out = _owner_stats(d._tally, _pipes_of(d))
-    out["reconnects"] = max(out["pipes_attached"] - 1, 0)
-    return out
 
 
-def listener_stats(lst: "Listener") -> dict[str, int]:
-    out = _owner_stats(lst._tally, _pipes_of(lst))
-    out["handshakes"] = lst.handshakes
-    return out
-
-
-def _pipes_of(ep: "Dialer | Listener") -> list["Pipe"]:
-    return [p for p in list(ep.socket._pipes.values()) if p.dialer is ep or p.listener is ep]
-
-
-# -- every open socket ----------------------------------------------------------------------------
-def register(sock: "Socket") -> int:
-    """A new socket's id (1, 2, ... in this process); it is listed until closed or collected."""
-    sid = next(_socket_ids)
-    _open[sid] = sock
-    return sid
-
-
+# -- ids -----------------------------------------------------------------------------------------
 def endpoint_id() -> int:
+    """A new listener's or dialer's id (1, 2, ... in this process)."""
     return next(_endpoint_ids)
-
-
-def forget(sock: "Socket") -> None:
-    _open.pop(sock.id, None)
-
-
-def sockets() -> list["Socket"]:
-    """Every open socket of this process, oldest first (closed or garbage-collected sockets are
-    not listed; the list holds them only weakly)."""
-    refs = _open.valuerefs()  # one C-level copy: safe while sockets come and go
-    found = [s for s in (r() for r in refs) if s is not None and not s.closed]
-    return sorted(found, key=lambda s: s.id)
-
-
-def stats() -> list[dict[str, Any]]:
-    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "histograms",
-    "pipes", "dialers", "listeners"}``, where ``stats`` is ``Socket.stats``, ``histograms``
-    ``Socket.histograms``, and each pipe, dialer and listener is a
-    dict of its labels (``id``, ``url``, ...) and its own ``stats`` (see docs/stats.md)."""
-    return [_socket_entry(s) for s in sockets()]
-
-
-def _socket_entry(sock: "Socket") -> dict[str, Any]:
-    pipes = []
-    for p in list(sock._pipes.values()):
-        ep = p.dialer or p.listener
-        kind = "dialer" if p.dialer is not None else "listener" if ep is not None else None
-        pipes.append({"id": p.id, "socket": sock.id, "endpoint": kind,
-                      "url": None if ep is None else ep.url, "remote_address": p.remote_address,
-                      "stats": p.stats})
-    return {"id": sock.id, "protocol": sock.protocol, "raw": sock.raw, "stats": sock.stats,
-            "histograms": sock.histograms, "pipes": pipes,
-            "dialers": [{"id": d.id, "socket": sock.id, "url": d.url, "stats": d.stats}
-                        for d in sock.dialers],
-            "listeners": [{"id": lst.id, "socket": sock.id, "url": lst.url, "stats": lst.stats}
-                          for lst in sock.listeners]}

@@ -9,11 +9,6 @@ from ..message import Message
 from .socket import Socket
 
 
-def _can(sock: Socket, op: str) -> bool:
-    """Whether the socket's protocol implements ``op`` ("send"/"recv") at all."""
-    return type(sock._proto).can(op)
-
-
 class Device:
     """Handle of a running device: greenlets forwarding ``recv_msg`` → ``send_msg``, one per
     direction. They end when either socket closes (the device never closes the sockets) or on
@@ -24,7 +19,7 @@ class Device:
         self.sockets = (s1, s2)
         self.forwarded = 0
         pairs = [(s1, s2)] if s1 is s2 else [(s1, s2), (s2, s1)]
-        pairs = [(a, b) for a, b in pairs if _can(a, "recv") and _can(b, "send")]
+        pairs = [(a, b) for a, b in pairs if a.can("recv") and b.can("send")]
         if not pairs:
             raise NotSupported(f"nothing can flow between {s1.protocol} and {s2.protocol}")
         self._greenlets = [gevent.spawn(self._forward, a, b) for a, b in pairs]

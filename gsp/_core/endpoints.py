@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import gevent
 from gevent.event import Event
@@ -87,12 +87,35 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
 AcceptGate = Callable[["Listener"], object]
 
 
+class EndpointHost:
+    """What a socket gives its listeners and dialers, made once by the socket: a spawn of its
+    greenlets, the call that makes a pipe of a handshaken connection, the call that tells it an
+    endpoint closed, its tally (where refused connections count) and its pipes (read only: an
+    endpoint's snapshot adds up its own)."""
+
+    __slots__ = ("spawn", "attach", "gone", "tally", "pipes")
+
+    def __init__(self, spawn: Callable[..., gevent.Greenlet],
+                 attach: "Callable[..., Pipe | None]",
+                 gone: "Callable[[Listener | Dialer], None]", tally: counters.Tally,
+                 pipes: "Mapping[int, Pipe]") -> None:
+        self.spawn = spawn
+        self.attach = attach
+        self.gone = gone
+        self.tally = tally
+        self.pipes = pipes
+
+    def pipes_of(self, ep: "Listener | Dialer") -> "list[Pipe]":
+        return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
+
+
 class Listener:
     """An address a socket accepts connections on. ``url`` is the bound URL."""
 
-    def __init__(self, socket: Socket, tl: TransportListener, options: Options,
-                 slots: PipeSlots, accept_gate: AcceptGate | None = None) -> None:
+    def __init__(self, socket: Socket, host: EndpointHost, tl: TransportListener,
+                 options: Options, slots: PipeSlots, accept_gate: AcceptGate | None = None) -> None:
         self.socket = socket
+        self._host = host
         self._slots = slots
         self._tl = tl
         self._gate = accept_gate
@@ -112,18 +135,21 @@ class Listener:
     def stats(self) -> dict[str, int]:
         """A snapshot of this listener's counters: connections accepted, handshake failures by
         kind, its pipes and their traffic (every key: docs/stats.md)."""
-        return counters.listener_stats(self)
+        out = counters.owner_stats(self._tally, self._host.pipes_of(self))
+        out["handshakes"] = self.handshakes
+        return out
 
     @property
     def handshakes(self) -> int:
         """Connections in their SP handshake now (at most ``max_handshakes``)."""
         return len(self._pending)
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Accept in the background (the socket calls this once, as it listens)."""
         if listener_log.isEnabledFor(logging.INFO):
             listener_log.info("%s %s: listening", self.socket.protocol, self.url,
                               extra=log.fields(self.socket, self.url))
-        self._accepter = self.socket._spawn(self._accept_loop)
+        self._accepter = self._host.spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
         turns = 0
@@ -155,7 +181,7 @@ class Listener:
                 self._refuse(conn)
                 continue
             self._pending.add(conn)
-            self.socket._spawn(self._handshake, conn)
+            self._host.spawn(self._handshake, conn)
 
     def _wait_for_handshakes(self) -> None:
         """At ``max_handshakes`` connections in their handshake, accept no more until one ends:
@@ -192,7 +218,7 @@ class Listener:
         """Close a connection the socket has no room for (``max_pipes``), count it and log it:
         WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise."""
         conn.refuse(f"at max_pipes ({self._slots.limit(self)})")
-        counters.pipe_refused(self.socket, self)
+        counters.pipe_refused(self._host.tally, self._tally)
         level, held = self._refusals.level()
         if listener_log.isEnabledFor(level):
             sock = self.socket
@@ -225,7 +251,7 @@ class Listener:
         if self._slots.full(self):  # filled up during the handshake
             self._refuse(conn)
             return
-        self.socket._attach(conn, listener=self)
+        self._host.attach(conn, listener=self, tally=self._tally)
 
     def _failed(self, what: str, exc: GspError, remote: str | None, loud: bool) -> None:
         """Log a failed accept or handshake: WARNING when ``loud``, rate limited per error type
@@ -284,8 +310,44 @@ class Listener:
         g = self._accepter
         if g is not None and g is not gevent.getcurrent():
             g.kill(block=True)
-        if self in self.socket._listeners and not self.socket._closed:
-            self.socket._listeners.remove(self)
+        self._host.gone(self)
+
+    # -- fork (Socket.after_fork) ------------------------------------------------------------
+    def keeps_after_fork(self) -> bool:
+        """Whether the listener accepts on in a forked child (its transport keeps it:
+        ``TransportListener.keep_after_fork``) rather than staying the parent's."""
+        try:
+            return bool(self._tl.keep_after_fork())
+        except Exception:  # a transport's bug must not break the fork: leave it to the parent
+            return False
+
+    def forget_after_fork(self) -> bool:
+        """In a forked child: close the child's copies of the parent's descriptors (nothing
+        sent): the connections in their handshake and, unless the listener keeps accepting in
+        the child (:meth:`keeps_after_fork`), the listening one, closing the listener here.
+        Returns whether it keeps accepting."""
+        keep = self.keeps_after_fork()
+        if not keep:
+            self._closed = True
+            self._tl.forget()
+        for conn in list(self._pending):
+            conn.forget()
+        self._pending.clear()
+        if not keep:
+            self._accepter = None
+        return keep
+
+    def orphan_after_fork(self) -> None:
+        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`
+        for a listener the child does not keep; one it keeps is left untouched."""
+        if not self.keeps_after_fork():
+            self.forget_after_fork()
+
+    def accept_after_fork(self) -> None:
+        """In a forked child, for a listener kept there: its accept loop (the parent's greenlet
+        is gone) starts again."""
+        if self._accepter is not None:
+            self._accepter = self._host.spawn(self._accept_loop)
 
     def __repr__(self) -> str:
         return f"<gsp.Listener {self.url}>"
@@ -294,9 +356,10 @@ class Listener:
 class Dialer:
     """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
 
-    def __init__(self, socket: Socket, url: str, td: TransportDialer, options: Options,
-                 slots: PipeSlots) -> None:
+    def __init__(self, socket: Socket, host: EndpointHost, url: str, td: TransportDialer,
+                 options: Options, slots: PipeSlots) -> None:
         self.socket = socket
+        self._host = host
         self._slots = slots
         self.url = url
         self._td = td
@@ -304,7 +367,7 @@ class Dialer:
         self._closed = False
         self._loop_g: gevent.Greenlet | None = None
         self._wake = Event()
-        #: The connection in its handshake now (dropped by the fork hook: gsp._core.fork).
+        #: The connection in its handshake now (dropped after a fork: forget_after_fork).
         self._handshaking: Connection | None = None
         self.pipe: Pipe | None = None
         #: The error of the most recent failed attempt, if any.
@@ -317,7 +380,9 @@ class Dialer:
     def stats(self) -> dict[str, int]:
         """A snapshot of this dialer's counters: dial attempts, failures by reason, handshake
         failures by kind, reconnects, its pipes and their traffic (docs/stats.md)."""
-        return counters.dialer_stats(self)
+        out = counters.owner_stats(self._tally, self._host.pipes_of(self))
+        out["reconnects"] = max(out["pipes_attached"] - 1, 0)
+        return out
 
     def _connect_once(self) -> Pipe | None:
         limit = self.options["handshake_timeout"]
@@ -347,17 +412,19 @@ class Dialer:
             return None
         if self._slots.full():  # the socket filled up meanwhile (a listener's pipes)
             conn.close()
-            counters.pipe_refused(self.socket, self)
+            counters.pipe_refused(self._host.tally, self._tally)
             counters.dial_failed(self._tally, "rejected")
             raise ConnectionRefused(f"dial {self.url}: the socket filled up to max_pipes "
                                     f"({self._slots.limit()}) during the handshake")
-        pipe = self.socket._attach(conn, dialer=self)
+        pipe = self._host.attach(conn, dialer=self, tally=self._tally)
         if pipe is None:
             counters.dial_failed(t, "rejected")
         self.pipe = pipe
         return pipe
 
-    def _start(self, block: bool | None) -> None:
+    def start(self, block: bool | None) -> None:
+        """Dial (the socket calls this once, as it dials): now (``block`` None or True) and then
+        in the background, or only in the background (False)."""
         if dialer_log.isEnabledFor(logging.INFO):
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
@@ -381,7 +448,7 @@ class Dialer:
                     raise
                 self.last_error = exc
                 why = log.describe(exc, self.socket.spec)  # wait a backoff step before the next try
-        self._loop_g = self.socket._spawn(self._redial_loop, why)
+        self._loop_g = self._host.spawn(self._redial_loop, why)
 
     def _sleep(self, seconds: float) -> None:
         self._wake.wait(seconds)
@@ -472,8 +539,30 @@ class Dialer:
             g.kill(block=True)
         if close_pipe and self.pipe is not None:
             self.pipe.close()
-        if self in self.socket._dialers and not self.socket._closed:
-            self.socket._dialers.remove(self)
+        self._host.gone(self)
+
+    # -- fork (Socket.after_fork) ------------------------------------------------------------
+    def forget_after_fork(self) -> None:
+        """In a forked child: close the child's copies of the parent's descriptors (nothing
+        sent): the transport's and the connection in its handshake."""
+        self._td.forget()
+        conn = self._handshaking
+        if conn is not None:
+            self._handshaking = None
+            conn.forget()
+
+    def orphan_after_fork(self) -> None:
+        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`,
+        and the dialer is closed."""
+        self._closed = True
+        self.forget_after_fork()
+
+    def redial_after_fork(self) -> None:
+        """In a forked child: start over in the background (the parent's greenlets are gone)."""
+        self.pipe = None
+        self._wake = Event()
+        if self._loop_g is not None:  # (else its first attempt is under way and starts the loop)
+            self._loop_g = self._host.spawn(self._redial_loop, None)
 
     def __repr__(self) -> str:
         return f"<gsp.Dialer {self.url}>"

@@ -19,10 +19,12 @@ from ..protocol.interface import LendingWait, overrides
 from ..protocol.waiting import Signal
 from ..transport.interface import Connection
 from . import counters
+from .hot import Hot
 from .readers import WOULD_WAIT, Readers, WouldWait
 
 if TYPE_CHECKING:
     from ..message import Message
+    from .counters import Tally
     from .endpoints import Dialer, Listener
     from .socket import Socket
 
@@ -73,6 +75,27 @@ class PipeEvent(enum.Enum):
     DETACHED = "detached"  #: the pipe is gone; ``pipe.error`` says why
 
 
+class PipeHost:
+    """What a socket gives each of its pipes, made once by the socket: its pipe readers, the
+    protocol's delivery hooks as the socket found them, a spawn of its greenlets, its pipes (read
+    only: how many share the readers), the fields its send and recv read (``hot``: whether it is
+    closed, its protocol) and the call that tells it a pipe is gone."""
+
+    __slots__ = ("hot", "readers", "pipes", "spawn", "deliver_one", "deliver_all", "gone")
+
+    def __init__(self, hot: Hot, readers: Readers, pipes: "Mapping[int, Pipe]",
+                 spawn: Callable[..., gevent.Greenlet], deliver_one: Callable[[Any, bytes], None],
+                 deliver_all: Callable[[Any, list[bytes]], None] | None,
+                 gone: "Callable[[Pipe], None]") -> None:
+        self.hot = hot
+        self.readers = readers
+        self.pipes = pipes
+        self.spawn = spawn
+        self.deliver_one = deliver_one
+        self.deliver_all = deliver_all
+        self.gone = gone
+
+
 class Pipe:
     """One connection of a socket to one peer.
 
@@ -81,16 +104,20 @@ class Pipe:
     :class:`gsp.protocol.PipeHandle`.
     """
 
-    __slots__ = ("id", "_socket", "dialer", "listener", "_conn", "_q", "closed", "error",
+    __slots__ = ("id", "_socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
                  "parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
 
-    def __init__(self, socket: "Socket", conn: Connection, send_buffer: int,
+    def __init__(self, socket: "Socket", host: PipeHost, conn: Connection, send_buffer: int,
                  dialer: "Dialer | None" = None, listener: "Listener | None" = None,
-                 send_buffer_bytes: int = 0) -> None:
+                 send_buffer_bytes: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
         self.id = _alloc_id()
         self._socket = socket
+        self._host = host
+        self._readers = host.readers
+        #: Where the pipe's traffic goes when it is gone: its socket's and its endpoint's tally.
+        self._tallies = tallies
         self.dialer = dialer
         self.listener = listener
         self._conn = conn
@@ -109,11 +136,11 @@ class Pipe:
         #: What the connection calls (in the event loop) when bytes come to the parked pipe: a
         #: reader takes the pipe on. Made once (~170 bytes a pipe): no bound method made per
         #: read, and no Python frame between the watcher and the readers.
-        self._wake = functools.partial(Readers.wake, socket._readers, self)
+        self._wake = functools.partial(Readers.wake, host.readers, self)
         # The protocol's hooks, as the socket found them once: read here, not off the socket (an
         # interpreted object's attribute) on every delivery.
-        self._deliver_one: Callable[[Any, bytes], None] = socket._deliver
-        self._deliver_all: Callable[[Any, list[bytes]], None] | None = socket._deliver_all
+        self._deliver_one: Callable[[Any, bytes], None] = host.deliver_one
+        self._deliver_all: Callable[[Any, list[bytes]], None] | None = host.deliver_all
         _live_pipes[self.id] = self._wake
         # Traffic, counted per batch by the reader and writer (see gsp._core.counters).
         self._in_msgs = self._in_bytes = self._wrote_msgs = self._wrote_bytes = 0
@@ -183,7 +210,24 @@ class Pipe:
         """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
         sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once
         closed for a message over ``recv_max_size``)."""
-        return counters.pipe_stats(self)
+        return counters.pipe_stats(self.traffic, self.send_queue, self.error)
+
+    @property
+    def traffic(self) -> tuple[int, int, int, int]:
+        """Messages and bytes received, messages and bytes sent (the order of
+        :data:`gsp._core.counters.TRAFFIC`)."""
+        return (self._in_msgs, self._in_bytes, self._wrote_msgs + self._q.direct_items,
+                self._wrote_bytes + self._q.direct_bytes)
+
+    @property
+    def send_queue(self) -> tuple[int, int]:
+        """Messages queued or being written now, and the bytes queued."""
+        return len(self._q) + self._writing, self._q.queued_bytes
+
+    @property
+    def writer(self) -> gevent.Greenlet | None:
+        """The greenlet writing the pipe's send queue, once something had to be queued."""
+        return self._writer
 
     def close(self) -> None:
         """Close this pipe only; the socket (and a dialer) carry on."""
@@ -198,14 +242,11 @@ class Pipe:
         return f"<Pipe {self.id} {state} {self.remote_address}>"
 
     # -- life cycle (driven by the socket) -----------------------------------------------------
-    def _start(self) -> None:
-        self._socket._readers.start(self)
-
     def _start_writer(self) -> None:
         # Not for a closed pipe, nor while the socket closes (it closes every queue: nothing new
         # can be queued, and whatever is queued already has its writer).
-        if self._writer is None and not self.closed and not self._socket._closed:
-            self._writer = self._socket._spawn(self._write_loop)
+        if self._writer is None and not self.closed and not self._host.hot.closed:
+            self._writer = self._host.spawn(self._write_loop)
 
     def read_loop(self, idle: Waiter) -> "Pipe | None":
         """For a reader greenlet (see :class:`~gsp._core.readers.Readers`): read and deliver
@@ -213,9 +254,9 @@ class Pipe:
         now); then wait with ``idle`` among the socket's idle readers and return the next pipe to
         read, or None when this reader should end."""
         recv = self._conn.recv_or_park
-        readers = self._socket._readers
+        readers = self._readers
         wake = self._wake
-        others = self._socket._pipes
+        others = self._host.pipes
         turn = 0  # messages delivered since this reader last let other pipes' readers have a turn
         ahead = 0  # bytes read in big bodies since this reader last yielded
         try:
@@ -260,7 +301,7 @@ class Pipe:
         (:meth:`_recv_guarded`). The first message read (every one, for a wait lending with
         ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
         read brought (:attr:`held`) go to a reader greenlet."""
-        readers = self._socket._readers
+        readers = self._readers
         recv = self._recv_lent
         try:
             msgs = recv(self._wake)
@@ -302,7 +343,7 @@ class Pipe:
         """A lent read's read of a connection without ``recv_nowait``: ``recv_or_park`` under
         the readers' guard, which throws :data:`~gsp._core.readers.WOULD_WAIT` into it should
         it wait past this turn of the loop."""
-        guard = self._socket._readers.guard
+        guard = self._readers.guard
         guard.start(gevent.getcurrent().throw, WOULD_WAIT)
         try:
             return self._conn.recv_or_park(wake)
@@ -371,15 +412,6 @@ class Pipe:
         except Exception as exc:
             self._shutdown(_pipe_error(exc, "sending"))
 
-    @property
-    def _out_msgs(self) -> int:
-        """Messages sent: those the writer wrote and those written directly (see Outbox)."""
-        return self._wrote_msgs + self._q.direct_items
-
-    @property
-    def _out_bytes(self) -> int:
-        return self._wrote_bytes + self._q.direct_bytes
-
     def _shutdown(self, error: BaseException | None) -> None:
         if self.closed:
             return
@@ -387,9 +419,8 @@ class Pipe:
         if isinstance(error, Closed):
             error = None  # our own close, not a failure
         self.error = error
-        sock = self._socket
         if self.attached:
-            sock._proto.remove_pipe(self)
+            self._host.hot.proto.remove_pipe(self)
         self._q.close()
         if self._room is not None:
             self._room.close()
@@ -399,5 +430,34 @@ class Pipe:
             if g is not None and g is not current and not g.dead:
                 g.kill(block=False)
         _live_pipes.pop(self.id, None)
-        sock._pipe_gone(self)
+        self._count_gone()
+        self._host.gone(self)
+        self._done.set()
+
+    def _count_gone(self) -> None:
+        """Fold the pipe's traffic into its socket's and its endpoint's tallies."""
+        for t in self._tallies:
+            counters.pipe_gone(t, self.traffic, self.attached, self.error)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: close the child's copy of the connection's descriptor (nothing
+        sent: the parent's connection stays up there) and stop queueing."""
+        self.closed = True
+        self._q.close()
+        if self._room is not None:
+            self._room.close()
+        self._conn.forget()
+
+    def orphan_after_fork(self) -> None:
+        """In a forked child, for a socket of another OS thread: close the child's copy of the
+        descriptor, and touch nothing else (its queue and waiters belong to a hub that is gone)."""
+        self.closed = True
+        self._conn.forget()
+
+    def dropped_after_fork(self) -> None:
+        """In a forked child, once the socket dropped the pipe: its greenlets were the parent's,
+        its id is free, its tallies count it, and whoever waits for it to close is woken."""
+        self.reader = self._writer = None
+        _live_pipes.pop(self.id, None)
+        self._count_gone()
         self._done.set()

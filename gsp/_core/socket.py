@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -11,7 +14,7 @@ from gevent.event import AsyncResult
 from gevent.pool import Group
 
 from ..chan import thread_ident
-from ..errors import BadOption, Closed, NotSupported, Timeout, WrongThread
+from ..errors import BadOption, Closed, InheritedListener, NotSupported, Timeout, WrongThread
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
@@ -24,11 +27,11 @@ from ..options import (
 )
 from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
 from ..transport.limits import RecvLimits
-from . import attrs, counters, events, fork, log
-from .endpoints import AcceptGate, Dialer, Listener, PipeSlots, endpoint_options
+from . import attrs, counters, fork, log
+from .endpoints import AcceptGate, Dialer, EndpointHost, Listener, PipeSlots, endpoint_options
 from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
-from .pipe import Pipe, PipeEvent
+from .pipe import Pipe, PipeEvent, PipeHost
 from .readers import Readers
 from .registry import registry
 
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]
 _check_timeout = duration()
+
+_open: "weakref.WeakValueDictionary[int, Socket]" = weakref.WeakValueDictionary()
+_socket_ids = itertools.count(1)
 
 
 def _option_specs(spec: "ProtocolSpec") -> "dict[str, Option]":
@@ -60,8 +66,8 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
-    #: Set in a forked child when the socket's only endpoints stayed the parent's (gsp._core.fork).
-    _inherited: Closed | None = None  # the error of a socket closed by a fork (see fork.py)
+    #: Set in a forked child when the socket's only endpoints stayed the parent's (after_fork).
+    _inherited: Closed | None = None  # the error of a socket closed by a fork
 
     def _set_closed(self, value: bool) -> None:
         self._hot.closed = value
@@ -116,7 +122,9 @@ class Socket(ObjectCalls):
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
         self._tally = counters.tally()  # pipes that went, and their traffic
-        handle = self._handle = CoreSocketHandle(self)
+        handle = self._handle = CoreSocketHandle(
+            self.protocol, self.raw, self._hot, self._readers, self._options, self._pipes,
+            self._listeners, self._dialers, self._spawn, self._watch)
         proto = self._proto = self._hot.proto = spec.factory(handle, self.raw)
         # Optional fast paths, used only where the protocol overrides them (see gsp.protocol.Protocol).
         self._hot.recv_body = proto.recv_body if overrides(proto, Protocol, "recv_body") else None
@@ -128,7 +136,12 @@ class Socket(ObjectCalls):
         self._deliver = proto.pipe_recv
         self._deliver_all = proto.pipe_recv_all \
             if overrides(proto, Protocol, "pipe_recv_all") else None
-        self.id = counters.register(self)
+        self._pipe_host = PipeHost(self._hot, self._readers, self._pipes, self._spawn,
+                                   self._deliver, self._deliver_all, self._pipe_gone)
+        self._endpoint_host = EndpointHost(self._spawn, self._attach, self._endpoint_gone,
+                                           self._tally, self._pipes)
+        self.id = next(_socket_ids)  # listed (sockets()) until closed or collected
+        _open[self.id] = self
         readers = self._readers
 
         def spin(seconds: float) -> None:  # recv_spin: what a lending wait calls, nothing more
@@ -136,7 +149,7 @@ class Socket(ObjectCalls):
         self._watch("recv_spin", spin)
         if self._options["recv_spin"]:
             spin(self._options["recv_spin"])
-        fork.install()  # once per process: the child's fork hook (gsp._core.fork)
+        fork.install(_after_fork_in_child)  # once per process: the child's fork hook
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
@@ -185,7 +198,7 @@ class Socket(ObjectCalls):
     def stats(self) -> dict[str, int]:
         """A snapshot of the socket's counters: traffic, pipes, queue depths, drops by reason and
         the protocol's own (every key: docs/stats.md)."""
-        return counters.socket_stats(self)
+        return counters.socket_stats(self._tally, list(self._pipes.values()), self._proto)
 
     @property
     def histograms(self) -> dict[str, dict[str, Any]]:
@@ -290,6 +303,12 @@ class Socket(ObjectCalls):
             return True
         return self._proto.poll(op)
 
+    def can(self, op: "Op") -> bool:
+        """Whether the socket's protocol does ``op`` ("send" or "recv") at all: a pub socket
+        never receives, a sub never sends (what :func:`gsp.device` asks). Never waits."""
+        check_op(op)
+        return type(self._proto).can(op)
+
     def wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
         """Select cases that become ready when :meth:`poll` may have turned true."""
         check_op(op)
@@ -330,9 +349,9 @@ class Socket(ObjectCalls):
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
-        lst = Listener(self, tl, opts, self._slots, accept_gate)
+        lst = Listener(self, self._endpoint_host, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
-        lst._start()
+        lst.start()
         return lst
 
     def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
@@ -347,10 +366,10 @@ class Socket(ObjectCalls):
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
-        d = Dialer(self, url, td, opts, self._slots)
+        d = Dialer(self, self._endpoint_host, url, td, opts, self._slots)
         self._dialers.append(d)
         try:
-            d._start(block)
+            d.start(block)
         except BaseException:
             self._dialers.remove(d)
             d.close()
@@ -383,37 +402,90 @@ class Socket(ObjectCalls):
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def _attach(self, conn: "Connection", dialer: "Dialer | None" = None,
-                listener: "Listener | None" = None) -> Pipe | None:
-        """Turn a handshaken connection into a pipe, or close it if rejected."""
+                listener: "Listener | None" = None,
+                tally: counters.Tally | None = None) -> Pipe | None:
+        """Turn a handshaken connection of an endpoint (whose ``tally`` counts its pipes) into a
+        pipe, or close it if rejected."""
         if self._closed or self._draining:
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
-        pipe = Pipe(self, conn, self._options["send_buffer"], dialer, listener,
-                    self._options["send_buffer_bytes"])
+        pipe = Pipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
+                    self._options["send_buffer_bytes"],
+                    (self._tally,) if tally is None else (self._tally, tally))
         self._pipes[pipe.id] = pipe
-        events.fire(self, PipeEvent.ATTACHING, pipe)
+        self._fire(PipeEvent.ATTACHING, pipe)
         if pipe.closed:
-            events.log_rejected(self, pipe, "by a pipe event callback or hook at ATTACHING")
+            self._log_rejected(pipe, "by a pipe event callback or hook at ATTACHING")
             return None
         try:
             self._proto.add_pipe(pipe)
         except RejectPipe as exc:
-            pipe._shutdown(None)
-            events.log_rejected(self, pipe, f"by the {self.protocol} protocol: {exc}")
+            pipe.close()
+            self._log_rejected(pipe, f"by the {self.protocol} protocol: {exc}")
             return None
         pipe.attached = True
-        pipe._start()
+        self._readers.start(pipe)
         if log.pipe_log.isEnabledFor(logging.INFO):
             url = log.pipe_url(pipe)
             log.pipe_log.info("%s %s: pipe %d attached (peer %s)", self.protocol, url, pipe.id,
                               pipe.remote_address, extra=log.fields(self, url, pipe))
-        events.fire(self, PipeEvent.ATTACHED, pipe)
+        self._fire(PipeEvent.ATTACHED, pipe)
         return pipe
+
+    def _fire(self, event: PipeEvent, pipe: Pipe) -> None:
+        """Run the gsp_pipe_event hooks and the socket's callbacks for ``event`` on ``pipe``."""
+        # A callback that raises is logged and changes nothing else: the pipe is not rejected
+        # (rejecting is an explicit pipe.close() at ATTACHING), later callbacks still run.
+        try:
+            registry.pm.hook.gsp_pipe_event(socket=self, event=event, pipe=pipe)
+        except Exception as exc:
+            self._callback_failed("a gsp_pipe_event hook", event, pipe, exc)
+        for cb in [*self._callbacks]:
+            try:
+                cb(event, pipe)
+            except Exception as exc:
+                self._callback_failed(cb, event, pipe, exc)
+
+    def _callback_failed(self, cb: object, event: PipeEvent, pipe: Pipe, exc: Exception) -> None:
+        """Log a raising pipe callback: with its traceback at ERROR the first time this callback
+        raises this type of error, at DEBUG after that."""
+        try:
+            key: tuple[object, type[BaseException]] = (cb, type(exc))
+            first = key not in self._callback_errors
+        except TypeError:  # an unhashable callable object
+            key = (id(cb), type(exc))
+            first = key not in self._callback_errors
+        if first:
+            self._callback_errors.add(key)
+        level = logging.ERROR if first else logging.DEBUG
+        if log.socket_log.isEnabledFor(level):
+            url = log.pipe_url(pipe)
+            log.socket_log.log(
+                level, "%s %s: pipe event callback %r raised %s at %s of pipe %d; the pipe "
+                "carries on%s", self.protocol, url, cb, type(exc).__name__, event.name, pipe.id,
+                " (later ones like it are logged at DEBUG)" if first else f": {exc}",
+                exc_info=exc if first else None, extra=log.fields(self, url, pipe))
+
+    def _log_rejected(self, pipe: Pipe, how: str) -> None:
+        """Log (INFO) that ``pipe`` was rejected ``how``."""
+        if log.socket_log.isEnabledFor(logging.INFO):
+            url = log.pipe_url(pipe)
+            log.socket_log.info("%s %s: pipe %d (peer %s) rejected %s", self.protocol, url,
+                                pipe.id, pipe.remote_address, how,
+                                extra=log.fields(self, url, pipe))
+
+    def _endpoint_gone(self, ep: "Listener | Dialer") -> None:
+        """A listener or dialer closed: the socket lists it no more (unless it closes itself)."""
+        if self._closed:
+            return
+        if ep in self._listeners:
+            self._listeners.remove(ep)
+        if ep in self._dialers:
+            self._dialers.remove(ep)
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
-        counters.pipe_gone(self, pipe)
         self._slots.freed()
         if pipe.attached:
             error = pipe.error
@@ -423,7 +495,7 @@ class Socket(ObjectCalls):
                 log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s", self.protocol,
                                  url, pipe.id, pipe.remote_address, log.describe(error),
                                  extra=log.fields(self, url, pipe, **log.oversize_fields(error)))
-            events.fire(self, PipeEvent.DETACHED, pipe)
+            self._fire(PipeEvent.DETACHED, pipe)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:
         return self._group.spawn(fn, *args)
@@ -431,7 +503,8 @@ class Socket(ObjectCalls):
     # -- closing ---------------------------------------------------------------------------------
     def _closed_error(self) -> Closed:
         """What a call on the closed socket raises (not on the hot path: only once closed)."""
-        return fork.inherited_error(self) or Closed("socket is closed")
+        why = self._inherited  # a new error like the one that closed it after a fork
+        return Closed("socket is closed") if why is None else type(why)(str(why))
 
     @property
     def closed(self) -> bool:
@@ -447,7 +520,7 @@ class Socket(ObjectCalls):
             return
         self._check_thread()
         self._closed = True
-        counters.forget(self)
+        _open.pop(self.id, None)
         for lst in list(self._listeners):
             lst.close()
         for d in list(self._dialers):
@@ -458,10 +531,10 @@ class Socket(ObjectCalls):
         for p in pipes:
             p.sendq.close()  # writers drain what is queued, then stop
         if linger > 0:
-            writers = [p._writer for p in pipes if p._writer is not None]
+            writers = [w for w in (p.writer for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=linger)
         # Concurrently: a transport's close may wait on its peer (ws waits for the closing frame).
-        gevent.joinall([self._spawn(p._shutdown, None) for p in pipes if not p.closed])
+        gevent.joinall([self._spawn(p.close) for p in pipes if not p.closed])
         current = gevent.getcurrent()
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)
@@ -495,6 +568,7 @@ class Socket(ObjectCalls):
             return
         end = self._drain_end = AsyncResult()
         self._draining = True
+        self._handle.stop_direct()
         error: Timeout | None = None
         at = None if t is None else monotonic() + t
 
@@ -515,7 +589,7 @@ class Socket(ObjectCalls):
             pipes = list(self._pipes.values())
             for p in pipes:
                 p.sendq.close()  # writers flush what is queued, then stop (as in close())
-            writers = [p._writer for p in pipes if p._writer is not None]
+            writers = [w for w in (p.writer for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
                 raise Timeout("the send queues were not flushed in time")
@@ -539,6 +613,129 @@ class Socket(ObjectCalls):
 
     def _wrong_thread(self) -> WrongThread:
         return WrongThread("socket", self._hot.tid, thread_ident())
+
+    # -- fork: what the socket does in a child process made by fork (gsp._core.fork) ---------
+    def after_fork(self, parent: int) -> None:
+        """In a child forked from process ``parent``, before any greenlet runs: make the socket
+        the child's own (gsp calls this from its fork hook; see :mod:`gsp._core.fork`). Its
+        pipes go without a word to the parent's peers, dialers redial, listeners stay the
+        parent's (the socket closes when they were all it had)."""
+        if self._hot.tid != thread_ident():
+            self._orphan(parent)
+            return
+        pipes = list(self._pipes.values())
+        dialers = list(self._dialers)
+        # 1. Nothing of this process may reach the parent's connections any more: the child's
+        #    copy of every descriptor goes first, before any code of the socket's can run.
+        for p in pipes:
+            p.forget_after_fork()
+        kept = [lst for lst in list(self._listeners) if lst.forget_after_fork()]
+        left = [lst for lst in self._listeners if lst not in kept]
+        for d in dialers:
+            d.forget_after_fork()
+        # 2. The inherited greenlets: killed (not before their next turn, and with every
+        #    descriptor they could use closed), except the one forking.
+        current = gevent.getcurrent()
+        for g in list(self._group):
+            if g is not current:
+                g.kill(block=False)
+        self._readers.reset_after_fork()
+        # 3. The protocol forgets the pipes, as it does pipes that went.
+        for p in pipes:
+            self._drop_forked_pipe(p)
+        self._restart_after_fork(parent, len(pipes), dialers, left, kept)
+
+    def _restart_after_fork(self, parent: int, pipes: int, dialers: "list[Dialer]",
+                            left: "list[Listener]", kept: "list[Listener]") -> None:
+        """The last step of :meth:`after_fork`: dialers redial in the background; listeners
+        stay the parent's (and the socket closes here when they were all it had)."""
+        for d in dialers:
+            d.redial_after_fork()
+        for lst in left:
+            if lst in self._listeners:
+                self._listeners.remove(lst)
+        for lst in kept:  # its accept loop went with the inherited greenlets
+            lst.accept_after_fork()
+        urls = [lst.url for lst in left]
+        closed = bool(urls and not dialers and not kept)
+        if closed:
+            self._close_inherited(urls, parent)
+        if log.socket_log.isEnabledFor(logging.INFO):
+            self._log_forked(parent, pipes, [d.url for d in dialers], urls, kept, closed)
+
+    def _drop_forked_pipe(self, pipe: Pipe) -> None:
+        if pipe.attached:
+            try:
+                self._proto.remove_pipe(pipe)
+            except RejectPipe:
+                pass
+        self._pipes.pop(pipe.id, None)
+        pipe.dropped_after_fork()
+        if pipe.attached:
+            if log.pipe_log.isEnabledFor(logging.DEBUG):
+                url = log.pipe_url(pipe)
+                log.pipe_log.debug("%s %s: pipe %d (peer %s) dropped after fork (the parent "
+                                   "keeps it)", self.protocol, url, pipe.id, pipe.remote_address,
+                                   extra=log.fields(self, url, pipe))
+            self._fire(PipeEvent.DETACHED, pipe)
+
+    def _orphan(self, parent: int) -> None:
+        """A socket of another OS thread (a :mod:`gsp.blocking` hub, a worker thread's): only
+        the forking thread lives on in the child, so nothing of that socket can run here. The
+        child's copies of its descriptors are closed (nothing sent), its greenlets, queues and
+        waiters are left untouched (they belong to a hub that is gone), and every call on it
+        raises :class:`gsp.Closed`, saying why."""
+        for p in list(self._pipes.values()):
+            p.orphan_after_fork()
+        for lst in list(self._listeners):
+            lst.orphan_after_fork()
+        for d in list(self._dialers):
+            d.orphan_after_fork()
+        self._inherited = Closed(
+            f"this {self.protocol} socket belongs to OS thread {self._hot.tid} of process "
+            f"{parent}, which does not exist in this forked child (pid {os.getpid()}): it is "
+            f"closed here. Make the child's sockets in the child (gsp.per_process, or "
+            f"gsp.blocking's hub, which starts afresh in a child)")
+        self._closed = True
+        _open.pop(self.id, None)
+        if log.socket_log.isEnabledFor(logging.INFO):
+            log.socket_log.info("%s: forked (process %d): the socket belongs to another OS "
+                                "thread of process %d, which the child does not have: its copies "
+                                "of %s closed, the socket closed here", self.protocol,
+                                os.getpid(), parent, _n(len(self._pipes), "pipe"),
+                                extra=log.fields(self, None, gsp_parent=parent))
+
+    def _close_inherited(self, urls: list[str], parent: int) -> None:
+        """A socket whose only endpoints were listeners has nothing to do in the child: it is
+        closed here, and every call on it says why and what to do instead."""
+        self._inherited = InheritedListener(
+            f"this {self.protocol} socket was made in process {parent} before it forked, and its "
+            f"only endpoints are that process's listeners ({', '.join(urls)}), which stay there: "
+            f"it is closed in this process (pid {os.getpid()}). Make the socket after fork "
+            f"(gunicorn post_fork, or gsp.per_process(factory)), or make a socket in this process "
+            f"that listens on an address of its own, or on the same tcp address with "
+            f"tcp_reuseport=True in every process (the kernel then spreads the connections among "
+            f"them)")
+        self._closed = True
+        _open.pop(self.id, None)
+        self._proto.close()
+
+    def _log_forked(self, parent: int, pipes: int, redialed: list[str], left: list[str],
+                    kept: "list[Listener]", closed: bool) -> None:
+        what = [f"dropped {_n(pipes, 'pipe')} inherited from process {parent} "
+                f"(its connections are the parent's and stay open there)"]
+        if redialed:
+            what.append(f"redialing {_n(len(redialed), 'dialer')} ({', '.join(redialed)})")
+        if left:
+            what.append(f"left {_n(len(left), 'listener')} to the parent ({', '.join(left)})")
+        if kept:
+            what.append(f"kept {_n(len(kept), 'listener')} of this process's own "
+                        f"({', '.join(lst.url for lst in kept)})")
+        if closed:
+            what.append("the socket is closed in this process: listen in the child or make the "
+                        "socket after fork (see gsp.InheritedListener)")
+        log.socket_log.info("%s: forked (process %d): %s", self.protocol, os.getpid(),
+                            "; ".join(what), extra=log.fields(self, None, gsp_parent=parent))
 
     def __enter__(self) -> "Socket":
         return self
@@ -575,3 +772,57 @@ def _urls(v: str | Iterable[str] | None) -> list[str]:
     if isinstance(v, str):
         return [v]
     return list(v)
+
+
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
+# -- every open socket ----------------------------------------------------------------------------
+def sockets() -> list[Socket]:
+    """Every open socket of this process, oldest first (closed or garbage-collected sockets are
+    not listed; the list holds them only weakly)."""
+    refs = _open.valuerefs()  # one C-level copy: safe while sockets come and go
+    found = [s for s in (r() for r in refs) if s is not None and not s.closed]
+    return sorted(found, key=lambda s: s.id)
+
+
+def stats() -> list[dict[str, Any]]:
+    """A snapshot of every open socket: ``{"id", "protocol", "raw", "stats", "histograms",
+    "pipes", "dialers", "listeners"}``, where ``stats`` is ``Socket.stats``, ``histograms``
+    ``Socket.histograms``, and each pipe, dialer and listener is a
+    dict of its labels (``id``, ``url``, ...) and its own ``stats`` (see docs/stats.md)."""
+    return [_socket_entry(s) for s in sockets()]
+
+
+def _socket_entry(sock: Socket) -> dict[str, Any]:
+    pipes = []
+    for p in list(sock._pipes.values()):
+        ep = p.dialer or p.listener
+        kind = "dialer" if p.dialer is not None else "listener" if ep is not None else None
+        pipes.append({"id": p.id, "socket": sock.id, "endpoint": kind,
+                      "url": None if ep is None else ep.url, "remote_address": p.remote_address,
+                      "stats": p.stats})
+    return {"id": sock.id, "protocol": sock.protocol, "raw": sock.raw, "stats": sock.stats,
+            "histograms": sock.histograms, "pipes": pipes,
+            "dialers": [{"id": d.id, "socket": sock.id, "url": d.url, "stats": d.stats}
+                        for d in sock.dialers],
+            "listeners": [{"id": lst.id, "socket": sock.id, "url": lst.url, "stats": lst.stats}
+                          for lst in sock.listeners]}
+
+
+def _after_fork_in_child(parent: int) -> None:
+    """The fork hook (:func:`gsp._core.fork.install`): every open socket made in process
+    ``parent`` becomes the child's own."""
+    socks = sockets()
+    if not socks:
+        return
+    # Let the child's event loop have its own poller before anything touches a watcher (gevent
+    # does this itself when os.fork is monkey-patched, after this hook; twice is harmless).
+    gevent.reinit()
+    for sock in socks:
+        try:
+            sock.after_fork(parent)
+        except Exception:  # never break the user's fork; the log says what went wrong
+            log.socket_log.exception("%s: could not make the socket the child's own after fork",
+                                     sock.protocol, extra=log.fields(sock, None))

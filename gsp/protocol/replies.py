@@ -258,6 +258,9 @@ class ResponderContext(Context):
 
     def on_close(self) -> None:
         self._route = None
+        parked = self._proto._parked
+        if self in parked:  # a closed context is never handed a request
+            parked.remove(self)
         self._proto.forget(self)
         self._wakeup.wake()
 
@@ -284,12 +287,10 @@ class Responder(ContextHost, XResponder):
         # with a receiver parked and so nothing queued. (_deliver and _hand_over, in one call.)
         parked = self._parked
         if parked and len(data) >= 4 and data[0] & 0x80 and not len(self._recvq):
-            while parked:
-                ctx = parked.popleft()
-                if not ctx._closed:
-                    ctx._got = (data[4:], (pipe, data[:4]))
-                    ctx._wakeup.wake()
-                    return
+            ctx = parked.popleft()  # (open: a context leaves the parked ones as it closes)
+            ctx._got = (data[4:], (pipe, data[:4]))
+            ctx._wakeup.wake()
+            return
         super().pipe_recv(pipe, data)
 
     def _deliver(self, body: bytes, backtrace: bytes, pipe: PipeHandle) -> None:
@@ -300,24 +301,20 @@ class Responder(ContextHost, XResponder):
         # (parked receivers do not watch the queue): hand them what is queued now.
         parked, q = self._parked, self._recvq
         while parked and len(q):
-            if parked[0]._closed:
-                parked.popleft()
-            else:
-                m = q.get(0)
-                assert m.pipe is not None  # a queued request came on a pipe
-                self._hand_over(m.body, (m.pipe, m.header))
+            m = q.get(0)
+            assert m.pipe is not None  # a queued request came on a pipe
+            self._hand_over(m.body, (m.pipe, m.header))
 
     def _hand_over(self, body: bytes, route: tuple[PipeHandle, bytes]) -> bool:
         """Give the request ``body`` (its ``route``: pipe and backtrace) to the receiver parked
-        longest, if one is still open."""
+        longest, if one is parked (a context leaves the parked ones as it closes)."""
         parked = self._parked
-        while parked:
-            ctx = parked.popleft()
-            if not ctx._closed:
-                ctx._got = (body, route)
-                ctx._wakeup.wake()
-                return True
-        return False
+        if not parked:
+            return False
+        ctx = parked.popleft()
+        ctx._got = (body, route)
+        ctx._wakeup.wake()
+        return True
 
     def _hand_back(self, body: bytes, route: tuple[PipeHandle, bytes]) -> None:
         """A request handed to a receiver that then left (interrupted, or closed): to the next

@@ -170,7 +170,7 @@ class _HTTPServer:
             if lst is None:
                 sock.sendall(http_error(404, f"no SP endpoint at {path}"))
                 return
-            lst._deliver(WSServerConnection(
+            lst.deliver(WSServerConnection(
                 sock, lst.options, local, remote, hs, request, props, trailing,
                 head=_head(head, sock.getpeername()), authorize=lst.authorize))
             sock = None  # the listener owns it now
@@ -224,7 +224,8 @@ class RouteListener(TransportListener):
         #: Runs the ``ws_authorize`` check of each upgrade request (gsp_ws.auth).
         self.authorize = Authorize(options, url)
 
-    def _deliver(self, conn: WSConnection) -> None:
+    def deliver(self, conn: WSConnection) -> None:
+        """Queue an upgraded connection for :meth:`accept` (closed when the backlog is full)."""
         try:
             self._incoming.send_nowait(conn)
         except (gsp.WouldBlock, gsp.Closed):
@@ -369,7 +370,7 @@ class WSGIRouteListener(RouteListener):
         app = find_app(self.app_name)
         if app is None:
             raise gsp.InvalidAddress(f"{self.url!r}: no SPWebSocketApp named {self.app_name!r}")
-        app._add_route(self.path, self)
+        app.add_route(self.path, self)
         self._app = app
 
     def keep_after_fork(self) -> bool:
@@ -383,7 +384,7 @@ class WSGIRouteListener(RouteListener):
     def _unroute(self, forget: bool = False) -> None:
         app, self._app = self._app, None
         if app is not None:
-            app._remove_route(self.path, self)
+            app.remove_route(self.path, self)
 
 
 class WSGITransport(Transport):

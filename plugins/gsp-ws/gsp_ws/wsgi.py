@@ -114,12 +114,15 @@ class SPWebSocketApp:
             self._client_js[path.rstrip("/") + "/gsp.js"] = path
         return lst
 
-    def _add_route(self, path: str, lst: "WSGIRouteListener") -> None:
+    def add_route(self, path: str, lst: "WSGIRouteListener") -> None:
+        """Route upgrades to ``path`` to ``lst`` (a ``ws+wsgi://`` listener binding: use
+        :meth:`mount`). :class:`gsp.AddressInUse` when ``path`` is routed already."""
         if path in self._routes:
             raise gsp.AddressInUse(f"{path} is already mounted on this app")
         self._routes[path] = lst
 
-    def _remove_route(self, path: str, lst: "WSGIRouteListener") -> None:
+    def remove_route(self, path: str, lst: "WSGIRouteListener") -> None:
+        """Stop routing ``path`` to ``lst`` (its listener closed), if it still does."""
         if self._routes.get(path) is lst:
             del self._routes[path]
             self._client_js = {k: v for k, v in self._client_js.items() if v != path}
@@ -422,7 +425,7 @@ def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
         conn = WSGIConnection(sock, taken.release, route.options, local, remote, path, headers,
                               route.protocol or "", taken.trailing,
                               tls_properties(sock) if tls else {})
-        route._deliver(conn)
+        route.deliver(conn)
         conn.done.wait()
     except OSError:
         pass  # the client left during the upgrade
