@@ -130,3 +130,8 @@ def test_readme_set_up_commands_are_what_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     for command in commands:
         assert command in ci, f"README's command is not a line of .ci/run: {command}"
+
+
+def test_the_home_page_example_runs(tmp_path: Path) -> None:
+    lang, code = next(b for b in blocks(ROOT / "docs" / "index.md") if b[0] == "python")
+    assert run(tmp_path, "home.py", code) == "b'hello'\n"
