@@ -72,11 +72,13 @@ class Browser:
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self._pool.apply(fn, args)
 
-    def page(self, url: str, cookies: Iterable[dict[str, Any]] = (), ready: bool = True) -> "Page":
+    def page(self, url: str, cookies: Iterable[dict[str, Any]] = (), ready: bool = True,
+             ignore_https_errors: bool = False) -> "Page":
         """A new page (its own browser context: no shared cookies or cache) at ``url``, once
         its title says "ready" (the module imported; ``ready=False``: once loaded)."""
         def open_page() -> Any:
-            context = self._browser.new_context(viewport={"width": 900, "height": 600})
+            context = self._browser.new_context(viewport={"width": 900, "height": 600},
+                                                ignore_https_errors=ignore_https_errors)
             if cookies:
                 context.add_cookies(list(cookies))
             page = context.new_page()
@@ -163,21 +165,24 @@ class PageServer:
     """gevent.pywsgi serving INDEX at /, a REP echo at /sp (whose mount serves /sp/gsp.js) and
     the tests' own mounts (``mount``), on 127.0.0.1."""
 
-    def __init__(self, port: int = 0, **echo_options: Any) -> None:
+    def __init__(self, port: int = 0, ssl_context: Any = None, **echo_options: Any) -> None:
+        self.scheme = "https" if ssl_context is not None else "http"
         self.app = SPWebSocketApp(index_app)
         self.echo = gsp.socket("rep", recv_max_size=0)
         self.app.mount("/sp", self.echo, **echo_options)
         self._echo = gevent.spawn(echo, self.echo)
-        self.server = WSGIServer(("127.0.0.1", port), self.app, log=None)
+        tls = {} if ssl_context is None else {"ssl_context": ssl_context}
+        self.server = WSGIServer(("127.0.0.1", port), self.app, log=None, **tls)
         self.server.start()
         self.port: int = self.server.server_port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        return f"{self.scheme}://127.0.0.1:{self.port}/"
 
     def ws(self, path: str) -> str:
-        return f"ws://127.0.0.1:{self.port}{path}"
+        scheme = "wss" if self.scheme == "https" else "ws"
+        return f"{scheme}://127.0.0.1:{self.port}{path}"
 
     def mount(self, path: str, sock: gsp.Socket, **options: Any) -> gsp.Listener:
         return self.app.mount(path, sock, **options)
@@ -189,8 +194,9 @@ class PageServer:
 
 
 @contextlib.contextmanager
-def page_server(port: int = 0, **echo_options: Any) -> Iterator[PageServer]:
-    srv = PageServer(port, **echo_options)
+def page_server(port: int = 0, ssl_context: Any = None,
+                **echo_options: Any) -> Iterator[PageServer]:
+    srv = PageServer(port, ssl_context, **echo_options)
     try:
         yield srv
     finally:

@@ -447,3 +447,81 @@ def test_the_codec_matches_gsps_own(page: Page) -> None:
     assert got["urls"] == [f"ws://{host}/sp", "ws://x.test:8/a?b=1", "wss://x.test/sp", "wss://y/z"]
     assert got["bad"] == "InvalidAddress"
     assert got["text"] == "c3a9" and got["view"] == "0201"
+
+
+# -- other gsp endpoints, wss, redial pacing ----------------------------------------------------
+
+def test_page_against_gsp_ws_listeners(page: Page) -> None:
+    """Not only the mount: a gsp socket's own ws:// listener (its own HTTP server)."""
+    rep = gsp.socket("rep", recv_max_size=0)
+    pub = gsp.socket("pub")
+    try:
+        rep_url = rep.listen("ws://127.0.0.1:0/rep").url
+        pub_url = pub.listen("ws://127.0.0.1:0/pub").url
+        g = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in PAYLOADS])
+        ticker = gsp_sends(pub, [b"news " + p for p in PAYLOADS])
+        got = page.run("""
+            const sub = gsp.socket("sub", {recvTimeout: 10});
+            sub.subscribe("news ");
+            await sub.dial(arg.pub);
+            const req = gsp.socket("req", {recvTimeout: 10});
+            await req.dial(arg.rep);
+            const out = {req: [], sub: []};
+            for (const h of arg.bodies) { await req.send(unhex(h)); out.req.push(hex(await req.recv())); }
+            for (const _ of arg.bodies) out.sub.push(hex((await sub.recv()).subarray(5)));
+            req.close(); sub.close();
+            return out;
+        """, {"rep": rep_url, "pub": pub_url, "bodies": HEX})
+        g.get(timeout=10)
+        ticker.get(timeout=10)
+        assert got == {"req": HEX, "sub": HEX}
+    finally:
+        rep.close()
+        pub.close()
+
+
+def test_a_page_served_over_https_dials_wss(browser: Browser, pki: Any) -> None:
+    """pywsgi serving HTTPS: the page's dial("/sp") becomes wss:// (the page's scheme) and the
+    mount carries it over TLS."""
+    with page_server(ssl_context=pki.server_context(cooperative=True)) as srv:
+        page = browser.page(srv.url, ignore_https_errors=True)  # trustme's CA is not Chromium's
+        try:
+            got = page.run("""
+                const req = gsp.socket("req", {recvTimeout: 10});
+                const d = await req.dial("/sp");
+                await req.send("over tls");
+                const reply = await req.recvText();
+                req.close();
+                return {url: d.url, reply};
+            """)
+        finally:
+            page.close()
+    assert got == {"url": srv.ws("/sp"), "reply": "over tls"}
+    assert got["url"].startswith("wss://")
+
+
+def test_redials_back_off_while_the_server_is_away(page: Page) -> None:
+    """A dialer whose server is gone redials after reconnectTime, doubling up to
+    reconnectTimeMax: over 1.5 s with 0.02 s doubling to 0.3 s that is at most about a dozen
+    attempts (without backoff it would be up to 75)."""
+    from gevent.server import StreamServer
+
+    attempts: list[float] = []
+
+    def refuse(conn: Any, addr: Any) -> None:  # takes the TCP connection, answers nothing
+        attempts.append(gevent.get_hub().loop.now())
+        conn.close()
+    away = StreamServer(("127.0.0.1", 0), refuse)
+    away.start()
+    try:
+        got = page.run("""
+            const req = gsp.socket("req");
+            await req.dial(arg, {block: false, reconnectTime: 0.02, reconnectTimeMax: 0.3});
+            await new Promise((r) => setTimeout(r, 1500));
+            req.close();
+            return req.pipes.length;
+        """, f"ws://127.0.0.1:{away.server_port}/sp")
+    finally:
+        away.stop()
+    assert got == 0
+    assert 3 <= len(attempts) <= 15, attempts
