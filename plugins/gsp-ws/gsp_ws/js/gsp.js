@@ -61,7 +61,9 @@ function toBytes(data) {
   if (typeof data === "string") return encoder.encode(data);
   if (data instanceof Uint8Array) return data;
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (ArrayBuffer.isView(data)) {
+    return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  }
   throw new TypeError("a message is a string, a Uint8Array, an ArrayBuffer or a typed array view");
 }
 
@@ -290,7 +292,10 @@ class Dialer {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.timer);
-    if (this.first) { this.first.reject(new Closed(`dial ${this.url}: closed`)); this.first = null; }
+    if (this.first) {
+      this.first.reject(new Closed(`dial ${this.url}: closed`));
+      this.first = null;
+    }
     if (this.ws) this.ws.close(1000);
     this.socket._dialers.delete(this);
   }
@@ -315,7 +320,8 @@ function checkOption(name, v) {
   }
   if (name === "reconnectTimeMax") return checkTime(name, v, false);
   if (!Number.isInteger(v) || v < 0 || (name === "ttl" && (v < 1 || v > 255))) {
-    throw new BadOption(`${name} must be an integer >= 0${name === "ttl" ? " (1..255)" : ""}: ${v}`);
+    const range = name === "ttl" ? " (1..255)" : "";
+    throw new BadOption(`${name} must be an integer >= 0${range}: ${v}`);
   }
   return v;
 }
@@ -336,7 +342,9 @@ export class Context {
   }
   _opt(name) { return this[name] === undefined ? this.socket.options[name] : this[name]; }
   _check() {
-    if (this.closed || this.socket.closed) throw new Closed(`${this.socket.protocol} context is closed`);
+    if (this.closed || this.socket.closed) {
+      throw new Closed(`${this.socket.protocol} context is closed`);
+    }
   }
   /** Send one message; resolves once it is handed to a connection (or, for pub, bus and
    * surveyor, to every connection that has room). */
@@ -472,7 +480,11 @@ export class Socket {
   }
   _event(type, pipe) {
     for (const f of [...this._pipeListeners]) {
-      try { f({ type, pipe: pipe.id, url: pipe.url }); } catch (e) { setTimeout(() => { throw e; }); }
+      try {
+        f({ type, pipe: pipe.id, url: pipe.url });
+      } catch (e) {
+        setTimeout(() => { throw e; }); // reported, without stopping the other listeners
+      }
     }
   }
   _arrived(pipe, data) {
@@ -578,7 +590,9 @@ function reqRules(sock) {
   };
   return {
     contexts: true,
-    open(ctx) { ctx._st = { id: null, frame: null, pipe: null, reply: null, timer: null, waiters: new Waiters() }; },
+    open(ctx) {
+      ctx._st = { id: null, frame: null, pipe: null, reply: null, timer: null, waiters: new Waiters() };
+    },
     async send(ctx, body, timeout) {
       const st = ctx._st;
       end(st);
@@ -597,7 +611,9 @@ function reqRules(sock) {
     async recv(ctx, timeout) {
       const st = ctx._st;
       if (st.reply !== null) { const r = st.reply; end(st); return r; }
-      if (st.id === null) throw new ProtocolError("req: no request to receive a reply to; send one first");
+      if (st.id === null) {
+        throw new ProtocolError("req: no request to receive a reply to; send one first");
+      }
       try {
         return await st.waiters.wait(timeout, "req recv");
       } catch (e) {
@@ -622,7 +638,10 @@ function reqRules(sock) {
       for (const st of pending.values()) if (st.pipe === pipe && st.reply === null) transmit(st);
     },
     closeContext(ctx, err) { end(ctx._st); ctx._st.waiters.fail(err); },
-    closeSocket(err) { for (const st of pending.values()) clearTimeout(st.timer); pending.clear(); },
+    closeSocket() {
+      for (const st of pending.values()) clearTimeout(st.timer);
+      pending.clear();
+    },
   };
 }
 
@@ -642,7 +661,8 @@ function replierRules(sock) {
     async send(ctx, body) {
       const job = ctx._job;
       if (job === null) {
-        throw new ProtocolError(`${name}: no ${name === "rep" ? "request" : "survey"} to answer; recv one first`);
+        const what = name === "rep" ? "request" : "survey";
+        throw new ProtocolError(`${name}: no ${what} to answer; recv one first`);
       }
       ctx._job = null;
       if (job.pipe.open) job.pipe.send(encode(job.header, body)); // else: dropped, as in nng
@@ -669,7 +689,9 @@ function surveyorRules(sock) {
   };
   return {
     contexts: true,
-    open(ctx) { ctx._st = { id: null, timer: null, expired: false, inbox: new Inbox(sock.options.recvBufferMax) }; },
+    open(ctx) {
+      ctx._st = { id: null, timer: null, expired: false, inbox: new Inbox(sock.options.recvBufferMax) };
+    },
     async send(ctx, body) {
       const st = ctx._st;
       end(st, new ProtocolError("surveyor: the survey was replaced by a new one"));
@@ -713,7 +735,10 @@ function subRules(sock) {
   const prefixes = [];
   const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
   rules.topics = {
-    add(p) { const b = toBytes(p); if (!prefixes.some((q) => same(q, b))) prefixes.push(b.slice()); },
+    add(p) {
+      const b = toBytes(p);
+      if (!prefixes.some((q) => same(q, b))) prefixes.push(b.slice());
+    },
     remove(p) {
       const b = toBytes(p), i = prefixes.findIndex((q) => same(q, b));
       if (i < 0) throw new ProtocolError("sub: not subscribed to that prefix");
@@ -721,7 +746,8 @@ function subRules(sock) {
     },
   };
   rules.arrived = (pipe, msg) => {
-    if (prefixes.some((p) => p.length <= msg.length && p.every((x, i) => msg[i] === x))) inbox.put(msg);
+    const matches = (p) => p.length <= msg.length && p.every((x, i) => msg[i] === x);
+    if (prefixes.some(matches)) inbox.put(msg);
   };
   return rules;
 }
