@@ -366,34 +366,53 @@ def test_refused_ws_authorize_is_an_error_in_the_page(browser: Browser, server: 
 
 
 def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
+    """The page's dialer redials the restarted server; a request that was waiting for its
+    reply when the connection went is sent again on the new one (not after resendTime, 60 s)
+    and answered there."""
     srv = PageServer()
     port = srv.port
+    silent = gsp.socket("rep")  # receives the request and never answers it
+    srv.mount("/slow", silent)
     page = browser.page(srv.url)
     try:
         page.run("""
-            const req = gsp.socket("req", {recvTimeout: 10, sendTimeout: 20,
-                                           reconnectTime: 0.05, reconnectTimeMax: 0.5});
+            const opts = {recvTimeout: 20, sendTimeout: 20, reconnectTime: 0.05,
+                          reconnectTimeMax: 0.5};
+            const req = gsp.socket("req", opts);
             window.events = [];
             req.onPipe((ev) => window.events.push(ev.type));
-            await req.dial(arg);
+            await req.dial(arg.sp);
             await req.send("before");
             window.before = await req.recvText();
             window.req = req;
-        """, srv.ws("/sp"))
+            window.waiting = gsp.socket("req", opts);
+            await window.waiting.dial(arg.slow);
+            await window.waiting.send("pending");
+            window.pending = window.waiting.recvText();
+        """, {"sp": srv.ws("/sp"), "slow": srv.ws("/slow")})
+        assert silent.recv(timeout=10) == b"pending"
         srv.stop()
+        silent.close()
         page.wait_for("window.events.includes('disconnect')")
-        srv = PageServer(port)  # the same address, a new server and a new REP socket
+        srv = PageServer(port)  # the same address, a new server and new sockets
+        echo = gsp.socket("rep")
+        srv.mount("/slow", echo)
+        answer = gevent.spawn(lambda: echo.send(b"answered " + echo.recv(timeout=20)))
         got = page.run("""
             await window.req.send("after");
             const after = await window.req.recvText();
-            window.req.close();
-            return {before: window.before, after, events: window.events};
+            const pending = await window.pending;
+            window.req.close(); window.waiting.close();
+            return {before: window.before, after, pending, events: window.events};
         """)
-        assert got == {"before": "before", "after": "after",
+        answer.get(timeout=10)
+        echo.close()
+        assert got == {"before": "before", "after": "after", "pending": "answered pending",
                        "events": ["connect", "disconnect", "connect"]}
     finally:
         page.close()
         srv.stop()
+        silent.close()
 
 
 # -- the codec, unit by unit (in the page: no Node) ---------------------------------------------
