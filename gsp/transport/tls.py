@@ -149,6 +149,12 @@ def tls_context(options: Mapping[str, Any], *, server: bool, what: str) -> ssl.S
         raise BadOption(f"{what}: a TLS listener needs a certificate; pass ssl_context= "
                         "or tls_cert_file= (and tls_key_file= if the key is separate)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    if server:
+        # No TLS 1.3 session tickets (OpenSSL sends two after every handshake): nng 2.0 on Mbed
+        # TLS 4 fails the connection on one (mbedtls_ssl_read returns
+        # MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET, which nng's engine reports as
+        # NNG_ECRYPTO), and gsp's dialers never resume a session, so they serve nobody here.
+        ctx.num_tickets = 0
     _versions(ctx, options, what)
     if options["tls_ciphers"] is not None:
         ctx.set_ciphers(options["tls_ciphers"])
