@@ -114,6 +114,7 @@ def violations() -> list[str]:
     for files in units().values():
         trees = {path: ast.parse(path.read_text(), str(path)) for path in files}
         in_unit: set[str] = set().union(*(defined_private(t) for t in trees.values()))
+        in_unit |= {path.stem for path in files if _private(path.stem)}  # its private modules
         for path, tree in trees.items():
             where = str(path.relative_to(ROOT))
             for node in ast.walk(tree):
