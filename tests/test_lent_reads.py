@@ -325,8 +325,13 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
 
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A connection without recv_or_park (ws, from its plugin) never promised to be read by a
-    greenlet that gives up after one loop turn: its reader greenlet reads it, lending or not."""
+    """A connection without recv_or_park (here ws, from its plugin, with its hooks taken away)
+    never promised to be read by a greenlet that gives up after one loop turn: its reader
+    greenlet reads it, lending or not."""
+    from gsp_ws._conn import WSConnection
+
+    for hook in ("recv_or_park", "recv_nowait", "park"):
+        monkeypatch.delattr(WSConnection, hook)
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         bound = rep.listen("ws://127.0.0.1:0/lent").url
         got: list[bytes] = []

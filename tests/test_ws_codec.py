@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import Any
 
+import gevent
 import pytest
 from wsproto.connection import Connection as WSProto
 from wsproto.connection import ConnectionType
@@ -184,3 +186,33 @@ def test_a_hostile_client_closes_only_its_pipe(wire, code):
         finally:
             bad.close()
             good.close()
+
+
+def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly():
+    """Between messages a ws pipe holds no reader greenlet (it parks, as tcp's do), yet its
+    ws_ping_interval still pings a silent peer, and a Close from gsp waits for the answer."""
+    with gsp.socket("pull", recv_timeout=5) as pull:
+        url = pull.listen("ws://127.0.0.1:0/sp", ws_ping_interval=0.3,
+                          ws_ping_timeout=5).url
+        raw = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+        try:
+            raw.send(BytesMessage(data=b"one"))
+            assert pull.recv() == b"one"
+            (pipe,) = pull.pipes
+            assert pipe.parks
+            wait_for(lambda: pipe.reader is None, what="the pipe parked")
+            t0 = time.monotonic()
+            assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
+            assert time.monotonic() - t0 < 5
+            raw.send(BytesMessage(data=b"two"))
+            assert pull.recv() == b"two"
+            wait_for(lambda: pipe.reader is None, what="the pipe parked again")
+            closer = gevent.spawn(pipe.close)
+            ev = raw.next_event(CloseConnection)
+            assert ev.code == 1000
+            raw.send(ev.response())
+            closer.join(5)
+            assert closer.successful() and pipe.closed
+            assert raw.eof()
+        finally:
+            raw.close()

@@ -6,6 +6,7 @@ WebSocket message. The protocol check is the HTTP upgrade's subprotocol ``<name>
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import gevent
@@ -73,6 +74,11 @@ class WSConnection(Connection):
         self._reader: Any = None  # the greenlet inside recv_messages, if any
         self._early = b""  # frames that came with the upgrade, for the first recv_messages
         self._plain = False  # a plain gevent socket (not TLS): sendmsg writes pieces as they are
+        self._raw: Any = None  # a plain socket's non-blocking socket underneath (send_now)
+        self._tail: memoryview | None = None  # what send_now could not write yet
+        self._park: Any = None  # the io watcher recv_or_park leaves armed (made on first need)
+        self._idle: Any = None  # the timer that wakes a parked pipe for ws_ping_interval
+        self._rx_at = monotonic()  # when bytes last came (ws_ping_interval's silence)
         self._error: gsp.GspError | None = None
         self._holding = Holding(None, remote)  # see use_recv_limits
         #: Set once closed (the WSGI request greenlet waits on it).
@@ -134,11 +140,14 @@ class WSConnection(Connection):
             data: bytes = self.sock.recv(_CHUNK)
             return data
         pinged = False
+        # (silence counts from the last bytes received: a parked pipe was silent meanwhile)
+        first = max(0.0, every - (monotonic() - self._rx_at))
         while True:
-            timer = gevent.Timeout(self._ping_wait if pinged else every)
+            timer = gevent.Timeout(self._ping_wait if pinged else first)
             timer.start()
             try:
                 data = self.sock.recv(_CHUNK)
+                self._rx_at = monotonic()
                 return data
             except gevent.Timeout as exc:
                 if exc is not timer:
@@ -157,17 +166,41 @@ class WSConnection(Connection):
 
     def _send(self, data: bytes | bytearray) -> None:
         with self._lock:
-            try:
-                self.sock.sendall(data)
-            except gsp.GspError:
-                raise
-            except OSError as exc:
-                raise self._io_error(exc, "send") from None
+            self._writev([data])
+
+    def send_now(self, msg: Any) -> int:
+        """A message of one small frame written at once, without waiting, for a pipe whose
+        writer is idle (no greenlet switch): 2 written, 0 not (queue it), 1 in part (the rest
+        goes first in the next write). A plain socket only, as on tcp."""
+        ws = self._ws
+        raw = self._raw
+        if raw is None or self._tail is not None or ws is None or ws.state != OPEN \
+                or self._lock.locked():
+            return 0
+        data = msg if type(msg) is bytes else message_bytes(msg)
+        n = len(data)
+        if n >= _BIG or (self._tx_frame and n > self._tx_frame):
+            return 0  # a big payload goes through the writer: joining it here would copy it
+        pieces: list[Any] = []
+        ws.frames(data, n, pieces, 0)
+        frame = pieces[0] + pieces[1]
+        try:
+            sent = raw.send(frame)  # the non-blocking socket under gevent's: EAGAIN raises
+        except BlockingIOError:
+            return 0
+        except OSError:
+            self._tail = memoryview(frame)  # the writer meets the error
+            return 1
+        if sent == len(frame):
+            return 2
+        self._tail = memoryview(frame)[sent:]
+        return 1
 
     def _write(self, pieces: list[Any]) -> None:
         """Write the pieces of a batch of frames in order, with as few system calls as can be:
         small pieces joined, a big payload (a plain socket) passed to ``sendmsg`` as it is."""
-        if len(pieces) == 2 and (len(pieces[1]) < _BIG or not self._plain):
+        if len(pieces) == 2 and (len(pieces[1]) < _BIG or not self._plain) \
+                and self._tail is None:
             self._send(pieces[0] + pieces[1])  # one frame: its header and payload in one write
             return
         plain = self._plain
@@ -175,6 +208,9 @@ class WSConnection(Connection):
         buf = bytearray()
         total = 0
         with self._lock:
+            if self._tail is not None:
+                iov.append(self._tail)  # what send_now could not write: first
+                self._tail = None
             for piece in pieces:
                 n = len(piece)
                 if plain and n >= _BIG:
@@ -201,6 +237,9 @@ class WSConnection(Connection):
         """Write ``iov`` (under the lock): one ``send`` for one piece, else ``sendmsg`` (a plain
         socket), the rest of a partial write after it."""
         sock = self.sock
+        tail, self._tail = self._tail, None
+        if tail is not None:  # (a control frame's write: send_now's rest first)
+            iov.insert(0, tail)
         try:
             if len(iov) == 1:
                 data = iov[0]
@@ -228,8 +267,8 @@ class WSConnection(Connection):
         with gevent.Timeout(_CLOSE_WAIT, False):
             with self._lock:
                 try:
-                    self.sock.sendall(data)
-                except OSError:
+                    self._writev([data])
+                except (gsp.GspError, OSError):
                     pass
 
     # -- Connection --------------------------------------------------------------------------------
@@ -239,6 +278,7 @@ class WSConnection(Connection):
             try:
                 self._ws = self._upgrade(spec)
                 self._plain = type(self.sock) is gsocket.socket
+                self._raw = getattr(self.sock, "_sock", None) if self._plain else None
             except ProtocolError as err:
                 raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
             except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
@@ -268,7 +308,7 @@ class WSConnection(Connection):
         for m in messages:
             data = m if type(m) is bytes else message_bytes(m)
             frames(data, len(data), pieces, frame_max)
-        if pieces:
+        if pieces or self._tail is not None:
             self._write(pieces)
 
     def recv_messages(self) -> list[bytes]:
@@ -283,15 +323,7 @@ class WSConnection(Connection):
             data, self._early = self._early, b""
             while True:
                 if data:
-                    try:
-                        out = ws.feed(data)
-                    except FrameError as exc:
-                        self._fail(exc)
-                    if ws.controls:
-                        self._on_controls(ws)
-                    if ws.error is not None:
-                        self._fail(ws.error)  # after the messages before it (returned below)
-                    holding.hold(ws.held)
+                    self._take(ws, data, out)
                     if out:
                         break
                 if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
@@ -307,6 +339,104 @@ class WSConnection(Connection):
         finally:
             self._reader = None
         return out
+
+    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
+        arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits),
+        as gsp's tcp does. A parked pipe's ``ws_ping_interval`` is kept by a timer that wakes
+        it once the silence has lasted that long: its reader then pings, as any reader does."""
+        self._unpark()
+        msgs = self.recv_nowait(wake)
+        if msgs is not None and not msgs:
+            return self.recv_messages()  # part of a frame, or silence to check: wait as a read
+        return msgs
+
+    def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
+        """:meth:`recv_or_park` without a wait: on a plain socket between frames, one read of
+        what is there (the messages it completes, control frames answered), or park when nothing
+        is; an empty list where a read would wait (part of a frame held, the peer silent for
+        ``ws_ping_interval``), on a TLS socket, and before an error still to report."""
+        ws = self._ws
+        raw = self._raw
+        if raw is None or ws is None or self._error is not None or self._early \
+                or not ws.between_frames or ws.held or ws.state != OPEN:
+            return []
+        every = self._ping_every
+        if every is not None and monotonic() - self._rx_at >= every:
+            return []  # silent for long enough: recv_messages pings it
+        try:
+            data = raw.recv(_CHUNK)
+        except BlockingIOError:
+            self._park_on(raw, wake)
+            return None
+        except OSError as exc:
+            raise self._io_error(exc, "recv") from None
+        if not data:
+            if self._closed:
+                raise gsp.Closed("connection closed locally")
+            raise gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
+        if every is not None:
+            self._rx_at = monotonic()
+        out: list[bytes] = []
+        try:
+            self._take(ws, data, out)
+        except gsp.GspError as exc:
+            if not out:
+                raise
+            self._error = exc  # deliver what came before the failure first
+        return out
+
+    def park(self, wake: Callable[[], None]) -> bool:
+        """Arm the read watcher without reading first, on a plain socket between frames and
+        open."""
+        ws = self._ws
+        raw = self._raw
+        if raw is None or ws is None or self._closed or self._error is not None or self._early \
+                or not ws.between_frames or ws.held or ws.state != OPEN:
+            return False
+        park = self._park
+        if park is None or not park.active:
+            self._park_on(raw, wake)
+        return True
+
+    def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
+        """Arm the read watcher (it calls ``wake`` in every loop turn while bytes wait, until a
+        reader stops it), and the ``ws_ping_interval`` timer if not armed. Never on a closed
+        connection (the read meets the close instead)."""
+        if self._closed:
+            raise gsp.Closed("connection closed locally")
+        loop = gevent.get_hub().loop
+        park = self._park
+        if park is None:
+            park = self._park = loop.io(raw.fileno(), 1)
+        if not park.active:
+            park.start(wake)
+        every = self._ping_every
+        if every is not None and (self._idle is None or not self._idle.active):
+            self._idle = loop.timer(max(0.0, every - (monotonic() - self._rx_at)))
+            self._idle.start(wake)
+
+    def _unpark(self) -> None:
+        park = self._park
+        if park is not None and park.active:
+            park.stop()  # a reader greenlet reads from here on
+        idle = self._idle
+        if idle is not None:
+            idle.close()
+            self._idle = None
+
+    def _take(self, ws: Framer, data: bytes, out: list[bytes]) -> None:
+        """Feed ``data`` to the framing: the messages it completes go to ``out`` (before any
+        error it raises), control frames are answered."""
+        try:
+            out += ws.feed(data)
+        except FrameError as exc:
+            self._fail(exc)
+        if ws.controls:
+            self._on_controls(ws)
+        if ws.error is not None:
+            self._fail(ws.error)  # after the messages before it
+        self._holding.hold(ws.held)
 
     def _on_controls(self, ws: Framer) -> None:
         """Control frames: a Ping is answered, a Close answered or ended; Pongs need nothing."""
@@ -341,6 +471,10 @@ class WSConnection(Connection):
             return
         self._closed = True
         self._holding.release()
+        self._unpark()
+        if self._park is not None:
+            self._park.close()  # before the fd goes: no wake after close
+            self._park = None
         try:
             ws = self._ws
             if ws is not None and ws.state == OPEN:
@@ -350,9 +484,28 @@ class WSConnection(Connection):
                     # Our reader sees the peer's answering close frame; closing TCP after it
                     # ends the WebSocket cleanly on both sides.
                     self._peer_closed.wait(_CLOSE_WAIT)
+                elif reader is None and self._raw is not None:
+                    self._await_close_answer(ws)  # a parked pipe: no reader to see it
         finally:
             self._release()
             self.done.set()
+
+    def _await_close_answer(self, ws: Framer) -> None:
+        """Read (at most ``_CLOSE_WAIT`` s) until the peer answers our Close; what comes before
+        it is dropped (we are closing)."""
+        with gevent.Timeout(_CLOSE_WAIT, False):
+            try:
+                while ws.state != CLOSED:
+                    data = self.sock.recv(_CHUNK)
+                    if not data:
+                        return
+                    ws.feed(data)
+                    if any(op == _frames.OP_CLOSE for op, _ in ws.controls):
+                        ws.state = CLOSED
+                        self._peer_closed.set()
+                    ws.controls = []
+            except (OSError, FrameError):
+                pass
 
     def _release(self) -> None:
         try:
@@ -364,6 +517,10 @@ class WSConnection(Connection):
         """In a child after fork: close this process's copy of the socket only; no close frame
         (the parent still uses the connection)."""
         self._closed = True
+        self._unpark()
+        if self._park is not None:
+            self._park.close()
+            self._park = None
         forget_socket(self.sock)
 
 
