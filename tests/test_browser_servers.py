@@ -184,8 +184,12 @@ def test_gunicorn_serves_the_module_and_the_mount(browser: Browser) -> None:
                 const push = gsp.socket("push", {sendTimeout: 10});
                 await push.dial("/pull");
                 for (const h of arg) await push.send(unhex(h));
-                await new Promise((r) => setTimeout(r, 300));
-                const pulled = (await (await fetch("/pulled")).text()).trim();
+                const want = arg.map((h) => h || "-").join(" ");
+                let pulled = "";
+                for (let i = 0; i < 200 && pulled !== want; i++) {  // up to 10 s
+                    if (i) await new Promise((r) => setTimeout(r, 50));
+                    pulled = (await (await fetch("/pulled")).text()).trim();
+                }
                 for (const s of [req, sub, push]) s.close();
                 return {type, off, echoed, ticks, pulled};
             """, HEX)
