@@ -114,7 +114,7 @@ def generator() -> ModuleType:
     """The repository's generator of the options and hook references."""
     sys.path.insert(0, str(ROOT))
     try:
-        from tools import docgen
+        from scripts import docgen
     except ImportError:  # before it moved out of the runtime package
         from gsp._core import docs as docgen
     finally:
