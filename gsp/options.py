@@ -299,8 +299,13 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            scope="listen"),
     Option("max_handshakes", 256, integer(0, unit="connections"),
            "connections a listener may have in their SP handshake (TLS, ws upgrade) at once; "
-           "at the bound it accepts no more until one ends (the kernel's listen backlog holds "
-           "the rest, and pipes already up are served meanwhile); 0 = no bound",
+           "at the bound it keeps accepting and closes the one that has sent the fewest bytes "
+           "(then the oldest) to make room (stats: handshakes_shed_full); 0 = no bound",
+           scope="listen"),
+    Option("max_handshakes_per_address", 0, integer(0, unit="connections"),
+           "connections from one source address a listener may have in their handshake at "
+           "once; at the bound a newcomer from it is taken and the least advanced of that "
+           "address's is closed (stats: handshakes_shed_address); 0 = no bound",
            scope="listen"),
     Option("fail_no_peers", False, boolean,
            "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "
@@ -314,7 +319,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
 # Options that listen()/dial() accept besides their transport's own.
 ENDPOINT_OPTIONS = frozenset(
     {"recv_max_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
-     "max_handshakes"}
+     "max_handshakes", "max_handshakes_per_address"}
 )
 
 

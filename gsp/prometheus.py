@@ -68,14 +68,15 @@ _DIALER_COUNTERS = {
 _LISTENER_COUNTERS = {
     "accepted": ("accepted_connections", "Connections accepted (before the handshake)"),
     "accept_failures": ("accept_failures", "Errors accepting a connection (e.g. out of fds)"),
-    "accept_waits": ("accept_waits",
-                     "Times the accept loop waited: max_handshakes connections in their handshake"),
 }
 # stats key prefix -> (metric name, label, help)
 _BY_LABEL = {
     "dropped_": ("dropped_messages", "reason", "Messages dropped, by reason"),
     "dial_failures_": ("dial_failures", "reason", "Dial attempts that made no pipe, by reason"),
     "handshake_failures_": ("handshake_failures", "kind", "Failed SP handshakes, by kind"),
+    "handshakes_shed_": ("handshakes_shed", "reason",
+                         "Connections closed in their handshake to make room, by reason: full "
+                         "(max_handshakes), address (max_handshakes_per_address)"),
 }
 _HISTOGRAMS = {
     "request_rtt_seconds": "req: seconds from a request's send to its reply's arrival",

@@ -25,6 +25,7 @@ from ..errors import (
     UpgradeRefused,
     WrongProtocol,
 )
+from ..transport.admission import SHED_REASONS
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -85,7 +86,8 @@ def dialer_tally() -> dict[str, int]:
 
 
 def listener_tally() -> dict[str, int]:
-    return tally("accepted", "accept_failures", "accept_waits", *_handshake_keys())
+    return tally("accepted", "accept_failures", "handshakes_shed",
+                 *(f"handshakes_shed_{r}" for r in SHED_REASONS), *_handshake_keys())
 
 
 def _handshake_keys() -> tuple[str, ...]:
@@ -128,6 +130,12 @@ def handshake_failed(t: dict[str, int], exc: BaseException) -> None:
         kind = "other"
     t["handshake_failures"] += 1
     t[f"handshake_failures_{kind}"] += 1
+
+
+def handshake_shed(t: dict[str, int], reason: str) -> None:
+    """Count a connection closed in its handshake to make room, by reason (SHED_REASONS)."""
+    t["handshakes_shed"] += 1
+    t[f"handshakes_shed_{reason}"] += 1
 
 
 def dial_failed(t: dict[str, int], reason: str) -> None:

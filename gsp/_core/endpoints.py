@@ -13,6 +13,7 @@ from ..chan import select
 from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ..protocol.waiting import Signal
+from ..transport.admission import HandshakeRoom, source_of
 from . import counters, log
 from .log import dialer_log, listener_log
 
@@ -109,6 +110,10 @@ class EndpointHost:
         return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
 
 
+#: What a connection whose handshake has not started yet counts for (see Listener._progress).
+_UNREAD = 1 << 62
+
+
 class Listener:
     """An address a socket accepts connections on. ``url`` is the bound URL."""
 
@@ -124,10 +129,14 @@ class Listener:
         self.options = options
         self._closed = False
         self._accepter: gevent.Greenlet | None = None
-        self._pending: set[Connection] = set()  # connections in their handshake
-        self._fewer = Event()  # set when a handshake ends (the accept loop waits at the bound)
+        #: Connections in their handshake, oldest first (at most ``max_handshakes``).
+        self._pending: HandshakeRoom[Connection] = HandshakeRoom(self._progress)
+        #: Connections whose handshake greenlet has not run yet (has read nothing yet): not to
+        #: be shed for a lack of progress they had no chance to make.
+        self._fresh: set[Connection] = set()
         self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
         self._refusals = log.Repeats()  # connections refused at max_pipes
+        self._sheds = log.Repeats()  # handshakes shed at max_handshakes
         self.id = counters.endpoint_id()
         self._tally = counters.listener_tally()
 
@@ -137,12 +146,25 @@ class Listener:
         kind, its pipes and their traffic (every key: docs/stats.md)."""
         out = counters.owner_stats(self._tally, self._host.pipes_of(self))
         out["handshakes"] = self.handshakes
+        for reason, n in self.transport_sheds().items():  # (gsp-ws: upgrade requests)
+            key = f"handshakes_shed_{reason}"
+            if key in out:
+                out[key] += n
+                out["handshakes_shed"] += n
         return out
 
     @property
     def handshakes(self) -> int:
         """Connections in their SP handshake now (at most ``max_handshakes``)."""
         return len(self._pending)
+
+    def transport_sheds(self) -> dict[str, int]:
+        """Connections the transport closed before handing them over, to make room (its
+        optional ``handshakes_shed`` hook: gsp-ws's HTTP server), by reason."""
+        try:
+            return {str(k): int(n) for k, n in self._tl.handshakes_shed().items()}
+        except Exception:
+            return {}
 
     def start(self) -> None:
         """Accept in the background (the socket calls this once, as it listens)."""
@@ -157,7 +179,6 @@ class Listener:
             turns += 1
             if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
                 gevent.sleep(0.0001)  # the pipes' sockets (sleep(0) would not: a callback)
-            self._wait_for_handshakes()
             if self._gate is not None:
                 self._pass_gate()
                 if self._closed:
@@ -180,21 +201,47 @@ class Listener:
             if self._slots.full(self):  # before the handshake: no greenlet, no buffer
                 self._refuse(conn)
                 continue
-            self._pending.add(conn)
-            self._host.spawn(self._handshake, conn)
+            self._admit(conn)
 
-    def _wait_for_handshakes(self) -> None:
-        """At ``max_handshakes`` connections in their handshake, accept no more until one ends:
-        the kernel's listen backlog holds the next ones (no fd, greenlet or buffer of ours), and
-        the pipes up are served meanwhile."""
-        limit = self.options["max_handshakes"]
-        if not limit or len(self._pending) < limit:
-            return
-        self._tally["accept_waits"] += 1
-        while limit and len(self._pending) >= limit and not self._closed:
-            self._fewer.clear()
-            self._fewer.wait()
-            limit = self.options["max_handshakes"]
+    def _admit(self, conn: Connection) -> None:
+        """Start ``conn``'s handshake. At ``max_handshakes`` connections in their handshake (or
+        ``max_handshakes_per_address`` from its source) first close the one that has made the
+        least progress (fewest bytes received, then the oldest): the listener keeps accepting,
+        so a flood of stalled connections cannot hold the slots against a good peer, which sends
+        its handshake at once and is gone from the room within a loop turn. fds stay bounded."""
+        limit: int = self.options["max_handshakes"]
+        per_address: int = self.options["max_handshakes_per_address"]
+        room = self._pending
+        if self._fresh and len(self._fresh) >= len(room) and \
+                ((limit and len(room) >= limit) or (per_address and len(room) >= per_address)):
+            # None has read yet (a tiny bound): let them read what has come before one is
+            # chosen. (Otherwise those not started yet just count as the most advanced.)
+            gevent.sleep(0)
+            if self._closed:
+                conn.close()
+                return
+        for victim, reason in room.admit(conn, source_of(conn.remote_address), limit,
+                                         per_address):
+            self._shed(victim, reason, limit if reason == "full" else per_address)
+        self._fresh.add(conn)
+        self._host.spawn(self._handshake, conn)
+
+    def _shed(self, conn: Connection, reason: str, limit: int) -> None:
+        """Close a connection in its handshake to make room (:meth:`_admit`), count it by
+        ``reason`` and log it: WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`,
+        DEBUG otherwise."""
+        progress = self._progress(conn)
+        conn.close()
+        counters.handshake_shed(self._tally, reason)
+        level, held = self._sheds.level()
+        if listener_log.isEnabledFor(level):
+            bound = "max_handshakes" if reason == "full" else "max_handshakes_per_address"
+            listener_log.log(level, "%s %s: closed a connection in its handshake from %s to make "
+                             "room: at %s (%d), it had sent the least (%d bytes)%s",
+                             self.socket.protocol, self.url, conn.remote_address, bound, limit,
+                             progress, log.held_note(held),
+                             extra=log.fields(self.socket, self.url, remote=conn.remote_address,
+                                              gsp_limit=limit, gsp_suppressed=held))
 
     def _pass_gate(self) -> None:
         """Call the accept gate (``Socket.listen(accept_gate=...)``), which returns when this
@@ -229,8 +276,20 @@ class Listener:
                              extra=log.fields(sock, self.url, remote=conn.remote_address,
                                               gsp_limit=limit, gsp_suppressed=held))
 
+    def _progress(self, conn: Connection) -> int:
+        """How far ``conn``'s handshake has come, in bytes (0 for a hook that fails); one whose
+        greenlet has not run yet counts as the most advanced."""
+        if conn in self._fresh:
+            return _UNREAD
+        try:
+            return int(conn.handshake_progress())
+        except Exception:
+            return 0
+
     def _handshake(self, conn: Connection) -> None:
-        # Runs in its own greenlet so a stalled peer delays nobody else.
+        # Runs in its own greenlet so a stalled peer delays nobody else. Nothing yields between
+        # leaving _fresh and the handshake's first read of what the peer sent.
+        self._fresh.discard(conn)
         try:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
         except GspError as exc:
@@ -244,7 +303,6 @@ class Listener:
             return
         finally:
             self._pending.discard(conn)
-            self._fewer.set()
         if self._closed:
             conn.close()
             return
@@ -307,6 +365,7 @@ class Listener:
         self._tl.close()
         for conn in list(self._pending):
             conn.close()
+        self._fresh.clear()
         g = self._accepter
         if g is not None and g is not gevent.getcurrent():
             g.kill(block=True)
@@ -333,6 +392,7 @@ class Listener:
         for conn in list(self._pending):
             conn.forget()
         self._pending.clear()
+        self._fresh.clear()
         if not keep:
             self._accepter = None
         return keep

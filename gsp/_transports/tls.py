@@ -29,6 +29,7 @@ from ..transport import (
     tls_wrap,
     wire,
 )
+from ..transport.admission import bytes_received
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ _TCP_CLOSE = 7  # tcp_info's tcpi_state of a connection that is over (Linux's tc
 
 
 # -- tls+tcp --------------------------------------------------------------------------------
+
+#: What a finished TLS handshake counts for in :meth:`TLSConnection.handshake_progress`.
+TLS_DONE = 4096
+
 
 class TLSConnection(StreamConnection):
     """A TCP connection that becomes TLS in ``handshake``, then speaks SP with tcp framing."""
@@ -49,6 +54,7 @@ class TLSConnection(StreamConnection):
         self._server_side = server_side
         self._server_hostname = server_hostname
         self._secured = False
+        self._tls_done = False  # the TLS handshake is done (handshake_progress)
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         start = time.monotonic()
@@ -60,6 +66,7 @@ class TLSConnection(StreamConnection):
             self.sock = tls_wrap(self.sock, self._tls.get(), server_side=self._server_side,
                                  server_hostname=self._server_hostname)
             self.properties.update(tls_handshake(self.sock, what))
+        self._tls_done = True
         # One handshake_timeout bounds TLS and SP together.
         left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
         super().handshake(spec, left)
@@ -67,6 +74,14 @@ class TLSConnection(StreamConnection):
         # From now on a stream that ends without TLS's close_notify reaches _io_error instead of
         # passing for a clean end: it may be the kernel giving up on the connection.
         self.sock.suppress_ragged_eofs = False
+
+    def handshake_progress(self) -> int:
+        """A TLS handshake under way counts the bytes the kernel received from the peer (its
+        reads are OpenSSL's); a finished one counts as :data:`TLS_DONE`, then the SP header's
+        bytes as on tcp."""
+        if not self._tls_done:
+            return min(bytes_received(self.sock), TLS_DONE - 1)
+        return TLS_DONE + super().handshake_progress()
 
     def _io_error(self, exc: OSError, what: str) -> Exception:
         # With TLS 1.3 a server refuses a client certificate only after the client's handshake

@@ -54,6 +54,15 @@ class Connection(ABC):
         :class:`gsp.Timeout` when it took too long, :class:`gsp.ConnectionBroken` when the peer
         left, :class:`gsp.Closed` after ``close``."""
 
+    def handshake_progress(self) -> int:
+        """Optional: how far :meth:`handshake` has come, in bytes received from the peer (a
+        transport with a handshake of its own first, as TLS, counts what it can: a finished TLS
+        handshake as many bytes). A listener at ``max_handshakes`` closes the connection with the
+        least progress (the oldest among equals) to make room for a newcomer
+        (:mod:`gsp.transport.admission`). Called from another greenlet while :meth:`handshake`
+        waits; must not block or raise. The default, 0, makes the oldest go first."""
+        return 0
+
     def send_now(self, msg: "Message | bytes") -> int:
         """Optional fast path: write ``msg`` at once without blocking, for a pipe whose writer
         greenlet is idle. Return 2 when all of it was written, 0 when nothing was (the core then
@@ -174,6 +183,14 @@ class TransportListener(ABC):
         by a child process: close this process's copy of the listening descriptor and stop
         accepting here, but leave the address to the parent (unlink no ipc path). Must not
         raise. The default does nothing."""
+
+    def handshakes_shed(self) -> Mapping[str, int]:
+        """Optional: connections this listener closed before :meth:`accept` returned them to
+        make room for newcomers, by reason (``"full"``, ``"address"``; see
+        :mod:`gsp.transport.admission`), for a listener that reads something of a connection
+        first (gsp-ws's HTTP server reads the upgrade request). Added to the listener's stats
+        (``handshakes_shed_<reason>``). Must not block or raise. The default: none."""
+        return {}
 
     def keep_after_fork(self) -> bool:
         """Optional, for fork safety: asked first, in a child process right after ``fork``.

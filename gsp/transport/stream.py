@@ -71,9 +71,15 @@ def resolve(host: str, port: int, listening: bool) -> tuple[int, Any]:
     return family, addr
 
 
-def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 1024, *,
+def bind_stream_socket(family: int, addr: Any, what: str, backlog: int = 4096, *,
                        reuseport: bool = False) -> Any:
     """A gevent stream socket bound and listening on ``addr``, errors mapped to gsp's.
+
+    The listen ``backlog`` (the kernel caps it at ``net.core.somaxconn``, 4,096 by default since
+    Linux 5.4) holds connections made before they are accepted. Deep, because a client whose
+    SYN finds it full is dropped and retries after a second, then three: under a flood of
+    stalled connections, which listeners shed at ``max_handshakes`` while accepting on, a good
+    peer must find room in the queue (docs/reliability.md, admission control).
 
     ``reuseport`` sets ``SO_REUSEPORT`` before the bind, so that several sockets (of this
     process or others of the same user) that all set it listen on one address, the kernel
@@ -198,7 +204,8 @@ class StreamConnection(Connection):
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
-                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed", "_drained")
+                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed", "_drained",
+                 "_hs_got")
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
@@ -228,6 +235,7 @@ class StreamConnection(Connection):
         self._body_got = 0  # bytes of the body in progress in _body_buf
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
+        self._hs_got = 0  # bytes of the peer's SP header received (handshake_progress)
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         with gevent.Timeout(timeout, Timeout(f"SP handshake with {self.remote_address} timed out")):
@@ -236,6 +244,7 @@ class StreamConnection(Connection):
             while len(got) < wire.HANDSHAKE_SIZE:
                 chunk = self._recv(wire.HANDSHAKE_SIZE - len(got))
                 got += chunk
+                self._hs_got = len(got)
         wire.parse_handshake(bytes(got), spec.peer_number, own=spec.number)
         # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
         self._plain = type(self.sock) is gsocket.socket
@@ -244,6 +253,11 @@ class StreamConnection(Connection):
         own = not overrides(self, StreamConnection, "recv_messages")
         self._raw = getattr(self.sock, "_sock", None) if self._plain and own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
+
+    def handshake_progress(self) -> int:
+        """Bytes of the peer's SP header received so far (see
+        :meth:`gsp.transport.Connection.handshake_progress`)."""
+        return self._hs_got
 
     def _recv(self, n: int) -> bytes:
         try:

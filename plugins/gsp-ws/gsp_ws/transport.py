@@ -8,12 +8,12 @@ delays nobody; the listener's ``handshake`` then answers it knowing the socket's
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 import gevent
 from gevent import socket as gsocket
-from gevent.event import Event
 from gevent.pool import Group
 from wsproto.connection import ConnectionType
 from wsproto.events import Request
@@ -38,6 +38,7 @@ from gsp.transport import (
     tls_handshake,
     tls_wrap,
 )
+from gsp.transport.admission import HandshakeRoom, bytes_received, source_of
 
 from ._conn import RequestHead, WSClientConnection, WSConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error
@@ -46,6 +47,8 @@ from .auth import Authorize
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
 _BACKLOG = 128  # upgraded connections a listener holds before the core accepts them
 _MAX_HEAD = 16384  # bytes of HTTP request head accepted
+_TLS_DONE = 4096  # what a finished TLS handshake counts for among upgrades (as on tls+tcp)
+_log = logging.getLogger("gsp.listener")
 
 
 def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
@@ -80,19 +83,25 @@ class _HTTPServer:
     """One bound address: accepts, reads upgrade requests, hands them to listeners by path.
 
     At most ``max_upgrades`` requests are read at once (the ``max_handshakes`` of the listener
-    that made the server; 0 = no bound): at the bound it accepts no more until one ends, and the
-    next connections wait in the kernel's listen backlog, as gsp's own listeners do."""
+    that made the server; 0 = no bound), and ``per_address`` from one source address: at the
+    bound it keeps accepting and closes the request that has sent the fewest bytes (then the
+    oldest), as gsp's own listeners do (:mod:`gsp.transport.admission`); ``shed`` counts them by
+    reason."""
 
     def __init__(self, scheme: str, host: str, port: int, tls: TLSContextSource | None,
-                 timeout: float | None, max_upgrades: int = 0) -> None:
+                 timeout: float | None, max_upgrades: int = 0, per_address: int = 0) -> None:
         self.scheme = scheme
         self.host = host
         self.port = port
         self.tls = tls
         self.timeout = timeout
         self.max_upgrades = max_upgrades
-        self.upgrading = 0  # requests being read now
-        self._fewer = Event()  # set when one is done
+        self.per_address = per_address
+        self._room: HandshakeRoom[_Upgrade] = HandshakeRoom(_Upgrade.progress)
+        self.shed = {"full": 0, "address": 0}  # requests closed to make room, by reason
+        self.owner: WSListener | None = None  # the listener whose stats count the sheds
+        self._sheds = 0  # since the last WARNING
+        self._warned = -1e9
         self.routes: dict[str, WSListener] = {}
         self._group = Group()
         self._sock: Any = None
@@ -105,29 +114,60 @@ class _HTTPServer:
         self.port = self._sock.getsockname()[1]
         self._group.spawn(self._accept_loop)
 
+    @property
+    def upgrading(self) -> int:
+        """Requests being read now."""
+        return len(self._room)
+
     def _accept_loop(self) -> None:
+        turns = 0
         while not self._closed:
-            while self.max_upgrades and self.upgrading >= self.max_upgrades:
-                self._fewer.clear()
-                self._fewer.wait()
+            turns += 1
+            if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
+                gevent.sleep(0.0001)
             try:
-                sock, _ = self._sock.accept()
+                sock, peer = self._sock.accept()
             except OSError:
                 if self._closed:
                     return
                 gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
                 continue
-            self.upgrading += 1
-            self._group.spawn(self._serve_one, sock)
+            upgrade = _Upgrade(sock)
+            room, limit, per_address = self._room, self.max_upgrades, self.per_address
+            for victim, reason in room.admit(upgrade, source_of(str(peer[0])), limit,
+                                             per_address):
+                self._shed(victim, reason)
+            self._group.spawn(self._serve_one, upgrade)
 
-    def _serve_one(self, sock: Any) -> None:
+    def _shed(self, upgrade: "_Upgrade", reason: str) -> None:
+        """Close a request being read to make room, count it and log it (WARNING at most once
+        per 10 s, saying how many since; DEBUG in between)."""
+        upgrade.close()
+        self.shed[reason] += 1
+        self._sheds += 1
+        now = gevent.get_hub().loop.now()
+        level = logging.WARNING if now - self._warned >= 10 else logging.DEBUG
+        if _log.isEnabledFor(level):
+            bound = ("max_handshakes", self.max_upgrades) if reason == "full" else \
+                ("max_handshakes_per_address", self.per_address)
+            _log.log(level, "%s://%s: closed an upgrade request being read to make room: at "
+                     "%s (%d), it had sent the least (%d bytes); %d so since the last warning",
+                     self.scheme,
+                     hostport(self.host or "0.0.0.0", self.port), bound[0], bound[1],
+                     upgrade.progress(), self._sheds)
+        if level == logging.WARNING:
+            self._warned, self._sheds = now, 0
+
+    def _serve_one(self, upgrade: "_Upgrade") -> None:
         try:
-            self._serve(sock)
+            self._serve(upgrade)
         finally:
-            self.upgrading -= 1
-            self._fewer.set()
+            self._room.discard(upgrade)
 
-    def _serve(self, sock: Any) -> None:
+    def _serve(self, upgrade: "_Upgrade") -> None:
+        sock = upgrade.sock
+        upgrade.got = 0  # started: from now on it counts what it reads
+        upgrade.tls = self.tls is not None
         try:
             sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
             local = _name(self.scheme, sock.getsockname())
@@ -136,8 +176,9 @@ class _HTTPServer:
                 props: Mapping[str, Any] = {}
                 if self.tls is not None:
                     # The files as they are now (the context is rebuilt when they change).
-                    sock = tls_wrap(sock, self.tls.get(), server_side=True)
+                    sock = upgrade.sock = tls_wrap(sock, self.tls.get(), server_side=True)
                     props = tls_handshake(sock, f"wss from {remote}")
+                    upgrade.got, upgrade.tls = _TLS_DONE, False
                 # Split the request head off ourselves: bytes behind it (a client that did not
                 # wait for the 101) are WebSocket frames, kept for the connection.
                 buf = b""
@@ -149,6 +190,7 @@ class _HTTPServer:
                     if not data:
                         return
                     buf += data
+                    upgrade.got += len(data)
                 head, _, trailing = buf.partition(b"\r\n\r\n")
                 hs = H11Handshake(ConnectionType.SERVER)
                 try:
@@ -173,7 +215,7 @@ class _HTTPServer:
             lst.deliver(WSServerConnection(
                 sock, lst.options, local, remote, hs, request, props, trailing,
                 head=_head(head, sock.getpeername()), authorize=lst.authorize))
-            sock = None  # the listener owns it now
+            sock = upgrade.sock = None  # the listener owns it now
         except (gsp.GspError, OSError, ProtocolError):
             pass  # this one connection failed; the server carries on
         finally:
@@ -198,6 +240,29 @@ class _HTTPServer:
         self._group.kill(block=False)
 
 
+class _Upgrade:
+    """A connection whose upgrade request (and, on wss, TLS handshake) is being read."""
+
+    __slots__ = ("sock", "got", "tls")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock: Any = sock  # None once handed to a listener
+        #: Bytes of the request read (a finished TLS handshake: _TLS_DONE more); before its
+        #: greenlet ran (it had no chance to read yet) it counts as the most advanced.
+        self.got = 1 << 62
+        self.tls = False  # in its TLS handshake: the kernel counts what came (OpenSSL reads it)
+
+    def progress(self) -> int:
+        if self.tls:
+            return min(bytes_received(self.sock), _TLS_DONE - 1)
+        return self.got
+
+    def close(self) -> None:
+        sock = self.sock
+        if sock is not None:
+            sock.close()  # the greenlet reading it gets an error and ends
+
+
 def _server_for(lst: "WSListener") -> _HTTPServer:
     srv = _servers.get((lst.host, lst.port)) if lst.port else None
     if srv is not None:
@@ -205,7 +270,8 @@ def _server_for(lst: "WSListener") -> _HTTPServer:
             raise gsp.AddressInUse(f"listen {lst.url}: {srv.scheme} already serves that address")
         return srv
     srv = _HTTPServer(lst.scheme, lst.host, lst.port, lst.tls, lst.options["handshake_timeout"],
-                      lst.options["max_handshakes"])
+                      lst.options["max_handshakes"], lst.options["max_handshakes_per_address"])
+    srv.owner = lst
     srv.bind()
     _servers[(srv.host, srv.port)] = srv
     return srv
@@ -284,6 +350,12 @@ class WSListener(RouteListener):
         self.authorize.where = self.url
         if srv.tls is not None and srv.tls is self.tls:
             srv.tls.url = self.url  # the bound port, for the log
+
+    def handshakes_shed(self) -> dict[str, int]:
+        """Upgrade requests the HTTP server closed to make room, by reason, for the listener
+        that made it (its ``max_handshakes``): counted in that listener's stats."""
+        srv = self._server
+        return dict(srv.shed) if srv is not None and srv.owner is self else {}
 
     def reload(self) -> None:
         # The server's context: the first wss listener's on this address serves them all.
