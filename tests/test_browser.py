@@ -544,3 +544,38 @@ def test_redials_back_off_while_the_server_is_away(page: Page) -> None:
         away.stop()
     assert got == 0
     assert 3 <= len(attempts) <= 15, attempts
+
+
+def test_the_declarations_match_the_module(page: Page) -> None:
+    """gsp.d.ts declares exactly what gsp.js exports, and every method it declares on Socket,
+    Context and Dialer exists (tsc checks pages against the declarations; this checks the
+    declarations against the module)."""
+    import re
+
+    dts = client_source("gsp.d.ts").decode()
+    declared = set(re.findall(r"^export (?:declare )?(?:class|function|const) (\w+)", dts, re.M))
+    members = {}
+    for cls in ("Socket", "Context", "Dialer"):
+        head = re.search(rf"^export (?:declare class|interface) {cls}\b", dts, re.M)
+        assert head is not None, cls
+        body = dts[head.end():].split("\n}\n", 1)[0]
+        members[cls] = sorted(set(re.findall(r"^  (?:readonly )?(\w+)[(<?:]", body, re.M))
+                              - {"constructor"})
+    got = page.run("""
+        const sock = gsp.socket("req");
+        const d = await sock.dial(arg.url);
+        const samples = {Socket: sock, Context: sock.openContext(), Dialer: d};
+        const missing = {};
+        for (const [cls, names] of Object.entries(arg.members)) {
+            missing[cls] = names.filter((n) => !(n in samples[cls]));
+        }
+        sock.close();
+        return {exports: Object.keys(gsp).sort(), missing};
+    """, {"url": page_url_ws(page), "members": members})
+    assert set(got["exports"]) == declared
+    assert got["missing"] == {"Socket": [], "Context": [], "Dialer": []}, got["missing"]
+    assert len(members["Socket"]) > 15 and len(members["Context"]) > 8
+
+
+def page_url_ws(page: Page) -> str:
+    return str(page.run("return location.href;")).replace("http://", "ws://") + "sp"

@@ -58,7 +58,8 @@ export interface PipeInfo {
   url: string;
 }
 
-export declare class Dialer {
+/** What dial() resolves with: one URL kept connected. */
+export interface Dialer {
   readonly url: string;
   /** Stop redialing and close the connection. */
   close(): void;
