@@ -314,6 +314,11 @@ def test_errors_say_what_happened(page: Page, server: PageServer) -> None:
         await tryIt("recv on push", () => gsp.socket("push").recv());
         await tryIt("context on pull", () => gsp.socket("pull").openContext());
         await tryIt("bad option", () => gsp.socket("req", {recvTimeout: -1}));
+        await tryIt("bad context time", () => { ctx.recvTimeout = "5"; });
+        ctx.recvTimeout = null;  // forever, not the socket's 0.2 s
+        const forever = ctx.recvTimeout === null && ctx.sendTimeout === undefined;
+        ctx.recvTimeout = undefined;  // the socket's again
+        names["context times"] = forever && ctx.recvTimeout === undefined ? "ok" : "wrong";
         await tryIt("no protocol", () => gsp.socket("nope"));
         await tryIt("bad url", () => req.dial("ftp://example.invalid/"));
         await tryIt("nobody there", () => gsp.socket("req").dial(arg.dead));
@@ -331,7 +336,8 @@ def test_errors_say_what_happened(page: Page, server: PageServer) -> None:
         "send, no peer": "Timeout", "recv, no request": "ProtocolError",
         "context recv, no request": "ProtocolError", "send on sub": "NotSupported",
         "recv on push": "NotSupported", "context on pull": "NotSupported",
-        "bad option": "BadOption", "no protocol": "NotSupported", "bad url": "InvalidAddress",
+        "bad option": "BadOption", "bad context time": "BadOption", "context times": "ok",
+        "no protocol": "NotSupported", "bad url": "InvalidAddress",
         "nobody there": "ConnectionRefused", "wrong path": "ConnectionRefused",
         "recv when closed": "Closed", "send after close": "Closed"}
 

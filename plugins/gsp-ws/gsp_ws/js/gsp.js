@@ -336,11 +336,13 @@ function callTimeout(opts, fallback, name) {
 export class Context {
   constructor(sock) {
     this.socket = sock; this.closed = false;
-    this.recvTimeout = undefined; this.sendTimeout = undefined;
-    this.resendTime = undefined; this.surveyTime = undefined;
+    this._times = {}; // recvTimeout, sendTimeout, resendTime, surveyTime set on this context
     sock._proto.open(this);
   }
-  _opt(name) { return this[name] === undefined ? this.socket.options[name] : this[name]; }
+  _opt(name) {
+    const mine = this._times[name]; // null is a value (forever); undefined is the socket's
+    return mine === undefined ? this.socket.options[name] : mine;
+  }
   _check() {
     if (this.closed || this.socket.closed) {
       throw new Closed(`${this.socket.protocol} context is closed`);
@@ -369,6 +371,14 @@ export class Context {
   }
 }
 
+// A context's times: undefined (the default) reads the socket's; a bad value throws BadOption.
+for (const name of ["recvTimeout", "sendTimeout", "resendTime", "surveyTime"]) {
+  Object.defineProperty(Context.prototype, name, {
+    get() { return this._times[name]; },
+    set(v) { this._times[name] = v === undefined ? undefined : checkTime(name, v); },
+  });
+}
+
 /** A socket of one protocol; `socket(name, options)` makes one. */
 export class Socket {
   constructor(name, options = {}) {
@@ -378,7 +388,9 @@ export class Socket {
     this.protocol = name;
     this.peer = PROTOCOLS[name].peer;
     this.options = { ...SOCKET_DEFAULTS };
-    for (const [k, v] of Object.entries(options)) this.options[k] = checkOption(k, v);
+    for (const [k, v] of Object.entries(options)) {
+      if (v !== undefined) this.options[k] = checkOption(k, v);
+    }
     this.closed = false;
     this._pipes = new Map();
     this._dialers = new Set();
