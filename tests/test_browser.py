@@ -197,6 +197,34 @@ def test_sub_filters_by_prefix_in_the_page(page: Page, server: PageServer,
     assert got["extra"] == "Timeout"
 
 
+def test_sub_contexts_each_get_what_they_subscribed_to(page: Page, server: PageServer,
+                                                      mounted: Callable[..., gsp.Socket]) -> None:
+    pub = mounted("pub", "/pub")
+    g = gsp_sends(pub, [b"a1", b"b1", b"c1", b"a2"])
+    got = page.run("""
+        const s = gsp.socket("sub", {recvTimeout: 10});
+        s.subscribe("");
+        const a = s.openContext(), b = s.openContext(), none = s.openContext();
+        a.subscribe("a"); b.subscribe("b"); b.subscribe("a2");
+        await s.dial(arg);
+        const take = async (ctx, n) => {
+            const out = [];
+            for (let i = 0; i < n; i++) out.push(await ctx.recvText());
+            return out;
+        };
+        const out = {main: await take(s, 4), a: await take(a, 2), b: await take(b, 2)};
+        try { await none.recv({timeout: 0.2}); out.none = "got one"; } catch (e) { out.none = e.name; }
+        let push = "none";
+        try { gsp.socket("push").openContext().subscribe("x"); } catch (e) { push = e.name; }
+        out.push = push;
+        s.close();
+        return out;
+    """, server.ws("/pub"))
+    g.get(timeout=10)
+    assert got == {"main": ["a1", "b1", "c1", "a2"], "a": ["a1", "a2"], "b": ["b1", "a2"],
+                   "none": "Timeout", "push": "NotSupported"}
+
+
 def test_surveyor_page_against_gsp_respondent(page: Page, server: PageServer,
                                               mounted: Callable[..., gsp.Socket]) -> None:
     resp = mounted("respondent", "/resp")

@@ -76,6 +76,9 @@ export declare class Context {
   send(data: Data, opts?: CallOptions): Promise<void>;
   recv(opts?: CallOptions): Promise<Uint8Array>;
   recvText(opts?: CallOptions): Promise<string>;
+  /** sub: receive on this context the messages that begin with this prefix ("" = all). */
+  subscribe(prefix: Data): void;
+  unsubscribe(prefix: Data): void;
   close(): void;
 }
 
@@ -96,7 +99,7 @@ export declare class Socket implements AsyncIterable<Uint8Array> {
   send(data: Data, opts?: CallOptions): Promise<void>;
   recv(opts?: CallOptions): Promise<Uint8Array>;
   recvText(opts?: CallOptions): Promise<string>;
-  /** req, rep, surveyor, respondent. */
+  /** req, rep, surveyor, respondent, sub. */
   openContext(): Context;
   /** sub: receive messages that begin with this prefix ("" = all). */
   subscribe(prefix: Data): void;

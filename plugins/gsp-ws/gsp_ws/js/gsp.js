@@ -362,6 +362,15 @@ export class Context {
   }
   /** The next message, decoded as UTF-8. */
   async recvText(opts) { return decoder.decode(await this.recv(opts)); }
+  /** sub: receive on this context the messages that begin with `prefix` ("" = all). */
+  subscribe(prefix) { this._topics().add(prefix); }
+  unsubscribe(prefix) { this._topics().remove(prefix); }
+  _topics() {
+    this._check();
+    const sock = this.socket;
+    if (!sock._proto.topics) throw new NotSupported(`${sock.protocol} has no subscriptions`);
+    return sock._proto.topics(this);
+  }
   /** Close this context: its request or survey is cancelled, its waits fail with Closed. */
   close() {
     if (this.closed) return;
@@ -427,7 +436,8 @@ export class Socket {
   send(data, opts) { return this._main.send(data, opts); }
   recv(opts) { return this._main.recv(opts); }
   recvText(opts) { return this._main.recvText(opts); }
-  /** A new context (req, rep, surveyor, respondent): its own request or survey and timeouts. */
+  /** A new context (req, rep, surveyor, respondent, sub): its own request, survey or
+   * subscriptions, and its own timeouts. */
   openContext(main = false) {
     if (this.closed) throw new Closed("socket is closed");
     if (!main && !this._proto.contexts) throw new NotSupported(`${this.protocol} has no contexts`);
@@ -436,12 +446,8 @@ export class Socket {
     return ctx;
   }
   /** sub: receive the messages that begin with `prefix` ("" = all). */
-  subscribe(prefix) { this._subs().add(prefix); }
-  unsubscribe(prefix) { this._subs().remove(prefix); }
-  _subs() {
-    if (!this._proto.topics) throw new NotSupported(`${this.protocol} has no subscriptions`);
-    return this._proto.topics;
-  }
+  subscribe(prefix) { this._main.subscribe(prefix); }
+  unsubscribe(prefix) { this._main.unsubscribe(prefix); }
   /** Call `listener({type: "connect" | "disconnect", pipe, url})` as connections come and go;
    * returns a function that stops it. */
   onPipe(listener) {
@@ -554,7 +560,7 @@ function noRecv(name) {
   return () => Promise.reject(new NotSupported(`${name} sockets do not receive`));
 }
 
-/** pair, pair1, push, pull, bus, pub, sub: one inbox a socket, no per-message state. */
+/** pair, pair1, push, pull, bus, pub: one inbox a socket, no per-message state. */
 function simple(sock, { send, recv = true, single = false, header = null, lossy = false }) {
   const inbox = new Inbox(lossy ? sock.options.recvBufferMax : 0);
   const name = sock.protocol;
@@ -743,25 +749,39 @@ function surveyorRules(sock) {
 
 /** sub: subscriptions are byte prefixes matched in the page ("" matches all; none, nothing). */
 function subRules(sock) {
-  const { rules, inbox } = simple(sock, { lossy: true });
-  const prefixes = [];
   const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
-  rules.topics = {
-    add(p) {
-      const b = toBytes(p);
-      if (!prefixes.some((q) => same(q, b))) prefixes.push(b.slice());
+  const name = sock.protocol;
+  return {
+    contexts: true,
+    open(ctx) { ctx._sub = { prefixes: [], inbox: new Inbox(sock.options.recvBufferMax) }; },
+    topics(ctx) {
+      const { prefixes } = ctx._sub;
+      return {
+        add(p) {
+          const b = toBytes(p);
+          if (!prefixes.some((q) => same(q, b))) prefixes.push(b.slice());
+        },
+        remove(p) {
+          const b = toBytes(p), i = prefixes.findIndex((q) => same(q, b));
+          if (i < 0) throw new ProtocolError("sub: not subscribed to that prefix");
+          prefixes.splice(i, 1);
+        },
+      };
     },
-    remove(p) {
-      const b = toBytes(p), i = prefixes.findIndex((q) => same(q, b));
-      if (i < 0) throw new ProtocolError("sub: not subscribed to that prefix");
-      prefixes.splice(i, 1);
+    send: noSend(name),
+    recv: (ctx, timeout) => ctx._sub.inbox.get(timeout, "sub recv"),
+    arrived(pipe, msg) { // each context whose subscriptions match gets the message
+      const matches = (p) => p.length <= msg.length && p.every((x, i) => msg[i] === x);
+      let first = true;
+      for (const ctx of sock._contexts) {
+        if (!ctx._sub.prefixes.some(matches)) continue;
+        ctx._sub.inbox.put(first ? msg : msg.slice());
+        first = false;
+      }
     },
+    closeContext(ctx, err) { ctx._sub.inbox.waiters.fail(err); },
+    closeSocket() {},
   };
-  rules.arrived = (pipe, msg) => {
-    const matches = (p) => p.length <= msg.length && p.every((x, i) => msg[i] === x);
-    if (prefixes.some(matches)) inbox.put(msg);
-  };
-  return rules;
 }
 
 /** pair1: a 32-bit hop count in front of each message; a direct peer's arrive as 1. */
