@@ -26,6 +26,7 @@ import secrets
 import signal
 import sys
 import time
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -149,9 +150,8 @@ class Dashboard:
 
     def routes(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         path = environ.get("PATH_INFO")
-        cookie = environ.get("HTTP_COOKIE", "")
-        logged_in = any(c.strip().partition("=")[2] in self.sessions
-                        for c in cookie.split(";") if c.strip().startswith("session="))
+        session = SimpleCookie(environ.get("HTTP_COOKIE", "")).get("session")
+        logged_in = session is not None and session.value in self.sessions
         if path == "/login":  # a stand-in for a real login: hand out a session
             token = secrets.token_urlsafe(16)
             self.sessions.add(token)
