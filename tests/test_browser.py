@@ -80,6 +80,22 @@ def test_the_mount_serves_the_module_the_page_imports(page: Page, server: PageSe
     assert len(client_source()) < 40 * 1024, "the module must stay under 40 KB unminified"
 
 
+def test_a_page_of_another_origin_imports_the_module(page: Page, server: PageServer) -> None:
+    """A page served elsewhere (another port: another origin) imports gsp.js from the mount and
+    dials it."""
+    with page_server() as other:
+        got = page.run("""
+            const mod = await import(arg.module);
+            const req = mod.socket("req", {recvTimeout: 10});
+            await req.dial(arg.url);
+            await req.send("from elsewhere");
+            const reply = await req.recvText();
+            req.close();
+            return {reply, origin: location.origin};
+        """, {"module": other.url + "sp/gsp.js", "url": other.ws("/sp")})
+    assert got == {"reply": "from elsewhere", "origin": server.url.rstrip("/")}
+
+
 # -- every protocol pair, both ways -------------------------------------------------------------
 
 def test_req_page_against_gsp_rep(page: Page, server: PageServer) -> None:

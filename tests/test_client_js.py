@@ -40,6 +40,7 @@ def test_the_mount_serves_the_module_and_the_flag_turns_it_off() -> None:
         assert status == "200 OK" and body == client_source()
         assert headers["Content-Type"] == "text/javascript; charset=utf-8"
         assert headers["Content-Length"] == str(len(body)) and headers["Cache-Control"] == "no-cache"
+        assert headers["Access-Control-Allow-Origin"] == "*"
         assert body.startswith(b"// gsp.js") and b"export function socket" in body
         assert call(app, "/gsp.js")[2] == body  # a mount at "/" serves /gsp.js
         assert call(app, "/quiet/gsp.js")[0].startswith("418")  # off: the app's own answer

@@ -27,7 +27,8 @@ def _etag() -> str:
 
 def serve_client(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     """A WSGI answer to ``GET <mount>/gsp.js``: the module as ``text/javascript``, revalidated by
-    its ETag (``no-cache``: a page gets the new module as soon as the server runs a new one)."""
+    its ETag (``no-cache``: a page gets the new module as soon as the server runs a new one),
+    importable by pages of any origin."""
     method = environ.get("REQUEST_METHOD", "GET")
     if method not in ("GET", "HEAD"):
         body = b"gsp.js: GET or HEAD only\n"
@@ -36,8 +37,10 @@ def serve_client(environ: dict[str, Any], start_response: Callable[..., Any]) ->
             ("Allow", "GET, HEAD")])
         return [body]
     tag = _etag()
+    # Access-Control-Allow-Origin: a page of another origin may import it too (module scripts
+    # are fetched with CORS); the file is public and is sent without credentials.
     headers = [("ETag", tag), ("Cache-Control", "no-cache"),
-               ("X-Content-Type-Options", "nosniff")]
+               ("X-Content-Type-Options", "nosniff"), ("Access-Control-Allow-Origin", "*")]
     if tag in [t.strip() for t in environ.get("HTTP_IF_NONE_MATCH", "").split(",")]:
         start_response("304 Not Modified", headers)
         return []
