@@ -57,7 +57,7 @@ def test_entry_points_keep_the_gsp_group_under_the_new_names() -> None:
     for ep in md.entry_points(group="gsp"):
         assert ep.dist is not None
         by_dist.setdefault(ep.dist.name, set()).add(ep.name)
-    assert by_dist["gevent-sp"] == {"tcp", "ipc", "inproc", "tls", "socketfd", "pair", "pushpull",
+    assert by_dist["gevent-sp"] == {"tcp", "ipc", "inproc", "tls", "socketfd", "udp", "pair", "pushpull",
                                     "pubsub", "bus", "pair1", "reqrep", "survey"}
     assert by_dist["gevent-sp-star"] == {"star"}
     assert by_dist["gevent-sp-ws"] == {"ws"}
