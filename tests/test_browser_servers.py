@@ -124,6 +124,41 @@ def test_page_against_nng_ws_listeners(page: Page) -> None:
         close_nng(rep, pub, pull, pair1, resp)
 
 
+def test_page_pulls_from_nng_and_pairs_and_buses_with_it(page: Page) -> None:
+    """The other directions and the rest: an nng PUSH listener feeding a page's PULL, pair0 and
+    bus echoes."""
+    push, push_url = nng_listener("push")
+    pair, pair_url = nng_listener("pair")
+    bus, bus_url = nng_listener("bus")
+    try:
+        feeder = nng.spawn(nng.send_many, push, PAYLOADS)
+
+        def echo(sock: pynng.Socket) -> None:
+            for _ in PAYLOADS:
+                sock.send(sock.recv())
+        echoes = [nng.spawn(echo, s) for s in (pair, bus)]
+        got = page.run("""
+            const out = {pull: [], pair: [], bus: []};
+            const pull = gsp.socket("pull", {recvTimeout: 10});
+            await pull.dial(arg.push);
+            for (const _ of arg.bodies) out.pull.push(hex(await pull.recv()));
+            for (const name of ["pair", "bus"]) {
+                const s = gsp.socket(name, {recvTimeout: 10, sendTimeout: 10});
+                await s.dial(arg[name]);
+                for (const h of arg.bodies) { await s.send(unhex(h)); out[name].push(hex(await s.recv())); }
+                s.close();
+            }
+            pull.close();
+            return out;
+        """, {"push": push_url, "pair": pair_url, "bus": bus_url, "bodies": HEX})
+        feeder.get(timeout=10)
+        for e in echoes:
+            e.get(timeout=10)
+        assert got == {"pull": HEX, "pair": HEX, "bus": HEX}
+    finally:
+        close_nng(push, pair, bus)
+
+
 def test_nng_requests_reach_a_page_rep_through_a_device(browser: Browser) -> None:
     """The other direction: an nng REQ's requests reach a page's REP. A page cannot listen, so
     a raw gsp REP/REQ device relays (nng -> gsp ws listener -> device -> mount -> page), and
