@@ -5,7 +5,7 @@ error tree), :mod:`gsp.message`, :mod:`gsp.chan` (channels and ``select``), :mod
 :mod:`gsp.poller` (:func:`gsp.select` over sockets, contexts and channels; :class:`gsp.Poller`),
 :mod:`gsp.objects` (the msgpack codec of ``send_obj``/``recv_obj``), :mod:`gsp.options` (option
 specs), :mod:`gsp.blocking` (sockets driven from threads that do not run gevent),
-:mod:`gsp.perprocess`, :mod:`gsp.serving` (:func:`gsp.prefork`), :mod:`gsp.allocator` (:func:`gsp.tune_allocator`), :mod:`gsp.prometheus`
+:mod:`gsp.perprocess`, :func:`gsp.prefork`, :mod:`gsp.allocator` (:func:`gsp.tune_allocator`), :mod:`gsp.prometheus`
 (:func:`gsp.stats` as Prometheus metrics) and :mod:`gsp.hookspecs` (the plugin hooks, for
 :func:`gsp.register_plugin`).
 
@@ -61,7 +61,9 @@ from .message import Message
 if TYPE_CHECKING:
     from ._core.device import Device, device
     from ._core.endpoints import Dialer, Listener
-    from ._core.pipe import Pipe, PipeEvent
+    from ._core.events import PipeEvent
+    from ._core.pipe import Pipe
+    from ._core.prefork import Prefork, PreforkWorker, prefork
     from ._core.registry import registry
     from ._core.socket import Socket, socket, sockets, stats
     from .allocator import tune_allocator
@@ -69,7 +71,6 @@ if TYPE_CHECKING:
     from .context import Context
     from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
-    from .serving import Prefork, PreforkWorker, prefork
 
 __version__ = "0.1.0"
 
@@ -97,7 +98,7 @@ __all__ = [
 _LAZY = {
     "socket": "._core.socket", "Socket": "._core.socket",
     "Dialer": "._core.endpoints", "Listener": "._core.endpoints",
-    "Pipe": "._core.pipe", "PipeEvent": "._core.pipe",
+    "Pipe": "._core.pipe", "PipeEvent": "._core.events",
     "device": "._core.device", "Device": "._core.device",
     "registry": "._core.registry",
     "sockets": "._core.socket", "stats": "._core.socket",
@@ -106,7 +107,7 @@ _LAZY = {
     "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
     "tune_allocator": ".allocator",
     "per_process": ".perprocess", "PerProcess": ".perprocess",
-    "prefork": ".serving", "Prefork": ".serving", "PreforkWorker": ".serving",
+    "prefork": "._core.prefork", "Prefork": "._core.prefork", "PreforkWorker": "._core.prefork",
 }
 
 
@@ -114,7 +115,7 @@ _LAZY = {
 _SUBMODULES = frozenset({
     "errors", "chan", "options", "message", "hookspecs", "protocol", "transport", "context",
     "testing", "bench", "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
-    "blocking", "serving",
+    "blocking",
 })
 
 

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv, thread_ident
 from .errors import Closed, GspError, NotSupported, Timeout, WrongThread
-from .hookspecs import check_op, overrides
+from .handles import check_op
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
+from .overrides import overrides
 
 if TYPE_CHECKING:
-    from .protocol.interface import Op, SocketHandle
+    from .handles import Op, SocketHandle
 
 _check_duration = duration()
 

@@ -1,5 +1,5 @@
-"""The plugin contract: the hook specifications pluggy calls, and how gsp finds the optional hooks
-a plugin's classes override (:func:`overrides`).
+"""The plugin contract: the hook specifications pluggy calls. (How gsp finds the optional hooks a
+plugin's classes override is :func:`gsp.overrides.overrides`.)
 
 A plugin is a module (or object) with functions marked ``@gsp.hookimpl``, registered through the
 ``gsp`` entry-point group in its distribution's metadata::
@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from . import Pipe, PipeEvent, Socket
+    from ._core.events import PipeEvent
+    from ._core.views import PipeView, SocketView
     from .protocol.interface import ProtocolSpec
     from .transport.interface import Transport
 
-__all__ = ["hookspec", "hookimpl", "overrides", "check_op"]
+__all__ = ["hookspec", "hookimpl", "gsp_transports", "gsp_protocols", "gsp_pipe_event"]
 
 #: Marks the specifications below (gsp's own use).
 hookspec = pluggy.HookspecMarker("gsp")
@@ -50,32 +51,11 @@ def gsp_protocols() -> "list[ProtocolSpec]":
 
 
 @hookspec
-def gsp_pipe_event(socket: "Socket", event: "PipeEvent", pipe: "Pipe") -> None:
-    """Called for every pipe of every socket at ATTACHING, ATTACHED and DETACHED.
+def gsp_pipe_event(socket: "SocketView", event: "PipeEvent", pipe: "PipeView") -> None:
+    """Called for every pipe of every socket at ATTACHING, ATTACHED and DETACHED, with the
+    :class:`gsp.Socket`, the :class:`gsp.PipeEvent` and the :class:`gsp.Pipe`.
 
     At ATTACHING an implementation may reject the pipe by calling ``pipe.close()``. It runs in the
     greenlet that set the pipe up, so it must not block. If it raises, the error is logged
     (``gsp.socket``) and the pipe carries on.
     """
-
-
-# -- optional hooks of the plugin classes -----------------------------------------------------
-
-def overrides(obj: object, base: type, name: str) -> bool:
-    """Whether ``obj`` (an instance or a class) overrides the optional hook ``name`` of ``base``.
-
-    The one way gsp finds an optional fast path: each interface lists the optional hooks it
-    looks for in its ``OPTIONAL_HOOKS`` (:attr:`Protocol.OPTIONAL_HOOKS`,
-    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.context.Context.OPTIONAL_HOOKS`,
-    ...), whose defaults are always correct, and uses an override where a class has one (once,
-    when it sets up: not per call). Raises ``ValueError`` for a name ``base`` does not list."""
-    if name not in vars(base).get("OPTIONAL_HOOKS", ()):
-        raise ValueError(f"{name} is not an optional hook of {base.__name__}")
-    cls = obj if isinstance(obj, type) else type(obj)
-    return getattr(cls, name) is not getattr(base, name)
-
-
-def check_op(op: object) -> None:
-    """Raise ValueError unless ``op`` is "recv" or "send"."""
-    if op != "recv" and op != "send":
-        raise ValueError(f"op must be 'recv' or 'send', not {op!r}")

@@ -1,16 +1,68 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as _Typing
 
 if TYPE_CHECKING:
-    from .protocol.interface import PipeHandle
+    from .chan import Chan, Recv
 
-__all__ = ["JOIN_MAX", "Message", "as_bytes", "message_bytes"]
+__all__ = ["JOIN_MAX", "Message", "PipeHandle", "as_bytes", "message_bytes"]
 
 #: A protocol queues a message whose body is at most this big as one ``bytes``, header and body
 #: joined (a copy this small costs less than the Message, and the write then joins nothing);
 #: a bigger one as a :class:`Message`, so that its body is never copied.
 JOIN_MAX = 4096
+
+
+class PipeHandle(_Typing):
+    """A protocol's view of one connection (the core's ``gsp.Pipe`` implements it).
+
+    Invariant: once ``closed`` is true it stays true, ``try_send`` returns False and ``send``
+    raises :class:`gsp.Closed`; the protocol's ``remove_pipe`` has been or is being called.
+    """
+
+    @property
+    def id(self) -> int:
+        """A non-zero 31-bit id, unique among the live pipes of this process."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the pipe is gone (closed by either side or by the core)."""
+
+    def try_send(self, msg: "Message | bytes") -> bool:
+        """Queue ``msg`` if there is room now; False when the queue is full or the pipe closed.
+        Never blocks, never raises."""
+
+    @property
+    def recv_batch_bytes(self) -> int:
+        """The bytes (headers and bodies) of the messages the pipe is handing to
+        :meth:`Protocol.pipe_recv_all` now: a receive queue bounded in bytes takes them from
+        here (``Inbox.put_all(items, pipe.recv_batch_bytes)``) instead of measuring each one."""
+
+    @property
+    def sendq(self) -> "Chan[Any]":
+        """The outgoing queue, for :class:`gsp.chan.Send` cases in a :func:`gsp.select` (waiting
+        for room on several pipes at once). A ``Send`` on it raises :class:`gsp.Closed` once the
+        pipe is gone. Items are a :class:`gsp.Message` (header then body go on the wire) or,
+        for a message without a header, just its ``bytes`` body."""
+
+    def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
+        """Queue ``msg``, waiting up to ``timeout`` seconds for room. Raises
+        :class:`gsp.Timeout` when the time runs out (:class:`gsp.WouldBlock` for 0) and
+        :class:`gsp.Closed` once the pipe is gone."""
+
+    def has_room(self) -> bool:
+        """Whether :meth:`try_send` would queue a message now (False once closed). Never blocks,
+        never raises."""
+
+    def room_case(self) -> "Recv":
+        """A :func:`gsp.select` case that becomes ready when this pipe's queue may have got room
+        (its writer took messages) or the pipe closed. For :meth:`Protocol.wake_cases`. Raises
+        nothing."""
+
+    def close(self) -> None:
+        """Close this pipe only (idempotent); the socket and its other pipes carry on. Never
+        blocks, never raises."""
 
 
 class Message:

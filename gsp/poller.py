@@ -27,8 +27,8 @@ from gevent.event import Event
 from .chan import Chan, Recv, Send
 from .chan import select as select_channels
 from .errors import Timeout, WouldBlock
+from .handles import Op
 from .options import seconds
-from .protocol.interface import Op
 from .protocol.waiting import Deadline
 
 __all__ = ["select", "Poller", "Selectable", "POLLIN", "POLLOUT"]

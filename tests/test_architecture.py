@@ -22,8 +22,12 @@ import inspect
 import pathlib
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import grimp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # plugins/*/gsp_* (flat layout) and plugins/*/src/gsp_* (src layout: gsp-spark)
@@ -304,23 +308,45 @@ def test_import_contracts_hold() -> None:
     assert "0 broken" in r.stdout
 
 
-def test_no_import_cycles() -> None:
-    # Between any two modules of gsp or its plugin distributions, imports go one way only
-    # (imports made only for type checking do not count).
-    import grimp
-
-    graph = grimp.build_graph("gsp", "gsp_ws", "gsp_star", "gsp_spark", "gsp_example_zlib",
-                              "gsp_example_gather", exclude_type_checking_imports=True)
+def import_cycles(graph: "grimp.ImportGraph") -> set[tuple[str, str]]:
+    """Pairs of modules each of which imports the other, directly or through others."""
     cycles = set()
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
             if graph.find_shortest_chain(importer=imported, imported=module):
-                cycles.add(tuple(sorted((module, imported))))
-    assert cycles == set()
+                cycles.add((min(module, imported), max(module, imported)))
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    # Between any two modules of gsp or its plugin distributions, imports go one way only,
+    # counting the imports made only for type checking (a reader follows them too).
+    import grimp
+
+    graph = grimp.build_graph("gsp", "gsp_ws", "gsp_star", "gsp_spark", "gsp_example_zlib",
+                              "gsp_example_gather", exclude_type_checking_imports=False,
+                              cache_dir=None)
+    assert import_cycles(graph) == set()
+
+
+def test_the_cycle_check_bites() -> None:
+    # A type-checking import back into the module that imports the importer is a cycle: the
+    # old pipe.py naming its Socket (gsp._core.socket imports gsp._core.pipe).
+    import grimp
+
+    graph = grimp.ImportGraph()
+    for name in ("gsp._core.socket", "gsp._core.pipe", "gsp._core.readers"):
+        graph.add_module(name)
+    graph.add_import(importer="gsp._core.socket", imported="gsp._core.pipe")
+    graph.add_import(importer="gsp._core.pipe", imported="gsp._core.readers")
+    assert import_cycles(graph) == set()
+    graph.add_import(importer="gsp._core.pipe", imported="gsp._core.socket")  # (if TYPE_CHECKING)
+    assert import_cycles(graph) == {("gsp._core.pipe", "gsp._core.socket")}
 
 
 @pytest.mark.parametrize("module", ["gsp", "gsp.transport", "gsp.transport.wire", "gsp.errors",
-                                    "gsp.transport.interface", "gsp.options", "gsp.hookspecs"])
+                                    "gsp.transport.interface", "gsp.options", "gsp.hookspecs",
+                                    "gsp.handles", "gsp.overrides", "gsp.message"])
 def test_sdk_imports_without_gevent(module: str) -> None:
     # The user API's entry point, the transport SDK (its names load on first use) and the sans-IO
     # codec load without gevent: importing them costs no hub, no monkey patch. (The protocol SDK

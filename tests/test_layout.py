@@ -31,7 +31,8 @@ TOP = {
     "poller": "user", "objects": "user", "options": "user (and option specs for both SDKs)",
     "hookspecs": "user (gsp.register_plugin's hooks) and both SDKs", "blocking": "user",
     "perprocess": "user", "allocator": "user", "prometheus": "user",
-    "serving": "user (gsp.prefork)",
+    "handles": "both SDKs (what a protocol sees of its socket: gsp.protocol re-exports them)",
+    "overrides": "both SDKs (finding a plugin class's optional hooks)",
     # the two SDK packages
     "protocol": "protocol authors", "transport": "transport authors",
     # tools
@@ -45,6 +46,7 @@ TOP = {
 #: What a plugin may import gsp names from.
 PLUGIN_IMPORTS = {
     "gsp", "gsp.errors", "gsp.message", "gsp.chan", "gsp.context", "gsp.options", "gsp.hookspecs",
+    "gsp.handles", "gsp.overrides",
     "gsp.blocking", "gsp.protocol", "gsp.transport", "gsp.transport.wire", "gsp.testing",
 }
 

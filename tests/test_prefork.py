@@ -19,7 +19,7 @@ import pytest
 from gevent import subprocess
 
 import gsp
-from gsp.serving import ACCEPT_STALL, _Turns
+from gsp._core.prefork import ACCEPT_STALL, _Turns
 from gsp.testing import WAIT
 
 APP = Path(__file__).resolve().parent / "apps" / "prefork_app.py"

@@ -178,9 +178,10 @@ REFERENCE_COMMAND = "python -m gsp hooks -o docs/plugin-reference.md"
 #: for every function in the ``__all__`` of ``module.sub`` (so a renamed helper follows).
 REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("The pluggy hooks (`gsp.hookspecs`)", "gsp.hookspecs",
-     ("gsp_transports", "gsp_protocols", "gsp_pipe_event", "overrides", "check_op")),
+     ("gsp_transports", "gsp_protocols", "gsp_pipe_event")),
     ("The protocol SDK (`gsp.protocol`)", "gsp.protocol",
-     ("ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle", "PipeHandle", "RecvQueue",
+     ("overrides", "check_op", "ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle",
+      "PipeHandle", "RecvQueue",
       "LendingWait", "Context", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
     ("The transport SDK (`gsp.transport`)", "gsp.transport",
      ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
@@ -371,7 +372,7 @@ def reference_markdown() -> str:
         "it may raise, as the docstrings in the source say it. The guide is",
         "[plugins.md](plugins.md); the conformance kit is [testing.md](testing.md). *Optional*",
         "hooks have a default that is always correct; a class's `OPTIONAL_HOOKS` lists the fast",
-        "paths gsp uses only where a plugin overrides them (`gsp.hookspecs.overrides`).",
+        "paths gsp uses only where a plugin overrides them (`gsp.overrides.overrides`).",
         "",
     ]
     by_name = {e[0]: e for e in reference_entries()}

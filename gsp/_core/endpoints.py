@@ -16,11 +16,11 @@ from ..protocol.waiting import Signal
 from ..transport.admission import HandshakeRoom, source_of
 from . import counters, log
 from .log import dialer_log, listener_log
+from .views import SocketView
 
 if TYPE_CHECKING:
     from ..transport.interface import Connection, Transport, TransportDialer, TransportListener
     from .pipe import Pipe
-    from .socket import Socket
 
 
 _REJECTED = "the pipe was rejected (by the protocol or a hook; see gsp.socket)"
@@ -117,7 +117,7 @@ _UNREAD = 1 << 62
 class Listener:
     """An address a socket accepts connections on. ``url`` is the bound URL."""
 
-    def __init__(self, socket: Socket, host: EndpointHost, tl: TransportListener,
+    def __init__(self, socket: SocketView, host: EndpointHost, tl: TransportListener,
                  options: Options, slots: PipeSlots, accept_gate: AcceptGate | None = None) -> None:
         self.socket = socket
         self._host = host
@@ -416,7 +416,7 @@ class Listener:
 class Dialer:
     """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
 
-    def __init__(self, socket: Socket, host: EndpointHost, url: str, td: TransportDialer,
+    def __init__(self, socket: SocketView, host: EndpointHost, url: str, td: TransportDialer,
                  options: Options, slots: PipeSlots) -> None:
         self.socket = socket
         self._host = host

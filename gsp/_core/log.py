@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING, Any
-from typing import Protocol as _Typing
 
 from ..errors import MessageTooLarge, Timeout, WireError, WrongProtocol
+from .views import PipeView, SocketView
 
 if TYPE_CHECKING:
     from ..protocol.interface import ProtocolSpec
@@ -33,34 +33,7 @@ pipe_log = logging.getLogger("gsp.pipe")
 REPEAT_INTERVAL = 10.0
 
 
-class Labelled(_Typing):
-    """What a record says of its socket: the protocol's name."""
-
-    @property
-    def protocol(self) -> str: ...
-
-
-class Endpoint(_Typing):
-    """What a record says of a pipe's endpoint (a listener or dialer): its URL."""
-
-    @property
-    def url(self) -> str: ...
-
-
-class LoggedPipe(_Typing):
-    """What a record says of a pipe: its id, its peer's address and the endpoint it came from."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def remote_address(self) -> str: ...
-    @property
-    def dialer(self) -> Endpoint | None: ...
-    @property
-    def listener(self) -> Endpoint | None: ...
-
-
-def fields(sock: Labelled, url: str | None, pipe: LoggedPipe | None = None,
+def fields(sock: SocketView, url: str | None, pipe: PipeView | None = None,
            remote: str | None = None, **more: Any) -> dict[str, Any]:
     """The ``extra=`` of a record: protocol, URL, pipe id and peer address (``None`` if n/a)."""
     if pipe is not None and remote is None:
@@ -71,7 +44,7 @@ def fields(sock: Labelled, url: str | None, pipe: LoggedPipe | None = None,
     return out
 
 
-def pipe_url(pipe: LoggedPipe) -> str | None:
+def pipe_url(pipe: PipeView) -> str | None:
     """The URL of the endpoint a pipe came from (its dialer's or listener's)."""
     ep = pipe.dialer or pipe.listener
     return None if ep is None else ep.url

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import random
 import weakref
@@ -15,18 +14,18 @@ from gevent.hub import Waiter
 
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
-from ..protocol.interface import LendingWait, overrides
+from ..handles import LendingWait
+from ..overrides import overrides
 from ..protocol.waiting import Signal
 from ..transport.interface import Connection
 from . import counters
 from .hot import Hot
-from .readers import WOULD_WAIT, Readers, WouldWait
+from .readers import WOULD_WAIT, Readers, ReadPipe, WouldWait
+from .views import EndpointView, SocketView
 
 if TYPE_CHECKING:
     from ..message import Message
     from .counters import Tally
-    from .endpoints import Dialer, Listener
-    from .socket import Socket
 
 _WRITE_BATCH = 1024  # messages coalesced into one write at most
 _READ_TURN = 32  # messages a reader delivers before letting other pipes' readers have a turn
@@ -69,12 +68,6 @@ def _pipe_error(exc: Exception, doing: str) -> Exception:
     return err
 
 
-class PipeEvent(enum.Enum):
-    ATTACHING = "attaching"  #: handshake done; a callback may reject by ``pipe.close()``
-    ATTACHED = "attached"  #: the protocol has the pipe; messages flow
-    DETACHED = "detached"  #: the pipe is gone; ``pipe.error`` says why
-
-
 class PipeHost:
     """What a socket gives each of its pipes, made once by the socket: its pipe readers, the
     protocol's delivery hooks as the socket found them, a spawn of its greenlets, its pipes (read
@@ -109,8 +102,8 @@ class Pipe:
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
                  "parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
 
-    def __init__(self, socket: "Socket", host: PipeHost, conn: Connection, send_buffer: int,
-                 dialer: "Dialer | None" = None, listener: "Listener | None" = None,
+    def __init__(self, socket: SocketView, host: PipeHost, conn: Connection, send_buffer: int,
+                 dialer: EndpointView | None = None, listener: EndpointView | None = None,
                  send_buffer_bytes: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
         self.id = _alloc_id()
         self._socket = socket
@@ -166,7 +159,7 @@ class Pipe:
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
-    def socket(self) -> "Socket":
+    def socket(self) -> SocketView:
         return self._socket
 
     @property
@@ -248,7 +241,7 @@ class Pipe:
         if self._writer is None and not self.closed and not self._host.hot.closed:
             self._writer = self._host.spawn(self._write_loop)
 
-    def read_loop(self, idle: Waiter) -> "Pipe | None":
+    def read_loop(self, idle: Waiter) -> "ReadPipe | None":
         """For a reader greenlet (see :class:`~gsp._core.readers.Readers`): read and deliver
         (first what :attr:`held`) until the pipe ends or its connection parks (nothing to read
         now); then wait with ``idle`` among the socket's idle readers and return the next pipe to

@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable
+from typing import Protocol as _Typing
 
 import gevent
 from gevent.hub import Waiter, get_hub
 
 if TYPE_CHECKING:
-    from .pipe import Pipe
+    from ..handles import LendingWait
 
 #: Give the CPU to another runnable process, if any (not every platform has sched_yield).
 _yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
@@ -59,6 +60,24 @@ class WouldWait(BaseException):
 
 
 WOULD_WAIT = WouldWait()
+
+
+class ReadPipe(_Typing):
+    """What the readers need of a pipe (:class:`gsp._core.pipe.Pipe` is one)."""
+
+    #: The greenlet reading the pipe now (:data:`LENT` during a lent read), or None: the readers
+    #: set it as they hand the pipe on.
+    reader: "gevent.Greenlet | None"
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def parks(self) -> bool: ...
+    @property
+    def held(self) -> list[bytes] | None: ...
+    def read_loop(self, idle: Waiter) -> "ReadPipe | None": ...
+    def read_lent(self, wait: "LendingWait") -> None: ...
+    def end_read(self) -> None: ...
 
 
 class Readers:
@@ -96,11 +115,11 @@ class Readers:
         """Reader greenlets waiting for a pipe now."""
         return len(self._idle)
 
-    def start(self, pipe: "Pipe") -> None:
+    def start(self, pipe: "ReadPipe") -> None:
         """Give ``pipe`` a reader soon (from any greenlet): in the next turn of the loop."""
         self._hub.loop.run_callback(self.wake, pipe)
 
-    def wake(self, pipe: "Pipe") -> None:
+    def wake(self, pipe: "ReadPipe") -> None:
         """Give ``pipe`` a reader now; called in the event loop (a watcher or callback)."""
         if pipe.closed or pipe.reader is not None:
             return
@@ -175,13 +194,13 @@ class Readers:
                 turn.close()
         return lend_spinning
 
-    def carry(self, pipe: "Pipe") -> None:
+    def carry(self, pipe: "ReadPipe") -> None:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``
         to a reader greenlet in the next loop turn, to deliver ``pipe.held`` (read already)
         first."""
         self._hub.loop.run_callback(self._carried, pipe)
 
-    def _carried(self, pipe: "Pipe") -> None:
+    def _carried(self, pipe: "ReadPipe") -> None:
         # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
         # still marked LENT, so that nothing else hands it out meanwhile.
         if pipe.closed:
@@ -189,7 +208,7 @@ class Readers:
         else:
             self._give(pipe)
 
-    def _give(self, pipe: "Pipe") -> None:
+    def _give(self, pipe: "ReadPipe") -> None:
         """To an idle reader greenlet, or a new one (in the event loop)."""
         if self._idle:
             waiter = self._idle.pop()
@@ -198,17 +217,17 @@ class Readers:
         else:
             pipe.reader = self._spawn(self._run, pipe)
 
-    def wait(self, waiter: Waiter) -> "Pipe | None":
+    def wait(self, waiter: Waiter) -> "ReadPipe | None":
         """For a reader whose pipe just parked: wait idle on ``waiter`` (the reader's own) and
         return the next pipe woken, or None at once when enough readers wait already."""
         idle = self._idle
         if len(idle) >= IDLE_READERS:
             return None
         idle.append(waiter)
-        pipe: Pipe = waiter.get()
+        pipe: ReadPipe = waiter.get()
         return pipe
 
-    def _run(self, pipe: "Pipe | None") -> None:
+    def _run(self, pipe: "ReadPipe | None") -> None:
         waiter = Waiter(self._hub)  # this reader's, for every wait (one at a time)
         while pipe is not None:
             pipe = pipe.read_loop(waiter)  # the next pipe, or None once this reader should end

@@ -15,6 +15,7 @@ from gevent.pool import Group
 
 from ..chan import thread_ident
 from ..errors import BadOption, Closed, InheritedListener, NotSupported, Timeout, WrongThread
+from ..handles import check_op
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
 from ..options import (
@@ -25,21 +26,24 @@ from ..options import (
     call_timeout,
     duration,
 )
-from ..protocol.interface import Protocol, RejectPipe, check_op, overrides
+from ..overrides import overrides
+from ..protocol.interface import Protocol, RejectPipe
 from ..transport.limits import RecvLimits
 from . import attrs, counters, fork, log
 from .endpoints import AcceptGate, Dialer, EndpointHost, Listener, PipeSlots, endpoint_options
+from .events import PipeEvent
 from .handle import CoreSocketHandle
 from .hot import Hot, hot_field, recv_many
-from .pipe import Pipe, PipeEvent, PipeHost
+from .pipe import Pipe, PipeHost
 from .readers import Readers
 from .registry import registry
 
 if TYPE_CHECKING:
     from ..chan import Recv
     from ..context import Context
+    from ..handles import Op
     from ..options import Option
-    from ..protocol.interface import Op, ProtocolSpec
+    from ..protocol.interface import ProtocolSpec
     from ..transport.interface import Connection
 
 PipeCallback = Callable[[PipeEvent, Pipe], None]

@@ -17,7 +17,7 @@ from ..chan import Chan, Recv, thread_ident
 from ..errors import Timeout, WouldBlock, WrongThread
 
 if TYPE_CHECKING:
-    from .interface import SocketHandle
+    from ..handles import SocketHandle
 
 __all__ = ["Signal", "Deadline", "call_later", "Alarm", "Wakeup"]
 

@@ -22,8 +22,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..hookspecs import hookimpl, overrides
+    from ..hookspecs import hookimpl
     from ..options import Option
+    from ..overrides import overrides
     from . import wire
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
@@ -68,7 +69,8 @@ __all__ = [
 #: name -> the module it comes from, loaded on first use (PEP 562), so that importing one
 #: module of the package (the sans-IO codec, an interface) loads no more than it needs.
 _FROM = {
-    "..hookspecs": ("hookimpl", "overrides"),
+    "..hookspecs": ("hookimpl",),
+    "..overrides": ("overrides",),
     "..options": ("Option",),
     ".fds": ("LISTEN_FD", "adopt_connected_socket", "adopt_listening_socket", "family_name",),
     ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),

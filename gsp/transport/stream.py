@@ -34,8 +34,8 @@ from ..errors import (
     NotSupported,
     Timeout,
 )
-from ..hookspecs import overrides
 from ..message import message_bytes
+from ..overrides import overrides
 from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener

@@ -15,7 +15,7 @@ when ``gsp.prefork`` returned (exit 0), or ``failed INDEX EXITCODE`` when it rai
 * ``stuck`` ``rep``, but worker 0 first blocks its process for 3 s (its hub runs nothing)
 
 ``--kernel`` serves with ``balance="kernel"`` (the default is ``"pipes"``); ``--stall`` sets
-``gsp.serving.ACCEPT_STALL`` (how long a connection waits for a less busy worker); ``--tls``
+``gsp._core.prefork.ACCEPT_STALL`` (how long a connection waits for a less busy worker); ``--tls``
 serves ``tls+tcp://`` with that certificate and key.
 """
 
@@ -35,12 +35,13 @@ from typing import Any
 import gevent
 
 import gsp
+import gsp._core.prefork
 
 MODE, PROCS = sys.argv[1], int(sys.argv[2])
 DIR = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else ""
 BALANCE = "kernel" if "--kernel" in sys.argv else "pipes"
 if "--stall" in sys.argv:
-    gsp.serving.ACCEPT_STALL = float(sys.argv[sys.argv.index("--stall") + 1])
+    gsp._core.prefork.ACCEPT_STALL = float(sys.argv[sys.argv.index("--stall") + 1])
 TLS: dict[str, str] = {}
 if "--tls" in sys.argv:
     at = sys.argv.index("--tls")

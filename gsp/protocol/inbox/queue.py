@@ -18,7 +18,7 @@ from ..waiting import Deadline, Signal
 from .backlog import FairFifo
 
 if TYPE_CHECKING:
-    from ..interface import SocketHandle
+    from ...handles import SocketHandle
 
 __all__ = ["Inbox", "Policy"]
 

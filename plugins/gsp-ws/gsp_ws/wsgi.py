@@ -47,7 +47,8 @@ import logging
 import os
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
+from typing import Protocol as _Typing
 
 from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
@@ -55,13 +56,21 @@ from wsproto.utilities import generate_accept_token
 import gsp
 from gsp.transport import tls_properties
 
-from ._conn import WSGIConnection
+from ._conn import WSConnection, WSGIConnection
 from ._http import check_upgrade, status_line, subprotocol
-from .auth import UpgradeRequest
+from .auth import Authorize, UpgradeRequest
 from .js import serve_client
 
-if TYPE_CHECKING:
-    from .transport import WSGIRouteListener
+
+class WSGIRouteListener(_Typing):
+    """A mounted path's listener, as the app sees it (``gsp_ws.transport.WSGIRouteListener``):
+    the subprotocol it answers to, its options, and where an upgraded connection goes."""
+
+    protocol: str | None
+    options: Mapping[str, Any]
+    authorize: Authorize
+
+    def deliver(self, conn: WSConnection) -> None: ...
 
 __all__ = ["SPWebSocketApp", "mount"]
 

@@ -31,7 +31,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import (
+from ..errors import (
     AddressInUse,
     BadOption,
     Closed,
@@ -40,14 +40,14 @@ from .errors import (
     Timeout,
     WorkerFailed,
 )
-from .transport.urls import parse_host_port, split_url
+from ..transport.urls import parse_host_port, split_url
 
 if TYPE_CHECKING:
-    from ._core.socket import Socket
+    from .socket import Socket
 
 __all__ = ["Prefork", "PreforkWorker", "prefork"]
 
-log = logging.getLogger("gsp.serving")
+log = logging.getLogger("gsp.prefork")
 
 #: URL schemes a worker can share: those whose listeners take ``tcp_reuseport``.
 SCHEMES = ("tcp", "tls+tcp")
@@ -185,8 +185,8 @@ class Prefork:
 
     def _check_protocol(self) -> None:
         """An unknown protocol or a bad option fails here, in the caller, not in each worker."""
-        import gsp  # (a socket that never listens: no hub runs, nothing to fork)
-        gsp.socket(self.protocol, **self.options).close()
+        from .socket import socket  # (a socket that never listens: no hub runs, nothing to fork)
+        socket(self.protocol, **self.options).close()
 
     # -- the caller's side ---------------------------------------------------------------------
 
@@ -443,14 +443,14 @@ class Prefork:
     def _work(self, worker: PreforkWorker, ready_fd: int) -> int:
         import gevent
 
-        import gsp
+        from .socket import socket
         gevent.reinit()  # this process's own poller (gsp's fork hook does it only with sockets)
         turns: _Turns | None = None
         if self._loads is None:
-            sock = gsp.socket(self.protocol, listen=self.url, **self.options)
+            sock = socket(self.protocol, listen=self.url, **self.options)
         else:
             assert self._hold is not None
-            sock = gsp.socket(self.protocol, **self.options)
+            sock = socket(self.protocol, **self.options)
             try:
                 turns = _Turns(self._loads, worker.index, self._hold.fileno(), sock)
                 sock.listen(self.url, listen_fd=self._hold.fileno(), accept_gate=turns)
@@ -556,14 +556,14 @@ class _Turns:
     """
 
     def __init__(self, loads: memoryview, index: int, fd: int, sock: "Socket") -> None:
-        import gsp
+        from .events import PipeEvent
         self.loads = loads
         self.index = index
         self.fd = fd  # the shared listening socket (this worker's listener accepts on a dup)
         self.sock = sock
         self._select = _original("select", "select")
         loads[index] = 0
-        detached = gsp.PipeEvent.DETACHED
+        detached = PipeEvent.DETACHED
 
         def on_event(event: Any, pipe: Any) -> None:
             if event is detached:  # a count that goes down (one that goes up: at the gate)
