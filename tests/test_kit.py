@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -347,3 +348,83 @@ def test_gsp_runs_every_check_on_its_transports_but_those_declared_not_applicabl
     for suite in suites:  # the rest provide raw_connect
         if suite.scheme in ("tcp", "ipc", "tls+tcp"):
             assert suite.raw_connect is not gsp.testing.TransportSuite.raw_connect, suite
+
+
+BLOCKING = textwrap.dedent("""
+    import socket
+
+    import gsp
+    from gsp.testing import TransportSuite
+    from gsp.transport import (SocketDialer, SocketListener, Transport, bind_stream_socket,
+                               parse_host_port, resolve)
+
+
+    class Listener(SocketListener):
+        def bind_socket(self):
+            host, port = parse_host_port(self.url, listening=True)
+            family, addr = resolve(host, port, True)
+            sock = bind_stream_socket(family, addr, f"listen {self.url}")
+            self.url = f"tcpblock://127.0.0.1:{sock.getsockname()[1]}"
+            return sock
+
+
+    class Dialer(SocketDialer):
+        def connect(self):  # a new user's mistake: the stdlib's blocking socket
+            host, port = parse_host_port(self.url, listening=False)
+            return socket.create_connection((host, port), timeout=None)
+
+
+    class BlockingTransport(Transport):
+        schemes = ("tcpblock",)
+        listener_class = Listener
+        dialer_class = Dialer
+
+
+    class Plugin:
+        @gsp.hookimpl
+        def gsp_transports(self):
+            return [BlockingTransport()]
+
+
+    gsp.register_plugin(Plugin())
+
+
+    class TestRawConnectBlocks(TransportSuite):
+        scheme = "tcp"
+
+        def raw_connect(self, url):  # a blocking stdlib socket
+            host, port = url[len("tcp://"):].rsplit(":", 1)
+            return socket.create_connection((host, int(port)))
+
+
+    class TestDialerBlocks(TransportSuite):
+        scheme = "tcpblock"
+
+        def listen_url(self):
+            return "tcpblock://127.0.0.1:0"
+""")
+
+
+def test_a_kit_run_against_blocking_sockets_fails_within_30_s_naming_them(
+        pytester: pytest.Pytester) -> None:
+    # Issue 41: a transport whose raw_connect returns a blocking stdlib socket made the kit hang
+    # for 15 minutes. The kit checks what the hooks return (raw_connect; the dialer's dial),
+    # and a check whose blocking call stalls the hub is interrupted by the kit's watchdog
+    # (kit_stall_limit, 10 s) with the same cause and where it blocked.
+    pytester.makepyfile(test_blocking=BLOCKING)
+    result = _pytest(pytester, "-q", "test_blocking.py::TestRawConnectBlocks::"
+                     "test_garbage_headers_refused", "test_blocking.py::TestDialerBlocks::"
+                     "test_handshake_timeout", "test_blocking.py::TestDialerBlocks::test_send_recv")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=3, errors=1)
+    # The session's own time, as pytest reports it (the interpreter's start and the collection
+    # come before; they take seconds on a busy machine).
+    took = float(re.findall(r" in ([0-9.]+)s", out)[-1])
+    assert took < 30, f"the kit took {took:.1f} s to fail\n{out}"
+    assert "TestRawConnectBlocks.raw_connect('tcp://127.0.0.1:" in out
+    assert "returned a socket.socket: not a gevent socket: blocking calls stall the hub" in out
+    assert "the tcpblock transport's dialer's dial() (its .sock) returned a socket.socket" in out
+    # The check that only dials and sends: the hub stalled in the dialer's handshake.
+    assert "TestDialerBlocks.test_send_recv: the event loop (gevent's hub) did not run" in out
+    assert "not a gevent socket: blocking calls stall the hub" in out.split(
+        "TestDialerBlocks.test_send_recv: the event loop")[1]

@@ -24,12 +24,12 @@ from ..transport import (
     StreamConnection,
     TLSContextSource,
     Transport,
+    bytes_received,
     tls_handshake,
     tls_refusal,
     tls_wrap,
     wire,
 )
-from ..transport.admission import bytes_received
 from .tcp import TCP_OPTIONS, TCPDialer, TCPListener
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ small helpers for checks that run greenlets."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Iterator
 
 import gevent
 import pytest
@@ -12,6 +12,7 @@ import pytest
 import gsp
 
 from ._helpers import WAIT
+from ._watchdog import Watchdog
 
 __all__ = ["read_to_eof"]
 
@@ -67,14 +68,27 @@ class _Kit:
     _free_url: Callable[[str], str]
     _spawn: Callable[..., gevent.Greenlet]
 
+    #: Seconds a check may take in all; beyond it, it fails with :class:`KitTimeout` (raised
+    #: where it waits) saying so.
+    kit_time_limit: ClassVar[float] = 60.0
+    #: Seconds the event loop may go without a turn; beyond it, the blocked call is interrupted
+    #: with :class:`KitStall`, naming the likely cause (a socket that is not gevent's) and where
+    #: it blocked; if it does not end, the process ends (status 3) rather than hang the run.
+    kit_stall_limit: ClassVar[float] = 10.0
+
     @pytest.fixture(autouse=True)
-    def _gsp_kit(self, gsp_leak_check: None, gsp_socket: Callable[..., gsp.Socket],
-                 gsp_free_url: Callable[[str], str],
-                 gsp_spawn: Callable[..., gevent.Greenlet]) -> None:
+    def _gsp_kit(self, request: pytest.FixtureRequest, gsp_leak_check: None,
+                 gsp_socket: Callable[..., gsp.Socket], gsp_free_url: Callable[[str], str],
+                 gsp_spawn: Callable[..., gevent.Greenlet]) -> Iterator[None]:
         self._make = gsp_socket
         self._free_url = gsp_free_url
         self._spawn = gsp_spawn
         self._check_description()
+        what = f"{type(self).__name__}.{request.node.name}"
+        with Watchdog(what, self.kit_time_limit, self.kit_stall_limit) as dog:
+            yield
+        if dog.stalled is not None:  # (raised in a greenlet other than the check's, maybe)
+            pytest.fail(dog.stalled, pytrace=False)
 
     def _check_description(self) -> None:
         """Fail early, and clearly, on a subclass that leaves out what the suite needs."""

@@ -13,6 +13,7 @@ import gsp
 from ._helpers import WAIT, ping_pong, registry, wait_for
 from ._kit import BIG, SIZES, MiB, _caught, _detached, _outcome, read_to_eof
 from ._transport_base import TransportSuiteBase
+from ._watchdog import check_connection, check_socket
 
 __all__ = ["TransportSuite"]
 
@@ -135,7 +136,13 @@ class TransportSuite(TransportSuiteBase):
         td = transport.dialer(url, self.transport_options("push", self.dial_options()))
         try:
             with gevent.Timeout(WAIT, AssertionError(f"the transport's dial of {url} hung")):
-                return td.dial()
+                conn = td.dial()
+            try:
+                check_connection(conn, f"the {self.scheme} transport's dialer's dial()")
+            except AssertionError:
+                getattr(conn, "close", lambda: None)()
+                raise
+            return conn
         finally:
             td.close()
 
@@ -211,6 +218,7 @@ class TransportSuite(TransportSuiteBase):
                 return
             try:
                 self._check_applies("test_garbage_headers_refused")
+                check_socket(raw, f"{type(self).__name__}.raw_connect({lst.url!r})")
                 raw.sendall(data)
                 got = read_to_eof(raw)
             finally:

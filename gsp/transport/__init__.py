@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..options import Option
     from ..overrides import overrides
     from . import wire
+    from .admission import SHED_REASONS, HandshakeRoom, bytes_received, source_of
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
@@ -62,6 +63,8 @@ __all__ = [
     "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
     "tls_properties",
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
+    # admission: shedding connections in their handshake
+    "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",
     # options and registration
     "Option", "hookimpl", "overrides",
 ]
@@ -72,6 +75,7 @@ _FROM = {
     "..hookspecs": ("hookimpl",),
     "..overrides": ("overrides",),
     "..options": ("Option",),
+    ".admission": ("HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",),
     ".fds": ("LISTEN_FD", "adopt_connected_socket", "adopt_listening_socket", "family_name",),
     ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
     ".limits": ("Holding", "RecvLimits",),

@@ -23,22 +23,24 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
+    HandshakeRoom,
     SocketDialer,
     TLSContextSource,
     Transport,
     TransportDialer,
     TransportListener,
     bind_stream_socket,
+    bytes_received,
     connect_socket,
     forget_socket,
     hostport,
     parse_host_port,
     resolve,
+    source_of,
     split_url,
     tls_handshake,
     tls_wrap,
 )
-from gsp.transport.admission import HandshakeRoom, bytes_received, source_of
 
 from ._conn import RequestHead, WSClientConnection, WSConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error
