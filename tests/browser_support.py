@@ -62,9 +62,10 @@ class Browser:
 
         pw = sync_playwright().start()
         try:
-            # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+            # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start;
+            # --disable-dev-shm-usage: a container's small /dev/shm must not crash its pages.
             return pw, pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                          args=["--no-sandbox"])
+                                          args=["--no-sandbox", "--disable-dev-shm-usage"])
         except BaseException:
             pw.stop()
             raise
