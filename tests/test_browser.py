@@ -629,3 +629,28 @@ def test_the_declarations_match_the_module(page: Page) -> None:
 
 def page_url_ws(page: Page) -> str:
     return str(page.run("return location.href;")).replace("http://", "ws://") + "sp"
+
+
+def test_send_waits_for_room_and_times_out_when_the_peer_stops_reading(
+        page: Page, server: PageServer, mounted: Callable[..., gsp.Socket]) -> None:
+    """A PULL that does not read: once the browser holds sendBufferMax unsent bytes, a page's
+    send waits for room and, after sendTimeout, fails with Timeout saying why; nothing sent
+    before is lost (the PULL then reads every message in order)."""
+    pull = mounted("pull", "/sink")
+    got = page.run("""
+        const push = gsp.socket("push", {sendTimeout: 1, sendBufferMax: 1 << 16});
+        await push.dial(arg);
+        const body = new Uint8Array(1 << 16);
+        let sent = 0, error = null;
+        while (sent < 2000) {
+            new DataView(body.buffer).setUint32(0, sent);
+            try { await push.send(body); sent++; } catch (e) { error = `${e.name}: ${e.message}`; break; }
+        }
+        window.push = push;
+        return {sent, error};
+    """, server.ws("/sink"))
+    assert got["error"] is not None and got["error"].startswith("Timeout: push send timed out"), got
+    assert "send buffers are full" in got["error"]
+    bodies = [pull.recv(timeout=10) for _ in range(got["sent"])]
+    assert [int.from_bytes(b[:4], "big") for b in bodies] == list(range(got["sent"]))
+    page.run("window.push.close();")
