@@ -2,7 +2,7 @@
 
 A :class:`Chan` carries Python objects between greenlets. ``Chan(0)`` is unbuffered: a send
 completes only when a receiver takes the item (a rendezvous). ``Chan(n)`` buffers up to ``n``
-items. :func:`select` waits on any mix of receive and send cases and completes exactly one.
+items. :func:`select_channels` waits on any mix of receive and send cases and completes exactly one.
 
 Every blocking operation follows the gevent pattern: a fast path that touches no hub, otherwise a
 :class:`gevent.hub.Waiter` plus an optional timeout, with the cleanup in ``finally`` — so an external
@@ -18,7 +18,7 @@ Semantics:
 * ``timeout`` is in seconds (int, float or :class:`datetime.timedelta`); ``None`` waits forever;
   ``timeout`` elapsed raises :class:`gsp.Timeout`; ``0`` and the ``*_nowait`` forms raise
   :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
-* ``select`` picks uniformly at random among the cases ready at the same moment (no case starves);
+* ``select_channels`` picks uniformly at random among the cases ready at the same moment (no case starves);
   a :class:`Recv` case on a closed, drained channel is ready and yields :data:`CLOSED`.
 * A channel belongs to the OS thread that made it (its gevent hub): waiting on it, waking a
   greenlet parked on it, or closing it from another thread raises :class:`gsp.WrongThread` at
@@ -38,7 +38,7 @@ from gevent.monkey import get_original
 
 from .errors import Closed, Timeout, WouldBlock, WrongThread
 
-__all__ = ["Chan", "Outbox", "Recv", "Send", "select", "CLOSED", "FLUSH", "thread_ident"]
+__all__ = ["Chan", "Outbox", "Recv", "Send", "select_channels", "CLOSED", "FLUSH", "thread_ident"]
 
 #: The OS thread's id, even in a monkey-patched program (where ``threading.get_ident`` is the
 #: greenlet's: greenlets of one thread share its hub, so they may share its channels and
@@ -464,7 +464,7 @@ class Outbox(Chan[T]):
 
 
 class Recv:
-    """A :func:`select` case that receives from ``chan``: a :class:`Chan`, or for
+    """A :func:`select_channels` case that receives from ``chan``: a :class:`Chan`, or for
     :func:`gsp.select` a socket or context too (a :class:`gsp.poller.Selectable`, which this
     module cannot name: it sits below it; hence ``Any``, which also keeps a mypyc build of
     this module from refusing those)."""
@@ -476,7 +476,7 @@ class Recv:
 
 
 class Send:
-    """A :func:`select` case that sends ``item`` on ``chan`` (a :class:`Chan`, or a socket or
+    """A :func:`select_channels` case that sends ``item`` on ``chan`` (a :class:`Chan`, or a socket or
     context for :func:`gsp.select`, as :class:`Recv`)."""
 
     __slots__ = ("chan", "item")
@@ -486,7 +486,7 @@ class Send:
         self.item = item
 
 
-def select(cases: Sequence[Recv | Send],
+def select_channels(cases: Sequence[Recv | Send],
            timeout: float | timedelta | None = None) -> tuple[int, Any]:
     """Complete exactly one of ``cases`` and return ``(index, value)``.
 

@@ -4,13 +4,13 @@
 ``gsp.select([gsp.Recv(sock_a), gsp.Recv(chan), gsp.Send(sock_b, data)], timeout=1)`` completes
 exactly one case and returns ``(index, value)``: the received body for a socket or context, the
 item for a channel (:data:`gsp.chan.CLOSED` once it is closed and drained), ``None`` for a send.
-With channels only it is :func:`gsp.chan.select` itself.
+With channels only it is :func:`gsp.chan.select_channels` itself.
 
 How it waits, with no polling loop and no helper greenlet: every socket and context answers two
 questions (see :meth:`gsp.protocol.Protocol.poll` and ``wake_cases``): *would this operation
 complete now?* and *what wakes me when that may change?* ``select`` tries the ready cases in a
 random order (so none starves) with ``block=False``; if none completes it waits, in one
-:func:`gsp.chan.select`, on the channel cases themselves and on the sockets' wake-up cases, then
+:func:`gsp.chan.select_channels`, on the channel cases themselves and on the sockets' wake-up cases, then
 looks again. An error of the operation it tries (:class:`gsp.Closed` for a closed socket, a
 protocol's state error) propagates; ``timeout`` passing raises :class:`gsp.Timeout`
 (:class:`gsp.WouldBlock` for 0).
@@ -24,8 +24,7 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from gevent.event import Event
 
-from .chan import Chan, Recv, Send
-from .chan import select as select_channels
+from .chan import Chan, Recv, Send, select_channels
 from .errors import Timeout, WouldBlock
 from .handles import Op
 from .options import seconds

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsp
-from gsp.chan import CLOSED, Chan, Recv, Send, select
+from gsp.chan import CLOSED, Chan, Recv, Send, select_channels
 from gsp.testing import wait_for
 from tests.chan_support import Spawn, assert_clean, waiters
 
@@ -332,7 +332,7 @@ def test_nowait_operations_match_a_deque_model(cap: int, ops: list[tuple[str, An
             else:
                 expect = gsp.WouldBlock
             try:
-                got: Any = ch.send_nowait(arg) if op == "send" else select([Send(ch, arg)], 0)[1]
+                got: Any = ch.send_nowait(arg) if op == "send" else select_channels([Send(ch, arg)], 0)[1]
             except (gsp.Closed, gsp.WouldBlock) as exc:
                 got = type(exc)
             assert got is expect
@@ -344,7 +344,7 @@ def test_nowait_operations_match_a_deque_model(cap: int, ops: list[tuple[str, An
             else:
                 expect = gsp.WouldBlock
             try:
-                got = ch.recv_nowait() if op == "recv" else select([Recv(ch)], 0)[1]
+                got = ch.recv_nowait() if op == "recv" else select_channels([Recv(ch)], 0)[1]
             except (gsp.Closed, gsp.WouldBlock) as exc:
                 got = type(exc)
             assert got == expect

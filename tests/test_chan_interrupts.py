@@ -15,7 +15,7 @@ import pytest
 from gevent import Greenlet
 
 import gsp
-from gsp.chan import Chan, Recv, Send, select
+from gsp.chan import Chan, Recv, Send, select_channels
 from gsp.testing import wait_for
 from tests.chan_support import Spawn, assert_clean, waiters
 
@@ -81,7 +81,7 @@ def test_external_timeout_interrupts_select() -> None:
     a, b = Chan(), Chan()
     with pytest.raises(gevent.Timeout):
         with gevent.Timeout(0.05):
-            select([Recv(a), Send(b, 1)])
+            select_channels([Recv(a), Send(b, 1)])
     assert_clean(a, b)
     with pytest.raises(gsp.WouldBlock):
         b.recv_nowait()
@@ -101,7 +101,7 @@ def test_kill_interrupts_blocked_operation(spawn: Spawn, op: str) -> None:
     fn: Callable[[], Any] = {
         "recv": a.recv,
         "send": lambda: a.send("x"),
-        "select": lambda: select([Recv(a), Send(b, "x")]),
+        "select": lambda: select_channels([Recv(a), Send(b, "x")]),
     }[op]
     g = spawn(fn)
     wait_for(lambda: sum(waiters(a)) == 1)
@@ -168,7 +168,7 @@ def test_item_of_killed_receiver_goes_to_the_next_waiting_receiver(spawn: Spawn)
 
 def test_item_of_killed_select_goes_back_to_its_channel(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
-    sel = spawn(select, [Recv(a), Recv(b)])
+    sel = spawn(select_channels, [Recv(a), Recv(b)])
     wait_for(lambda: waiters(b) == (1, 0))
     sel.kill(Boom, block=False)
     b.send("item")

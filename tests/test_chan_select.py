@@ -14,7 +14,7 @@ import gevent
 import pytest
 
 import gsp
-from gsp.chan import CLOSED, Chan, Recv, Send, select
+from gsp.chan import CLOSED, Chan, Recv, Send, select_channels
 from gsp.testing import wait_for
 from tests.chan_support import Spawn, assert_clean, waiters
 
@@ -25,27 +25,27 @@ pytestmark = pytest.mark.core
 
 def test_select_needs_a_case() -> None:
     with pytest.raises(ValueError):
-        select([])
+        select_channels([])
 
 
 def test_select_ready_cases_without_blocking() -> None:
     a, b = Chan(1), Chan(1)
     a.send("a")
-    assert select([Recv(b), Recv(a)], timeout=0) == (1, "a")
-    assert select([Recv(a), Send(b, "b")], timeout=0) == (1, None)
+    assert select_channels([Recv(b), Recv(a)], timeout=0) == (1, "a")
+    assert select_channels([Recv(a), Send(b, "b")], timeout=0) == (1, None)
     assert b.recv_nowait() == "b"
     with pytest.raises(gsp.WouldBlock):
-        select([Recv(a), Recv(b)], timeout=0)
+        select_channels([Recv(a), Recv(b)], timeout=0)
     b.send(1)
     with pytest.raises(gsp.WouldBlock):
-        select([Send(b, 2)], timeout=0)
+        select_channels([Send(b, 2)], timeout=0)
     assert_clean(a, b)
 
 
 def test_select_blocks_until_a_recv_case_is_ready(spawn: Spawn) -> None:
     a, b, c = Chan(), Chan(4), Chan(1)
     c.send("full")
-    sel = spawn(select, [Recv(a), Recv(b), Send(c, "never")])
+    sel = spawn(select_channels, [Recv(a), Recv(b), Send(c, "never")])
     wait_for(lambda: waiters(a) == (1, 0))
     assert waiters(b) == (1, 0) and waiters(c) == (0, 1)
     b.send("hello")
@@ -59,7 +59,7 @@ def test_select_blocks_until_a_recv_case_is_ready(spawn: Spawn) -> None:
 
 def test_select_blocks_until_a_send_case_is_ready(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
-    sel = spawn(select, [Recv(a), Send(b, "out")])
+    sel = spawn(select_channels, [Recv(a), Send(b, "out")])
     wait_for(lambda: waiters(b) == (0, 1))
     assert b.recv(timeout=1) == "out"
     assert sel.get(timeout=1) == (1, None)
@@ -70,7 +70,7 @@ def test_select_blocks_until_a_send_case_is_ready(spawn: Spawn) -> None:
 
 def test_select_same_channel_twice(spawn: Spawn) -> None:
     a = Chan()
-    sel = spawn(select, [Recv(a), Recv(a)])
+    sel = spawn(select_channels, [Recv(a), Recv(a)])
     wait_for(lambda: waiters(a) == (2, 0))
     a.send(7)
     idx, val = sel.get(timeout=1)
@@ -84,22 +84,22 @@ def test_select_timeout() -> None:
     a, b = Chan(), Chan()
     t0 = time.monotonic()
     with pytest.raises(gsp.Timeout) as ei:
-        select([Recv(a), Send(b, 1)], timeout=0.05)
+        select_channels([Recv(a), Send(b, 1)], timeout=0.05)
     assert not isinstance(ei.value, gsp.WouldBlock)
     assert 0.04 <= time.monotonic() - t0 < 1.0
     assert_clean(a, b)
     with pytest.raises(gsp.Timeout):
-        select([Recv(a)], timeout=-1)
+        select_channels([Recv(a)], timeout=-1)
 
 
 def test_select_timeout_zero_polls() -> None:
     a = Chan(1)
     t0 = time.monotonic()
     with pytest.raises(gsp.WouldBlock):
-        select([Recv(a)], timeout=0)
+        select_channels([Recv(a)], timeout=0)
     assert time.monotonic() - t0 < 0.5
     a.send(1)
-    assert select([Recv(a)], timeout=0) == (0, 1)
+    assert select_channels([Recv(a)], timeout=0) == (0, 1)
     assert_clean(a)
 
 
@@ -107,15 +107,15 @@ def test_select_closed_recv_case_yields_closed() -> None:
     a, b = Chan(2), Chan()
     a.send("last")
     a.close()
-    assert select([Recv(b), Recv(a)]) == (1, "last")  # buffered items first
-    assert select([Recv(b), Recv(a)]) == (1, CLOSED)
-    assert select([Recv(a)], timeout=0) == (0, CLOSED)
+    assert select_channels([Recv(b), Recv(a)]) == (1, "last")  # buffered items first
+    assert select_channels([Recv(b), Recv(a)]) == (1, CLOSED)
+    assert select_channels([Recv(a)], timeout=0) == (0, CLOSED)
     assert_clean(a, b)
 
 
 def test_close_wakes_blocked_select_with_closed(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
-    sel = spawn(select, [Recv(a), Recv(b)])
+    sel = spawn(select_channels, [Recv(a), Recv(b)])
     wait_for(lambda: waiters(b) == (1, 0))
     b.close()
     assert sel.get(timeout=1) == (1, CLOSED)
@@ -126,9 +126,9 @@ def test_select_send_case_on_closed_channel_raises(spawn: Spawn) -> None:
     a, b = Chan(), Chan()
     b.close()
     with pytest.raises(gsp.Closed):
-        select([Recv(a), Send(b, 1)])
+        select_channels([Recv(a), Send(b, 1)])
     c = Chan()
-    sel = spawn(select, [Recv(a), Send(c, 1)])
+    sel = spawn(select_channels, [Recv(a), Send(c, 1)])
     wait_for(lambda: waiters(c) == (0, 1))
     c.close()
     sel.join(timeout=1)
@@ -139,7 +139,7 @@ def test_select_send_case_on_closed_channel_raises(spawn: Spawn) -> None:
 def _shares(cases: list[Recv | Send], refill: Callable[[int], None], rounds: int) -> Counter[int]:
     counts: Counter[int] = Counter()
     for _ in range(rounds):
-        idx, _val = select(cases, timeout=0)
+        idx, _val = select_channels(cases, timeout=0)
         counts[idx] += 1
         refill(idx)
     return counts
@@ -230,7 +230,7 @@ def test_many_selects_over_many_channels_lose_and_duplicate_nothing(spawn: Spawn
             cases: list[Recv | Send] = [Recv(ins[k]) for k in sorted(open_)]
             if pending is not None:
                 cases.append(Send(out, pending))
-            idx, val = select(cases)
+            idx, val = select_channels(cases)
             if isinstance(cases[idx], Send):
                 pending = None
             elif val is CLOSED:

@@ -13,7 +13,7 @@ import gevent
 import pytest
 
 import gsp
-from gsp.chan import Chan, Recv, select
+from gsp.chan import Chan, Recv, select_channels
 from gsp.options import Option, boolean, seconds
 from gsp.protocol import Deadline
 from gsp.testing import WAIT, wait_for
@@ -192,7 +192,7 @@ def test_channels_take_timedelta_and_say_what_would_block() -> None:
         ch.send(1, timedelta(0))
     with pytest.raises(gsp.Timeout,
                        match=esc("select timed out: no case is ready (timeout -1 s)")):
-        select([Recv(ch)], -1)
+        select_channels([Recv(ch)], -1)
     with pytest.raises(gsp.Timeout, match=esc("timed out after 0.01 s")) as ei:
         ch.recv(timedelta(milliseconds=10))
     assert ei.value.timeout == 0.01

@@ -1,4 +1,4 @@
-"""gsp.protocol helpers that protocols (and third-party plugins) build on: Signal, Inbox, and the
+"""gsp.protocol helpers that protocols (and third-party plugins) build on: ChangeNotice, Inbox, and the
 backtrace's IdMap, split_backtrace and reply. (.ci/run runs this file against the wheel too,
 where the backtrace module is compiled.)"""
 
@@ -8,9 +8,9 @@ import gevent
 import pytest
 
 import gsp
-from gsp.chan import select
+from gsp.chan import select_channels
 from gsp.message import JOIN_MAX
-from gsp.protocol import HIGH_BIT, Alarm, IdMap, Inbox, Signal, reply, split_backtrace
+from gsp.protocol import HIGH_BIT, Alarm, ChangeNotice, IdMap, Inbox, reply, split_backtrace
 
 pytestmark = pytest.mark.core
 
@@ -63,11 +63,11 @@ def test_put_all_on_a_closed_inbox_raises_closed() -> None:
 
 
 def test_signal_wakes_every_waiter_once_per_fire() -> None:
-    sig = Signal()
+    sig = ChangeNotice()
     woken: list[int] = []
 
     def waiter(i: int) -> None:
-        select([sig.case()], 2)
+        select_channels([sig.case()], 2)
         woken.append(i)
 
     gs = [gevent.spawn(waiter, i) for i in range(3)]
@@ -76,18 +76,18 @@ def test_signal_wakes_every_waiter_once_per_fire() -> None:
     gevent.joinall(gs, timeout=2, raise_error=True)
     assert sorted(woken) == [0, 1, 2]
     with pytest.raises(gsp.Timeout):  # fired already: a new case waits for the next fire
-        select([sig.case()], 0.01)
+        select_channels([sig.case()], 0.01)
 
 
 def test_signal_fires_nobody_asked_about_cost_nothing_and_lose_nothing() -> None:
-    sig = Signal()
+    sig = ChangeNotice()
     sig.fire()  # no case handed out: nothing to wake
     sig.fire()
     case = sig.case()  # taken before the fire it waits for, not yet selected on
     sig.fire()
-    assert select([case], 0) == (0, gsp.chan.CLOSED)  # that fire is not lost
+    assert select_channels([case], 0) == (0, gsp.chan.CLOSED)  # that fire is not lost
     sig.close()
-    assert select([sig.case()], 0) == (0, gsp.chan.CLOSED)  # closed: ready for good
+    assert select_channels([sig.case()], 0) == (0, gsp.chan.CLOSED)  # closed: ready for good
 
 
 def test_idmap_ids_have_the_high_bit_and_are_not_reused_while_live() -> None:

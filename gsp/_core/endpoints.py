@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import gevent
 from gevent.event import Event
 
-from ..chan import select
+from ..chan import select_channels
 from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
-from ..protocol.waiting import Signal
+from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
 from . import counters, log
 from .log import dialer_log, listener_log
@@ -35,7 +35,7 @@ class PipeSlots:
     def __init__(self, pipes: "dict[int, Pipe]", options: Options) -> None:
         self._pipes = pipes  # the socket's live pipes (attaching, attached, closing)
         self._options = options  # the socket's
-        self._freed = Signal()
+        self._freed = ChangeNotice()
 
     def limit(self, listener: "Listener | None" = None) -> int:
         """The bound a new pipe meets: the socket's ``max_pipes``, or ``listener``'s own when
@@ -61,7 +61,7 @@ class PipeSlots:
     def wait(self) -> None:
         """Wait until the socket has room for a pipe (a dialer before it dials)."""
         while self.full():
-            select([self._freed.case()])
+            select_channels([self._freed.case()])
 
 
 def endpoint_options(socket_options: Options, transport: "Transport", options: dict[str, Any],

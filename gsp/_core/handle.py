@@ -9,8 +9,8 @@ import gevent
 from gevent.hub import Waiter
 
 if TYPE_CHECKING:
-    from .hot import Hot
     from .readers import Readers
+    from .sendrecv import SendRecvState
 
 
 class CoreSocketHandle:
@@ -20,7 +20,7 @@ class CoreSocketHandle:
     __slots__ = ("_protocol", "_raw", "_options", "_hot", "_pipes", "_listeners", "_dialers",
                  "_spawn", "_watch", "_direct", "lend_reads", "end_lend", "closed")
 
-    def __init__(self, protocol: str, raw: bool, hot: "Hot", readers: "Readers",
+    def __init__(self, protocol: str, raw: bool, hot: "SendRecvState", readers: "Readers",
                  options: Mapping[str, Any], pipes: Sized, listeners: Sized, dialers: Sized,
                  spawn: Callable[..., gevent.Greenlet],
                  watch: Callable[[str, Callable[[Any], None]], None]) -> None:

@@ -16,11 +16,11 @@ from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
 from ..handles import LendingWait
 from ..overrides import overrides
-from ..protocol.waiting import Signal
+from ..protocol.waiting import ChangeNotice
 from ..transport.interface import Connection
 from . import counters
-from .hot import Hot
 from .readers import WOULD_WAIT, Readers, ReadPipe, WouldWait
+from .sendrecv import SendRecvState
 from .views import EndpointView, SocketView
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class PipeHost:
 
     __slots__ = ("hot", "readers", "pipes", "spawn", "deliver_one", "deliver_all", "gone")
 
-    def __init__(self, hot: Hot, readers: Readers, pipes: "Mapping[int, Pipe]",
+    def __init__(self, hot: SendRecvState, readers: Readers, pipes: "Mapping[int, Pipe]",
                  spawn: Callable[..., gevent.Greenlet], deliver_one: Callable[[Any, bytes], None],
                  deliver_all: Callable[[Any, list[bytes]], None] | None,
                  gone: "Callable[[Pipe], None]") -> None:
@@ -152,7 +152,7 @@ class Pipe:
         self.reader: gevent.Greenlet | None = None
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
-        self._room: Signal | None = None  # made by room_case(); fired as the writer takes items
+        self._room: ChangeNotice | None = None  # made by room_case(); fired as the writer takes items
         #: Messages read and not delivered yet (by a lent read, or a reader between turns), for
         #: the next reader to deliver first.
         self.held: list[bytes] | None = None
@@ -193,7 +193,7 @@ class Pipe:
         """A select case ready once the writer took messages (room may have appeared) or the
         pipe closed."""
         if self._room is None:
-            self._room = Signal()
+            self._room = ChangeNotice()
             if self.closed:
                 self._room.close()
         return self._room.case()

@@ -33,10 +33,10 @@ from . import attrs, counters, fork, log
 from .endpoints import AcceptGate, Dialer, EndpointHost, Listener, PipeSlots, endpoint_options
 from .events import PipeEvent
 from .handle import CoreSocketHandle
-from .hot import Hot, hot_field, recv_many
 from .pipe import Pipe, PipeHost
 from .readers import Readers
 from .registry import registry
+from .sendrecv import SendRecvState, hot_field, recv_many
 
 if TYPE_CHECKING:
     from ..chan import Recv
@@ -98,7 +98,7 @@ class Socket(ObjectCalls):
         def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
-        self._hot = Hot()
+        self._hot = SendRecvState()
         self._hot.tid = thread_ident()  # its thread: see _check_thread
         spec = registry.protocol(protocol)
         self.spec = spec

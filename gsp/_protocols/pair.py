@@ -8,11 +8,12 @@ full and can be resized at any time.
 
 from __future__ import annotations
 
-from ..chan import Recv, Send, select
+from ..chan import Recv, Send, select_channels
 from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..protocol import (
+    ChangeNotice,
     Deadline,
     Inbox,
     Op,
@@ -20,7 +21,6 @@ from ..protocol import (
     Protocol,
     ProtocolSpec,
     RejectPipe,
-    Signal,
     SocketHandle,
     send_wake_cases,
 )
@@ -32,7 +32,7 @@ class Pair0(Protocol):
         self._pipe: PipeHandle | None = None
         self._recvq: Inbox[Message] = Inbox.for_option(handle, "block")  # blocks the reader
         self.recv_queue = self._recvq
-        self._changed = Signal()
+        self._changed = ChangeNotice()
         self._closed = False
 
     def add_pipe(self, pipe: PipeHandle) -> None:
@@ -69,7 +69,7 @@ class Pair0(Protocol):
             if pipe is not None:
                 cases.append(Send(pipe.sendq, msg))
             try:
-                i, _ = select(cases, deadline.remaining())
+                i, _ = select_channels(cases, deadline.remaining())
             except Closed:
                 continue  # the pipe died while we waited
             if i == 1:

@@ -14,7 +14,7 @@ from typing import Any
 
 import gevent
 
-from ..chan import Recv, select
+from ..chan import Recv, select_channels
 from ..context import Context, ContextHost, ContextOption
 from ..errors import (
     Canceled,
@@ -31,6 +31,7 @@ from ..options import Option, duration
 from ..protocol import (
     TTL_OPTION,
     Alarm,
+    ChangeNotice,
     Deadline,
     DrainingContext,
     Histogram,
@@ -40,7 +41,6 @@ from ..protocol import (
     ProtocolSpec,
     Requester,
     RoundRobin,
-    Signal,
     SocketHandle,
     Wakeup,
     raw_or_cooked,
@@ -95,7 +95,7 @@ class ReqContext(Context):
         self._broken: GspError | None = None
         self._receiving = False
         self._resend_at: float | None = None  # loop time the request goes again (None: never)
-        self._changed = Signal()  # for selects and a blocked send
+        self._changed = ChangeNotice()  # for selects and a blocked send
         # For the one recv that may wait (no select, no channel); no reply's delivery blocks.
         self._wakeup = Wakeup(proto.handle, batches=True)
         self._sent_at = 0.0  # perf_counter() when the user sent the outstanding request
@@ -153,7 +153,7 @@ class ReqContext(Context):
             if self._id != rid:
                 raise self._ended_error()
             try:
-                select([self._changed.case()], deadline.remaining())
+                select_channels([self._changed.case()], deadline.remaining())
             except Timeout:
                 self._timed_out()
                 raise
@@ -320,7 +320,7 @@ class ReqContext(Context):
                                             "disabled)")
 
     def _notify(self) -> None:
-        """Something changed: wake selects (the Signal) and a waiting recv."""
+        """Something changed: wake selects (the ChangeNotice) and a waiting recv."""
         self._changed.fire()
         self._wakeup.wake()
 
@@ -344,7 +344,7 @@ class Req(ContextHost, XReq):
         self._rtt_closed = Histogram()  # the round trips of contexts closed since
         self.host_contexts(ReqContext(self))
         #: While draining: fired when a context's request ended (:class:`DrainingContext`).
-        self.drained: Signal | None = None
+        self.drained: ChangeNotice | None = None
 
     def _resend_time_changed(self, value: float | None) -> None:
         self._resend_time = value
@@ -466,7 +466,7 @@ class Req(ContextHost, XReq):
         """Send no new request (:class:`gsp.Closed`); the requests out still go, are resent and
         get their replies: wait until each is received by its recv (or ends: canceled, timed
         out, its context closed, its pipe lost for good)."""
-        done = self.drained = Signal()
+        done = self.drained = ChangeNotice()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each refuses new requests and tells the drain
             ctx.__class__ = _DrainingReqContext
@@ -482,7 +482,7 @@ class Req(ContextHost, XReq):
                 gevent.sleep(0.001)
                 deadline.remaining()
                 continue
-            select([done.case()], deadline.remaining())
+            select_channels([done.case()], deadline.remaining())
 
     def close(self) -> None:
         self.closed = True

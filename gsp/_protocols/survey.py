@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chan import CLOSED, Chan, Recv, select
+from ..chan import CLOSED, Chan, Recv, select_channels
 from ..context import Context, ContextHost, ContextOption
 from ..errors import Canceled, Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
@@ -18,12 +18,12 @@ from ..message import Message
 from ..options import Option, duration
 from ..protocol import (
     TTL_OPTION,
+    ChangeNotice,
     IdMap,
     Op,
     PipeHandle,
     ProtocolSpec,
     Requester,
-    Signal,
     SocketHandle,
     broadcast,
     call_later,
@@ -106,7 +106,7 @@ class SurveyContext(Context):
         self._proto = proto
         self._survey: _Survey | None = None  # the current (or last expired) survey
         self._timer: Any = None
-        self._changed = Signal()  # a reply arrived, the survey ended or expired (for selects)
+        self._changed = ChangeNotice()  # a reply arrived, the survey ended or expired (for selects)
 
     def do_send(self, msg: Message, timeout: float | None) -> None:
         proto = self._proto
@@ -126,7 +126,7 @@ class SurveyContext(Context):
             raise ProtocolStateError("surveyor must send a survey before it can receive")
         if survey.expired:
             raise _expired(survey)
-        i, m = select([Recv(survey.replies), self.closing_case()], timeout)
+        i, m = select_channels([Recv(survey.replies), self.closing_case()], timeout)
         if i == 1 or self._closed:
             raise Closed(f"{self.noun} closed")
         if m is CLOSED:

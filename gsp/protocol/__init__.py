@@ -12,7 +12,7 @@
   them (:mod:`.replies`: :class:`Requester`, :class:`Responder` and friends), shared by req/rep
   and surveyor/respondent.
 * The receive queue (:mod:`.inbox`): :class:`Inbox`; waiting helpers (:mod:`.waiting`):
-  :class:`Signal`, :class:`Deadline`, :class:`Alarm`, :func:`call_later`.
+  :class:`ChangeNotice`, :class:`Deadline`, :class:`Alarm`, :func:`call_later`.
 * Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`); registering:
   :data:`hookimpl`.
 
@@ -50,7 +50,7 @@ from .replies import (
     responder,
 )
 from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
-from .waiting import Alarm, Deadline, Signal, Wakeup, call_later
+from .waiting import Alarm, ChangeNotice, Deadline, Wakeup, call_later
 
 __all__ = [
     # the interface
@@ -64,7 +64,7 @@ __all__ = [
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
     "XResponder", "Responder", "ResponderContext", "DrainingContext", "responder",
     # queues and waiting
-    "Inbox", "Policy", "Signal", "Deadline", "Alarm", "call_later", "Wakeup",
+    "Inbox", "Policy", "ChangeNotice", "Deadline", "Alarm", "call_later", "Wakeup",
     # statistics
     "Histogram", "LATENCY_BOUNDS",
     # options, messages, registration

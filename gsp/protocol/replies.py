@@ -13,7 +13,7 @@ from typing import Any
 
 import gevent
 
-from ..chan import Recv, select
+from ..chan import Recv, select_channels
 from ..context import Context, ContextHost
 from ..errors import Closed, ProtocolStateError
 from ..message import Message
@@ -21,7 +21,7 @@ from .backtrace import MAX_HOPS, reply, split_backtrace, u32
 from .inbox import Inbox
 from .interface import Op, PipeHandle, Protocol, SocketHandle, raw_or_cooked
 from .routing import PipeMap
-from .waiting import Deadline, Signal, Wakeup
+from .waiting import ChangeNotice, Deadline, Wakeup
 
 __all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "DrainingContext",
            "responder"]
@@ -277,7 +277,7 @@ class Responder(ContextHost, XResponder):
         self._parked: deque[ResponderContext] = deque()
         self.host_contexts(ResponderContext(self))
         #: While draining: fired when a context's request ended (:class:`DrainingContext`).
-        self.drained: Signal | None = None
+        self.drained: ChangeNotice | None = None
 
     def new_context(self) -> ResponderContext:
         return ResponderContext(self)
@@ -333,13 +333,13 @@ class Responder(ContextHost, XResponder):
         parked, self._parked = self._parked, deque()
         for ctx in parked:
             ctx._wakeup.wake()
-        done = self.drained = Signal()
+        done = self.drained = ChangeNotice()
         contexts = [c for c in [self._default, *self._contexts] if not c.closed]
         for ctx in contexts:  # from now on each tells the drain when its request ends
             ctx.__class__ = _DrainingResponderContext
         deadline = Deadline(timeout)
         while any(c._route is not None and not c.closed for c in contexts):
-            select([done.case()], deadline.remaining())
+            select_channels([done.case()], deadline.remaining())
 
     def close(self) -> None:
         super().close()
@@ -350,12 +350,12 @@ class DrainingContext(Context):
     """Base of the class a draining host gives each of its open contexts from then on
     (``ctx.__class__ = ...``; req's and rep's drains): a subclass lists it before the context's
     own class and calls :meth:`ended` where the work the context holds ends; :meth:`ended` wakes
-    the drain (it fires the host's ``drained`` :class:`Signal`, set by its drain). A recv ends
+    the drain (it fires the host's ``drained`` :class:`ChangeNotice`, set by its drain). A recv ends
     that work, whatever it returns or raises. Only while draining, so the usual calls pay
     nothing for it."""
 
     __slots__ = ()
-    _proto: Any  # the host (the context's own class sets it): its ``drained`` Signal
+    _proto: Any  # the host (the context's own class sets it): its ``drained`` ChangeNotice
 
     def do_recv_body(self, timeout: float | None) -> bytes:
         try:

@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterable
 
 import gevent
 
-from ..chan import Recv, Send, select
+from ..chan import Recv, Send, select_channels
 from ..errors import Closed, GspError
 from ..message import Message
 from .interface import Op, PipeHandle, Protocol, SocketHandle
-from .waiting import Deadline, Signal
+from .waiting import ChangeNotice, Deadline
 
 __all__ = ["RoundRobin", "PipeMap", "broadcast", "send_wake_cases"]
 
@@ -50,7 +50,7 @@ def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHan
 class RoundRobin(Protocol):
     """Base for protocols that send each message to one peer in turn (push, raw req).
 
-    Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.protocol.inbox.queue.Signal`
+    Keeps the pipes in attach order, a round-robin cursor, and a :class:`gsp.protocol.inbox.queue.ChangeNotice`
     fired when pipes come or go; ``send`` takes the next pipe with room and waits (up to
     ``timeout``) when none has, or drops with ``best_effort``. Messages without a header are
     queued as bare bodies (``send_body``). A subclass that sends otherwise (a queue of its
@@ -69,7 +69,7 @@ class RoundRobin(Protocol):
         self.cursor = 0
         #: Fired when pipes come or go, and closed by :meth:`close`: what a send waiting for a
         #: pipe selects on (:func:`send_wake_cases`).
-        self.changed = Signal()
+        self.changed = ChangeNotice()
         #: Whether :meth:`close` was called (a waiting send then raises :class:`gsp.Closed`).
         self.closed = False
 
@@ -92,7 +92,7 @@ class RoundRobin(Protocol):
         best_effort = self.best_effort
         if len(self.pipes) == 1 and timeout != 0 and not best_effort:
             # A full queue usually has its writer woken already: one turn of the loop lets it
-            # drain, far cheaper than the full wait of send_next (a select and a Signal).
+            # drain, far cheaper than the full wait of send_next (a select and a ChangeNotice).
             gevent.sleep(0)
             if self.try_next(msg) is not None:
                 return
@@ -132,7 +132,7 @@ class RoundRobin(Protocol):
         if closing is not None:
             cases.append(closing)
         try:
-            i, _ = select(cases, timeout)
+            i, _ = select_channels(cases, timeout)
         except Closed:
             return None  # a pipe died while we waited: look again
         n = len(snapshot)
@@ -188,7 +188,7 @@ class RoundRobin(Protocol):
         self.changed.close()
 
 
-def send_wake_cases(pipes: Iterable[PipeHandle], changed: Signal) -> list[Recv]:
+def send_wake_cases(pipes: Iterable[PipeHandle], changed: ChangeNotice) -> list[Recv]:
     """What a send waiting for room on any of ``pipes`` wakes on: room on one of them, or
     ``changed`` (pipes came or went, the protocol closed). Raises nothing."""
     cases = [p.room_case() for p in pipes]

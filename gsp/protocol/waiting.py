@@ -1,4 +1,4 @@
-"""Waiting helpers for protocols, in one place: :class:`Signal`, a broadcast "something changed"
+"""Waiting helpers for protocols, in one place: :class:`ChangeNotice`, a broadcast "something changed"
 for select loops; :class:`Deadline`, a timeout turned into an absolute deadline for loops that
 wait more than once; :func:`call_later`, a hub timer; :class:`Alarm`, one hub timer serving many
 deadlines; :class:`Wakeup`, where the one greenlet blocked in a context's call parks (and
@@ -19,10 +19,10 @@ from ..errors import Timeout, WouldBlock, WrongThread
 if TYPE_CHECKING:
     from ..handles import SocketHandle
 
-__all__ = ["Signal", "Deadline", "call_later", "Alarm", "Wakeup"]
+__all__ = ["ChangeNotice", "Deadline", "call_later", "Alarm", "Wakeup"]
 
 
-class Signal:
+class ChangeNotice:
     """A broadcast "something changed": wait on ``case()`` in a :func:`gsp.select`, wake every
     waiter with ``fire()``. (A closed channel is ready for every receiver at once; firing swaps in
     a new one.) Firing when nobody took a case since the last fire costs nothing."""

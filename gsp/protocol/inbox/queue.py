@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, TypeVar
 
 import gevent
 
-from ...chan import Recv, select
+from ...chan import Recv, select_channels
 from ...errors import Closed
-from ..waiting import Deadline, Signal
+from ..waiting import ChangeNotice, Deadline
 from .backlog import FairFifo
 
 if TYPE_CHECKING:
@@ -90,8 +90,8 @@ class Inbox(Generic[T]):
         self._fifo: FairFifo[T] = FairFifo()
         self._buf: deque[T] = self._fifo.front
         self._on_full = _ON_FULL[policy]  # what a put into a full queue does: chosen once
-        self._items = Signal()  # fired when an item arrives (only if someone waits for one)
-        self._space = Signal()  # fired when room appears (only if a blocked put waits)
+        self._items = ChangeNotice()  # fired when an item arrives (only if someone waits for one)
+        self._space = ChangeNotice()  # fired when room appears (only if a blocked put waits)
         self._getters = 0
         self._putters = 0
         self._closed = False
@@ -376,7 +376,7 @@ class Inbox(Generic[T]):
             self._space.fire()
         return item
 
-    def _wait(self, signal: Signal, deadline: Deadline, putter: bool,
+    def _wait(self, signal: ChangeNotice, deadline: Deadline, putter: bool,
               extra: tuple[Recv, ...] = ()) -> tuple[int, Any]:
         case = signal.case()
         left = deadline.remaining()
@@ -385,7 +385,7 @@ class Inbox(Generic[T]):
         else:
             self._getters += 1
         try:
-            return select([case, *extra], left)
+            return select_channels([case, *extra], left)
         finally:
             if putter:
                 self._putters -= 1

@@ -22,20 +22,20 @@ from typing import Any
 import gevent
 
 import gsp
-from gsp.chan import select
+from gsp.chan import select_channels
 from gsp.context import Context, ContextHost
 from gsp.message import Message
 from gsp.options import Option, boolean
 from gsp.protocol import (
     MAX_HOPS,
     TTL_OPTION,
+    ChangeNotice,
     Deadline,
     IdMap,
     Inbox,
     PipeHandle,
     ProtocolSpec,
     RoundRobin,
-    Signal,
     SocketHandle,
     reply,
     responder,
@@ -118,7 +118,7 @@ class ScatterContext(Context):
         #: Results not received yet, ``(body, pipe)``; the socket's ``ready`` fast path for the
         #: default context: Socket.recv may pop it directly (see outstanding()).
         self.results: deque[tuple[bytes, Any]] = deque()
-        self._arrived = Signal()
+        self._arrived = ChangeNotice()
 
     def outstanding(self) -> int:
         """Tasks sent on this context whose results ``recv`` has not returned yet."""
@@ -152,7 +152,7 @@ class ScatterContext(Context):
             if deadline is None:
                 deadline = Deadline(timeout)
             # remaining() raises gsp.Timeout (gsp.WouldBlock for timeout 0) once it has passed
-            select([self._arrived.case(), self.closing_case()], deadline.remaining())
+            select_channels([self._arrived.case(), self.closing_case()], deadline.remaining())
 
     def do_recv(self, timeout: float | None) -> Message:
         body, pipe = self._take(timeout)

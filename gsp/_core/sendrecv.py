@@ -10,7 +10,7 @@ from ..errors import BadOption, GspError
 from ..protocol.interface import Protocol
 
 
-class Hot:
+class SendRecvState:
     """What send/recv read, kept in slots: one load of the socket's ``_hot``, then slot loads
     (the socket's own attributes live in its ``__dict__``, a protocol's in its objects)."""
 
@@ -30,12 +30,12 @@ class Hot:
 
 
 def hot_field(name: str) -> Any:
-    """A property of the socket kept in its :class:`Hot` slots."""
+    """A property of the socket kept in its :class:`SendRecvState` slots."""
     return property(lambda self: getattr(self._hot, name),
                     lambda self, value: setattr(self._hot, name, value))
 
 
-def recv_many(hot: Hot, recv: Callable[..., bytes], limit: int, timeout: Any,
+def recv_many(hot: SendRecvState, recv: Callable[..., bytes], limit: int, timeout: Any,
               block: bool) -> list[bytes]:
     """``Socket.recv_many``: the first body through ``recv`` (the socket's), then what is queued:
     the ``ready`` deque in whole runs, and through ``recv`` without waiting whenever it is empty
