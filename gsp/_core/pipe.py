@@ -18,6 +18,7 @@ from ..handles import LendingWait
 from ..overrides import overrides
 from ..protocol.waiting import ChangeNotice
 from ..transport.interface import Connection
+from ..transport.peer import Peer, peer_of
 from . import counters
 from .readers import WOULD_WAIT, Readers, ReadPipe, WouldWait
 from .sendrecv import SendRecvState
@@ -174,6 +175,13 @@ class Pipe:
     def properties(self) -> Mapping[str, Any]:
         """Transport facts, e.g. ``peer_certificate`` on TLS pipes."""
         return self._conn.properties
+
+    @property
+    def peer(self) -> Peer:
+        """Who is on the other end, in one shape for every transport
+        (:class:`gsp.transport.Peer`: address, pid/uid/gid, certificate, ws request)."""
+        conn = self._conn
+        return peer_of(conn.remote_address, conn.properties)
 
     @property
     def sendq(self) -> Outbox[Message | bytes]:

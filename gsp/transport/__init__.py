@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
+    from .peer import Peer, PeerCertificate, WSRequest, peer_of
     from .stream import (
         SocketDialer,
         SocketListener,
@@ -65,6 +66,8 @@ __all__ = [
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
     # admission: shedding connections in their handshake
     "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",
+    # who the peer is (pipe.peer)
+    "Peer", "PeerCertificate", "WSRequest", "peer_of",
     # options and registration
     "Option", "hookimpl", "overrides",
 ]
@@ -79,6 +82,7 @@ _FROM = {
     ".fds": ("LISTEN_FD", "adopt_connected_socket", "adopt_listening_socket", "family_name",),
     ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
     ".limits": ("Holding", "RecvLimits",),
+    ".peer": ("Peer", "PeerCertificate", "WSRequest", "peer_of",),
     ".stream": (
         "SocketDialer", "SocketListener", "StreamConnection", "bind_stream_socket", "connect_socket",
         "forget_socket", "map_socket_error", "resolve",
