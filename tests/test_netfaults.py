@@ -1,0 +1,115 @@
+"""Every protocol through a network that misbehaves, at the packet level (issue 41, item 2).
+
+tests/tools/netfault_probe.py runs each scenario in a network namespace of its own
+(``unshare -rn``, as tests/test_tcp_blackhole.py) and shapes its loopback with tc: random loss
+and black holes as classic-BPF direct-action filters on a clsact qdisc, a rate limit as tbf
+(the kernels here have no netem). Delay, jitter, duplication and reordering of a byte stream
+are user-space proxies' (gsp.testing.FaultProxy, tests/test_faults.py). Each test states the
+invariant it holds; the negative ones show the mechanism that holds it (keepalive, reconnect)
+by switching it off: the same scenario then fails the invariant.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.certs import PKI
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ROOT / "tests" / "tools" / "netfault_probe.py"
+
+
+def probe(*args: str, pki: PKI | None = None) -> dict[str, Any]:
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare (util-linux) is needed for the network namespace"
+    tls = ["--tls", pki.ca_file, pki.server_cert_file, pki.server_key_file] if pki else []
+    out = subprocess.run([unshare, "-rn", sys.executable, str(PROBE), *args, *tls],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"the probe failed (rc {out.returncode}):\n{out.stderr[-3000:]}"
+    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
+
+
+def exact_stream(got: dict[str, Any]) -> None:
+    """Every message arrived once, in the order sent."""
+    assert got["received"] == got["sent"] and got["duplicates"] == 0 and got["in_order"], got
+
+
+@pytest.mark.timeout(150)
+def test_every_protocol_through_10_percent_loss_loses_duplicates_and_reorders_nothing() -> None:
+    # TCP retransmits what the filter drops: each protocol's own promise holds whole.
+    r = probe("loss", "--loss", "10")
+    # req/rep: 8 contexts x 25 requests, every one answered once, each to its own context.
+    rr = r["reqrep"]
+    assert rr["replies"] == rr["requests"] == 200 and rr["wrong_context"] == 0, r
+    for name in ("pushpull", "pubsub", "pair1", "bus"):  # in order per pipe, none lost
+        exact_stream(r[name])
+    # surveyor/respondent: each of 20 surveys answered once by each of 3 respondents.
+    assert r["survey"] == {"surveys": 20, "complete": 20, "duplicates": 0}, r
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("scheme", ["tls+tcp", "ws", "wss"])
+def test_req_rep_through_10_percent_loss_on_tls_and_websocket(scheme: str, pki: PKI) -> None:
+    r = probe("loss", "--loss", "10", "--scheme", scheme, pki=pki)
+    rr = r["reqrep"]
+    assert rr["replies"] == rr["requests"] == 200 and rr["wrong_context"] == 0, r
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "keepalive-off"])
+def test_a_vanished_host_is_noticed_by_keepalive_and_its_work_goes_elsewhere(
+        keepalive: bool) -> None:
+    # A req dialed to two reps; one rep's host vanishes while idle (its port black-holed: no
+    # RST). With keepalive (1 s idle, 2 probes 1 s apart) the req's pipe to it ends in ~3 s and
+    # every request after is answered at once by the other. Switched off, nothing notices: the
+    # pipe stays, and a request that goes to it waits for resend_time (1 s) to go elsewhere.
+    args = ["vanish", "--requests", "10", "--limit", "6"] + ([] if keepalive else
+                                                             ["--no-keepalive"])
+    r = probe(*args)
+    assert r["answered"] == 10 and r["failed"] == 0, r  # resend hides it either way...
+    if keepalive:
+        assert r["noticed_after"] is not None and 1.5 < r["noticed_after"] < 6, r
+        assert r["seconds"] < 2, r
+    else:
+        assert r["noticed_after"] is None, r  # ...but only keepalive notices the host gone
+        assert r["seconds"] >= 3, r  # and half the requests waited a resend_time each
+
+
+@pytest.mark.timeout(150)
+def test_a_request_sent_into_a_partition_is_answered_once_after_it_heals() -> None:
+    # A black hole for 5 s with a request in flight; then the network heals. The request is
+    # answered exactly once (TCP carries it, or resend on a new pipe), within seconds.
+    r = probe("partition", "--partition", "5")
+    assert r["reply"] == "during" and r["error"] is None, r
+    assert r["recovered_after_heal"] is not None and r["recovered_after_heal"] < 8, r
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("reconnect", [0.1, 8.0], ids=["reconnect", "reconnect-slow"])
+def test_pub_sub_loses_messages_only_while_partitioned(reconnect: float) -> None:
+    # A message every 2 ms; a 5 s partition. The subscriber (keepalive 1/1/2) loses what was
+    # published while the network was down, and until its redial a moment after it heals:
+    # nothing before, no duplicates, no reordering. With redials slowed to 8 s (reconnect_time),
+    # it misses most of the 2 s after the heal too: that bound is reconnect's doing.
+    r = probe("partition-pub", "--partition", "5", "--reconnect-time", str(reconnect))
+    assert r["duplicates"] == 0 and r["in_order"] and r["lost"]["before"] == 0, r
+    after = r["lost"]["after"] / r["sent_by_phase"]["after"]  # the share of the 2 s after
+    if reconnect < 1:
+        assert after < 0.4, r
+    else:
+        assert after > 0.6, r
+
+
+@pytest.mark.timeout(150)
+def test_push_pull_under_a_rate_limit_keeps_order_and_loses_nothing() -> None:
+    r = probe("rate", "--rate", "2000")
+    assert r["received"] == r["sent"] == 200 and r["in_order"], r
+    assert r["kbit_per_s"] < 2000 * 1.3, r  # the limit held (tbf's burst aside)

@@ -1,0 +1,469 @@
+"""gsp's protocols through a network that misbehaves: random loss, a partition that heals, a peer
+whose host vanishes (no RST), a rate limit (issue 41, item 2).
+
+    unshare -rn python tests/tools/netfault_probe.py SCENARIO [--scheme tcp] [--loss 10] ...
+
+Runs in a network namespace of its own (``unshare -rn``: as root on CI, or in a user namespace
+elsewhere), where it brings ``lo`` up and shapes it with tc: a ``clsact`` qdisc with a classic-BPF
+direct-action filter on ingress (random loss: cBPF's random ancillary load against a threshold;
+a black hole: ``ret #2``, TC_ACT_SHOT, for every packet, or for one TCP port either way) and a
+``tbf`` qdisc for a rate limit. This kernel has no netem and no gact, which is why. It prints one
+JSON report of the scenario; tests/test_netfaults.py asserts on it. The namespace, its filters
+and the probe's sockets die with the process, whatever happens.
+
+Scenarios (each states what it measures; the invariants are the test's):
+
+- ``loss``: ``--loss`` % of packets dropped at random while each protocol carries its traffic:
+  req/rep (8 contexts, 25 requests each; which reply each got), push/pull, pub/sub, pair1, bus
+  (every message and its order), surveyor/respondent (every survey and its answers).
+- ``partition``: an idle req/rep pipe, then a black hole for ``--partition`` s, a request sent
+  into it; then it heals. Time the listener's end took to notice (keepalive), the time from the
+  heal to the reply, the requests that failed. ``--no-resend`` / ``--reconnect-time`` turn
+  resend off / redials slow.
+- ``vanish``: a req dialed to two reps; one rep's host vanishes (its port black-holed, no RST)
+  while idle; time to notice (keepalive; ``--no-keepalive``), and ``--requests`` then, each
+  answered.
+- ``partition-pub``: pub/sub through a ``--partition`` s partition, a message every 2 ms: what a
+  subscriber lost before, during and after it (messages per second of partition), duplicates,
+  order; ``--reconnect-time`` for the subscriber's redials.
+- ``rate``: a ``tbf`` rate limit (``--rate`` kbit/s): push/pull of 200 messages of 4 KiB, in order,
+  none lost, and the throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import gevent  # noqa: E402
+
+import gsp  # noqa: E402
+
+KEEPALIVE = {"tcp_keepalive_idle": 1, "tcp_keepalive_interval": 1, "tcp_keepalive_count": 2}
+SIOCGIFFLAGS, IFF_UP = 0x8913, 0x1
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin",
+                                                    "/sbin"]))
+    if path is None:
+        raise SystemExit(f"netfault_probe: {name!r} (iproute2) is not installed")
+    return path
+
+
+def lo_is_up() -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0))
+    return bool(struct.unpack("16sH", flags[:18])[1] & IFF_UP)
+
+
+class Net:
+    """tc on this namespace's ``lo``: one ingress filter at a time (replaced), a tbf root qdisc."""
+
+    def __init__(self) -> None:
+        if socket.if_nameindex() != [(1, "lo")] or lo_is_up():
+            raise SystemExit("netfault_probe: run me in a fresh network namespace "
+                             "(unshare -rn python tests/tools/netfault_probe.py ...)")
+        self.ip, self.tc = tool("ip"), tool("tc")
+        self._run(self.ip, "link", "set", "lo", "up")
+        self._run(self.tc, "qdisc", "add", "dev", "lo", "clsact")
+        self.filtered = False
+
+    @staticmethod
+    def _run(*argv: str) -> None:
+        subprocess.run(argv, check=True, timeout=10)
+
+    def _filter(self, bytecode: str) -> None:
+        self.clear()
+        self._run(self.tc, "filter", "add", "dev", "lo", "ingress", "bpf", "da", "bytecode",
+                  bytecode)
+        self.filtered = True
+
+    def loss(self, percent: float) -> None:
+        """Drop ``percent`` % of the packets arriving on lo, at random (cBPF: A = random u32;
+        drop if A > threshold)."""
+        threshold = int((1 - percent / 100) * (1 << 32)) - 1
+        self._filter(f"4,32 0 0 4294963256,37 0 1 {threshold},6 0 0 2,6 0 0 0")
+
+    def black_hole(self) -> None:
+        self._filter("1,6 0 0 2")
+
+    def block_port(self, port: int) -> None:
+        """Drop every TCP/IPv4 packet from or to ``port``. cls_bpf shows a classic program the
+        packet from its link-layer header at ingress too (lo's 14 bytes), then a 20-byte IP
+        header (loopback's carry no options): the ports are at 34 and 36."""
+        self._filter(f"6,40 0 0 34,21 3 0 {port},40 0 0 36,21 1 0 {port},6 0 0 0,6 0 0 2")
+
+    def clear(self) -> None:
+        if self.filtered:
+            self._run(self.tc, "filter", "del", "dev", "lo", "ingress")
+            self.filtered = False
+
+    def rate(self, kbit: int) -> None:
+        """A token bucket on lo's egress; lo's MTU down to Ethernet's, so that a packet fits the
+        bucket (tbf drops what is bigger than its burst)."""
+        self._run(self.ip, "link", "set", "lo", "mtu", "1500")
+        self._run(self.tc, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", f"{kbit}kbit",
+                  "burst", "32kb", "latency", "2s")
+
+
+def _url(scheme: str) -> str:
+    return {"tcp": "tcp://127.0.0.1:0", "tls+tcp": "tls+tcp://127.0.0.1:0",
+            "ws": "ws://127.0.0.1:0/sp", "wss": "wss://127.0.0.1:0/sp"}[scheme]
+
+
+class Setup:
+    """Listen and dial options for a scheme (TLS files when given)."""
+
+    def __init__(self, scheme: str, tls: list[str] | None, keepalive: bool) -> None:
+        self.scheme = scheme
+        ka: dict[str, Any] = dict(KEEPALIVE) if keepalive else {"tcp_keepalive": False}
+        if scheme in ("ws", "wss"):
+            ka = {}  # ws keeps its connections alive its own way (ws pings; not these options)
+        self.listen: dict[str, Any] = dict(ka)
+        self.dial: dict[str, Any] = dict(ka)
+        if scheme in ("tls+tcp", "wss"):
+            assert tls is not None, "--tls CA CERT KEY for tls+tcp and wss"
+            ca, cert, key = tls
+            self.listen.update(tls_cert_file=cert, tls_key_file=key)
+            self.dial.update(tls_ca_file=ca)
+
+    def pair(self, lproto: str, dproto: str, n: int = 1, client: dict[str, Any] | None = None,
+             **opts: Any) -> tuple[gsp.Socket, list[gsp.Socket], gsp.Listener]:
+        """A ``lproto`` socket listening, ``n`` ``dproto`` sockets dialed to it (``opts`` for
+        all, ``client`` for the dialing ones only)."""
+        srv = gsp.socket(lproto, **opts)
+        lst = srv.listen(_url(self.scheme), **self.listen)
+        clients = []
+        for _ in range(n):
+            c = gsp.socket(dproto, **opts, **(client or {}))
+            c.dial(lst.url, block=True, **self.dial)
+            clients.append(c)
+        deadline = time.monotonic() + 10
+        while len(srv.pipes) < n and time.monotonic() < deadline:
+            gevent.sleep(0.01)
+        return srv, clients, lst
+
+
+def port_of(url: str) -> int:
+    return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+# -- loss -----------------------------------------------------------------------------------------
+
+def loss_reqrep(st: Setup) -> dict[str, Any]:
+    rep, (req,), _ = st.pair("rep", "req", recv_timeout=30, send_timeout=30,
+                             client={"resend_time": 1.0})
+    served = [0]
+
+    def serve() -> None:
+        while True:
+            rep.send(rep.recv())
+            served[0] += 1
+
+    server = gevent.spawn(serve)
+    got: dict[int, list[bytes]] = {}
+
+    def client(i: int) -> None:
+        ctx = req.open_context()
+        got[i] = []
+        for j in range(25):
+            body = b"%d.%d" % (i, j)
+            ctx.send(body)
+            got[i].append(ctx.recv())
+        ctx.close()
+
+    t0 = time.monotonic()
+    gevent.joinall([gevent.spawn(client, i) for i in range(8)], raise_error=True)
+    took = time.monotonic() - t0
+    server.kill()
+    wrong = sum(r != b"%d.%d" % (i, j) for i, rs in got.items() for j, r in enumerate(rs))
+    out = {"requests": 200, "replies": sum(map(len, got.values())), "wrong_context": wrong,
+           "served": served[0], "seconds": round(took, 2)}
+    req.close()
+    rep.close()
+    return out
+
+
+def _stream(st: Setup, lproto: str, dproto: str, n: int, send_side: str,
+            **opts: Any) -> dict[str, Any]:
+    """``n`` numbered messages from one end to the other: received count, duplicates, order."""
+    srv, (cli,), _ = st.pair(lproto, dproto, recv_timeout=10, send_timeout=10, **opts)
+    if dproto == "sub":
+        cli.subscribe(b"")
+        gevent.sleep(0.2)
+    tx, rx = (srv, cli) if send_side == "listener" else (cli, srv)
+    got: list[int] = []
+
+    def recv() -> None:
+        try:
+            while len(got) < n:
+                got.append(int(rx.recv()))
+        except gsp.Timeout:
+            pass
+
+    g = gevent.spawn(recv)
+    t0 = time.monotonic()
+    for i in range(n):
+        tx.send(b"%d" % i)
+    g.join(timeout=30)
+    out = {"sent": n, "received": len(got), "duplicates": len(got) - len(set(got)),
+           "in_order": got == sorted(got), "seconds": round(time.monotonic() - t0, 2)}
+    srv.close()
+    cli.close()
+    return out
+
+
+def loss_survey(st: Setup) -> dict[str, Any]:
+    sur, resps, _ = st.pair("surveyor", "respondent", n=3, recv_timeout=None, send_timeout=10)
+    sur.survey_time = 3
+    sur.recv_timeout = 3
+
+    def answer(r: gsp.Socket, name: bytes) -> None:
+        while True:
+            r.send(name + b":" + r.recv())
+
+    workers = [gevent.spawn(answer, r, b"%d" % i) for i, r in enumerate(resps)]
+    complete = dup = 0
+    for k in range(20):
+        sur.send(b"%d" % k)
+        answers = []
+        try:
+            while len(answers) < 3:
+                answers.append(sur.recv())
+        except (gsp.Timeout, gsp.ProtocolStateError):
+            pass
+        dup += len(answers) - len(set(answers))
+        complete += sorted(answers) == [b"%d:%d" % (i, k) for i in range(3)]
+    gevent.killall(workers)
+    for s in (sur, *resps):
+        s.close()
+    return {"surveys": 20, "complete": complete, "duplicates": dup}
+
+
+def scenario_loss(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    net.loss(args.loss)
+    out: dict[str, Any] = {"loss_percent": args.loss, "reqrep": loss_reqrep(st)}
+    if st.scheme == "tcp":
+        out["pushpull"] = _stream(st, "pull", "push", 500, "dialer")
+        out["pubsub"] = _stream(st, "pub", "sub", 500, "listener")
+        out["pair1"] = _stream(st, "pair1", "pair1", 500, "dialer")
+        out["bus"] = _stream(st, "bus", "bus", 500, "listener")
+        out["survey"] = loss_survey(st)
+    net.clear()
+    return out
+
+
+# -- a partition that heals -------------------------------------------------------------------------
+
+def scenario_partition(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    resend = None if args.no_resend else 1.0
+    rep, (req,), lst = st.pair("rep", "req", recv_timeout=args.partition + 8, send_timeout=5,
+                               client={"resend_time": resend,
+                                       "reconnect_time": args.reconnect_time,
+                                       "reconnect_time_max": args.reconnect_time})
+    detached: list[float] = []
+    rep.on_pipe_event(lambda ev, p: detached.append(time.monotonic())
+                      if ev is gsp.PipeEvent.DETACHED else None)
+
+    def serve() -> None:
+        while True:
+            rep.send(rep.recv())
+
+    server = gevent.spawn(serve)
+    req.send(b"before")
+    assert req.recv() == b"before"
+    t0 = time.monotonic()
+    net.black_hole()
+    gevent.sleep(0.5)
+    result: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            req.send(b"during")
+            result["reply"] = req.recv().decode()
+        except gsp.GspError as exc:
+            result["error"] = type(exc).__name__
+        result["at"] = time.monotonic()
+
+    g = gevent.spawn(ask)
+    gevent.sleep(max(args.partition - 0.5, 0))
+    healed = time.monotonic()
+    net.clear()
+    g.join(timeout=args.partition + 10)
+    out = {
+        "partition_s": args.partition, "resend_time": resend,
+        "reconnect_time": args.reconnect_time,
+        "listener_noticed_after": round(detached[0] - t0, 2) if detached else None,
+        "reply": result.get("reply"), "error": result.get("error"),
+        "recovered_after_heal": round(result["at"] - healed, 2) if "reply" in result else None,
+    }
+    server.kill()
+    req.close()
+    rep.close()
+    return out
+
+
+def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    pub, (sub,), _ = st.pair("pub", "sub", recv_timeout=args.partition + 10, send_timeout=5,
+                             client={"reconnect_time": args.reconnect_time,
+                                     "reconnect_time_max": args.reconnect_time})
+    sub.subscribe(b"")
+    gevent.sleep(0.2)
+    got: list[int] = []
+
+    def recv() -> None:
+        try:
+            while True:
+                got.append(int(sub.recv()))
+        except gsp.Timeout:
+            pass
+
+    g = gevent.spawn(recv)
+    sent = 0
+    phases: dict[str, tuple[int, int]] = {}
+    for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 2.0)):
+        if phase == "partition":
+            net.black_hole()
+        elif phase == "after":
+            net.clear()
+        first = sent
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pub.send(b"%d" % sent)
+            sent += 1
+            gevent.sleep(0.002)
+        phases[phase] = (first, sent)
+    pub.send(b"%d" % sent)  # (the receiver's last)
+    deadline = time.monotonic() + 10
+    while (not got or got[-1] < sent - 1) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    g.kill()
+    have = set(got)
+    lost = {ph: sum(i not in have for i in range(a, b)) for ph, (a, b) in phases.items()}
+    out = {"partition_s": args.partition, "sent": sent, "received": len(got),
+           "sent_by_phase": {ph: b - a for ph, (a, b) in phases.items()},
+           "duplicates": len(got) - len(have), "in_order": got == sorted(got), "lost": lost,
+           "lost_per_partition_second": round(lost["partition"] / args.partition, 1)}
+    pub.close()
+    sub.close()
+    return out
+
+
+# -- a peer whose host vanishes ------------------------------------------------------------------
+
+def scenario_vanish(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {"recv_timeout": 10, "send_timeout": 5}
+    a, b = gsp.socket("rep", **opts), gsp.socket("rep", **opts)
+    la = a.listen(_url(st.scheme), **st.listen)
+    lb = b.listen(_url(st.scheme), **st.listen)
+    req = gsp.socket("req", resend_time=1.0, **opts)
+    gone: list[float] = []
+    req.on_pipe_event(lambda ev, p: gone.append(time.monotonic())
+                      if ev is gsp.PipeEvent.DETACHED else None)
+    req.dial(la.url, block=True, **st.dial)
+    req.dial(lb.url, block=True, **st.dial)
+    served = {"a": 0, "b": 0}
+
+    def serve(s: gsp.Socket, name: str) -> None:
+        while True:
+            s.send(s.recv())
+            served[name] += 1
+
+    workers = [gevent.spawn(serve, a, "a"), gevent.spawn(serve, b, "b")]
+    for i in range(4):
+        req.send(b"%d" % i)
+        req.recv()
+    t0 = time.monotonic()
+    net.block_port(port_of(la.url))  # a's host vanishes: no RST, no FIN, nothing
+    end = t0 + args.limit
+    while not gone and time.monotonic() < end:
+        gevent.sleep(0.05)
+    noticed = round(gone[0] - t0, 2) if gone else None
+    answered = failed = 0
+    t1 = time.monotonic()
+    for i in range(args.requests):
+        try:
+            req.send(b"after %d" % i)
+            req.recv()
+            answered += 1
+        except gsp.GspError:
+            failed += 1
+    out = {"keepalive": not args.no_keepalive, "noticed_after": noticed,
+           "answered": answered, "failed": failed,
+           "seconds": round(time.monotonic() - t1, 2)}
+    net.clear()
+    gevent.killall(workers)
+    for s in (req, a, b):
+        s.close()
+    return out
+
+
+# -- a rate limit --------------------------------------------------------------------------------
+
+def scenario_rate(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    net.rate(args.rate)
+    pull, (push,), _ = st.pair("pull", "push", recv_timeout=30, send_timeout=30)
+    body = os.urandom(4096)
+    n = 200
+    got: list[int] = []
+
+    def recv() -> None:
+        while len(got) < n:
+            got.append(int.from_bytes(pull.recv()[:4], "big"))
+
+    g = gevent.spawn(recv)
+    t0 = time.monotonic()
+    for i in range(n):
+        push.send(i.to_bytes(4, "big") + body)
+    g.join(timeout=60)
+    took = time.monotonic() - t0
+    out = {"rate_kbit": args.rate, "sent": n, "received": len(got),
+           "in_order": got == list(range(n)), "seconds": round(took, 2),
+           "kbit_per_s": round(n * 4100 * 8 / 1000 / took)}
+    push.close()
+    pull.close()
+    return out
+
+
+SCENARIOS: dict[str, Callable[[Setup, Net, argparse.Namespace], dict[str, Any]]] = {
+    "loss": scenario_loss, "partition": scenario_partition,
+    "partition-pub": scenario_partition_pub, "vanish": scenario_vanish, "rate": scenario_rate,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    ap.add_argument("--scheme", default="tcp", choices=["tcp", "tls+tcp", "ws", "wss"])
+    ap.add_argument("--tls", nargs=3, metavar=("CA", "CERT", "KEY"))
+    ap.add_argument("--loss", type=float, default=10.0, help="percent of packets dropped")
+    ap.add_argument("--partition", type=float, default=5.0, help="seconds of partition")
+    ap.add_argument("--no-resend", action="store_true")
+    ap.add_argument("--no-keepalive", action="store_true")
+    ap.add_argument("--reconnect-time", type=float, default=0.1)
+    ap.add_argument("--rate", type=int, default=2000, help="kbit/s of the rate limit")
+    ap.add_argument("--requests", type=int, default=50, help="requests after a host vanished")
+    ap.add_argument("--limit", type=float, default=8.0, help="seconds to wait for a detection")
+    args = ap.parse_args()
+    net = Net()
+    st = Setup(args.scheme, args.tls, keepalive=not args.no_keepalive)
+    with gevent.Timeout(90, SystemExit("netfault_probe: the scenario took over 90 s")):
+        report = SCENARIOS[args.scenario](st, net, args)
+    print(json.dumps({"scenario": args.scenario, "scheme": args.scheme, **report}))
+
+
+if __name__ == "__main__":
+    main()
