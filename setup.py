@@ -11,12 +11,13 @@ It falls back to pure Python, and the build still succeeds, when
   checkout never gets extension modules beside its ``.py`` files.
 
 The ``.py`` files of the compiled modules stay in the wheel (an extension module is imported
-before a ``.py`` of the same name). ``gsp bench`` and ``gsp.bench.report.compiled()`` say which
-build runs.
+before a ``.py`` of the same name). ``gsp info``, ``gsp bench`` and ``gsp._mypyc.compiled()`` say
+which build runs.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
 import shutil
@@ -28,12 +29,23 @@ from typing import Any
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
-#: The modules compiled, as paths; tests/test_build.py checks they are gsp.bench.report.COMPILABLE.
-COMPILED = ["gsp/chan.py", "gsp/transport/wire.py", "gsp/protocol/waiting.py",
-            "gsp/protocol/inbox/queue.py", "gsp/_core/readers.py", "gsp/_core/pipe.py",
-            "gsp/transport/stream.py", "gsp/protocol/backtrace.py",
-            "gsp/protocol/inbox/ledger.py", "gsp/protocol/inbox/backlog.py",
-            "gsp/transport/limits.py"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def compiled_modules() -> list[str]:
+    """The modules to compile, as paths: ``gsp._mypyc.COMPILED``, the one list of them, read
+    from its file without importing gsp (a build has not installed it)."""
+    with open(os.path.join(HERE, "gsp", "_mypyc.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == \
+                ["COMPILED"]:
+            return [m.replace(".", "/") + ".py" for m in ast.literal_eval(node.value)]
+    raise RuntimeError("gsp/_mypyc.py assigns no COMPILED")
+
+
+#: The modules compiled, as paths.
+COMPILED = compiled_modules()
 
 #: The opt-out: GSP_PURE=1 builds a pure-Python wheel.
 OPT_OUT = "GSP_PURE"

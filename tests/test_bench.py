@@ -1,4 +1,4 @@
-"""gsp.bench: the whole suite runs once with tiny counts (it must work, --compare and --json
+"""gsp bench (gsp_bench): the whole suite runs once with tiny counts (it must work, --compare and --json
 included). Nothing here times anything: the figures only have to exist and be sane."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gsp.bench.cases import Case, parse_size
-from gsp.bench.report import fmt, table
+from gsp_bench.cases import Case, parse_size
+from gsp_bench.report import fmt, table
 
 pytestmark = pytest.mark.allow_leaks  # worker processes only; this process opens no sockets
 
@@ -86,7 +86,7 @@ def test_table_repeat_and_progress() -> None:
     cells = row.split()
     assert cells[4] == "msg/s" and cells[-1].startswith("(") and cells[-1].endswith("×)")
     assert any("ratio = library ÷ gsp" in ln for ln in lines)
-    from gsp.bench.report import build_line, compiled
+    from gsp_bench.report import build_line, compiled
     assert build_line({"compiled": compiled()}) in p.stdout  # the build that ran, in the header
     assert "[1/2" in p.stderr and "[2/2" in p.stderr  # progress, on stderr only
     assert "[1/2" not in p.stdout
@@ -98,7 +98,7 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     (r,) = doc["results"]
-    from gsp.bench.report import build, compiled
+    from gsp_bench.report import build, compiled
     assert doc["machine"]["compiled"] == compiled()  # the build that ran: this process's gsp
     assert doc["machine"]["build"] == build(compiled()) in ("pure", "compiled")
     runs = r["figures"]["runs"]
@@ -159,7 +159,7 @@ def test_nng_style_one_sided_tools_talk_to_each_other() -> None:
     s.close()
     for local, remote, count in (("local_thr", "remote_thr", "2000"),
                                  ("local_lat", "remote_lat", "200")):
-        recv = subprocess.Popen([sys.executable, "-m", "gsp.bench", local, url, "16", count],
+        recv = subprocess.Popen([sys.executable, "-m", "gsp_bench", local, url, "16", count],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             send = run(remote, url, "16", count, timeout=120)
@@ -192,8 +192,8 @@ def test_plot_writes_a_png_or_says_what_to_install(tmp_path: Any) -> None:
 
 
 def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
-    from gsp.bench.cases import SWEEP_SIZES, cases_for
-    from gsp.bench.cli import parser
+    from gsp_bench.cases import SWEEP_SIZES, cases_for
+    from gsp_bench.cli import parser
 
     def points(*argv: str) -> list[tuple[str, int]]:
         return [(c.params["transport"], c.params["size"])
@@ -210,8 +210,8 @@ def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
 
 
 def test_the_plot_has_a_panel_for_each_transport_swept(tmp_path: Any) -> None:
-    from gsp.bench.cases import thr_case
-    from gsp.bench.report import plot
+    from gsp_bench.cases import thr_case
+    from gsp_bench.report import plot
 
     cases = [thr_case(t, s, 100) for t in ("tcp", "ipc") for s in (16, 1024)] + \
         [thr_case("inproc", 16, 100)]
@@ -259,9 +259,10 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
     modules compiled with mypyc (an extension module imported in place of the .py)."""
     import importlib
 
-    from gsp.bench import report
+    from gsp._mypyc import COMPILED
+    from gsp_bench import report
 
-    modules = [importlib.import_module(m) for m in report.COMPILABLE]
+    modules = [importlib.import_module(m) for m in COMPILED]
     for m in modules:
         monkeypatch.setattr(m, "__file__", f"/x/{m.__name__.replace('.', '/')}.py")
     assert report.compiled() == []
@@ -278,7 +279,7 @@ def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPa
         monkeypatch.setattr(m, "__file__", f"/x/{m.__name__.replace('.', '/')}.cpython-311.so")
     info = report.machine()
     assert info["build"] == "compiled"
-    assert (f"gsp build: compiled with mypyc: {', '.join(report.COMPILABLE)}\n"
+    assert (f"gsp build: compiled with mypyc: {', '.join(COMPILED)}\n"
             in report.header(info))
     del info["compiled"], info["build"]  # a run saved before the build was recorded
     assert "gsp build" not in report.header(info)
@@ -326,8 +327,8 @@ def test_reqrep_procs_serves_from_several_processes_beside_one(tmp_path: Any) ->
 
 
 def test_thr_counts_by_size_unless_told() -> None:
-    from gsp.bench.cases import cases_for
-    from gsp.bench.cli import parser
+    from gsp_bench.cases import cases_for
+    from gsp_bench.cli import parser
 
     def counts(*argv: str) -> list[tuple[int, int]]:
         return [(c.params["size"], c.params["count"])

@@ -1,4 +1,4 @@
-"""gsp.bench's native libraries: C nng (built here against Debian's libnng-dev; .ci/run installs
+"""gsp bench's native libraries: C nng (built here against Debian's libnng-dev; .ci/run installs
 it) runs the workloads and speaks nng's wire to gsp; Go mangos, and nng without its compiler or
 header, are skipped with the reason. Nothing here times anything: figures only have to exist,
 be positive and count the messages sent."""
@@ -18,8 +18,8 @@ from typing import Any, Iterator
 import pytest
 
 import gsp
-from gsp.bench import native
-from gsp.bench.libs import LIBS
+from gsp_bench import native
+from gsp_bench.libs import LIBS
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +244,7 @@ def test_reqrep_conns_reach_the_tools_with_contexts_only(tmp_path: Path, name: s
                                                          tail: list[str]) -> None:
     """``reqrep --conns K``: mangos' clients become contexts over K sockets, as gsp's (its tool
     takes CONNS as a fifth argument); nng's tool has no such argument and is not given one."""
-    from gsp.bench.libs.lib_native import Native
+    from gsp_bench.libs.lib_native import Native
     argv = tmp_path / "argv.json"
     fake = tmp_path / "tool.py"
     fake.write_text(f"import json, sys\njson.dump(sys.argv[1:], open({str(argv)!r}, 'w'))\n"

@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from gsp.bench.report import COMPILABLE
+from gsp._mypyc import COMPILED
 
 pytestmark = pytest.mark.allow_leaks  # build processes only; this process opens no sockets
 
@@ -67,9 +67,29 @@ def modules_in(names: list[str]) -> set[str]:
     return {n.split("purelib/", 1)[-1] for n in names if "gsp/" in n}
 
 
-def test_setup_compiles_the_modules_bench_reports() -> None:
+def test_setup_compiles_the_one_list_of_modules() -> None:
+    """setup.py reads gsp._mypyc.COMPILED (what ``gsp info`` and ``gsp bench`` report) from its
+    file: one list, and every module on it is there to compile."""
     setup = setup_py()
-    assert [p[:-3].replace("/", ".") for p in setup.COMPILED] == list(COMPILABLE)
+    assert [p[:-3].replace("/", ".") for p in setup.COMPILED] == list(COMPILED)
+    assert all((ROOT / p).is_file() for p in setup.COMPILED)
+
+
+@pytest.mark.timeout(180)
+def test_the_wheel_holds_the_runtime_package_only(tmp_path: Path) -> None:
+    """The gevent-sp wheel carries gsp and its metadata: no benchmark (``gsp bench`` is the
+    gevent-sp-bench distribution, plugins/gsp-bench), no docs generator (scripts/docgen.py), no C
+    or Go source; every file of gsp/ is Python source or py.typed."""
+    (_, *names), _, _ = hook(tmp_path, "build_wheel", GSP_PURE="1")
+    files = [n for n in names if not n.endswith("/")]
+    assert not [n for n in files if "bench" in n.split("/")], files
+    assert not [n for n in files if n.endswith((".c", ".h", ".go", ".mod"))], files
+    assert "gsp/_core/docs.py" not in files
+    dist_info = [n for n in files if n.split("/")[0].endswith(".dist-info")]
+    package = [n for n in files if n not in dist_info]
+    assert package and all(n.startswith("gsp/") for n in package), package
+    assert all(n.endswith(".py") or n == "gsp/py.typed" for n in package), [
+        n for n in package if not n.endswith(".py")]
 
 
 def test_why_pure_decides_from_the_opt_out_the_command_and_the_compiler() -> None:

@@ -5,6 +5,7 @@ and the entry-point group stays `gsp`."""
 from __future__ import annotations
 
 import importlib.metadata as md
+import importlib.util
 import re
 
 import gsp
@@ -15,6 +16,7 @@ DISTRIBUTIONS = {
     "gevent-sp-star": {"gsp_star"},
     "gevent-sp-ws": {"gsp_ws"},
     "gevent-sp-spark": {"gsp_spark", "pyspark_gsp"},
+    "gevent-sp-bench": {"gsp_bench"},
     "gevent-sp-example-zlib": {"gsp_example_zlib"},
     "gevent-sp-example-gather": {"gsp_example_gather"},
 }
@@ -50,6 +52,7 @@ def test_plugins_depend_on_gevent_sp_and_nothing_on_gsp() -> None:
             assert "gevent-sp" in reqs and reqs["gevent-sp"] == "", (dist, reqs)
     extras = _requirement_names("gevent-sp")
     assert extras["gevent-sp-spark"] == 'extra == "spark"'
+    assert extras["gevent-sp-bench"] == 'extra == "bench"'
 
 
 def test_entry_points_keep_the_gsp_group_under_the_new_names() -> None:
@@ -68,3 +71,13 @@ def test_entry_points_keep_the_gsp_group_under_the_new_names() -> None:
         ("gevent-sp", "gsp.__main__:main")]
     pytest_plugins = [ep for ep in md.entry_points(group="pytest11") if ep.value == "gsp.testing.plugin"]
     assert [ep.dist.name if ep.dist else None for ep in pytest_plugins] == ["gevent-sp"]
+
+
+def test_gsp_bench_is_a_command_the_bench_distribution_adds() -> None:
+    """``gsp bench`` reaches gsp's command line through the ``gsp.commands`` entry-point group,
+    from gevent-sp-bench: the runtime package holds no benchmark."""
+    commands = {ep.name: (ep.dist.name if ep.dist else None, ep.value)
+                for ep in md.entry_points(group="gsp.commands")}
+    assert commands["bench"] == ("gevent-sp-bench", "gsp_bench.cli:main")
+    assert importlib.util.find_spec("gsp.bench") is None
+    assert importlib.util.find_spec("gsp._core.docs") is None

@@ -33,7 +33,7 @@ def outcome(call) -> str:  # type: ignore[no-untyped-def]
 def test_the_table_covers_every_built_in_protocol() -> None:
     # Built in: registered by gsp's own distribution. (Not "a factory from gsp.*": the gather
     # example's is gsp.protocol.replies.responder.)
-    from gsp._core.docs import origins
+    from scripts.docgen import origins
 
     builtin = {p for p, dist in origins("gsp_protocols").items() if dist == "gevent-sp"}
     assert "pair1" in builtin and "gather" not in builtin and "star" not in builtin

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp.__main__ import main
-from gsp._core import docs as _docs
 from gsp.options import (
     ENDPOINT_OPTIONS,
     SOCKET_OPTIONS,
@@ -23,6 +21,8 @@ from gsp.options import (
     integer,
     optional,
 )
+from scripts import docgen as _docs
+from scripts.docgen import main
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "options.md"
 

@@ -1,6 +1,6 @@
 """docs/plugin-reference.md is generated from the SDK's docstrings and must match them; every hook
-it lists has a docstring that says what the hook may raise. (`gsp hooks` writing the file is
-checked beside `gsp options` in tests/test_options_doc.py.)"""
+it lists has a docstring that says what the hook may raise. (`python scripts/docgen.py hooks`
+writing the file is checked beside `... options` in tests/test_options_doc.py.)"""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import re
 from typing import Any
 
 import gsp
-from gsp._core import docs as _docs
 from gsp.context import Context
 from gsp.protocol import Protocol
 from gsp.transport import Connection, StreamConnection
+from scripts import docgen as _docs
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "plugin-reference.md"
 RAISES = re.compile(r"\brais(e|es|ed|ing)\b", re.I)

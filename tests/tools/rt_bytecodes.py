@@ -57,7 +57,7 @@ def pushpull_pair() -> tuple[Ends, Any]:
 def raw_pair() -> tuple[Ends, Any]:
     from work_count import raw_conns  # (this directory: the script's own, first on sys.path)
 
-    from gsp.bench.libs.lib_raw import RawConn
+    from gsp_bench.libs.lib_raw import RawConn
     client, accepted = raw_conns()
     a, c = RawConn(accepted), RawConn(client)
 
@@ -131,7 +131,7 @@ def main() -> None:
     mode = "raw" if a.raw else "pushpull" if a.pushpull else "gsp"
     ops, calls, per = measure(mode, a.clients, a.wrap)
     if a.json:
-        from gsp.bench.report import compiled
+        from gsp._mypyc import compiled
         print(json.dumps({"bytecodes": sum(ops.values()) / per,
                           "calls": sum(calls.values()) / per, "compiled": compiled()}))
         return

@@ -533,7 +533,7 @@ def count(python: str, tree: str | None, workload: str, n: int = 0,
 
 
 def _build(python: str, tree: str | None) -> str:
-    code = "import gsp, gsp.bench.report as r; print(r.compiled() or 'pure', gsp.__file__)"
+    code = "import gsp, gsp._mypyc as r; print(r.compiled() or 'pure', gsp.__file__)"
     out = subprocess.run([python, "-c", code], env=_env(tree), capture_output=True, text=True)
     return out.stdout.strip() or out.stderr.strip().splitlines()[-1]
 

@@ -13,6 +13,8 @@ import os
 import platform
 from typing import IO, Any
 
+from gsp._mypyc import build, compiled
+
 from .cases import Case, show_size
 
 
@@ -44,30 +46,8 @@ def machine() -> dict[str, Any]:
     return info
 
 
-#: The native libraries' languages (as :data:`gsp.bench.native.NATIVE`; the header says which ran).
+#: The native libraries' languages (as :data:`gsp_bench.native.NATIVE`; the header says which ran).
 NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
-
-#: gsp's modules that may run compiled (docs/performance.md, "The compiled build (mypyc)").
-COMPILABLE = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
-              "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream",
-              "gsp.protocol.backtrace", "gsp.protocol.inbox.ledger", "gsp.protocol.inbox.backlog",
-              "gsp.transport.limits")
-
-
-def compiled() -> list[str]:
-    """Those of :data:`COMPILABLE` imported from an extension module, not their ``.py``."""
-    import importlib
-    return [m for m in COMPILABLE
-            if not str(getattr(importlib.import_module(m), "__file__", "")).endswith(".py")]
-
-
-def build(modules: list[str]) -> str:
-    """Which build runs, in a word: ``"pure"`` (no module compiled), ``"compiled"`` (all of
-    :data:`COMPILABLE`, as an installed wheel has them) or ``"partly compiled"``."""
-    if not modules:
-        return "pure"
-    return "compiled" if set(modules) >= set(COMPILABLE) else "partly compiled"
-
 
 def header(info: dict[str, Any]) -> str:
     """The lines above the table: where it ran, and how to read the ratios."""

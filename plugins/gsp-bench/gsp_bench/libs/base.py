@@ -1,7 +1,7 @@
 """Every workload's roles, written once over a small per-library interface.
 
-A role runs in a worker process (see :mod:`gsp.bench.worker`) and talks to the runner through a
-:class:`~gsp.bench.ctl.Control`: ``ready(url=...)`` once bound or connected, ``result(...)``
+A role runs in a worker process (see :mod:`gsp_bench.worker`) and talks to the runner through a
+:class:`~gsp_bench.ctl.Control`: ``ready(url=...)`` once bound or connected, ``result(...)``
 with raw figures (counts, seconds, bytes), and ``wait("stop")`` before closing, so a sender
 never closes with messages still queued.
 
@@ -10,7 +10,7 @@ protocol name: "push", "pull", "req", "rep", "pub", "sub") through :meth:`Lib.li
 :meth:`Lib.dial`, and a :class:`~.runtime.Runtime` for its natural concurrency: gevent
 greenlets for gsp, zmq.green and raw gevent; native threads for pynng and pyzmq. A library
 overrides a role only where its idiom differs (zmq's poller fan-in, the dialers' shape on
-gevent); a library that cannot run a role raises :class:`~gsp.bench.ctl.NotApplicable` (raw
+gevent); a library that cannot run a role raises :class:`~gsp_bench.ctl.NotApplicable` (raw
 sockets have no inproc).
 """
 

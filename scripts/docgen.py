@@ -7,25 +7,30 @@ transport options from the registry (``gsp.registry.protocols[name].options``,
 ``gsp.registry.transports[scheme].options``). Type, unit and range are what each option's
 validator says about itself (:class:`gsp.options.Check`).
 
-Regenerate with ``python -m gsp options -o docs/options.md`` and
-``python -m gsp hooks -o docs/plugin-reference.md``; tests/test_options_doc.py and
-tests/test_plugin_reference.py fail while either file is stale.
+Regenerate with ``python scripts/docgen.py options -o docs/options.md`` and
+``python scripts/docgen.py hooks -o docs/plugin-reference.md`` at the repository root (``--all``
+adds every installed plugin's options); tests/test_options_doc.py and
+tests/test_plugin_reference.py fail while either file is stale. A docs build imports this module
+from the repository root (``from scripts import docgen``) and calls :func:`options_markdown` and
+:func:`reference_markdown`. It is a tool of the repository, not part of the installed ``gsp``.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import inspect
 import re
+import sys
 import textwrap
 from importlib.metadata import entry_points
 from typing import Any, Iterable
 
-from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Option
+from gsp.options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Option
 
 #: The command that writes docs/options.md (quoted by the file and by its staleness test).
-COMMAND = "python -m gsp options -o docs/options.md"
+COMMAND = "python scripts/docgen.py options -o docs/options.md"
 #: gsp's own distribution and the plugin distributions shipped beside it (not the examples).
 SHIPPED = ("gevent-sp", "gevent-sp-star", "gevent-sp-ws")
 _CORE = SHIPPED[0]
@@ -34,7 +39,7 @@ _CORE = SHIPPED[0]
 def origins(hook: str) -> dict[str, str | None]:
     """Protocol name or URL scheme -> the distribution whose ``gsp`` entry point registered the
     plugin answering ``hook`` with it (None: a plugin registered by hand)."""
-    from .registry import registry
+    from gsp import registry
 
     registry.protocols  # noqa: B018 (loads the entry points' plugins, once)
     dist_of = {ep.value: ep.dist.name for ep in entry_points(group="gsp") if ep.dist is not None}
@@ -98,7 +103,7 @@ def _grouped(owned: list[tuple[str, str, Option]]) -> list[tuple[Option, str]]:
 def options_markdown(include_all: bool = False) -> str:
     """docs/options.md: every option of gsp and its shipped plugins (``include_all``: of every
     installed plugin, the examples and third parties' too)."""
-    from .registry import registry
+    from gsp import registry
 
     def keep(dist: str | None) -> str | None:
         if include_all:
@@ -172,7 +177,7 @@ def options_markdown(include_all: bool = False) -> str:
 # -- the plugin hook reference (docs/plugin-reference.md) ------------------------------------------
 
 #: The command that writes docs/plugin-reference.md (quoted by the file and by its staleness test).
-REFERENCE_COMMAND = "python -m gsp hooks -o docs/plugin-reference.md"
+REFERENCE_COMMAND = "python scripts/docgen.py hooks -o docs/plugin-reference.md"
 
 #: What the reference documents: ``(section title, module, names)``. A name ``"sub.*"`` stands
 #: for every function in the ``__all__`` of ``module.sub`` (so a renamed helper follows).
@@ -406,3 +411,28 @@ def reference_markdown() -> str:
             if members:
                 out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python scripts/docgen.py options|hooks [-o FILE]``: write a reference (default: stdout)."""
+    ap = argparse.ArgumentParser(prog="python scripts/docgen.py",
+                                 description="gsp's generated references, in Markdown")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    opts = sub.add_parser("options", help="the options reference (docs/options.md)")
+    opts.add_argument("--all", action="store_true",
+                      help="include every installed plugin, not only gsp's own and shipped ones")
+    hooks = sub.add_parser("hooks", help="the plugin hook reference (docs/plugin-reference.md)")
+    for p in (opts, hooks):
+        p.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
+    a = ap.parse_args(argv)
+    text = options_markdown(include_all=a.all) if a.cmd == "options" else reference_markdown()
+    if a.output:
+        with open(a.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m gsp.bench`` / ``gsp bench``: gsp's performance, side by side with other libraries.
+"""``python -m gsp_bench`` / ``gsp bench``: gsp's performance, side by side with other libraries.
 
 Workloads (senders and receivers are separate processes for tcp and ipc):
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("gsp bench: --plot needs matplotlib (pip install 'gevent-sp[bench]')", file=sys.stderr)
+            print("gsp bench: --plot needs matplotlib (pip install 'gevent-sp-bench[plot]')", file=sys.stderr)
             return 2
     if a.from_json:
         info, libs, results = report.load(a.from_json)

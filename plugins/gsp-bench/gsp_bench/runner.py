@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable
 
 import gsp
+import gsp_bench
 
 from .cases import Case
 from .ctl import NotApplicable
@@ -31,16 +32,18 @@ class BenchError(Exception):
 
 
 def _worker_env() -> dict[str, str]:
-    """The environment for a worker: it must import the very gsp this process runs, whatever
-    the working directory or the installed copy."""
+    """The environment for a worker: it must import the very gsp and gsp_bench this process
+    runs, whatever the working directory or the installed copies."""
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(gsp.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    roots = [os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
+             for m in (gsp, gsp_bench)]
+    env["PYTHONPATH"] = os.pathsep.join(
+        dict.fromkeys(p for p in (*roots, env.get("PYTHONPATH")) if p))
     return env
 
 
 class Worker:
-    """One ``python -m gsp.bench.worker`` process and its JSON-lines control channel."""
+    """One ``python -m gsp_bench.worker`` process and its JSON-lines control channel."""
 
     def __init__(self, lib: str, role: str, deadline: float, malloc: str = "default",
                  **args: Any) -> None:
@@ -49,7 +52,7 @@ class Worker:
         self._err = tempfile.TemporaryFile()
         spec = json.dumps({"lib": lib, "role": role, "malloc": malloc, "args": args})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gsp.bench.worker", spec], env=_worker_env(),
+            [sys.executable, "-m", "gsp_bench.worker", spec], env=_worker_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self._buf = b""
 

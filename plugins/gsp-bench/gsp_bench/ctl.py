@@ -5,7 +5,7 @@ A worker reports on stdout (``{"ready": {...}}``, ``{"started": true}``, ``{"res
 Reading never blocks the OS thread: workers run gevent hubs or native threads that must keep
 going while they wait for the next word.
 
-Roles (see :mod:`gsp.bench.libs`) see the channel only as a :class:`Control`; :class:`Ctl` is
+Roles (see :mod:`gsp_bench.libs`) see the channel only as a :class:`Control`; :class:`Ctl` is
 the worker's end, :class:`ConsoleCtl` stands in for the orchestrator when a role runs straight
 from the command line (``gsp bench local_thr ...``).
 """

@@ -1,4 +1,4 @@
-"""``gsp bench`` / ``python -m gsp.bench``: gsp's performance, side by side with pynng, pyzmq,
+"""``gsp bench`` / ``python -m gsp_bench``: gsp's performance, side by side with pynng, pyzmq,
 zmq.green and a raw gevent socket baseline.
 
 * :mod:`.cli`     the command line (``gsp bench -h``)
@@ -6,7 +6,7 @@ zmq.green and a raw gevent socket baseline.
 * :mod:`.runner`  running a case: worker processes, their words, medians of repeated runs
 * :mod:`.report`  the table, the JSON document and the plot
 * :mod:`.ctl`     the control channel between the runner and a worker
-* :mod:`.worker`  a worker process (``python -m gsp.bench.worker``, started by the runner)
+* :mod:`.worker`  a worker process (``python -m gsp_bench.worker``, started by the runner)
 * :mod:`.libs`    each library's sockets, and the roles every workload is made of
 """
 

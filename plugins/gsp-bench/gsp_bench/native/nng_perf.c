@@ -1,7 +1,7 @@
 /*
  * nng_perf: the roles of `gsp bench` written against C nng (libnng), one per run.
  *
- * Built by gsp.bench.native on first use (cc nng_perf.c -lnng -lpthread) and started by
+ * Built by gsp_bench.native on first use (cc nng_perf.c -lnng -lpthread) and started by
  * gsp/bench/libs/lib_native.py, which relays the same control channel every worker speaks:
  * JSON lines on stdout ({"ready": {...}}, {"started": true}, {"result": {...}}, {"error": "..."}),
  * words on stdin ("go", "measure", "stop"; "stop" or end of input ends any wait).

@@ -2,7 +2,7 @@
 // twin of ../nng_perf.c, with the same command line, control channel and semantics (see
 // there): JSON lines on stdout, words on stdin ("stop" or end of input ends any wait).
 //
-// Built by gsp.bench.native with `go build` when a Go toolchain and the module
+// Built by gsp_bench.native with `go build` when a Go toolchain and the module
 // go.nanomsg.org/mangos/v3 are at hand; the bench skips mangos, saying why, otherwise.
 package main
 

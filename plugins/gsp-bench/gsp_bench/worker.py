@@ -1,8 +1,8 @@
 """A worker process, started by the runner (never by hand):
-``python -m gsp.bench.worker '{"lib": ..., "role": ..., "malloc": ..., "args": {...}}'``.
+``python -m gsp_bench.worker '{"lib": ..., "role": ..., "malloc": ..., "args": {...}}'``.
 
 It builds the library, runs one role with the control channel on stdin/stdout, and turns a
-:class:`~gsp.bench.ctl.NotApplicable` or any other failure into a report line for the runner.
+:class:`~gsp_bench.ctl.NotApplicable` or any other failure into a report line for the runner.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 import sys
 import traceback
 
-from ..allocator import tune_allocator
+from gsp import tune_allocator
+
 from .ctl import Ctl, NotApplicable
 from .libs import make, raise_nofile
 

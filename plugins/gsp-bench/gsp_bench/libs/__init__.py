@@ -5,7 +5,7 @@
 * ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
 * ``lib_native``  C nng and Go mangos, through small native tools built on first use
-  (:mod:`gsp.bench.native`; a library whose tool cannot be built is skipped, saying why)
+  (:mod:`gsp_bench.native`; a library whose tool cannot be built is skipped, saying why)
 * ``gsp-spin`` gsp in its low-latency mode (``recv_spin``; not in ``--compare``: ``--libs``)
 
 The roles every workload is made of are written once in :mod:`.base`, over the loops in

@@ -1,11 +1,11 @@
 """C nng and Go mangos: each role runs in the library's own native tool (see
-:mod:`gsp.bench.native`), built on first use; this worker only relays the control channel.
+:mod:`gsp_bench.native`), built on first use; this worker only relays the control channel.
 
 The tool prints the same JSON lines a worker does (``ready``, ``started``, ``result``,
 ``error``) and reads the same words, so the figures mean what every other library's do; the
 relay passes words on as they arrive (a blocking wait, no polling) and reports each line to the
-:class:`~gsp.bench.ctl.Control`. Workloads the tools do not play (inproc, pub/sub, many
-connections) are :class:`~gsp.bench.ctl.NotApplicable`.
+:class:`~gsp_bench.ctl.Control`. Workloads the tools do not play (inproc, pub/sub, many
+connections) are :class:`~gsp_bench.ctl.NotApplicable`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,8 @@
+"""``python -m gsp_bench``: ``gsp bench`` without the ``gsp`` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
