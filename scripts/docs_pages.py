@@ -115,8 +115,6 @@ def generator() -> ModuleType:
     sys.path.insert(0, str(ROOT))
     try:
         from scripts import docgen
-    except ImportError:  # before it moved out of the runtime package
-        from gsp._core import docs as docgen
     finally:
         sys.path.remove(str(ROOT))
     return docgen
