@@ -180,6 +180,56 @@ def test_a_delaying_proxy_delays_but_loses_nothing(proxied: Any) -> None:
     assert [pull.recv() for _ in range(50)] == [b"%d" % i for i in range(50)]
 
 
+def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(mk: Mk) -> None:
+    # Issue 41: delay 50 ms +- 20 ms each way (FaultProxy.delay and .jitter: a latency line, a
+    # chunk never overtaking the one before it). req/rep: 4 contexts x 10 requests, each answered
+    # once to its own context, the round trip about two delays; push/pull and pub/sub: every
+    # message once, in order; all at the speed of the link, not one delay per message.
+    rep = mk("rep", recv_timeout=5, send_timeout=5)
+    proxy = FaultProxy(rep.listen("tcp://127.0.0.1:0").url)
+    try:
+        proxy.delay, proxy.jitter = 0.05, 0.02
+        req = mk("req", recv_timeout=5, resend_time=2.0)
+        req.dial(proxy.url, block=True)
+        server = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in iter(int, 1)])
+        rtts: list[float] = []
+        got: dict[int, list[bytes]] = {}
+
+        def client(i: int) -> None:
+            ctx = req.open_context()
+            got[i] = []
+            for j in range(10):
+                t0 = time.monotonic()
+                ctx.send(b"%d.%d" % (i, j))
+                got[i].append(ctx.recv())
+                rtts.append(time.monotonic() - t0)
+            ctx.close()
+
+        gevent.joinall([gevent.spawn(client, i) for i in range(4)], raise_error=True,
+                       timeout=30)
+        server.kill()
+        assert got == {i: [b"%d.%d" % (i, j) for j in range(10)] for i in range(4)}
+        rtts.sort()
+        assert 0.06 <= rtts[len(rtts) // 2] < 1.0, rtts  # two delays of 30-70 ms, and load
+    finally:
+        proxy.close()
+    for lproto, dproto in (("pull", "push"), ("pub", "sub")):
+        a, b = mk(lproto, recv_timeout=5, send_timeout=5), mk(dproto, recv_timeout=5)
+        with FaultProxy(a.listen("tcp://127.0.0.1:0").url) as p:
+            p.delay, p.jitter = 0.05, 0.02
+            b.dial(p.url, block=True)
+            wait_for(lambda a=a: a.pipes, what="the proxied pipe")
+            tx, rx = (b, a) if lproto == "pull" else (a, b)
+            if dproto == "sub":
+                b.subscribe(b"")
+                gevent.sleep(0.3)  # the subscription crosses the link
+            t0 = time.monotonic()
+            for i in range(300):
+                tx.send(b"%d" % i)
+            assert [rx.recv() for _ in range(300)] == [b"%d" % i for i in range(300)]
+            assert time.monotonic() - t0 < 5  # a latency, not 300 of them
+
+
 @pytest.mark.parametrize("fault", ["truncate", "reset"])
 def test_a_cut_connection_is_replaced_without_help(proxied: Any, fault: str) -> None:
     """A frame cut in the middle (or a reset) ends that pipe only; the dialer redials through

@@ -4,7 +4,10 @@
 ``tcp://host:port`` URL or a ``(host, port)`` pair); dial ``proxy.url`` (or ``proxy.address``
 with another scheme) instead of the target. Then:
 
-* ``proxy.delay = 0.05`` — every chunk waits that long before it is passed on (both ways);
+* ``proxy.delay = 0.05`` — every chunk is passed on that long after it arrived (both ways), as
+  over a link with that latency: chunks in flight do not wait for each other;
+* ``proxy.jitter = 0.02`` — each chunk's delay varies that much either way, at random (a byte
+  stream keeps its order: a chunk never overtakes the one before it);
 * ``proxy.blackhole()`` — from now on bytes vanish (read and dropped, both ways): the peers see
   an open connection that carries nothing, as behind a dead router;
 * ``proxy.truncate(n)`` — each open connection passes ``n`` more bytes towards the target, then
@@ -18,13 +21,17 @@ closes them at once. ``close()`` stops everything.
 
 from __future__ import annotations
 
+import random
 import socket as _stdsocket
 import struct
+import time
+from collections import deque
 from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
 from gevent import socket as gsocket
+from gevent.event import Event
 from gevent.pool import Group
 
 __all__ = ["FaultProxy"]
@@ -43,26 +50,64 @@ class _Link:
         self.closed = False
 
     def pump(self, src: Any, dst: Any, to_target: bool) -> None:
+        line: deque[tuple[float, bytes]] = deque()  # chunks in flight: (when due, bytes)
+        ready = Event()
+        writer = self.proxy._group.spawn(self._deliver, line, ready, dst, to_target)
+        last = 0.0
         try:
             while not self.closed:
                 data = src.recv(_CHUNK)
                 if not data:
                     break
-                if self.proxy.delay:
-                    gevent.sleep(self.proxy.delay)
-                if self.proxy.dropping:
+                delay, jitter = self.proxy.delay, self.proxy.jitter
+                if delay or jitter or line:
+                    due = time.monotonic() + max(delay + random.uniform(-jitter, jitter), 0.0)
+                    last = max(due, last)  # never before the chunk ahead of it
+                    line.append((last, data))
+                    ready.set()
                     continue
-                if to_target and self.budget is not None:
-                    data = data[:self.budget]
-                    self.budget -= len(data)
-                    dst.sendall(data)
-                    if self.budget <= 0:
-                        break
-                    continue
-                dst.sendall(data)
+                if not self._forward(data, dst, to_target):
+                    break
         except OSError:
             pass
+        line.append((0.0, b""))  # the end, after what is in flight
+        ready.set()
+        writer.join()
         self.close()
+
+    def _deliver(self, line: "deque[tuple[float, bytes]]", ready: Event, dst: Any,
+                 to_target: bool) -> None:
+        """Pass on the chunks in flight, each when it is due."""
+        try:
+            while not self.closed:
+                if not line:
+                    ready.clear()
+                    ready.wait()
+                    continue
+                due, data = line[0]
+                if not data:
+                    return
+                wait = due - time.monotonic()
+                if wait > 0:
+                    gevent.sleep(wait)
+                line.popleft()
+                if not self._forward(data, dst, to_target):
+                    self.close()
+                    return
+        except OSError:
+            self.close()
+
+    def _forward(self, data: bytes, dst: Any, to_target: bool) -> bool:
+        """Send ``data`` on, as the faults allow; False once the link is done."""
+        if self.proxy.dropping:
+            return True
+        if to_target and self.budget is not None:
+            data = data[:self.budget]
+            self.budget -= len(data)
+            dst.sendall(data)
+            return self.budget > 0
+        dst.sendall(data)
+        return True
 
     def close(self, rst: bool = False) -> None:
         if self.closed:
@@ -90,6 +135,7 @@ class FaultProxy:
             target = (parts.hostname, parts.port)
         self.target = target
         self.delay = 0.0
+        self.jitter = 0.0
         self.dropping = False
         self.refuse = False
         self._links: set[_Link] = set()
@@ -140,6 +186,7 @@ class FaultProxy:
         self.dropping = False
         self.refuse = False
         self.delay = 0.0
+        self.jitter = 0.0
 
     def truncate(self, nbytes: int = 3) -> None:
         """Let ``nbytes`` more bytes through towards the target on each open connection, then
