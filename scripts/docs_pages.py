@@ -46,8 +46,9 @@ API = {
 #: Modules rendered on their package's page too (a public module the package does not re-export).
 ALSO = {"gsp_ws": ("gsp_ws.wsgi",)}
 
-#: The commands whose ``--help`` the CLI page shows, in order.
-COMMANDS = (["gsp"], ["gsp", "cat"], ["gsp", "bench"])
+#: gsp's own commands whose ``--help`` the CLI page shows; then those that installed
+#: distributions add through the ``gsp.commands`` entry-point group (``gsp bench``).
+COMMANDS = (["gsp"], ["gsp", "cat"])
 
 
 def api_pages() -> None:
@@ -67,11 +68,17 @@ def help_text(command: list[str]) -> str:
 
 
 def cli_page() -> None:
+    from gsp.__main__ import commands
+
+    plugged = {name: ep.dist.name if ep.dist else "" for name, ep in commands().items()}
     lines = ["# Command line", "",
-             "`gsp` is installed with gsp (also `python -m gsp`). What each command prints "
-             "with `--help`:", ""]
-    for command in COMMANDS:
-        lines += [f"## `{' '.join(command)}`", "", "```text", help_text(command), "```", ""]
+             "`gsp` is installed with gsp (also `python -m gsp`); other distributions add "
+             "commands to it. What each command prints with `--help`:", ""]
+    for command in [*COMMANDS, *(["gsp", name] for name in sorted(plugged))]:
+        head = f"## `{' '.join(command)}`"
+        if command[1:] and command[1] in plugged:
+            head += f" (from `{plugged[command[1]]}`)"
+        lines += [head, "", "```text", help_text(command), "```", ""]
     with mkdocs_gen_files.open("reference/cli.md", "w") as f:
         f.write("\n".join(lines))
 
