@@ -23,6 +23,7 @@ from gevent.threadpool import ThreadPool
 
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp
+from tests.ws_support import echo, not_found, respond
 
 CHROMIUM = "/usr/bin/chromium"
 PAGE_TIMEOUT = 60.0  # seconds a page's script may run before the test fails
@@ -146,20 +147,8 @@ class Page:
 
 def index_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     if environ.get("PATH_INFO") == "/":
-        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
-                                  ("Content-Length", str(len(INDEX)))])
-        return [INDEX]
-    start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "4")])
-    return [b"no!\n"]
-
-
-def echo(sock: gsp.Socket) -> None:
-    """Answer every request with its own body until ``sock`` closes."""
-    while True:
-        try:
-            sock.send(sock.recv())
-        except gsp.Closed:
-            return
+        return respond(start_response, INDEX, "text/html; charset=utf-8")
+    return not_found(start_response)
 
 
 class PageServer:

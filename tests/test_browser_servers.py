@@ -15,20 +15,11 @@ import pytest
 from tests import nng, servers
 from tests.browser_support import Browser, Page, page_server
 
-APPS = os.path.join(os.path.dirname(__file__), "apps")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Bodies for nng peers: every byte value and 100,000 bytes (> 64 KiB). 0-byte messages run
 #: against gsp in test_browser.py: pynng's recv() cannot return an empty message.
 PAYLOADS = [bytes(range(256)), bytes((i * 7 + 3) & 0xFF for i in range(100_000)), b"x"]
 HEX = [p.hex() for p in PAYLOADS]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture
@@ -201,7 +192,8 @@ def test_nng_requests_reach_a_page_rep_through_a_device(browser: Browser) -> Non
 
 
 def test_gunicorn_serves_the_module_and_the_mount(browser: Browser) -> None:
-    with servers.gunicorn("browser_app:application", pythonpath=APPS, workers=1) as srv:
+    with servers.gunicorn("tests.apps.browser_app:application", pythonpath=ROOT,
+                          workers=1) as srv:
         page = browser.page(srv.url + "/")
         try:
             got = page.run("""

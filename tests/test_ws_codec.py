@@ -10,7 +10,6 @@ import struct
 import time
 from typing import Any
 
-import gevent
 import pytest
 from wsproto.connection import Connection as WSProto
 from wsproto.connection import ConnectionType
@@ -20,7 +19,7 @@ import gsp
 from gsp.testing import wait_for
 from gsp_ws import _frames
 from gsp_ws._frames import FrameError, Framer
-from tests.ws_support import RawClient, port_of
+from tests.ws_support import RawClient, close_from_gsp, port_of
 
 
 def test_masking_is_compiled():
@@ -207,12 +206,6 @@ def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly():
             raw.send(BytesMessage(data=b"two"))
             assert pull.recv() == b"two"
             wait_for(lambda: pipe.reader is None, what="the pipe parked again")
-            closer = gevent.spawn(pipe.close)
-            ev = raw.next_event(CloseConnection)
-            assert ev.code == 1000
-            raw.send(ev.response())
-            closer.join(5)
-            assert closer.successful() and pipe.closed
-            assert raw.eof()
+            close_from_gsp(raw, pipe)
         finally:
             raw.close()

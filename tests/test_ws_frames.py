@@ -24,7 +24,7 @@ from wsproto.events import (
 )
 
 import gsp
-from tests.ws_support import RawClient, port_of
+from tests.ws_support import RawClient, close_from_gsp, port_of
 
 
 @contextlib.contextmanager
@@ -135,13 +135,7 @@ def test_close_handshake_both_ways():
                 while not a.pipes:
                     gevent.sleep(0.01)
             pipe = a.pipes[0]
-            closer = gevent.spawn(pipe.close)
-            ev = raw.next_event(CloseConnection)
-            assert ev.code == 1000
-            raw.send(ev.response())
-            closer.join(5)
-            assert closer.successful() and pipe.closed
-            assert raw.eof()
+            close_from_gsp(raw, pipe)
         finally:
             raw.close()
 

@@ -1,13 +1,18 @@
 """Helpers the ws:// and wss:// tests share (test_ws.py, test_ws_frames.py, test_ws_hostile.py):
-a bare WebSocket client to poke at a gsp listener, and the port of a listener's URL."""
+a bare WebSocket client to poke at a gsp listener, and the port of a listener's URL; and what
+the WSGI apps of the mount's tests share (tests/browser_support.py, tests/apps/): the loops
+their mounted sockets run and a plain HTTP answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+import gevent
 from gevent import socket as gsocket
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, Request
+
+import gsp
 
 
 def port_of(url: str) -> int:
@@ -57,3 +62,43 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def close_from_gsp(raw: RawClient, pipe: Any) -> None:
+    """gsp closes ``pipe``: the client gets a 1000 close frame and answers it, the close
+    returns, and the server ends the TCP connection."""
+    closer = gevent.spawn(pipe.close)
+    ev = raw.next_event(CloseConnection)
+    assert ev.code == 1000, ev
+    raw.send(ev.response())
+    closer.join(5)
+    assert closer.successful() and pipe.closed, closer.exception
+    assert raw.eof()
+
+
+def serve(sock: Any, handle: Callable[[bytes], bytes | None]) -> None:
+    """Hand each message ``sock`` receives to ``handle`` and send back what it returns (a
+    reply; None: nothing), until ``sock`` closes."""
+    while True:
+        try:
+            reply = handle(sock.recv())
+            if reply is not None:
+                sock.send(reply)
+        except gsp.Closed:
+            return
+
+
+def echo(sock: Any) -> None:
+    """Answer every request with its own body until ``sock`` closes."""
+    serve(sock, lambda body: body)
+
+
+def respond(start_response: Callable[..., Any], body: bytes, kind: str = "text/plain",
+            status: str = "200 OK") -> list[bytes]:
+    """A WSGI app's whole answer: ``body`` as ``kind``."""
+    start_response(status, [("Content-Type", kind), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def not_found(start_response: Callable[..., Any]) -> list[bytes]:
+    return respond(start_response, b"no!\n", status="404 Not Found")

@@ -1,6 +1,7 @@
-"""A WSGI app for the browser tests under real servers (tests/test_browser_servers.py): a page
-at / that imports gsp.js from the mount at /sp (a REP echo), a PUB at /ticks publishing
-``tick <n>`` every 50 ms, and a PULL at /pull whose messages /pulled lists (as hex)."""
+"""A WSGI app for the browser tests under real servers (tests/test_browser_servers.py): the page
+the in-process tests load (tests/browser_support.py's INDEX, importing gsp.js from the mount at
+/sp, a REP echo), a PUB at /ticks publishing ``tick <n>`` every 50 ms, and a PULL at /pull whose
+messages /pulled lists (as hex)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,8 @@ import gevent
 
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp
-
-PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><title>loading</title></head>
-<body><script type="module">
-import * as gsp from "/sp/gsp.js";
-window.gsp = gsp;
-document.title = "ready";
-</script></body></html>
-"""
+from tests.browser_support import INDEX
+from tests.ws_support import echo, not_found, respond, serve
 
 pulled: list[bytes] = []
 
@@ -25,22 +20,10 @@ pulled: list[bytes] = []
 def routes(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     path = environ.get("PATH_INFO")
     if path == "/":
-        kind, body = "text/html; charset=utf-8", PAGE
-    elif path == "/pulled":
-        kind, body = "text/plain", (" ".join(m.hex() or "-" for m in pulled) + "\n").encode()
-    else:
-        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "4")])
-        return [b"no!\n"]
-    start_response("200 OK", [("Content-Type", kind), ("Content-Length", str(len(body)))])
-    return [body]
-
-
-def _echo(sock: gsp.Socket) -> None:
-    while True:
-        try:
-            sock.send(sock.recv())
-        except gsp.Closed:
-            return
+        return respond(start_response, INDEX, "text/html; charset=utf-8")
+    if path == "/pulled":
+        return respond(start_response, (" ".join(m.hex() or "-" for m in pulled) + "\n").encode())
+    return not_found(start_response)
 
 
 def _ticks(sock: gsp.Socket) -> None:
@@ -51,14 +34,6 @@ def _ticks(sock: gsp.Socket) -> None:
         gevent.sleep(0.05)
 
 
-def _pull(sock: gsp.Socket) -> None:
-    while True:
-        try:
-            pulled.append(sock.recv())
-        except gsp.Closed:
-            return
-
-
 rep = gsp.socket("rep", recv_max_size=0)
 pub = gsp.socket("pub")
 pull = gsp.socket("pull", recv_max_size=0)
@@ -66,6 +41,6 @@ application = SPWebSocketApp(routes)
 application.mount("/sp", rep)
 application.mount("/ticks", pub, serve_js=False)
 application.mount("/pull", pull, serve_js=False)
-gevent.spawn(_echo, rep)
+gevent.spawn(echo, rep)
 gevent.spawn(_ticks, pub)
-gevent.spawn(_pull, pull)
+gevent.spawn(serve, pull, pulled.append)

@@ -18,6 +18,7 @@ import gevent
 import gsp
 import gsp_ws
 from gsp_ws.wsgi import SPWebSocketApp
+from tests.ws_support import echo, not_found, respond, serve
 
 TOKEN = "t0ken"
 
@@ -33,36 +34,16 @@ def routes(environ: dict[str, Any], start_response: Callable[..., Any]) -> Itera
     elif path == "/pulled":
         body = (" ".join(map(str, pulled)) + "\n").encode()
     else:
-        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "4")])
-        return [b"no!\n"]
-    start_response("200 OK", [("Content-Type", "text/plain"),
-                              ("Content-Length", str(len(body)))])
-    return [body]
+        return not_found(start_response)
+    return respond(start_response, body)
 
 
-def _echo(sock: gsp.Socket) -> None:
-    while True:
-        try:
-            sock.send(sock.recv())
-        except gsp.Closed:
-            return
+def _who(request: bytes) -> bytes:
+    return str(os.getpid()).encode()
 
 
-def _who(sock: gsp.Socket) -> None:
-    while True:
-        try:
-            sock.recv()
-            sock.send(str(os.getpid()).encode())
-        except gsp.Closed:
-            return
-
-
-def _pull(sock: gsp.Socket) -> None:
-    while True:
-        try:
-            pulled.append(len(sock.recv()))
-        except gsp.Closed:
-            return
+def _pull(body: bytes) -> None:
+    pulled.append(len(body))
 
 
 def _token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
@@ -90,7 +71,7 @@ application.mount("/sp", rep)
 application.mount("/who", who)
 application.mount("/pull", pull)
 application.mount("/private", private, ws_authorize=_token)
-gevent.spawn(_echo, rep)
-gevent.spawn(_who, who)
-gevent.spawn(_pull, pull)
+gevent.spawn(echo, rep)
+gevent.spawn(serve, who, _who)
+gevent.spawn(serve, pull, _pull)
 gevent.spawn(_private, private)
