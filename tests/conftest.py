@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import gevent
 
     import gsp
+    from tests.browser_support import Browser
     from tests.certs import PKI
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
@@ -72,3 +73,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
     from tests.certs import make_pki
 
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a test module (tests/browser_support.py); each test opens its
+    own pages."""
+    from tests.browser_support import Browser
+
+    b = Browser()
+    try:
+        yield b
+    finally:
+        b.close()

@@ -24,15 +24,6 @@ PAYLOADS = [b"", bytes(range(256)), bytes((i * 7 + 3) & 0xFF for i in range(100_
 HEX = [p.hex() for p in PAYLOADS]
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()
-
-
 @pytest.fixture
 def server() -> Iterator[PageServer]:
     with page_server() as srv:
@@ -112,24 +103,35 @@ def test_req_page_against_gsp_rep(page: Page, server: PageServer) -> None:
     assert got == [*HEX, "héllo"]
 
 
+def echo_script(protocol: str, count: int) -> str:
+    """The page dials ``arg`` and sends back each of ``count`` messages it receives."""
+    return f"""
+        const s = gsp.socket("{protocol}", {{recvTimeout: 10}});
+        await s.dial(arg);
+        for (let i = 0; i < {count}; i++) await s.send(await s.recv());
+        s.close();
+    """
+
+
+def gsp_asks(sock: gsp.Socket, bodies: list[bytes]) -> gevent.Greenlet:
+    """Once the page is connected, send each of ``bodies`` and take its answer; the greenlet's
+    value is the answers."""
+    def run() -> list[bytes]:
+        wait_pipes(sock)
+        answers = []
+        for b in bodies:
+            sock.send(b)
+            answers.append(sock.recv())
+        return answers
+    return gevent.spawn(run)
+
+
 def test_rep_page_against_gsp_req(page: Page, server: PageServer,
                                   mounted: Callable[..., gsp.Socket]) -> None:
     req = mounted("req", "/req")
-    replies: list[bytes] = []
-
-    def ask() -> None:
-        for p in PAYLOADS:
-            req.send(p)
-            replies.append(req.recv())
-    g = gevent.spawn(ask)
-    page.run("""
-        const rep = gsp.socket("rep", {recvTimeout: 10});
-        await rep.dial(arg);
-        for (let i = 0; i < 3; i++) await rep.send(await rep.recv());
-        rep.close();
-    """, server.ws("/req"))
-    g.get(timeout=10)
-    assert replies == PAYLOADS
+    g = gsp_asks(req, PAYLOADS)
+    page.run(echo_script("rep", len(PAYLOADS)), server.ws("/req"))
+    assert g.get(timeout=10) == PAYLOADS
 
 
 def sender_script(protocol: str) -> str:
@@ -273,22 +275,9 @@ def test_respondent_page_against_gsp_surveyor(page: Page, server: PageServer,
                                               mounted: Callable[..., gsp.Socket]) -> None:
     surveyor = mounted("surveyor", "/surveyor", )
     surveyor.survey_time = 10
-    answers: list[bytes] = []
-
-    def ask() -> None:
-        wait_pipes(surveyor)
-        for p in PAYLOADS:
-            surveyor.send(p)
-            answers.append(surveyor.recv())
-    g = gevent.spawn(ask)
-    page.run("""
-        const s = gsp.socket("respondent", {recvTimeout: 10});
-        await s.dial(arg);
-        for (let i = 0; i < 3; i++) await s.send(await s.recv());
-        s.close();
-    """, server.ws("/surveyor"))
-    g.get(timeout=10)
-    assert answers == PAYLOADS
+    g = gsp_asks(surveyor, PAYLOADS)
+    page.run(echo_script("respondent", len(PAYLOADS)), server.ws("/surveyor"))
+    assert g.get(timeout=10) == PAYLOADS
 
 
 # -- req in depth -------------------------------------------------------------------------------

@@ -20,15 +20,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHART_BLUE = (0x15, 0x65, 0xC0)  # the page's "jobs done" line
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()
-
-
 @pytest.fixture
 def dashboard() -> Iterator[servers.Server]:
     port = servers.free_port()
