@@ -144,6 +144,17 @@ def silent(s: gsp.Socket, wait: float = 0.1) -> bool:
     return False
 
 
+def recv_until_timeout(sock: Any) -> list[bytes]:
+    """Every message ``sock`` receives until a recv times out (its recv_timeout, or a survey's
+    end)."""
+    out = []
+    while True:
+        try:
+            out.append(sock.recv())
+        except gsp.Timeout:
+            return out
+
+
 def echo_forever(sock: Any) -> None:
     """Reply to every request with its own body until the socket (or context) closes."""
     try:

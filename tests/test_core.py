@@ -14,7 +14,7 @@ from gevent import socket as gsocket
 
 import gsp
 from gsp.testing import WAIT, connected, free_url, wait_for
-from tests.support import HDR_PULL, HDR_PUSH, TCP, sockets, spawn_all
+from tests.support import HDR_PULL, HDR_PUSH, TCP, recv_until_timeout, sockets, spawn_all
 
 # -- load balancing -------------------------------------------------------------------------------
 
@@ -53,16 +53,7 @@ def test_push_spreads_evenly_over_three_pullers():
         wait_for(lambda: len(push.pipes) == 3, what="three pullers")
         for i in range(300):
             push.send(b"%d" % i)
-
-        def drain(p: gsp.Socket) -> list[bytes]:
-            out = []
-            while True:
-                try:
-                    out.append(p.recv())
-                except gsp.Timeout:
-                    return out
-
-        results = [g.get() for g in spawn_all(drain, [(p,) for p in pullers])]
+        results = [g.get() for g in spawn_all(recv_until_timeout, [(p,) for p in pullers])]
     assert sorted(int(m) for r in results for m in r) == list(range(300))
     assert all(95 <= len(r) <= 105 for r in results), [len(r) for r in results]
 

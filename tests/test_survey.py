@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import ProtocolSuite, wait_for
-from tests.support import connect, inproc_url, u32
+from tests.support import connect, inproc_url, recv_until_timeout, u32
 
 
 class TestSurveyorProtocol(ProtocolSuite):
@@ -32,16 +32,6 @@ def respondents(mk: Any, surveyor: gsp.Socket, n: int, **kw: Any) -> list[gsp.So
     rs = [mk("respondent", dial=url, **kw) for _ in range(n)]
     wait_for(lambda: len(surveyor.pipes) == n and all(r.pipes for r in rs))
     return rs
-
-
-def collect(s: Any) -> list[bytes]:
-    """Every reply until the survey (or recv_timeout) ends."""
-    out = []
-    while True:
-        try:
-            out.append(s.recv())
-        except gsp.Timeout:
-            return out
 
 
 # -- surveyor ------------------------------------------------------------------------------------
@@ -99,7 +89,7 @@ def test_surveyor_rx_discard(mk, spawn):
     gevent.joinall([spawn(lambda r=r: r.send_msg(r.recv_msg())) for r in rs],
                    timeout=3, raise_error=True)
     gevent.sleep(0.05)
-    assert len(collect(s)) == 2
+    assert len(recv_until_timeout(s)) == 2
 
 
 def test_surveyor_broadcast(mk, spawn):
@@ -117,7 +107,7 @@ def test_surveyor_broadcast(mk, spawn):
     for rnd in range(3):
         t0 = time.monotonic()
         s.send(bytes([rnd]))
-        replies = collect(s)
+        replies = recv_until_timeout(s)
         assert time.monotonic() - t0 < 1.0  # the survey ends at 0.3 s
         assert sorted(replies) == [u32(i) + bytes([rnd]) for i in range(5)]
     gevent.joinall(servers, timeout=2, raise_error=True)
@@ -131,7 +121,7 @@ def test_surveyor_broadcast(mk, spawn):
     rs[0].send(b"late answer to A")
     assert rs[1].recv() == b"B"
     rs[1].send(b"answer to B")
-    assert collect(s) == [b"answer to B"]
+    assert recv_until_timeout(s) == [b"answer to B"]
 
 
 # -- respondent ----------------------------------------------------------------------------------
@@ -155,7 +145,7 @@ def test_respondent_resize_recv(mk):
         s.send(bytes([i]))
     wait_for(lambda: len(r._proto._recvq) == 20)
     r.recv_buffer = 1
-    assert collect(r) == [bytes([19])]
+    assert recv_until_timeout(r) == [bytes([19])]
 
 
 def test_respondent_resize_recv_waiting(mk, spawn):
