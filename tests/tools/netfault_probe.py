@@ -20,6 +20,8 @@ Scenarios (each states what it measures; the invariants are the test's):
   into it; then it heals. Time the listener's end took to notice (keepalive), the time from the
   heal to the reply, the requests that failed. ``--no-resend`` / ``--reconnect-time`` turn
   resend off / redials slow.
+- ``partition-push``: a push dialed to two pulls; one pull cut off (its port black-holed) for
+  ``--partition`` s, a message every 5 ms: what each pull got before, during and after.
 - ``vanish``: a req dialed to two reps; one rep's host vanishes (its port black-holed, no RST)
   while idle; time to notice (keepalive; ``--no-keepalive``), and ``--requests`` then, each
   answered.
@@ -319,7 +321,11 @@ def scenario_partition(st: Setup, net: Net, args: argparse.Namespace) -> dict[st
 def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
     pub, (sub,), _ = st.pair("pub", "sub", recv_timeout=args.partition + 10, send_timeout=5,
                              client={"reconnect_time": args.reconnect_time,
-                                     "reconnect_time_max": args.reconnect_time})
+                                     "reconnect_time_max": args.reconnect_time,
+                                     # a dial into the partition gives up after 1 s (its
+                                     # connect shares the handshake's bound), not after
+                                     # the SYN's own retries
+                                     "handshake_timeout": 1.0})
     sub.subscribe(b"")
     gevent.sleep(0.2)
     got: list[int] = []
@@ -334,7 +340,7 @@ def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dic
     g = gevent.spawn(recv)
     sent = 0
     phases: dict[str, tuple[int, int]] = {}
-    for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 2.0)):
+    for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 4.0)):
         if phase == "partition":
             net.black_hole()
         elif phase == "after":
@@ -359,6 +365,60 @@ def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dic
            "lost_per_partition_second": round(lost["partition"] / args.partition, 1)}
     pub.close()
     sub.close()
+    return out
+
+
+def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    """push dialed to two pulls; one pull is cut off (its port black-holed) for ``--partition``
+    s while a message goes every 5 ms: where the messages went, per phase."""
+    a, b = gsp.socket("pull", recv_timeout=None), gsp.socket("pull", recv_timeout=None)
+    la = a.listen(_url(st.scheme), **st.listen)
+    lb = b.listen(_url(st.scheme), **st.listen)
+    push = gsp.socket("push", send_timeout=5, reconnect_time=0.1, reconnect_time_max=0.5)
+    push.dial(la.url, block=True, **st.dial)
+    push.dial(lb.url, block=True, **st.dial)
+    got: dict[str, list[tuple[float, int]]] = {"a": [], "b": []}
+
+    def pull(s: gsp.Socket, name: str) -> None:
+        while True:
+            got[name].append((time.monotonic(), int(s.recv())))
+
+    workers = [gevent.spawn(pull, a, "a"), gevent.spawn(pull, b, "b")]
+    sent = 0
+    marks: dict[str, float] = {}
+    failed = 0
+    for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 2.0)):
+        if phase == "partition":
+            net.block_port(port_of(la.url))
+        elif phase == "after":
+            net.clear()
+        marks[phase] = time.monotonic()
+        end = marks[phase] + seconds
+        while time.monotonic() < end:
+            try:
+                push.send(b"%d" % sent)
+            except gsp.GspError:
+                failed += 1
+            sent += 1
+            gevent.sleep(0.005)
+    marks["end"] = time.monotonic()
+    gevent.sleep(2.0)
+    gevent.killall(workers)
+
+    def during(name: str, start: str, stop: str) -> int:
+        return sum(marks[start] <= t < marks[stop] for t, _ in got[name])
+
+    seen = [i for name in got for _, i in got[name]]
+    out = {"partition_s": args.partition, "sent": sent, "send_failures": failed,
+           "received": len(seen), "duplicates": len(seen) - len(set(seen)),
+           "in_order_per_pull": all([i for _, i in got[n]] == sorted(i for _, i in got[n])
+                                    for n in got),
+           "b_during_partition": during("b", "partition", "after"),
+           "a_during_partition": during("a", "partition", "after"),
+           "a_after": during("a", "after", "end"), "lost": sent - len(set(seen))}
+    for s in (push, a, b):
+        s.close()
+    net.clear()
     return out
 
 
@@ -440,7 +500,8 @@ def scenario_rate(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, An
 
 SCENARIOS: dict[str, Callable[[Setup, Net, argparse.Namespace], dict[str, Any]]] = {
     "loss": scenario_loss, "partition": scenario_partition,
-    "partition-pub": scenario_partition_pub, "vanish": scenario_vanish, "rate": scenario_rate,
+    "partition-pub": scenario_partition_pub, "partition-push": scenario_partition_push,
+    "vanish": scenario_vanish, "rate": scenario_rate,
 }
 
 
