@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+from itertools import islice
 from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
 __all__ = ["HandshakeRoom", "SHED_REASONS", "source_of", "bytes_received"]
@@ -26,6 +27,12 @@ __all__ = ["HandshakeRoom", "SHED_REASONS", "source_of", "bytes_received"]
 SHED_REASONS = ("full", "address")
 
 T = TypeVar("T", bound=Hashable)
+
+#: How many of the oldest connections in the room the choice of the one to shed looks at. A good
+#: peer completes its handshake within a few loop turns of arriving and is gone from the room;
+#: what has waited longest is where the stalled ones are. The bound keeps the choice cheap when
+#: every connection has sent something (reading a TLS connection's progress is a system call).
+WINDOW = 32
 
 
 _LINUX = sys.platform.startswith("linux")
@@ -64,8 +71,8 @@ class HandshakeRoom(Generic[T]):
     ``progress(item)`` says how far an item has come (bytes received); it is read only when one
     must be shed, never per byte. :meth:`admit` takes a newcomer, returning what to shed first,
     each with its reason (one of :data:`SHED_REASONS`): at ``limit`` items the one with the least
-    progress (the oldest among equals), and at ``per_address`` items from the newcomer's address
-    the least advanced of those. The newcomer itself is never refused: good and bad peers may
+    progress among the :data:`WINDOW` oldest (the oldest among equals), and at ``per_address``
+    items from the newcomer's address the least advanced of those (the same way). The newcomer itself is never refused: good and bad peers may
     share an address (a NAT), and a newcomer has had no chance yet to show progress."""
 
     __slots__ = ("_items", "_by_address", "_progress")
@@ -102,8 +109,10 @@ class HandshakeRoom(Generic[T]):
         return shed
 
     def _least(self, items: Iterator[T]) -> T:
-        """The first (oldest) item of the least progress; the first with none at once."""
+        """The first (oldest) item of the least progress among the :data:`WINDOW` first of
+        ``items``; the first with none at once."""
         progress = self._progress
+        items = islice(items, WINDOW)
         best = next(items)
         least = progress(best)
         if least:

@@ -136,7 +136,7 @@ def good_peer(req: Any, url: str, measure: float) -> dict[str, Any]:
         out["connect_s"] = round(time.monotonic() - t0, 3)
     except pynng.NNGException as exc:
         out["connect_s"] = None
-        out["connect_error"] = str(exc)
+        out["connect_error"] = f"{exc} (after {time.monotonic() - t0:.1f} s)"
         return out
     rtts: list[float] = []
     failures = 0
@@ -190,7 +190,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
                     return
 
     server_g = gevent.spawn(serve_loop)
-    req = pynng.Req0(recv_timeout=2000, send_timeout=2000, reconnect_time_min=50,
+    req = pynng.Req0(recv_timeout=10000, send_timeout=10000, reconnect_time_min=50,
                      reconnect_time_max=200)
     if dial_tls is not None:
         req.tls_config = dial_tls
