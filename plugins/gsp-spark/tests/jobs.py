@@ -7,6 +7,11 @@ work with processes of its own and returns what the test checks.
   thread pool and ``foreachBatch`` to a PULL receiver in a process of its own;
 * ``regular-install`` — a wheel of plugins/gsp-spark installed into a directory of its own, and a
   driver script run on it from another directory with the virtualenv's python by its path;
+* ``connect-venv`` — issue 46's snippet and its streaming counterpart through Spark Connect
+  (``SparkSession.builder.remote("local[1]")``), from the virtualenv's python by its path, not
+  activated, with no registration and no ``PYSPARK_PYTHON``;
+* ``connect-missing`` — a Spark Connect server whose Python workers lack the plugin: the write
+  fails with ``gsp_spark.DataSourceNotInstalled``, naming the interpreter;
 * ``standalone-cluster`` — a Spark standalone master and two workers (``gsp_spark.standalone``).
 
 The checks are in ``test_spark_user_scripts.py`` and ``test_spark_standalone.py``.
@@ -203,6 +208,128 @@ def regular_install(job: Job) -> dict[str, Any]:
     return steps
 
 
+CONNECT = """
+import os, sys, tempfile, time
+from pyspark.sql import SparkSession
+
+assert "PYSPARK_PYTHON" not in os.environ and "gsp_spark" not in sys.modules
+spark = (SparkSession.builder.remote("local[1]")
+         .config("spark.connect.grpc.binding.address", "127.0.0.1")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+print("session", type(spark).__module__, flush=True)
+import msgpack
+import gsp
+from gsp_spark import HubThread, standalone
+from gsp_spark._missing import worker_python_of
+
+print("workers", *worker_python_of(spark), flush=True)
+try:
+    # The issue's snippet.
+    with standalone.Receiver("pull") as rx:
+        (spark.range(1000).selectExpr("cast(id as string) as value")
+         .write.format("gsp").option("url", rx.url).option("protocol", "push").mode("append")
+         .save())
+        deadline = time.monotonic() + 60
+        while len(rx.messages) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        print("batch", len(rx.messages), len({m for m in rx.messages}), flush=True)
+    # Its streaming counterpart: readStream.format("gsp") from a PUSH producer.
+    url, tmp = standalone.free_tcp_url(), tempfile.mkdtemp(dir=sys.argv[1])
+    q = (spark.readStream.format("gsp").schema("n BIGINT").option("url", url)
+         .option("spool", os.path.join(tmp, "spool")).load()
+         .writeStream.format("memory").queryName("counterpart")
+         .option("checkpointLocation", os.path.join(tmp, "ck"))
+         .trigger(processingTime="300 milliseconds").start())
+
+    def produce(stop):
+        with gsp.socket("push", dial=url, send_timeout=60) as s:
+            for n in range(1000):
+                s.send(msgpack.packb({"n": n}))
+
+    HubThread(produce, "producer").join(90)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        got = spark.sql("SELECT count(*) AS c, count(DISTINCT n) AS d FROM counterpart").first()
+        if got.c >= 1000:
+            break
+        time.sleep(0.3)
+    q.stop()
+    print("stream", got.c, got.d, flush=True)
+finally:
+    spark.stop()
+"""
+
+
+def _no_venv_env() -> dict[str, str]:
+    """This environment without the virtualenv's activation: PATH without its bin directory,
+    no PYSPARK_PYTHON, PYSPARK_DRIVER_PYTHON, VIRTUAL_ENV nor PYTHONPATH."""
+    venv_bin = os.path.dirname(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and os.path.abspath(p) != venv_bin)
+    return env
+
+
+def connect_venv(job: Job) -> Any:
+    """Run ``CONNECT`` with the virtualenv's python by its path, not activated, in a network
+    namespace of its own (``unshare -rn``, its loopback brought up): ``remote("local[1]")``'s
+    server takes port 15002, which must not collide with anything else on the machine."""
+    script = os.path.join(job.tmp, "connect.py")
+    with open(script, "w") as f:
+        f.write(CONNECT)
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare (util-linux) runs the Connect job in its own network"
+    env = _no_venv_env()
+    env["PATH"] += os.pathsep + os.pathsep.join(("/usr/sbin", "/sbin"))  # ip (iproute2)
+    return job.run([unshare, "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
+                    sys.executable, script, job.tmp], 400, cwd=job.tmp, env=env)
+
+
+MISSING = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.argv[1]  # the server's workers: a Python without the plugin
+import gsp_spark
+
+spark = gsp_spark.local_connect_session("local[1]", "gsp-connect-missing")
+try:
+    spark.range(3).write.format("gsp").option("url", "tcp://127.0.0.1:1").mode("append").save()
+    print("saved", flush=True)
+except Exception as exc:
+    print("raised", type(exc).__module__ + "." + type(exc).__qualname__, flush=True)
+    print("message", str(exc).replace("\\n", " "), flush=True)
+finally:
+    spark.stop()
+"""
+
+
+def connect_missing(job: Job) -> dict[str, Any]:
+    """Run ``MISSING``: a Connect server whose Python workers run a virtualenv of their own
+    that sees this one's site-packages (pyspark, pyarrow) through a path entry, but not what
+    their ``.pth`` files add (the editable installs of gsp and gevent-sp-spark): an interpreter
+    without gevent-sp-spark, as a server's default Python would be."""
+    import site
+    import sysconfig
+
+    env_dir = pathlib.Path(job.tmp) / "venv-without-gsp"
+    made = job.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], 120)
+    if made.returncode:
+        return {"job": made, "python": ""}
+    python = env_dir / "bin" / "python"
+    purelib = job.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                       "['purelib'])"], 60).stdout.strip()
+    ours = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+    (pathlib.Path(purelib) / "spark.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n")
+    script = os.path.join(job.tmp, "missing.py")
+    with open(script, "w") as f:
+        f.write(MISSING)
+    out = job.run([sys.executable, script, str(python)], 400, cwd=job.tmp, env=_no_venv_env())
+    return {"job": out, "python": str(python)}
+
+
 def standalone_cluster(job: Job) -> standalone.StandaloneCluster:
     """A master and two workers on 127.0.0.1, returned once the master is up (the module's
     session waits for the workers). Each worker offers 2 cores and 1.5 GiB: see
@@ -220,11 +347,14 @@ def close_cluster(c: standalone.StandaloneCluster) -> None:
 JOBS: dict[str, tuple[Callable[[Job], Any], Callable[[Any], None] | None]] = {
     "any-thread": (any_thread, None),
     "regular-install": (regular_install, None),
+    "connect-venv": (connect_venv, None),
+    "connect-missing": (connect_missing, None),
     "standalone-cluster": (standalone_cluster, close_cluster),
 }
 
 #: The jobs each test module needs: the session starts them if the module's tests are selected.
 NEEDED_BY = {
-    "test_spark_user_scripts.py": ("any-thread", "regular-install"),
+    "test_spark_user_scripts.py": ("any-thread", "regular-install", "connect-venv",
+                                   "connect-missing"),
     "test_spark_standalone.py": ("standalone-cluster",),
 }

@@ -16,6 +16,12 @@ started and the plugin installed.
   virtualenv not activated (PATH without its bin directory, no PYSPARK_PYTHON): the workers must
   run that python (the first ``python3`` on PATH has no gsp) and import gsp.
 
+* Spark Connect (issue 46): the issue's snippet — ``remote("local[1]")``, ``format("gsp")``
+  written with no registration — and its streaming counterpart, from the virtualenv's python by
+  its path, not activated: the server's workers must run that python. And a Connect server
+  whose workers' Python lacks the plugin: the write fails with
+  ``gsp_spark.DataSourceNotInstalled``, which names that interpreter and ``PYSPARK_PYTHON``.
+
 The scripts run as background jobs (``jobs.py``), started with the first gsp-spark test so that
 their Spark starts overlap the other tests; these tests wait for them and check what they did.
 """
@@ -60,3 +66,32 @@ def test_format_gsp_is_found_with_a_regular_install_and_python_by_path():
         assert hook == str(site / "pyspark_gsp" / "__init__.py"), line
         assert editable == "editable-on-path=False", line
         assert (gsp_name, python) == ("gsp", sys.executable), line  # the driver's interpreter
+
+
+@pytest.mark.timeout(480)  # the job: one Spark start, a batch write and a streaming query
+def test_connect_snippet_and_its_streaming_counterpart_from_a_venv_not_activated():
+    # Issue 46: remote("local[1]") from the virtualenv's python by its path (PATH without its
+    # bin directory, no PYSPARK_PYTHON), no registration: the server's workers run this
+    # interpreter, and format("gsp") writes and reads.
+    out = background.get("connect-venv").result(460)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "session pyspark.sql.connect.session" in lines, out.stdout
+    assert f"workers {sys.executable} {sys.version.split()[0]} True" in lines, out.stdout
+    assert "batch 1000 1000" in lines, (out.stdout, out.stderr[-3000:])
+    assert "stream 1000 1000" in lines, (out.stdout, out.stderr[-3000:])
+
+
+@pytest.mark.timeout(480)  # the job: one Spark start, a failing write and a probe
+def test_connect_server_without_the_plugin_names_the_interpreter_and_the_fix():
+    outcome = background.get("connect-missing").result(460)
+    out = outcome["job"]
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "raised gsp_spark._missing.DataSourceNotInstalled" in lines, \
+        (out.stdout, out.stderr[-3000:])
+    (message,) = [ln for ln in lines if ln.startswith("message ")]
+    # The workers' virtualenv: pyspark without the plugin.
+    assert f"Spark's Python workers ran {outcome['python']} (Python " \
+           f"{sys.version.split()[0]}), which has no gevent-sp-spark" in message, message
+    assert "PYSPARK_PYTHON=/path/to/python" in message and "docs/spark.md" in message

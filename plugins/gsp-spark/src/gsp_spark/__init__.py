@@ -27,7 +27,8 @@ from ._config import SinkConfig, SourceConfig
 from ._datasource import GspDataSource, register
 from ._decode import SourceError
 from ._hubthread import HubThread
-from ._local import local_session, worker_python
+from ._local import local_connect_session, local_session, worker_python
+from ._missing import DataSourceNotInstalled
 from ._session import activate, install, stop_queries
 from ._sink import BatchWriter, SinkCommit, SinkError, StreamWriter
 from ._source import StreamReader
@@ -40,7 +41,8 @@ __all__ = [
     "SinkError", "SourceError", "SchemaMismatch", "SpoolBusy", "SinkCommit",
     "SourceConfig", "SinkConfig", "HubThread", "local_session",
     "BatchWriter", "StreamWriter", "StreamReader", "DEFAULT_SOURCE_SCHEMA", "activate",
-    "worker_python", "gsp_error", "stop_queries",
+    "worker_python", "gsp_error", "stop_queries", "DataSourceNotInstalled", "install",
+    "local_connect_session",
 ]
 
 # format("gsp") from any thread: see _session (wrapping PySpark's format methods is idempotent).

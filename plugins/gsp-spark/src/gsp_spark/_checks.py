@@ -10,7 +10,11 @@ later, when the query thread fails. So, for ``format("gsp")`` only:
   (:class:`gsp.BadOption`, :class:`gsp.InvalidAddress`, :class:`~gsp_spark.SchemaMismatch`)
   before Spark is asked anything;
 * an exception Spark raises from those calls that carries a gsp error (a sink task that found no
-  peer, ...) is re-raised as that gsp error, chained to Spark's (``raise ... from``).
+  peer, ...) is re-raised as that gsp error, chained to Spark's (``raise ... from``); Spark's
+  ``DATA_SOURCE_NOT_FOUND`` for ``gsp`` as :class:`~gsp_spark.DataSourceNotInstalled`, which
+  names the interpreter Spark's Python workers ran (:mod:`gsp_spark._missing`).
+
+Classic sessions and Spark Connect's alike (the same wrappers on both sets of classes).
 
 :func:`gsp_error` finds gsp's error in any Spark exception, e.g. a streaming query's.
 """
@@ -25,6 +29,7 @@ from typing import Any, Callable
 import gsp
 
 from ._config import SinkConfig, SourceConfig
+from ._missing import explain, is_not_found
 from ._types import check_sink_schema, check_source_schema
 
 _GSP = "_gsp_format"  # set on a reader/writer by format(): is it "gsp"?
@@ -120,11 +125,44 @@ def _check_read(obj: Any, call: dict[str, Any]) -> None:
         check_source_schema(schema, cfg.format)
 
 
+def _written_schema(obj: Any) -> Any:
+    """The schema of the DataFrame a writer writes: a classic writer holds the DataFrame, a
+    Spark Connect one only its plan (and its session)."""
+    df = getattr(obj, _DF, None)
+    if df is not None and hasattr(df, "schema"):
+        return df.schema
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    plan = df if df is not None else obj._write_stream._child
+    return DataFrame(plan, _session_of(obj)).schema
+
+
+def _session_of(obj: Any) -> Any:
+    """The session of a reader or writer, classic (``_spark``) or Spark Connect (``_client``
+    for readers, ``_spark`` / ``_session`` for writers)."""
+    for attr in ("_spark", "_session", "_client"):
+        session = getattr(obj, attr, None)
+        if session is not None:
+            return session
+    return None
+
+
 def _check_write(obj: Any, call: dict[str, Any]) -> None:
     opts = {**obj.__dict__.get(_OPTS, {}), **{k.lower(): _to_str(v) for k, v in
                                               call.get("options", {}).items() if v is not None}}
     cfg = SinkConfig.parse(opts)
-    check_sink_schema(getattr(obj, _DF).schema, cfg.format)
+    check_sink_schema(_written_schema(obj), cfg.format)
+
+
+def _spark_error(obj: Any, exc: Exception) -> gsp.GspError | None:
+    """gsp's error for what Spark raised from a ``format("gsp")`` call: the gsp error it
+    carries, or :class:`DataSourceNotInstalled` for ``DATA_SOURCE_NOT_FOUND``."""
+    err = gsp_error(exc)
+    if err is None and is_not_found(exc):
+        session = _session_of(obj)
+        if session is not None:
+            err = explain(session, exc)
+    return err
 
 
 def _checked(fn: Callable[..., Any], check: Callable[[Any, dict[str, Any]], None]
@@ -141,7 +179,7 @@ def _checked(fn: Callable[..., Any], check: Callable[[Any, dict[str, Any]], None
         try:
             return fn(self, *args, **kwargs)
         except Exception as exc:
-            err = gsp_error(exc)
+            err = _spark_error(self, exc)
             if err is None:
                 raise
             raise err from exc

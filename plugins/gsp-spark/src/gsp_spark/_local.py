@@ -52,3 +52,33 @@ def local_session(master: str = "local[2]", app: str = "gsp", register: bool = T
     if register:
         register_gsp(spark)
     return spark
+
+
+#: What makes a classic session's JVM serve Spark Connect (what ``remote("local[2]")`` sets).
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+
+
+def local_connect_session(master: str = "local[2]", app: str = "gsp", host: str = "127.0.0.1",
+                          config: Mapping[str, str] | None = None) -> Any:
+    """A Spark Connect session on a Spark Connect server started in this process, as
+    ``SparkSession.builder.remote("local[2]")`` starts one, but bound to ``host`` only (the
+    loopback by default) on a port of its own (``remote("local[...]")`` takes 15002 on every
+    interface, so two such processes on one machine collide): the server is
+    :func:`local_session`'s (same options, the workers' interpreter included) with Spark's
+    Connect plugin, and the session returned is a Connect client of it. Stopping the session
+    stops the server.
+
+    ``config`` is more Spark configuration for the server, set last.
+    """
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    server = local_session(master, app, register=False, host=host, config={
+        "spark.plugins": CONNECT_PLUGIN,
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": "0",  # a free one, read back below
+        **(config or {})})
+    service = getattr(server._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$")
+    port = int(getattr(service, "MODULE$").localPort())
+    session: Any = ConnectSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+    session._gsp_server = server  # stopped with the session (gsp_spark._session)
+    return session

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from typing import Any, Callable
 
 from ._checks import install as install_checks
@@ -50,10 +51,10 @@ def activate(spark: Any) -> bool:
     return True
 
 
-def _wrap(fmt: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap(fmt: Callable[..., Any], connect: bool = False) -> Callable[..., Any]:
     @functools.wraps(fmt)
     def format(self: Any, source: str) -> Any:
-        if note_format(self, source):
+        if note_format(self, source) and not connect:
             activate(self._spark)
         return fmt(self, source)
 
@@ -81,15 +82,39 @@ def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(stop)
     def stop_session(self: Any) -> Any:
         stop_queries(self)
-        return stop(self)
+        out = stop(self)
+        server = self.__dict__.pop("_gsp_server", None)  # gsp_spark.local_connect_session's
+        if server is not None:
+            server.stop()
+        return out
 
     setattr(stop_session, _MARK, True)
     return stop_session
 
 
+def _install_connect() -> None:
+    """The checks and ``stop`` for Spark Connect's readers, writers and session. Their
+    ``format`` only notes the format for the checks: a Connect server resolves data sources in
+    sessions of its own, with no JVM thread on this side to activate one in."""
+    from pyspark.sql.connect.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql.connect.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+    readers, writers = (DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter)
+    install_checks(readers, writers)
+    for cls in readers + writers:
+        if not getattr(cls.format, _MARK, False):
+            cls.format = _wrap(cls.format, connect=True)  # type: ignore[method-assign]
+    if not getattr(SparkSession.stop, _MARK, False):
+        SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Wrap ``format`` of PySpark's classic DataFrameReader/Writer and DataStreamReader/Writer,
-    and ``SparkSession.stop``; install the checks of :mod:`gsp_spark._checks` (idempotent)."""
+    and ``SparkSession.stop``; install the checks of :mod:`gsp_spark._checks` (idempotent).
+    Once Spark Connect's client is loaded (``pyspark.sql.connect.session``), its readers,
+    writers and session get the checks and ``stop`` too (a later call adds them: every
+    SparkSession made calls this, through ``pyspark_gsp._startup``)."""
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
     from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
@@ -102,3 +127,5 @@ def install() -> None:
             cls.format = _wrap(fmt)  # type: ignore[method-assign]
     if not getattr(SparkSession.stop, _MARK, False):
         SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
+    if "pyspark.sql.connect.session" in sys.modules:  # not imported here: grpc, pandas
+        _install_connect()
