@@ -43,9 +43,10 @@ def exact_stream(got: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(150)
-def test_every_protocol_through_10_percent_loss_loses_duplicates_and_reorders_nothing() -> None:
+@pytest.mark.parametrize("loss", ["1", "10"])
+def test_every_protocol_through_loss_loses_duplicates_and_reorders_nothing(loss: str) -> None:
     # TCP retransmits what the filter drops: each protocol's own promise holds whole.
-    r = probe("loss", "--loss", "10")
+    r = probe("loss", "--loss", loss)
     # req/rep: 8 contexts x 25 requests, every one answered once, each to its own context.
     rr = r["reqrep"]
     assert rr["replies"] == rr["requests"] == 200 and rr["wrong_context"] == 0, r
@@ -84,10 +85,12 @@ def test_a_vanished_host_is_noticed_by_keepalive_and_its_work_goes_elsewhere(
 
 
 @pytest.mark.timeout(150)
-def test_a_request_sent_into_a_partition_is_answered_once_after_it_heals() -> None:
+@pytest.mark.parametrize("scheme", ["tcp", "tls+tcp"])
+def test_a_request_sent_into_a_partition_is_answered_once_after_it_heals(
+        scheme: str, pki: PKI) -> None:
     # A black hole for 5 s with a request in flight; then the network heals. The request is
     # answered exactly once (TCP carries it, or resend on a new pipe), within seconds.
-    r = probe("partition", "--partition", "5")
+    r = probe("partition", "--partition", "5", "--scheme", scheme, pki=pki)
     assert r["reply"] == "during" and r["error"] is None, r
     assert r["recovered_after_heal"] is not None and r["recovered_after_heal"] < 8, r
 
