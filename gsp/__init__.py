@@ -20,10 +20,10 @@ Names that need gevent load on first use, so ``import gsp`` alone (e.g. by the p
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from . import _lazy
 from .errors import (
     AddressInUse,
     BadFrame,
@@ -59,6 +59,7 @@ from .hookspecs import hookimpl
 from .message import Message
 
 if TYPE_CHECKING:
+    # The user API's names that load on first use (gsp._lazy), each from its module.
     from ._core.device import Device, device
     from ._core.endpoints import Dialer, Listener
     from ._core.events import PipeEvent
@@ -94,44 +95,12 @@ __all__ = [
     "prefork", "Prefork", "PreforkWorker", "WorkerFailed",
 ]
 
-# name -> module it comes from, loaded on first access (PEP 562)
-_LAZY = {
-    "socket": "._core.socket", "Socket": "._core.socket",
-    "Dialer": "._core.endpoints", "Listener": "._core.endpoints",
-    "Pipe": "._core.pipe", "PipeEvent": "._core.events",
-    "device": "._core.device", "Device": "._core.device",
-    "registry": "._core.registry",
-    "sockets": "._core.socket", "stats": "._core.socket",
-    "Context": ".context",
-    "Chan": ".chan", "Recv": ".chan", "Send": ".chan", "CLOSED": ".chan",
-    "select": ".poller", "Poller": ".poller", "POLLIN": ".poller", "POLLOUT": ".poller",
-    "tune_allocator": ".allocator",
-    "per_process": ".perprocess", "PerProcess": ".perprocess",
-    "prefork": "._core.prefork", "Prefork": "._core.prefork", "PreforkWorker": "._core.prefork",
-}
-
-
-#: Public submodules, importable as attributes too (``gsp.transport.Transport``).
-_SUBMODULES = frozenset({
-    "errors", "chan", "options", "message", "hookspecs", "protocol", "transport", "context",
-    "testing", "bench", "objects", "cat", "poller", "prometheus", "allocator", "perprocess",
-    "blocking",
-})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gsp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+# The names imported above for type checkers, and the public submodules (importable as
+# attributes too: ``gsp.transport.Transport``), load on first use.
+__getattr__, __dir__ = _lazy.attach(__name__, submodules=(
+    "errors", "chan", "options", "message", "hookspecs", "handles", "overrides", "protocol",
+    "transport", "context", "testing", "objects", "cat", "poller", "prometheus",
+    "allocator", "perprocess", "blocking"))
 
 
 def register_plugin(plugin: object, name: str | None = None) -> None:

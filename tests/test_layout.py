@@ -39,6 +39,7 @@ TOP = {
     "testing": "plugin authors (the conformance kit)", "cat": "user (gsp cat)",
     # private
     "_core": "private", "_mypyc": "private (the compiled build: its module list, mypyc's class marker)",
+    "_lazy": "private (names loaded on first use, for gsp, gsp.transport and gsp.testing)",
     "_protocols": "private (built-ins)", "_transports": "private (built-ins)",
 }
 
@@ -71,8 +72,9 @@ def test_every_name_an_sdk_package_exports_resolves(package: str) -> None:
 
 def test_the_transport_sdk_table_is_its_all() -> None:
     import gsp.transport as t
-    lazy = set(vars(t)["_LAZY"])
-    assert lazy | {"wire"} == set(t.__all__)
+    from gsp._lazy import lazy_names
+    assert t.__file__ is not None
+    assert set(lazy_names(pathlib.Path(t.__file__).read_text())) == set(t.__all__)
 
 
 def test_an_sdk_package_names_what_it_does_not_have() -> None:
@@ -166,3 +168,22 @@ def test_no_two_classes_of_gsp_share_a_name() -> None:
     found = _public_classes(list(GSP.rglob("*.py")))
     assert "SocketHandle" in found and "CoreSocketHandle" in found
     assert {name: where for name, where in found.items() if len(where) > 1} == {}
+
+
+@pytest.mark.parametrize("package", ["gsp", "gsp.transport", "gsp.testing"])
+def test_each_lazy_name_is_written_once_and_exported(package: str) -> None:
+    # A package's names that load on first use are its type-checking imports (gsp._lazy reads
+    # them): each is in __all__ and loads; __all__ names nothing else that is not already there.
+    import importlib
+
+    from gsp._lazy import lazy_names
+
+    pkg = importlib.import_module(package)
+    assert pkg.__file__ is not None
+    lazy = lazy_names(pathlib.Path(pkg.__file__).read_text())
+    assert lazy and set(lazy) <= set(pkg.__all__)
+    assert [n for n in pkg.__all__ if n not in lazy and n not in vars(pkg)] == []
+    for name in lazy:
+        assert getattr(pkg, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        pkg.nothing_here  # noqa: B018

@@ -20,8 +20,9 @@ use, so the pytest plugin can import it in projects that never use gsp.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from ._faults import FaultProxy
@@ -48,23 +49,5 @@ __all__ = [
     "LeakSnapshot", "live_greenlets", "socket_fds",
 ]
 
-_WHERE = {
-    "TransportSuite": "_transport", "ProtocolSuite": "_protocol", "read_to_eof": "_kit",
-    "WAIT": "_helpers", "wait_for": "_helpers", "connected": "_helpers", "free_url": "_helpers",
-    "ping_pong": "_helpers",
-    "free_port": "_helpers", "RawPeer": "_helpers", "LeakSnapshot": "_helpers",
-    "live_greenlets": "_helpers", "socket_fds": "_helpers", "FaultProxy": "_faults",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# The names imported above for type checkers load on first use (gsp._lazy).
+__getattr__, __dir__ = _lazy.attach(__name__)

@@ -18,8 +18,9 @@ The conformance kit for a transport is :class:`gsp.testing.TransportSuite`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from ..hookspecs import hookimpl
@@ -72,40 +73,7 @@ __all__ = [
     "Option", "hookimpl", "overrides",
 ]
 
-#: name -> the module it comes from, loaded on first use (PEP 562), so that importing one
-#: module of the package (the sans-IO codec, an interface) loads no more than it needs.
-_FROM = {
-    "..hookspecs": ("hookimpl",),
-    "..overrides": ("overrides",),
-    "..options": ("Option",),
-    ".admission": ("HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",),
-    ".fds": ("LISTEN_FD", "adopt_connected_socket", "adopt_listening_socket", "family_name",),
-    ".interface": ("Connection", "Transport", "TransportDialer", "TransportListener",),
-    ".limits": ("Holding", "RecvLimits",),
-    ".peer": ("Peer", "PeerCertificate", "WSRequest", "peer_of",),
-    ".stream": (
-        "SocketDialer", "SocketListener", "StreamConnection", "bind_stream_socket", "connect_socket",
-        "forget_socket", "map_socket_error", "resolve",
-    ),
-    ".tls": (
-        "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_handshake", "tls_properties",
-        "tls_refusal", "tls_wrap",
-    ),
-    ".urls": ("hostport", "parse_host_port", "split_url",),
-}
-_LAZY = {name: module for module, names in _FROM.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "wire":  # the codec is a submodule: gsp.transport.wire
-        return importlib.import_module(".wire", __name__)
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+# The names imported above for type checkers load on first use (PEP 562, gsp._lazy), so that
+# importing one module of the package (the sans-IO codec, an interface) loads no more than it
+# needs.
+__getattr__, __dir__ = _lazy.attach(__name__)
