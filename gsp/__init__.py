@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from . import _lazy
+from ._lazy import attach
 from .errors import (
     AddressInUse,
     BadFrame,
@@ -97,7 +97,7 @@ __all__ = [
 
 # The names imported above for type checkers, and the public submodules (importable as
 # attributes too: ``gsp.transport.Transport``), load on first use.
-__getattr__, __dir__ = _lazy.attach(__name__, submodules=(
+__getattr__, __dir__ = attach(__name__, submodules=(
     "errors", "chan", "options", "message", "hookspecs", "handles", "overrides", "protocol",
     "transport", "context", "testing", "objects", "cat", "poller", "prometheus",
     "allocator", "perprocess", "blocking"))

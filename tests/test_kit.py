@@ -49,8 +49,7 @@ def test_kit_entry_modules_import_only_light_modules_at_load(name: str) -> None:
             mods = {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             mods = {(node.module or "").split(".")[0]} if node.level == 0 else \
-                {"gsp._lazy"} if node.level == 2 and not node.module and \
-                [a.name for a in node.names] == ["_lazy"] else {"<relative>"}
+                {"gsp._lazy"} if node.level == 2 and node.module == "_lazy" else {"<relative>"}
         else:
             continue
         assert mods <= light, f"{name} imports {mods - light} when loaded"

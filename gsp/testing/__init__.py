@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _lazy
+from .._lazy import attach
 
 if TYPE_CHECKING:
     from ._faults import FaultProxy
@@ -50,4 +50,4 @@ __all__ = [
 ]
 
 # The names imported above for type checkers load on first use (gsp._lazy).
-__getattr__, __dir__ = _lazy.attach(__name__)
+__getattr__, __dir__ = attach(__name__)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _lazy
+from .._lazy import attach
 
 if TYPE_CHECKING:
     from ..hookspecs import hookimpl
@@ -76,4 +76,4 @@ __all__ = [
 # The names imported above for type checkers load on first use (PEP 562, gsp._lazy), so that
 # importing one module of the package (the sans-IO codec, an interface) loads no more than it
 # needs.
-__getattr__, __dir__ = _lazy.attach(__name__)
+__getattr__, __dir__ = attach(__name__)
