@@ -150,6 +150,14 @@ def test_a_masked_frame_from_the_server_and_bad_text():
     with pytest.raises(FrameError) as info:
         Framer(True).feed(masked(0x82, b"x"))
     assert info.value.code == 1002
+    with pytest.raises(FrameError) as info:  # a 16-bit length of 124, the read its whole frame
+        Framer(True).feed(bytes([0x82, 126]) + struct.pack(">H", 124) + b"x" * 124)
+    assert info.value.code == 1002
+    assert Framer(True).feed(unmasked(0x82, b"y" * 125)) == [b"y" * 125]
+    for client, frame in ((True, unmasked(0x82, b"z" * 11)), (False, masked(0x82, b"z" * 11))):
+        with pytest.raises(FrameError) as info:  # over the limit, in a read of its own
+            Framer(client, max_msg=10).feed(frame)
+        assert info.value.code == 1009
     f = Framer(False, text_ok=True)
     assert f.feed(masked(0x81, "é".encode())) == ["é".encode()]
     with pytest.raises(FrameError) as info:

@@ -7,7 +7,9 @@ nng-ssl), each library talking to itself, one process each side, in the same min
 For every transport and size: push/pull throughput (a PULL process listens and times its
 messages from the first to the last, a PUSH process dials and sends them), then the round trip of
 a 16-byte req/rep (a REP process echoes; the REQ process times ``--rt-count`` requests one after
-the other). A figure is the median of ``--runs`` runs. Run it from the repository root with the
+the other). A figure is the median of ``--runs`` runs; beside it, the CPU time (user + system,
+every thread, ``getrusage``) both sides spent a message or round trip, which a loaded machine
+changes less than the rates. Run it from the repository root with the
 test extra installed (pynng, nng-ssl, trustme).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +35,7 @@ RT_COUNT = 5000
 # -- one side, in a process of its own ---------------------------------------------------------
 
 def _pki(d: str) -> Any:
-    sys.path.insert(0, ROOT)
+    sys.path.append(ROOT)  # (after site-packages: the installed gsp, not the checkout)
     from tests.certs import make_pki
     return make_pki(Path(d))
 
@@ -54,7 +57,7 @@ def _gsp_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
 
 def _pynng_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
     import pynng
-    sys.path.insert(0, ROOT)
+    sys.path.append(ROOT)  # (after site-packages: the installed gsp, not the checkout)
     from tests.nng_process import tls_config
     cls = {"pull": pynng.Pull0, "push": pynng.Push0, "rep": pynng.Rep0, "req": pynng.Req0}[role]
     s = cls(recv_max_size=0, recv_timeout=60000, send_timeout=60000)
@@ -94,29 +97,43 @@ def _nng2_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
     s.close()
 
 
+def _cpu() -> float:
+    """CPU seconds of this process so far (user + system, every thread)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _loop(role: str, send: Any, recv: Any, size: int, count: int) -> None:
     msg = b"x" * size
     if role == "push":
+        c0 = _cpu()
         for _ in range(count):
             send(msg)
+        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
     elif role == "pull":
         recv()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for _ in range(count - 1):
             recv()
         print(f"RESULT {(count - 1) / (time.perf_counter() - t0)}", flush=True)
+        print(f"CPU {(_cpu() - c0) / (count - 1) * 1e6}", flush=True)
     elif role == "rep":
-        for _ in range(count + 100):
+        for _ in range(100):
             send(recv())
+        c0 = _cpu()
+        for _ in range(count):
+            send(recv())
+        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
     else:
         for _ in range(100):  # warm
             send(msg)
             recv()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for _ in range(count):
             send(msg)
             recv()
         print(f"RESULT {(time.perf_counter() - t0) / count * 1e6}", flush=True)
+        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
 
 
 SIDES = {"gsp": _gsp_side, "pynng": _pynng_side, "nng2": _nng2_side}
@@ -124,8 +141,10 @@ SIDES = {"gsp": _gsp_side, "pynng": _pynng_side, "nng2": _nng2_side}
 
 # -- the runs, in the parent -------------------------------------------------------------------
 
-def _pair(lib: str, transport: str, size: int, count: int, rt: bool, pki_dir: str) -> float:
-    """Start the listening side, then the dialing one; the figure the timing side prints."""
+def _pair(lib: str, transport: str, size: int, count: int, rt: bool,
+          pki_dir: str) -> tuple[float, float]:
+    """Start the listening side, then the dialing one; the figure the timing side prints, and
+    the CPU µs a message (or round trip) cost both sides together."""
     url = f"{transport}://127.0.0.1:0/sp"
     me = os.path.abspath(__file__)
     roles = ("rep", "req") if rt else ("pull", "push")
@@ -137,12 +156,12 @@ def _pair(lib: str, transport: str, size: int, count: int, rt: bool, pki_dir: st
         client = subprocess.Popen([sys.executable, me, "--side", lib, roles[1], bound, str(size),
                                    str(count), pki_dir], stdout=subprocess.PIPE, text=True,
                                   cwd=ROOT)
-        out = client.communicate(timeout=600)[0] + (server.communicate(timeout=600)[0]
-                                                    if not rt else "")
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                return float(line.split()[1])
-        raise SystemExit(f"{lib} {transport} {size}: no result ({out!r})")
+        out = client.communicate(timeout=600)[0] + server.communicate(timeout=600)[0]
+        result = [float(x.split()[1]) for x in out.splitlines() if x.startswith("RESULT ")]
+        cpu = [float(x.split()[1]) for x in out.splitlines() if x.startswith("CPU ")]
+        if len(result) != 1 or len(cpu) != 2:
+            raise SystemExit(f"{lib} {transport} {size}: no result ({out!r})")
+        return result[0], sum(cpu)
     finally:
         for p in (server,):
             if p.poll() is None:
@@ -174,11 +193,16 @@ def main() -> None:
             if not a.no_rt:
                 rows.append((f"{transport} round trip 16 B µs", 16, a.rt_count, True))
             for name, size, count, rt in rows:
-                got = {lib: statistics.median(_pair(lib, transport, size, count, rt, pki_dir)
-                                              for _ in range(a.runs)) for lib in libs}
+                got = {}
+                for lib in libs:
+                    runs = [_pair(lib, transport, size, count, rt, pki_dir)
+                            for _ in range(a.runs)]
+                    got[lib] = {"figure": statistics.median(r[0] for r in runs),
+                                "cpu_us": statistics.median(r[1] for r in runs)}
                 out[name] = got
                 if not a.json:
-                    cells = "  ".join(f"{lib} {v:,.1f}" for lib, v in got.items())
+                    cells = "  ".join(f"{lib} {v['figure']:,.1f} ({v['cpu_us']:,.1f} µs CPU)"
+                                      for lib, v in got.items())
                     print(f"{name:32} {cells}", flush=True)
     if a.json:
         print(json.dumps(out))

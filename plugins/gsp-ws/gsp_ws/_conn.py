@@ -181,9 +181,7 @@ class WSConnection(Connection):
         n = len(data)
         if n >= _BIG or (self._tx_frame and n > self._tx_frame):
             return 0  # a big payload goes through the writer: joining it here would copy it
-        pieces: list[Any] = []
-        ws.frames(data, n, pieces, 0)
-        frame = pieces[0] + pieces[1]
+        frame = ws.frame(data)
         try:
             sent = raw.send(frame)  # the non-blocking socket under gevent's: EAGAIN raises
         except BlockingIOError:

@@ -165,6 +165,14 @@ class Framer:
         self._kpos = pos + 4
         return self._keys[pos:pos + 4]
 
+    def frame(self, payload: bytes) -> bytes:
+        """One whole final binary frame carrying ``payload`` (a small message's, sent at once)."""
+        n = len(payload)
+        if self.client:
+            key = self.mask_key()
+            return header(_BIN_FIN, n, key) + apply_mask(payload, key)
+        return (_SMALL_HEADERS[n] if n < _CACHED else header(_BIN_FIN, n)) + payload
+
     def frames(self, payload: Any, size: int, out: list[Any], frame_max: int) -> None:
         """Append to ``out`` the pieces (headers, payloads or their views) of one binary message
         cut into frames of at most ``frame_max`` bytes (0: one frame). A server's payloads are
@@ -216,6 +224,20 @@ class Framer:
         """Consume ``data``; return the messages it completes (control frames go to
         :attr:`controls`). A bad frame raises :class:`FrameError` — after the messages before it
         are returned: it is kept in :attr:`error` and raised by the next call."""
+        if self._op < 0 and not self._buf and not self._in_msg and self.error is None:
+            # The usual read of a request or a reply: one whole small binary frame, between
+            # messages. Its message is one slice (or one unmasking), with no loop to run.
+            end = len(data)
+            if end >= 2 and data[0] == _BIN_FIN:
+                b1 = data[1]
+                n = b1 & 0x7F
+                if n < 126 and not (self.max_frame and n > self.max_frame) and \
+                        not (self.max_msg and n > self.max_msg):
+                    if self.client:
+                        if b1 == n and end == n + 2:  # (unmasked, 7-bit length)
+                            return [data[2:]]
+                    elif b1 & 0x80 and end == n + 6:
+                        return [apply_mask(memoryview(data)[6:], data[2:6])]
         if self.error is not None:
             raise self.error
         out: list[bytes] = []
