@@ -325,18 +325,20 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
     lst = r["listener"]
     # Every connection that reached accept ended one way: a pipe, refused at accept once the
     # socket was full, shed at max_handshakes for a newcomer, or a failed handshake (a stalled
-    # one timed out, or closed by the flood as it let go). None is left over, whatever the
-    # machine's load.
+    # one timed out, or closed by the flood as it let go), or is in its handshake still (a
+    # loaded machine drains the backlog after the flood). None is left over.
     assert lst["accepted"] == r["socket"]["pipes_attached"] + lst["pipes_refused_full"] + \
-        lst["handshakes_shed"] + lst["handshake_failures"], why
+        lst["handshakes_shed"] + lst["handshake_failures"] + lst["handshakes"], why
     # Once full, the socket turns the flood away at accept: most of it. (How many handshakes
     # were under way as the pipes filled moves with the load: 83-90 % refused in runs here, and
-    # a fixed 4,000 of the 5,000 failed on a loaded CI machine at 3,987 of 4,777 accepted.)
-    assert lst["pipes_refused_full"] >= 0.75 * lst["accepted"], why
-    # Most reached accept (the rest: SYNs dropped at the full backlog, still retrying when the
-    # flood lets go: 4,364 to 5,001 accepted in runs here on a quiet machine, 3,890 beside the
-    # suite's other worker).
-    assert lst["accepted"] >= 3000, why
+    # a fixed 4,000 of the 5,000 failed on a loaded CI machine at 3,987 of 4,777 accepted.
+    # Shedding stalled handshakes while the pipes fill takes some more: 57 % refused at accept
+    # beside the TLS tests on two workers at load 20.)
+    assert lst["pipes_refused_full"] >= 0.5 * lst["accepted"], why
+    # Most reached accept (the rest: still in the backlog, or their SYNs still retrying, when
+    # the flood lets go: 4,364 to 5,001 accepted in runs here on a quiet machine, 3,890 beside
+    # the suite's other worker, 3,247 beside the TLS tests at load 20).
+    assert lst["accepted"] >= 2500, why
 
 
 def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshakes(
@@ -489,11 +491,11 @@ def test_a_slowloris_does_not_lock_out_a_good_peer(scheme: str) -> None:
     assert rt["failures"] == 0 and rt["count"] >= 20, why
     assert rt["median_ms"] < 25 * stretch, why
     attackers = r["attackers"]
-    assert attackers["opened"] >= 3000, why  # the attack kept reconnecting
+    assert attackers["opened"] > 2000, why  # the attack kept reconnecting
     assert attackers["longest_s"] < 3.0 * stretch, why
     assert attackers["oldest_open_s"] < 3.0 * stretch, why
     # fds: what the process had listening (with pynng's socket), max_handshakes in their
     # handshake, the good peer's pipe at both ends, what nng opens at its first dial (its
     # poller's descriptors), one connection being accepted; a few to spare.
     assert r["peak_fds"] <= r["base_fds"] + 256 + 12, why
-    assert r["listener"]["handshakes_shed_full"] > 1000, why
+    assert r["listener"]["handshakes_shed_full"] >= 256, why  # the room filled, and shed

@@ -55,6 +55,8 @@ class TLSConnection(StreamConnection):
         self._server_hostname = server_hostname
         self._secured = False
         self._tls_done = False  # the TLS handshake is done (handshake_progress)
+        self._kernel = 0  # bytes the kernel received during it, as last read
+        self._kernel_at = -1.0
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         start = time.monotonic()
@@ -79,8 +81,12 @@ class TLSConnection(StreamConnection):
         """A TLS handshake under way counts the bytes the kernel received from the peer (its
         reads are OpenSSL's); a finished one counts as :data:`TLS_DONE`, then the SP header's
         bytes as on tcp."""
-        if not self._tls_done:
-            return min(bytes_received(self.sock), TLS_DONE - 1)
+        if not self._tls_done:  # (a system call: read at most every 50 ms)
+            now = time.monotonic()
+            if now - self._kernel_at >= 0.05:
+                self._kernel = min(bytes_received(self.sock), TLS_DONE - 1)
+                self._kernel_at = now
+            return self._kernel
         return TLS_DONE + super().handshake_progress()
 
     def _io_error(self, exc: OSError, what: str) -> Exception:

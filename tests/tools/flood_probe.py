@@ -172,7 +172,8 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
                             "max_ms": max(v, default=float("nan")) * 1e3, "failures": fails[k]}
                         for k, v in rtts.items()},
         "socket": {k: st.get(k) for k in ("pipes_attached", "pipes_refused_full")},
-        "listener": {k: ls.get(k) for k in ("accepted", "handshakes_shed", "pipes_refused_full",
+        "listener": {k: ls.get(k) for k in ("accepted", "handshakes", "handshakes_shed",
+                                            "pipes_refused_full",
                                             "handshake_failures", "handshake_failures_timeout",
                                             "handshake_failures_closed")},
     }

@@ -9,6 +9,7 @@ delays nobody; the listener's ``handshake`` then answers it knowing the socket's
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
@@ -245,7 +246,7 @@ class _HTTPServer:
 class _Upgrade:
     """A connection whose upgrade request (and, on wss, TLS handshake) is being read."""
 
-    __slots__ = ("sock", "got", "tls")
+    __slots__ = ("sock", "got", "tls", "_kernel", "_read_at")
 
     def __init__(self, sock: Any) -> None:
         self.sock: Any = sock  # None once handed to a listener
@@ -253,10 +254,16 @@ class _Upgrade:
         #: greenlet ran (it had no chance to read yet) it counts as the most advanced.
         self.got = 1 << 62
         self.tls = False  # in its TLS handshake: the kernel counts what came (OpenSSL reads it)
+        self._kernel = 0  # the kernel's count, as last read (a system call: at most every 50 ms)
+        self._read_at = -1.0
 
     def progress(self) -> int:
         if self.tls:
-            return min(bytes_received(self.sock), _TLS_DONE - 1)
+            now = time.monotonic()
+            if now - self._read_at >= 0.05:
+                self._kernel = min(bytes_received(self.sock), _TLS_DONE - 1)
+                self._read_at = now
+            return self._kernel
         return self.got
 
     def close(self) -> None:
