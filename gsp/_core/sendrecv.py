@@ -15,7 +15,7 @@ class SendRecvState:
     (the socket's own attributes live in its ``__dict__``, a protocol's in its objects)."""
 
     __slots__ = ("closed", "send_timeout", "recv_timeout", "proto", "recv_body", "send_body",
-                 "ready", "bare", "send_direct", "tid")
+                 "ready", "bare", "send_direct", "tid", "send_max")
 
     closed: bool
     send_timeout: float | None
@@ -27,6 +27,9 @@ class SendRecvState:
     bare: bool
     send_direct: Callable[[bytes], bool] | None  # see CoreSocketHandle.send_direct
     tid: int  # the OS thread whose hub made the socket (read where a call cannot complete at once)
+    #: The largest message a send takes (0: any): the smallest ``message_max`` of the
+    #: transports the socket listened or dialed on (udp://: one datagram a message).
+    send_max: int
 
 
 def hot_field(name: str) -> Any:

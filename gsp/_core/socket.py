@@ -14,7 +14,15 @@ from gevent.event import AsyncResult
 from gevent.pool import Group
 
 from ..chan import thread_ident
-from ..errors import BadOption, Closed, InheritedListener, NotSupported, Timeout, WrongThread
+from ..errors import (
+    BadOption,
+    Closed,
+    InheritedListener,
+    MessageTooLarge,
+    NotSupported,
+    Timeout,
+    WrongThread,
+)
 from ..handles import check_op
 from ..message import Message, as_bytes
 from ..objects import ObjectCalls
@@ -100,6 +108,7 @@ class Socket(ObjectCalls):
     def __init__(self, protocol: str, *, raw: bool = False, **options: Any) -> None:
         self._hot = SendRecvState()
         self._hot.tid = thread_ident()  # its thread: see _check_thread
+        self._hot.send_max = 0
         spec = registry.protocol(protocol)
         self.spec = spec
         self.protocol = spec.name
@@ -225,6 +234,8 @@ class Socket(ObjectCalls):
             raise self._closed_error()
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
+        if hot.send_max and len(data) > hot.send_max:
+            raise self._too_large(len(data))
         if hot.send_direct is not None and hot.send_direct(data):
             return  # queued at once (CoreSocketHandle.send_direct): no call into the protocol
         if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
@@ -240,6 +251,18 @@ class Socket(ObjectCalls):
             raise call_timed_out(exc, "send", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
+
+    def _too_large(self, size: int) -> MessageTooLarge:
+        limit = self._hot.send_max
+        return MessageTooLarge(f"a {size}-byte message is over the {limit}-byte limit of this "
+                               f"socket's datagram endpoints (udp:// carries one message a "
+                               f"datagram)", size=size, limit=limit)
+
+    def _limit_sends(self, transport: Any) -> None:
+        """A transport whose messages are datagrams bounds every send from now on."""
+        most: int = transport.message_max
+        if most and (not self._hot.send_max or most < self._hot.send_max):
+            self._hot.send_max = most
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
@@ -277,6 +300,8 @@ class Socket(ObjectCalls):
         t = self._send_timeout if timeout is ... and block is True \
             else call_timeout(timeout, block)
         out = Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe)
+        if self._hot.send_max and len(out.body) + len(out.header) > self._hot.send_max:
+            raise self._too_large(len(out.body) + len(out.header))
         try:
             self._proto.send(out, t)
         except Timeout as exc:
@@ -353,6 +378,7 @@ class Socket(ObjectCalls):
         opts = endpoint_options(self._options, transport, options, "listen")
         tl = transport.listener(url, opts)
         tl.bind()
+        self._limit_sends(transport)
         lst = Listener(self, self._endpoint_host, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
         lst.start()
@@ -370,6 +396,7 @@ class Socket(ObjectCalls):
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
+        self._limit_sends(transport)
         d = Dialer(self, self._endpoint_host, url, td, opts, self._slots)
         self._dialers.append(d)
         try:

@@ -497,6 +497,7 @@ class UDPDialer(TransportDialer):
 
 class UDPTransport(Transport):
     schemes = ("udp", "udp4", "udp6")
+    message_max = UDP_MAX
     listener_class = UDPListener
     dialer_class = UDPDialer
 

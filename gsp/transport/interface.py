@@ -263,6 +263,11 @@ class Transport:
     schemes: tuple[str, ...] = ()
     #: Transport-specific options, accepted by ``listen``/``dial`` and inherited from the socket.
     options: Mapping[str, Option] = {}
+    #: The most bytes a message may weigh on this transport, 0 for no limit (the default). A
+    #: transport that sends each message as one datagram sets it (udp://: 65,000): once a
+    #: socket listens or dials on it, ``Socket.send`` raises :class:`gsp.MessageTooLarge` for a
+    #: body over it (``send_msg``: header and body), naming the limit.
+    message_max: int = 0
     #: The listener type: the default :meth:`listener` returns ``listener_class(url, options)``
     #: for each ``Socket.listen`` of a URL of :attr:`schemes` (a class, or any callable of that
     #: signature). Its constructor validates ``url`` (raising :class:`gsp.InvalidAddress`) and
