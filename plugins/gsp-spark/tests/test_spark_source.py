@@ -17,8 +17,10 @@ import msgpack
 import pytest
 import spark_fixtures
 from pyspark.errors import StreamingQueryException
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     DateType,
     DecimalType,
     DoubleType,
@@ -41,7 +43,7 @@ from gsp_spark import (
     StreamReader,
     gsp_error,
 )
-from gsp_spark._decode import _Chunk, decode_chunk
+from gsp_spark._decode import _Chunk, _records, _struct_batch, decode_chunk
 from gsp_spark._spool import REC, Spool, scan
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
@@ -365,3 +367,29 @@ def test_planner_cuts_a_batch_into_partitions_that_decode_to_every_message(ipc_d
             assert [r for b in batches for r in b] == [{"n": i, "_seq": i} for i in range(lo, hi)]
     finally:
         reader.stop()
+
+
+def test_flat_schemas_decode_through_typed_structs_as_the_exact_decoder_would():
+    """A schema of flat scalar columns decodes with msgspec into typed structs first; a batch it
+    refuses (a value of another type) is decoded again by the next decoder, with the same
+    result as before."""
+    schema = StructType([StructField("user name", StringType()), StructField("n", LongType()),
+                         StructField("x", DoubleType()), StructField("ok", BooleanType()),
+                         StructField("b", BinaryType()), StructField("_seq", LongType())])
+    good = _chunk(msgpack.packb({"user name": "a", "n": 1, "x": 2, "ok": True, "b": b"\x00"}),
+                  msgpack.packb({"n": -5, "x": 0.5, "extra": [1, 2]}))
+    expected = [{"user name": "a", "n": 1, "x": 2.0, "ok": True, "b": b"\x00", "_seq": 100},
+                {"user name": None, "n": -5, "x": 0.5, "ok": None, "b": None, "_seq": 101}]
+    assert decode_chunk(good, schema, False, "fail").to_pylist() == expected
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    bodies = [msgpack.packb({"user name": "a", "n": 1, "x": 2, "ok": True, "b": b"\x00"}),
+              msgpack.packb({"n": -5, "x": 0.5, "extra": [1, 2]})]
+    assert _struct_batch(_records(good), bodies, 100, schema, arrow).to_pylist() == expected
+    # A string where a long belongs: refused by the struct decoder, named by the exact one.
+    bad = _chunk(msgpack.packb({"n": 1}), msgpack.packb({"n": "two"}))
+    assert _struct_batch(_records(bad), [msgpack.packb({"n": 1}), msgpack.packb({"n": "two"})],
+                         100, schema, arrow) is None
+    with pytest.raises(SourceError, match="message seq 101: field 'n' = 'two' does not fit"):
+        decode_chunk(bad, schema, False, "fail")
+    assert decode_chunk(bad, schema, False, "skip").to_pylist() == \
+        [{"user name": None, "n": 1, "x": None, "ok": None, "b": None, "_seq": 100}]
