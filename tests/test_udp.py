@@ -265,3 +265,21 @@ def test_gsp_to_gsp_through_impaired_relay(gproto: str, peer: str) -> None:
                     pass
                 assert set(got) <= sent
                 assert len(set(got)) >= 150, relay.counts  # about 90 % of 200 cross both ways
+
+
+@pytest.mark.parametrize("url", ["udp://[::1]:0", "udp6://[::1]:0", "udp4://127.0.0.1:0"])
+def test_address_families_with_nng2(url: str) -> None:
+    with gsp.socket("pair1", recv_timeout=T, send_timeout=T) as g:
+        bound = g.listen(url).url
+        assert bound.startswith(url.split(":0")[0] + ":") and not bound.endswith(":0")
+        n = nng2.socket("pair1", int(T * 1000))
+        try:
+            nng2.dial(n, bound)
+            wait_for(lambda: len(g.pipes) == 1 and nng2.active_pipes(n) == 1, T)
+            one(g.send, lambda: nng2.run(nng2.recv, n), b"to nng")
+            nng2.run(n.send, b"to gsp")
+            assert g.recv() == b"to gsp"
+            assert g.pipes[0].peer.ip is not None
+            assert g.pipes[0].peer.ip.version == (4 if url.startswith("udp4") else 6)
+        finally:
+            nng2.close(n)
