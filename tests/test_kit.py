@@ -413,7 +413,7 @@ def test_a_kit_run_against_blocking_sockets_fails_within_30_s_naming_them(
     # Issue 41: a transport whose raw_connect returns a blocking stdlib socket made the kit hang
     # for 15 minutes. The kit checks what the hooks return (raw_connect; the dialer's dial),
     # and a check whose blocking call stalls the hub is interrupted by the kit's watchdog
-    # (kit_stall_limit, 10 s) with the same cause and where it blocked.
+    # (kit_stall_limit, 5 s) with the same cause and where it blocked.
     pytester.makepyfile(test_blocking=BLOCKING)
     result = _pytest(pytester, "-q", "test_blocking.py::TestRawConnectBlocks::"
                      "test_garbage_headers_refused", "test_blocking.py::TestDialerBlocks::"

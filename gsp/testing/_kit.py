@@ -74,7 +74,7 @@ class _Kit:
     #: Seconds the event loop may go without a turn; beyond it, the blocked call is interrupted
     #: with :class:`KitStall`, naming the likely cause (a socket that is not gevent's) and where
     #: it blocked; if it does not end, the process ends (status 3) rather than hang the run.
-    kit_stall_limit: ClassVar[float] = 10.0
+    kit_stall_limit: ClassVar[float] = 5.0
 
     @pytest.fixture(autouse=True)
     def _gsp_kit(self, request: pytest.FixtureRequest, gsp_leak_check: None,
