@@ -39,7 +39,7 @@ def test_suite_compare_json_runs_every_workload_for_every_library(tmp_path: Any)
     # and its module, and is skipped, with the reason, where they are missing
     skipped = doc["machine"]["skipped"]
     assert set(skipped) <= {"mangos"} and all(skipped.values()), skipped
-    assert libs == ["gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng",
+    assert libs == ["gsp", "pynng", "nng2", "pyzmq", "zmq.green", "raw-gevent", "nng",
                     *(["mangos"] if not skipped else [])]
     cases = {r["case"] for r in doc["results"]}
     assert len(cases) == 9 and len(doc["results"]) == 9 * len(libs)
@@ -75,6 +75,50 @@ def test_suite_compare_json_runs_every_workload_for_every_library(tmp_path: Any)
             assert f["served"] == 20 and f["connect_s"] > 0, where
         else:
             pytest.fail(f"unexpected workload {w}")
+
+
+#: Where each library of the transports test speaks (the rest must show n/a, never an error).
+SPEAKS = {"gsp": {"tcp", "ipc", "inproc", "tls+tcp", "ws", "wss"},
+          "nng2": {"tcp", "ipc", "inproc", "tls+tcp", "ws", "wss"},
+          "pyzmq": {"tcp", "ipc", "inproc"}, "nng": {"tcp", "ipc", "tls+tcp", "ws", "wss"}}
+
+
+@pytest.mark.timeout(900)
+def test_transports_runs_push_pull_and_round_trips_over_every_transport(tmp_path: Any) -> None:
+    """``gsp bench transports``: push/pull at each size and the round trip over each of the six
+    transports, with nng 2.0 (the nng package) and C nng beside gsp, and pyzmq n/a where it
+    does not speak SP's transport; tls+tcp and wss with the bench's own certificates."""
+    p = run("transports", "--libs", "nng2,pyzmq,nng", "--sizes", "1k", "--count", "200",
+            "--lat-count", "30", "--timeout", "120", "--json", "--quiet", timeout=840,
+            env={"GSP_BENCH_CACHE": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-3000:] + p.stdout[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["libs"] == ["gsp", "nng2", "pyzmq", "nng"]
+    cases = list(dict.fromkeys(r["case"] for r in doc["results"]))
+    assert cases == [c for t in ("tcp", "ipc", "inproc", "tls+tcp", "ws", "wss")
+                     for c in (f"push/pull {t} 1 KiB", f"req/rep {t} 16 B round trip")]
+    for r in doc["results"]:
+        where = f"{r['case']} / {r['lib']}"
+        speaks = r["params"]["transport"] in SPEAKS[r["lib"]]
+        assert bool(r.get("na")) is not speaks and not r.get("error"), (where, r.get("error"))
+        if speaks and r["workload"] == "thr":
+            assert r["figures"]["msg_s"] > 0 and r["figures"]["count"] == 200, where
+        elif speaks:
+            f = r["figures"]
+            assert 0 < f["p50_us"] <= f["p99_us"] and f["count"] == 30, where
+
+
+@pytest.mark.timeout(300)
+def test_reqrep_takes_several_transports_inproc_in_one_process() -> None:
+    p = run("reqrep", "--transport", "inproc,ws", "--count", "200", "--clients", "2",
+            "--libs", "pynng", "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("req/rep ")]
+    assert [(r[1], r[4]) for r in rows] == [("inproc", "req/s"), ("inproc", "CPU"),
+                                            ("ws", "req/s"), ("ws", "CPU")], rows
+    assert all(float(r[5].rstrip("k")) > 0 for r in rows if r[4] == "req/s"), rows
+    bad = run("thr", "--transport", "tcp,udp", "--quiet")
+    assert bad.returncode == 2 and "unknown transport 'udp'" in bad.stderr
 
 
 @pytest.mark.timeout(300)

@@ -10,6 +10,8 @@ from typing import Any, Callable, Sequence
 
 KiB, MiB = 1024, 1024 * 1024
 SWEEP_SIZES = [16, 64, 256, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]
+#: Every transport ``--transport`` takes.
+TRANSPORTS = ("tcp", "ipc", "inproc", "tls+tcp", "ws", "wss")
 #: The transports ``suite --plot`` sweeps the sizes over (``thr --plot`` sweeps its one).
 SWEEP_TRANSPORTS = ("tcp", "ipc")
 #: ``gsp bench thr`` without ``--count``: this many bytes of messages, at least 200 and at most
@@ -39,6 +41,16 @@ def parse_sizes(text: str) -> list[int]:
     return [parse_size(x) for x in text.split(",") if x.strip()]
 
 
+def parse_transports(text: str) -> list[str]:
+    """``tcp,ws`` -> ["tcp", "ws"]; an unknown one is an error naming the known ones."""
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in out if t not in TRANSPORTS]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(
+            f"unknown transport {bad[0] if bad else text!r}; choose from {','.join(TRANSPORTS)}")
+    return list(dict.fromkeys(out))
+
+
 def show_size(n: int) -> str:
     if n >= MiB and n % MiB == 0:
         return f"{n // MiB} MiB"
@@ -48,7 +60,8 @@ def show_size(n: int) -> str:
 
 
 def thr_case(transport: str, size: int, count: int) -> Case:
-    unit = ("mb_s", "MB/s") if size >= 64 * KiB else ("msg_s", "msg/s")
+    # big messages: MB/s too (msg/s stays, the figure comparisons across sizes quote)
+    units = [("msg_s", "msg/s"), ("mb_s", "MB/s")] if size >= 64 * KiB else [("msg_s", "msg/s")]
     # CPU time per message (resource.getrusage): progress shows through the machine's noise.
     cpu = [("cpu_ns", "CPU ns/msg")] if transport == "inproc" else \
         [("cpu_ns_send", "CPU ns/msg send"), ("cpu_ns_recv", "CPU ns/msg recv")]
@@ -56,7 +69,7 @@ def thr_case(transport: str, size: int, count: int) -> Case:
         cpu.append(("faults", "faults/msg") if transport == "inproc" else
                    ("faults_recv", "faults/msg recv"))
     return Case(f"push/pull {transport} {show_size(size)}", "thr",
-                {"transport": transport, "size": size, "count": count}, [unit, *cpu])
+                {"transport": transport, "size": size, "count": count}, [*units, *cpu])
 
 
 def lat_case(transport: str, size: int, count: int) -> Case:
@@ -122,25 +135,41 @@ def _sweep_count(a: argparse.Namespace, size: int) -> int:
 def cases_for(a: argparse.Namespace) -> list[Case]:
     """The cases a parsed command line asks for (``a.cmd`` is the command)."""
     cmd = a.cmd
+    if cmd == "suite":
+        return _suite(a)
+    if cmd == "transports":  # push/pull at each size, then the round trip, per transport
+        sizes = a.sizes or [16, KiB, 64 * KiB, MiB]
+        return [c for t in a.transport or TRANSPORTS for c in (
+            *(thr_case(t, s, thr_count(s) if a.count is None else a.count) for s in sizes),
+            lat_case(t, a.lat_size, a.lat_count))]
+    return [c for t in a.transport or ["tcp"] for c in _one(a, t)]
+
+
+def _one(a: argparse.Namespace, transport: str) -> list[Case]:
+    """The cases of one workload command over one transport."""
+    cmd = a.cmd
     if cmd == "thr":
         sizes = a.sizes or (SWEEP_SIZES if a.plot else [a.size])
         if len(sizes) > 1:
-            return [thr_case(a.transport, s, _sweep_count(a, s)) for s in sizes]
-        return [thr_case(a.transport, sizes[0],
+            return [thr_case(transport, s, _sweep_count(a, s)) for s in sizes]
+        return [thr_case(transport, sizes[0],
                          thr_count(sizes[0]) if a.count is None else a.count)]
     if cmd == "lat":
-        return [lat_case(a.transport, a.size, a.count)]
+        return [lat_case(transport, a.size, a.count)]
     if cmd == "pubsub":
-        return [pub_case(a.transport, a.size, a.count, a.subs)]
+        return [pub_case(transport, a.size, a.count, a.subs)]
     if cmd == "reqrep":
         procs = getattr(a, "procs", None)
         if procs is None:
-            return [reqrep_case(a.transport, a.size, a.count, a.clients)]
+            return [reqrep_case(transport, a.size, a.count, a.clients)]
         split = a.client_procs or max(procs, 2)  # the single-process figure beside, alike
-        return [reqrep_case(a.transport, a.size, a.count, a.clients, n, split, a.conns)
+        return [reqrep_case(transport, a.size, a.count, a.clients, n, split, a.conns)
                 for n in dict.fromkeys((1, procs))]
-    if cmd == "conns":
-        return [conns_case(a.transport, a.conns)]
+    assert cmd == "conns", cmd
+    return [conns_case(transport, a.conns)]
+
+
+def _suite(a: argparse.Namespace) -> list[Case]:
     out = [
         thr_case("tcp", 16, a.count),
         thr_case("tcp", MiB, a.big_count),

@@ -9,11 +9,18 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
   the REP in N processes on one address, gsp.prefork)
 * ``conns``   N dialers on one REP listener: time until all are served, RSS per pipe
 * ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
+* ``transports``  push/pull at each of ``--sizes`` and req/rep round trips over each of
+  ``--transport`` (default: all six, tcp, ipc, inproc, tls+tcp, ws, wss)
+
+``--transport`` takes a comma-separated list (``--transport ws,wss``): each transport is a case
+of its own; a library that does not speak one shows n/a there (pyzmq and zmq.green speak tcp,
+ipc and inproc; the raw baseline tcp and ipc; C nng all but inproc; mangos tcp, ipc and ws).
+tls+tcp and wss run with a throwaway CA and certificate (``trustme``).
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
   one side each, for runs across machines
 
-``--compare`` runs each workload with pynng, pyzmq (native threads), zmq.green, a raw gevent
-socket baseline, C nng and Go mangos as well, and prints each figure with its ratio to gsp's.
+``--compare`` runs each workload with pynng (nng 1.x), nng2 (nng 2.0, the ``nng`` package),
+pyzmq (native threads), zmq.green, a raw gevent socket baseline, C nng and Go mangos as well, and prints each figure with its ratio to gsp's.
 ``--json`` prints the results as JSON instead of the table; progress goes to stderr.
 The native two run small tools built on first use (:mod:`.native`); where one cannot be built
 (no compiler, no ``libnng-dev``, no Go or mangos module) it is skipped and the bench says why.
@@ -34,11 +41,13 @@ from .cases import (
     SWEEP_SIZES,
     THR_BYTES,
     THR_COUNT,
+    TRANSPORTS,
     MiB,
     cases_for,
     cases_of,
     parse_size,
     parse_sizes,
+    parse_transports,
 )
 from .libs import LIBS
 from .native import NATIVE, Unavailable, available
@@ -59,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--compare", action="store_true",
-                        help="also run pynng, pyzmq, zmq.green, the raw gevent baseline, "
+                        help="also run pynng, nng2, pyzmq, zmq.green, the raw gevent baseline, "
                              "C nng and Go mangos (those two where their tools can be built)")
     common.add_argument("--libs", type=lambda s: s.split(","),
                         help=f"comma-separated libraries to run (of {', '.join(LIBS)})")
@@ -82,7 +91,10 @@ def parser() -> argparse.ArgumentParser:
                         help="recv_spin of the gsp-spin library (gsp's low-latency mode, run "
                              "with --libs ...,gsp-spin; default 200e-6)")
     transport = argparse.ArgumentParser(add_help=False)
-    transport.add_argument("--transport", choices=("tcp", "ipc", "inproc"), default="tcp")
+    transport.add_argument("--transport", type=parse_transports, default=None,
+                           metavar=",".join(TRANSPORTS),
+                           help="transports, comma-separated: each is a case of its own "
+                                "(default tcp; transports: all six)")
     transport.add_argument("--size", type=parse_size, default=16,
                            help="message size in bytes (16, 1k, 1m)")
 
@@ -119,6 +131,13 @@ def parser() -> argparse.ArgumentParser:
                            help="with --procs: gsp's and mangos' clients are contexts over "
                                 "this many REQ sockets in all (default: a socket each, as the "
                                 "others')")
+    t = sub.add_parser("transports", parents=[common, transport],
+                       help="push/pull at each of --sizes and req/rep round trips, over each "
+                            "--transport")
+    t.add_argument("--count", type=int, default=None,
+                   help=f"messages per throughput run (default: by size, at most {THR_COUNT:,})")
+    t.add_argument("--lat-count", type=int, default=5_000, help="timed round trips")
+    t.add_argument("--lat-size", type=parse_size, default=16, help="round trips' message size")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")

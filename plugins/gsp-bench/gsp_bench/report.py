@@ -33,11 +33,11 @@ def machine() -> dict[str, Any]:
                             "gevent": gevent.__version__}
     info["compiled"] = compiled()
     info["build"] = build(info["compiled"])
-    for mod, attr in (("gsp", "__version__"), ("zmq", "__version__"), ("pynng", "__version__")):
-        try:
-            info[mod] = getattr(__import__(mod), attr)
+    for key, mod in (("gsp", "gsp"), ("zmq", "zmq"), ("pynng", "pynng"), ("nng2", "nng")):
+        try:  # nng2: the nng package (nng 2.0)
+            info[key] = getattr(__import__(mod), "__version__", None)
         except ImportError:
-            info[mod] = None
+            info[key] = None
     try:
         import zmq
         info["libzmq"] = zmq.zmq_version()
@@ -53,7 +53,8 @@ def header(info: dict[str, Any]) -> str:
     """The lines above the table: where it ran, and how to read the ratios."""
     return (f"gsp bench: {info['nproc']} × {info['cpu']}, Linux {info['kernel']}, "
             f"Python {info['python']}, gevent {info['gevent']}, pyzmq {info.get('zmq')} "
-            f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}\n"
+            f"(libzmq {info.get('libzmq')}), pynng {info.get('pynng')}"
+            + (f", nng (nng 2.0) {info['nng2']}" if info.get("nng2") else "") + "\n"
             + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
                if info.get("malloc") == "tuned" else "")
             + build_line(info) +

@@ -10,6 +10,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any, Callable
 import gsp
 import gsp_bench
 
+from . import tls
 from .cases import Case
 from .ctl import NotApplicable
 from .report import fmt
@@ -136,10 +138,16 @@ class Run:
         return w
 
     def address(self, transport: str) -> str:
+        """A URL to listen on: tcp on port 0 (each library reports the port bound); tls+tcp,
+        ws and wss on a port free now (not every library can report one it bound)."""
         if transport == "tcp":
             return "tcp://127.0.0.1:0"
         if transport == "ipc":
             return f"ipc://{tempfile.mktemp(prefix='b', suffix='.sock', dir=self.tmpdir)}"
+        if transport == "tls+tcp":
+            return f"tls+tcp://127.0.0.1:{free_port()}"
+        if transport in ("ws", "wss"):
+            return f"{transport}://127.0.0.1:{free_port()}/bench"
         raise ValueError(f"no address for {transport!r}")
 
     def __enter__(self) -> "Run":
@@ -148,6 +156,14 @@ class Run:
     def __exit__(self, *exc: Any) -> None:
         for w in reversed(self.workers):
             w.finish()
+
+
+def free_port() -> int:
+    """A tcp port on 127.0.0.1 nobody listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 # -- workloads: each returns a dict of figures ------------------------------------------------------
@@ -223,6 +239,10 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
     if procs is not None:
         return reqrep_procs(run, transport, size, count, clients, procs, client_procs,
                             conns or clients)
+    if transport == "inproc":  # one process: its CPU time is the server's and the clients'
+        r = run.start("inproc_reqrep", size=size, clients=clients, count=count).expect("result")
+        return {"req_s": r["requests"] / r["elapsed"], "requests": r["requests"],
+                "clients": clients, "cpu_us_req": r["cpu"] / r["requests"] * 1e6}
     srv = run.start("rep_server", url=run.address(transport))
     url = srv.expect("ready")["url"]
     r = run.start("req_clients", url=url, size=size, clients=clients,
@@ -289,11 +309,17 @@ def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
     fn = WORKLOADS[workload]
     tmpdir = tempfile.mkdtemp(prefix="gsp-bench-", dir="/tmp")
     runs: list[dict[str, Any]] = []
+    secure = params.get("transport") in tls.SECURE
     try:
+        if secure:  # the workers (and native tools) find the certificates through the env
+            tls.make(tmpdir)
+            os.environ[tls.ENV] = tmpdir
         for _ in range(repeat):
             with Run(lib, timeout, tmpdir, malloc) as run:
                 runs.append(fn(run, **params))
     finally:
+        if secure:
+            os.environ.pop(tls.ENV, None)
         shutil.rmtree(tmpdir, ignore_errors=True)
     med: dict[str, Any] = {}
     for k, v in runs[0].items():

@@ -1,7 +1,8 @@
 """The libraries gsp is measured against, one module each, and their registry.
 
 * ``lib_gsp``  gsp itself, on gevent
-* ``lib_nng``  pynng, on native threads
+* ``lib_nng``  pynng (nng 1.x), on native threads
+* ``lib_nng2`` nng 2.0 (the ``nng`` package), on native threads
 * ``lib_zmq``  pyzmq on native threads, and zmq.green on gevent
 * ``lib_raw``  raw gevent sockets with hand-written framing: the floor for a gevent library
 * ``lib_native``  C nng and Go mangos, through small native tools built on first use
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from .base import Lib, raise_nofile
 
-LIBS = ("gsp", "pynng", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos", "gsp-spin")
+LIBS = ("gsp", "pynng", "nng2", "pyzmq", "zmq.green", "raw-gevent", "nng", "mangos", "gsp-spin")
 
 __all__ = ["LIBS", "Lib", "make", "raise_nofile"]
 
@@ -31,6 +32,9 @@ def make(name: str) -> Lib:
     if name == "pynng":
         from .lib_nng import Nng
         return Nng()
+    if name == "nng2":
+        from .lib_nng2 import Nng2
+        return Nng2()
     if name in ("pyzmq", "zmq.green"):
         from .lib_zmq import Zmq
         return Zmq(green=name == "zmq.green")

@@ -229,6 +229,27 @@ class Lib:
             ctl.result(requests=per * clients, elapsed=perf_counter() - t0,
                        cpu=cpu_seconds() - c0)
 
+    def inproc_reqrep(self, ctl: Control, size: int, clients: int, count: int) -> None:
+        """:meth:`rep_server` and :meth:`req_clients` in one process over inproc; the CPU time
+        is both sides'."""
+        rep, url = self.listen("rep", f"inproc://bench-reqrep-{os.getpid()}")
+        with closing(rep):
+            stop = self.serve_echo(rep)
+            try:
+                with ExitStack() as stack:
+                    socks = self.requesters(stack, url, clients)
+                    per = max(1, count // clients)
+                    c0 = cpu_seconds()
+                    t0 = perf_counter()
+                    tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
+                             for s in socks]
+                    for t in tasks:
+                        self.rt.join(t)
+                    ctl.result(requests=per * clients, elapsed=perf_counter() - t0,
+                               cpu=cpu_seconds() - c0)
+            finally:
+                stop()
+
     # Req/rep with concurrent clients, the server in several processes (``reqrep --procs``).
 
     def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:

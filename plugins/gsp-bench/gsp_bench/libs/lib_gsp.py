@@ -8,7 +8,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any, Callable
 
-from .base import Lib, SPLib, cpu_between, opened
+from .. import tls
+from .base import Lib, Sock, SPLib, cpu_between, opened
 from .loops import cpu_seconds, echo_forever, process_cpu
 from .runtime import Greenlets
 
@@ -37,11 +38,30 @@ class Gsp(SPLib):
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
         s = self._open(kind)
         try:
-            s.listen(url)
+            if tls.secure(url):
+                f = tls.files()
+                s.listen(url, tls_cert_file=f.cert, tls_key_file=f.key)
+            else:
+                s.listen(url)
         except BaseException:
             s.close()
             raise
         return s, s.listeners[0].url
+
+    def dial(self, kind: str, url: str, block: bool | None = None,
+             timeout: float | None = None) -> Sock:
+        if not tls.secure(url):
+            return super().dial(kind, url, block, timeout)
+        s = self._open(kind, timeout)
+        try:
+            if kind == "sub":
+                s.subscribe(b"")
+            s.dial(url, block=block, tls_ca_file=tls.files().ca)  # (it names 127.0.0.1)
+        except BaseException:
+            s.close()
+            raise
+        sock: Sock = s
+        return sock
 
     def serve_echo(self, listening: Any) -> Callable[[], None]:
         g = self.greenlets.spawn(echo_forever, listening.send, listening.recv)

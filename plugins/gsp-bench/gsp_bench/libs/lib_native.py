@@ -24,6 +24,10 @@ from .base import Lib, cpu_between
 from .loops import process_cpu
 from .runtime import Threads
 
+#: The transports each tool plays (C nng's TLS from the bench's certificates, $GSP_BENCH_TLS;
+#: the mangos tool has no TLS configuration).
+SCHEMES = {"nng": ("tcp", "ipc", "ws", "tls+tcp", "wss"), "mangos": ("tcp", "ipc", "ws")}
+
 #: Tools whose ``req_clients`` takes a fifth argument, CONNS: its clients are then contexts
 #: spread over that many REQ sockets, the layout of gsp's clients under ``--conns``.
 CONTEXTS = frozenset({"mangos"})
@@ -35,8 +39,15 @@ class Native(Lib):
         self.name = name
         self.exe = native.tool(name)  # raises native.Unavailable, saying why
 
+    def _speaks(self, url: str) -> None:
+        scheme = url.split("://", 1)[0]
+        if scheme not in SCHEMES[self.name]:
+            raise NotApplicable(f"the {self.name} tool plays {', '.join(SCHEMES[self.name])}, "
+                                f"not {scheme}")
+
     def _run(self, ctl: Control, role: str, *args: object) -> None:
         """Run ``role`` in the tool, relaying the control channel both ways until it exits."""
+        self._speaks(str(args[0]))
         p = subprocess.Popen([self.exe, role, *map(str, args)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE)  # its stderr is this worker's
         assert p.stdin is not None and p.stdout is not None
@@ -86,6 +97,7 @@ class Native(Lib):
     # connections are set up within the timed span, as few as the clients).
 
     def rep_server_procs(self, ctl: Control, url: str, procs: int) -> None:
+        self._speaks(url)
         p = subprocess.Popen([self.exe, "rep_server", url], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE)
         assert p.stdin is not None and p.stdout is not None
@@ -134,9 +146,9 @@ class Native(Lib):
         ctl.wait("stop")
 
     def _na(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise NotApplicable(f"the {self.name} tool plays thr, lat and reqrep over tcp and ipc")
+        raise NotApplicable(f"the {self.name} tool plays thr, lat and reqrep, not in one process")
 
-    inproc_thr = inproc_lat = pub = subs = conns_server = conns_dialers = _na
+    inproc_thr = inproc_lat = inproc_reqrep = pub = subs = conns_server = conns_dialers = _na
 
 
 def _words(ctl: Control, to: Any, done: threading.Event) -> None:

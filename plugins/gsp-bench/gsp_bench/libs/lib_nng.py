@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .base import SPLib
+from .. import tls
+from .base import Sock, SPLib
 from .runtime import Threads
 
 
@@ -28,9 +29,33 @@ class Nng(SPLib):
             options["recv_timeout"] = int(timeout * 1000)
         return getattr(self.nng, kind.capitalize() + "0")(**options)
 
+    def _tls(self, s: Any, url: str, server: bool) -> None:
+        """tls+tcp and wss: the bench's certificates, as a pynng TLSConfig on the socket."""
+        if not tls.secure(url):
+            return
+        f, cfg = tls.files(), self.nng.TLSConfig
+        s.tls_config = cfg(cfg.MODE_SERVER, own_cert_string=f.read("cert"),
+                           own_key_string=f.read("key")) if server else \
+            cfg(cfg.MODE_CLIENT, ca_string=f.read("ca"), server_name=tls.SERVER_NAME)
+
+    def dial(self, kind: str, url: str, block: bool | None = None,
+             timeout: float | None = None) -> Sock:
+        s = self._open(kind, timeout)
+        try:
+            self._tls(s, url, server=False)
+            if kind == "sub":
+                s.subscribe(b"")
+            s.dial(url, block=block)
+        except BaseException:
+            s.close()
+            raise
+        sock: Sock = s
+        return sock
+
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
         s = self._open(kind)
         try:
+            self._tls(s, url, server=True)
             lst = s.listen(url)
         except BaseException:
             s.close()

@@ -169,7 +169,7 @@ class Raw(Lib):
             ls.bind(url[6:])
             bound = url
         else:
-            raise NotApplicable("raw sockets have no inproc transport")
+            raise NotApplicable("the raw baseline speaks tcp and ipc only")
         ls.listen(1024)
         return (RawPub if kind == "pub" else RawListener)(self, ls), bound
 

@@ -9,7 +9,7 @@ import importlib
 from time import perf_counter
 from typing import Any, Callable
 
-from ..ctl import Control
+from ..ctl import Control, NotApplicable
 from .base import Lib, Sock
 from .loops import DATA, END, WARM, Fanin, kind
 from .runtime import Greenlets, Threads
@@ -22,6 +22,12 @@ class Zmq(Lib):
         self.zmq: Any = importlib.import_module("zmq.green" if green else "zmq")
         self.ctx = self.zmq.Context()
 
+    @staticmethod
+    def _speaks(url: str) -> None:
+        if url.split("://", 1)[0] not in ("tcp", "ipc", "inproc"):
+            raise NotApplicable("zmq speaks ZMTP over tcp, ipc and inproc, not SP over "
+                                + url.split("://", 1)[0])
+
     def _open(self, kind: str) -> Any:
         zmq = self.zmq
         s = self.ctx.socket(getattr(zmq, kind.upper()))
@@ -29,6 +35,7 @@ class Zmq(Lib):
         return s
 
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
+        self._speaks(url)
         s = self._open(kind)
         if url.startswith("tcp://") and url.endswith(":0"):
             url = url[:-1] + "*"
@@ -37,6 +44,7 @@ class Zmq(Lib):
 
     def dial(self, kind: str, url: str, block: bool | None = None,
              timeout: float | None = None) -> Sock:
+        self._speaks(url)
         s = self._open(kind)  # zmq connects in the background whatever ``block`` says
         if timeout is not None:
             s.rcvtimeo = int(timeout * 1000)

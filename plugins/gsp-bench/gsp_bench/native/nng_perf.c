@@ -34,6 +34,7 @@
 #endif
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -102,17 +103,59 @@ static nng_socket open_socket(opener open) {
 }
 
 /* Listen on URL (port 0: any) and report {"ready": {"url": the bound address}}. */
+/* tls+tcp:// and wss:// take their certificates from $GSP_BENCH_TLS, a directory the bench
+ * writes (server.pem: the server's certificate and key; ca.pem: the CA that issued it). */
+static int secure(const char *url) {
+    return strncmp(url, "tls+tcp://", 10) == 0 || strncmp(url, "wss://", 6) == 0;
+}
+
+static nng_tls_config *tls_config(nng_tls_mode mode) {
+    const char *dir = getenv("GSP_BENCH_TLS");
+    char path[4096];
+    nng_tls_config *cfg;
+    int rv;
+    if (dir == NULL) {
+        fail("tls: $GSP_BENCH_TLS is not set", NNG_EINVAL);
+    }
+    if ((rv = nng_tls_config_alloc(&cfg, mode)) != 0) {
+        fail("tls config", rv);
+    }
+    if (mode == NNG_TLS_MODE_SERVER) {
+        snprintf(path, sizeof path, "%s/server.pem", dir);
+        rv = nng_tls_config_cert_key_file(cfg, path, NULL);
+    } else {
+        snprintf(path, sizeof path, "%s/ca.pem", dir);
+        if ((rv = nng_tls_config_ca_file(cfg, path)) == 0) {
+            rv = nng_tls_config_server_name(cfg, "localhost");
+        }
+    }
+    if (rv != 0) {
+        fail(path, rv);
+    }
+    return cfg;
+}
+
 static nng_socket listen_ready(opener open, const char *url) {
     nng_socket s = open_socket(open);
     nng_listener l;
     nng_sockaddr sa;
     char bound[300];
     int rv;
-    if ((rv = nng_listen(s, url, &l, 0)) != 0) {
+    if ((rv = nng_listener_create(&l, s, url)) != 0) {
+        fail("listen", rv);
+    }
+    if (secure(url)) {
+        nng_tls_config *cfg = tls_config(NNG_TLS_MODE_SERVER);
+        if ((rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg)) != 0) {
+            fail("listener tls", rv);
+        }
+        nng_tls_config_free(cfg);
+    }
+    if ((rv = nng_listener_start(l, 0)) != 0) {
         fail("listen", rv);
     }
     snprintf(bound, sizeof bound, "%s", url);
-    if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0) {
+    if (strncmp(url, "tcp://", 6) == 0 && nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0) {
         if (sa.s_family == NNG_AF_INET) {
             const unsigned char *a = (const unsigned char *)&sa.s_in.sa_addr;
             snprintf(bound, sizeof bound, "tcp://%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
@@ -134,8 +177,19 @@ static nng_socket listen_ready(opener open, const char *url) {
 
 static nng_socket dial(opener open, const char *url) {
     nng_socket s = open_socket(open);
+    nng_dialer d;
     int rv;
-    if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
+    if ((rv = nng_dialer_create(&d, s, url)) != 0) {
+        fail("dial", rv);
+    }
+    if (secure(url)) {
+        nng_tls_config *cfg = tls_config(NNG_TLS_MODE_CLIENT);
+        if ((rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg)) != 0) {
+            fail("dialer tls", rv);
+        }
+        nng_tls_config_free(cfg);
+    }
+    if ((rv = nng_dialer_start(d, 0)) != 0) {
         fail("dial", rv);
     }
     return s;
