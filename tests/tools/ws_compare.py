@@ -1,7 +1,7 @@
 """ws:// and wss:// side by side: gsp, pynng (nng 1.x) and nng 2.0 (the ``nng`` module of
 nng-ssl), each library talking to itself, one process each side, in the same minutes.
 
-    python tests/tools/ws_compare.py [--libs gsp,pynng,nng2] [--transports ws,wss]
+    python tests/tools/ws_compare.py [--libs gsp,pynng,nng2] [--transports ws,wss,tcp]
                                      [--sizes 16,1024,65536,1048576] [--runs 3] [--json]
 
 For every transport and size: push/pull throughput (a PULL process listens and times its
@@ -66,7 +66,7 @@ def _pynng_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
                                   else pki.nng_client_args())
     if role in ("pull", "rep"):
         lst = s.listen(url)
-        print(url.replace(":0/", f":{str(lst.local_address).rsplit(':', 1)[1]}/"), flush=True)
+        print(url.replace(":0", f":{str(lst.local_address).rsplit(':', 1)[1]}", 1), flush=True)
     else:
         s.dial(url, block=True)
     _loop(role, s.send, s.recv, size, count)
@@ -87,7 +87,7 @@ def _nng2_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
                                            key_pem=Path(pki.server_key_file).read_text())
         lst = s.add_listener(url, tls=tls, recv_max_size=0)
         lst.start()
-        print(url.replace(":0/", f":{lst.port}/"), flush=True)
+        print(url.replace(":0", f":{lst.port}", 1), flush=True)
     else:
         if url.startswith("wss"):
             tls = nng.TlsConfig.for_client(server_name="localhost", ca_file=pki.ca_file)
@@ -145,7 +145,7 @@ def _pair(lib: str, transport: str, size: int, count: int, rt: bool,
           pki_dir: str) -> tuple[float, float]:
     """Start the listening side, then the dialing one; the figure the timing side prints, and
     the CPU µs a message (or round trip) cost both sides together."""
-    url = f"{transport}://127.0.0.1:0/sp"
+    url = f"{transport}://127.0.0.1:0" + ("/sp" if transport.startswith("ws") else "")
     me = os.path.abspath(__file__)
     roles = ("rep", "req") if rt else ("pull", "push")
     server = subprocess.Popen([sys.executable, me, "--side", lib, roles[0], url, str(size),
