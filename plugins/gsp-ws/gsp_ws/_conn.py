@@ -118,6 +118,12 @@ class WSConnection(Connection):
                 return refusal
         return gsp.ConnectionBroken(f"{what} on {self.remote_address}: {exc.strerror or exc}")
 
+    def _eof(self) -> gsp.GspError:
+        """What a read that met the end of the stream raises."""
+        if self._closed:
+            return gsp.Closed("connection closed locally")
+        return gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
+
     def _recv(self) -> bytes:
         try:
             data = self._recv_alive()
@@ -126,9 +132,7 @@ class WSConnection(Connection):
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
         if not data:
-            if self._closed:
-                raise gsp.Closed("connection closed locally")
-            raise gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
+            raise self._eof()
         return data
 
     def _recv_alive(self) -> bytes:
@@ -370,9 +374,7 @@ class WSConnection(Connection):
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
         if not data:
-            if self._closed:
-                raise gsp.Closed("connection closed locally")
-            raise gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
+            raise self._eof()
         if every is not None:
             self._rx_at = monotonic()
         out: list[bytes] = []
