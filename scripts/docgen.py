@@ -110,19 +110,19 @@ def options_markdown(include_all: bool = False) -> str:
             return dist or "registered by hand"
         return dist if dist in SHIPPED else None
 
-    protocol_dist = origins("gsp_protocols")
-    protocol_rows: list[tuple[str, str, Option]] = []
-    for name, spec in registry.protocols.items():
-        dist = keep(protocol_dist.get(name))
-        if dist is not None:
-            protocol_rows += [(dist, name, o) for o in spec.options.values()]
+    def owned(hook: str, owners: dict[str, Any]) -> list[tuple[str, str, Option]]:
+        """``(distribution, owner, option)`` of every option of ``owners`` (protocols by name,
+        transports by scheme) that the page lists."""
+        dist_of = origins(hook)
+        rows: list[tuple[str, str, Option]] = []
+        for name, owner in owners.items():
+            dist = keep(dist_of.get(name))
+            if dist is not None:
+                rows += [(dist, name, o) for o in owner.options.values()]
+        return rows
 
-    transport_dist = origins("gsp_transports")
-    transport_rows: list[tuple[str, str, Option]] = []
-    for scheme, t in registry.transports.items():
-        dist = keep(transport_dist.get(scheme))
-        if dist is not None:
-            transport_rows += [(dist, scheme, o) for o in t.options.values()]
+    protocol_rows = owned("gsp_protocols", registry.protocols)
+    transport_rows = owned("gsp_transports", registry.transports)
 
     head = ["Type", "Unit", "Default", "Range"]
     out = [
@@ -148,29 +148,22 @@ def options_markdown(include_all: bool = False) -> str:
         [f"`{o.name}`", *_columns(o),
          _socket_scope(o), _cell(o.doc)]
         for o in SOCKET_OPTIONS.values()))
-    out += [
-        "",
-        "## Per protocol",
-        "",
+
+    def per_owner(kind: str, intro: list[str], rows: list[tuple[str, str, Option]]) -> list[str]:
+        """The section of the options of each ``kind`` (protocol, transport)."""
+        return ["", f"## Per {kind}", "", *intro, "", *_table(
+            ["Option", f"{kind.capitalize()}s", *head, "Description"],
+            ([f"`{o.name}`", owners, *_columns(o), _cell(o.doc)] for o, owners in _grouped(rows)))]
+
+    out += per_owner("protocol", [
         "Sockets of these protocols have these options too. `resend_time` (req) and `survey_time`",
         "(surveyor) are per context as well: a context follows the socket's value until set on",
         "the context (`ctx.resend_time = 2`), as do `recv_timeout` and `send_timeout`.",
-        "",
-    ]
-    out += _table(["Option", "Protocols", *head, "Description"], (
-        [f"`{o.name}`", owners, *_columns(o), _cell(o.doc)]
-        for o, owners in _grouped(protocol_rows)))
-    out += [
-        "",
-        "## Per transport",
-        "",
+    ], protocol_rows)
+    out += per_owner("transport", [
         "`listen`/`dial` on a URL of these schemes take these options; every socket takes them",
         "too, as defaults for its endpoints.",
-        "",
-    ]
-    out += _table(["Option", "Transports", *head, "Description"], (
-        [f"`{o.name}`", owners, *_columns(o), _cell(o.doc)]
-        for o, owners in _grouped(transport_rows)))
+    ], transport_rows)
     return "\n".join(out) + "\n"
 
 
