@@ -16,6 +16,7 @@ from ..errors import (
 from ..hookspecs import hookimpl
 from ..message import message_bytes
 from ..transport import Connection, Transport, TransportDialer, TransportListener, split_url, wire
+from .queued import close_queued, next_accepted
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -141,17 +142,12 @@ class InprocListener(TransportListener):
         self._bound = True
 
     def accept(self) -> Connection:
-        try:
-            return self._accepts.recv()
-        except Closed:
-            raise Closed("listener closed") from None
+        return next_accepted(self._accepts)
 
     def close(self) -> None:
         if self._bound and _listeners.get(self.name) is self:
             del _listeners[self.name]
-        self._accepts.close()
-        for conn in self._accepts.drain(1 << 30):
-            conn.close()
+        close_queued(self._accepts)
 
     def forget(self) -> None:
         self.close()  # the name table is this process's own copy after fork

@@ -62,6 +62,7 @@ from ..transport import (
     split_url,
     wire,
 )
+from .queued import close_queued, next_accepted
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -455,15 +456,10 @@ class UDPListener(TransportListener):
         ep.conns[addr] = conn
 
     def accept(self) -> Connection:
-        try:
-            return self._accepts.recv()
-        except Closed:
-            raise Closed("listener closed") from None
+        return next_accepted(self._accepts)
 
     def close(self) -> None:
-        self._accepts.close()
-        for conn in self._accepts.drain(1 << 30):
-            conn.close()
+        close_queued(self._accepts)
         if self._ep is not None:
             self._ep.close()
 
