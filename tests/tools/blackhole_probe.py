@@ -24,17 +24,14 @@ was still up when the last keepalive pipe ended.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
-import shutil
 import socket
-import struct
 import subprocess
 import time
 from typing import Any
 
 import gevent
+from netns import lo_is_up, tool  # (this directory: the script's own, first on sys.path)
 
 import gsp
 
@@ -43,25 +40,10 @@ NO_KEEPALIVE = {"tcp_keepalive": False}
 #: Drop everything that arrives on lo: tc's classic-BPF ``bytecode`` (one instruction, ``ret #2``)
 #: run in direct-action mode, where 2 is TC_ACT_SHOT.
 DROP_ALL = ["filter", "add", "dev", "lo", "ingress", "bpf", "da", "bytecode", "1,6 0 0 2"]
-SIOCGIFFLAGS, IFF_UP = 0x8913, 0x1
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin",
-                                                    "/sbin"]))
-    if path is None:
-        raise SystemExit(f"blackhole_probe: {name!r} (iproute2) is not installed")
-    return path
 
 
 def run(*argv: str) -> None:
     subprocess.run(argv, check=True, timeout=10)
-
-
-def lo_is_up() -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        flags = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0))
-    return bool(struct.unpack("16sH", flags[:18])[1] & IFF_UP)
 
 
 def check_private_namespace() -> None:

@@ -35,12 +35,9 @@ Scenarios (each states what it measures; the invariants are the test's):
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -50,25 +47,11 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gevent  # noqa: E402
+from netns import lo_is_up, tool  # noqa: E402 (this directory: the script's own, first on sys.path)
 
 import gsp  # noqa: E402
 
 KEEPALIVE = {"tcp_keepalive_idle": 1, "tcp_keepalive_interval": 1, "tcp_keepalive_count": 2}
-SIOCGIFFLAGS, IFF_UP = 0x8913, 0x1
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin",
-                                                    "/sbin"]))
-    if path is None:
-        raise SystemExit(f"netfault_probe: {name!r} (iproute2) is not installed")
-    return path
-
-
-def lo_is_up() -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        flags = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0))
-    return bool(struct.unpack("16sH", flags[:18])[1] & IFF_UP)
 
 
 class Net:
