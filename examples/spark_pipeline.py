@@ -13,6 +13,13 @@ driver, the source's receiver and the subscriber listen there, and every executo
 the subscriber::
 
     python examples/spark_pipeline.py --master spark://10.0.0.5:7077 --host 10.0.0.9
+
+Through Spark Connect: ``--connect`` starts a Spark Connect server on ``--master`` in this process
+(``gsp_spark.local_connect_session``, loopback only, a free port) and runs the same query as its
+client; ``--connect sc://host:15002`` uses a server already running (its Python workers need
+gevent-sp-spark: docs/spark.md, "Spark Connect")::
+
+    python examples/spark_pipeline.py --connect
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import gevent
 import msgpack
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, local_session
+from gsp_spark import Deduplicator, HubThread, local_connect_session, local_session
 
 
 def free_tcp_url(host: str) -> str:
@@ -49,6 +56,8 @@ def main() -> int:
     ap.add_argument("--master", default="local[2]", help="e.g. spark://10.0.0.5:7077")
     ap.add_argument("--host", default="127.0.0.1",
                     help="this machine's address as the cluster sees it (driver, source, subscriber)")
+    ap.add_argument("--connect", nargs="?", const="local", default=None, metavar="sc://HOST:PORT",
+                    help="through Spark Connect: a server of its own on --master, or this one")
     args = ap.parse_args()
     t_start = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="gsp-spark-demo-")
@@ -90,7 +99,15 @@ def main() -> int:
     ready.wait(10)
 
     # -- the Spark job: gsp PULL source → per-user totals → gsp PUB sink ------------------------
-    spark = local_session(args.master, "gsp-spark-pipeline", host=args.host)
+    if args.connect is None:
+        spark = local_session(args.master, "gsp-spark-pipeline", host=args.host)
+    elif args.connect == "local":
+        spark = local_connect_session(args.master, "gsp-spark-pipeline", host=args.host)
+    else:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        spark = ConnectSession.builder.remote(args.connect).getOrCreate()
+    print(f"spark       {type(spark).__module__}.SparkSession", flush=True)
     query = (spark.readStream.format("gsp")
              .schema("user STRING, amount DOUBLE")
              .option("url", events_url).option("spool", os.path.join(tmp, "spool")).load()

@@ -215,3 +215,16 @@ def test_streaming_push_pub_and_req_sinks_through_connect(spark: Any, tmp_path: 
 def _rows(message: bytes) -> list[dict[str, Any]]:
     out = unpack(message)
     return out if isinstance(out, list) else [out]
+
+
+@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+def test_bench_runs_the_sink_and_source_paths_through_connect(spark: Any) -> None:
+    """``python -m gsp_spark.bench --connect`` on a few rows: each path raises when its receiver
+    or query saw another count than it sent. No timing is checked."""
+    from gsp_spark import bench
+
+    paths = ["sink-push", "sink-req-100", "ceiling-source", "source"]
+    lines: list[str] = []
+    rates = bench.run(spark, 3000, 1, paths, lines.append)
+    assert all(rates[p][0] > 0 for p in paths)
+    assert [ln.split()[0] for ln in lines] == paths

@@ -1,6 +1,7 @@
 """Rows per second through the gsp sink and source on a local Spark, beside Spark's own ceiling.
 
     python -m gsp_spark.bench [--rows N] [--repeat R] [--master local[2]] [--paths a,b,...]
+                              [--connect]
 
 Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the source: ``user``,
 ``amount``) and prints the median of R runs, with all runs:
@@ -17,6 +18,9 @@ Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the sour
 * ``source``: two gevent PUSH producers (their own thread and hub) send N msgpack maps to a
   streaming query ``format("gsp")`` → ``noop``; timed from the first message sent to the
   micro-batch that brings the query's input count to N.
+
+``--connect`` runs every path through Spark Connect: a Connect server on ``--master`` in this
+process (:func:`gsp_spark.local_connect_session`), the benchmark its client.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import msgpack
 import gsp
 
 from ._hubthread import HubThread
-from ._local import local_session
+from ._local import local_connect_session, local_session
 
 _COLUMNS = ("id", "concat('user-', id % 1000) AS user", "cast(id AS double) * 0.25 AS amount")
 
@@ -115,17 +119,18 @@ def _count_rows(q: Any, n: int, timeout: float, after: Callable[[], None] | None
     last: Any = None
     while done < n and time.monotonic() < deadline:
         lp = q.lastProgress
-        mark = None if lp is None else (lp["batchId"], lp["timestamp"])
+        # Attributes, not keys: through Spark Connect the progress' dict lacks the totals.
+        mark = None if lp is None else (lp.batchId, lp.timestamp)
         if mark != last:
             last = mark
             for p in q.recentProgress:
-                if p["batchId"] in seen:
+                if p.batchId in seen:
                     continue
-                seen.add(p["batchId"])
+                seen.add(p.batchId)
                 if skip_first and len(seen) == 1:
                     t0 = time.perf_counter()
                 else:
-                    done += p["numInputRows"]
+                    done += p.numInputRows
         if after is not None:
             after()
         time.sleep(0.02)
@@ -218,20 +223,27 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--paths", default=DEFAULT_PATHS,
                     help=f"comma-separated, from: {', '.join(PATHS)}")
+    ap.add_argument("--connect", action="store_true",
+                    help="through Spark Connect (a server on --master in this process)")
     args = ap.parse_args()
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
         ap.error(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATHS)}")
 
-    spark = local_session(args.master, "gsp-bench")
+    if args.connect:
+        spark = local_connect_session(args.master, "gsp-bench")
+        server = spark._gsp_server
+    else:
+        spark = server = local_session(args.master, "gsp-bench")
     # Stopping the ceiling's endless stream cancels a running micro-batch, which Spark logs at
     # ERROR with stack traces: nothing went wrong.
-    spark.sparkContext.setLogLevel("FATAL")
+    server.sparkContext.setLogLevel("FATAL")
     try:
         bench_sink(spark, 20_000)  # warm up: Python workers, JIT
         bench_ceiling_sink(spark, 20_000)
-        print(f"{args.master}, {args.rows:,} rows per run, {os.cpu_count()} CPUs", flush=True)
+        print(f"{args.master}{' through Spark Connect' if args.connect else ''}, "
+              f"{args.rows:,} rows per run, {os.cpu_count()} CPUs", flush=True)
         run(spark, args.rows, args.repeat, paths, lambda s: print(s, flush=True))
     finally:
         spark.stop()
