@@ -115,3 +115,20 @@ def test_split_packs_consecutive_rows_into_msgpack_arrays(per):
     else:
         assert [r for m in messages for r in msgpack.unpackb(m)] == want
         assert messages[0] == PACK(want[:per])  # the array header msgpack itself would write
+
+
+def test_importing_gsp_spark_imports_no_pandas():
+    """pyarrow imports pandas (where installed: the test extra's pyspark[connect] brings it) on
+    its first scalar or array made from Python values. Spark's planner and data source lookup
+    processes import gsp_spark and never pack: the encoder's constants are made on first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pyspark.sql.datasource, gsp_spark\n"
+            "import importlib.util\n"
+            "assert importlib.util.find_spec('pandas') is not None, 'pandas is not installed'\n"
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False"]

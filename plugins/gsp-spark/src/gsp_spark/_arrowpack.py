@@ -12,6 +12,7 @@ form msgpack picks and every type the sink carries).
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from array import array
@@ -21,8 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _BIN = pa.binary()
-_NIL = pa.scalar(b"\xc0", _BIN)
-_EMPTY = pa.scalar(b"", _BIN)
+
+
+@functools.cache
+def _bin(value: bytes) -> Any:
+    """A binary Arrow scalar, made on first use: pyarrow imports pandas (where installed, some
+    0.5 s of CPU) on its first scalar or array from Python values, and importing gsp_spark —
+    Spark's planner and data source lookup processes do, which never pack — must not."""
+    return pa.scalar(value, _BIN)
 _I64 = pa.int64()
 
 # msgpack's integer forms, as msgpack-c (and so msgpack-python) picks them: the smallest that
@@ -119,8 +126,8 @@ def pack_ints(values: Any) -> Any:
     if prefix is not None:
         if len(forms) > 1:  # only where a 9-byte form was chosen
             prefix = pc.if_else(pc.or_(pc.less(values, -(1 << 31)),
-                                       pc.greater_equal(values, 1 << 32)), prefix, _EMPTY)
-        out = pc.binary_join_element_wise(prefix, out, _EMPTY)
+                                       pc.greater_equal(values, 1 << 32)), prefix, _bin(b""))
+        out = pc.binary_join_element_wise(prefix, out, _bin(b""))
     return out
 
 
@@ -150,7 +157,7 @@ def pack_column(col: Any, pack: Callable[[Any], bytes]) -> Any:
         out = pack_ints(_fill(pc.cast(col, _I64), 0))
     elif pa.types.is_floating(t):
         bits = pa.Array.from_buffers(_I64, len(col), [None, _f64_buffer(col)])
-        out = pc.binary_join_element_wise(pa.scalar(b"\xcb", _BIN), _big_endian(bits), _EMPTY)
+        out = pc.binary_join_element_wise(pa.scalar(b"\xcb", _BIN), _big_endian(bits), _bin(b""))
     elif pa.types.is_boolean(t):
         out = pc.if_else(_fill(col, False), pa.scalar(b"\xc3", _BIN), pa.scalar(b"\xc2", _BIN))
     elif pa.types.is_string(t) or pa.types.is_binary(t):
@@ -158,11 +165,11 @@ def pack_column(col: Any, pack: Callable[[Any], bytes]) -> Any:
         heads = _pack_lengths(pc.cast(pc.binary_length(data), _I64),
                               _STR_FORMS if pa.types.is_string(t) else _BIN_FORMS,
                               "string" if pa.types.is_string(t) else "binary value")
-        out = pc.binary_join_element_wise(heads, data, _EMPTY)
+        out = pc.binary_join_element_wise(heads, data, _bin(b""))
     else:  # one Python call per value: timestamps, dates, decimals, nested, large types, ...
         return pa.array([pack(v) for v in col.to_pylist(maps_as_pydicts="strict")], _BIN)
     if col.null_count:
-        out = pc.if_else(pc.is_valid(col), out, _NIL)
+        out = pc.if_else(pc.is_valid(col), out, _bin(b"\xc0"))
     return out
 
 
@@ -196,7 +203,7 @@ def pack_maps(batch: Any, pack: Callable[[Any], bytes], tail_key: str | None = N
         return pa.array([const] * n, _BIN)
     if n == 0:
         return pa.array([], _BIN)
-    return pc.binary_join_element_wise(*parts, _EMPTY)
+    return pc.binary_join_element_wise(*parts, _bin(b""))
 
 
 def split(packed: Any, per: int) -> list[bytes]:
