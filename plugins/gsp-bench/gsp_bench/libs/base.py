@@ -217,6 +217,12 @@ class Lib:
         return [opened(stack, self.dial("req", url, block=True)) for _ in range(clients)]
 
     def req_clients(self, ctl: Control, url: str, size: int, clients: int, count: int) -> None:
+        self._ask_concurrently(ctl, url, size, clients, count)
+
+    def _ask_concurrently(self, ctl: Control, url: str, size: int, clients: int,
+                          count: int) -> None:
+        """``clients`` :meth:`requesters` asking ``count`` round trips between them, at once;
+        reports the requests, the time and the process's CPU time."""
         with ExitStack() as stack:
             socks = self.requesters(stack, url, clients)
             per = max(1, count // clients)
@@ -236,17 +242,7 @@ class Lib:
         with closing(rep):
             stop = self.serve_echo(rep)
             try:
-                with ExitStack() as stack:
-                    socks = self.requesters(stack, url, clients)
-                    per = max(1, count // clients)
-                    c0 = cpu_seconds()
-                    t0 = perf_counter()
-                    tasks = [self.rt.spawn(round_trips, s.send, s.recv, size, per, 0, False)
-                             for s in socks]
-                    for t in tasks:
-                        self.rt.join(t)
-                    ctl.result(requests=per * clients, elapsed=perf_counter() - t0,
-                               cpu=cpu_seconds() - c0)
+                self._ask_concurrently(ctl, url, size, clients, count)
             finally:
                 stop()
 
