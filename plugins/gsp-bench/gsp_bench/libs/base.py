@@ -362,13 +362,19 @@ class SPLib(Lib):
         """A new socket of ``kind`` whose recv gives up after ``timeout`` seconds (None: never)."""
         raise NotImplementedError
 
+    def _dial_tls(self, s: Any, url: str) -> dict[str, Any]:
+        """tls+tcp and wss: set the bench's certificates up for dialing ``url`` from ``s``;
+        returns the options its ``dial`` takes for them (none: plain URLs, or set on ``s``)."""
+        return {}
+
     def dial(self, kind: str, url: str, block: bool | None = None,
              timeout: float | None = None) -> Sock:
         s = self._open(kind, timeout)
         try:
+            options = self._dial_tls(s, url)
             if kind == "sub":
                 s.subscribe(b"")
-            s.dial(url, block=block)
+            s.dial(url, block=block, **options)
         except BaseException:
             s.close()
             raise

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from typing import Any, Callable
 
 from .. import tls
-from .base import Lib, Sock, SPLib, cpu_between, opened
+from .base import Lib, SPLib, cpu_between, opened
 from .loops import cpu_seconds, echo_forever, process_cpu
 from .runtime import Greenlets
 
@@ -48,20 +48,8 @@ class Gsp(SPLib):
             raise
         return s, s.listeners[0].url
 
-    def dial(self, kind: str, url: str, block: bool | None = None,
-             timeout: float | None = None) -> Sock:
-        if not tls.secure(url):
-            return super().dial(kind, url, block, timeout)
-        s = self._open(kind, timeout)
-        try:
-            if kind == "sub":
-                s.subscribe(b"")
-            s.dial(url, block=block, tls_ca_file=tls.files().ca)  # (it names 127.0.0.1)
-        except BaseException:
-            s.close()
-            raise
-        sock: Sock = s
-        return sock
+    def _dial_tls(self, s: Any, url: str) -> dict[str, Any]:
+        return {"tls_ca_file": tls.files().ca} if tls.secure(url) else {}  # (it names 127.0.0.1)
 
     def serve_echo(self, listening: Any) -> Callable[[], None]:
         g = self.greenlets.spawn(echo_forever, listening.send, listening.recv)

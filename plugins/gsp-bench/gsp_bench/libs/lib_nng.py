@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import tls
-from .base import Sock, SPLib
+from .base import SPLib
 from .runtime import Threads
 
 
@@ -38,19 +38,9 @@ class Nng(SPLib):
                            own_key_string=f.read("key")) if server else \
             cfg(cfg.MODE_CLIENT, ca_string=f.read("ca"), server_name=tls.SERVER_NAME)
 
-    def dial(self, kind: str, url: str, block: bool | None = None,
-             timeout: float | None = None) -> Sock:
-        s = self._open(kind, timeout)
-        try:
-            self._tls(s, url, server=False)
-            if kind == "sub":
-                s.subscribe(b"")
-            s.dial(url, block=block)
-        except BaseException:
-            s.close()
-            raise
-        sock: Sock = s
-        return sock
+    def _dial_tls(self, s: Any, url: str) -> dict[str, Any]:
+        self._tls(s, url, server=False)
+        return {}
 
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
         s = self._open(kind)
