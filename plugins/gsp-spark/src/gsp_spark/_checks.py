@@ -133,7 +133,9 @@ def _written_schema(obj: Any) -> Any:
         return df.schema
     from pyspark.sql.connect.dataframe import DataFrame
 
-    plan = df if df is not None else obj._write_stream._child
+    # A Connect DataStreamWriter keeps its plan only in pyspark's WriteStreamOperation, which
+    # has no public accessor: pyspark's own attributes, read as pyspark names them.
+    plan: Any = df if df is not None else getattr(getattr(obj, "_write_stream", None), "_child", None)
     return DataFrame(plan, _session_of(obj)).schema
 
 

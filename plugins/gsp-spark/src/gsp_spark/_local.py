@@ -6,6 +6,8 @@ import os
 import sys
 from typing import Any, Mapping
 
+from ._session import jvm_of, own_server
+
 
 def worker_python() -> str:
     """The interpreter Spark's Python workers should run: ``PYSPARK_PYTHON`` if the user set it,
@@ -77,8 +79,8 @@ def local_connect_session(master: str = "local[2]", app: str = "gsp", host: str 
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": "0",  # a free one, read back below
         **(config or {})})
-    service = getattr(server._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$")
+    service = getattr(jvm_of(server), "org.apache.spark.sql.connect.service.SparkConnectService$")
     port = int(getattr(service, "MODULE$").localPort())
     session: Any = ConnectSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
-    session._gsp_server = server  # stopped with the session (gsp_spark._session)
+    own_server(session, server)  # stopped with the session
     return session

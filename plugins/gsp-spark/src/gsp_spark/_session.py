@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import weakref
 from typing import Any, Callable
 
 from ._checks import install as install_checks
@@ -35,10 +36,30 @@ log = logging.getLogger("gsp.spark")
 _MARK = "_gsp_activates"
 
 
+# The in-process Spark Connect servers gsp_spark.local_connect_session starts, by the client
+# session each belongs to: that session's stop() stops its server too.
+_SERVERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def own_server(session: Any, server: Any) -> None:
+    """Stop ``server`` (a classic session running a Connect server) when ``session`` stops."""
+    _SERVERS[session] = server
+
+
+def server_of(session: Any) -> Any:
+    """The server :func:`own_server` gave ``session``, or None."""
+    return _SERVERS.get(session)
+
+
+def jvm_of(spark: Any) -> Any:
+    """A classic session's py4j view of its JVM (pyspark's ``_jvm``); None on Spark Connect."""
+    return getattr(spark, "_jvm", None)
+
+
 def activate(spark: Any) -> bool:
     """Make ``spark`` the active session of the calling thread's JVM thread unless it already has
     one; returns whether it set it. A session without a JVM (Spark Connect) is left alone."""
-    jvm = getattr(spark, "_jvm", None)
+    jvm = jvm_of(spark)
     jsession = getattr(spark, "_jsparkSession", None)
     if jvm is None or jsession is None:
         return False
@@ -83,7 +104,7 @@ def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
     def stop_session(self: Any) -> Any:
         stop_queries(self)
         out = stop(self)
-        server = self.__dict__.pop("_gsp_server", None)  # gsp_spark.local_connect_session's
+        server = _SERVERS.pop(self, None)  # gsp_spark.local_connect_session's
         if server is not None:
             server.stop()
         return out

@@ -41,6 +41,7 @@ import gsp
 
 from ._hubthread import HubThread
 from ._local import local_connect_session, local_session
+from ._session import server_of
 
 _COLUMNS = ("id", "concat('user-', id % 1000) AS user", "cast(id AS double) * 0.25 AS amount")
 
@@ -233,7 +234,7 @@ def main() -> None:
 
     if args.connect:
         spark = local_connect_session(args.master, "gsp-bench")
-        server = spark._gsp_server
+        server = server_of(spark)
     else:
         spark = server = local_session(args.master, "gsp-bench")
     # Stopping the ceiling's endless stream cancels a running micro-batch, which Spark logs at
