@@ -31,7 +31,7 @@ with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     from gsp_ws._conn import WSClientConnection, WSConnection
     from gsp_ws._http import WS_OPTIONS
     from gsp_ws.auth import Authorize
-    from gsp_ws.transport import _HTTPServer
+    from gsp_ws.transport import _HTTPServer, _Upgrade
 
 NONCE = b"dGhlIHNhbXBsZSBub25jZQ=="
 wsproto.handshake.generate_nonce = lambda: NONCE  # type: ignore[attr-defined]
@@ -56,7 +56,7 @@ class Route:
         self.authorize = Authorize(options, "ws://127.0.0.1:5555/sp")  # no ws_authorize check set
         self.delivered: list[WSConnection] = []
 
-    def _deliver(self, conn: WSConnection) -> None:
+    def deliver(self, conn: WSConnection) -> None:
         self.delivered.append(conn)
 
 
@@ -74,7 +74,8 @@ def server_side(sock: harness.FakeSocket, opts: Options) -> WSConnection | None:
     srv = _HTTPServer("ws", "127.0.0.1", 5555, None, None)
     route = Route(opts)
     srv.routes["/sp"] = route  # type: ignore[assignment]
-    srv._serve(sock)  # catches what it expects; anything else escapes: a finding
+    # The connection as the server's accept loop hands it over (its admission record).
+    srv._serve(_Upgrade(sock))  # catches what it expects; anything else escapes: a finding
     sent = bytes(sock.sent)
     harness.expect(not sent or sent.startswith(b"HTTP/1.1 "), f"answered {sent[:40]!r}")
     harness.expect(len(route.delivered) <= 1, "one request delivered twice")
