@@ -327,3 +327,34 @@ def ipc_listening(path: str) -> bool:
             return True
         except (FileNotFoundError, ConnectionRefusedError):
             return False
+
+
+#: Spark gives a Python worker a fixed 10 s to connect back to its JVM (PythonWorkerFactory; no
+#: setting changes it). On a CI machine whose two cores the other test worker also uses, a
+#: streaming query can die of that before its first batch, through no fault of the source.
+WORKER_STARTUP_FAILURE = "Python worker failed to connect back"
+
+
+def run_until(start: Callable[[], Any], cond: Callable[[], bool], timeout: float,
+              what: str) -> None:
+    """Start a streaming query and wait until ``cond()``; a query Spark killed because its Python
+    worker did not connect back in time is started again from its checkpoint, once, as a
+    supervisor restarts a failed query; any other end of the query fails at once with its
+    error. The query is stopped before this returns."""
+    for attempt in (1, 2):
+        q = start()
+        try:
+            deadline = time.monotonic() + timeout
+            while not cond():
+                if not q.isActive:
+                    err = str(q.exception())
+                    if attempt == 1 and WORKER_STARTUP_FAILURE in err:
+                        break  # started again below
+                    raise AssertionError(f"the query ended before {what}: {err}")
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                time.sleep(0.2)
+            else:
+                return
+        finally:
+            q.stop()
+    raise AssertionError(f"the query ended twice before {what}")

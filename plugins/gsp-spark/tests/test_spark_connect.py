@@ -148,16 +148,14 @@ def test_sub_source_through_connect(spark: Any, tmp_path: Any) -> None:
     pub = HubThread(publish, "publisher")
     try:
         assert ready.wait(10)
-        q = (spark.readStream.format("gsp").option("url", box["url"]).option("protocol", "sub")
-             .option("mode", "dial").option("subscribe", "keep")
-             .option("spool", str(tmp_path / "spool")).load()
-             .writeStream.format("memory").queryName("connect_sub")
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(processingTime="300 milliseconds").start())
-        try:
-            wait_for(lambda: count(spark, "connect_sub") >= 500, 90, "500 messages")
-        finally:
-            q.stop()
+        spark_fixtures.run_until(
+            lambda: (spark.readStream.format("gsp").option("url", box["url"])
+                     .option("protocol", "sub").option("mode", "dial").option("subscribe", "keep")
+                     .option("spool", str(tmp_path / "spool")).load()
+                     .writeStream.format("memory").queryName("connect_sub")
+                     .option("checkpointLocation", str(tmp_path / "ck"))
+                     .trigger(processingTime="300 milliseconds").start()),
+            lambda: count(spark, "connect_sub") >= 500, 90, "500 messages")
     finally:
         pub.stop.set()
         pub.join(10)
