@@ -722,13 +722,11 @@ class Socket(ObjectCalls):
             lst.orphan_after_fork()
         for d in list(self._dialers):
             d.orphan_after_fork()
-        self._inherited = Closed(
+        self._closed_by_fork(Closed(
             f"this {self.protocol} socket belongs to OS thread {self._hot.tid} of process "
             f"{parent}, which does not exist in this forked child (pid {os.getpid()}): it is "
             f"closed here. Make the child's sockets in the child (gsp.per_process, or "
-            f"gsp.blocking's hub, which starts afresh in a child)")
-        self._closed = True
-        _open.pop(self.id, None)
+            f"gsp.blocking's hub, which starts afresh in a child)"))
         if log.socket_log.isEnabledFor(logging.INFO):
             log.socket_log.info("%s: forked (process %d): the socket belongs to another OS "
                                 "thread of process %d, which the child does not have: its copies "
@@ -736,19 +734,23 @@ class Socket(ObjectCalls):
                                 os.getpid(), parent, _n(len(self._pipes), "pipe"),
                                 extra=log.fields(self, None, gsp_parent=parent))
 
+    def _closed_by_fork(self, why: Closed) -> None:
+        """Closed in a forked child: every later call raises ``why`` again (a new one like it)."""
+        self._inherited = why
+        self._closed = True
+        _open.pop(self.id, None)
+
     def _close_inherited(self, urls: list[str], parent: int) -> None:
         """A socket whose only endpoints were listeners has nothing to do in the child: it is
         closed here, and every call on it says why and what to do instead."""
-        self._inherited = InheritedListener(
+        self._closed_by_fork(InheritedListener(
             f"this {self.protocol} socket was made in process {parent} before it forked, and its "
             f"only endpoints are that process's listeners ({', '.join(urls)}), which stay there: "
             f"it is closed in this process (pid {os.getpid()}). Make the socket after fork "
             f"(gunicorn post_fork, or gsp.per_process(factory)), or make a socket in this process "
             f"that listens on an address of its own, or on the same tcp address with "
             f"tcp_reuseport=True in every process (the kernel then spreads the connections among "
-            f"them)")
-        self._closed = True
-        _open.pop(self.id, None)
+            f"them)"))
         self._proto.close()
 
     def _log_forked(self, parent: int, pipes: int, redialed: list[str], left: list[str],
