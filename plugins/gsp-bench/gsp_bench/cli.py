@@ -11,16 +11,17 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
 * ``transports``  push/pull at each of ``--sizes`` and req/rep round trips over each of
   ``--transport`` (default: all six, tcp, ipc, inproc, tls+tcp, ws, wss)
+* ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
+  one side each, for runs across machines
 
 ``--transport`` takes a comma-separated list (``--transport ws,wss``): each transport is a case
 of its own; a library that does not speak one shows n/a there (pyzmq and zmq.green speak tcp,
 ipc and inproc; the raw baseline tcp and ipc; C nng all but inproc; mangos tcp, ipc and ws).
 tls+tcp and wss run with a throwaway CA and certificate (``trustme``).
-* ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
-  one side each, for runs across machines
 
 ``--compare`` runs each workload with pynng (nng 1.x), nng2 (nng 2.0, the ``nng`` package),
-pyzmq (native threads), zmq.green, a raw gevent socket baseline, C nng and Go mangos as well, and prints each figure with its ratio to gsp's.
+pyzmq (native threads), zmq.green, a raw gevent socket baseline, C nng and Go mangos as well,
+and prints each figure with its ratio to gsp's.
 ``--json`` prints the results as JSON instead of the table; progress goes to stderr.
 The native two run small tools built on first use (:mod:`.native`); where one cannot be built
 (no compiler, no ``libnng-dev``, no Go or mangos module) it is skipped and the bench says why.
