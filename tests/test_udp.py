@@ -283,3 +283,20 @@ def test_address_families_with_nng2(url: str) -> None:
             assert g.pipes[0].peer.ip.version == (4 if url.startswith("udp4") else 6)
         finally:
             nng2.close(n)
+
+
+def test_an_ipv6_literal_in_any_form_dials_and_a_family_mismatch_is_refused() -> None:
+    """The reader finds a dialer's connection by the address datagrams come from, which the
+    kernel gives in canonical form: a URL's literal in another form (``[0:0:0:0:0:0:0:1]``)
+    reaches the same peer. udp4:// and udp6:// refuse a literal of the other family at once."""
+    with gsp.socket("pair", recv_timeout=T, send_timeout=T) as a, \
+            gsp.socket("pair", recv_timeout=T, send_timeout=T) as b:
+        port = a.listen("udp6://[::1]:0").url.rsplit(":", 1)[1]
+        b.dial(f"udp://[0:0:0:0:0:0:0:1]:{port}", block=True)
+        b.send(b"long form")
+        assert a.recv() == b"long form"
+        for url in ("udp6://127.0.0.1:5555", "udp4://[::1]:5555"):
+            with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
+                a.dial(url)
+            with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
+                a.listen(url)

@@ -371,31 +371,33 @@ class _Endpoint:
             self._reader.kill(block=False)
 
 
-def _family(scheme: str, host: str) -> Any:
-    if scheme == "udp6":
-        return gsocket.AF_INET6
-    if scheme == "udp4" or not host:
-        return gsocket.AF_INET
-    try:
-        return gsocket.AF_INET6 if ipaddress.ip_address(host).version == 6 else gsocket.AF_INET
-    except ValueError:
-        return gsocket.AF_INET
+_FAMILY = {"udp4": gsocket.AF_INET, "udp6": gsocket.AF_INET6}
 
 
 def _resolve(scheme: str, host: str, port: int) -> tuple[int, Any]:
-    family = _family(scheme, host)
-    if host:
+    """``(family, (host, port))``: the family udp4:// or udp6:// asks for, else the address's
+    (an empty host: every address, IPv4's but on udp6://). An IP literal comes back in the form
+    ``recvfrom`` gives a datagram's sender in, by which the reader finds a dialer's connection
+    (``[0:0::1]`` as ``::1``)."""
+    want = _FAMILY.get(scheme, 0)
+    if not host:
+        family = want or gsocket.AF_INET
+        return family, ("::" if family == gsocket.AF_INET6 else "0.0.0.0", port)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:  # a name
         try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            want = {"udp4": gsocket.AF_INET, "udp6": gsocket.AF_INET6}.get(scheme, 0)
-            try:
-                infos = gsocket.getaddrinfo(host, port, want, gsocket.SOCK_DGRAM)
-            except OSError as exc:
-                raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
-            family, _, _, _, addr = infos[0]
-            return family, addr[:2]
-    return family, (host or ("::" if family == gsocket.AF_INET6 else "0.0.0.0"), port)
+            infos = gsocket.getaddrinfo(host, port, want, gsocket.SOCK_DGRAM)
+        except OSError as exc:
+            raise InvalidAddress(f"cannot resolve {host!r}: {exc}") from None
+        family, _, _, _, addr = infos[0]
+        return family, addr[:2]
+    family = gsocket.AF_INET6 if ip.version == 6 else gsocket.AF_INET
+    try:
+        host = gsocket.inet_ntop(family, gsocket.inet_pton(family, host))
+    except OSError:  # an IPv6 address with its scope (fe80::1%eth0): as it is
+        pass
+    return family, (host, port)
 
 
 def _rcvmax(options: Mapping[str, Any]) -> int:
@@ -405,9 +407,16 @@ def _rcvmax(options: Mapping[str, Any]) -> int:
 
 def _parse(url: str, listening: bool) -> tuple[str, str, int]:
     scheme, rest = split_url(url)
-    if "/" in rest and rest[rest.index("/"):] not in ("/", ""):
+    if rest.partition("/")[2]:
         raise InvalidAddress(f"{url!r}: a udp URL has no path")
     host, port = parse_host_port(url, listening=listening)
+    if scheme in _FAMILY and host:  # udp4://, udp6://: an IP literal of that family
+        try:
+            wrong = ipaddress.ip_address(host).version != int(scheme[-1])
+        except ValueError:
+            wrong = False  # a name: resolved in that family
+        if wrong:
+            raise InvalidAddress(f"{url!r}: {host} is not an IPv{scheme[-1]} address")
     return scheme, host, port
 
 
