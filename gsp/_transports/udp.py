@@ -124,6 +124,13 @@ class UDPConnection(Connection):
     def heard(self) -> None:
         self.expire = time.monotonic() + 5 * self.refresh
 
+    def agree(self, proto: int, recvmax: int, refresh: int) -> None:
+        """The peer's terms, from its first CREQ (a listener's) or its CACK (a dialer's): its
+        protocol, its receive limit and its refresh interval (not 0)."""
+        self.peer_type, self.sndmax = proto, min(recvmax, UDP_MAX)
+        self.refresh = min(REFRESH, float(refresh))
+        self.heard()
+
     def deliver(self, data: bytes) -> None:
         self._inbox.append(data)
         self._ready.set()
@@ -149,16 +156,16 @@ class UDPConnection(Connection):
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         self.own_type, self.want_peer = spec.number, spec.peer_number
         if self.dialer:
-            self._request(spec, timeout)
-        elif self.peer_type != spec.peer_number:
+            self._request(timeout)  # until the listener's answer names its protocol
+        if self.peer_type != spec.peer_number:
             self.ep.send_header(self.addr, DISC, spec.number, DISC_TYPE)
             raise wire.wrong_protocol(self.peer_type or 0, spec.peer_number, spec.number)
-        else:
+        if not self.dialer:
             self.ack()
         self.heard()
         self._keeper = gevent.spawn(self._keep_alive)
 
-    def _request(self, spec: "ProtocolSpec", timeout: float | None) -> None:
+    def _request(self, timeout: float | None) -> None:
         deadline = time.monotonic() + min(CONN_EXPIRE, timeout if timeout is not None else
                                           CONN_EXPIRE)
         while not self.acked.is_set():
@@ -170,9 +177,6 @@ class UDPConnection(Connection):
             self.send_request()
             self.acked.wait(min(CONN_RETRY, deadline - now))
         self._check()
-        if self.peer_type != spec.peer_number:
-            self.ep.send_header(self.addr, DISC, spec.number, DISC_TYPE)
-            raise wire.wrong_protocol(self.peer_type or 0, spec.peer_number, spec.number)
 
     def _check(self) -> None:
         if self.closed:
@@ -315,12 +319,10 @@ class _Endpoint:
             self._creq(conn, addr, proto, p0, p1)
         elif op == CACK:
             if conn is not None and not conn.closed:
-                conn.peer_type, conn.sndmax = proto, min(p0, UDP_MAX)
                 if p1 == 0:
                     conn.lost(ConnectionBroken("udp peer offered no refresh interval"), DISC_NEGO)
                     return
-                conn.refresh = min(REFRESH, float(p1))
-                conn.heard()
+                conn.agree(proto, p0, p1)
                 conn.acked.set()
         elif op == DISC:
             if conn is not None:
@@ -455,9 +457,7 @@ class UDPListener(TransportListener):
             ep.send_header(addr, DISC, 0, DISC_NOBUF)
             return
         conn = UDPConnection(ep, addr, dialer=False)
-        conn.peer_type, conn.sndmax = proto, min(recvmax, UDP_MAX)
-        conn.refresh = min(REFRESH, float(refresh))
-        conn.heard()
+        conn.agree(proto, recvmax, refresh)
         if not self._accepts.try_send(conn):  # the core is not keeping up: let it retry
             self.refused += 1
             ep.send_header(addr, DISC, 0, DISC_NOBUF)
