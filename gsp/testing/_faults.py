@@ -52,7 +52,7 @@ class _Link:
     def pump(self, src: Any, dst: Any, to_target: bool) -> None:
         line: deque[tuple[float, bytes]] = deque()  # chunks in flight: (when due, bytes)
         ready = Event()
-        writer = self.proxy._group.spawn(self._deliver, line, ready, dst, to_target)
+        writer: gevent.Greenlet | None = None  # passes them on; from the first delay
         last = 0.0
         try:
             while not self.closed:
@@ -64,15 +64,19 @@ class _Link:
                     due = time.monotonic() + max(delay + random.uniform(-jitter, jitter), 0.0)
                     last = max(due, last)  # never before the chunk ahead of it
                     line.append((last, data))
+                    if writer is None:
+                        writer = self.proxy._group.spawn(self._deliver, line, ready, dst,
+                                                         to_target)
                     ready.set()
                     continue
                 if not self._forward(data, dst, to_target):
                     break
         except OSError:
             pass
-        line.append((0.0, b""))  # the end, after what is in flight
-        ready.set()
-        writer.join()
+        if writer is not None:
+            line.append((0.0, b""))  # the end, after what is in flight
+            ready.set()
+            writer.join()
         self.close()
 
     def _deliver(self, line: "deque[tuple[float, bytes]]", ready: Event, dst: Any,
