@@ -83,12 +83,10 @@ class Watchdog:
         self._main = threading.main_thread().ident or 0
         self._old_handler: Any = None
         self._timeout: gevent.Timeout | None = None
-        self._heart: gevent.Greenlet | None = None
+        self._heart: Any = None  # the loop's timer that beats every 50 ms while it turns
 
-    def _heartbeat(self) -> None:
-        while True:
-            self._beat = time.monotonic()
-            gevent.sleep(0.05)
+    def _heartbeat(self) -> None:  # in the hub
+        self._beat = time.monotonic()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.stalled is not None:
@@ -121,7 +119,8 @@ class Watchdog:
     def __enter__(self) -> Watchdog:
         if threading.current_thread() is threading.main_thread():
             self._old_handler = signal.signal(self.SIGNAL, self._on_signal)
-        self._heart = gevent.spawn(self._heartbeat)
+        self._heart = gevent.get_hub().loop.timer(0.05, 0.05, ref=False)
+        self._heart.start(self._heartbeat)
         start = monkey.get_original("_thread", "start_new_thread")
         start(self._watch, ())
         self._timeout = gevent.Timeout(self.limit, KitTimeout(
@@ -137,6 +136,6 @@ class Watchdog:
         if self._timeout is not None:
             self._timeout.close()
         if self._heart is not None:
-            self._heart.kill()
+            self._heart.close()
         if self._old_handler is not None:
             signal.signal(self.SIGNAL, self._old_handler)
