@@ -180,7 +180,14 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
     old.dial(lst.url, block=True)  # an existing peer
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     socks: list[Any] = []
-    seen: list[int] = []
+    seen: list[int] = []  # the listener's handshakes under way, every 5 ms all along
+
+    def sample() -> None:
+        while True:
+            seen.append(lst.handshakes)
+            gevent.sleep(0.005)
+
+    sampler = gevent.spawn(sample)
     try:
         for i in range(2):  # two send half an SP header, two nothing: the room is full
             socks.append(raw_connect(lst.url))
@@ -215,7 +222,6 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         socks.append(more[-1])
         assert shed(more[0])
         in_handshake(lst, more[2], 4)
-        seen.append(lst.handshakes)
         assert not shed(half[0], 0.2) and not shed(half[1], 0.2)  # they sent the most
         # Once all sent as much, the oldest goes.
         for s in more[1:]:
@@ -226,6 +232,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         assert shed(half[0]) and not shed(half[1], 0.2) and not shed(more[1], 0.1)
         assert lst.stats["handshakes_shed_full"] == 5
         round_trip(old, rep)  # the existing peer is served all along
+        sampler.kill()
         assert max(seen) <= 4 and lst.stats["handshake_failures"] == 0  # sheds are no failures
         entry = next(e for e in gsp.stats() if e["id"] == rep.id)
         assert entry["listeners"][0]["stats"]["handshakes_shed_full"] == 5
@@ -235,6 +242,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         assert [r.levelno for r in logged] == [logging.WARNING] + [logging.DEBUG] * 4
         assert "it had sent the least (0 bytes)" in logged[0].getMessage()
     finally:
+        sampler.kill()
         for s in socks:
             s.close()
 
