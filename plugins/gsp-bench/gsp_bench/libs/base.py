@@ -17,6 +17,7 @@ sockets have no inproc).
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import threading
 from contextlib import ExitStack, closing
@@ -38,7 +39,7 @@ from .loops import (
     send_n,
     sub_loop,
 )
-from .runtime import Runtime
+from .runtime import Runtime, Threads
 
 POOL = 256  # dials in flight at once per process (listen backlogs are 1024)
 
@@ -380,3 +381,28 @@ class SPLib(Lib):
             raise
         sock: Sock = s
         return sock
+
+
+class NngBinding(Lib):
+    """A Python binding of C nng (pynng; nng 2.0's ``nng``), on native threads as its users run
+    it: the binding's module, each recv's timeout in its milliseconds, and an echo that polls."""
+
+    module = ""  # the binding's import name
+    timed_out = ""  # the name of its recv-timeout exception
+
+    def __init__(self) -> None:
+        super().__init__(Threads())
+        self.nng: Any = importlib.import_module(self.module)
+
+    @staticmethod
+    def recv_ms(kind: str, timeout: float | None) -> int | None:
+        """The recv timeout of a socket of ``kind`` in milliseconds (None: never): ``timeout``
+        seconds, and a sub gives up after a minute rather than hang on an end marker a PUB
+        dropped."""
+        if kind == "sub" and timeout is None:
+            timeout = 60.0
+        return None if timeout is None else int(timeout * 1000)
+
+    def serve_echo(self, listening: Any) -> Callable[[], None]:
+        listening.recv_timeout = 100
+        return self.serve_echo_polling(listening, getattr(self.nng, self.timed_out))

@@ -4,29 +4,22 @@ wire-compatible with.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import tls
-from .base import SPLib
-from .runtime import Threads
+from .base import NngBinding, SPLib
 
 
-class Nng(SPLib):
+class Nng(SPLib, NngBinding):
     name = "pynng"
-
-    def __init__(self) -> None:
-        import pynng
-        super().__init__(Threads())
-        self.nng: Any = pynng
+    module, timed_out = "pynng", "Timeout"
 
     def _open(self, kind: str, timeout: float | None = None) -> Any:
-        # pynng names sockets Push0, Pull0, Req0, ...; no size limit (the 1 MiB runs). A sub
-        # thread gives up after a minute rather than hang on an end marker a PUB dropped.
-        if kind == "sub" and timeout is None:
-            timeout = 60.0
+        # pynng names sockets Push0, Pull0, Req0, ...; no size limit (the 1 MiB runs).
         options: dict[str, Any] = {"recv_max_size": 0}
-        if timeout is not None:
-            options["recv_timeout"] = int(timeout * 1000)
+        ms = self.recv_ms(kind, timeout)
+        if ms is not None:
+            options["recv_timeout"] = ms
         return getattr(self.nng, kind.capitalize() + "0")(**options)
 
     def _tls(self, s: Any, url: str, server: bool) -> None:
@@ -51,7 +44,3 @@ class Nng(SPLib):
             s.close()
             raise
         return s, f"tcp://{lst.local_address}" if url.startswith("tcp://") else lst.url
-
-    def serve_echo(self, listening: Any) -> Callable[[], None]:
-        listening.recv_timeout = 100
-        return self.serve_echo_polling(listening, self.nng.Timeout)

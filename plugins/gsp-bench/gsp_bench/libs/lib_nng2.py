@@ -8,11 +8,10 @@ a subscriber's is read as bytes (its first byte says what it is).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import tls
-from .base import Lib, Sock
-from .runtime import Threads
+from .base import NngBinding, Sock
 
 #: SP protocol name -> the nng class
 CLASSES = {"push": "PushSocket", "pull": "PullSocket", "req": "ReqSocket", "rep": "RepSocket",
@@ -35,22 +34,17 @@ class _Sub:
         self.sock.close()
 
 
-class Nng2(Lib):
+class Nng2(NngBinding):
     name = "nng2"
-
-    def __init__(self) -> None:
-        import nng
-        super().__init__(Threads())
-        self.nng: Any = nng
+    module, timed_out = "nng", "NngTimeout"
 
     def _open(self, kind: str, timeout: float | None = None) -> Any:
         s = getattr(self.nng, CLASSES[kind])()
         if kind == "sub":
-            if timeout is None:
-                timeout = 60.0  # rather than hang on an end marker a PUB dropped
             s.subscribe(b"")
-        if timeout is not None:
-            s.recv_timeout = int(timeout * 1000)
+        ms = self.recv_ms(kind, timeout)
+        if ms is not None:
+            s.recv_timeout = ms
         return s
 
     def _tls(self, url: str, server: bool) -> Any:
@@ -86,7 +80,3 @@ class Nng2(Lib):
             raise
         sock: Sock = _Sub(s) if kind == "sub" else s
         return sock
-
-    def serve_echo(self, listening: Any) -> Callable[[], None]:
-        listening.recv_timeout = 100
-        return self.serve_echo_polling(listening, self.nng.NngTimeout)
