@@ -100,7 +100,7 @@ __all__ = [
 __getattr__, __dir__ = attach(__name__, submodules=(
     "errors", "chan", "options", "message", "hookspecs", "handles", "overrides", "protocol",
     "transport", "context", "testing", "objects", "cat", "poller", "prometheus",
-    "allocator", "perprocess", "blocking"))
+    "allocator", "perprocess", "blocking", "admit"))
 
 
 def register_plugin(plugin: object, name: str | None = None) -> None:

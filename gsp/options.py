@@ -13,6 +13,7 @@ import logging
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
+from .admit import check_option as _check_admit
 from .errors import BadOption, timed_out
 
 __all__ = [
@@ -307,6 +308,12 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "once; at the bound a newcomer from it is taken and the least advanced of that "
            "address's is closed (stats: handshakes_shed_address); 0 = no bound",
            scope="listen"),
+    Option("admit", None, Check(_check_admit, "gsp.admit rule, callable (peer) -> bool, or None"),
+           "who may become a pipe: a gsp.admit rule (cidr, uid/gid/pid, certificate, ws_header, "
+           "ws_cookie, ws_origin, ws_query, per_address; combined with &, |, ~) or a callable "
+           "(peer) -> bool, judged before the pipe attaches; a refused connection is closed "
+           "before any message (stats: pipes_refused_<reason>); given to listen() or dial(), "
+           "that endpoint's own (docs/admission.md); None = everyone"),
     Option("fail_no_peers", False, boolean,
            "raise gsp.NoPeers at once where a send (or req's recv) would wait for a peer to "
            "exist: no pipe at all; as mangos' OptionFailNoPeers (docs/errors.md)"),
@@ -319,7 +326,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
 # Options that listen()/dial() accept besides their transport's own.
 ENDPOINT_OPTIONS = frozenset(
     {"recv_max_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
-     "max_handshakes", "max_handshakes_per_address"}
+     "max_handshakes", "max_handshakes_per_address", "admit"}
 )
 
 

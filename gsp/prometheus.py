@@ -77,11 +77,17 @@ _BY_LABEL = {
     "handshakes_shed_": ("handshakes_shed", "reason",
                          "Connections closed in their handshake to make room, by reason: full "
                          "(max_handshakes), address (max_handshakes_per_address)"),
+    "pipes_refused_": ("pipes_refused", "reason",
+                       "Connections refused before they became pipes, by reason: full "
+                       "(max_pipes), or the kind of admit rule that refused them (address, "
+                       "per_address, credentials, certificate, ws_request, callable)"),
 }
+#: Keys of both sockets and endpoints that _BY_LABEL exports: "endpoint_" in front for these.
+_PREFIXED = ("dropped_", "pipes_refused_")
 _HISTOGRAMS = {
     "request_rtt_seconds": "req: seconds from a request's send to its reply's arrival",
 }
-_KNOWN = {*_SOCKET_COUNTERS, *_GAUGES, "dropped", "dropped_oversize"}
+_KNOWN = {*_SOCKET_COUNTERS, *_GAUGES, "dropped", "dropped_oversize", "pipes_refused"}
 
 
 class _Families:
@@ -134,7 +140,7 @@ def _add_all(out: _Families, stats: dict[str, int], labels: dict[str, str], pref
     for key, n in stats.items():
         for start, (name, label, doc) in _BY_LABEL.items():
             if key.startswith(start):
-                out.add("counter", name if start != "dropped_" else prefix + name, doc,
+                out.add("counter", prefix + name if start in _PREFIXED else name, doc,
                         {**labels, label: key[len(start):]}, n)
 
 
@@ -150,7 +156,7 @@ class GspCollector:
             for name, h in entry["histograms"].items():
                 out.histogram(name, _HISTOGRAMS.get(name, "A protocol's histogram"), sock, h)
             for key, n in stats.items():
-                if key not in _KNOWN and not key.startswith("dropped_"):
+                if key not in _KNOWN and not key.startswith(_PREFIXED):
                     out.add("counter", "protocol_events", "Protocol-specific counters",
                             {**sock, "counter": key}, n)
             for kind, extra in (("dialer", _DIALER_COUNTERS), ("listener", _LISTENER_COUNTERS)):

@@ -44,7 +44,7 @@ API = {
 }
 
 #: Modules rendered on their package's page too (a public module the package does not re-export).
-ALSO = {"gsp_ws": ("gsp_ws.wsgi",)}
+ALSO = {"gsp": ("gsp.admit",), "gsp_ws": ("gsp_ws.wsgi",)}
 
 #: gsp's own commands whose ``--help`` the CLI page shows; then those that installed
 #: distributions add through the ``gsp.commands`` entry-point group (``gsp bench``).

@@ -13,6 +13,7 @@ import itertools
 from typing import TYPE_CHECKING, Iterable, Sequence, cast
 from typing import Protocol as _Typing
 
+from ..admit import REASONS as REFUSE_REASONS
 from ..errors import (
     Closed,
     ConnectionBroken,
@@ -77,7 +78,8 @@ def tally(*extra: str) -> dict[str, int]:
     are gone, how many went (detached, rejected, closed for an oversize message or a stalled
     one; refused at ``max_pipes``), and ``extra``."""
     return dict.fromkeys((*TRAFFIC, "pipes_detached", "pipes_rejected", "dropped_oversize",
-                          "pipes_stalled", "pipes_refused_full", *extra), 0)
+                          "pipes_stalled", "pipes_refused",
+                          *(f"pipes_refused_{r}" for r in REFUSE_REASONS), *extra), 0)
 
 
 def dialer_tally() -> dict[str, int]:
@@ -104,10 +106,13 @@ def pipe_gone(t: Tally, traffic: Traffic, attached: bool, error: BaseException |
     t["pipes_stalled"] += isinstance(error, FrameStalled)
 
 
-def pipe_refused(sock: Tally, ep: Tally) -> None:
-    """Count a connection closed for want of room (``max_pipes``) on its socket and endpoint."""
-    sock["pipes_refused_full"] += 1
-    ep["pipes_refused_full"] += 1
+def pipe_refused(sock: Tally, ep: Tally, reason: str = "full") -> None:
+    """Count a connection refused on its socket and endpoint, by reason (``full``: for want of
+    room, ``max_pipes``; else the ``admit`` rule's, :data:`gsp.admit.REASONS`)."""
+    key = f"pipes_refused_{reason}"
+    for t in (sock, ep):
+        t["pipes_refused"] += 1
+        t[key] += 1
 
 
 def handshake_failed(t: dict[str, int], exc: BaseException) -> None:

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import gevent
 from gevent.event import Event
 
+from .. import admit
 from ..chan import select_channels
 from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
+from ..transport.peer import peer_of
 from . import counters, log
 from .log import dialer_log, listener_log
 from .views import SocketView
@@ -109,6 +111,28 @@ class EndpointHost:
     def pipes_of(self, ep: "Listener | Dialer") -> "list[Pipe]":
         return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
 
+    def pipes_from(self, source: str) -> int:
+        """The socket's pipes whose peer has this source address (:func:`gsp.admit.source`)."""
+        return sum(admit.source(p.peer) == source for p in list(self.pipes.values()))
+
+    def judge(self, rule: admit.Rule, conn: "Connection", final: bool
+              ) -> "tuple[admit.Verdict, admit.Refusal | None]":
+        """An endpoint's ``admit`` rule on ``conn``'s peer (:func:`gsp.admit.judge`): per
+        connection, at accept or dial and, when that could not tell, again before it attaches."""
+        return admit.judge(rule, peer_of(conn.remote_address, conn.properties), final,
+                           self.pipes_from)
+
+
+def refusal_text(refusal: "admit.Refusal", rule: "admit.Rule") -> str:
+    """Why a peer was refused, for the log and errors: the rule that refused it, the whole
+    ``admit`` rule when it is more, and the error of a rule that raised."""
+    text = f"not admitted by {refusal.rule!r}"
+    if refusal.rule is not rule:
+        text += f" (admit={rule!r})"
+    if refusal.error is not None:
+        text += f": it raised {type(refusal.error).__name__}: {refusal.error}"
+    return text
+
 
 #: What a connection whose handshake has not started yet counts for (see Listener._progress).
 _UNREAD = 1 << 62
@@ -134,9 +158,12 @@ class Listener:
         #: Connections whose handshake greenlet has not run yet (has read nothing yet): not to
         #: be shed for a lack of progress they had no chance to make.
         self._fresh: set[Connection] = set()
+        #: Connections the ``admit`` rule could not judge at accept: judged after the handshake.
+        self._undecided: set[Connection] = set()
         self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
         self._refusals = log.Repeats()  # connections refused at max_pipes
         self._sheds = log.Repeats()  # handshakes shed at max_handshakes
+        self._denials = log.Repeats()  # connections the admit rule refused
         self.id = counters.endpoint_id()
         self._tally = counters.listener_tally()
 
@@ -201,6 +228,14 @@ class Listener:
             if self._slots.full(self):  # before the handshake: no greenlet, no buffer
                 self._refuse(conn)
                 continue
+            rule: admit.Rule | None = self.options["admit"]
+            if rule is not None:  # the facts known at accept: an address, credentials, ...
+                verdict, refusal = self._host.judge(rule, conn, False)
+                if refusal is not None:
+                    self._deny(conn, refusal, rule)
+                    continue
+                if verdict is None:  # asked again after the handshake (a TLS certificate)
+                    self._undecided.add(conn)
             self._admit(conn)
 
     def _admit(self, conn: Connection) -> None:
@@ -242,6 +277,25 @@ class Listener:
                              progress, log.held_note(held),
                              extra=log.fields(self.socket, self.url, remote=conn.remote_address,
                                               gsp_limit=limit, gsp_suppressed=held))
+
+    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+        """Close a connection the ``admit`` rule refused, before any message; count it by the
+        reason of the rule that refused it and log it: INFO at most once per
+        :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise (a rule that raised: WARNING,
+        with its traceback)."""
+        conn.close()
+        counters.pipe_refused(self._host.tally, self._tally, refusal.reason)
+        level, held = self._denials.level()
+        if refusal.error is None and level == logging.WARNING:
+            level = logging.INFO  # a rule doing its work: no warning
+        if listener_log.isEnabledFor(level):
+            listener_log.log(level, "%s %s: refused a connection from %s: %s%s",
+                             self.socket.protocol, self.url, conn.remote_address,
+                             refusal_text(refusal, rule), log.held_note(held),
+                             exc_info=refusal.error if level > logging.INFO else None,
+                             extra=log.fields(self.socket, self.url, remote=conn.remote_address,
+                                              gsp_reason=refusal.reason, gsp_rule=repr(refusal.rule),
+                                              gsp_suppressed=held))
 
     def _pass_gate(self) -> None:
         """Call the accept gate (``Socket.listen(accept_gate=...)``), which returns when this
@@ -294,6 +348,7 @@ class Listener:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
         except GspError as exc:
             conn.close()
+            self._undecided.discard(conn)
             if not self._closed:
                 counters.handshake_failed(self._tally, exc)
             # A peer that hangs up at once (a port probe) or our own close is no warning.
@@ -304,8 +359,17 @@ class Listener:
         finally:
             self._pending.discard(conn)
         if self._closed:
+            self._undecided.discard(conn)
             conn.close()
             return
+        if conn in self._undecided:  # every fact is in now: the last word before attaching
+            self._undecided.discard(conn)
+            rule: admit.Rule | None = self.options["admit"]
+            if rule is not None:
+                _, refusal = self._host.judge(rule, conn, True)
+                if refusal is not None:
+                    self._deny(conn, refusal, rule)
+                    return
         if self._slots.full(self):  # filled up during the handshake
             self._refuse(conn)
             return
@@ -366,6 +430,7 @@ class Listener:
         for conn in list(self._pending):
             conn.close()
         self._fresh.clear()
+        self._undecided.clear()
         g = self._accepter
         if g is not None and g is not gevent.getcurrent():
             g.kill(block=True)
@@ -393,6 +458,7 @@ class Listener:
             conn.forget()
         self._pending.clear()
         self._fresh.clear()
+        self._undecided.clear()
         if not keep:
             self._accepter = None
         return keep
@@ -456,6 +522,13 @@ class Dialer:
         except GspError as exc:
             counters.dial_failed(t, counters.connect_reason(exc))
             raise
+        rule: admit.Rule | None = self.options["admit"]
+        undecided = False
+        if rule is not None:  # the server's address is known: judged before any handshake
+            verdict, refusal = self._host.judge(rule, conn, False)
+            if refusal is not None:
+                self._deny(conn, refusal, rule)
+            undecided = verdict is None
         self._handshaking = conn
         try:
             conn.handshake(self.socket.spec, limit)
@@ -470,6 +543,10 @@ class Dialer:
         if self._closed:
             conn.close()
             return None
+        if undecided and rule is not None:  # its certificate is known now
+            _, refusal = self._host.judge(rule, conn, True)
+            if refusal is not None:
+                self._deny(conn, refusal, rule)
         if self._slots.full():  # the socket filled up meanwhile (a listener's pipes)
             conn.close()
             counters.pipe_refused(self._host.tally, self._tally)
@@ -481,6 +558,15 @@ class Dialer:
             counters.dial_failed(t, "rejected")
         self.pipe = pipe
         return pipe
+
+    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+        """Close a connection to a server the ``admit`` rule refused, count it and raise: the
+        redial loop logs it (rate limited) and backs off as after any failed attempt."""
+        conn.close()
+        counters.pipe_refused(self._host.tally, self._tally, refusal.reason)
+        counters.dial_failed(self._tally, "rejected")
+        raise ConnectionRefused(f"dial {self.url}: the server {conn.remote_address} is "
+                                f"{refusal_text(refusal, rule)}") from refusal.error
 
     def start(self, block: bool | None) -> None:
         """Dial (the socket calls this once, as it dials): now (``block`` None or True) and then

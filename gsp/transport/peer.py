@@ -16,10 +16,11 @@ import hashlib
 import ipaddress
 import ssl
 from dataclasses import dataclass
-from typing import Any, Mapping
-from urllib.parse import urlsplit
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["Peer", "PeerCertificate", "WSRequest", "peer_of"]
+__all__ = ["Peer", "PeerCertificate", "WSRequest", "peer_of", "parse_cookies"]
 
 
 def _name(rdns: Any) -> dict[str, str]:
@@ -56,25 +57,62 @@ class PeerCertificate:
         return self.subject.get("commonName")
 
 
+def parse_cookies(values: Iterable[str]) -> Mapping[str, str]:
+    """``{name: value}`` from the values of a request's ``Cookie`` headers, as browsers send
+    them: ``a=1; b="2"`` (quotes taken off); the first of a name wins."""
+    out: dict[str, str] = {}
+    for line in values:
+        for part in line.split(";"):
+            name, eq, value = part.strip().partition("=")
+            value = value.strip()
+            if len(value) > 1 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            if eq and name and name not in out:
+                out[name] = value
+    return MappingProxyType(out)
+
+
 @dataclass(frozen=True)
 class WSRequest:
     """The HTTP upgrade request a ws/wss listener accepted from its peer."""
 
     method: str
-    #: the request's path (gsp-ws keeps the path without its query)
+    #: the request's path, without its query
     path: str
     version: str
     #: the request's headers as received, names lower-cased
     headers: tuple[tuple[str, str], ...]
+    #: the request target as sent: the path and its query (``/sp?token=abc``)
+    target: str = ""
 
     @property
     def request_line(self) -> str:
-        return f"{self.method} {self.path} {self.version}"
+        return f"{self.method} {self.target or self.path} {self.version}"
+
+    @property
+    def query(self) -> str:
+        """The raw query string (``""`` if none)."""
+        return (self.target or self.path).partition("?")[2]
+
+    @property
+    def query_params(self) -> Mapping[str, list[str]]:
+        """The query's parameters, ``{name: [values]}`` (blank values kept)."""
+        return MappingProxyType(parse_qs(self.query, keep_blank_values=True))
+
+    @property
+    def cookies(self) -> Mapping[str, str]:
+        """``{name: value}`` from the ``Cookie`` headers (:func:`parse_cookies`)."""
+        return parse_cookies(self.header_values("cookie"))
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""
         name = name.lower()
         return next((v for k, v in self.headers if k == name), None)
+
+    def header_values(self, name: str) -> list[str]:
+        """Every value of header ``name`` (any case), in the order sent."""
+        name = name.lower()
+        return [v for k, v in self.headers if k == name]
 
 
 @dataclass(frozen=True)
@@ -125,8 +163,10 @@ def _ws_request(props: Mapping[str, Any]) -> WSRequest | None:
     if headers is None:
         return None
     # RFC 6455: an opening handshake is a GET of HTTP/1.1.
-    return WSRequest("GET", str(props.get("ws_path", "/")), "HTTP/1.1",
-                     tuple((str(k).lower(), str(v)) for k, v in headers))
+    path = str(props.get("ws_path", "/"))
+    return WSRequest("GET", path, "HTTP/1.1",
+                     tuple((str(k).lower(), str(v)) for k, v in headers),
+                     str(props.get("ws_target") or path))
 
 
 def _int(v: Any) -> int | None:
@@ -137,7 +177,8 @@ def peer_of(address: str, properties: Mapping[str, Any]) -> Peer:
     """The :class:`Peer` of a connection whose ``remote_address`` is ``address``, from these
     ``properties``: ``peer_pid``, ``peer_uid``, ``peer_gid`` (ipc); ``peer_certificate`` (the
     ``getpeercert()`` dict) and ``peer_certificate_der`` (TLS: :func:`gsp.transport.tls_properties`
-    sets both); ``ws_request_headers`` and ``ws_path`` (a ws/wss listener's connections)."""
+    sets both); ``ws_request_headers``, ``ws_path`` and ``ws_target`` (the path with its query)
+    (a ws/wss listener's connections)."""
     ip, port = _ip_port(address)
     return Peer(address=address, ip=ip, port=port, pid=_int(properties.get("peer_pid")),
                 uid=_int(properties.get("peer_uid")), gid=_int(properties.get("peer_gid")),

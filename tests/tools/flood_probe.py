@@ -2,6 +2,11 @@
 admission control: ``max_pipes`` and ``max_handshakes``).
 
     python tests/tools/flood_probe.py -n 5000 [--max-pipes 64] [--max-handshakes 256] [--json]
+    python tests/tools/flood_probe.py -n 1000 --source 127.0.0.2 --admit-cidr 127.0.0.1/32
+
+With ``--source`` the flood's connections come from that (loopback) address; with
+``--admit-cidr`` the rep socket admits only that network (issue 44, ``admit=``): the flood from
+a refused address is closed at accept.
 
 This process is the server: a rep socket listening on tcp with ``max_pipes`` and
 ``max_handshakes``, and a req socket of its own that dialed it (the existing peer) and makes a
@@ -36,14 +41,16 @@ def raise_nofile() -> int:
     return hard
 
 
-def flood(port: int, n: int, stall_every: int, hold: float) -> None:
-    """The child: open ``n`` connections, send a REQ header on all but every ``stall_every``-th,
-    hold them ``hold`` seconds."""
+def flood(port: int, n: int, stall_every: int, hold: float, source: str | None = None) -> None:
+    """The child: open ``n`` connections (from ``source`` when given), send a REQ header on all
+    but every ``stall_every``-th, hold them ``hold`` seconds."""
     raise_nofile()
     sel = selectors.DefaultSelector()
     socks = []
     for i in range(n):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if source:
+            s.bind((source, 0))
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", port))
         socks.append(s)
@@ -108,8 +115,12 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
     rtts: dict[str, list[float]] = {"before": [], "during": [], "after": []}
     fails: dict[str, int] = {"before": 0, "during": 0, "after": 0}
     peak: dict[str, dict[str, float]] = {k: {"fds": 0, "rss_mb": 0.0, "pipes": 0} for k in rtts}
-    limits = {} if args.no_limits else {"max_pipes": args.max_pipes,
-                                        "max_handshakes": args.max_handshakes}
+    limits: dict[str, Any] = {} if args.no_limits else {"max_pipes": args.max_pipes,
+                                                        "max_handshakes": args.max_handshakes}
+    if args.admit_cidr:
+        from gsp import admit
+
+        limits["admit"] = admit.cidr(args.admit_cidr)
     with gsp.socket("rep", handshake_timeout=args.handshake_timeout, send_timeout=5,
                     **limits) as rep, \
             gsp.socket("req", recv_timeout=5, send_timeout=5, resend_time=None) as req:
@@ -146,7 +157,8 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
         phase[0] = "during"
         t0, cpu0, wait0 = time.monotonic(), _cpu(), _run_delay()
         child = gsub.Popen([sys.executable, __file__, "--flood", str(port), "-n", str(args.n),
-                            "--stall-every", str(args.stall_every), "--hold", str(args.hold)],
+                            "--stall-every", str(args.stall_every), "--hold", str(args.hold),
+                            *(["--source", args.source] if args.source else [])],
                            stdout=gsub.PIPE)
         assert child.stdout is not None
         out = FileObjectPosix(child.stdout.fileno(), "r")
@@ -163,7 +175,8 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
         gevent.killall(workers)
         st, ls = rep.stats, lst.stats
     result: dict[str, Any] = {
-        "n": args.n, "max_pipes": limits.get("max_pipes"),
+        "n": args.n, "max_pipes": limits.get("max_pipes"), "source": args.source,
+        "admit_cidr": args.admit_cidr,
         "max_handshakes": limits.get("max_handshakes"),
         "handshake_timeout": args.handshake_timeout, "flood": opened, "opened_in_s": opened_s,
         "base": base, "peak": peak, "cpu": cpu, "run_queue_share": run_queue_share,
@@ -171,9 +184,10 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
                             "p99_ms": _quantile(v, 0.99) * 1e3,
                             "max_ms": max(v, default=float("nan")) * 1e3, "failures": fails[k]}
                         for k, v in rtts.items()},
-        "socket": {k: st.get(k) for k in ("pipes_attached", "pipes_refused_full")},
+        "socket": {k: st.get(k) for k in ("pipes_attached", "pipes_refused_full",
+                                          "pipes_refused", "pipes_refused_address")},
         "listener": {k: ls.get(k) for k in ("accepted", "handshakes", "handshakes_shed",
-                                            "pipes_refused_full",
+                                            "pipes_refused_full", "pipes_refused_address",
                                             "handshake_failures", "handshake_failures_timeout",
                                             "handshake_failures_closed")},
     }
@@ -191,11 +205,13 @@ def main() -> None:
     ap.add_argument("--hold", type=float, default=5.0, help="seconds the flood holds its connections")
     ap.add_argument("--no-limits", action="store_true",
                     help="set neither max_pipes nor max_handshakes (also runs on a gsp without them)")
+    ap.add_argument("--source", help="the flood's source address (loopback: 127.0.0.2, ...)")
+    ap.add_argument("--admit-cidr", help="the socket admits only this network (admit=cidr(...))")
     ap.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = ap.parse_args()
     if args.flood is not None:
-        flood(args.flood, args.n, args.stall_every, args.hold)
+        flood(args.flood, args.n, args.stall_every, args.hold, args.source)
         return
     r = serve(args)
     if args.json:
@@ -203,7 +219,8 @@ def main() -> None:
         return
     print(f"{r['n']} connections ({r['flood']} in {r['opened_in_s']:.2f} s), max_pipes "
           f"{r['max_pipes']}, max_handshakes {r['max_handshakes']}, handshake_timeout "
-          f"{r['handshake_timeout']} s")
+          f"{r['handshake_timeout']} s, from {r['source'] or '127.0.0.1'}, admit "
+          f"{r['admit_cidr'] or 'everyone'}")
     print(f"listening, one peer: {r['base']['fds']} fds, {r['base']['rss_mb']:.1f} MB RSS")
     for k in ("before", "during", "after"):
         p, t = r["peak"][k], r["round_trips"][k]

@@ -611,6 +611,7 @@ class WSServerConnection(WSConnection):
         self._tls_props = tls_props
         self.properties.update(tls_props)
         self.properties["ws_request_headers"] = head.headers
+        self.properties["ws_target"] = request.target  # the path and its query
         self.properties["ws_origin"] = next((v for k, v in head.headers if k == "origin"), None)
 
     def _upgrade_request(self) -> UpgradeRequest:
@@ -662,12 +663,14 @@ class WSGIConnection(WSConnection):
 
     def __init__(self, sock: Any, release: Callable[[], None], options: Mapping[str, Any],
                  local: str, remote: str, path: str, headers: list[tuple[str, str]],
-                 protocol: str, trailing: bytes, tls_props: Mapping[str, Any]) -> None:
+                 protocol: str, trailing: bytes, tls_props: Mapping[str, Any],
+                 target: str = "") -> None:
         super().__init__(sock, options, local, remote, path)
         self._give_back = release
         self._trailing = trailing
         self.properties.update(tls_props)
         self.properties["ws_request_headers"] = headers
+        self.properties["ws_target"] = target or path  # the path and its query
         self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
         self.properties["ws_subprotocol"] = subprotocol(protocol)
 

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 
 import gsp
 from gsp.options import described
+from gsp.transport import parse_cookies
 
 __all__ = ["Refusal", "UpgradeRequest", "Headers"]
 
@@ -106,16 +107,7 @@ class Headers(Mapping[str, str]):
 
 
 def _cookies(headers: Headers) -> Mapping[str, str]:
-    out: dict[str, str] = {}
-    for line in headers.get_all("cookie"):
-        for part in line.split(";"):
-            name, eq, value = part.strip().partition("=")
-            value = value.strip()
-            if len(value) > 1 and value[0] == value[-1] == '"':
-                value = value[1:-1]
-            if eq and name and name not in out:  # the first of a name wins, as browsers send it
-                out[name] = value
-    return MappingProxyType(out)
+    return parse_cookies(headers.get_all("cookie"))  # as pipe.peer.ws_request.cookies reads them
 
 
 class UpgradeRequest:

@@ -431,9 +431,11 @@ def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
                          environ.get("SERVER_PORT"), scheme)
         remote = _address(sock.getpeername(), environ.get("REMOTE_ADDR"),
                           environ.get("REMOTE_PORT"), scheme)
+        query = environ.get("QUERY_STRING") or ""
         conn = WSGIConnection(sock, taken.release, route.options, local, remote, path, headers,
                               route.protocol or "", taken.trailing,
-                              tls_properties(sock) if tls else {})
+                              tls_properties(sock) if tls else {},
+                              target=path + ("?" + query if query else ""))
         route.deliver(conn)
         conn.done.wait()
     except OSError:
