@@ -47,6 +47,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gevent  # noqa: E402
+from gevent.event import Event  # noqa: E402
 from netns import lo_is_up, tool  # noqa: E402 (this directory: the script's own, first on sys.path)
 
 import gsp  # noqa: E402
@@ -85,11 +86,19 @@ class Net:
     def black_hole(self) -> None:
         self._filter("1,6 0 0 2")
 
-    def block_port(self, port: int) -> None:
-        """Drop every TCP/IPv4 packet from or to ``port``. cls_bpf shows a classic program the
-        packet from its link-layer header at ingress too (lo's 14 bytes), then a 20-byte IP
-        header (loopback's carry no options): the ports are at 34 and 36."""
-        self._filter(f"6,40 0 0 34,21 3 0 {port},40 0 0 36,21 1 0 {port},6 0 0 0,6 0 0 2")
+    def block_port(self, *ports: int) -> None:
+        """Drop every TCP/IPv4 packet from or to any of ``ports``. cls_bpf shows a classic
+        program the packet from its link-layer header at ingress too (lo's 14 bytes), then a
+        20-byte IP header (loopback's carry no options): the ports are at 34 and 36. The program:
+        load the source port, jump to the drop at the end on a match with any; the same for
+        the destination port; else pass (``ret #0``)."""
+        n = len(ports)
+        drop = 3 + 2 * n  # the last instruction's index
+        prog = ["40 0 0 34"] + [f"21 {drop - 1 - (1 + i)} 0 {p}" for i, p in enumerate(ports)]
+        prog += ["40 0 0 36"] + [f"21 {drop - 1 - (2 + n + i)} 0 {p}"
+                                 for i, p in enumerate(ports)]
+        prog += ["6 0 0 0", "6 0 0 2"]
+        self._filter(f"{len(prog)}," + ",".join(prog))
 
     def clear(self) -> None:
         if self.filtered:
@@ -238,8 +247,43 @@ def loss_survey(st: Setup) -> dict[str, Any]:
     return {"surveys": 20, "complete": complete, "duplicates": dup}
 
 
+def loss_udp() -> dict[str, Any]:
+    """push/pull over udp://, which does not retransmit: what the filter drops is lost. The
+    filter's own proof, where TCP's retransmissions hide it."""
+    pull = gsp.socket("pull", recv_timeout=2)
+    url = pull.listen("udp://127.0.0.1:0").url
+    push = gsp.socket("push", send_timeout=10)
+    push.dial(url, block=True)
+    n = 500
+    got: list[int] = []
+
+    def recv() -> None:
+        try:
+            while True:
+                got.append(int(pull.recv()))
+        except gsp.Timeout:
+            pass
+
+    g = gevent.spawn(recv)
+    for i in range(n):
+        push.send(b"%d" % i)
+        gevent.sleep(0.001)  # (paced: no loss in a full socket buffer, only the filter's)
+    g.join(timeout=30)
+    push.close()
+    pull.close()
+    return {"sent": n, "received": len(got), "duplicates": len(got) - len(set(got))}
+
+
+def tcp_retransmissions() -> int:
+    """Segments TCP retransmitted in this namespace so far (/proc/net/snmp is per namespace)."""
+    lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines()
+             if ln.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("RetransSegs")])
+
+
 def scenario_loss(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
     net.loss(args.loss)
+    retrans = tcp_retransmissions()
     out: dict[str, Any] = {"loss_percent": args.loss, "reqrep": loss_reqrep(st)}
     if st.scheme == "tcp":
         out["pushpull"] = _stream(st, "pull", "push", 500, "dialer")
@@ -247,6 +291,8 @@ def scenario_loss(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, An
         out["pair1"] = _stream(st, "pair1", "pair1", 500, "dialer")
         out["bus"] = _stream(st, "bus", "bus", 500, "listener")
         out["survey"] = loss_survey(st)
+        out["udp_pushpull"] = loss_udp()
+    out["tcp_retransmitted_segments"] = tcp_retransmissions() - retrans
     net.clear()
     return out
 
@@ -364,11 +410,13 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
 
     def pull(s: gsp.Socket, name: str) -> None:
         while True:
-            got[name].append((time.monotonic(), int(s.recv())))
+            body = s.recv()
+            got[name].append((time.monotonic(), int(body)))  # (when it came, not was awaited)
 
     workers = [gevent.spawn(pull, a, "a"), gevent.spawn(pull, b, "b")]
     sent = 0
     marks: dict[str, float] = {}
+    first: dict[str, int] = {}  # the first message number sent in each phase
     failed = 0
     for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 2.0)):
         if phase == "partition":
@@ -376,6 +424,7 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
         elif phase == "after":
             net.clear()
         marks[phase] = time.monotonic()
+        first[phase] = sent
         end = marks[phase] + seconds
         while time.monotonic() < end:
             try:
@@ -385,11 +434,13 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
             sent += 1
             gevent.sleep(0.005)
     marks["end"] = time.monotonic()
+    first["end"] = sent
     gevent.sleep(2.0)
     gevent.killall(workers)
 
     def during(name: str, start: str, stop: str) -> int:
-        return sum(marks[start] <= t < marks[stop] for t, _ in got[name])
+        """Messages sent in phase ``start`` and received before phase ``stop`` began."""
+        return sum(first[start] <= i < first[stop] and t < marks[stop] for t, i in got[name])
 
     seen = [i for name in got for _, i in got[name]]
     out = {"partition_s": args.partition, "sent": sent, "send_failures": failed,
@@ -398,10 +449,153 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
                                     for n in got),
            "b_during_partition": during("b", "partition", "after"),
            "a_during_partition": during("a", "partition", "after"),
-           "a_after": during("a", "after", "end"), "lost": sent - len(set(seen))}
+           # (received after the heal, whenever sent: what the partition held back, too)
+           "a_after": sum(marks["after"] <= t < marks["end"] for t, _ in got["a"]),
+           "lost": sent - len(set(seen))}
     for s in (push, a, b):
         s.close()
     net.clear()
+    return out
+
+
+Phases = dict[str, tuple[float, float]]  # phase -> (start, end), monotonic seconds
+Timed = list[tuple[float, int]]  # (when, message number)
+
+
+def _sender(sock: gsp.Socket, due: Timed, stop: Event, pace: float) -> None:
+    """Send a numbered message every ``pace`` s until ``stop``; ``due`` gets the accepted ones
+    (a send that timed out, pair1 waiting for its peer, was promised nothing)."""
+    i = 0
+    while not stop.is_set():
+        try:
+            sock.send(b"%d" % i)
+            due.append((time.monotonic(), i))
+        except gsp.Timeout:
+            pass
+        i += 1
+        gevent.sleep(pace)
+
+
+def _receiver(sock: gsp.Socket, got: Timed) -> None:
+    while True:
+        body = sock.recv()
+        got.append((time.monotonic(), int(body)))  # (when it came, not when it was awaited)
+
+
+def _answerer(sock: gsp.Socket, name: bytes) -> None:
+    while True:
+        sock.send(name + b":" + sock.recv())
+
+
+def _surveyor(sur: gsp.Socket, surveys: Timed, answers: list[tuple[float, int, bytes]],
+              stop: Event) -> None:
+    """A survey as soon as the last one's ``survey_time`` ended; every answer, with when it
+    came and the survey that was current."""
+    k = 0
+    while not stop.is_set():
+        try:
+            sur.send(b"%d" % k)
+            surveys.append((time.monotonic(), k))
+            while True:
+                answers.append((time.monotonic(), k, sur.recv()))
+        except (gsp.Timeout, gsp.ProtocolStateError):
+            pass  # not sent, or the survey is over
+        k += 1
+
+
+def _stream_report(due: Timed, got: Timed, ph: Phases) -> dict[str, Any]:
+    seen = [i for _, i in got]
+    have = set(seen)
+    sent_in = {name: {i for t, i in due if a <= t < b} for name, (a, b) in ph.items()}
+    back = [t for t, i in got if i in sent_in["after"]]
+    return {"sent": len(due), "received": len(seen), "duplicates": len(seen) - len(have),
+            "in_order": seen == sorted(seen),
+            "lost": {name: len(ids - have) for name, ids in sent_in.items()},
+            # sent into the partition and received before it healed (sent after the filter
+            # was up: tc runs with the hub held, so nothing is sent meanwhile)
+            "during_partition": sum(t < ph["after"][0] and i in sent_in["partition"]
+                                    for t, i in got),
+            "served_again_after": round(back[0] - ph["after"][0], 2) if back else None}
+
+
+def _survey_report(surveys: Timed, answers: list[tuple[float, int, bytes]],
+                   ph: Phases) -> dict[str, Any]:
+    per: dict[str, dict[str, int]] = {}
+    for name, (a, b) in ph.items():
+        if name == "before":
+            b -= 0.3  # a survey sent 0.3 s or more before the cut: its answers came before it
+        ks = {k for t, k in surveys if a <= t < b}
+        per[name] = {"surveys": len(ks)}
+        for r in (b"r0", b"r1", b"r2"):
+            per[name][r.decode()] = sum(k in ks and ans.startswith(r + b":")
+                                        for _, k, ans in answers)
+    back = [t for t, _, ans in answers if ans.startswith(b"r0:") and t >= ph["after"][0]]
+    keys = [(k, ans) for _, k, ans in answers]
+    return {"by_phase": per, "duplicates": len(keys) - len(set(keys)),
+            "stale_answers": sum(ans.split(b":")[1] != b"%d" % k for _, k, ans in answers),
+            "r0_served_again_after": round(back[0] - ph["after"][0], 2) if back else None}
+
+
+def scenario_partition_others(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
+    """bus, pair1 and surveyor/respondent through one partition at once: in each, the peer that
+    is cut off (its listening port black-holed for ``--partition`` s) listens, and the one that
+    sends (a message every 5 ms; a survey as soon as the last one's 0.5 s ended) dials it, with
+    ``--reconnect-time``. What each cut-off peer got before, during and after, and when it was
+    served again after the heal; what the peers that stayed reachable got throughout."""
+    dial = dict(st.dial, reconnect_time=args.reconnect_time,
+                reconnect_time_max=args.reconnect_time, handshake_timeout=1.0)
+    opts: dict[str, Any] = {"recv_timeout": None, "send_timeout": 0.05}
+    cut: list[int] = []
+    urls: dict[gsp.Socket, str] = {}
+
+    def listen(proto: str, cutoff: bool) -> gsp.Socket:
+        s = gsp.socket(proto, **opts)
+        urls[s] = s.listen(_url(st.scheme), **st.listen).url
+        if cutoff:
+            cut.append(port_of(urls[s]))
+        return s
+
+    # bus: c dials a (cut off) and b; pair1: q dials p (cut off); surveyor: s dials three
+    # respondents, r0 cut off, each answering "name:survey".
+    bus_a, bus_b, pair_p = listen("bus", True), listen("bus", False), listen("pair1", True)
+    resps = [listen("respondent", i == 0) for i in range(3)]
+    bus_c, pair_q = gsp.socket("bus", **opts), gsp.socket("pair1", **opts)
+    sur = gsp.socket("surveyor", survey_time=0.5, recv_timeout=None, send_timeout=0.05)
+    for sock, targets in ((bus_c, (bus_a, bus_b)), (pair_q, (pair_p,)), (sur, resps)):
+        for t in targets:
+            sock.dial(urls[t], block=True, **dial)
+    gevent.sleep(0.2)
+    got: dict[str, Timed] = {"bus_a": [], "bus_b": [], "pair1": []}
+    due: dict[str, Timed] = {"bus": [], "pair1": []}
+    surveys: Timed = []
+    answers: list[tuple[float, int, bytes]] = []
+    stop = Event()
+    workers = [gevent.spawn(_receiver, s, got[n])
+               for s, n in ((bus_a, "bus_a"), (bus_b, "bus_b"), (pair_p, "pair1"))]
+    workers += [gevent.spawn(_answerer, r, b"r%d" % i) for i, r in enumerate(resps)]
+    senders = [gevent.spawn(_sender, bus_c, due["bus"], stop, 0.005),
+               gevent.spawn(_sender, pair_q, due["pair1"], stop, 0.005),
+               gevent.spawn(_surveyor, sur, surveys, answers, stop)]
+    ph: Phases = {}
+    for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", args.after)):
+        if phase == "partition":
+            net.block_port(*cut)
+        elif phase == "after":
+            net.clear()
+        start = time.monotonic()
+        gevent.sleep(seconds)
+        ph[phase] = (start, time.monotonic())
+    stop.set()
+    gevent.joinall(senders, timeout=5)
+    gevent.sleep(1.0)  # what is still on its way
+    gevent.killall(workers)
+    out = {"partition_s": args.partition, "reconnect_time": args.reconnect_time,
+           "bus": {"cut_off": _stream_report(due["bus"], got["bus_a"], ph),
+                   "reachable": _stream_report(due["bus"], got["bus_b"], ph)},
+           "pair1": _stream_report(due["pair1"], got["pair1"], ph),
+           "survey": _survey_report(surveys, answers, ph)}
+    for sock in (bus_a, bus_b, bus_c, pair_p, pair_q, sur, *resps):
+        sock.close()
     return out
 
 
@@ -457,7 +651,8 @@ def scenario_vanish(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, 
 # -- a rate limit --------------------------------------------------------------------------------
 
 def scenario_rate(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
-    net.rate(args.rate)
+    if args.rate:  # (--rate 0: no limit, the baseline)
+        net.rate(args.rate)
     pull, (push,), _ = st.pair("pull", "push", recv_timeout=30, send_timeout=30)
     body = os.urandom(4096)
     n = 200
@@ -485,6 +680,7 @@ SCENARIOS: dict[str, Callable[[Setup, Net, argparse.Namespace], dict[str, Any]]]
     "loss": scenario_loss, "partition": scenario_partition,
     "partition-pub": scenario_partition_pub, "partition-push": scenario_partition_push,
     "vanish": scenario_vanish, "rate": scenario_rate,
+    "partition-others": scenario_partition_others,
 }
 
 
@@ -498,7 +694,8 @@ def main() -> None:
     ap.add_argument("--no-resend", action="store_true")
     ap.add_argument("--no-keepalive", action="store_true")
     ap.add_argument("--reconnect-time", type=float, default=0.1)
-    ap.add_argument("--rate", type=int, default=2000, help="kbit/s of the rate limit")
+    ap.add_argument("--after", type=float, default=5.0, help="seconds of traffic after a heal")
+    ap.add_argument("--rate", type=int, default=2000, help="kbit/s of the rate limit (0: none)")
     ap.add_argument("--requests", type=int, default=50, help="requests after a host vanished")
     ap.add_argument("--limit", type=float, default=8.0, help="seconds to wait for a detection")
     args = ap.parse_args()
