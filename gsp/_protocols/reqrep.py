@@ -29,7 +29,6 @@ from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
 from ..protocol import (
-    TTL_OPTION,
     Alarm,
     ChangeNotice,
     Deadline,
@@ -43,13 +42,14 @@ from ..protocol import (
     RoundRobin,
     SocketHandle,
     Wakeup,
-    raw_or_cooked,
     reply,
-    responder,
+    request_reply,
     send_wake_cases,
 )
 
 _check_resend = duration()
+RESEND_TIME = Option("resend_time", 60.0, _check_resend,
+                     "seconds before req resends an unanswered request; 0 or None never")
 _clock = perf_counter
 _bucket = bisect_left
 #: What req counts, per context and per socket (docs/stats.md).
@@ -507,10 +507,4 @@ class _DrainingReqContext(DrainingContext, ReqContext):
 
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
-    resend = Option("resend_time", 60.0, _check_resend,
-                    "seconds before req resends an unanswered request; 0 or None never")
-    return [
-        ProtocolSpec("req", 0x30, "rep", 0x31, raw_or_cooked(XReq, Req),
-                     options={"resend_time": resend}),
-        ProtocolSpec("rep", 0x31, "req", 0x30, responder, options={"ttl": TTL_OPTION}),
-    ]
+    return request_reply("req", 0x30, "rep", 0x31, XReq, Req, {"resend_time": RESEND_TIME})

@@ -17,7 +17,6 @@ from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
 from ..protocol import (
-    TTL_OPTION,
     ChangeNotice,
     IdMap,
     Op,
@@ -27,12 +26,13 @@ from ..protocol import (
     SocketHandle,
     broadcast,
     call_later,
-    raw_or_cooked,
-    responder,
+    request_reply,
     u32,
 )
 
 _check_survey = duration()
+SURVEY_TIME = Option("survey_time", 1.0, _check_survey,
+                     "seconds a survey collects replies; None = until the next survey")
 
 
 class XSurveyor(Requester):
@@ -209,10 +209,5 @@ class Surveyor(ContextHost, XSurveyor):
 
 @hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
-    survey_time = Option("survey_time", 1.0, _check_survey,
-                         "seconds a survey collects replies; None = until the next survey")
-    return [
-        ProtocolSpec("surveyor", 0x62, "respondent", 0x63, raw_or_cooked(XSurveyor, Surveyor),
-                     options={"survey_time": survey_time}),
-        ProtocolSpec("respondent", 0x63, "surveyor", 0x62, responder, options={"ttl": TTL_OPTION}),
-    ]
+    return request_reply("surveyor", 0x62, "respondent", 0x63, XSurveyor, Surveyor,
+                         {"survey_time": SURVEY_TIME})

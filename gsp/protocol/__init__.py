@@ -47,6 +47,7 @@ from .replies import (
     Responder,
     ResponderContext,
     XResponder,
+    request_reply,
     responder,
 )
 from .routing import PipeMap, RoundRobin, broadcast, send_wake_cases
@@ -63,6 +64,7 @@ __all__ = [
     # request/reply
     "HIGH_BIT", "MAX_HOPS", "TTL_OPTION", "u32", "split_backtrace", "reply", "IdMap", "Requester",
     "XResponder", "Responder", "ResponderContext", "DrainingContext", "responder",
+    "request_reply",
     # queues and waiting
     "Inbox", "Policy", "ChangeNotice", "Deadline", "Alarm", "call_later", "Wakeup",
     # statistics

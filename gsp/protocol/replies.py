@@ -9,7 +9,7 @@ reply; raw responders prepend the receiving pipe's id so a reply can be routed b
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import gevent
 
@@ -17,14 +17,15 @@ from ..chan import Recv, select_channels
 from ..context import Context, ContextHost
 from ..errors import Closed, ProtocolStateError
 from ..message import Message
-from .backtrace import MAX_HOPS, reply, split_backtrace, u32
+from ..options import Option
+from .backtrace import MAX_HOPS, TTL_OPTION, reply, split_backtrace, u32
 from .inbox import Inbox
-from .interface import Op, PipeHandle, Protocol, SocketHandle, raw_or_cooked
+from .interface import Op, PipeHandle, Protocol, ProtocolSpec, SocketHandle, raw_or_cooked
 from .routing import PipeMap
 from .waiting import ChangeNotice, Deadline, Wakeup
 
 __all__ = ["Requester", "XResponder", "Responder", "ResponderContext", "DrainingContext",
-           "responder"]
+           "responder", "request_reply"]
 
 
 class Requester(Protocol):
@@ -390,3 +391,20 @@ class _DrainingResponderContext(DrainingContext, ResponderContext):
 #: The factory of rep and respondent (and any protocol with their state machine): the wire
 #: behaviour is identical, only the numbers differ.
 responder = raw_or_cooked(XResponder, Responder)
+
+
+def request_reply(requester: str, number: int, responder_name: str, responder_number: int,
+                  raw: Callable[[SocketHandle, bool], Protocol],
+                  cooked: Callable[[SocketHandle, bool], Protocol],
+                  options: Mapping[str, Option] | None = None,
+                  methods: tuple[str, ...] = ()) -> list[ProtocolSpec]:
+    """The two :class:`ProtocolSpec` of a request/reply-shaped pair (req/rep, surveyor/respondent,
+    the example's scatter/gather): the requester, made of ``raw`` or ``cooked``, with its own
+    ``options`` and ``methods``; and the responder, rep's state machine (:data:`responder`) under
+    its own name and number, with the ``ttl`` option."""
+    return [
+        ProtocolSpec(requester, number, responder_name, responder_number,
+                     raw_or_cooked(raw, cooked), options=options, methods=methods),
+        ProtocolSpec(responder_name, responder_number, requester, number, responder,
+                     options={"ttl": TTL_OPTION}),
+    ]

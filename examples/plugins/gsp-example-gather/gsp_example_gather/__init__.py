@@ -28,7 +28,6 @@ from gsp.message import Message
 from gsp.options import Option, boolean
 from gsp.protocol import (
     MAX_HOPS,
-    TTL_OPTION,
     ChangeNotice,
     Deadline,
     IdMap,
@@ -38,7 +37,7 @@ from gsp.protocol import (
     RoundRobin,
     SocketHandle,
     reply,
-    responder,
+    request_reply,
     split_backtrace,
     u32,
 )
@@ -261,12 +260,7 @@ class Scatter(ContextHost, XScatter):
 
 @gsp.hookimpl
 def gsp_protocols() -> list[ProtocolSpec]:
-    return [
-        ProtocolSpec("scatter", SCATTER, "gather", GATHER,
-                     gsp.protocol.raw_or_cooked(XScatter, Scatter),
-                     options={"redeliver": REDELIVER}, methods=("outstanding",)),
-        # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
-        # for devices) under its own numbers: gsp.protocol.backtrace provides all of it.
-        ProtocolSpec("gather", GATHER, "scatter", SCATTER, responder,
-                     options={"ttl": TTL_OPTION}),
-    ]
+    # gather is rep's state machine (recv a task, send its one result; contexts; raw mode
+    # for devices; ttl) under its own numbers: gsp.protocol.backtrace provides all of it.
+    return request_reply("scatter", SCATTER, "gather", GATHER, XScatter, Scatter,
+                         {"redeliver": REDELIVER}, methods=("outstanding",))
