@@ -75,6 +75,17 @@ def test_req_rep_through_10_percent_loss_on_tls_and_websocket(scheme: str, pki: 
 
 
 @pytest.mark.timeout(150)
+def test_with_tcp_user_timeout_a_vanished_host_costs_one_wait_not_one_per_request() -> None:
+    # As below with keepalive off, and tcp_user_timeout 1 s: the first request that goes to
+    # the vanished rep stays unacknowledged, the kernel ends that connection after 1 s, the
+    # request goes at once to the other rep, and so does every one after (no pipe to the
+    # vanished one is left to choose): 10 requests in about 1 s (10 s without the option).
+    r = probe("vanish", "--requests", "10", "--limit", "1", "--no-keepalive",
+              "--user-timeout", "1")
+    assert r["answered"] == 10 and r["failed"] == 0 and r["seconds"] < 4, r
+
+
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "keepalive-off"])
 def test_a_vanished_host_is_noticed_by_keepalive_and_its_work_goes_elsewhere(
         keepalive: bool) -> None:
@@ -107,6 +118,25 @@ def test_a_request_sent_into_a_partition_is_answered_once_after_it_heals(
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.parametrize("resend", [True, False], ids=["resend", "resend-off"])
+def test_with_tcp_user_timeout_a_request_recovers_within_resend_time_of_the_heal(
+        resend: bool) -> None:
+    # tcp_user_timeout 1 s: the kernel ends the req's connection 1 s into the partition (its
+    # request unacknowledged), the pipe ends, the request waits to be resent, the dialer
+    # redials (every 0.1 s; each connect into the partition fails), and once the network heals
+    # the first redial carries the resend: within resend_time (1 s) of the heal, not on TCP's
+    # retransmission schedule (2.1-2.3 s without the option). Resend off: the request fails
+    # with its pipe (nothing else would carry it).
+    r = probe("partition", "--partition", "5", "--user-timeout", "1",
+              *([] if resend else ["--no-resend"]))
+    if resend:
+        assert r["reply"] == "during" and r["error"] is None, r
+        assert r["recovered_after_heal"] is not None and 0 < r["recovered_after_heal"] < 1, r
+    else:
+        assert r["reply"] is None and r["error"] == "ConnectionBroken", r
+
+
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("reconnect", [0.1, 60.0], ids=["reconnect", "reconnect-off"])
 def test_pub_sub_loses_messages_only_while_partitioned(reconnect: float) -> None:
     # A message every 2 ms; a 5 s partition. The subscriber (keepalive 1/1/2) loses what was
@@ -134,6 +164,20 @@ def test_push_pull_under_a_rate_limit_keeps_order_and_loses_nothing() -> None:
 
 
 @pytest.mark.timeout(150)
+def test_with_tcp_user_timeout_a_partition_moves_push_work_to_the_other_pull() -> None:
+    # As below, with tcp_user_timeout 1 s: the kernel ends the push's connection to the cut-off
+    # pull once what it sent stayed unacknowledged 1 s; the pipe ends and round robin stops
+    # choosing it. Every message sent from then on goes to the other pull, none lost; what
+    # went into the dead connection before (1 s of that pipe's share) is lost with it: at most
+    # once, as nng's push. After the heal the push redials and serves the pull again.
+    r = probe("partition-push", "--partition", "5", "--user-timeout", "1")
+    assert r["duplicates"] == 0 and r["in_order_per_pull"] and r["send_failures"] == 0, r
+    assert r["b_during_partition"] > 100 and r["a_during_partition"] == 0, r
+    assert r["lost"] > 0 and r["lost_until"] < 3, r  # nothing lost of what was sent after 3 s
+    assert r["a_after"] > 0, r
+
+
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "keepalive-off"])
 def test_push_to_two_pulls_through_a_partition_of_one(keepalive: bool) -> None:
     # One of two pulls cut off for 5 s (its port black-holed) while a message goes every 5 ms.
@@ -151,6 +195,7 @@ def test_push_to_two_pulls_through_a_partition_of_one(keepalive: bool) -> None:
         # The cut-off pipe's share from the partition on, until the push's next retransmission
         # after the heal meets the reset (TCP's backoff: up to a few seconds): at most half.
         assert 0 < r["lost"] <= r["sent"] / 2, r
+        assert r["lost_until"] > 4, r  # (without tcp_user_timeout, work does not move: above)
     else:
         assert r["lost"] == 0 and r["a_after"] > 100, r
 

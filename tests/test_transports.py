@@ -163,6 +163,21 @@ def test_tcp_keepalive_timing_notices_a_dead_peer_in_a_minute_or_as_configured()
         gsp.socket("pair", tcp_keepalive_idle=0)
 
 
+def test_tcp_user_timeout_is_off_by_default_and_set_in_milliseconds_on_both_ends():
+    """tcp_user_timeout (s) becomes TCP_USER_TIMEOUT (ms) on each end's socket; unset, the
+    kernel's own (0: its retransmission limit). tests/test_netfaults.py shows what it does."""
+    with sockets(("pair", {}), ("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c, d]:
+        connected(a, a.listen(TCP).url, b)
+        assert [_sockopt(p, stdsocket.IPPROTO_TCP, stdsocket.TCP_USER_TIMEOUT)
+                for p in (a.pipes[0], b.pipes[0])] == [0, 0]
+        c.tcp_user_timeout = 1.5
+        connected(c, c.listen(TCP).url, d, tcp_user_timeout=0.25)
+        assert _sockopt(c.pipes[0], stdsocket.IPPROTO_TCP, stdsocket.TCP_USER_TIMEOUT) == 1500
+        assert _sockopt(d.pipes[0], stdsocket.IPPROTO_TCP, stdsocket.TCP_USER_TIMEOUT) == 250
+    with pytest.raises(gsp.BadOption, match="tcp_user_timeout"):
+        gsp.socket("pair", tcp_user_timeout=0)
+
+
 # -- ipc extras ------------------------------------------------------------------------------------
 def test_ipc_stale_socket_file_is_reclaimed(ipc_url):
     path = ipc_url[len("ipc://"):]

@@ -8,7 +8,7 @@ from gevent import socket as gsocket
 
 from ..errors import InvalidAddress
 from ..hookspecs import hookimpl
-from ..options import Option, boolean, integer
+from ..options import Option, boolean, duration, integer
 from ..transport import (
     LISTEN_FD,
     SocketDialer,
@@ -33,6 +33,15 @@ TCP_OPTIONS = {o.name: o for o in [
            "seconds between keepalive probes"),
     Option("tcp_keepalive_count", 3, integer(1, 127, unit="probes"),
            "unanswered keepalive probes before the connection is declared dead"),
+    # A partition (or a host that vanished) while data is in flight: keepalive does not probe a
+    # connection with unacknowledged data, and TCP retransmits for ~15 minutes. With this the
+    # kernel ends it once sent data stayed unacknowledged that long: the pipe ends, a round
+    # robin (push, req) stops choosing it, req resends on another pipe, and a dialer redials.
+    # It also ends a connection whose peer advertised a zero window for that long (a reader
+    # holding it back): so give more than the longest a peer may stop reading.
+    Option("tcp_user_timeout", None, duration(allow_zero=False),
+           "seconds sent data may stay unacknowledged before the kernel ends the connection "
+           "(TCP_USER_TIMEOUT; Linux); None = the OS's retransmission limit"),
     # Several processes (a pre-fork server's workers) each listening on one address: the kernel
     # spreads the connections among them (Linux). Only sockets of one user can share a port.
     Option("tcp_reuseport", False, boolean,
@@ -52,6 +61,10 @@ _KEEPALIVE_KNOBS = [(name, getattr(gsocket, opt)) for name, opt in (
 ) if hasattr(gsocket, opt)]
 
 
+#: TCP_USER_TIMEOUT where the OS has it (Linux; Python names it from 3.6 on Linux only).
+_USER_TIMEOUT: int | None = getattr(gsocket, "TCP_USER_TIMEOUT", None)
+
+
 def format_hostport(scheme: str, host: str, port: int) -> str:
     return f"{scheme}://{hostport(host, port)}"
 
@@ -62,6 +75,9 @@ def configure_tcp(sock: Any, options: Mapping[str, Any]) -> None:
     if options["tcp_keepalive"]:
         for name, opt in _KEEPALIVE_KNOBS:
             sock.setsockopt(gsocket.IPPROTO_TCP, opt, options[name])
+    user_timeout = options["tcp_user_timeout"]
+    if user_timeout is not None and _USER_TIMEOUT is not None:
+        sock.setsockopt(gsocket.IPPROTO_TCP, _USER_TIMEOUT, max(1, round(user_timeout * 1000)))
 
 
 class _TCPEndpoint:

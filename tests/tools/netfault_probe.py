@@ -121,9 +121,11 @@ def _url(scheme: str) -> str:
 class Setup:
     """Listen and dial options for a scheme (TLS files when given)."""
 
-    def __init__(self, scheme: str, tls: list[str] | None, keepalive: bool) -> None:
+    def __init__(self, scheme: str, tls: list[str] | None, keepalive: bool,
+                 user_timeout: float | None = None) -> None:
         self.scheme = scheme
         ka: dict[str, Any] = dict(KEEPALIVE) if keepalive else {"tcp_keepalive": False}
+        ka["tcp_user_timeout"] = user_timeout
         if scheme in ("ws", "wss"):
             ka = {}  # ws keeps its connections alive its own way (ws pings; not these options)
         self.listen: dict[str, Any] = dict(ka)
@@ -418,6 +420,7 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
     marks: dict[str, float] = {}
     first: dict[str, int] = {}  # the first message number sent in each phase
     failed = 0
+    when: list[float] = []  # each message's send time
     for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 2.0)):
         if phase == "partition":
             net.block_port(port_of(la.url))
@@ -431,6 +434,7 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
                 push.send(b"%d" % sent)
             except gsp.GspError:
                 failed += 1
+            when.append(time.monotonic())
             sent += 1
             gevent.sleep(0.005)
     marks["end"] = time.monotonic()
@@ -451,7 +455,10 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
            "a_during_partition": during("a", "partition", "after"),
            # (received after the heal, whenever sent: what the partition held back, too)
            "a_after": sum(marks["after"] <= t < marks["end"] for t, _ in got["a"]),
-           "lost": sent - len(set(seen))}
+           "lost": sent - len(set(seen)),
+           # the last message lost, in seconds from the cut: from then on work went elsewhere
+           "lost_until": round(max(when[i] for i in set(range(sent)) - set(seen))
+                               - marks["partition"], 2) if len(set(seen)) < sent else None}
     for s in (push, a, b):
         s.close()
     net.clear()
@@ -693,6 +700,8 @@ def main() -> None:
     ap.add_argument("--partition", type=float, default=5.0, help="seconds of partition")
     ap.add_argument("--no-resend", action="store_true")
     ap.add_argument("--no-keepalive", action="store_true")
+    ap.add_argument("--user-timeout", type=float, default=None,
+                    help="tcp_user_timeout (s) of every tcp/tls+tcp endpoint")
     ap.add_argument("--reconnect-time", type=float, default=0.1)
     ap.add_argument("--after", type=float, default=5.0, help="seconds of traffic after a heal")
     ap.add_argument("--rate", type=int, default=2000, help="kbit/s of the rate limit (0: none)")
@@ -700,7 +709,8 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=8.0, help="seconds to wait for a detection")
     args = ap.parse_args()
     net = Net()
-    st = Setup(args.scheme, args.tls, keepalive=not args.no_keepalive)
+    st = Setup(args.scheme, args.tls, keepalive=not args.no_keepalive,
+               user_timeout=args.user_timeout)
     with gevent.Timeout(90, SystemExit("netfault_probe: the scenario took over 90 s")):
         report = SCENARIOS[args.scenario](st, net, args)
     print(json.dumps({"scenario": args.scenario, "scheme": args.scheme, **report}))
