@@ -5,9 +5,11 @@ and logged once (rate limited) with the rule that refused."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import logging
+import os
 import pathlib
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from gsp import admit
 from gsp.testing import WAIT, wait_for
 from gsp.transport import Peer, peer_of
 from tests import nng2
+from tests.certs import PKI, cert_der
 
 Mk = Callable[..., gsp.Socket]
 
@@ -322,3 +325,180 @@ def test_a_flood_of_1000_connections_from_a_refused_address_leaves_the_socket_se
     rt = r["round_trips"]  # the allowed peer is served all along
     assert rt["during"]["failures"] == 0 and rt["during"]["count"] >= 50, why
     assert rt["after"]["count"] > 0 and rt["after"]["failures"] == 0, why
+
+
+# -- every transport an address rule applies to, against nng 2.0 --------------------------------
+@pytest.mark.parametrize("scheme", ["tcp", "ws", "udp", "tls+tcp", "wss"])
+def test_cidr_allows_and_denies_on_every_ip_transport(
+        scheme: str, mk: Mk, nng_peers: Callable[[str], nng.Socket], pki: PKI) -> None:
+    tls = scheme in ("tls+tcp", "wss")
+    path = "/sp" if scheme in ("ws", "wss") else ""
+    opts = pki.listen_options() if tls else {}
+    ctls = nng2.client_tls(pki) if tls else None
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    allow = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=admit.cidr("127.0.0.0/8"), **opts)
+    deny = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=~admit.cidr("127.0.0.1"), **opts)
+    bad = nng_peers("req")
+    nng_dial_later(bad, deny.url, ctls)
+    good = nng_peers("req")
+    nng2.dial(good, allow.url, ctls)
+    # (nng's udp dialer does not redial a connection closed before its CACK: one refusal)
+    wait_for(lambda: deny.stats["pipes_refused_address"] >= 1, what="refused")
+    assert deny.stats["pipes_attached"] == 0 and nng2.active_pipes(bad) == 0
+    res = nng2.spawn(lambda: (good.send(b"hi"), good.recv().to_bytes())[1])
+    rep.send(rep.recv())
+    assert res.get(timeout=WAIT) == b"hi"
+    assert allow.stats["pipes_refused"] == 0 and rep.stats["pipes_refused_address"] >= 1
+
+
+# -- ipc, abstract: the peer process's credentials ------------------------------------------------
+@pytest.mark.parametrize("scheme", ["ipc", "abstract"])
+def test_credentials_on_local_transports(scheme: str, ipc_dir: str, mk: Mk,
+                                         nng_peers: Callable[[str], nng.Socket]) -> None:
+    def url(name: str) -> str:
+        return f"ipc://{ipc_dir}/{name}.sock" if scheme == "ipc" else \
+            f"abstract://gsp-admit-{os.getpid()}-{name}-{os.urandom(4).hex()}"
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    ours = rep.listen(url("ours"), admit=admit.uid(os.getuid()) & admit.gid(os.getgid())
+                      & admit.pid(os.getpid()))
+    not_us = rep.listen(url("not-us"), admit=~admit.pid(os.getpid()))
+    root_only = rep.listen(url("root"), admit=admit.uid(os.getuid() + 1))
+    good = nng_peers("req")  # nng 2.0 in this process: our pid, uid and gid
+    nng2.dial(good, ours.url)
+    bad = nng_peers("req")
+    nng_dial_later(bad, not_us.url)
+    wait_for(lambda: not_us.stats["pipes_refused_credentials"] >= 2, what="refused by pid")
+    assert nng2.active_pipes(bad) == 0 and not_us.stats["pipes_attached"] == 0
+    other = mk("req")
+    with pytest.raises(gsp.ConnectionBroken):  # closed at accept, before the handshake
+        other.dial(root_only.url, block=True)
+    wait_for(lambda: root_only.stats["pipes_refused_credentials"] == 1, what="refused by uid")
+    res = nng2.spawn(lambda: (good.send(b"hi"), good.recv().to_bytes())[1])
+    rep.send(rep.recv())
+    assert res.get(timeout=WAIT) == b"hi"
+    assert ours.stats["pipes_refused"] == 0
+
+
+# -- TLS: the peer's certificate -----------------------------------------------------------------
+def _fingerprint(path: str) -> str:
+    return hashlib.sha256(cert_der(path)).hexdigest()
+
+
+@pytest.mark.parametrize("scheme", ["tls+tcp", "wss"])
+def test_certificate_rules_on_a_listener(scheme: str, mk: Mk, pki: PKI,
+                                         nng_peers: Callable[[str], nng.Socket]) -> None:
+    path = "/sp" if scheme == "wss" else ""
+    opts = pki.listen_options(tls_client_auth="optional", tls_ca_file=pki.ca_file)
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    by_name = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=admit.certificate(
+        subject="gsp-test-client", san=("DNS", "client.example")), **opts)
+    fp = _fingerprint(pki.client_cert_file).upper()
+    by_print = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=admit.certificate(
+        fingerprint=":".join(fp[i:i + 2] for i in range(0, 64, 2))), **opts)
+    other_print = rep.listen(f"{scheme}://127.0.0.1:0{path}",
+                             admit=admit.certificate(fingerprint="ab" * 32), **opts)
+    with_cert = {"tls_cert_file": pki.client_cert_file, "tls_key_file": pki.client_key_file,
+                 **pki.dial_options()}
+    # gsp clients: with the certificate, admitted by name and by fingerprint
+    a, b = mk("req", recv_timeout=WAIT), mk("req", recv_timeout=WAIT)
+    a.dial(by_name.url, block=True, **with_cert)
+    b.dial(by_print.url, block=True, **with_cert)
+    wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
+    round_trip(a, rep)
+    round_trip(b, rep)
+    # without a certificate, or with one of another fingerprint: refused
+    anon, wrong = mk("req", reconnect_time=0.05), mk("req", reconnect_time=0.05)
+    anon.dial(by_name.url, block=False, **pki.dial_options())
+    wrong.dial(other_print.url, block=False, **with_cert)
+    wait_for(lambda: by_name.stats["pipes_refused_certificate"] >= 1 and
+             other_print.stats["pipes_refused_certificate"] >= 1, what="both refused")
+    # an nng 2.0 client with the certificate is admitted by both
+    tls = nng.TlsConfig.for_client(server_name="localhost", ca_file=pki.ca_file,
+                                   cert_pem=pathlib.Path(pki.client_cert_file).read_text(),
+                                   key_pem=pathlib.Path(pki.client_key_file).read_text())
+    n = nng_peers("req")
+    nng2.dial(n, by_name.url, tls)
+    res = nng2.spawn(lambda: (n.send(b"nng"), n.recv().to_bytes())[1])
+    rep.send(rep.recv())
+    assert res.get(timeout=WAIT) == b"nng"
+    assert by_name.stats["pipes_attached"] == 2 and other_print.stats["pipes_attached"] == 0
+    assert rep.stats["pipes_refused_certificate"] >= 2
+    assert refusals(rep, other_print.url)["ep:certificate"] >= 1
+
+
+def test_a_dialer_pins_the_servers_certificate(mk: Mk, pki: PKI,
+                                               nng_peers: Callable[[str], nng.Socket]) -> None:
+    n = nng_peers("rep")  # an nng 2.0 server
+    url = nng2.listen(n, "tls+tcp://127.0.0.1:0", nng2.server_tls(pki))
+    req = mk("req", recv_timeout=WAIT)
+    with pytest.raises(gsp.ConnectionRefused, match="not admitted by certificate"):
+        req.dial(url, block=True, admit=admit.certificate(fingerprint="00" * 32),
+                 **pki.dial_options())
+    assert req.stats["pipes_refused_certificate"] == 1 and not req.pipes
+    req.dial(url, block=True, admit=admit.certificate(
+        fingerprint=_fingerprint(pki.server_cert_file), san="localhost"), **pki.dial_options())
+    res = nng2.spawn(lambda: n.send(n.recv().to_bytes()))
+    req.send(b"pinned")
+    assert req.recv() == b"pinned"
+    res.get(timeout=WAIT)
+
+
+# -- ws, wss: the upgrade request ---------------------------------------------------------------
+WS_CASES = {
+    "header": (lambda: admit.ws_header("X-Token", "t0ken"),
+               ("", {"X-Token": "t0ken"}), ("", {"X-Token": "t0ke"})),
+    "cookie": (lambda: admit.ws_cookie("sid", "s3cret"),
+               ("", {"Cookie": 'theme=dark; sid="s3cret"'}), ("", {"Cookie": "sid=guess"})),
+    "origin": (lambda: admit.ws_origin("https://app.example.com"),
+               ("", {"Origin": "https://APP.example.com/"}), ("", {"Origin": "https://evil.example"})),
+    "query": (lambda: admit.ws_query("token", "q1"), ("?token=q1&x=2", {}), ("?token=q2", {})),
+}
+
+
+@pytest.mark.parametrize("case", list(WS_CASES))
+def test_ws_request_rules(case: str, mk: Mk) -> None:
+    make, (good_q, good_h), (bad_q, bad_h) = WS_CASES[case]
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    lst = rep.listen("ws://127.0.0.1:0/sp", admit=make())
+    bad = mk("req")
+    with pytest.raises(gsp.GspError):  # closed at accept: no answer to its upgrade request
+        bad.dial(lst.url + bad_q, block=True, ws_request_headers=bad_h or None)
+    wait_for(lambda: lst.stats["pipes_refused_ws_request"] == 1, what="refused")
+    good = mk("req", recv_timeout=WAIT)
+    good.dial(lst.url + good_q, block=True, ws_request_headers=good_h or None)
+    round_trip(good, rep)
+    assert lst.stats["pipes_refused"] == 1 and lst.stats["handshake_failures"] == 0
+    if case == "query":  # the request target keeps its query
+        req = rep.pipes[0].peer.ws_request
+        assert req is not None and req.target == "/sp?token=q1&x=2" and req.path == "/sp"
+        assert req.request_line == "GET /sp?token=q1&x=2 HTTP/1.1"
+        assert dict(req.query_params) == {"token": ["q1"], "x": ["2"]}
+
+
+def test_ws_query_and_target_from_an_nng2_peer(mk: Mk,
+                                               nng_peers: Callable[[str], nng.Socket]) -> None:
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    lst = rep.listen("ws://127.0.0.1:0/sp", admit=admit.ws_query("token", "abc")
+                     & admit.ws_path("/sp"))
+    bad = nng_peers("req")
+    nng_dial_later(bad, lst.url + "?token=abd")
+    good = nng_peers("req")
+    nng2.dial(good, lst.url + "?token=abc&tag=a%20b")
+    req = rep.pipes[0].peer.ws_request
+    assert req is not None and req.target == "/sp?token=abc&tag=a%20b" and req.query == \
+        "token=abc&tag=a%20b"
+    assert req.query_params["tag"] == ["a b"]
+    wait_for(lambda: lst.stats["pipes_refused_ws_request"] >= 2, what="refused, and again")
+    assert nng2.active_pipes(bad) == 0 and len(rep.pipes) == 1
+
+
+def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    with pytest.raises(gsp.InvalidAddress, match="unexpected query"):
+        rep.listen("ws://127.0.0.1:0/sp?token=abc")
+    lst = rep.listen("ws://127.0.0.1:0/sp")
+    req = mk("req", recv_timeout=WAIT)
+    req.dial(lst.url + "?token=abc", block=True)  # routed by its path
+    round_trip(req, rep)
+    with pytest.raises(gsp.InvalidAddress):
+        req.dial("ws://[::1:5/sp?x=1")

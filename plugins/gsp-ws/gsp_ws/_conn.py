@@ -529,8 +529,9 @@ class WSClientConnection(WSConnection):
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str, *,
                  url: str, host_header: str, path: str, tls: TLSContextSource | None,
-                 server_hostname: str | None) -> None:
+                 server_hostname: str | None, target: str = "") -> None:
         super().__init__(sock, options, local, remote, path)
+        self._target = target or path  # the path and the URL's query, as the request sends it
         self._url = url
         self._host_header = host_header
         self._tls = tls
@@ -545,7 +546,7 @@ class WSClientConnection(WSConnection):
         want = subprotocol(spec.peer_name)  # nng: the dialer names the protocol it wants to reach
         hs = H11Handshake(ConnectionType.CLIENT)
         self._send(hs.send(Request(
-            host=self._host_header, target=self.properties["ws_path"], subprotocols=[want],
+            host=self._host_header, target=self._target, subprotocols=[want],
             extra_headers=_as_bytes_headers(self._options["ws_request_headers"]))))
         # Split the answer's head off ourselves: bytes behind a 101 are frames (a server may
         # send its first message at once), kept for the connection.

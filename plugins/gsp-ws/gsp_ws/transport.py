@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 from gevent import socket as gsocket
@@ -55,12 +55,18 @@ _log = logging.getLogger("gsp.listener")
 
 
 def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
-    """``(scheme, host, port, path)`` of ``ws[s]://host[:port][/path]``."""
+    """``(scheme, host, port, path)`` of ``ws[s]://host[:port][/path]``; a dialer's URL may
+    have a query too (``/sp?token=abc``: sent in its upgrade request), a listener's may not."""
     scheme, _ = split_url(url)
     if scheme not in _DEFAULT_PORTS:
         raise gsp.InvalidAddress(f"not a ws:// or wss:// URL: {url!r}")
-    host, port = parse_host_port(url, listening=listening, default_port=_DEFAULT_PORTS[scheme])
-    return scheme, host, port, urlsplit(url).path or "/"
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise gsp.InvalidAddress(f"bad address in {url!r}: {exc}") from None
+    bare = url if listening or not parts.query else urlunsplit(parts._replace(query=""))
+    host, port = parse_host_port(bare, listening=listening, default_port=_DEFAULT_PORTS[scheme])
+    return scheme, host, port, parts.path or "/"
 
 
 def _name(scheme: str, addr: Any) -> str:
@@ -389,6 +395,9 @@ class WSDialer(SocketDialer):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self.scheme, self.host, self.port, self.path = parse_ws_url(url, listening=False)
+        query = urlsplit(url).query
+        #: The upgrade request's target: the path and the URL's query (``/sp?token=abc``).
+        self.target = self.path + ("?" + query if query else "")
         self.tls = (TLSContextSource(options, server=False, url=url)
                     if self.scheme == "wss" else None)
         self.server_hostname = options["tls_server_name"] or self.host
@@ -407,7 +416,7 @@ class WSDialer(SocketDialer):
         return WSClientConnection(
             sock, self.options, local, remote,
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,
-            tls=self.tls, server_hostname=self.server_hostname)
+            tls=self.tls, server_hostname=self.server_hostname, target=self.target)
 
     def reload(self) -> None:
         if self.tls is not None:
