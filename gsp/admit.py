@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Rule", "Refusal", "REASONS", "cidr", "uid", "gid", "pid", "certificate", "ws_header",
     "ws_cookie", "ws_origin", "ws_query", "ws_path", "ws_request", "per_address", "when",
-    "as_rule", "judge", "check_option",
+    "as_rule", "judge", "check_option", "source", "source_of",
 ]
 
 #: Why a connection was refused, as ``stats()`` counts it (``pipes_refused_<reason>``):
@@ -469,14 +469,24 @@ def ws_request(check: Callable[["WSRequest"], object]) -> Rule:
 
 
 # -- counts, callables --------------------------------------------------------------------------
+def source_of(address: str) -> str:
+    """The source of a peer's address as :func:`per_address` counts it: its IP without scheme,
+    brackets and port (``"tcp://[::1]:5000"`` gives ``"::1"``; an IPv4-mapped IPv6 address its
+    IPv4 one), else the whole address (an ipc path)."""
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return address
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if host[:7].lower() == "::ffff:" and "." in host:
+            host = host[7:]
+    return host
+
+
 def source(peer: "Peer") -> str:
-    """A peer's source as :func:`per_address` counts it: its IP, else its whole address."""
-    ip = peer.ip
-    if ip is None:
-        return peer.address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip)
+    """A peer's source as :func:`per_address` counts it (:func:`source_of` its address)."""
+    return source_of(peer.address)
 
 
 class _PerAddress(Rule):

@@ -125,6 +125,10 @@ def test_per_address_counts_the_pipes_from_the_source() -> None:
     counts["127.0.0.1"] = 2
     verdict, refusal = admit.judge(rule, p, False, counts.get)
     assert verdict is False and refusal is not None and refusal.reason == "per_address"
+    # the source: an IP without its port; an IPv4-mapped IPv6 one as IPv4; else the address
+    assert [admit.source_of(a) for a in ("tcp://[::1]:5", "ws://[::ffff:10.0.0.1]:80",
+                                         "tcp://10.0.0.1:7", "ipc:///tmp/x.sock")] == \
+        ["::1", "10.0.0.1", "10.0.0.1", "ipc:///tmp/x.sock"]
 
 
 def test_a_rule_that_raises_refuses_and_says_why() -> None:
@@ -502,3 +506,34 @@ def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
     round_trip(req, rep)
     with pytest.raises(gsp.InvalidAddress):
         req.dial("ws://[::1:5/sp?x=1")
+
+
+def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
+    from gevent.pywsgi import WSGIServer
+
+    from gsp_ws.wsgi import mount
+
+    def not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"no\n"]
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    server = WSGIServer(("127.0.0.1", 0), mount(rep, not_found, "/sp", admit=admit.ws_query(
+        "room", "7") & admit.ws_cookie("sid", "s3")), log=None)
+    server.start()
+    try:
+        url = f"ws://127.0.0.1:{server.server_port}/sp"
+        bad = mk("req", reconnect_time=0.05)
+        bad.dial(url + "?room=8", block=False, ws_request_headers={"Cookie": "sid=s3"})
+        lst = rep.listeners[0]
+        wait_for(lambda: lst.stats["pipes_refused_ws_request"] >= 1, what="refused")
+        good = mk("req", recv_timeout=WAIT)
+        good.dial(url + "?room=7&x=1", block=True, ws_request_headers={"Cookie": "sid=s3"})
+        round_trip(good, rep)
+        req = next(p for p in rep.pipes if p.listener is lst).peer.ws_request
+        assert req is not None and req.target == "/sp?room=7&x=1" and req.cookies["sid"] == "s3"
+        # (the web server answered 101 before the mount saw the request: a refused dialer's
+        # pipe may open, and closes at once; it never carries a message)
+        assert lst.stats["pipes_attached"] == 1
+    finally:
+        rep.close()
+        server.stop(timeout=5)

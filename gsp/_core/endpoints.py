@@ -90,13 +90,43 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
 AcceptGate = Callable[["Listener"], object]
 
 
+class SourceCounts:
+    """A socket's pipes by the source address of their peer (:func:`gsp.admit.source_of`),
+    kept as pipes come and go (the socket calls :meth:`add` and :meth:`discard`): what the
+    ``admit.per_address`` rule reads, in one look-up whatever the number of pipes."""
+
+    __slots__ = ("_of", "_count")
+
+    def __init__(self) -> None:
+        self._of: dict[int, str] = {}  # pipe id -> its source
+        self._count: dict[str, int] = {}
+
+    def add(self, pipe: "Pipe") -> None:
+        source = admit.source_of(pipe.remote_address)
+        self._of[pipe.id] = source
+        self._count[source] = self._count.get(source, 0) + 1
+
+    def discard(self, pipe: "Pipe") -> None:
+        source = self._of.pop(pipe.id, None)
+        if source is None:
+            return
+        n = self._count[source] - 1
+        if n:
+            self._count[source] = n
+        else:
+            del self._count[source]
+
+    def count(self, source: str) -> int:
+        return self._count.get(source, 0)
+
+
 class EndpointHost:
     """What a socket gives its listeners and dialers, made once by the socket: a spawn of its
     greenlets, the call that makes a pipe of a handshaken connection, the call that tells it an
     endpoint closed, its tally (where refused connections count) and its pipes (read only: an
     endpoint's snapshot adds up its own)."""
 
-    __slots__ = ("spawn", "attach", "gone", "tally", "pipes")
+    __slots__ = ("spawn", "attach", "gone", "tally", "pipes", "sources")
 
     def __init__(self, spawn: Callable[..., gevent.Greenlet],
                  attach: "Callable[..., Pipe | None]",
@@ -107,20 +137,18 @@ class EndpointHost:
         self.gone = gone
         self.tally = tally
         self.pipes = pipes
+        #: The socket's pipes by source address (what ``admit.per_address`` counts).
+        self.sources = SourceCounts()
 
     def pipes_of(self, ep: "Listener | Dialer") -> "list[Pipe]":
         return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
-
-    def pipes_from(self, source: str) -> int:
-        """The socket's pipes whose peer has this source address (:func:`gsp.admit.source`)."""
-        return sum(admit.source(p.peer) == source for p in list(self.pipes.values()))
 
     def judge(self, rule: admit.Rule, conn: "Connection", final: bool
               ) -> "tuple[admit.Verdict, admit.Refusal | None]":
         """An endpoint's ``admit`` rule on ``conn``'s peer (:func:`gsp.admit.judge`): per
         connection, at accept or dial and, when that could not tell, again before it attaches."""
         return admit.judge(rule, peer_of(conn.remote_address, conn.properties), final,
-                           self.pipes_from)
+                           self.sources.count)
 
 
 def refusal_text(refusal: "admit.Refusal", rule: "admit.Rule") -> str:

@@ -445,6 +445,7 @@ class Socket(ObjectCalls):
                     self._options["send_buffer_bytes"],
                     (self._tally,) if tally is None else (self._tally, tally))
         self._pipes[pipe.id] = pipe
+        self._endpoint_host.sources.add(pipe)  # (admit.per_address)
         self._fire(PipeEvent.ATTACHING, pipe)
         if pipe.closed:
             self._log_rejected(pipe, "by a pipe event callback or hook at ATTACHING")
@@ -517,6 +518,7 @@ class Socket(ObjectCalls):
 
     def _pipe_gone(self, pipe: Pipe) -> None:
         self._pipes.pop(pipe.id, None)
+        self._endpoint_host.sources.discard(pipe)
         self._slots.freed()
         if pipe.attached:
             error = pipe.error
@@ -701,6 +703,7 @@ class Socket(ObjectCalls):
             except RejectPipe:
                 pass
         self._pipes.pop(pipe.id, None)
+        self._endpoint_host.sources.discard(pipe)
         pipe.dropped_after_fork()
         if pipe.attached:
             if log.pipe_log.isEnabledFor(logging.DEBUG):
