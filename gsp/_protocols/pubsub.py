@@ -93,7 +93,25 @@ class _Subscriber:
         self.inbox.filter(self.matches)
 
 
-class Sub(Protocol):
+class _Subscribes:
+    """``subscribe`` and ``unsubscribe`` of a SUB socket and of its contexts: each changes the
+    subscriptions :meth:`_subscriber` gives (its own), once that checked it may."""
+
+    __slots__ = ()
+
+    def _subscriber(self) -> _Subscriber:
+        raise NotImplementedError
+
+    def subscribe(self, prefix: bytes | str) -> None:
+        """Also receive messages whose body starts with ``prefix`` (b"" = all, str = UTF-8)."""
+        self._subscriber().subscribe(prefix)
+
+    def unsubscribe(self, prefix: bytes | str) -> None:
+        """Drop a subscription (and queued messages only it matched); unknown → BadOption."""
+        self._subscriber().unsubscribe(prefix)
+
+
+class Sub(_Subscribes, Protocol):
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
         self.stats.update(dropped_queue_full=0, dropped_no_subscriber=0)
@@ -140,19 +158,10 @@ class Sub(Protocol):
     def recv_queue_depth(self) -> int:
         return len(self._main.inbox) + sum(len(ctx._sub.inbox) for ctx in self._contexts)
 
-    def _cooked(self) -> None:
+    def _subscriber(self) -> _Subscriber:
         if self.raw:
             raise NotSupported("raw sub sockets do not filter; they deliver every message")
-
-    def subscribe(self, prefix: bytes | str) -> None:
-        """Also receive messages whose body starts with ``prefix`` (b"" = all, str = UTF-8)."""
-        self._cooked()
-        self._main.subscribe(prefix)
-
-    def unsubscribe(self, prefix: bytes | str) -> None:
-        """Drop a subscription (and queued messages only it matched); unknown → BadOption."""
-        self._cooked()
-        self._main.unsubscribe(prefix)
+        return self._main
 
     def open_context(self) -> "SubContext":
         if self.raw:
@@ -170,7 +179,7 @@ class Sub(Protocol):
 _check_buffer = integer(1, 1 << 24)
 
 
-class SubContext(Context):
+class SubContext(_Subscribes, Context):
     """An independent subscriber on a SUB socket: its own subscriptions and queue.
 
     Starts with no subscriptions (receives nothing) and the socket's ``recv_buffer`` and
@@ -194,13 +203,9 @@ class SubContext(Context):
     def recv_buffer(self, value: int) -> None:
         self._sub.inbox.resize(_check_buffer("recv_buffer", value))
 
-    def subscribe(self, prefix: bytes | str) -> None:
+    def _subscriber(self) -> _Subscriber:
         self._check_open()
-        self._sub.subscribe(prefix)
-
-    def unsubscribe(self, prefix: bytes | str) -> None:
-        self._check_open()
-        self._sub.unsubscribe(prefix)
+        return self._sub
 
     def do_recv(self, timeout: float | None) -> Message:
         data, pipe = self._sub.inbox.get_from(timeout)
