@@ -537,3 +537,19 @@ def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
     finally:
         rep.close()
         server.stop(timeout=5)
+
+
+def test_the_sockets_rule_changed_while_running_applies_to_the_next_connection(mk: Mk) -> None:
+    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    lst = rep.listen("tcp://127.0.0.1:0")  # no rule of its own: the socket's, read per accept
+    first = mk("req", recv_timeout=WAIT)
+    first.dial(lst.url, block=True)
+    rep.admit = ~admit.cidr("127.0.0.0/8")
+    with pytest.raises(gsp.ConnectionBroken):
+        mk("req").dial(lst.url, block=True)
+    wait_for(lambda: lst.stats["pipes_refused_address"] == 1, what="refused")
+    round_trip(first, rep)  # a pipe up is not judged again
+    rep.admit = None
+    second = mk("req", recv_timeout=WAIT)
+    second.dial(lst.url, block=True)
+    round_trip(second, rep)
