@@ -85,9 +85,14 @@ def sync_from_nng(g: gsp.Socket, n: pynng.Socket, token: bytes) -> None:
     raise AssertionError("nng never delivered")
 
 
-def recv_skipping(g: gsp.Socket, token: bytes, count: int) -> list[bytes]:
-    """The next ``count`` bodies ``g`` receives that are not the sync ``token``."""
-    return [m.body for m in recv_msgs_skipping(g, token, count)]
+def from_nng(g: gsp.Socket, n: pynng.Socket, bodies: list[bytes], count: int,
+             token: bytes = b"sync") -> list[gsp.Message]:
+    """Once gsp hears nng (:func:`sync_from_nng` with ``token``), nng sends ``bodies``: the next
+    ``count`` messages ``g`` receives of them."""
+    sync_from_nng(g, n, token)
+    for body in bodies:
+        nng.run(n.send, body)
+    return recv_msgs_skipping(g, token, count)
 
 
 def recv_msgs_skipping(g: gsp.Socket, token: bytes, count: int) -> list[gsp.Message]:
@@ -184,19 +189,15 @@ def test_gsp_pub_nng_sub(transport, setup, ipc_dir):
 def test_nng_pub_gsp_sub(transport, setup, ipc_dir):
     with linked("sub", "pub", transport, setup, ipc_dir) as (g, n):
         g.subscribe(b"t")
-        sync_from_nng(g, n, b"t-sync")
-        for m in (b"x-skip", b"t-1", b"", b"t-2", b"u"):
-            nng.run(n.send, m)
-        assert recv_skipping(g, b"t-sync", 2) == [b"t-1", b"t-2"]
+        got = from_nng(g, n, [b"x-skip", b"t-1", b"", b"t-2", b"u"], 2, token=b"t-sync")
+        assert [m.body for m in got] == [b"t-1", b"t-2"]
         assert gsp_silent(g)
 
 
 @matrix
 def test_nng_pub_gsp_raw_sub(transport, setup, ipc_dir):
     with linked("sub", "pub", transport, setup, ipc_dir, graw=True) as (g, n):
-        sync_from_nng(g, n, b"sync")
-        nng.run(n.send, b"anything")
-        assert recv_skipping(g, b"sync", 1) == [b"anything"]
+        assert [m.body for m in from_nng(g, n, [b"anything"], 1)] == [b"anything"]
 
 
 # -- bus -----------------------------------------------------------------------------------------
@@ -204,12 +205,10 @@ def test_nng_pub_gsp_raw_sub(transport, setup, ipc_dir):
 @matrix
 def test_bus_interop(transport, setup, ipc_dir):
     with linked("bus", "bus", transport, setup, ipc_dir) as (g, n):
-        sync_from_nng(g, n, b"sync")
+        ten = [b"n%d" % i for i in range(10)]
+        assert [m.body for m in from_nng(g, n, ten, 10)] == ten
         g.send(b"from gsp")
         assert nng.run(n.recv) == b"from gsp"
-        for i in range(10):
-            nng.run(n.send, b"n%d" % i)
-        assert recv_skipping(g, b"sync", 10) == [b"n%d" % i for i in range(10)]
         assert nng_silent(n)
 
 
@@ -217,9 +216,7 @@ def test_bus_interop(transport, setup, ipc_dir):
 def test_raw_bus_interop(transport, setup, ipc_dir):
     # gsp raw bus with nng: the pipe id header stays local; nng sees only bodies.
     with linked("bus", "bus", transport, setup, ipc_dir, graw=True) as (g, n):
-        sync_from_nng(g, n, b"sync")
-        nng.run(n.send, b"x")
-        [m] = recv_msgs_skipping(g, b"sync", 1)
+        [m] = from_nng(g, n, [b"x"], 1)
         assert (m.body, m.header) == (b"x", m.pipe.id.to_bytes(4, "big"))
         g.send_msg(gsp.Message(b"to nng", (12345).to_bytes(4, "big")))
         assert nng.run(n.recv) == b"to nng"
