@@ -113,6 +113,17 @@ def _wrap_stop(stop: Callable[..., Any]) -> Callable[..., Any]:
     return stop_session
 
 
+def _hook(readers: tuple[Any, ...], writers: tuple[Any, ...], session: Any,
+          connect: bool = False) -> None:
+    """The checks, ``format`` and ``stop`` wrappers on one set of PySpark's classes (idempotent)."""
+    install_checks(readers, writers)
+    for cls in readers + writers:
+        if not getattr(cls.format, _MARK, False):
+            cls.format = _wrap(cls.format, connect)
+    if not getattr(session.stop, _MARK, False):
+        session.stop = _wrap_stop(session.stop)
+
+
 def _install_connect() -> None:
     """The checks and ``stop`` for Spark Connect's readers, writers and session. Their
     ``format`` only notes the format for the checks: a Connect server resolves data sources in
@@ -121,13 +132,8 @@ def _install_connect() -> None:
     from pyspark.sql.connect.session import SparkSession
     from pyspark.sql.connect.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-    readers, writers = (DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter)
-    install_checks(readers, writers)
-    for cls in readers + writers:
-        if not getattr(cls.format, _MARK, False):
-            cls.format = _wrap(cls.format, connect=True)  # type: ignore[method-assign]
-    if not getattr(SparkSession.stop, _MARK, False):
-        SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
+    _hook((DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter), SparkSession,
+          connect=True)
 
 
 def install() -> None:
@@ -140,13 +146,6 @@ def install() -> None:
     from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-    readers, writers = (DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter)
-    install_checks(readers, writers)
-    for cls in readers + writers:
-        fmt = cls.format
-        if not getattr(fmt, _MARK, False):
-            cls.format = _wrap(fmt)  # type: ignore[method-assign]
-    if not getattr(SparkSession.stop, _MARK, False):
-        SparkSession.stop = _wrap_stop(SparkSession.stop)  # type: ignore[method-assign]
+    _hook((DataFrameReader, DataStreamReader), (DataFrameWriter, DataStreamWriter), SparkSession)
     if "pyspark.sql.connect.session" in sys.modules:  # not imported here: grpc, pandas
         _install_connect()
