@@ -79,6 +79,15 @@ def default_worker_python(conf: Any) -> bool:
     return True
 
 
+def _dressed(wrapper: Any, real: Any) -> Any:
+    """``wrapper`` with ``real``'s name, docstring and ``__wrapped__``, marked as gsp's."""
+    import functools  # here, not at interpreter start: PySpark, loading, has imported it
+
+    functools.update_wrapper(wrapper, real)
+    setattr(wrapper, _MARK, True)
+    return wrapper
+
+
 def _patch_context(cls: Any) -> None:
     """Wrap ``SparkContext._ensure_initialized`` (which launches the JVM) once."""
     real = cls.__dict__.get("_ensure_initialized")
@@ -95,11 +104,7 @@ def _patch_context(cls: Any) -> None:
                 pass
         return func(klass, instance, gateway, conf)
 
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__wrapped__"):
-        setattr(_ensure_initialized, attr, func if attr == "__wrapped__" else
-                getattr(func, attr, None))
-    setattr(_ensure_initialized, _MARK, True)
-    cls._ensure_initialized = classmethod(_ensure_initialized)
+    cls._ensure_initialized = classmethod(_dressed(_ensure_initialized, func))
 
 
 def _patch(module: Any) -> None:
@@ -118,14 +123,11 @@ def _patch(module: Any) -> None:
         init(self, *args, **kwargs)
         _install_gsp_spark()
 
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__", "__wrapped__"):
-        setattr(__init__, attr, init if attr == "__wrapped__" else getattr(init, attr, None))
-    setattr(__init__, _MARK, True)
-    cls.__init__ = __init__
+    cls.__init__ = _dressed(__init__, init)
 
 
 class _Loader:
-    """The real loader of pyspark.sql.session, then :func:`_patch`."""
+    """The real loader of a module of ``_TARGETS``, then :func:`_patch`."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
