@@ -20,6 +20,7 @@ virtualenv that is not activated, and a server whose Python lacks the plugin.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, Iterator
 
@@ -123,15 +124,22 @@ def test_sub_source_through_connect(spark: Any, tmp_path: Any) -> None:
     # sub dials a publisher (here, in this process) and keeps the subscribed prefix only.
     pub, url = spark_fixtures.publisher(
         lambda n: (b"keep" + msgpack.packb({"n": n}), b"drop" + msgpack.packb({"n": -1})), 0.002)
+    attempts = itertools.count()
+
+    def start() -> Any:
+        # A memory sink cannot recover from a checkpoint, and sub keeps nothing to replay: a
+        # query run_until starts again begins afresh, with its own checkpoint and spool.
+        n = next(attempts)
+        return (spark.readStream.format("gsp").option("url", url)
+                .option("protocol", "sub").option("mode", "dial").option("subscribe", "keep")
+                .option("spool", str(tmp_path / f"spool{n}")).load()
+                .writeStream.format("memory").queryName("connect_sub")
+                .option("checkpointLocation", str(tmp_path / f"ck{n}"))
+                .trigger(processingTime="300 milliseconds").start())
+
     try:
-        spark_fixtures.run_until(
-            lambda: (spark.readStream.format("gsp").option("url", url)
-                     .option("protocol", "sub").option("mode", "dial").option("subscribe", "keep")
-                     .option("spool", str(tmp_path / "spool")).load()
-                     .writeStream.format("memory").queryName("connect_sub")
-                     .option("checkpointLocation", str(tmp_path / "ck"))
-                     .trigger(processingTime="300 milliseconds").start()),
-            lambda: table_count(spark, "connect_sub") >= 500, 90, "500 messages")
+        spark_fixtures.run_until(start, lambda: table_count(spark, "connect_sub") >= 500, 90,
+                                 "500 messages")
     finally:
         pub.join(10)
     values = [bytes(r.value) for r in spark.sql("SELECT value FROM connect_sub").collect()]
