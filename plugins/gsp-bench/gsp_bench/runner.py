@@ -19,7 +19,6 @@ import time
 from typing import Any, Callable
 
 import gsp
-import gsp_bench
 
 from . import tls
 from .cases import Case
@@ -37,8 +36,8 @@ def _worker_env() -> dict[str, str]:
     """The environment for a worker: it must import the very gsp and gsp_bench this process
     runs, whatever the working directory or the installed copies."""
     env = dict(os.environ)
-    roots = [os.path.dirname(os.path.dirname(os.path.abspath(m.__file__ or "")))
-             for m in (gsp, gsp_bench)]
+    roots = [os.path.dirname(os.path.dirname(os.path.abspath(f)))  # pkg/__init__.py, pkg/runner.py
+             for f in (gsp.__file__ or "", __file__)]
     env["PYTHONPATH"] = os.pathsep.join(
         dict.fromkeys(p for p in (*roots, env.get("PYTHONPATH")) if p))
     return env
