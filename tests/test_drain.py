@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import gevent
@@ -14,15 +15,19 @@ TCP = "tcp://127.0.0.1:0"
 WORK = 0.3  # seconds a handler takes
 
 
-def serve(ctx: gsp.Context, done: list[bytes], work: float = WORK) -> None:
-    """A REP handler loop: answer each request after ``work`` seconds, until recv says Closed."""
+def serve(ctx: gsp.Context, done: list[bytes], work: float = WORK, prefix: bytes = b"re:",
+          taken: list[bytes] | None = None) -> None:
+    """A REP handler loop: answer each request (``prefix`` + it) after ``work`` seconds, until
+    recv says Closed. A request goes in ``taken`` once received, in ``done`` once answered."""
     while True:
         try:
             q = ctx.recv()
         except gsp.Closed:
             return
+        if taken is not None:
+            taken.append(q)
         gevent.sleep(work)
-        ctx.send(b"re:" + q)
+        ctx.send(prefix + q)
         done.append(q)
 
 
@@ -309,25 +314,14 @@ def test_drain_stops_dialers_but_keeps_their_pipes(mk, spawn):
 BACKEND = r'''
 import signal, sys
 import gevent, gsp
+from tests.test_drain import serve
 
 name = sys.argv[1].encode()
 rep = gsp.socket("rep", listen="tcp://127.0.0.1:0")
 print(rep.listeners[0].url, flush=True)
 taken, answered = [], []
-
-def work():
-    ctx = rep.open_context()
-    while True:
-        try:
-            q = ctx.recv()
-        except gsp.Closed:
-            return
-        taken.append(q)
-        gevent.sleep(0.02)
-        ctx.send(name + b":" + q)
-        answered.append(q)
-
-workers = [gevent.spawn(work) for _ in range(8)]
+workers = [gevent.spawn(serve, rep.open_context(), answered, 0.02, name + b":", taken)
+           for _ in range(8)]
 stop = gevent.event.Event()
 gevent.signal_handler(signal.SIGTERM, stop.set)
 stop.wait()
@@ -347,8 +341,9 @@ def test_sigterm_under_load_loses_no_request(spawn):
 
     from tests.support import stop_server
 
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # BACKEND imports serve
     procs = [subprocess.Popen([sys.executable, "-c", BACKEND, name], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+                              stderr=subprocess.PIPE, text=True, cwd=root) for name in ("a", "b")]
     try:
         urls = [p.stdout.readline().strip() for p in procs]
         req = gsp.socket("req", recv_timeout=10, send_timeout=10)
