@@ -64,7 +64,8 @@ def parse_ws_url(url: str, listening: bool) -> tuple[str, str, int, str]:
         parts = urlsplit(url)
     except ValueError as exc:
         raise gsp.InvalidAddress(f"bad address in {url!r}: {exc}") from None
-    bare = url if listening or not parts.query else urlunsplit(parts._replace(query=""))
+    bare = url if listening or not parts.query else urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, "", parts.fragment))
     host, port = parse_host_port(bare, listening=listening, default_port=_DEFAULT_PORTS[scheme])
     return scheme, host, port, parts.path or "/"
 
