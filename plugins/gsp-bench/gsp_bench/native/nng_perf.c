@@ -135,25 +135,35 @@ static nng_tls_config *tls_config(nng_tls_mode mode) {
     return cfg;
 }
 
-static nng_socket listen_ready(opener open, const char *url) {
+/* A socket of open with an endpoint on url: a listener (l given: it is set to it) or a dialer
+   (l NULL), with the bench's TLS config as the server or the client on tls+tcp and wss, started. */
+static nng_socket endpoint(opener open, const char *url, nng_listener *l) {
     nng_socket s = open_socket(open);
-    nng_listener l;
-    nng_sockaddr sa;
-    char bound[300];
-    int rv;
-    if ((rv = nng_listener_create(&l, s, url)) != 0) {
-        fail("listen", rv);
-    }
-    if (secure(url)) {
-        nng_tls_config *cfg = tls_config(NNG_TLS_MODE_SERVER);
-        if ((rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg)) != 0) {
-            fail("listener tls", rv);
-        }
+    nng_dialer d;
+    const char *what = l ? "listen" : "dial";
+    int rv = l ? nng_listener_create(l, s, url) : nng_dialer_create(&d, s, url);
+    if (rv == 0 && secure(url)) {
+        nng_tls_config *cfg = tls_config(l ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT);
+        what = l ? "listener tls" : "dialer tls";
+        rv = l ? nng_listener_set_ptr(*l, NNG_OPT_TLS_CONFIG, cfg)
+               : nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
         nng_tls_config_free(cfg);
     }
-    if ((rv = nng_listener_start(l, 0)) != 0) {
-        fail("listen", rv);
+    if (rv == 0) {
+        what = l ? "listen" : "dial";
+        rv = l ? nng_listener_start(*l, 0) : nng_dialer_start(d, 0);
     }
+    if (rv != 0) {
+        fail(what, rv);
+    }
+    return s;
+}
+
+static nng_socket listen_ready(opener open, const char *url) {
+    nng_listener l;
+    nng_socket s = endpoint(open, url, &l);
+    nng_sockaddr sa;
+    char bound[300];
     snprintf(bound, sizeof bound, "%s", url);
     if (strncmp(url, "tcp://", 6) == 0 && nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0) {
         if (sa.s_family == NNG_AF_INET) {
@@ -176,23 +186,7 @@ static nng_socket listen_ready(opener open, const char *url) {
 }
 
 static nng_socket dial(opener open, const char *url) {
-    nng_socket s = open_socket(open);
-    nng_dialer d;
-    int rv;
-    if ((rv = nng_dialer_create(&d, s, url)) != 0) {
-        fail("dial", rv);
-    }
-    if (secure(url)) {
-        nng_tls_config *cfg = tls_config(NNG_TLS_MODE_CLIENT);
-        if ((rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg)) != 0) {
-            fail("dialer tls", rv);
-        }
-        nng_tls_config_free(cfg);
-    }
-    if ((rv = nng_dialer_start(d, 0)) != 0) {
-        fail("dial", rv);
-    }
-    return s;
+    return endpoint(open, url, NULL);
 }
 
 static void recv_one(nng_socket s) {
