@@ -21,6 +21,8 @@ from gsp_ws import _frames
 from gsp_ws._frames import FrameError, Framer
 from tests.ws_support import RawClient, close_from_gsp, port_of
 
+MiB = 1 << 20
+
 
 def test_masking_is_compiled():
     """websockets' C apply_mask does the XOR (its pure-Python fallback is 50 times slower)."""
@@ -217,3 +219,159 @@ def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly():
             close_from_gsp(raw, pipe)
         finally:
             raw.close()
+
+
+# -- big messages: assembled in one buffer, received into it ---------------------------------------
+
+def test_mask_into_is_compiled_and_masks_in_place_at_any_phase():
+    """gsp_ws._mask (built with the plugin) XORs into a buffer it is given, from any byte of a
+    frame's payload (the phase), in place too; the fallback without it gives the same bytes."""
+    assert _frames.COMPILED_MASK_INTO
+    key = os.urandom(4)
+    for size in (0, 1, 3, 7, 8, 31, 32, 33, 70_001):
+        data = os.urandom(size)
+        for phase in range(6):
+            expected = bytes(b ^ key[(i + phase) % 4] for i, b in enumerate(data))
+            for mask_into in (_frames.mask_into, _frames._mask_into_py):
+                out = bytearray(size + 5)
+                mask_into(out, data, key, phase)
+                assert out == expected + bytes(5), (size, phase)
+                inplace = bytearray(data)
+                view = memoryview(inplace)
+                mask_into(view, view, key, phase)
+                assert inplace == expected
+    with pytest.raises(ValueError):
+        _frames.mask_into(bytearray(3), b"four", key, 0)  # the destination must hold it
+    with pytest.raises(ValueError):
+        _frames.mask_into(bytearray(4), b"four", b"abc", 0)
+    with pytest.raises(TypeError):
+        _frames.mask_into(b"read only", b"four", key, 0)
+
+
+def frame(first: int, payload: bytes, key: bytes | None) -> bytes:
+    """One frame as a peer sends it (masked with ``key`` when given)."""
+    head = _frames.header(first, len(payload), key)
+    return head + (_frames.apply_mask(payload, key) if key is not None else payload)
+
+
+def read_as_the_pipe_does(f: Framer, wire: bytes, step: int) -> list[bytes]:
+    """What WSConnection.recv_messages does with ``wire`` arriving ``step`` bytes at a time:
+    into the framer's room while it offers one (a big message's payload), else fed."""
+    got: list[bytes] = []
+    pos = 0
+    while pos < len(wire):
+        room = f.room()
+        if room is None:
+            got += f.feed(wire[pos:pos + step])
+            pos += step
+            continue
+        n = min(len(room), step, len(wire) - pos)
+        assert n > 0
+        room[:n] = wire[pos:pos + n]
+        got += f.filled(n)
+        pos += n
+    return got
+
+
+SIZES = [(125, 0), (126, 0), (_frames.DIRECT_MIN - 1, 0), (_frames.DIRECT_MIN, 0), (65535, 0),
+         (65536, 0), (65537, 0), (200_000, 65536), (MiB + 3, 65536), (40_000, 1000)]
+
+
+@pytest.mark.parametrize("client", [True, False])
+@pytest.mark.parametrize("size,frame_max", SIZES)
+def test_big_messages_are_read_into_their_buffer_in_any_split(client, size, frame_max):
+    """A message around every length boundary (7, 16 and 64-bit lengths, the size from which a
+    frame goes into the message's buffer), whole or cut into frames, masked (to a server) or
+    not, arriving in reads of any size, between small messages: the same bytes out."""
+    payload = os.urandom(size)
+    pieces: list[Any] = []
+    Framer(not client).frames(payload, size, pieces, frame_max)
+    wire_big = b"".join(bytes(p) for p in pieces)
+    other = Framer(not client)
+    wire = other.frame(b"before") + wire_big + other.frame(b"after") + wire_big
+    for step in (len(wire), 65536 + 14, 4096, 1000, 333):
+        f = Framer(client)
+        assert read_as_the_pipe_does(f, wire, step) == [b"before", payload, b"after", payload]
+        assert f.between_frames and f.held == 0 and f.room() is None
+
+
+@pytest.mark.parametrize("client", [True, False])
+def test_a_big_message_in_frames_of_every_size_with_controls_between(client):
+    """Small frames, then big ones, then small again, in one message, a Ping and a Pong between
+    them (control frames may come between a message's frames): the message once, whole."""
+    key = None if client else b"\x01\x02\x03\x04"
+    parts = [os.urandom(n) for n in (10, 300, 70_000, 5, 20_000, 65536, 1)]
+    wire = frame(0x02, parts[0], key) + frame(0x00, parts[1], key)
+    wire += frame(0x89, b"ping", key)
+    for p in parts[2:-1]:
+        wire += frame(0x00, p, key) + frame(0x8A, b"pong", key)
+    wire += frame(0x80, parts[-1], key) + frame(0x82, b"next", key)
+    for step in (len(wire), 70_014, 8192, 1, 777):
+        f = Framer(client)
+        got = read_as_the_pipe_does(f, wire, step) if step > 1 else \
+            [m for i in range(len(wire)) for m in f.feed(wire[i:i + 1])]
+        assert got == [b"".join(parts), b"next"], step
+        assert f.controls == [(_frames.OP_PING, b"ping")] + [(_frames.OP_PONG, b"pong")] * 4
+        assert f.between_frames and f.held == 0
+
+
+def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
+    """A header announcing 1 MiB and 100 bytes of it: 100 bytes held, and the buffer made for it
+    follows what came (room ahead within a bound), never the size announced."""
+    f = Framer(False, max_msg=MiB)
+    key = os.urandom(4)
+    wire = frame(0x82, os.urandom(MiB), key)
+    assert f.feed(wire[:14 + 100]) == []
+    assert f.held == 100 and f.payload_left == MiB - 100
+    room = f.room()
+    assert room is not None and len(room) <= 2 * (100 + _frames._ROOM)
+    assert f._dst is not None and len(f._dst) <= 2 * (100 + _frames._ROOM)
+    n = len(room)
+    room[:] = wire[114:114 + n]
+    del room
+    assert f.filled(n) == [] and f.held == 100 + n
+    got = 100 + n
+    while got < 200_000:  # it grows by what arrives, doubling at most
+        room = f.room()
+        assert room is not None and got + len(room) <= 2 * (got + _frames._ROOM)
+        n = len(room)
+        room[:] = wire[14 + got:14 + got + n]
+        del room
+        assert f.filled(n) == []
+        got += n
+    assert f.held == got and len(f._dst or b"") <= 2 * (got + _frames._ROOM)
+
+
+def test_an_announced_oversize_is_refused_before_a_buffer_is_made():
+    """recv_max_size and ws_recv_frame_max refuse a frame by its header: no buffer is made for
+    it (the first frame of a message), nor grown for it (a later one)."""
+    key = os.urandom(4)
+    f = Framer(False, max_msg=MiB)
+    with pytest.raises(FrameError) as info:
+        f.feed(frame(0x82, bytes(MiB + 1), key)[:14])
+    assert (info.value.code, info.value.error) == (1009, gsp.MessageTooLarge)
+    assert f._dst is None and f.held == 0
+    f = Framer(False, max_msg=MiB)
+    first = frame(0x02, os.urandom(600_000), key)
+    assert read_as_the_pipe_does(f, first, 65536) == []
+    assert f.held == 600_000
+    made = len(f._dst or b"")
+    with pytest.raises(FrameError) as info:
+        f.feed(frame(0x80, bytes(500_000), key)[:14])
+    assert info.value.code == 1009 and len(f._dst or b"") == made
+    f = Framer(False, max_frame=65536)
+    with pytest.raises(FrameError) as info:
+        f.feed(frame(0x82, bytes(65537), key)[:14])
+    assert info.value.code == 1009 and f._dst is None
+
+
+def test_big_text_is_checked_as_utf8_when_whole():
+    key = os.urandom(4)
+    text = ("é" * 40_000).encode()
+    f = Framer(False, text_ok=True)
+    wire = frame(0x01, text[:50_000], key) + frame(0x80, text[50_000:], key)
+    assert read_as_the_pipe_does(f, wire, 4096) == [text]
+    bad = frame(0x01, text[:50_001], key) + frame(0x80, text[50_002:], key)  # a cut character
+    with pytest.raises(FrameError) as info:
+        read_as_the_pipe_does(Framer(False, text_ok=True), bad, 4096)
+    assert info.value.code == 1007

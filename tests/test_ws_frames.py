@@ -6,6 +6,7 @@ frame over the limits closing only that pipe."""
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Iterator
 
 import gevent
@@ -166,3 +167,27 @@ def test_over_the_limit_closes_only_that_pipe():
         finally:
             for c in (big, frame, good):
                 c.close()
+
+
+@pytest.mark.parametrize("scheme", ["ws", "wss"])
+@pytest.mark.parametrize("frame_max", [0, 1000, 65536])
+def test_big_messages_in_a_row_both_ways(pki, scheme, frame_max):
+    """Big messages back to back each way (a dialer masks into its send buffer, a listener reads
+    them into its message buffer; then the other way), cut into frames of every size, small ones
+    between: every byte as sent, over ws and wss."""
+    from gsp_ws._frames import DIRECT_MIN
+
+    tls = scheme == "wss"
+    sizes = [DIRECT_MIN - 1, DIRECT_MIN, 65535, 65536, 65537, 5, 300_001, (1 << 20) + 3, 16]
+    opts: dict[str, Any] = {"recv_max_size": 0, "ws_recv_frame_max": 0,
+                            "ws_send_frame_max": frame_max}
+    with gsp.socket("pair", recv_timeout=20, send_timeout=20) as a, \
+            gsp.socket("pair", recv_timeout=20, send_timeout=20) as b:
+        url = a.listen(f"{scheme}://127.0.0.1:0/sp", **opts,
+                       **(pki.listen_options() if tls else {})).url
+        b.dial(url, block=True, **opts, **(pki.dial_options() if tls else {}))
+        for sender, receiver in ((b, a), (a, b)):
+            payloads = [os.urandom(n) for n in sizes]
+            g = gevent.spawn(lambda s=sender, ps=payloads: [s.send(p) for p in ps])
+            assert [receiver.recv() for _ in payloads] == payloads
+            g.get(timeout=20)

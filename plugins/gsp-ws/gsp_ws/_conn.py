@@ -32,7 +32,17 @@ from gsp.transport import (
 )
 
 from . import _frames
-from ._frames import CLOSED, OPEN, REMOTE_CLOSING, FrameError, Framer
+from ._frames import (
+    CLOSED,
+    OP_BINARY,
+    OP_CONT,
+    OPEN,
+    REMOTE_CLOSING,
+    FrameError,
+    Framer,
+    header,
+    mask_into,
+)
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
 from .auth import Authorize, Refusal, UpgradeRequest
 
@@ -81,6 +91,9 @@ class WSConnection(Connection):
         self._rx_at = monotonic()  # when bytes last came (ws_ping_interval's silence)
         self._error: gsp.GspError | None = None
         self._holding = Holding(None, remote)  # see use_recv_limits
+        #: What a client's big messages are masked into before they are written (see
+        #: _send_masked); made at the first, given back when a batch has none.
+        self._txbuf: bytearray | None = None
         #: Set once closed (the WSGI request greenlet waits on it).
         self.done = Event()
 
@@ -126,23 +139,38 @@ class WSConnection(Connection):
 
     def _recv(self) -> bytes:
         try:
-            data = self._recv_alive()
+            data = self._recv_alive(None)
         except gsp.GspError:  # gsp.Timeout is an OSError too: keep it as it is
             raise
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
         if not data:
             raise self._eof()
-        return data
+        return data  # type: ignore[no-any-return]
 
-    def _recv_alive(self) -> bytes:
-        """``sock.recv``, checking the peer is alive once open: after ``ws_ping_interval`` s of
-        silence it gets a Ping, and if nothing at all arrives ``ws_ping_timeout`` s after that,
-        the pipe ends (a peer gone without a FIN, a connection black-holed on the way)."""
+    def _recv_into(self, room: memoryview) -> int:
+        """:meth:`_recv` into ``room`` (a big message's buffer): how many bytes came."""
+        try:
+            n = self._recv_alive(room)
+        except gsp.GspError:
+            raise
+        except OSError as exc:
+            raise self._io_error(exc, "recv") from None
+        if not n:
+            raise self._eof()
+        return n  # type: ignore[no-any-return]
+
+    def _read(self, room: memoryview | None) -> Any:
+        return self.sock.recv(_CHUNK) if room is None else self.sock.recv_into(room)
+
+    def _recv_alive(self, room: memoryview | None) -> Any:
+        """``sock.recv`` (``recv_into(room)`` given a ``room``), checking the peer is alive
+        once open: after ``ws_ping_interval`` s of silence it gets a Ping, and if nothing at all
+        arrives ``ws_ping_timeout`` s after that, the pipe ends (a peer gone without a FIN, a
+        connection black-holed on the way)."""
         every = self._ping_every
         if every is None or self._ws is None or self._ws.state != OPEN:
-            data: bytes = self.sock.recv(_CHUNK)
-            return data
+            return self.sock.recv(_CHUNK) if room is None else self.sock.recv_into(room)
         pinged = False
         # (silence counts from the last bytes received: a parked pipe was silent meanwhile)
         first = max(0.0, every - (monotonic() - self._rx_at))
@@ -150,7 +178,7 @@ class WSConnection(Connection):
             timer = gevent.Timeout(self._ping_wait if pinged else first)
             timer.start()
             try:
-                data = self.sock.recv(_CHUNK)
+                data = self._read(room)
                 self._rx_at = monotonic()
                 return data
             except gevent.Timeout as exc:
@@ -164,7 +192,7 @@ class WSConnection(Connection):
                     f"did not answer a Ping within {self._ping_wait:g} s (ws_ping_timeout)")
             ws = self._ws
             if ws.state != OPEN:
-                return self.sock.recv(_CHUNK)  # type: ignore[no-any-return]  # closing: no Ping
+                return self._read(room)  # closing: no Ping
             self._send(ws.control(_frames.OP_PING, b"gsp"))
             pinged = True
 
@@ -307,11 +335,61 @@ class WSConnection(Connection):
                    gsp.ConnectionBroken(f"{self.remote_address} is closing the WebSocket"))
         pieces: list[Any] = []
         frames, frame_max = ws.frames, self._tx_frame
+        client = ws.client
+        big = False
         for m in messages:
             data = m if type(m) is bytes else message_bytes(m)
-            frames(data, len(data), pieces, frame_max)
+            n = len(data)
+            if client and n >= _BIG:  # masked into a buffer kept for it, not fresh copies
+                if pieces:
+                    self._write(pieces)
+                    pieces = []
+                self._send_masked(ws, data, n)
+                big = True
+                continue
+            frames(data, n, pieces, frame_max)
         if pieces or self._tail is not None:
             self._write(pieces)
+        if not big:
+            self._txbuf = None
+
+    def _send_masked(self, ws: Framer, data: Any, size: int) -> None:
+        """A client's big message: its frames (headers and masked payloads) written into one
+        buffer, sent every ``_JOIN_LIMIT`` bytes, the buffer used again after each write. A
+        frame of its own fresh object each would cost fresh pages per frame (the allocator gives
+        memory of that size back to the kernel when freed), and TLS records are filled."""
+        buf = self._txbuf
+        if buf is None:
+            buf = self._txbuf = bytearray(_JOIN_LIMIT)
+        view = memoryview(buf)
+        cap = len(buf)
+        src = memoryview(data)
+        frame_max = self._tx_frame or size
+        first = OP_BINARY
+        pos = 0
+        with self._lock:
+            for i in range(0, size, frame_max):
+                n = min(frame_max, size - i)
+                key = ws.mask_key()
+                head = header((0x80 if i + n >= size else 0) | first, n, key)
+                first = OP_CONT
+                if pos + len(head) > cap:
+                    self._writev([view[:pos]])
+                    pos = 0
+                view[pos:pos + len(head)] = head
+                pos += len(head)
+                j = 0
+                while j < n:
+                    take = min(n - j, cap - pos)
+                    if not take:
+                        self._writev([view[:pos]])
+                        pos = 0
+                        continue
+                    mask_into(view[pos:pos + take], src[i + j:i + j + take], key, j)
+                    pos += take
+                    j += take
+            if pos:
+                self._writev([view[:pos]])
 
     def recv_messages(self) -> list[bytes]:
         if self._error is not None:
@@ -330,10 +408,19 @@ class WSConnection(Connection):
                         break
                 if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
                     holding.before_read()
+                room = ws.room()  # a big message's payload: received where it goes
                 try:
-                    data = self._recv()
+                    if room is None:
+                        data = self._recv()
+                        continue
+                    n = self._recv_into(room)
                 finally:
                     holding.reading = False
+                room = None
+                data = b""
+                self._filled(ws, n, out)
+                if out:
+                    break
         except gsp.GspError as exc:
             if not out:
                 raise
@@ -436,6 +523,15 @@ class WSConnection(Connection):
             self._on_controls(ws)
         if ws.error is not None:
             self._fail(ws.error)  # after the messages before it
+        self._holding.hold(ws.held)
+
+    def _filled(self, ws: Framer, n: int, out: list[bytes]) -> None:
+        """``n`` bytes were received into the framing's room: the message they complete to
+        ``out``."""
+        try:
+            out += ws.filled(n)
+        except FrameError as exc:
+            self._fail(exc)
         self._holding.hold(ws.held)
 
     def _on_controls(self, ws: Framer) -> None:

@@ -9,6 +9,13 @@ extensions are negotiated, so a frame with an RSV bit set is an error.
 
 Nothing here does I/O: :class:`Framer` turns bytes received into messages and control frames,
 and messages into the bytes to write, as :mod:`gsp.transport.wire` does for tcp.
+
+A big message (a frame of at least ``DIRECT_MIN`` bytes not all received, or any fragment of a
+message cut into such frames) is assembled in one buffer kept by the framer: what came with a
+header is unmasked into it, the rest is received into it (:meth:`Framer.room`, then
+:meth:`Framer.filled`, which unmasks in place), and the message is one copy out of it. Without
+it a fragment was unmasked into a fresh object, the fragments joined, and a 1 MiB message cost
+three copies and fresh pages for each.
 """
 
 from __future__ import annotations
@@ -28,6 +35,27 @@ except ImportError:  # pragma: no cover - websockets without its wheel: its pure
 
 #: ``apply_mask(data, key)``: ``data`` (any buffer) XOR the 4-byte ``key`` repeated, as bytes.
 apply_mask: Callable[[Any, bytes], bytes] = _apply_mask
+
+
+def _mask_into_py(dst: Any, src: Any, key: bytes, phase: int) -> None:
+    """``mask_into`` without gsp_ws._mask: websockets' XOR into a new object, then a copy."""
+    phase &= 3
+    if phase:
+        key = key[phase:] + key[:phase]
+    masked = apply_mask(src, key)
+    memoryview(dst)[:len(masked)] = masked
+
+
+try:  # gsp_ws._mask, built with the wheel: the XOR into a buffer we own (no allocation)
+    from ._mask import mask_into as _mask_into
+    COMPILED_MASK_INTO = True
+except ImportError:  # pragma: no cover - built without a C compiler
+    _mask_into = _mask_into_py
+    COMPILED_MASK_INTO = False
+
+#: ``mask_into(dst, src, key, phase)``: ``dst[i] = src[i] ^ key[(i + phase) % 4]`` for every
+#: byte of ``src``; ``dst`` a writable buffer at least as long, which may be ``src`` itself.
+mask_into: Callable[[Any, Any, bytes, int], None] = _mask_into
 
 OP_CONT: Final = 0x0
 OP_TEXT: Final = 0x1
@@ -61,6 +89,11 @@ _CACHED: Final = 126
 #: Unmasked headers of final binary frames of 0..125 bytes (a server's small messages).
 _SMALL_HEADERS = [bytes([_BIN_FIN, n]) for n in range(_CACHED)]
 _KEYS_AT_ONCE: Final = 1024  # mask keys drawn from the OS at a time (one getrandom per 1024)
+#: A data frame at least this big, not all received, goes straight into the message's buffer.
+DIRECT_MIN: Final = 16 * 1024
+#: Room made ahead in that buffer when it is full (it grows to twice the bytes received and
+#: this at most: a peer that announces a big frame and stalls costs what it sent).
+_ROOM: Final = 1024
 
 
 class FrameError(gsp.WireError):
@@ -120,12 +153,13 @@ class Framer:
     :meth:`feed` takes bytes as they come and returns the whole messages they complete; control
     frames wait in :attr:`controls` as ``(opcode, payload)``. Memory follows the bytes received,
     never a size announced: a frame's payload is kept in the pieces that came (unmasked as they
-    come), joined once when the last one does.
+    come), joined once when the last one does; a big message's in one buffer (see the module),
+    which grows with the bytes received (to twice them at most), never to a size announced.
     """
 
     __slots__ = ("client", "state", "max_msg", "max_frame", "text_ok", "controls", "error",
                  "held", "_buf", "_parts", "_msg_len", "_text", "_in_msg", "_op", "_fin", "_key",
-                 "_need", "_have", "_fparts", "_keys", "_kpos")
+                 "_need", "_have", "_fparts", "_keys", "_kpos", "_dst", "_direct")
 
     def __init__(self, client: bool, *, max_msg: int = 0, max_frame: int = 0,
                  text_ok: bool = False) -> None:
@@ -154,6 +188,9 @@ class Framer:
         self._fparts: list[bytes] = []
         self._keys = b""
         self._kpos = 0
+        #: The buffer a big message is assembled in (kept while messages are big).
+        self._dst: bytearray | None = None
+        self._direct = False  # the message in progress is assembled in _dst
 
     # -- writing ---------------------------------------------------------------------------------
     def mask_key(self) -> bytes:
@@ -233,6 +270,7 @@ class Framer:
                 n = b1 & 0x7F
                 if n < 126 and not (self.max_frame and n > self.max_frame) and \
                         not (self.max_msg and n > self.max_msg):
+                    self._dst = None  # small messages again: the big one's buffer goes
                     if self.client:
                         if b1 == n and end == n + 2:  # (unmasked, 7-bit length)
                             return [data[2:]]
@@ -281,17 +319,26 @@ class Framer:
             op = self._check(b0, n)
             start = pos + hl
             stop = start + n
+            fin = b0 & 0x80
+            if op < OP_CLOSE and not self._direct and n >= DIRECT_MIN and \
+                    (not fin or stop > end):
+                self._to_direct()  # a big message: assembled in one buffer
+            if stop <= end and self._direct and op < OP_CLOSE:
+                self._put(data, start, n, 0)  # a whole frame of a big message
+                self._data_done(op, fin, key, n, out)
+                pos = stop
+                continue
             if stop <= end:  # the whole frame is here: its payload is one slice (or unmasking)
                 if key is None:
                     payload = data[start:stop]
                 else:
                     payload = apply_mask(memoryview(data)[start:stop], key)
-                self._frame_done(op, b0 & 0x80, payload, out)
+                self._frame_done(op, fin, payload, out)
                 pos = stop
                 continue
             # The payload is still arriving: keep what came.
             self._op = op
-            self._fin = bool(b0 & 0x80)
+            self._fin = bool(fin)
             self._key = key
             self._need = n
             self._have = 0
@@ -332,6 +379,14 @@ class Framer:
     def _body(self, data: bytes, pos: int, out: list[bytes]) -> int:
         """Take what ``data`` has from ``pos`` of the payload arriving; return where it ends."""
         take = min(self._need - self._have, len(data) - pos)
+        if self._direct and self._op < OP_CLOSE:  # a big message's frame: into its buffer
+            if take > 0:
+                self._put(data, pos, take, self._have)
+                self._have += take
+            if self._have < self._need:
+                return len(data)
+            self._frame_in(out)
+            return pos + take
         if take > 0:
             piece: Any = data if pos == 0 and take == len(data) else memoryview(data)[pos:pos + take]
             key = self._key
@@ -359,6 +414,8 @@ class Framer:
             self._text = True
         if fin and not self._parts:  # the usual case: a message in one frame
             self._in_msg = False
+            if self._dst is not None and len(payload) < DIRECT_MIN:
+                self._dst = None  # small messages again: the big one's buffer goes
             if self._text:
                 self._text = False
                 _utf8(payload)
@@ -375,6 +432,104 @@ class Framer:
             self._text = False
             _utf8(message)
         out.append(message)
+
+    # -- big messages: assembled in one buffer ---------------------------------------------------
+    def _to_direct(self) -> None:
+        """Assemble the message in progress in :attr:`_dst` from here on (its frames so far
+        copied in)."""
+        parts = self._parts
+        dst = self._reserve(self._msg_len, self._msg_len)
+        at = 0
+        for part in parts:
+            memoryview(dst)[at:at + len(part)] = part
+            at += len(part)
+        self._parts = []
+        self._direct = True
+
+    def _reserve(self, end: int, limit: int) -> bytearray:
+        """:attr:`_dst` with room for ``end`` bytes of the message: a new buffer (what it holds
+        copied) when it has not, made as big as ``limit`` allows up to twice ``end``."""
+        dst = self._dst
+        if dst is not None and len(dst) >= end:
+            return dst
+        new = bytearray(max(end, min(limit, 2 * end)))
+        keep = self._msg_len + self._have
+        if dst is not None and keep:
+            memoryview(new)[:keep] = memoryview(dst)[:keep]
+        self._dst = new
+        return new
+
+    def _put(self, data: Any, pos: int, n: int, at: int) -> None:
+        """Copy ``n`` payload bytes of ``data`` from ``pos`` into the message's buffer, as the
+        frame's bytes from ``at`` on (still masked: see :meth:`_data_done`)."""
+        at += self._msg_len
+        dst = self._reserve(at + n, self._msg_len + self._need if self._op >= 0 else at + n)
+        memoryview(dst)[at:at + n] = memoryview(data)[pos:pos + n]
+
+    def _frame_in(self, out: list[bytes]) -> None:
+        """The frame arriving is all in the message's buffer."""
+        op, fin, n = self._op, self._fin, self._need
+        self._op, self._have, self._need = -1, 0, 0
+        self._data_done(op, fin, self._key, n, out)
+
+    def _data_done(self, op: int, fin: Any, key: bytes | None, n: int,
+                   out: list[bytes]) -> None:
+        """A frame of a big message, ``n`` bytes, is in its buffer after the frames before it:
+        unmasked there (in place, in one pass, while the bytes are fresh in the cache), or, a
+        message of one frame, unmasked as it is copied out; the message, once this is the last
+        frame."""
+        start = self._msg_len
+        end = self._msg_len = start + n
+        if op == OP_TEXT:
+            self._text = True
+        dst = self._dst
+        assert dst is not None
+        view = memoryview(dst)
+        if not fin:
+            if key is not None:
+                mask_into(view[start:end], view[start:end], key, 0)
+            self._in_msg = True
+            return
+        if key is None:
+            message = bytes(view[:end])
+        elif start == 0:
+            message = apply_mask(view[:end], key)  # the XOR and the copy out in one pass
+        else:
+            mask_into(view[start:end], view[start:end], key, 0)
+            message = bytes(view[:end])
+        self._msg_len, self._in_msg, self._direct = 0, False, False
+        if self._text:
+            self._text = False
+            _utf8(message)
+        out.append(message)
+
+    def room(self) -> memoryview | None:
+        """Where the next payload bytes of the frame arriving go, for the reader to receive them
+        into (``recv_into``), when they go straight into a big message's buffer; else None.
+        Report what was received with :meth:`filled` (no other call in between)."""
+        if self._op < 0 or not self._direct or self._op >= OP_CLOSE or self.error is not None:
+            return None
+        at = self._msg_len + self._have
+        end = self._msg_len + self._need
+        dst = self._dst
+        if dst is None or len(dst) <= at:  # full: twice what came (kept for the next message)
+            dst = self._reserve(min(end, at + _ROOM), end)
+        return memoryview(dst)[at:min(end, len(dst))]
+
+    def filled(self, n: int) -> list[bytes]:
+        """``n`` bytes were received into :meth:`room`'s view; return the message they
+        complete, if they do."""
+        out: list[bytes] = []
+        self._have += n
+        try:
+            if self._have >= self._need:
+                self._frame_in(out)
+        except FrameError as exc:
+            self.error = exc
+            raise
+        finally:
+            self.held = self._msg_len + self._have
+        return out
 
     @property
     def between_frames(self) -> bool:

@@ -1,0 +1,3 @@
+from typing import Any
+
+def mask_into(dst: Any, src: Any, key: bytes, phase: int, /) -> None: ...
