@@ -112,6 +112,11 @@ class Rule:
     def __invert__(self) -> "Rule":
         return _Not(self)
 
+    def __bool__(self) -> bool:
+        # ``a and b`` would be ``b`` alone, silently: a rule has no truth value.
+        raise TypeError("a gsp.admit rule has no truth value: combine rules with &, | and ~ "
+                        "(not and, or, not); call rule(peer) for a verdict")
+
 
 class _All(Rule):
     __slots__ = ("rules",)
@@ -288,8 +293,14 @@ def _fingerprint(v: Any) -> str:
 
 
 def _strings(name: str, v: Any) -> tuple[Any, ...]:
-    items = (v,) if isinstance(v, (str, tuple)) and not (
-        isinstance(v, tuple) and v and isinstance(v[0], tuple)) else tuple(v)
+    """One item (a str, or a tuple of strs: a (kind, value) pair), or an iterable of several."""
+    if isinstance(v, str) or (isinstance(v, tuple) and v and not isinstance(v[0], tuple)):
+        return (v,)
+    try:
+        items = tuple(v)
+    except TypeError:
+        raise BadOption(f"admit.certificate({name}=...) takes a str or a list of them, "
+                        f"not {v!r}") from None
     if not items:
         raise BadOption(f"admit.certificate({name}=...) is empty")
     return items
@@ -354,12 +365,13 @@ def certificate(*, subject: str | dict[str, str] | None = None,
                 fingerprint: str | Iterable[str] | None = None) -> Rule:
     """The peer's TLS certificate (tls+tcp, wss) matches every part given: ``subject`` and
     ``issuer`` (a common name, or a dict of name fields: ``{"commonName": "x",
-    "organizationName": "y"}``, each equal), ``san`` (one subjectAltName, or several of which
-    one must be present: a value such as ``"localhost"`` of any kind, or a ``(kind, value)``
-    pair such as ``("IP Address", "10.0.0.7")``) and ``fingerprint`` (the SHA-256 of its DER, in
-    hex, colons allowed; or several, one of which). Subject, issuer and SANs are known only of a
-    certificate that was verified (``tls_client_auth`` on a listener, ``tls_verify`` on a
-    dialer); a fingerprint of any. A peer without a certificate does not match."""
+    "organizationName": "y"}``, each equal), ``san`` (one subjectAltName, or a list of several
+    of which one must be present: a value such as ``"localhost"`` of any kind, or a
+    ``(kind, value)`` pair such as ``("IP Address", "10.0.0.7")``) and ``fingerprint`` (the
+    SHA-256 of its DER, in hex, colons allowed; or a list of several, one of which). Subject,
+    issuer and SANs are known only of a certificate that was verified (``tls_client_auth`` on
+    a listener, ``tls_verify`` on a dialer); a fingerprint of any. A peer without a
+    certificate does not match."""
     subj, iss = _name("subject", subject), _name("issuer", issuer)
     sans: tuple[Any, ...] = ()
     if san is not None:
@@ -541,11 +553,12 @@ class _When(Rule):
 
 def when(check: PeerCheck, *, early: bool = False) -> Rule:
     """A rule of a plain callable: ``check(peer)`` (a :class:`gsp.transport.Peer`) is true. It
-    is called once per connection, in gsp's greenlet (it must not block): after the SP
-    handshake, when every fact is in (a tls+tcp certificate comes with the handshake), or with
-    ``early=True`` at accept or dial, before any handshake, with the facts known then (the
-    address, ipc credentials, a ws request, a wss certificate). A plain callable given as a
-    rule is ``when(callable)``. One that raises refuses the peer (and is logged)."""
+    is called in gsp's greenlet (it must not block): once per connection after the SP
+    handshake, when every fact is in (a tls+tcp certificate comes with the handshake); or, with
+    ``early=True``, at accept or dial, before any handshake, with the facts known then (the
+    address, ipc credentials, a ws request, a wss certificate), and again after the handshake
+    when another part of the rule could not tell before. A plain callable given as a rule is
+    ``when(callable)``. One that raises refuses the peer (and is logged)."""
     if not callable(check):
         raise BadOption(f"admit.when() takes a callable (peer) -> bool, not {check!r}")
     if not isinstance(early, bool):

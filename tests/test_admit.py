@@ -114,6 +114,8 @@ def test_rules_combine_with_and_or_not_and_name_the_rule_that_refused() -> None:
     assert not lan(ipc) and (~lan)(ipc) and admit.uid(1000)(ipc) and not admit.uid(0)(ipc)
     assert admit.gid(100, 5)(ipc) and admit.pid(42)(ipc) and not admit.pid(43)(ipc)
     assert not admit.uid(1000)(a)  # tcp: no credentials
+    with pytest.raises(TypeError, match="combine rules with &"):
+        lan and local  # noqa: B018 (would be `local` alone)
 
 
 def test_per_address_counts_the_pipes_from_the_source() -> None:
@@ -151,6 +153,9 @@ def test_a_rule_that_raises_refuses_and_says_why() -> None:
     (lambda: admit.certificate(fingerprint="ab:cd"), "64 hex"),
     (lambda: admit.certificate(subject=5), "common name"),
     (lambda: admit.certificate(san=[5]), "san"),
+    (lambda: admit.certificate(san=5), "san"),
+    (lambda: admit.certificate(fingerprint=5), "fingerprint"),
+    (lambda: admit.certificate(fingerprint=[]), "empty"),
     (lambda: admit.ws_header(5), "str"),
     (lambda: admit.ws_cookie("a", 5), "str"),
     (lambda: admit.ws_origin(), "at least one"),
