@@ -357,4 +357,5 @@ NEEDED_BY = {
     "test_spark_user_scripts.py": ("any-thread", "regular-install", "connect-venv",
                                    "connect-missing"),
     "test_spark_standalone.py": ("standalone-cluster",),
+    "test_spark_standalone_connect.py": ("standalone-cluster",),
 }

@@ -401,3 +401,77 @@ def run_until(start: Callable[[], Any], cond: Callable[[], bool], timeout: float
         finally:
             q.stop()
     raise AssertionError(f"the query ended twice before {what}")
+
+
+# --- the checks every standalone-cluster driver runs (classic, and through Spark Connect) -------
+
+def rows_with_executor_jvm(spark: Any, n: int) -> Any:
+    """``n`` rows of ``id`` and ``jvm``: the pid of the executor JVM whose Python worker made the
+    row (0 if none)."""
+    from pyspark.sql.types import LongType
+
+    jvm = standalone.python_udf(spark, lambda _: standalone.executor_jvm(), LongType())
+    return spark.range(n, numPartitions=4).select("id", jvm("id").alias("jvm"))
+
+
+def assert_from_both_executors(rows: list[dict[str, Any]], n: int) -> None:
+    assert sorted(r["id"] for r in rows) == list(range(n))
+    jvms = {r["jvm"] for r in rows}
+    assert len(jvms) == 2 and 0 not in jvms  # two executor JVMs, neither the driver
+
+
+def sink_and_source_on_the_cluster(spark: Any, tmp_path: Any, table: str = "on_cluster") -> None:
+    """The push sink's rows come from both executors; the source (receiver beside the driver,
+    decoding in the executors) delivers every message once."""
+    import msgpack
+
+    from gsp_spark import unpack
+
+    # Sink: every executor dials the receiver (here, in this process).
+    with Receiver("pull") as rx:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rx.url) \
+            .mode("append").save()
+        rx.wait_until(lambda: len(rx.messages) >= 2000, 30)
+    assert_from_both_executors([unpack(m) for m in rx.messages], 2000)
+
+    # Source: the receiver listens beside the driver; producers dial it.
+    url = standalone.free_tcp_url()
+
+    def produce(stop: threading.Event) -> None:
+        with gsp.socket("push", dial=url, send_timeout=60) as s:
+            for n in range(2000):
+                s.send(msgpack.packb({"n": n}))
+
+    q = (spark.readStream.format("gsp").schema("n BIGINT").option("url", url)
+         .option("spool", str(tmp_path / "spool")).load()
+         .writeStream.format("memory").queryName(table)
+         .option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="300 milliseconds").start())
+    try:
+        HubThread(produce, "producer").join(90)
+        wait_for(lambda: spark.sql(f"SELECT count(*) AS c FROM {table}").first().c >= 2000,
+                 90, "2,000 rows from the source")
+    finally:
+        q.stop()
+    assert sorted(r.n for r in spark.sql(f"SELECT n FROM {table}").collect()) == \
+        list(range(2000))
+
+
+def req_and_pub_sinks_on_the_cluster(spark: Any) -> None:
+    """The acknowledged req sink and the pub sink send from both executors, every row."""
+    from gsp_spark import Deduplicator, unpack
+
+    # req: save() returns only once every message was acknowledged, so all are here by then.
+    with Receiver("rep") as rep:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rep.url) \
+            .option("protocol", "req").mode("append").save()
+        acked = list(rep.messages)
+    dedup = Deduplicator()
+    assert_from_both_executors([r for m in acked for r in dedup.rows(m)], 2000)
+
+    # pub: each task waits for the subscriber before publishing; 50 rows per message.
+    with Receiver("sub") as sub:
+        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", sub.url) \
+            .option("protocol", "pub").option("batch_rows", 50).mode("append").save()
+        sub.wait_until(lambda: len(sub.messages) >= 40, 30)
+    assert_from_both_executors([r for m in sub.messages for r in unpack(m)], 2000)

@@ -38,17 +38,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from typing import Any, Iterator
 
 import background
-import msgpack
 import pytest
 import spark_fixtures
 from pyspark.sql.functions import udf
 
-import gsp
-from gsp_spark import Deduplicator, HubThread, standalone, unpack
+from gsp_spark import standalone
 
 pytestmark = pytest.mark.spark_standalone
 
@@ -112,68 +109,14 @@ def whole(spark: Any, cluster: standalone.StandaloneCluster) -> Any:
     return spark
 
 
-def rows_with_executor_jvm(spark: Any, n: int) -> Any:
-    """``n`` rows of ``id`` and ``jvm``: the pid of the executor JVM whose Python worker made the
-    row (0 if none)."""
-    jvm = udf(lambda _: standalone.executor_jvm(), "long", useArrow=False)
-    return spark.range(n, numPartitions=4).select("id", jvm("id").alias("jvm"))
-
-
-def assert_from_both_executors(rows: list[dict[str, Any]], n: int) -> None:
-    assert sorted(r["id"] for r in rows) == list(range(n))
-    jvms = {r["jvm"] for r in rows}
-    assert len(jvms) == 2 and 0 not in jvms  # two executor JVMs, neither the driver
-
-
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_sink_and_source_on_the_cluster(whole: Any, tmp_path: Any) -> None:
-    spark = whole
-    # Sink: every executor dials the receiver (here, in this process).
-    with Receiver("pull") as rx:
-        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rx.url) \
-            .mode("append").save()
-        rx.wait_until(lambda: len(rx.messages) >= 2000, 30)
-    assert_from_both_executors([unpack(m) for m in rx.messages], 2000)
-
-    # Source: the receiver listens beside the driver; producers dial it.
-    url = free_tcp_url()
-    q = (spark.readStream.format("gsp").schema("n BIGINT").option("url", url)
-         .option("spool", str(tmp_path / "spool")).load()
-         .writeStream.format("memory").queryName("on_cluster")
-         .option("checkpointLocation", str(tmp_path / "ck"))
-         .trigger(processingTime="300 milliseconds").start())
-    try:
-        def produce(stop: threading.Event) -> None:
-            with gsp.socket("push", dial=url, send_timeout=60) as s:
-                for n in range(2000):
-                    s.send(msgpack.packb({"n": n}))
-
-        HubThread(produce, "producer").join(90)
-        wait_for(lambda: spark.sql("SELECT count(*) AS c FROM on_cluster").first().c >= 2000,
-                 90, "2,000 rows from the source")
-    finally:
-        q.stop()
-    assert sorted(r.n for r in spark.sql("SELECT n FROM on_cluster").collect()) == \
-        list(range(2000))
+    spark_fixtures.sink_and_source_on_the_cluster(whole, tmp_path)
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_req_and_pub_sinks_on_the_cluster(whole: Any) -> None:
-    spark = whole
-    # req: save() returns only once every message was acknowledged, so all are here by then.
-    with Receiver("rep") as rep:
-        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", rep.url) \
-            .option("protocol", "req").mode("append").save()
-        acked = list(rep.messages)
-    dedup = Deduplicator()
-    assert_from_both_executors([r for m in acked for r in dedup.rows(m)], 2000)
-
-    # pub: each task waits for the subscriber before publishing; 50 rows per message.
-    with Receiver("sub") as sub:
-        rows_with_executor_jvm(spark, 2000).write.format("gsp").option("url", sub.url) \
-            .option("protocol", "pub").option("batch_rows", 50).mode("append").save()
-        sub.wait_until(lambda: len(sub.messages) >= 40, 30)
-    assert_from_both_executors([r for m in sub.messages for r in unpack(m)], 2000)
+    spark_fixtures.req_and_pub_sinks_on_the_cluster(whole)
 
 
 @pytest.mark.timeout(300)  # one more driver and its executor: Spark on 2 shared cores

@@ -108,11 +108,17 @@ def note_format(obj: Any, source: str) -> bool:
     return is_gsp
 
 
-def _struct(schema: Any) -> Any:
+def _struct(schema: Any, obj: Any = None) -> Any:
+    """``schema`` (a DDL string or a StructType) as a StructType, else None. A Spark Connect
+    reader's DDL is parsed by its server: a client alone has no JVM to parse it (where no
+    classic SparkContext runs in the process, ``StructType.fromDDL`` fails)."""
     from pyspark.sql.types import StructType
 
     if isinstance(schema, str):
-        return StructType.fromDDL(schema)
+        if type(obj).__module__.startswith("pyspark.sql.connect"):
+            schema = obj._client._parse_ddl(schema)
+        else:
+            return StructType.fromDDL(schema)
     return schema if isinstance(schema, StructType) else None
 
 
@@ -120,7 +126,7 @@ def _check_read(obj: Any, call: dict[str, Any]) -> None:
     opts = {**obj.__dict__.get(_OPTS, {}), **{k.lower(): _to_str(v) for k, v in
                                               call.get("options", {}).items() if v is not None}}
     cfg = SourceConfig.parse(opts)
-    schema = _struct(call.get("schema") or obj.__dict__.get(_SCHEMA))
+    schema = _struct(call.get("schema") or obj.__dict__.get(_SCHEMA), obj)
     if schema is not None:
         check_source_schema(schema, cfg.format)
 

@@ -292,6 +292,101 @@ class StandaloneCluster:
         self.close()
 
 
+class ConnectServer:
+    """A Spark Connect server whose driver runs on ``cluster``: pyspark's own
+    ``sbin/start-connect-server.sh --wait`` (the class it runs, ``SparkConnectServer``, through
+    ``spark-submit``, in the foreground), a process of its own bound to the cluster's host on a
+    free port, with ``config`` as more Spark configuration (``spark.cores.max`` and the like).
+    Its log goes to ``<workdir>/connect-server.log``; :meth:`close` kills it and all under it
+    (its driver JVM, the Python processes beside it). Clients connect to :attr:`url`
+    (``SparkSession.builder.remote(url)``; :meth:`session`)."""
+
+    def __init__(self, cluster: StandaloneCluster, config: Mapping[str, str] | None = None
+                 ) -> None:
+        self.cluster = cluster
+        self.port = int(free_tcp_url(cluster.host).rsplit(":", 1)[1])
+        self.url = f"sc://{cluster.host}:{self.port}"
+        self.config = {
+            "spark.connect.grpc.binding.address": cluster.host,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.host": cluster.host, "spark.driver.bindAddress": cluster.host,
+            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+            "spark.pyspark.python": cluster._env["PYSPARK_PYTHON"],
+            "spark.log.level": "WARN",
+            **(config or {})}
+        self.daemon: Daemon | None = None
+
+    def start(self, timeout: float = 180) -> "ConnectServer":
+        """Start the server; return once it accepts clients (its log says it started)."""
+        script = os.path.join(spark_home(), "sbin", "start-connect-server.sh")
+        logs = os.path.join(self.cluster.workdir, "connect-server")
+        os.makedirs(logs, exist_ok=True)
+        conf = [a for k, v in self.config.items() for a in ("--conf", f"{k}={v}")]
+        log = os.path.join(self.cluster.workdir, "connect-server.log")
+        # The cluster's daemons get 256 MiB; Spark's launcher gives the Connect server that too
+        # if set, too little for a driver: the driver's memory (1 GiB unless config says).
+        env = {k: v for k, v in self.cluster._env.items() if k != "SPARK_DAEMON_MEMORY"}
+        env.update(SPARK_LOG_DIR=logs, SPARK_PID_DIR=logs)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(["bash", script, "--wait", "--master", self.cluster.url,
+                                     *conf], stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.daemon = d = Daemon("connect-server", proc, log)
+        try:
+            # Up once its gRPC port accepts connections (at WARN it logs nothing then).
+            _wait(lambda: _accepts(self.cluster.host, self.port) or proc.poll() is not None,
+                  timeout, f"the Connect server on port {self.port} (log: {log})", every=0.2)
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Connect server exited ({proc.returncode}): "
+                                   f"{d.log_text()[-2000:]}")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def driver(self) -> int:
+        """The pid of the server's driver JVM."""
+        assert self.daemon is not None
+        for p in process_tree(self.daemon.pid):
+            argv = _cmdline(p).split(b"\0")
+            if argv[0].endswith(b"java") and b"SparkConnectServer" in _cmdline(p):
+                return p
+        raise LookupError("the Connect server's JVM is not running")
+
+    def session(self) -> Any:
+        """A new Spark Connect client session of this server."""
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        return ConnectSession.builder.remote(self.url).create()
+
+    def close(self) -> None:
+        """Kill the server and everything under it."""
+        if self.daemon is not None and self.daemon.proc.poll() is None:
+            kill_tree(self.daemon.pid)
+        if self.daemon is not None:
+            try:
+                self.daemon.proc.wait(30)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed
+                pass
+
+    def __enter__(self) -> "ConnectServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` now."""
+    with pysock.socket() as s:
+        s.settimeout(1)
+        try:
+            s.connect((host, port))
+            return True
+        except OSError:
+            return False
+
+
 def _registered(executor: int) -> bool:
     """Whether the executor JVM ``executor`` logged its registration with the driver (in
     ``stderr`` of its working directory, where its worker puts its output)."""
@@ -359,13 +454,25 @@ def _tag(ctx: Any) -> str:
     return f"{ctx.stageId()}-{ctx.partitionId()}-{ctx.attemptNumber()}-{_executor[0]}"
 
 
-def probed(df: Any, control: str, hold_row: int = 0) -> Any:
-    """``df`` with column ``w``: the executor JVM's pid, from :func:`probe`."""
+def python_udf(of: Any, fn: Callable[..., Any], return_type: Any) -> Any:
+    """A Python UDF (not Arrow) for DataFrames of ``of``'s kind (a session or DataFrame, classic
+    or Spark Connect: pyspark's own ``udf`` picks by the environment, not by the session).
+    ``return_type`` is a ``DataType`` (a Connect client alone cannot parse a DDL string)."""
+    if type(of).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.functions import builtin
+
+        return builtin.udf(fn, return_type, useArrow=False)
     from pyspark.sql.functions import udf
 
-    tag = udf(functools.partial(probe, control, hold_row), "long",
-              useArrow=False).asNondeterministic()
-    return df.withColumn("w", tag(df["id"]))
+    return udf(fn, return_type, useArrow=False)
+
+
+def probed(df: Any, control: str, hold_row: int = 0) -> Any:
+    """``df`` with column ``w``: the executor JVM's pid, from :func:`probe`."""
+    from pyspark.sql.types import LongType
+
+    tag = python_udf(df, functools.partial(probe, control, hold_row), LongType())
+    return df.withColumn("w", tag.asNondeterministic()(df["id"]))
 
 
 def _attempts(control: str, prefix: str = "task-") -> list[tuple[int, int, int, int, float]]:
@@ -400,6 +507,7 @@ class Run:
     retried_tasks: list[tuple[int, int]] = field(default_factory=list)  # (stage, partition)
     victim: int = 0  # the killed executor's JVM pid
     survivors: set[int] = field(default_factory=set)  # executor pids that delivered rows
+    seq_duplicates: int | None = None  # source into a file sink: spool records held twice
 
     missing: int = 0  # rows of range(rows) that never arrived
     extra: int = 0  # distinct rows that arrived but were never sent
@@ -415,7 +523,7 @@ class Run:
         """At-least-once held (no row missing, none made up), a task of the killed worker ran
         again on a survivor, and Deduplicator (sinks) passed every row exactly once."""
         return (self.missing == 0 and self.extra == 0 and bool(self.retried_tasks)
-                and self.deduplicated in (None, self.rows))
+                and self.deduplicated in (None, self.rows) and self.seq_duplicates in (None, 0))
 
     @property
     def duplicates(self) -> int:
@@ -429,6 +537,8 @@ class Run:
         dedup = "" if self.deduplicated is None else \
             f", after Deduplicator {self.deduplicated:,}" + \
             (" (exactly once)" if self.deduplicated == self.rows == self.distinct else "")
+        if self.seq_duplicates is not None:
+            dedup += f", {self.seq_duplicates:,} spool records held twice in the sink"
         return (f"{self.path:<11} {self.rows:,} rows in {self.finished - self.started:.2f} s = "
                 f"{self.rate:,.0f} rows/s with a worker SIGKILLed (first task after "
                 f"{self.first_task - self.started:.2f} s, the kill after "
@@ -638,24 +748,40 @@ def _producers(url: str, rows: int, protocol: str, sent: list[int],
 
 
 def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
-               workdir: str) -> Run:
+               workdir: str, sink: str = "memory") -> Run:
     """Producers here send ``rows`` messages to a ``format("gsp")`` streaming query on the cluster
-    (→ memory sink); a third of the way in, the next micro-batch's tasks hold at their start
-    until one executor's worker is killed."""
-    run = Run(f"source-{protocol}", rows)
+    (→ ``sink``: ``memory``, or ``parquet``, Spark's exactly-once file sink, in ``workdir``); a
+    third of the way in, the next micro-batch's tasks hold at their start until one executor's
+    worker is killed. With ``parquet`` the run also counts the spool records (``_seq``) the sink
+    holds more than once (:attr:`Run.seq_duplicates`; exactly once: 0)."""
+    run = Run(f"source-{protocol}" + ("" if sink == "memory" else f"-{sink}"), rows)
     control = tempfile.mkdtemp(prefix="ctl-", dir=workdir)
     url, name = free_tcp_url(), f"gsp_standalone_{protocol}_{os.getpid()}"
-    q = (spark.readStream.format("gsp").schema("id BIGINT").option("url", url)
+    out = os.path.join(control, "out")
+    schema = "id BIGINT" if sink == "memory" else "id BIGINT, _seq BIGINT"
+    w = (spark.readStream.format("gsp").schema(schema).option("url", url)
          .option("protocol", protocol).option("spool", os.path.join(control, "spool")).load()
          .transform(lambda d: probed(d, control))
-         .writeStream.format("memory").queryName(name)
-         .option("checkpointLocation", os.path.join(control, "ck"))
-         .trigger(processingTime="200 milliseconds").start())
+         .writeStream.option("checkpointLocation", os.path.join(control, "ck"))
+         .trigger(processingTime="200 milliseconds"))
+    if sink == "memory":
+        q = w.format("memory").queryName(name).start()
+    else:
+        q = w.format(sink).option("path", out).start()
     sent = [0]
     prod: HubThread | None = None
 
+    def table() -> Any:
+        return spark.sql(f"SELECT * FROM {name}") if sink == "memory" else \
+            spark.read.format(sink).load(out)
+
     def distinct() -> int:
-        return int(spark.sql(f"SELECT count(DISTINCT id) AS d FROM {name}").first().d)
+        try:
+            return int(table().select("id").distinct().count())
+        except Exception as exc:  # no file in the sink yet: its schema cannot be inferred
+            if sink != "memory" and "UNABLE_TO_INFER_SCHEMA" in str(exc):
+                return 0
+            raise
 
     try:
         _wait(lambda: q.lastProgress is not None, 120, "the query's first trigger")
@@ -667,17 +793,22 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
         run.killed = cluster.kill_worker(cluster.worker_of(run.victim))
         os.unlink(os.path.join(control, "hold"))
         _replace_after_retry(cluster, control, run)
+
         def all_in() -> bool:
             if q.exception() is not None:
                 raise RuntimeError(f"{run.path}: the query failed: {q.exception()}")
             return distinct() >= rows
 
         # Each look is a Spark job on the driver: not too often, or the query itself slows.
-        _wait(all_in, 180, f"all {rows} rows in the memory sink", every=0.25)
+        _wait(all_in, 180, f"all {rows} rows in the {sink} sink", every=0.25)
         run.finished = time.time()
         prod.join(60)
-        ids = [r.id for r in spark.sql(f"SELECT id FROM {name}").collect()]
-        run.survivors = {r.w for r in spark.sql(f"SELECT DISTINCT w FROM {name}").collect()}
+        got = table().select("id", "w", *(["_seq"] if sink != "memory" else [])).collect()
+        ids = [r.id for r in got]
+        run.survivors = {r.w for r in got}
+        if sink != "memory":
+            seqs = [r._seq for r in got]
+            run.seq_duplicates = len(seqs) - len(set(seqs))
     finally:
         q.stop()
         if prod is not None and prod.is_alive():
@@ -687,7 +818,8 @@ def run_source(spark: Any, cluster: StandaloneCluster, rows: int, protocol: str,
     run.retried_tasks, run.retry_started = _retry_of(control, run.victim, run.killed)
     run.first_task = min((a[4] for a in _attempts(control)), default=0.0)
     run.survivors.discard(run.victim)
-    spark.sql(f"DROP VIEW IF EXISTS {name}")
+    if sink == "memory":
+        spark.sql(f"DROP VIEW IF EXISTS {name}")
     shutil.rmtree(control, ignore_errors=True)
     return run
 
