@@ -25,6 +25,20 @@ def test_each_workload_runs_to_its_end(workload: str) -> None:
                    timeout=60, env=work_count._env(None))
 
 
+def test_the_build_line_names_the_tree_counted_even_from_a_checkout(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # From a checkout's root, ``python -c`` imported the checkout's gsp ahead of --tree's, so
+    # the header named the wrong gsp (the counts, run elsewhere, were the tree's). A tree whose
+    # gsp predates gsp._mypyc.compiled is named too.
+    (tmp_path / "gsp").mkdir()
+    (tmp_path / "gsp" / "__init__.py").write_text("")
+    (tmp_path / "gsp" / "chan.py").write_text("")
+    monkeypatch.chdir(TOOL.parents[2])
+    assert work_count._build(sys.executable, str(tmp_path)) == \
+        f"pure {tmp_path / 'gsp' / '__init__.py'}"
+    assert work_count._build(sys.executable, None).endswith(str(TOOL.parents[2] / "gsp" / "__init__.py"))
+
+
 def test_the_system_call_total_is_read_with_or_without_an_errors_column() -> None:
     head = "% time     seconds  usecs/call     calls    errors syscall\n------ ---\n"
     assert work_count.strace_calls(head + "100.00    0.123456          12     10203       601 total\n") \

@@ -533,8 +533,14 @@ def count(python: str, tree: str | None, workload: str, n: int = 0,
 
 
 def _build(python: str, tree: str | None) -> str:
-    code = "import gsp, gsp._mypyc as r; print(r.compiled() or 'pure', gsp.__file__)"
-    out = subprocess.run([python, "-c", code], env=_env(tree), capture_output=True, text=True)
+    code = ("import gsp\ntry:\n    from gsp._mypyc import compiled\n    c = compiled() or 'pure'\n"
+            "except ImportError:  # a gsp older than gsp._mypyc.compiled: ask gsp.chan\n"
+            "    import gsp.chan\n"
+            "    c = 'pure' if gsp.chan.__file__.endswith('.py') else 'gsp.chan compiled'\n"
+            "print(c, gsp.__file__)")
+    # (cwd: not a checkout, whose gsp ``-c`` would import ahead of ``--tree``'s)
+    out = subprocess.run([python, "-c", code], env=_env(tree), capture_output=True, text=True,
+                         cwd=tempfile.gettempdir())
     return out.stdout.strip() or out.stderr.strip().splitlines()[-1]
 
 
