@@ -9,8 +9,8 @@ messages from the first to the last, a PUSH process dials and sends them), then 
 a 16-byte req/rep (a REP process echoes; the REQ process times ``--rt-count`` requests one after
 the other). A figure is the median of ``--runs`` runs; beside it, the CPU time (user + system,
 every thread, ``getrusage``) both sides spent a message or round trip, which a loaded machine
-changes less than the rates. Run it from the repository root with the
-test extra installed (pynng, nng-ssl, trustme).
+changes less than the rates, and the page faults (fresh pages mapped in) both sides took. Run
+it from the repository root with the test extra installed (pynng, nng-ssl, trustme).
 """
 
 from __future__ import annotations
@@ -103,37 +103,47 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _faults() -> int:
+    """Minor page faults of this process so far (pages the kernel mapped in on first touch)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _report(c0: float, f0: int, n: int) -> None:
+    print(f"CPU {(_cpu() - c0) / n * 1e6}", flush=True)
+    print(f"FAULTS {(_faults() - f0) / n}", flush=True)
+
+
 def _loop(role: str, send: Any, recv: Any, size: int, count: int) -> None:
     msg = b"x" * size
     if role == "push":
-        c0 = _cpu()
+        c0, f0 = _cpu(), _faults()
         for _ in range(count):
             send(msg)
-        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
+        _report(c0, f0, count)
     elif role == "pull":
         recv()
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, c0, f0 = time.perf_counter(), _cpu(), _faults()
         for _ in range(count - 1):
             recv()
         print(f"RESULT {(count - 1) / (time.perf_counter() - t0)}", flush=True)
-        print(f"CPU {(_cpu() - c0) / (count - 1) * 1e6}", flush=True)
+        _report(c0, f0, count - 1)
     elif role == "rep":
         for _ in range(100):
             send(recv())
-        c0 = _cpu()
+        c0, f0 = _cpu(), _faults()
         for _ in range(count):
             send(recv())
-        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
+        _report(c0, f0, count)
     else:
         for _ in range(100):  # warm
             send(msg)
             recv()
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, c0, f0 = time.perf_counter(), _cpu(), _faults()
         for _ in range(count):
             send(msg)
             recv()
         print(f"RESULT {(time.perf_counter() - t0) / count * 1e6}", flush=True)
-        print(f"CPU {(_cpu() - c0) / count * 1e6}", flush=True)
+        _report(c0, f0, count)
 
 
 SIDES = {"gsp": _gsp_side, "pynng": _pynng_side, "nng2": _nng2_side}
@@ -142,9 +152,9 @@ SIDES = {"gsp": _gsp_side, "pynng": _pynng_side, "nng2": _nng2_side}
 # -- the runs, in the parent -------------------------------------------------------------------
 
 def _pair(lib: str, transport: str, size: int, count: int, rt: bool,
-          pki_dir: str) -> tuple[float, float]:
+          pki_dir: str) -> tuple[float, float, float]:
     """Start the listening side, then the dialing one; the figure the timing side prints, and
-    the CPU µs a message (or round trip) cost both sides together."""
+    the CPU µs and the page faults a message (or round trip) cost both sides together."""
     url = f"{transport}://127.0.0.1:0" + ("/sp" if transport.startswith("ws") else "")
     me = os.path.abspath(__file__)
     roles = ("rep", "req") if rt else ("pull", "push")
@@ -159,9 +169,10 @@ def _pair(lib: str, transport: str, size: int, count: int, rt: bool,
         out = client.communicate(timeout=600)[0] + server.communicate(timeout=600)[0]
         result = [float(x.split()[1]) for x in out.splitlines() if x.startswith("RESULT ")]
         cpu = [float(x.split()[1]) for x in out.splitlines() if x.startswith("CPU ")]
-        if len(result) != 1 or len(cpu) != 2:
+        faults = [float(x.split()[1]) for x in out.splitlines() if x.startswith("FAULTS ")]
+        if len(result) != 1 or len(cpu) != 2 or len(faults) != 2:
             raise SystemExit(f"{lib} {transport} {size}: no result ({out!r})")
-        return result[0], sum(cpu)
+        return result[0], sum(cpu), sum(faults)
     finally:
         for p in (server,):
             if p.poll() is None:
@@ -198,11 +209,12 @@ def main() -> None:
                     runs = [_pair(lib, transport, size, count, rt, pki_dir)
                             for _ in range(a.runs)]
                     got[lib] = {"figure": statistics.median(r[0] for r in runs),
-                                "cpu_us": statistics.median(r[1] for r in runs)}
+                                "cpu_us": statistics.median(r[1] for r in runs),
+                                "faults": statistics.median(r[2] for r in runs)}
                 out[name] = got
                 if not a.json:
-                    cells = "  ".join(f"{lib} {v['figure']:,.1f} ({v['cpu_us']:,.1f} µs CPU)"
-                                      for lib, v in got.items())
+                    cells = "  ".join(f"{lib} {v['figure']:,.1f} ({v['cpu_us']:,.1f} µs CPU, "
+                                      f"{v['faults']:,.1f} faults)" for lib, v in got.items())
                     print(f"{name:32} {cells}", flush=True)
     if a.json:
         print(json.dumps(out))

@@ -505,9 +505,12 @@ class Framer:
 
     def room(self) -> memoryview | None:
         """Where the next payload bytes of the frame arriving go, for the reader to receive them
-        into (``recv_into``), when they go straight into a big message's buffer; else None.
-        Report what was received with :meth:`filled` (no other call in between)."""
-        if self._op < 0 or not self._direct or self._op >= OP_CLOSE or self.error is not None:
+        into (``recv_into``), when they go straight into a big message's buffer; else None: a
+        read of its own then (the end of a frame: less than ``DIRECT_MIN`` left, read with what
+        follows it, frames that may be waiting too). Report what was received with
+        :meth:`filled` (no other call in between)."""
+        if self._op < 0 or not self._direct or self._op >= OP_CLOSE or self.error is not None \
+                or self._need - self._have < DIRECT_MIN:
             return None
         at = self._msg_len + self._have
         end = self._msg_len + self._need
