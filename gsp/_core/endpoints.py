@@ -310,8 +310,9 @@ class Listener:
         """Close a connection the ``admit`` rule refused, before any message; count it by the
         reason of the rule that refused it and log it: INFO at most once per
         :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise (a rule that raised: WARNING,
-        with its traceback)."""
-        conn.close()
+        with its traceback). The transport tells the peer where it has a way to (its optional
+        ``Connection.deny``: ws answers 403)."""
+        conn.deny(refusal.reason)
         counters.pipe_refused(self._host.tally, self._tally, refusal.reason)
         level, held = self._denials.level()
         if refusal.error is None and level == logging.WARNING:

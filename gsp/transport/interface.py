@@ -147,6 +147,14 @@ class Connection(ABC):
         (an SP peer sees its connection end, and redials after a backoff)."""
         self.close()
 
+    def deny(self, reason: str) -> None:
+        """Optional: the listener's ``admit`` rule refused this peer (:mod:`gsp.admit`), right
+        after accept or after its handshake. Tell the peer it is not admitted where the
+        transport has a way to (ws answers a pending upgrade request with ``403 Forbidden``),
+        without saying which rule (``reason`` is for a log of the transport's own, if any), then
+        release it as :meth:`close` does. Must not block or raise. The default just closes."""
+        self.close()
+
     def forget(self) -> None:  # noqa: B027 (optional hook: a do-nothing default)
         """Optional, for fork safety: called in a child process right after ``fork`` in place of
         :meth:`close`, for a connection the parent still uses. Release only this process's copy:

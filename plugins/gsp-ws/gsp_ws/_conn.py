@@ -110,6 +110,19 @@ class WSConnection(Connection):
         else:
             self.close()
 
+    def deny(self, reason: str) -> None:
+        """The listener's ``admit`` rule refused this peer once it is a WebSocket: end it with
+        close code 1008 (Policy Violation, no word of which rule), then close."""
+        if self._ws is not None and not self._closed:
+            self._closed = True
+            try:
+                self._send_close(_frames.POLICY_VIOLATION, "not admitted")
+            finally:
+                self._release()
+                self.done.set()
+        else:
+            self.close()
+
     def _last_word(self, data: bytes) -> None:
         """Write ``data`` if the socket takes it at once (never wait: a refusal must not stall
         the listener), then close."""
@@ -749,6 +762,16 @@ class WSServerConnection(WSConnection):
         self._last_word(http_error(503, f"the SP socket is full ({reason}); try again later",
                                    [("Retry-After", "1")]))
 
+    def deny(self, reason: str) -> None:
+        """The listener's ``admit`` rule refused this peer: answer its upgrade request
+        ``403 Forbidden`` (no word of which rule), then close. A gsp dialer sees
+        :class:`gsp.UpgradeRefused` with status 403 and redials after its backoff. (Once
+        upgraded, after an SP handshake: close code 1008, Policy Violation.)"""
+        if self._ws is not None:
+            super().deny(reason)
+            return
+        self._last_word(http_error(403, "not admitted"))
+
     def _refuse(self, refusal: Refusal) -> None:
         raise gsp.UpgradeRefused(f"refused the WebSocket upgrade from {self.remote_address}: "
                                  f"{refusal}", status=refusal.status, reason=refusal.reason)
@@ -781,6 +804,16 @@ class WSGIConnection(WSConnection):
             super().refuse(reason)
             return
         data = Framer(False).close_frame(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
+        assert data is not None
+        self._last_word(data)
+
+    def deny(self, reason: str) -> None:
+        """The listener's ``admit`` rule refused this peer: the WSGI server has answered 101
+        already, so end the WebSocket with close code 1008 (Policy Violation), then close."""
+        if self._ws is not None:
+            super().deny(reason)
+            return
+        data = Framer(False).close_frame(_frames.POLICY_VIOLATION, "not admitted")
         assert data is not None
         self._last_word(data)
 
