@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..chan import FLUSH
+from ..errors import Closed
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..protocol import Inbox, PipeHandle, Protocol, ProtocolSpec, RoundRobin, SocketHandle
@@ -9,7 +11,17 @@ from ..protocol import Inbox, PipeHandle, Protocol, ProtocolSpec, RoundRobin, So
 
 class Push(RoundRobin):
     """Round-robin over pipes whose send queue has room; blocks when none has (or drops, with
-    ``best_effort``). Messages have no header: the body itself is queued on the pipe."""
+    ``best_effort``). Messages have no header: the body itself is queued on the pipe.
+
+    A pipe that ends (its connection broke, ``tcp_user_timeout`` ended it, its peer hung up, or
+    it was closed) hands what it still had queued, never written, back to the round robin: the
+    other pipes take it (``stats["requeued"]``), at once where they have room, else as soon as
+    they do. What was written into its connection goes with it (at most once, as nng). Only
+    the socket's close drops a queue (after ``linger``)."""
+
+    def __init__(self, handle: SocketHandle, raw: bool) -> None:
+        super().__init__(handle, raw)
+        self.stats["requeued"] = 0
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
         pass  # pullers never send; nng discards anything that arrives
@@ -23,6 +35,29 @@ class Push(RoundRobin):
     def remove_pipe(self, pipe: PipeHandle) -> None:
         super().remove_pipe(pipe)
         self._direct()
+        if not self.closed:
+            self._requeue(pipe)
+
+    def _requeue(self, pipe: PipeHandle) -> None:
+        """Hand what ``pipe`` (gone) had queued and not written to the other pipes. The core
+        calls remove_pipe before it closes the queue, so it is all still there (with whatever
+        a send waiting for room on it put in while being drained: that send returned, so its
+        message is due too)."""
+        unsent = [m for m in pipe.sendq.drain(1 << 30) if m is not FLUSH]
+        if not unsent:
+            return
+        self.stats["requeued"] += len(unsent)
+        for i, msg in enumerate(unsent):
+            if self.try_next(msg) is None:  # no room now: the rest waits for room, in order
+                self.handle.spawn(self._requeue_later, unsent[i:])
+                return
+
+    def _requeue_later(self, msgs: "list[Message | bytes]") -> None:
+        try:
+            for msg in msgs:
+                self.send_next(msg, None, False)
+        except Closed:
+            pass  # the socket closed: its queues are dropped, these with them
 
     def _direct(self) -> None:
         pipes = self.pipes
