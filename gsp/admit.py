@@ -118,38 +118,46 @@ class Rule:
                         "(not and, or, not); call rule(peer) for a verdict")
 
 
-class _All(Rule):
+class _Many(Rule):
+    """Rules joined by one operator (``&`` or ``|``), flattened: ``a & b & c`` is one of three."""
+
     __slots__ = ("rules",)
+    joiner = ""
 
     def __init__(self, a: Rule, b: Rule) -> None:
-        self.rules: tuple[Rule, ...] = (*(a.rules if isinstance(a, _All) else (a,)),
-                      *(b.rules if isinstance(b, _All) else (b,)))
-
-    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
-        out: Verdict = True
-        by: Rule = self
-        for rule in self.rules:
-            verdict, leaf = rule.decide(peer, ctx)
-            if verdict is False:
-                return False, leaf  # the first that refuses decides; the rest are not asked
-            if verdict is None:
-                out = None
-        return out, by
+        kind = type(self)
+        self.rules: tuple[Rule, ...] = (*(a.rules if isinstance(a, kind) else (a,)),
+                                        *(b.rules if isinstance(b, kind) else (b,)))
 
     @property
     def reason(self) -> str:  # type: ignore[override]
         return str(self.rules[0].reason)
 
     def __repr__(self) -> str:
-        return " & ".join(_paren(r, _Any) for r in self.rules)
+        kind = type(self)
+        return self.joiner.join(
+            f"({r!r})" if isinstance(r, _Many) and not isinstance(r, kind) else repr(r)
+            for r in self.rules)
 
 
-class _Any(Rule):
-    __slots__ = ("rules",)
+class _All(_Many):
+    __slots__ = ()
+    joiner = " & "
 
-    def __init__(self, a: Rule, b: Rule) -> None:
-        self.rules: tuple[Rule, ...] = (*(a.rules if isinstance(a, _Any) else (a,)),
-                      *(b.rules if isinstance(b, _Any) else (b,)))
+    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
+        out: Verdict = True
+        for rule in self.rules:
+            verdict, leaf = rule.decide(peer, ctx)
+            if verdict is False:
+                return False, leaf  # the first that refuses decides; the rest are not asked
+            if verdict is None:
+                out = None
+        return out, self
+
+
+class _Any(_Many):
+    __slots__ = ()
+    joiner = " | "
 
     def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
         out: Verdict = False
@@ -163,13 +171,6 @@ class _Any(Rule):
             else:
                 by = leaf  # every one refused: the last one asked has the last word
         return out, by
-
-    @property
-    def reason(self) -> str:  # type: ignore[override]
-        return str(self.rules[0].reason)
-
-    def __repr__(self) -> str:
-        return " | ".join(_paren(r, _All) for r in self.rules)
 
 
 class _Not(Rule):
@@ -187,11 +188,7 @@ class _Not(Rule):
         return self.rule.reason
 
     def __repr__(self) -> str:
-        return f"~{_paren(self.rule, (_All, _Any))}"
-
-
-def _paren(rule: Rule, kinds: Any) -> str:
-    return f"({rule!r})" if isinstance(rule, kinds) else repr(rule)
+        return f"~({self.rule!r})" if isinstance(self.rule, _Many) else f"~{self.rule!r}"
 
 
 # -- leaves ------------------------------------------------------------------------------------
@@ -482,17 +479,26 @@ def ws_request(check: Callable[["WSRequest"], object]) -> Rule:
 
 # -- counts, callables --------------------------------------------------------------------------
 def source_of(address: str) -> str:
-    """The source of a peer's address as :func:`per_address` counts it: its IP without scheme,
-    brackets and port (``"tcp://[::1]:5000"`` gives ``"::1"``; an IPv4-mapped IPv6 address its
-    IPv4 one), else the whole address (an ipc path)."""
-    rest = address.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit():
+    """The source of a peer's address as :func:`per_address` (and a listener's
+    ``max_handshakes_per_address``) counts it: its IP without scheme, brackets and port
+    (``"tcp://[::1]:5000"`` gives ``"::1"``, ``"ws://10.0.0.7:80"`` ``"10.0.0.7"``; an
+    IPv4-mapped IPv6 address its IPv4 one); a bare IP is itself; anything else (an ipc path,
+    an abstract name) the whole address."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        rest = address
+    if rest.startswith("["):
+        host = rest[1:].partition("]")[0]
+    elif rest.count(":") == 1 and not rest.startswith("/"):
+        host, _, port = rest.partition(":")
+        if not port.isdigit():
+            return address
+    elif rest.count(":") > 1 or not sep:
+        host = rest  # a bare IPv6 address, or a bare host
+    else:
         return address
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        if host[:7].lower() == "::ffff:" and "." in host:
-            host = host[7:]
+    if host[:7].lower() == "::ffff:" and "." in host:
+        host = host[7:]
     return host
 
 

@@ -128,9 +128,12 @@ def test_per_address_counts_the_pipes_from_the_source() -> None:
     verdict, refusal = admit.judge(rule, p, False, counts.get)
     assert verdict is False and refusal is not None and refusal.reason == "per_address"
     # the source: an IP without its port; an IPv4-mapped IPv6 one as IPv4; else the address
+    # (the same for a listener's max_handshakes_per_address; gsp-ws's server gives bare IPs)
     assert [admit.source_of(a) for a in ("tcp://[::1]:5", "ws://[::ffff:10.0.0.1]:80",
-                                         "tcp://10.0.0.1:7", "ipc:///tmp/x.sock")] == \
-        ["::1", "10.0.0.1", "10.0.0.1", "ipc:///tmp/x.sock"]
+                                         "tcp://10.0.0.1:7", "ipc:///tmp/x.sock", "::1",
+                                         "127.0.0.1", "udp://[fe80::1%lo]:9")] == \
+        ["::1", "10.0.0.1", "10.0.0.1", "ipc:///tmp/x.sock", "::1", "127.0.0.1", "fe80::1%lo"]
+    assert gsp.transport.source_of is admit.source_of
 
 
 def test_a_rule_that_raises_refuses_and_says_why() -> None:

@@ -20,6 +20,11 @@ import sys
 from itertools import islice
 from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
+# The source address of a connection's remote address: one definition for the handshake room's
+# per-address bound and the admit rules' (``"tcp://[::1]:5"`` -> ``"::1"``; an IPv4-mapped IPv6
+# address as its IPv4; an ipc peer's address itself).
+from ..admit import source_of
+
 __all__ = ["HandshakeRoom", "SHED_REASONS", "source_of", "bytes_received"]
 
 #: Why a connection in its handshake was shed: ``"full"``, the listener was at
@@ -52,17 +57,6 @@ def bytes_received(sock: Any) -> int:
         return 0
     n: int = struct.unpack_from("Q", info, 128)[0]
     return n
-
-
-def source_of(remote: str) -> str:
-    """The source address of a connection's remote address as gsp names it, without scheme and
-    port: ``"tcp://127.0.0.1:50112"`` and ``"ws://[::1]:80"`` give ``"127.0.0.1"`` and
-    ``"::1"``; anything without a port (an ipc peer) is itself."""
-    rest = remote.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit():
-        return rest
-    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 class HandshakeRoom(Generic[T]):
