@@ -116,7 +116,13 @@ def _struct(schema: Any, obj: Any = None) -> Any:
 
     if isinstance(schema, str):
         if type(obj).__module__.startswith("pyspark.sql.connect"):
-            schema = obj._client._parse_ddl(schema)
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            # The reader's own session is not public; the thread's active one made it.
+            session = ConnectSession.getActiveSession()
+            if session is None:
+                return None  # nothing to parse with: the server checks the schema itself
+            schema = session.createDataFrame([], schema).schema
         else:
             return StructType.fromDDL(schema)
     return schema if isinstance(schema, StructType) else None
