@@ -178,7 +178,7 @@ def test_big_messages_in_a_row_both_ways(pki, scheme, frame_max):
     from gsp_ws._frames import DIRECT_MIN
 
     tls = scheme == "wss"
-    sizes = [DIRECT_MIN - 1, DIRECT_MIN, 65535, 65536, 65537, 5, 300_001, (1 << 20) + 3, 16]
+    sizes = [DIRECT_MIN - 1, DIRECT_MIN, 65535, 65536, 0, 65537, 5, 300_001, (1 << 20) + 3, 16]
     opts: dict[str, Any] = {"recv_max_size": 0, "ws_recv_frame_max": 0,
                             "ws_send_frame_max": frame_max}
     with gsp.socket("pair", recv_timeout=20, send_timeout=20) as a, \

@@ -349,59 +349,61 @@ class WSConnection(Connection):
         pieces: list[Any] = []
         frames, frame_max = ws.frames, self._tx_frame
         client = ws.client
-        big = False
+        k = 0
         for m in messages:
             data = m if type(m) is bytes else message_bytes(m)
             n = len(data)
             if client and n >= _BIG:  # masked into a buffer kept for it, not fresh copies
                 if pieces:
                     self._write(pieces)
-                    pieces = []
-                self._send_masked(ws, data, n)
-                big = True
-                continue
+                self._send_masked(ws, messages, k)
+                return
             frames(data, n, pieces, frame_max)
+            k += 1
         if pieces or self._tail is not None:
             self._write(pieces)
-        if not big:
-            self._txbuf = None
+        self._txbuf = None  # a batch of small messages: the big ones' buffer goes
 
-    def _send_masked(self, ws: Framer, data: Any, size: int) -> None:
-        """A client's big message: its frames (headers and masked payloads) written into one
-        buffer, sent every ``_JOIN_LIMIT`` bytes, the buffer used again after each write. A
-        frame of its own fresh object each would cost fresh pages per frame (the allocator gives
-        memory of that size back to the kernel when freed), and TLS records are filled."""
+    def _send_masked(self, ws: Framer, messages: Sequence[Any], start: int) -> None:
+        """A client's batch from its first big message on (``messages[start]``): every frame
+        (headers and masked payloads) written into one buffer, sent every ``_JOIN_LIMIT`` bytes,
+        the buffer used again after each write. A frame of its own fresh object each would cost
+        fresh pages per frame (the allocator gives memory of that size back to the kernel when
+        freed); and TLS records are filled."""
         buf = self._txbuf
         if buf is None:
             buf = self._txbuf = bytearray(_JOIN_LIMIT)
         view = memoryview(buf)
         cap = len(buf)
-        src = memoryview(data)
-        frame_max = self._tx_frame or size
-        first = OP_BINARY
         pos = 0
-        with self._lock:
-            for i in range(0, size, frame_max):
-                n = min(frame_max, size - i)
-                key = ws.mask_key()
-                head = header((0x80 if i + n >= size else 0) | first, n, key)
-                first = OP_CONT
-                if pos + len(head) > cap:
-                    self._writev([view[:pos]])
-                    pos = 0
-                view[pos:pos + len(head)] = head
-                pos += len(head)
-                j = 0
-                while j < n:
-                    take = min(n - j, cap - pos)
-                    if not take:
+        with self._lock:  # (a frame's bytes may span writes: nothing may come between them)
+            for m in messages[start:]:
+                data = m if type(m) is bytes else message_bytes(m)
+                size = len(data)
+                src = memoryview(data)
+                frame_max = self._tx_frame or size or 1
+                first = OP_BINARY
+                for i in range(0, size, frame_max) if size else (0,):
+                    n = min(frame_max, size - i)
+                    key = ws.mask_key()
+                    head = header((0x80 if i + n >= size else 0) | first, n, key)
+                    first = OP_CONT
+                    if pos + len(head) > cap:
                         self._writev([view[:pos]])
                         pos = 0
-                        continue
-                    mask_into(view[pos:pos + take], src[i + j:i + j + take], key, j)
-                    pos += take
-                    j += take
-            if pos:
+                    view[pos:pos + len(head)] = head
+                    pos += len(head)
+                    j = 0
+                    while j < n:
+                        take = min(n - j, cap - pos)
+                        if not take:
+                            self._writev([view[:pos]])
+                            pos = 0
+                            continue
+                        mask_into(view[pos:pos + take], src[i + j:i + j + take], key, j)
+                        pos += take
+                        j += take
+            if pos or self._tail is not None:
                 self._writev([view[:pos]])
 
     def recv_messages(self) -> list[bytes]:
