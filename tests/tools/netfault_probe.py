@@ -276,6 +276,32 @@ def loss_udp() -> dict[str, Any]:
     return {"sent": n, "received": len(got), "duplicates": len(got) - len(set(got))}
 
 
+def loss_udp_reqrep(resend: float | None, n: int = 50) -> dict[str, Any]:
+    """req/rep over udp://: ``n`` requests; with ``resend`` (resend_time) a lost request or
+    reply is sent again (each request given 5 s: 25 tries), without it the request times out
+    (given 1 s)."""
+    wait = 1 if resend is None else 5
+    rep = gsp.socket("rep", recv_timeout=None, send_timeout=wait)
+    url = rep.listen("udp://127.0.0.1:0").url
+    req = gsp.socket("req", resend_time=resend, recv_timeout=wait, send_timeout=wait)
+    req.dial(url, block=True)
+    server = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in iter(int, 1)])
+    answered = wrong = failed = 0
+    for i in range(n):
+        try:
+            req.send(b"%d" % i)
+            reply = req.recv()
+        except gsp.Timeout:
+            failed += 1
+            continue
+        answered += 1
+        wrong += reply != b"%d" % i  # (a late reply to an earlier request is never this one's)
+    server.kill()
+    req.close()
+    rep.close()
+    return {"requests": n, "answered": answered, "wrong": wrong, "failed": failed}
+
+
 def tcp_retransmissions() -> int:
     """Segments TCP retransmitted in this namespace so far (/proc/net/snmp is per namespace)."""
     lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines()
@@ -294,6 +320,8 @@ def scenario_loss(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, An
         out["bus"] = _stream(st, "bus", "bus", 500, "listener")
         out["survey"] = loss_survey(st)
         out["udp_pushpull"] = loss_udp()
+        out["udp_reqrep"] = loss_udp_reqrep(0.2)
+        out["udp_reqrep_no_resend"] = loss_udp_reqrep(None)
     out["tcp_retransmitted_segments"] = tcp_retransmissions() - retrans
     net.clear()
     return out
