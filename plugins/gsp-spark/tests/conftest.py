@@ -28,6 +28,7 @@ from typing import Any, Iterator
 import background
 import jobs
 import pytest
+import spark_fixtures
 
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -47,6 +48,7 @@ def spark_tests(request: Any) -> Iterator[None]:
                     background.get(name)
         yield
     finally:
+        spark_fixtures.stop_shared_session()
         background.close_all()
         if before is None:
             os.environ.pop("JAVA_TOOL_OPTIONS", None)

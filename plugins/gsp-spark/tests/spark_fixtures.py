@@ -350,16 +350,41 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
     _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
 
 
-def module_session(master: str, name: str, register: bool = True) -> Iterator[Any]:
-    """A module's Spark session (``yield from`` it in a module-scoped fixture): started on
-    ``master``, with the accumulator-server connection (made by the first Python UDF task, then open for good) opened up front, not
-    inside a test's leak check; stopped after the module (a no-op if a test stopped it)."""
+_shared: dict[str, Any] = {}
+
+
+def shared_session() -> Any:
+    """The classic local session the local-mode modules share (sink, source, lifecycle, and the
+    Spark Connect module as its server's clients): ``local[2,4]`` (two cores, and up to 4
+    attempts per task — local mode ignores ``spark.task.maxFailures`` — so a task failing once
+    is retried), serving Spark Connect on the loopback (a port of its own), with ``gsp`` not
+    registered (PySpark's auto-discovery of ``pyspark_gsp`` finds it). Started at its first
+    use, with the accumulator-server connection (made by the first Python UDF task, then open
+    for good) opened up front, not inside a test's leak check; started again if a test stopped
+    it; stopped by ``conftest.py`` at the end of the test session, or by a module that needs a
+    session of another master (one SparkContext per process). One session for them all: each
+    module started and stopped one of its own, a SparkContext and a Python worker daemon each."""
+    from pyspark import SparkContext
     from pyspark.sql.functions import udf
 
-    session = local_session(master, name, register=register)
-    session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
-    yield session
-    session.stop()
+    from gsp_spark._local import CONNECT_PLUGIN
+
+    session = _shared.get("session")
+    if session is None or SparkContext._active_spark_context is None:
+        session = _shared["session"] = local_session(
+            "local[2,4]", "gsp-spark-tests", register=False, config={
+                "spark.plugins": CONNECT_PLUGIN,
+                "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.connect.grpc.binding.port": "0"})
+        session.range(1).select(udf(lambda x: x, "long", useArrow=False)("id")).collect()
+    return session
+
+
+def stop_shared_session() -> None:
+    """Stop :func:`shared_session`'s session, if one was started (a no-op if it was stopped)."""
+    session = _shared.pop("session", None)
+    if session is not None:
+        session.stop()
 
 
 def ipc_listening(path: str) -> bool:

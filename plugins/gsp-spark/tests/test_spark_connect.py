@@ -1,9 +1,10 @@
 """The gsp source and sinks through Spark Connect (issue 46), on a local Connect server.
 
-One Spark Connect session serves the module: a Connect client of a server started in this
-process (``gsp_spark.local_connect_session``: what ``SparkSession.builder.remote("local[2]")``
-starts, bound to the loopback on a port of its own), reusing this process's JVM if an earlier
-module started one. The session is built without ``gsp_spark.register``: the server finds
+One Spark Connect session serves the module: a Connect client of the server that the classic
+session the local modules share runs in this process (``spark_fixtures.shared_session``: Spark's
+Connect plugin bound to the loopback on a port of its own, as ``gsp_spark.local_connect_session``
+starts one; the ``connect-missing`` job of ``jobs.py`` runs that function in a process of its
+own). The session is built without ``gsp_spark.register``: the server finds
 ``format("gsp")`` through PySpark's auto-discovery of ``pyspark_gsp``, the client only sends plans.
 
 * batch writes with push, pub and acknowledged req (each row once; req's retries removed by
@@ -29,7 +30,8 @@ import pytest
 import spark_fixtures
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, local_connect_session, standalone, unpack
+from gsp_spark import Deduplicator, HubThread, standalone, unpack
+from gsp_spark._local import connect_url
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 Receiver = spark_fixtures.Receiver
@@ -40,13 +42,15 @@ free_tcp_url = standalone.free_tcp_url
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = local_connect_session("local[2,4]", "gsp-connect-tests")
+    # A client of the Connect server that the session the local modules share runs (its JVM and
+    # Python worker daemon already up if an earlier module started them).
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(connect_url(spark_fixtures.shared_session())).create()
     assert type(session).__module__ == "pyspark.sql.connect.session"
-    # The first Python UDF opens the accumulator server's connection for good: here, not in a
-    # test's leak check.
     session.range(1).selectExpr("id").collect()
     yield session
-    session.stop()
+    session.stop()  # the client's session: the server runs on for the other modules
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it

@@ -29,7 +29,9 @@ wait_for = spark_fixtures.wait_for
 
 @pytest.fixture(scope="module")
 def spark():
-    yield from spark_fixtures.module_session("local[2]", "gsp-lifecycle-tests")
+    # The session the local modules share (this module's last test stops it; the next module
+    # to ask starts another).
+    return spark_fixtures.shared_session()
 
 
 def test_the_jvms_scratch_files_go_to_the_test_sessions_own_directory(spark: Any) -> None:

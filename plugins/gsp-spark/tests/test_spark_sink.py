@@ -29,9 +29,10 @@ ipc_dir = spark_fixtures.ipc_dir
 
 @pytest.fixture(scope="module")
 def spark():
-    # local[2,4]: two cores, and up to 4 attempts per task (local mode ignores
-    # spark.task.maxFailures), so a task failing once is retried.
-    yield from spark_fixtures.module_session("local[2,4]", "gsp-sink-tests", register=False)
+    # The session the local modules share: local[2,4], two cores and up to 4 attempts per task
+    # (local mode ignores spark.task.maxFailures), so a task failing once is retried; gsp found
+    # by PySpark's auto-discovery (test_spark_source.py registers it too, as a user may).
+    return spark_fixtures.shared_session()
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it

@@ -42,6 +42,7 @@ from gsp_spark import (
     SpoolBusy,
     StreamReader,
     gsp_error,
+    register,
 )
 from gsp_spark._decode import _Chunk, _records, _struct_batch, decode_chunk
 from gsp_spark._spool import REC, Spool, scan
@@ -52,7 +53,10 @@ ipc_dir = spark_fixtures.ipc_dir
 
 @pytest.fixture(scope="module")
 def spark():
-    yield from spark_fixtures.module_session("local[2]", "gsp-source-tests")
+    # The session the local modules share, with gsp registered as a user would (idempotent).
+    session = spark_fixtures.shared_session()
+    register(session)
+    return session
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:

@@ -72,6 +72,8 @@ def cluster() -> standalone.StandaloneCluster:
 
 @pytest.fixture(scope="module")
 def spark(cluster: standalone.StandaloneCluster) -> Iterator[Any]:
+    # One SparkContext per process: the local modules' shared session (if running) stops first.
+    spark_fixtures.stop_shared_session()
     session = standalone.session(cluster, "gsp-standalone-tests", config=SESSION)
     # The accumulator-server connection the first Python UDF task opens stays open for good:
     # open it here, not inside a test's leak check.

@@ -79,8 +79,13 @@ def local_connect_session(master: str = "local[2]", app: str = "gsp", host: str 
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": "0",  # a free one, read back below
         **(config or {})})
-    service = getattr(jvm_of(server), "org.apache.spark.sql.connect.service.SparkConnectService$")
-    port = int(getattr(service, "MODULE$").localPort())
-    session: Any = ConnectSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+    session: Any = ConnectSession.builder.remote(connect_url(server, host)).getOrCreate()
     own_server(session, server)  # stopped with the session
     return session
+
+
+def connect_url(server: Any, host: str = "127.0.0.1") -> str:
+    """The ``sc://`` address of the Spark Connect server that classic session ``server`` runs
+    (started with Spark's Connect plugin, as :func:`local_connect_session` starts one)."""
+    service = getattr(jvm_of(server), "org.apache.spark.sql.connect.service.SparkConnectService$")
+    return f"sc://{host}:{int(getattr(service, 'MODULE$').localPort())}"
