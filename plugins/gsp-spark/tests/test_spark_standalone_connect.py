@@ -78,7 +78,7 @@ def whole(spark: Any, cluster: standalone.StandaloneCluster) -> Any:
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_sink_and_source_through_connect_on_the_cluster(whole: Any, tmp_path: Any) -> None:
-    spark_fixtures.sink_and_source_on_the_cluster(whole, tmp_path, "connect_on_cluster")
+    spark_fixtures.sink_and_source_on_the_cluster(whole, tmp_path)
     spark_fixtures.req_and_pub_sinks_on_the_cluster(whole)
 
 
