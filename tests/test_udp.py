@@ -141,6 +141,34 @@ def test_tcp_socket_has_no_datagram_limit() -> None:
         assert len(rx.recv()) == 70_000
 
 
+@pytest.mark.parametrize("tcp_first", [False, True])
+def test_push_measures_every_send_once_a_datagram_endpoint_is_added(tcp_first: bool) -> None:
+    # One pipe lets push queue a send straight onto it (no call into the protocol); a socket
+    # with a datagram endpoint must still measure every send, whether that pipe is the udp one
+    # or a tcp pipe that came first.
+    with gsp.socket("pull", recv_timeout=T) as rx, gsp.socket("push", send_timeout=T) as tx:
+        if tcp_first:
+            tx.dial(rx.listen("tcp://127.0.0.1:0").url, block=True)
+            tx.send(b"x" * 70_000)  # no datagram endpoint yet: no limit
+            assert len(rx.recv()) == 70_000
+        with gsp.socket("pull", recv_timeout=T) as urx:
+            tx.dial(urx.listen("udp://127.0.0.1:0").url, block=True)
+            with pytest.raises(gsp.MessageTooLarge, match="65001-byte message"):
+                tx.send(b"x" * 65_001)
+            tx.send(b"small")  # and one within the limit goes (to either pull)
+            got: list[bytes] = []
+
+            def take() -> bool:
+                for pull in (rx, urx):
+                    try:
+                        got.append(pull.recv(block=False))
+                    except gsp.WouldBlock:
+                        pass
+                return bool(got)
+            wait_for(take, T)
+            assert got == [b"small"]
+
+
 def test_peer_recv_limit_is_honoured() -> None:
     """The limit each side offers (recv_max_size, at most 65,000) is the one the other sends to."""
     with gsp.socket("pull", recv_timeout=T, recv_max_size=1000) as rx, \

@@ -72,5 +72,6 @@ class CoreSocketHandle:
             self._hot.send_direct = offer
 
     def stop_direct(self) -> None:
-        """The socket began to drain: no direct sends from now on (see :meth:`send_direct`)."""
+        """No direct sends from now on (see :meth:`send_direct`): the socket began to drain, or
+        a datagram endpoint bounds every send."""
         self._direct = False

@@ -234,10 +234,10 @@ class Socket(ObjectCalls):
             raise self._closed_error()
         if type(data) is not bytes:  # bytes (the common case) need no call to take ownership
             data = as_bytes(data)
-        if hot.send_max and len(data) > hot.send_max:
-            raise self._too_large(len(data))
         if hot.send_direct is not None and hot.send_direct(data):
             return  # queued at once (CoreSocketHandle.send_direct): no call into the protocol
+        if hot.send_max and len(data) > hot.send_max:  # (never direct: see _limit_sends)
+            raise self._too_large(len(data))
         if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
             raise self._wrong_thread()
         t = hot.send_timeout if timeout is ... and block is True \
@@ -263,6 +263,11 @@ class Socket(ObjectCalls):
         most: int = transport.message_max
         if most and (not self._hot.send_max or most < self._hot.send_max):
             self._hot.send_max = most
+            # Measured sends go through the protocol: send checks the size after the direct
+            # way, which stays shut from now on, so a socket without a datagram endpoint pays
+            # nothing for the check on that way.
+            self._handle.stop_direct()
+            self._hot.send_direct = None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
