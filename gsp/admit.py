@@ -56,7 +56,7 @@ Verdict = Union[bool, None]
 PeerCheck = Callable[["Peer"], object]
 
 
-class Context:
+class Judging:
     """What a rule may ask of the socket besides the peer's facts: ``final`` (whether every
     fact is in: a fact still missing is missing for good) and ``pipes_from(source)``, the pipes
     of the socket whose peer has that source address (:attr:`Peer.ip` as a string, or the whole
@@ -86,15 +86,15 @@ class Rule:
     #: Which :data:`REASONS` entry a refusal by this rule counts under.
     reason = "callable"
 
-    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, "Rule"]:
+    def decide(self, peer: "Peer", ctx: Judging) -> tuple[Verdict, "Rule"]:
         """The verdict on ``peer`` and the leaf rule that gave it (for the log and the count)."""
         return self.verdict(peer, ctx), self
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:  # pragma: no cover (abstract)
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:  # pragma: no cover (abstract)
         raise NotImplementedError
 
     def __call__(self, peer: "Peer") -> bool:
-        verdict, _ = self.decide(peer, Context(True, lambda source: 0))
+        verdict, _ = self.decide(peer, Judging(True, lambda source: 0))
         return bool(verdict)
 
     def __and__(self, other: "Rule | PeerCheck") -> "Rule":
@@ -144,7 +144,7 @@ class _All(_Many):
     __slots__ = ()
     joiner = " & "
 
-    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
+    def decide(self, peer: "Peer", ctx: Judging) -> tuple[Verdict, Rule]:
         out: Verdict = True
         for rule in self.rules:
             verdict, leaf = rule.decide(peer, ctx)
@@ -159,7 +159,7 @@ class _Any(_Many):
     __slots__ = ()
     joiner = " | "
 
-    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
+    def decide(self, peer: "Peer", ctx: Judging) -> tuple[Verdict, Rule]:
         out: Verdict = False
         by: Rule = self
         for rule in self.rules:
@@ -179,7 +179,7 @@ class _Not(Rule):
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
 
-    def decide(self, peer: "Peer", ctx: Context) -> tuple[Verdict, Rule]:
+    def decide(self, peer: "Peer", ctx: Judging) -> tuple[Verdict, Rule]:
         verdict, _ = self.rule.decide(peer, ctx)
         return (None if verdict is None else not verdict), self
 
@@ -207,7 +207,7 @@ class _Networks(Rule):
     def __init__(self, nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> None:
         self.nets = nets
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         ip = peer.ip
         if ip is None:
             return False
@@ -247,7 +247,7 @@ class _Credential(Rule):
         self.field = field
         self.ids = ids
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         return getattr(peer, self.field) in self.ids
 
     def __repr__(self) -> str:
@@ -314,7 +314,7 @@ class _Certificate(Rule):
         self.sans = sans
         self.fingerprints = fingerprints
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         cert = peer.certificate
         if cert is None:
             return False if ctx.final else None
@@ -396,7 +396,7 @@ class _WS(Rule):
         self.test = test
         self.text = text
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         req = peer.ws_request
         if req is None:
             return False if ctx.final else None
@@ -514,7 +514,7 @@ class _PerAddress(Rule):
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         if ctx.pipes_from(source(peer)) >= self.n:
             return False
         # Below the bound at accept: others from the address may attach during the handshake,
@@ -544,7 +544,7 @@ class _When(Rule):
         self.check = check
         self.early = early
 
-    def verdict(self, peer: "Peer", ctx: Context) -> Verdict:
+    def verdict(self, peer: "Peer", ctx: Judging) -> Verdict:
         # Called once: when every fact is in (it may read any of them), or at accept (early).
         if not (ctx.final or self.early):
             return None
@@ -606,10 +606,10 @@ def judge(rule: Rule, peer: "Peer", final: bool,
           pipes_from: Callable[[str], int]) -> tuple[Verdict, Refusal | None]:
     """The core's one call: ``rule``'s verdict on ``peer``, and the :class:`Refusal` when it is
     False. ``final``: every fact is in (else a verdict of None says: ask again once they are;
-    when final, None does not happen). ``pipes_from(source)``: see :class:`Context`. A rule
+    when final, None does not happen). ``pipes_from(source)``: see :class:`Judging`. A rule
     that raises refuses (fail closed), its error in the refusal."""
     try:
-        verdict, leaf = rule.decide(peer, Context(final, pipes_from))
+        verdict, leaf = rule.decide(peer, Judging(final, pipes_from))
     except _Failed as failed:
         return False, Refusal(failed.leaf, failed.leaf.reason, failed.error)
     except Exception as exc:  # a Rule subclass's own bug

@@ -31,6 +31,7 @@ TOP = {
     "poller": "user", "objects": "user", "options": "user (and option specs for both SDKs)",
     "hookspecs": "user (gsp.register_plugin's hooks) and both SDKs", "blocking": "user",
     "perprocess": "user", "allocator": "user", "prometheus": "user",
+    "admit": "user (pipe admission rules for admit=)",
     "handles": "both SDKs (what a protocol sees of its socket: gsp.protocol re-exports them)",
     "overrides": "both SDKs (finding a plugin class's optional hooks)",
     # the two SDK packages
