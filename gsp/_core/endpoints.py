@@ -186,8 +186,6 @@ class Listener:
         #: Connections whose handshake greenlet has not run yet (has read nothing yet): not to
         #: be shed for a lack of progress they had no chance to make.
         self._fresh: set[Connection] = set()
-        #: Connections the ``admit`` rule could not judge at accept: judged after the handshake.
-        self._undecided: set[Connection] = set()
         self._repeats: dict[type[BaseException], log.Repeats] = {}  # failures, by error type
         self._refusals = log.Repeats()  # connections refused at max_pipes
         self._sheds = log.Repeats()  # handshakes shed at max_handshakes
@@ -257,16 +255,17 @@ class Listener:
                 self._refuse(conn)
                 continue
             rule: admit.Rule | None = self.options["admit"]
+            again = None  # the rule to ask again after the handshake, where it could not tell
             if rule is not None:  # the facts known at accept: an address, credentials, ...
                 verdict, refusal = self._host.judge(rule, conn, False)
                 if refusal is not None:
                     self._deny(conn, refusal, rule)
                     continue
-                if verdict is None:  # asked again after the handshake (a TLS certificate)
-                    self._undecided.add(conn)
-            self._admit(conn)
+                if verdict is None:  # (a TLS certificate comes with the handshake)
+                    again = rule
+            self._admit(conn, again)
 
-    def _admit(self, conn: Connection) -> None:
+    def _admit(self, conn: Connection, again: admit.Rule | None = None) -> None:
         """Start ``conn``'s handshake. At ``max_handshakes`` connections in their handshake (or
         ``max_handshakes_per_address`` from its source) first close the one that has made the
         least progress (fewest bytes received, then the oldest): the listener keeps accepting,
@@ -287,11 +286,11 @@ class Listener:
                                          per_address):
             self._shed(victim, reason, limit if reason == "full" else per_address)
         self._fresh.add(conn)
-        self._host.spawn(self._handshake, conn)
+        self._host.spawn(self._handshake, conn, again)
 
     def _shed(self, conn: Connection, reason: str, limit: int) -> None:
         """Close a connection in its handshake to make room (:meth:`_admit`), count it by
-        ``reason`` and log it: WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`,
+        ``reason`` and log it: WARNING at most once per ``log.REPEAT_INTERVAL``,
         DEBUG otherwise."""
         progress = self._progress(conn)
         conn.close()
@@ -309,7 +308,7 @@ class Listener:
     def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
         """Close a connection the ``admit`` rule refused, before any message; count it by the
         reason of the rule that refused it and log it: INFO at most once per
-        :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise (a rule that raised: WARNING,
+        ``log.REPEAT_INTERVAL``, DEBUG otherwise (a rule that raised: WARNING,
         with its traceback). The transport tells the peer where it has a way to (its optional
         ``Connection.deny``: ws answers 403)."""
         conn.deny(refusal.reason)
@@ -346,7 +345,7 @@ class Listener:
 
     def _refuse(self, conn: Connection) -> None:
         """Close a connection the socket has no room for (``max_pipes``), count it and log it:
-        WARNING at most once per :data:`gsp._core.log.REPEAT_INTERVAL`, DEBUG otherwise."""
+        WARNING at most once per ``log.REPEAT_INTERVAL``, DEBUG otherwise."""
         conn.refuse(f"at max_pipes ({self._slots.limit(self)})")
         counters.pipe_refused(self._host.tally, self._tally)
         level, held = self._refusals.level()
@@ -369,15 +368,15 @@ class Listener:
         except Exception:
             return 0
 
-    def _handshake(self, conn: Connection) -> None:
+    def _handshake(self, conn: Connection, again: admit.Rule | None) -> None:
         # Runs in its own greenlet so a stalled peer delays nobody else. Nothing yields between
-        # leaving _fresh and the handshake's first read of what the peer sent.
+        # leaving _fresh and the handshake's first read of what the peer sent. ``again``: the
+        # admit rule that could not tell at accept, asked once more before the pipe attaches.
         self._fresh.discard(conn)
         try:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
         except GspError as exc:
             conn.close()
-            self._undecided.discard(conn)
             if not self._closed:
                 counters.handshake_failed(self._tally, exc)
             # A peer that hangs up at once (a port probe) or our own close is no warning.
@@ -388,17 +387,13 @@ class Listener:
         finally:
             self._pending.discard(conn)
         if self._closed:
-            self._undecided.discard(conn)
             conn.close()
             return
-        if conn in self._undecided:  # every fact is in now: the last word before attaching
-            self._undecided.discard(conn)
-            rule: admit.Rule | None = self.options["admit"]
-            if rule is not None:
-                _, refusal = self._host.judge(rule, conn, True)
-                if refusal is not None:
-                    self._deny(conn, refusal, rule)
-                    return
+        if again is not None:  # every fact is in now: the last word before attaching
+            _, refusal = self._host.judge(again, conn, True)
+            if refusal is not None:
+                self._deny(conn, refusal, again)
+                return
         if self._slots.full(self):  # filled up during the handshake
             self._refuse(conn)
             return
@@ -459,7 +454,6 @@ class Listener:
         for conn in list(self._pending):
             conn.close()
         self._fresh.clear()
-        self._undecided.clear()
         g = self._accepter
         if g is not None and g is not gevent.getcurrent():
             g.kill(block=True)
@@ -487,7 +481,6 @@ class Listener:
             conn.forget()
         self._pending.clear()
         self._fresh.clear()
-        self._undecided.clear()
         if not keep:
             self._accepter = None
         return keep
