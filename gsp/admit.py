@@ -78,6 +78,15 @@ class _Failed(Exception):
         self.error = error
 
 
+def _ask(leaf: "Rule", check: Callable[[Any], object], arg: Any) -> bool:
+    """``check(arg)``, the user's code of ``leaf``, as a verdict; a check that raises refuses
+    (:func:`judge` logs the error with the leaf)."""
+    try:
+        return bool(check(arg))
+    except Exception as exc:
+        raise _Failed(leaf, exc) from exc
+
+
 class Rule:
     """An admission rule. Combine with ``&``, ``|``, ``~``; call it with a :class:`Peer` for its
     verdict once every fact is in (``rule(peer)``: True or False)."""
@@ -400,10 +409,7 @@ class _WS(Rule):
         req = peer.ws_request
         if req is None:
             return False if ctx.final else None
-        try:
-            return bool(self.test(req))
-        except Exception as exc:
-            raise _Failed(self, exc) from exc
+        return _ask(self, self.test, req)
 
     def __repr__(self) -> str:
         return self.text
@@ -548,10 +554,7 @@ class _When(Rule):
         # Called once: when every fact is in (it may read any of them), or at accept (early).
         if not (ctx.final or self.early):
             return None
-        try:
-            return bool(self.check(peer))
-        except Exception as exc:
-            raise _Failed(self, exc) from exc
+        return _ask(self, self.check, peer)
 
     def __repr__(self) -> str:
         return f"when({_callable_name(self.check)}{', early=True' if self.early else ''})"
