@@ -15,21 +15,29 @@ Scenarios (each states what it measures; the invariants are the test's):
 
 - ``loss``: ``--loss`` % of packets dropped at random while each protocol carries its traffic:
   req/rep (8 contexts, 25 requests each; which reply each got), push/pull, pub/sub, pair1, bus
-  (every message and its order), surveyor/respondent (every survey and its answers).
+  (every message and its order), surveyor/respondent (every survey and its answers); on tcp
+  also push/pull and req/rep (resend on and off) over udp://, which does not retransmit (what
+  the filter dropped), and the segments TCP retransmitted meanwhile.
 - ``partition``: an idle req/rep pipe, then a black hole for ``--partition`` s, a request sent
   into it; then it heals. Time the listener's end took to notice (keepalive), the time from the
   heal to the reply, the requests that failed. ``--no-resend`` / ``--reconnect-time`` turn
   resend off / redials slow.
 - ``partition-push``: a push dialed to two pulls; one pull cut off (its port black-holed) for
-  ``--partition`` s, a message every 5 ms: what each pull got before, during and after.
+  ``--partition`` s, a message every 5 ms: what each pull got before, during and after, and
+  until when (from the cut) what was sent got lost.
+- ``partition-others``: bus, pair1 and surveyor/respondent through one partition of one peer
+  each (``--partition`` s, then ``--after`` s): what the cut-off and the reachable peers got,
+  and when each cut-off peer was served again; ``--reconnect-time`` for the redials.
 - ``vanish``: a req dialed to two reps; one rep's host vanishes (its port black-holed, no RST)
   while idle; time to notice (keepalive; ``--no-keepalive``), and ``--requests`` then, each
   answered.
 - ``partition-pub``: pub/sub through a ``--partition`` s partition, a message every 2 ms: what a
   subscriber lost before, during and after it (messages per second of partition), duplicates,
   order; ``--reconnect-time`` for the subscriber's redials.
-- ``rate``: a ``tbf`` rate limit (``--rate`` kbit/s): push/pull of 200 messages of 4 KiB, in order,
-  none lost, and the throughput.
+- ``rate``: a ``tbf`` rate limit (``--rate`` kbit/s; 0: none, the baseline): push/pull of 200
+  messages of 4 KiB, in order, none lost, and the throughput.
+
+``--user-timeout`` sets ``tcp_user_timeout`` on every tcp/tls+tcp endpoint of a scenario.
 """
 
 from __future__ import annotations
@@ -157,6 +165,29 @@ def port_of(url: str) -> int:
     return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
 
 
+Phases = dict[str, tuple[float, float]]  # phase -> (start, end), monotonic seconds
+Timed = list[tuple[float, int]]  # (when, message number)
+
+
+def _receiver(sock: gsp.Socket, got: Timed) -> None:
+    """Receive numbered messages for good, each with when it came (not when it was awaited)."""
+    while True:
+        body = sock.recv()
+        got.append((time.monotonic(), int(body)))
+
+
+def _answerer(sock: gsp.Socket, name: bytes) -> None:
+    """Answer every request or survey with ``name:`` and its body, for good."""
+    while True:
+        sock.send(name + b":" + sock.recv())
+
+
+def _echo(sock: gsp.Socket) -> None:
+    """Send every message back, for good."""
+    while True:
+        sock.send(sock.recv())
+
+
 # -- loss -----------------------------------------------------------------------------------------
 
 def loss_reqrep(st: Setup) -> dict[str, Any]:
@@ -227,11 +258,7 @@ def loss_survey(st: Setup) -> dict[str, Any]:
     sur.survey_time = 3
     sur.recv_timeout = 3
 
-    def answer(r: gsp.Socket, name: bytes) -> None:
-        while True:
-            r.send(name + b":" + r.recv())
-
-    workers = [gevent.spawn(answer, r, b"%d" % i) for i, r in enumerate(resps)]
+    workers = [gevent.spawn(_answerer, r, b"%d" % i) for i, r in enumerate(resps)]
     complete = dup = 0
     for k in range(20):
         sur.send(b"%d" % k)
@@ -288,7 +315,7 @@ def loss_udp_reqrep(resend: float | None, n: int = 50) -> dict[str, Any]:
     url = rep.listen("udp://127.0.0.1:0").url
     req = gsp.socket("req", resend_time=resend, recv_timeout=wait, send_timeout=wait)
     req.dial(url, block=True)
-    server = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in iter(int, 1)])
+    server = gevent.spawn(_echo, rep)
     answered = wrong = failed = 0
     for i in range(n):
         try:
@@ -342,11 +369,7 @@ def scenario_partition(st: Setup, net: Net, args: argparse.Namespace) -> dict[st
     rep.on_pipe_event(lambda ev, p: detached.append(time.monotonic())
                       if ev is gsp.PipeEvent.DETACHED else None)
 
-    def serve() -> None:
-        while True:
-            rep.send(rep.recv())
-
-    server = gevent.spawn(serve)
+    server = gevent.spawn(_echo, rep)
     req.send(b"before")
     assert req.recv() == b"before"
     t0 = time.monotonic()
@@ -439,14 +462,8 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
     push = gsp.socket("push", send_timeout=5, reconnect_time=0.1, reconnect_time_max=0.5)
     push.dial(la.url, block=True, **st.dial)
     push.dial(lb.url, block=True, **st.dial)
-    got: dict[str, list[tuple[float, int]]] = {"a": [], "b": []}
-
-    def pull(s: gsp.Socket, name: str) -> None:
-        while True:
-            body = s.recv()
-            got[name].append((time.monotonic(), int(body)))  # (when it came, not was awaited)
-
-    workers = [gevent.spawn(pull, a, "a"), gevent.spawn(pull, b, "b")]
+    got: dict[str, Timed] = {"a": [], "b": []}
+    workers = [gevent.spawn(_receiver, a, got["a"]), gevent.spawn(_receiver, b, got["b"])]
     sent = 0
     marks: dict[str, float] = {}
     first: dict[str, int] = {}  # the first message number sent in each phase
@@ -496,10 +513,6 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
     return out
 
 
-Phases = dict[str, tuple[float, float]]  # phase -> (start, end), monotonic seconds
-Timed = list[tuple[float, int]]  # (when, message number)
-
-
 def _sender(sock: gsp.Socket, due: Timed, stop: Event, pace: float) -> None:
     """Send a numbered message every ``pace`` s until ``stop``; ``due`` gets the accepted ones
     (a send that timed out, pair1 waiting for its peer, was promised nothing)."""
@@ -512,17 +525,6 @@ def _sender(sock: gsp.Socket, due: Timed, stop: Event, pace: float) -> None:
             pass
         i += 1
         gevent.sleep(pace)
-
-
-def _receiver(sock: gsp.Socket, got: Timed) -> None:
-    while True:
-        body = sock.recv()
-        got.append((time.monotonic(), int(body)))  # (when it came, not when it was awaited)
-
-
-def _answerer(sock: gsp.Socket, name: bytes) -> None:
-    while True:
-        sock.send(name + b":" + sock.recv())
 
 
 def _surveyor(sur: gsp.Socket, surveys: Timed, answers: list[tuple[float, int, bytes]],
