@@ -116,10 +116,7 @@ def _struct(schema: Any, obj: Any = None) -> Any:
 
     if isinstance(schema, str):
         if type(obj).__module__.startswith("pyspark.sql.connect"):
-            from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-            # The reader's own session is not public; the thread's active one made it.
-            session = ConnectSession.getActiveSession()
+            session = _session_of(obj)  # the reader's own, whichever thread made it
             if session is None:
                 return None  # nothing to parse with: the server checks the schema itself
             schema = session.createDataFrame([], schema).schema
