@@ -51,6 +51,7 @@ import gevent
 import msgpack
 
 import gsp
+from gsp.testing import free_port
 
 from ._hubthread import HubThread
 from ._local import local_session
@@ -125,7 +126,8 @@ def kill_tree(pid: int) -> list[int]:
 
 @dataclass
 class Daemon:
-    """A master or worker process started by :class:`StandaloneCluster`."""
+    """A master or worker process started by :class:`StandaloneCluster`, or a
+    :class:`ConnectServer`'s."""
 
     name: str
     proc: subprocess.Popen[bytes]
@@ -142,6 +144,15 @@ class Daemon:
                 return f.read()
         except OSError:
             return ""
+
+    def stop(self) -> None:
+        """Kill the process and everything under it (if it still runs); wait for it (30 s)."""
+        if self.proc.poll() is None:
+            kill_tree(self.pid)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed
+            pass
 
     def executor(self) -> int | None:
         """The pid of the executor JVM this worker runs, if any."""
@@ -180,12 +191,15 @@ class StandaloneCluster:
         os.makedirs(self.local_dir, exist_ok=True)
 
     def _start(self, name: str, *args: str) -> Daemon:
+        return self._spawn(name, [self._spark_class, *args], self._env)
+
+    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str]) -> Daemon:
+        """Run ``argv`` as a daemon of this cluster, its output in ``<workdir>/<name>.log``."""
         log = os.path.join(self.workdir, f"{name}.log")
         with open(log, "wb") as out:
             # A session of its own: a ^C at the terminal reaches the driver, not the daemons.
-            proc = subprocess.Popen([self._spark_class, *args], stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=self._env, start_new_session=True)
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         return Daemon(name, proc, log)
 
     @staticmethod
@@ -278,12 +292,7 @@ class StandaloneCluster:
     def close(self) -> None:
         """Kill every process this cluster started, and all under them."""
         for d in [*self.workers, *([self.master] if self.master else [])]:
-            if d.proc.poll() is None:
-                kill_tree(d.pid)
-            try:
-                d.proc.wait(30)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed
-                pass
+            d.stop()
 
     def __enter__(self) -> "StandaloneCluster":
         return self
@@ -304,7 +313,7 @@ class ConnectServer:
     def __init__(self, cluster: StandaloneCluster, config: Mapping[str, str] | None = None
                  ) -> None:
         self.cluster = cluster
-        self.port = int(free_tcp_url(cluster.host).rsplit(":", 1)[1])
+        self.port = free_port(cluster.host)
         self.url = f"sc://{cluster.host}:{self.port}"
         self.config = {
             "spark.connect.grpc.binding.address": cluster.host,
@@ -317,25 +326,23 @@ class ConnectServer:
         self.daemon: Daemon | None = None
 
     def start(self, timeout: float = 180) -> "ConnectServer":
-        """Start the server; return once it accepts clients (its log says it started)."""
+        """Start the server; return once it accepts clients (its gRPC port accepts
+        connections)."""
         script = os.path.join(spark_home(), "sbin", "start-connect-server.sh")
         logs = os.path.join(self.cluster.workdir, "connect-server")
         os.makedirs(logs, exist_ok=True)
         conf = [a for k, v in self.config.items() for a in ("--conf", f"{k}={v}")]
-        log = os.path.join(self.cluster.workdir, "connect-server.log")
         # The cluster's daemons get 256 MiB; Spark's launcher gives the Connect server that too
         # if set, too little for a driver: the driver's memory (1 GiB unless config says).
         env = {k: v for k, v in self.cluster._env.items() if k != "SPARK_DAEMON_MEMORY"}
         env.update(SPARK_LOG_DIR=logs, SPARK_PID_DIR=logs)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(["bash", script, "--wait", "--master", self.cluster.url,
-                                     *conf], stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        self.daemon = d = Daemon("connect-server", proc, log)
+        self.daemon = d = self.cluster._spawn(
+            "connect-server", ["bash", script, "--wait", "--master", self.cluster.url, *conf], env)
+        proc = d.proc
         try:
             # Up once its gRPC port accepts connections (at WARN it logs nothing then).
             _wait(lambda: _accepts(self.cluster.host, self.port) or proc.poll() is not None,
-                  timeout, f"the Connect server on port {self.port} (log: {log})", every=0.2)
+                  timeout, f"the Connect server on port {self.port} (log: {d.log})", every=0.2)
             if proc.poll() is not None:
                 raise RuntimeError(f"the Connect server exited ({proc.returncode}): "
                                    f"{d.log_text()[-2000:]}")
@@ -343,15 +350,6 @@ class ConnectServer:
             self.close()
             raise
         return self
-
-    def driver(self) -> int:
-        """The pid of the server's driver JVM."""
-        assert self.daemon is not None
-        for p in process_tree(self.daemon.pid):
-            argv = _cmdline(p).split(b"\0")
-            if argv[0].endswith(b"java") and b"SparkConnectServer" in _cmdline(p):
-                return p
-        raise LookupError("the Connect server's JVM is not running")
 
     def session(self) -> Any:
         """A new Spark Connect client session of this server."""
@@ -361,13 +359,8 @@ class ConnectServer:
 
     def close(self) -> None:
         """Kill the server and everything under it."""
-        if self.daemon is not None and self.daemon.proc.poll() is None:
-            kill_tree(self.daemon.pid)
         if self.daemon is not None:
-            try:
-                self.daemon.proc.wait(30)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed
-                pass
+            self.daemon.stop()
 
     def __enter__(self) -> "ConnectServer":
         return self
@@ -521,7 +514,8 @@ class Run:
     @property
     def ok(self) -> bool:
         """At-least-once held (no row missing, none made up), a task of the killed worker ran
-        again on a survivor, and Deduplicator (sinks) passed every row exactly once."""
+        again on a survivor, Deduplicator (sinks) passed every row exactly once, and a file
+        sink (sources) holds each spool record once."""
         return (self.missing == 0 and self.extra == 0 and bool(self.retried_tasks)
                 and self.deduplicated in (None, self.rows) and self.seq_duplicates in (None, 0))
 
@@ -551,9 +545,7 @@ class Run:
 
 
 def free_tcp_url(host: str = "127.0.0.1") -> str:
-    with pysock.socket() as s:
-        s.bind((host, 0))
-        return f"tcp://{host}:{s.getsockname()[1]}"
+    return f"tcp://{host}:{free_port(host)}"
 
 
 def _wait(cond: Callable[[], bool], timeout: float, what: str, every: float = 0.02) -> None:
