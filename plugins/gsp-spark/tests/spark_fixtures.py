@@ -265,7 +265,7 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
         try:
             wait_for(lambda: not prod.is_alive(), 90, f"all {total} messages acknowledged")
             prod.join(5)
-            wait_for(lambda: _distinct_in_sink(spark, out) >= total, 90,
+            wait_for(lambda: _parquet_rows(spark, out, distinct="v") >= total, 90,
                      "every message in the sink")
         finally:
             q2.stop()
@@ -273,19 +273,6 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
         q1.stop()
         prod.stop.set()
     _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
-
-
-def _distinct_in_sink(spark: Any, out: str) -> int:
-    """Distinct messages in the parquet sink at ``out`` so far (0 before its first file)."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        return int(spark.read.parquet(out).select("v").distinct().count())
-    except Exception as exc:  # no file yet: the schema cannot be inferred
-        # (Spark Connect reports it as a gRPC INTERNAL error carrying the same condition.)
-        if isinstance(exc, AnalysisException) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
-            return 0
-        raise
 
 
 def _alive(pid: int) -> bool:
@@ -337,7 +324,7 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
         try:
             wait_for(lambda: not prod.is_alive(), 120, f"all {total} messages acknowledged")
             prod.join(5)
-            wait_for(lambda: _distinct_in_sink(spark, out) >= total, 120,
+            wait_for(lambda: _parquet_rows(spark, out, distinct="v") >= total, 120,
                      "every message in the sink")
         finally:
             q2.stop()
@@ -484,13 +471,16 @@ def sink_and_source_on_the_cluster(spark: Any, tmp_path: Any) -> None:
     assert sorted(r.n for r in spark.read.parquet(out).collect()) == list(range(2000))
 
 
-def _parquet_rows(spark: Any, out: str) -> int:
-    """Rows in the parquet sink at ``out`` so far (0 before its first file)."""
+def _parquet_rows(spark: Any, out: str, distinct: str | None = None) -> int:
+    """Rows (with ``distinct``: distinct values of that column) in the parquet sink at ``out``
+    so far (0 before its first file)."""
     from pyspark.errors import AnalysisException
 
     try:
-        return int(spark.read.parquet(out).count())
-    except Exception as exc:  # no file yet (Connect: a gRPC error carrying the same condition)
+        df = spark.read.parquet(out)
+        return int((df if distinct is None else df.select(distinct).distinct()).count())
+    except Exception as exc:  # no file yet: the schema cannot be inferred
+        # (Spark Connect reports it as a gRPC INTERNAL error carrying the same condition.)
         if isinstance(exc, AnalysisException) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
             return 0
         raise
