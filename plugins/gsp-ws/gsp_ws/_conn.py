@@ -100,23 +100,20 @@ class WSConnection(Connection):
     def refuse(self, reason: str) -> None:
         """No room for this connection (``max_pipes``) once it is a WebSocket: end it with close
         code 1013 (Try Again Later), then close."""
-        if self._ws is not None and not self._closed:
-            self._closed = True
-            try:
-                self._send_close(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
-            finally:
-                self._release()
-                self.done.set()
-        else:
-            self.close()
+        self._end_with(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
 
     def deny(self, reason: str) -> None:
         """The listener's ``admit`` rule refused this peer once it is a WebSocket: end it with
         close code 1008 (Policy Violation, no word of which rule), then close."""
+        self._end_with(_frames.POLICY_VIOLATION, "not admitted")
+
+    def _end_with(self, code: int, reason: str) -> None:
+        """``refuse``'s and ``deny``'s end: a WebSocket gets a Close frame of ``code``, then
+        the connection closes (before the upgrade: just closes)."""
         if self._ws is not None and not self._closed:
             self._closed = True
             try:
-                self._send_close(_frames.POLICY_VIOLATION, "not admitted")
+                self._send_close(code, reason)
             finally:
                 self._release()
                 self.done.set()
@@ -799,23 +796,13 @@ class WSGIConnection(WSConnection):
     def _upgrade(self, spec: "ProtocolSpec") -> Framer:
         return self._framer(False, self._trailing)
 
-    def refuse(self, reason: str) -> None:
-        """No room for this connection (``max_pipes``): the WSGI server has answered 101
-        already, so end the WebSocket with close code 1013 (Try Again Later), then close."""
+    def _end_with(self, code: int, reason: str) -> None:
+        """The WSGI server has answered 101 already: a WebSocket even before ``handshake``, so
+        ``refuse`` (1013) and ``deny`` (1008) end it with their Close frame either way."""
         if self._ws is not None:
-            super().refuse(reason)
+            super()._end_with(code, reason)
             return
-        data = Framer(False).close_frame(_frames.TRY_AGAIN_LATER, f"SP socket full: {reason}")
-        assert data is not None
-        self._last_word(data)
-
-    def deny(self, reason: str) -> None:
-        """The listener's ``admit`` rule refused this peer: the WSGI server has answered 101
-        already, so end the WebSocket with close code 1008 (Policy Violation), then close."""
-        if self._ws is not None:
-            super().deny(reason)
-            return
-        data = Framer(False).close_frame(_frames.POLICY_VIOLATION, "not admitted")
+        data = Framer(False).close_frame(code, reason)
         assert data is not None
         self._last_word(data)
 
