@@ -175,6 +175,27 @@ def test_big_messages_in_a_row_both_ways(pki, scheme, frame_max):
     """Big messages back to back each way (a dialer masks into its send buffer, a listener reads
     them into its message buffer; then the other way), cut into frames of every size, small ones
     between: every byte as sent, over ws and wss."""
+    big_messages_both_ways(pki, scheme, frame_max)
+
+
+@pytest.mark.parametrize("frame_max", [0, 65536])
+def test_big_messages_without_the_compiled_mask(pki, monkeypatch, frame_max):
+    """The same with gsp_ws._frames' fallback for gsp_ws._mask (a build without a C compiler):
+    the dialer's send buffer masked from mid-frame (a frame across two writes: 0) and the
+    listener's frames unmasked in place (frames of 64 KiB), every byte as sent."""
+    from gsp_ws import _conn, _frames
+
+    calls = {_conn: 0, _frames: 0}
+    for module in calls:
+        def fallback(*args: Any, module: Any = module) -> None:
+            calls[module] += 1
+            _frames._mask_into_py(*args)
+        monkeypatch.setattr(module, "mask_into", fallback)
+    big_messages_both_ways(pki, "ws", frame_max)
+    assert calls[_conn] and (calls[_frames] or not frame_max), calls  # both ran the fallback
+
+
+def big_messages_both_ways(pki: Any, scheme: str, frame_max: int) -> None:
     from gsp_ws._frames import DIRECT_MIN
 
     tls = scheme == "wss"
