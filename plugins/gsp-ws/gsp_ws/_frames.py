@@ -1,5 +1,6 @@
 """RFC 6455 framing, sans-IO, for SP messages: frame headers built and parsed here, masking by
-compiled code (``websockets``' C ``apply_mask``), bodies sliced, never copied byte by byte.
+compiled code (``websockets``' C ``apply_mask``; for big messages ``gsp_ws._mask.mask_into``,
+into a buffer kept for them), bodies sliced, never copied byte by byte.
 
 What a WebSocket pipe needs of the RFC and no more: binary messages cut into frames of at most
 ``ws_send_frame_max`` (nng does the same), text frames only where ``ws_recv_text`` allows them,
