@@ -147,28 +147,18 @@ class WSConnection(Connection):
             return gsp.Closed("connection closed locally")
         return gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
 
-    def _recv(self) -> bytes:
+    def _recv(self, room: memoryview | None = None) -> Any:
+        """One read: the bytes that came, or given ``room`` (a big message's buffer) how many
+        came into it; a failure, or the end of the stream, raised as gsp's error."""
         try:
-            data = self._recv_alive(None)
+            got = self._recv_alive(room)
         except gsp.GspError:  # gsp.Timeout is an OSError too: keep it as it is
             raise
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
-        if not data:
+        if not got:
             raise self._eof()
-        return data  # type: ignore[no-any-return]
-
-    def _recv_into(self, room: memoryview) -> int:
-        """:meth:`_recv` into ``room`` (a big message's buffer): how many bytes came."""
-        try:
-            n = self._recv_alive(room)
-        except gsp.GspError:
-            raise
-        except OSError as exc:
-            raise self._io_error(exc, "recv") from None
-        if not n:
-            raise self._eof()
-        return n  # type: ignore[no-any-return]
+        return got
 
     def _read(self, room: memoryview | None) -> Any:
         return self.sock.recv(_CHUNK) if room is None else self.sock.recv_into(room)
@@ -425,7 +415,7 @@ class WSConnection(Connection):
                     if room is None:
                         data = self._recv()
                         continue
-                    n = self._recv_into(room)
+                    n = self._recv(room)
                 finally:
                     holding.reading = False
                 room = None
