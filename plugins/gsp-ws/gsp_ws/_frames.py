@@ -322,10 +322,10 @@ class Framer:
             start = pos + hl
             stop = start + n
             fin = b0 & 0x80
-            if op < OP_CLOSE and not self._direct and n >= DIRECT_MIN and \
-                    (not fin or stop > end):
+            # (n first: a small frame is past at one test; a control frame is never this big)
+            if n >= DIRECT_MIN and not self._direct and (not fin or stop > end):
                 self._to_direct()  # a big message: assembled in one buffer
-            if stop <= end and self._direct and op < OP_CLOSE:
+            if self._direct and stop <= end and op < OP_CLOSE:
                 self._put(data, start, n, 0)  # a whole frame of a big message
                 self._data_done(op, fin, key, n, out)
                 pos = stop
