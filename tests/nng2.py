@@ -8,12 +8,12 @@ for pynng (nng 1.x). The two bindings are separate libraries and can share the p
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import gevent
 import nng
+from gevent.threadpool import ThreadPool
 
 from tests.certs import PKI
 
@@ -93,8 +93,24 @@ def active_pipes(sock: nng.Socket) -> int:
     return sum(1 for p in sock.pipes if p.status == nng.PipeStatus.ACTIVE)
 
 
+#: Closes run on threads of their own, not on the hub's threadpool: a close that never returns
+#: would hold one of its threads for the rest of the process, and enough of them starve what
+#: else the hub sends there (gevent's resolver, which every later dial of a name waits on).
+_CLOSER = ThreadPool(maxsize=64)
+
+
+class CloseHung(AssertionError):
+    """nng 2.0's close of a socket did not return in time. This snapshot's reap thread can
+    wait forever (in ``nni_task_wait``) for a TLS pipe whose peer dropped the connection at
+    the moment the socket closed; once it does, no later close in the process returns."""
+
+
 def close(sock: nng.Socket, timeout: float = 5.0) -> None:
-    """Close ``sock`` on a native thread (nng's close waits for its pipes), bounded."""
-    deadline = time.monotonic() + timeout
-    res = spawn(sock.close)
-    res.get(timeout=max(0.1, deadline - time.monotonic()))
+    """Close ``sock`` on a native thread (nng's close waits for its pipes), bounded: raises
+    :class:`CloseHung` if it does not return within ``timeout`` seconds."""
+    res = _CLOSER.spawn(sock.close)
+    try:
+        res.get(timeout=timeout)
+    except gevent.Timeout:
+        raise CloseHung(f"nng 2.0's close of {type(sock).__name__} did not return in "
+                        f"{timeout} s (see tests/nng2.py: CloseHung)") from None
