@@ -219,3 +219,22 @@ def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(pki):
                 g.dial(nng.bound_url(lst, "tls+tcp"), block=True, **pki.dial_options())
     finally:
         n.close()
+
+
+def test_a_tls_handshake_on_a_socket_closed_under_it_is_closed_not_an_attribute_error(pki):
+    """A listener that sheds a connection closes its socket from another greenlet; the one
+    that was to run its TLS handshake then met gevent's SSLSocket without its TLS object and
+    died on an AttributeError (a traceback a slowloris run over wss printed 4 times)."""
+    from gsp.transport.tls import tls_handshake, tls_wrap
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(pki.server_cert_file, pki.server_key_file)
+    a, b = gsocket.socketpair()
+    try:
+        sslsock = tls_wrap(a, ctx, server_side=True)
+        sslsock.close()
+        with pytest.raises(gsp.Closed, match="closed before its TLS handshake finished"):
+            tls_handshake(sslsock, "wss from test")
+    finally:
+        a.close()
+        b.close()
+

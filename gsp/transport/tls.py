@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from gevent import ssl as gssl
 
-from ..errors import BadOption, ConnectionBroken, GspError, TLSHandshakeError
+from ..errors import BadOption, Closed, ConnectionBroken, GspError, TLSHandshakeError
 from ..options import Option, boolean, described, optional
 
 __all__ = [
@@ -363,6 +363,13 @@ def tls_handshake(sslsock: Any, what: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConnectionBroken(f"{what}: connection lost in the TLS handshake: "
                                f"{exc.strerror or exc}") from None
+    except AttributeError:
+        # gevent's SSLSocket drops its TLS object when it is closed: a handshake started (or
+        # resumed) after another greenlet closed it, as a listener shedding the connection
+        # to make room does, fails on that object, not with an OSError.
+        if sslsock.fileno() != -1:
+            raise
+        raise Closed(f"{what}: closed before its TLS handshake finished") from None
     return tls_properties(sslsock)
 
 
