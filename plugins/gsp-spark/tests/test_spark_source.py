@@ -41,6 +41,7 @@ from gsp_spark import (
     SourceError,
     SpoolBusy,
     StreamReader,
+    _source,
     gsp_error,
     register,
 )
@@ -325,10 +326,12 @@ def test_reader_dropped_without_stop_releases_socket_thread_and_spool(ipc_dir, t
 
 
 
-def test_planner_cuts_a_batch_into_partitions_that_decode_to_every_message(ipc_dir, tmp_path):
+def test_planner_cuts_a_batch_into_partitions_that_decode_to_every_message(ipc_dir, tmp_path,
+                                                                          monkeypatch):
     """The receiver spools a burst (in groups), the planner cuts any seq range into partitions
     read straight from the spool files, and executors decode them: every message once, in
-    order, each partition numbered from its first message's seq."""
+    order, each partition numbered from its first message's seq. A batch too small for two
+    partitions of ``_PART_ROWS`` messages is one partition."""
     path = f"{ipc_dir}/cut.sock"
     cfg = SourceConfig.parse({"url": f"ipc://{path}", "spool": str(tmp_path / "spool"),
                               "partitions": "3"})
@@ -349,6 +352,10 @@ def test_planner_cuts_a_batch_into_partitions_that_decode_to_every_message(ipc_d
         while reader.latestOffset({"seq": 0}, None)["seq"] < n and time.monotonic() < deadline:
             time.sleep(0.02)
         producer.join(10)
+        whole = reader.partitions({"seq": 0}, {"seq": n})
+        assert len(whole) == 1
+        assert next(reader.read(whole[0])).to_pylist() == [{"n": i, "_seq": i} for i in range(n)]
+        monkeypatch.setattr(_source, "_PART_ROWS", 1000)
         for lo, hi in [(0, n), (1234, 4321)]:
             parts = reader.partitions({"seq": lo}, {"seq": hi})
             batches = [next(reader.read(p)).to_pylist() for p in parts]

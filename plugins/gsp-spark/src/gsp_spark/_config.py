@@ -102,7 +102,7 @@ class SourceConfig:
     spool: str = ""
     format: str = "auto"
     partitions: int = 2
-    max_batch_rows: int = 200_000
+    max_batch_rows: int = 500_000
     recv_max_size: int = 1 << 20
     on_bad_message: str = "fail"
 
@@ -121,7 +121,7 @@ class SourceConfig:
             spool=r.string("spool") or "",
             format=r.choice("format", ("auto", "msgpack", "raw"), "auto"),
             partitions=r.integer("partitions", 2),
-            max_batch_rows=r.integer("max_batch_rows", 200_000),
+            max_batch_rows=r.integer("max_batch_rows", 500_000),
             recv_max_size=r.integer("recv_max_size", 1 << 20, lo=0),
             on_bad_message=r.choice("on_bad_message", ("fail", "skip"), "fail"),
         )

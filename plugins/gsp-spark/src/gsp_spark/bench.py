@@ -1,7 +1,7 @@
 """Rows per second through the gsp sink and source on a local Spark, beside Spark's own ceiling.
 
     python -m gsp_spark.bench [--rows N] [--repeat R] [--master local[2]] [--paths a,b,...]
-                              [--connect]
+                              [--connect] [--source-option KEY=VALUE ...]
 
 Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the source: ``user``,
 ``amount``) and prints the median of R runs, with all runs:
@@ -19,6 +19,7 @@ Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the sour
   streaming query ``format("gsp")`` → ``noop``; timed from the first message sent to the
   micro-batch that brings the query's input count to N.
 
+``--source-option`` sets one of the source's options (``partitions=2``) for the ``source`` path.
 ``--connect`` runs every path through Spark Connect: a Connect server on ``--master`` in this
 process (:func:`gsp_spark.local_connect_session`), the benchmark its client.
 """
@@ -154,11 +155,16 @@ def bench_ceiling_source(spark: Any, n: int, batch: int = 200_000) -> float:
     return done / secs
 
 
+#: More options for the ``source`` path's query (``--source-option``).
+SOURCE_OPTIONS: dict[str, str] = {}
+
+
 def bench_source(spark: Any, n: int, producers: int = 2) -> float:
     url = _free_tcp_url()
     tmp = tempfile.mkdtemp(prefix="gsp-bench-")
     q = (spark.readStream.format("gsp").schema("user STRING, amount DOUBLE")
-         .option("url", url).option("spool", os.path.join(tmp, "spool")).load()
+         .option("url", url).option("spool", os.path.join(tmp, "spool"))
+         .options(**SOURCE_OPTIONS).load()
          .writeStream.format("noop").option("checkpointLocation", os.path.join(tmp, "ck"))
          .trigger(processingTime="200 milliseconds").start())
     prod: HubThread | None = None
@@ -226,7 +232,14 @@ def main() -> None:
                     help=f"comma-separated, from: {', '.join(PATHS)}")
     ap.add_argument("--connect", action="store_true",
                     help="through Spark Connect (a server on --master in this process)")
+    ap.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of the source path's query (repeatable): partitions=1")
     args = ap.parse_args()
+    for kv in args.source_option:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            ap.error(f"--source-option takes KEY=VALUE, not {kv!r}")
+        SOURCE_OPTIONS[key] = value
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
