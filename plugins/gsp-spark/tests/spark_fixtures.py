@@ -247,26 +247,28 @@ def rep_source_survives_kill(spark: Any, url: str, tmp: Any, total: int, kill_af
     def start() -> Any:
         return rep_query(spark, url, str(spool), out, ck)
 
-    q1 = start()
+    # Supervised: a query Spark killed because its Python worker did not connect back in time
+    # (a loaded machine) starts again from its checkpoint; the producers resend meanwhile.
+    q1 = Supervised(start)
     resume = threading.Event()
     prod = HubThread(_req_producers(url, total, producers, window, acked, kill_after, resume),
                      "req-producers")
     try:
-        wait_for(lambda: len(acked) >= kill_after, 60, f"{kill_after} acknowledged messages")
+        q1.wait(lambda: len(acked) >= kill_after, 60, f"{kill_after} acknowledged messages")
         # The receiver lives in Spark's Python planner process; the spool lock names its pid.
         os.kill(int((spool / "LOCK").read_text()), signal.SIGKILL)
         with pytest.raises(StreamingQueryException):
-            q1.awaitTermination(60)  # the query dies with its source process
+            q1.query.awaitTermination(60)  # the query dies with its source process
         acked_at_kill = len(acked)
         # Producers are still at it: some messages wait for the restart.
         assert acked_at_kill < total, f"all {total} were acknowledged before the kill landed"
         resume.set()
-        q2 = start()
+        q2 = Supervised(start)
         try:
-            wait_for(lambda: not prod.is_alive(), 90, f"all {total} messages acknowledged")
+            q2.wait(lambda: not prod.is_alive(), 90, f"all {total} messages acknowledged")
             prod.join(5)
-            wait_for(lambda: _parquet_rows(spark, out, distinct="v") >= total, 90,
-                     "every message in the sink")
+            q2.wait(lambda: _parquet_rows(spark, out, distinct="v") >= total, 90,
+                    "every message in the sink")
         finally:
             q2.stop()
     finally:
@@ -320,12 +322,12 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
         # spool (and the address) for the next driver.
         wait_for(lambda: not _alive(jvm1) and not _alive(source), 60,
                  "the killed driver's JVM and source process to be gone")
-        q2 = rep_query(spark, url, str(spool), out, ck)
+        q2 = Supervised(lambda: rep_query(spark, url, str(spool), out, ck))
         try:
-            wait_for(lambda: not prod.is_alive(), 120, f"all {total} messages acknowledged")
+            q2.wait(lambda: not prod.is_alive(), 120, f"all {total} messages acknowledged")
             prod.join(5)
-            wait_for(lambda: _parquet_rows(spark, out, distinct="v") >= total, 120,
-                     "every message in the sink")
+            q2.wait(lambda: _parquet_rows(spark, out, distinct="v") >= total, 120,
+                    "every message in the sink")
         finally:
             q2.stop()
     finally:
@@ -336,6 +338,17 @@ def rep_source_survives_driver_kill(spark: Any, master: str, url: str, tmp: Any,
             p1.wait(30)
     _no_acknowledged_message_lost(spark, out, acked, total, acked_at_kill)
 
+
+#: pytest-xdist's loadgroup (the suite's ``--dist``) runs each group's tests on one worker, in
+#: collection order. Ungrouped, a module's tests spread over both workers, and each worker built
+#: the module's session (and a standalone cluster, a Connect server) of its own: twice the JVMs
+#: on a 2-core machine. The modules that share :func:`shared_session`, and the driver scripts of
+#: ``test_spark_user_scripts.py`` (its background jobs start with the group's first test, and
+#: run beside the group's tests, not at their end):
+LOCAL_GROUP = pytest.mark.xdist_group("spark-local")
+#: The modules on the standalone cluster (the ``standalone-cluster`` job of ``jobs.py``: started
+#: once, by the worker that runs the group; ``conftest.py``).
+CLUSTER_GROUP = pytest.mark.xdist_group("spark-cluster")
 
 _shared: dict[str, Any] = {}
 
@@ -390,29 +403,51 @@ def ipc_listening(path: str) -> bool:
 WORKER_STARTUP_FAILURE = "Python worker failed to connect back"
 
 
+class Supervised:
+    """A streaming query ``start()`` started, and started again from its checkpoint, once, if
+    Spark killed it because its Python worker did not connect back in time, as a supervisor
+    restarts a failed query; any other end of the query fails the wait at once with its error."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self.start, self.restarts = start, 0
+        self.query = start()
+
+    def healthy(self, what: str) -> bool:
+        """Whether the query runs (after its one restart, if that was due now); raises if it
+        ended otherwise."""
+        if self.query.isActive:
+            return True
+        err = str(self.query.exception())
+        if self.restarts == 0 and WORKER_STARTUP_FAILURE in err:
+            self.restarts += 1
+            self.query.stop()
+            self.query = self.start()
+            return False
+        raise AssertionError(f"the query ended before {what}: {err}")
+
+    def wait(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait until ``cond()`` (at most ``timeout`` s, counted again after a restart)."""
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if not self.healthy(what):
+                deadline = time.monotonic() + timeout
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.query.stop()
+
+
 def run_until(start: Callable[[], Any], cond: Callable[[], bool], timeout: float,
               what: str) -> None:
-    """Start a streaming query and wait until ``cond()``; a query Spark killed because its Python
-    worker did not connect back in time is started again from its checkpoint, once, as a
-    supervisor restarts a failed query; any other end of the query fails at once with its
-    error. The query is stopped before this returns."""
-    for attempt in (1, 2):
-        q = start()
-        try:
-            deadline = time.monotonic() + timeout
-            while not cond():
-                if not q.isActive:
-                    err = str(q.exception())
-                    if attempt == 1 and WORKER_STARTUP_FAILURE in err:
-                        break  # started again below
-                    raise AssertionError(f"the query ended before {what}: {err}")
-                assert time.monotonic() < deadline, f"timed out waiting for {what}"
-                time.sleep(0.2)
-            else:
-                return
-        finally:
-            q.stop()
-    raise AssertionError(f"the query ended twice before {what}")
+    """Start a streaming query (:class:`Supervised`: started again once if its Python worker
+    did not connect back in time) and wait until ``cond()``; the query is stopped before this
+    returns."""
+    q = Supervised(start)
+    try:
+        q.wait(cond, timeout, what)
+    finally:
+        q.stop()
 
 
 # --- the checks every standalone-cluster driver runs (classic, and through Spark Connect) -------

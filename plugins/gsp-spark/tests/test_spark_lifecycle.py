@@ -4,7 +4,7 @@ its session stops, and the triggers that stop by themselves (``availableNow``, `
 "Released" means: the process that hosted the receiver (its pid is in the spool's LOCK) is gone,
 with the receiver thread; nothing listens at the source's address; the spool's lock is free.
 The spool's segment files stay, on purpose: they are what a restarted query reads.
-The last test stops this module's session.
+The session-stop test stops the session the local modules share: it runs after them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import spark_fixtures
 import gsp
 from gsp_spark import HubThread
 
+pytestmark = spark_fixtures.LOCAL_GROUP  # one shared session, on one xdist worker
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
 wait_for = spark_fixtures.wait_for
@@ -29,8 +30,8 @@ wait_for = spark_fixtures.wait_for
 
 @pytest.fixture(scope="module")
 def spark():
-    # The session the local modules share (this module's last test stops it; the next module
-    # to ask starts another).
+    # The session the local modules share (the session-stop test stops it, after the other
+    # tests of the group).
     return spark_fixtures.shared_session()
 
 
@@ -128,10 +129,12 @@ def test_stop_available_now_and_once_read_the_spool_and_release(spark, ipc_dir, 
     assert drain(once=True) == list(range(150))
 
 
+@pytest.mark.stops_shared_session  # conftest.py runs it after the rest of its group
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_session_stop_releases_a_running_source(spark, ipc_dir, tmp_path):
-    """Last in this module: stops the session. Spark's own stop leaves the source's process
-    waiting for the driver to exit; gsp_spark stops the session's queries first."""
+    """Last in its group (conftest.py moves it there): stops the session the group shares.
+    Spark's own stop leaves the source's process waiting for the driver to exit; gsp_spark
+    stops the session's queries first."""
     path, spool = f"{ipc_dir}/live.sock", str(tmp_path / "spool")
     q = (spark.readStream.format("gsp").option("url", f"ipc://{path}").option("spool", spool)
          .load().writeStream.format("memory").queryName("live")

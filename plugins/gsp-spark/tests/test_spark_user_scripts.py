@@ -35,6 +35,7 @@ import jobs
 import pytest
 import spark_fixtures
 
+pytestmark = spark_fixtures.LOCAL_GROUP  # its jobs start with the group's first test
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 
 
