@@ -268,10 +268,11 @@ def test_packer_encodes_spark_values():
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_bench_runs_every_path_and_counts_every_row(spark):
     """``python -m gsp_spark.bench`` on a few rows: each path (a bench raises when its receiver
-    or query saw another count than it sent) yields a rate and a line. No timing is checked."""
+    or query saw another count than it sent) yields a rate and a line; the source path with a
+    ``--source-option`` (one partition a micro-batch). No timing is checked."""
     from gsp_spark import bench
 
     lines: list[str] = []
-    rates = bench.run(spark, 3000, 1, list(bench.PATHS), lines.append)
+    rates = bench.run(spark, 3000, 1, list(bench.PATHS), lines.append, {"partitions": "1"})
     assert set(rates) == set(bench.PATHS) and all(r[0] > 0 for r in rates.values())
     assert [ln.split()[0] for ln in lines] == list(bench.PATHS)

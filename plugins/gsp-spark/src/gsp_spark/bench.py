@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import gevent
 import msgpack
@@ -155,16 +155,14 @@ def bench_ceiling_source(spark: Any, n: int, batch: int = 200_000) -> float:
     return done / secs
 
 
-#: More options for the ``source`` path's query (``--source-option``).
-SOURCE_OPTIONS: dict[str, str] = {}
-
-
-def bench_source(spark: Any, n: int, producers: int = 2) -> float:
+def bench_source(spark: Any, n: int, producers: int = 2,
+                 options: Mapping[str, str] | None = None) -> float:
+    """The source's query, with ``options`` (``--source-option``) beside its url and spool."""
     url = _free_tcp_url()
     tmp = tempfile.mkdtemp(prefix="gsp-bench-")
     q = (spark.readStream.format("gsp").schema("user STRING, amount DOUBLE")
          .option("url", url).option("spool", os.path.join(tmp, "spool"))
-         .options(**SOURCE_OPTIONS).load()
+         .options(**(options or {})).load()
          .writeStream.format("noop").option("checkpointLocation", os.path.join(tmp, "ck"))
          .trigger(processingTime="200 milliseconds").start())
     prod: HubThread | None = None
@@ -209,13 +207,18 @@ DEFAULT_PATHS = "ceiling-sink,sink-push,sink-push-100,sink-req-100,ceiling-sourc
 
 
 def run(spark: Any, rows: int, repeat: int, paths: list[str],
-        out: Callable[[str], None] = print) -> dict[str, list[float]]:
+        out: Callable[[str], None] = print,
+        source_options: Mapping[str, str] | None = None) -> dict[str, list[float]]:
     """Each path ``repeat`` times, interleaved (so load that comes and goes hits all of them);
-    prints one line per path and returns every rate."""
+    prints one line per path and returns every rate. ``source_options``: more options of the
+    ``source`` path's query."""
+    runners = {p: PATHS[p][0] for p in paths}
+    if source_options and "source" in runners:
+        runners["source"] = lambda s, n: bench_source(s, n, options=source_options)
     rates: dict[str, list[float]] = {p: [] for p in paths}
     for _ in range(repeat):
         for p in paths:
-            rates[p].append(PATHS[p][0](spark, rows))
+            rates[p].append(runners[p](spark, rows))
     for p in paths:
         runs = ", ".join(f"{r:,.0f}" for r in rates[p])
         out(f"{p:<15} {statistics.median(rates[p]):>11,.0f} rows/s  median of "
@@ -235,11 +238,12 @@ def main() -> None:
     ap.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
                     help="an option of the source path's query (repeatable): partitions=1")
     args = ap.parse_args()
+    source_options: dict[str, str] = {}
     for kv in args.source_option:
         key, eq, value = kv.partition("=")
         if not eq or not key:
             ap.error(f"--source-option takes KEY=VALUE, not {kv!r}")
-        SOURCE_OPTIONS[key] = value
+        source_options[key] = value
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
@@ -258,7 +262,7 @@ def main() -> None:
         bench_ceiling_sink(spark, 20_000)
         print(f"{args.master}{' through Spark Connect' if args.connect else ''}, "
               f"{args.rows:,} rows per run, {os.cpu_count()} CPUs", flush=True)
-        run(spark, args.rows, args.repeat, paths, lambda s: print(s, flush=True))
+        run(spark, args.rows, args.repeat, paths, lambda s: print(s, flush=True), source_options)
     finally:
         spark.stop()
 
