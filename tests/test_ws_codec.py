@@ -256,14 +256,17 @@ def frame(first: int, payload: bytes, key: bytes | None) -> bytes:
 
 def read_as_the_pipe_does(f: Framer, wire: bytes, step: int) -> list[bytes]:
     """What WSConnection.recv_messages does with ``wire`` arriving ``step`` bytes at a time:
-    into the framer's room while it offers one (a big message's payload), else fed."""
+    into the framer's room while it offers one (a big message's payload), else fed what a read
+    of the size it asks for brings."""
     got: list[bytes] = []
     pos = 0
     while pos < len(wire):
         room = f.room()
         if room is None:
-            got += f.feed(wire[pos:pos + step])
-            pos += step
+            n = min(step, f.read_size(step))
+            assert n > 0
+            got += f.feed(wire[pos:pos + n])
+            pos += n
             continue
         n = min(len(room), step, len(wire) - pos)
         assert n > 0
@@ -292,7 +295,52 @@ def test_big_messages_are_read_into_their_buffer_in_any_split(client, size, fram
     for step in (len(wire), 65536 + 14, 4096, 1000, 333):
         f = Framer(client)
         assert read_as_the_pipe_does(f, wire, step) == [b"before", payload, b"after", payload]
-        assert f.between_frames and f.held == 0 and f.room() is None
+        assert f.between_frames and f.held == 0
+        # (between big messages, the next one's header and body are received into its buffer)
+        assert (f.room() is None) == (min(size, frame_max or size) < _frames.DIRECT_MIN)
+
+
+@pytest.mark.parametrize("client", [True, False])
+def test_big_messages_in_a_row_are_received_into_their_buffer_one_by_one(client):
+    """Big messages back to back, all of them there at once (a reader behind its peer): once
+    one was big, the next frame's header and payload are received into the message's buffer
+    (one read of the last frame's size), and the message is one copy out of it: one message a
+    read, never a read of several big messages into fresh objects (fresh pages for each: see
+    Framer.room). Sizes that change cost a read more, still into the buffer."""
+    key = None if client else b"\x01\x02\x03\x04"
+    payloads = [os.urandom(n) for n in (65536, 65536, 65536, 70_000, 65535, 200_000, 65536)]
+    frames = [frame(0x82, p, key) for p in payloads]
+    frames.insert(3, frame(0x89, b"ping", key))  # a control frame where a big one is expected
+    wire = b"".join(frames) + frame(0x82, b"small", key)
+    f = Framer(client)
+    chunk = 150_000  # the first read: two big frames whole, the start of the third
+    got: list[bytes] = []
+    fed: list[int] = []  # reads of their own (bytes objects): not into the buffer
+    reads = 0
+    most = 0  # big messages a read completed, after the first
+    pos = 0
+    while pos < len(wire):
+        room = f.room()
+        if room is not None:
+            n = min(len(room), len(wire) - pos)
+            room[:n] = wire[pos:pos + n]
+            out = f.filled(n)
+        else:
+            n = min(len(wire) - pos, f.read_size(chunk))
+            fed.append(n)
+            out = f.feed(wire[pos:pos + n])
+        reads += 1
+        if reads > 1:
+            most = max(most, sum(len(m) >= _frames.DIRECT_MIN for m in out))
+        got += out
+        pos += n
+    assert got == payloads + [b"small"]
+    assert f.controls == [(_frames.OP_PING, b"ping")]
+    assert fed[0] == chunk
+    assert most == 1
+    assert all(n < _frames.DIRECT_MIN for n in fed[1:]), fed  # no big payload read apart
+    assert reads <= 2 * len(frames)  # a read a frame, two where the size changed
+    assert f.room() is None and f.read_size(4096) == 4096  # small again: the usual reads
 
 
 @pytest.mark.parametrize("client", [True, False])

@@ -147,11 +147,12 @@ class WSConnection(Connection):
             return gsp.Closed("connection closed locally")
         return gsp.ConnectionBroken(f"{self.remote_address} closed the connection")
 
-    def _recv(self, room: memoryview | None = None) -> Any:
-        """One read: the bytes that came, or given ``room`` (a big message's buffer) how many
-        came into it; a failure, or the end of the stream, raised as gsp's error."""
+    def _recv(self, room: memoryview | None = None, size: int = _CHUNK) -> Any:
+        """One read: the bytes that came (``size`` at most), or given ``room`` (a big message's
+        buffer) how many came into it; a failure, or the end of the stream, raised as gsp's
+        error."""
         try:
-            got = self._recv_alive(room)
+            got = self._recv_alive(room, size)
         except gsp.GspError:  # gsp.Timeout is an OSError too: keep it as it is
             raise
         except OSError as exc:
@@ -160,17 +161,17 @@ class WSConnection(Connection):
             raise self._eof()
         return got
 
-    def _read(self, room: memoryview | None) -> Any:
-        return self.sock.recv(_CHUNK) if room is None else self.sock.recv_into(room)
+    def _read(self, room: memoryview | None, size: int) -> Any:
+        return self.sock.recv(size) if room is None else self.sock.recv_into(room)
 
-    def _recv_alive(self, room: memoryview | None) -> Any:
+    def _recv_alive(self, room: memoryview | None, size: int) -> Any:
         """``sock.recv`` (``recv_into(room)`` given a ``room``), checking the peer is alive
         once open: after ``ws_ping_interval`` s of silence it gets a Ping, and if nothing at all
         arrives ``ws_ping_timeout`` s after that, the pipe ends (a peer gone without a FIN, a
         connection black-holed on the way)."""
         every = self._ping_every
         if every is None or self._ws is None or self._ws.state != OPEN:
-            return self.sock.recv(_CHUNK) if room is None else self.sock.recv_into(room)
+            return self.sock.recv(size) if room is None else self.sock.recv_into(room)
         pinged = False
         # (silence counts from the last bytes received: a parked pipe was silent meanwhile)
         first = max(0.0, every - (monotonic() - self._rx_at))
@@ -178,7 +179,7 @@ class WSConnection(Connection):
             timer = gevent.Timeout(self._ping_wait if pinged else first)
             timer.start()
             try:
-                data = self._read(room)
+                data = self._read(room, size)
                 self._rx_at = monotonic()
                 return data
             except gevent.Timeout as exc:
@@ -192,7 +193,7 @@ class WSConnection(Connection):
                     f"did not answer a Ping within {self._ping_wait:g} s (ws_ping_timeout)")
             ws = self._ws
             if ws.state != OPEN:
-                return self._read(room)  # closing: no Ping
+                return self._read(room, size)  # closing: no Ping
             self._send(ws.control(_frames.OP_PING, b"gsp"))
             pinged = True
 
@@ -413,7 +414,7 @@ class WSConnection(Connection):
                 room = ws.room()  # a big message's payload: received where it goes
                 try:
                     if room is None:
-                        data = self._recv()
+                        data = self._recv(None, ws.read_size(_CHUNK))
                         continue
                     n = self._recv(room)
                 finally:
@@ -455,20 +456,28 @@ class WSConnection(Connection):
         every = self._ping_every
         if every is not None and monotonic() - self._rx_at >= every:
             return []  # silent for long enough: recv_messages pings it
+        room = ws.room()  # between big messages: the next one's header and body in one read
         try:
-            data = raw.recv(_CHUNK)
+            if room is None:
+                data = raw.recv(_CHUNK)
+                got = len(data)
+            else:
+                got = raw.recv_into(room)
         except BlockingIOError:
             self._park_on(raw, wake)
             return None
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
-        if not data:
+        if not got:
             raise self._eof()
         if every is not None:
             self._rx_at = monotonic()
         out: list[bytes] = []
         try:
-            self._take(ws, data, out)
+            if room is None:
+                self._take(ws, data, out)
+            else:
+                self._filled(ws, got, out)
         except gsp.GspError as exc:
             if not out:
                 raise
@@ -528,12 +537,16 @@ class WSConnection(Connection):
         self._holding.hold(ws.held)
 
     def _filled(self, ws: Framer, n: int, out: list[bytes]) -> None:
-        """``n`` bytes were received into the framing's room: the message they complete to
-        ``out``."""
+        """``n`` bytes were received into the framing's room: as :meth:`_take` (between big
+        messages, they are the next frame's header and payload, and what follows it)."""
         try:
             out += ws.filled(n)
         except FrameError as exc:
             self._fail(exc)
+        if ws.controls:
+            self._on_controls(ws)
+        if ws.error is not None:
+            self._fail(ws.error)  # after the messages before it
         self._holding.hold(ws.held)
 
     def _on_controls(self, ws: Framer) -> None:

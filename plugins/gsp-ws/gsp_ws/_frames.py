@@ -96,6 +96,10 @@ DIRECT_MIN: Final = 16 * 1024
 #: Room made ahead in that buffer when it is full (it grows to twice the bytes received and
 #: this at most: a peer that announces a big frame and stalls costs what it sent).
 _ROOM: Final = 1024
+_NO_LIMIT: Final = 1 << 63  # (a frame's length is below 2**63: RFC 6455 5.2)
+#: The longest frame headers: 2 bytes, a 64-bit length, and a client's 4-byte mask key.
+_HEADER_MAX_UNMASKED: Final = 10
+_HEADER_MAX_MASKED: Final = 14
 
 
 class FrameError(gsp.WireError):
@@ -157,11 +161,13 @@ class Framer:
     never a size announced: a frame's payload is kept in the pieces that came (unmasked as they
     come), joined once when the last one does; a big message's in one buffer (see the module),
     which grows with the bytes received (to twice them at most), never to a size announced.
+    The limits, ``max_msg`` and ``max_frame`` (0: none), are fixed when it is made.
     """
 
     __slots__ = ("client", "state", "max_msg", "max_frame", "text_ok", "controls", "error",
                  "held", "_buf", "_parts", "_msg_len", "_text", "_in_msg", "_op", "_fin", "_key",
-                 "_need", "_have", "_fparts", "_keys", "_kpos", "_dst", "_direct")
+                 "_need", "_have", "_fparts", "_keys", "_kpos", "_dst", "_direct", "_small",
+                 "_expect", "_ahead")
 
     def __init__(self, client: bool, *, max_msg: int = 0, max_frame: int = 0,
                  text_ok: bool = False) -> None:
@@ -169,6 +175,9 @@ class Framer:
         self.state = OPEN
         self.max_msg = max_msg
         self.max_frame = max_frame
+        # (the biggest frame neither limit refuses, for the parser's usual case: the limits are
+        # fixed once the framer is made)
+        self._small = min(max_frame or _NO_LIMIT, max_msg or _NO_LIMIT)
         self.text_ok = text_ok
         #: Control frames received, ``(opcode, payload)``, oldest first (the caller empties it).
         self.controls: list[tuple[int, bytes]] = []
@@ -193,6 +202,8 @@ class Framer:
         #: The buffer a big message is assembled in (kept while messages are big).
         self._dst: bytearray | None = None
         self._direct = False  # the message in progress is assembled in _dst
+        self._expect = 0  # the size of the last big frame, header and payload (see room)
+        self._ahead = False  # room's view is between frames: a header first (see filled)
 
     # -- writing ---------------------------------------------------------------------------------
     def mask_key(self) -> bytes:
@@ -300,6 +311,7 @@ class Framer:
     def _parse(self, data: bytes, pos: int, out: list[bytes]) -> None:
         end = len(data)
         expect_mask = 0 if self.client else 0x80
+        small = self._small
         while end - pos >= 2:
             b0 = data[pos]
             b1 = data[pos + 1]
@@ -318,24 +330,27 @@ class Framer:
                 if end - pos < hl:
                     break
                 key = data[pos + hl - 4:pos + hl]
-            op = self._check(b0, n)
+            # (the usual frame, a whole binary message within the limits, is past at one test)
+            op = OP_BINARY if b0 == _BIN_FIN and n <= small and not self._in_msg else \
+                self._check(b0, n)
             start = pos + hl
             stop = start + n
             fin = b0 & 0x80
             # (n first: a small frame is past at one test; a control frame is never this big)
-            if n >= DIRECT_MIN and not self._direct and (not fin or stop > end):
-                self._to_direct()  # a big message: assembled in one buffer
+            if n >= DIRECT_MIN and not self._direct:
+                self._big(stop - pos, bool(fin) and stop <= end)
             if self._direct and stop <= end and op < OP_CLOSE:
                 self._put(data, start, n, 0)  # a whole frame of a big message
                 self._data_done(op, fin, key, n, out)
                 pos = stop
                 continue
             if stop <= end:  # the whole frame is here: its payload is one slice (or unmasking)
-                if key is None:
-                    payload = data[start:stop]
+                payload = data[start:stop] if key is None else \
+                    apply_mask(memoryview(data)[start:stop], key)
+                if op == OP_BINARY and fin and self._dst is None:
+                    out.append(payload)  # a message in one frame (what _frame_done does)
                 else:
-                    payload = apply_mask(memoryview(data)[start:stop], key)
-                self._frame_done(op, fin, payload, out)
+                    self._frame_done(op, fin, payload, out)
                 pos = stop
                 continue
             # The payload is still arriving: keep what came.
@@ -349,6 +364,15 @@ class Framer:
             return
         if pos < end:
             self._buf = data[pos:]
+
+    def _big(self, size: int, whole: bool) -> None:
+        """A big frame (``size`` bytes with its header) begins: its message is assembled in one
+        buffer unless it is a ``whole`` message already; then the next is (see :meth:`room`)."""
+        self._expect = size
+        if not whole:
+            self._to_direct()
+        elif self._dst is None:
+            self._dst = bytearray(size)  # (kept while messages are big)
 
     def _check(self, b0: int, n: int) -> int:
         """The opcode of a frame whose header is read, checked against the RFC and the limits."""
@@ -506,14 +530,33 @@ class Framer:
         out.append(message)
 
     def room(self) -> memoryview | None:
-        """Where the next payload bytes of the frame arriving go, for the reader to receive them
-        into (``recv_into``), when they go straight into a big message's buffer; else None: a
-        read of its own then (the end of a frame: less than ``DIRECT_MIN`` left, read with what
-        follows it, frames that may be waiting too). Report what was received with
-        :meth:`filled` (no other call in between)."""
-        if self._op < 0 or not self._direct or self._op >= OP_CLOSE or self.error is not None \
+        """Where the next bytes go when they go straight into a big message's buffer, for the
+        reader to receive them into (``recv_into``); else None: a read of its own then, of
+        :meth:`read_size`. Report what was received with :meth:`filled` (no other call in
+        between).
+
+        Mid-frame, the payload's next bytes, while ``DIRECT_MIN`` or more are still to come (the
+        end of a frame is read with what follows it). Between messages, once they are big (the
+        last one was, and its buffer is kept): the next frame's header and payload, as big as
+        the last one's, in one read; a final binary frame is then the message, one copy out of
+        the buffer (unmasked as it is copied), as gsp's tcp receives a big body as the message.
+        Never a read of several big messages at once into fresh objects: each costs fresh pages
+        (glibc gives a heap top of freed big bodies back to the kernel, and the next read
+        faults it in again: 20 page faults a 64 KiB message)."""
+        op = self._op
+        if op < 0:
+            dst = self._dst
+            if dst is None or self._buf or self._in_msg or self.error is not None:
+                return None
+            want = self._expect
+            if len(dst) < want:
+                dst = self._dst = bytearray(want)
+            self._ahead = True
+            return memoryview(dst)[:want]
+        if not self._direct or op >= OP_CLOSE or self.error is not None \
                 or self._need - self._have < DIRECT_MIN:
             return None
+        self._ahead = False
         at = self._msg_len + self._have
         end = self._msg_len + self._need
         dst = self._dst
@@ -521,9 +564,23 @@ class Framer:
             dst = self._reserve(min(end, at + _ROOM), end)
         return memoryview(dst)[at:min(end, len(dst))]
 
+    def read_size(self, chunk: int) -> int:
+        """How many bytes the next read of its own (not into :meth:`room`) should ask for:
+        ``chunk`` (the reader's usual read), but while messages are big and between them, only
+        what the frame's header (part of it came into :meth:`room`) or payload still lacks, so
+        that the next read is into :meth:`room` again."""
+        if self._dst is None or self._in_msg or self.error is not None:
+            return chunk
+        if self._op >= 0:
+            return self._need - self._have or chunk
+        return (_HEADER_MAX_UNMASKED if self.client else _HEADER_MAX_MASKED) - len(self._buf)
+
     def filled(self, n: int) -> list[bytes]:
-        """``n`` bytes were received into :meth:`room`'s view; return the message they
-        complete, if they do."""
+        """``n`` bytes were received into :meth:`room`'s view; return the messages they
+        complete."""
+        if self._ahead:
+            self._ahead = False
+            return self._filled_ahead(n)
         out: list[bytes] = []
         self._have += n
         try:
@@ -535,6 +592,47 @@ class Framer:
         finally:
             self.held = self._msg_len + self._have
         return out
+
+    def _filled_ahead(self, n: int) -> list[bytes]:
+        """``n`` bytes of the next frame and what follows it came into the buffer's start. The
+        usual one, a final binary frame of at least ``DIRECT_MIN`` bytes within the limits, is
+        taken where it is: whole, it is the message (what came after it is fed); not, what came
+        of its payload moves to the buffer's start and the rest is received after it. Anything
+        else is fed, as the bytes of a read of its own (the checks and errors are feed's)."""
+        dst = self._dst
+        assert dst is not None
+        view = memoryview(dst)[:n]
+        masked = not self.client
+        hl = 14 if masked else 10  # (a 64-bit length; a 16-bit one is 6 bytes less)
+        size = -1
+        if n >= 4 and dst[0] == _BIN_FIN and bool(dst[1] & 0x80) is masked:
+            short = dst[1] & 0x7F
+            if short == 126:
+                hl -= 6
+                (size,) = _H.unpack_from(dst, 2)
+            elif short == 127 and n >= 10:
+                (size,) = _Q.unpack_from(dst, 2)
+                if size < 65536:
+                    size = -1  # (not the shortest form: feed refuses it)
+        if size < DIRECT_MIN or size > self._small or n < hl:
+            return self.feed(bytes(view))
+        end = hl + size
+        self._expect = end
+        key = bytes(view[hl - 4:hl]) if masked else None
+        if n >= end:  # the whole frame: the message
+            out = [apply_mask(view[hl:end], key) if key is not None else bytes(view[hl:end])]
+            if n > end:
+                try:
+                    out += self.feed(bytes(view[end:]))
+                except FrameError:
+                    pass  # kept in self.error: raised by the next call, after this message
+            return out
+        got = n - hl
+        view[:got] = view[hl:]  # the payload so far, to the buffer's start; its rest after it
+        self._op, self._fin, self._key, self._need, self._have = OP_BINARY, True, key, size, got
+        self._direct = True
+        self.held = got
+        return []
 
     @property
     def between_frames(self) -> bool:
