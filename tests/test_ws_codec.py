@@ -373,7 +373,7 @@ def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
     assert f.held == 100 and f.payload_left == MiB - 100
     room = f.room()
     assert room is not None and len(room) <= 2 * (100 + _frames._ROOM)
-    assert f._dst is not None and len(f._dst) <= 2 * (100 + _frames._ROOM)
+    assert f.big_buffer is not None and len(f.big_buffer) <= 2 * (100 + _frames._ROOM)
     n = len(room)
     room[:] = wire[114:114 + n]
     del room
@@ -387,7 +387,7 @@ def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
         del room
         assert f.filled(n) == []
         got += n
-    assert f.held == got and len(f._dst or b"") <= 2 * (got + _frames._ROOM)
+    assert f.held == got and len(f.big_buffer or b"") <= 2 * (got + _frames._ROOM)
 
 
 def test_an_announced_oversize_is_refused_before_a_buffer_is_made():
@@ -398,19 +398,19 @@ def test_an_announced_oversize_is_refused_before_a_buffer_is_made():
     with pytest.raises(FrameError) as info:
         f.feed(frame(0x82, bytes(MiB + 1), key)[:14])
     assert (info.value.code, info.value.error) == (1009, gsp.MessageTooLarge)
-    assert f._dst is None and f.held == 0
+    assert f.big_buffer is None and f.held == 0
     f = Framer(False, max_msg=MiB)
     first = frame(0x02, os.urandom(600_000), key)
     assert read_as_the_pipe_does(f, first, 65536) == []
     assert f.held == 600_000
-    made = len(f._dst or b"")
+    made = len(f.big_buffer or b"")
     with pytest.raises(FrameError) as info:
         f.feed(frame(0x80, bytes(500_000), key)[:14])
-    assert info.value.code == 1009 and len(f._dst or b"") == made
+    assert info.value.code == 1009 and len(f.big_buffer or b"") == made
     f = Framer(False, max_frame=65536)
     with pytest.raises(FrameError) as info:
         f.feed(frame(0x82, bytes(65537), key)[:14])
-    assert info.value.code == 1009 and f._dst is None
+    assert info.value.code == 1009 and f.big_buffer is None
 
 
 def test_big_text_is_checked_as_utf8_when_whole():

@@ -456,7 +456,8 @@ class WSConnection(Connection):
         every = self._ping_every
         if every is not None and monotonic() - self._rx_at >= every:
             return []  # silent for long enough: recv_messages pings it
-        room = ws.room()  # between big messages: the next one's header and body in one read
+        # (between big messages: the next one's header and body in one read, into its buffer)
+        room = None if ws.big_buffer is None else ws.room()
         try:
             if room is None:
                 data = raw.recv(_CHUNK)

@@ -165,9 +165,9 @@ class Framer:
     """
 
     __slots__ = ("client", "state", "max_msg", "max_frame", "text_ok", "controls", "error",
-                 "held", "_buf", "_parts", "_msg_len", "_text", "_in_msg", "_op", "_fin", "_key",
-                 "_need", "_have", "_fparts", "_keys", "_kpos", "_dst", "_direct", "_small",
-                 "_expect", "_ahead")
+                 "held", "big_buffer", "_buf", "_parts", "_msg_len", "_text", "_in_msg", "_op",
+                 "_fin", "_key", "_need", "_have", "_fparts", "_keys", "_kpos", "_direct",
+                 "_small", "_expect", "_ahead")
 
     def __init__(self, client: bool, *, max_msg: int = 0, max_frame: int = 0,
                  text_ok: bool = False) -> None:
@@ -199,9 +199,10 @@ class Framer:
         self._fparts: list[bytes] = []
         self._keys = b""
         self._kpos = 0
-        #: The buffer a big message is assembled in (kept while messages are big).
-        self._dst: bytearray | None = None
-        self._direct = False  # the message in progress is assembled in _dst
+        #: The buffer a big message is assembled in, kept while messages are big (None while
+        #: they are small: :meth:`room` is then None between frames). Read-only.
+        self.big_buffer: bytearray | None = None
+        self._direct = False  # the message in progress is assembled in big_buffer
         self._expect = 0  # the size of the last big frame, header and payload (see room)
         self._ahead = False  # room's view is between frames: a header first (see filled)
 
@@ -283,7 +284,7 @@ class Framer:
                 n = b1 & 0x7F
                 if n < 126 and not (self.max_frame and n > self.max_frame) and \
                         not (self.max_msg and n > self.max_msg):
-                    self._dst = None  # small messages again: the big one's buffer goes
+                    self.big_buffer = None  # small messages again: the big one's buffer goes
                     if self.client:
                         if b1 == n and end == n + 2:  # (unmasked, 7-bit length)
                             return [data[2:]]
@@ -347,7 +348,7 @@ class Framer:
             if stop <= end:  # the whole frame is here: its payload is one slice (or unmasking)
                 payload = data[start:stop] if key is None else \
                     apply_mask(memoryview(data)[start:stop], key)
-                if op == OP_BINARY and fin and self._dst is None:
+                if op == OP_BINARY and fin and self.big_buffer is None:
                     out.append(payload)  # a message in one frame (what _frame_done does)
                 else:
                     self._frame_done(op, fin, payload, out)
@@ -371,8 +372,8 @@ class Framer:
         self._expect = size
         if not whole:
             self._to_direct()
-        elif self._dst is None:
-            self._dst = bytearray(size)  # (kept while messages are big)
+        elif self.big_buffer is None:
+            self.big_buffer = bytearray(size)  # (kept while messages are big)
 
     def _check(self, b0: int, n: int) -> int:
         """The opcode of a frame whose header is read, checked against the RFC and the limits."""
@@ -440,8 +441,8 @@ class Framer:
             self._text = True
         if fin and not self._parts:  # the usual case: a message in one frame
             self._in_msg = False
-            if self._dst is not None and len(payload) < DIRECT_MIN:
-                self._dst = None  # small messages again: the big one's buffer goes
+            if self.big_buffer is not None and len(payload) < DIRECT_MIN:
+                self.big_buffer = None  # small messages again: the big one's buffer goes
             if self._text:
                 self._text = False
                 _utf8(payload)
@@ -461,7 +462,7 @@ class Framer:
 
     # -- big messages: assembled in one buffer ---------------------------------------------------
     def _to_direct(self) -> None:
-        """Assemble the message in progress in :attr:`_dst` from here on (its frames so far
+        """Assemble the message in progress in :attr:`big_buffer` from here on (its frames so far
         copied in)."""
         parts = self._parts
         dst = self._reserve(self._msg_len, self._msg_len)
@@ -473,16 +474,16 @@ class Framer:
         self._direct = True
 
     def _reserve(self, end: int, limit: int) -> bytearray:
-        """:attr:`_dst` with room for ``end`` bytes of the message: a new buffer (what it holds
+        """:attr:`big_buffer` with room for ``end`` bytes of the message: a new buffer (what it holds
         copied) when it has not, made as big as ``limit`` allows up to twice ``end``."""
-        dst = self._dst
+        dst = self.big_buffer
         if dst is not None and len(dst) >= end:
             return dst
         new = bytearray(max(end, min(limit, 2 * end)))
         keep = self._msg_len + self._have
         if dst is not None and keep:
             memoryview(new)[:keep] = memoryview(dst)[:keep]
-        self._dst = new
+        self.big_buffer = new
         return new
 
     def _put(self, data: Any, pos: int, n: int, at: int) -> None:
@@ -508,7 +509,7 @@ class Framer:
         end = self._msg_len = start + n
         if op == OP_TEXT:
             self._text = True
-        dst = self._dst
+        dst = self.big_buffer
         assert dst is not None
         view = memoryview(dst)
         if not fin:
@@ -545,12 +546,12 @@ class Framer:
         faults it in again: 20 page faults a 64 KiB message)."""
         op = self._op
         if op < 0:
-            dst = self._dst
+            dst = self.big_buffer
             if dst is None or self._buf or self._in_msg or self.error is not None:
                 return None
             want = self._expect
             if len(dst) < want:
-                dst = self._dst = bytearray(want)
+                dst = self.big_buffer = bytearray(want)
             self._ahead = True
             return memoryview(dst)[:want]
         if not self._direct or op >= OP_CLOSE or self.error is not None \
@@ -559,7 +560,7 @@ class Framer:
         self._ahead = False
         at = self._msg_len + self._have
         end = self._msg_len + self._need
-        dst = self._dst
+        dst = self.big_buffer
         if dst is None or len(dst) <= at:  # full: twice what came (kept for the next message)
             dst = self._reserve(min(end, at + _ROOM), end)
         return memoryview(dst)[at:min(end, len(dst))]
@@ -569,7 +570,7 @@ class Framer:
         ``chunk`` (the reader's usual read), but while messages are big and between them, only
         what the frame's header (part of it came into :meth:`room`) or payload still lacks, so
         that the next read is into :meth:`room` again."""
-        if self._dst is None or self._in_msg or self.error is not None:
+        if self.big_buffer is None or self._in_msg or self.error is not None:
             return chunk
         if self._op >= 0:
             return self._need - self._have or chunk
@@ -599,7 +600,7 @@ class Framer:
         taken where it is: whole, it is the message (what came after it is fed); not, what came
         of its payload moves to the buffer's start and the rest is received after it. Anything
         else is fed, as the bytes of a read of its own (the checks and errors are feed's)."""
-        dst = self._dst
+        dst = self.big_buffer
         assert dst is not None
         view = memoryview(dst)[:n]
         masked = not self.client
