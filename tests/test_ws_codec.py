@@ -304,9 +304,9 @@ def test_big_messages_are_read_into_their_buffer_in_any_split(client, size, fram
 def test_big_messages_in_a_row_are_received_into_their_buffer_one_by_one(client):
     """Big messages back to back, all of them there at once (a reader behind its peer): once
     one was big, the next frame's header and payload are received into the message's buffer
-    (one read of the last frame's size), and the message is one copy out of it: one message a
-    read, never a read of several big messages into fresh objects (fresh pages for each: see
-    Framer.room). Sizes that change cost a read more, still into the buffer."""
+    (one read of the last frame's size), and the message is one copy out of it: never a read of
+    several big messages into fresh objects (fresh pages for each: see Framer.room). Sizes that
+    change cost a read more, still into the buffer."""
     key = None if client else b"\x01\x02\x03\x04"
     payloads = [os.urandom(n) for n in (65536, 65536, 65536, 70_000, 65535, 200_000, 65536)]
     frames = [frame(0x82, p, key) for p in payloads]
@@ -337,7 +337,7 @@ def test_big_messages_in_a_row_are_received_into_their_buffer_one_by_one(client)
     assert got == payloads + [b"small"]
     assert f.controls == [(_frames.OP_PING, b"ping")]
     assert fed[0] == chunk
-    assert most == 1
+    assert most <= 2  # a read's big messages: one, or the end of one and the next, whole
     assert all(n < _frames.DIRECT_MIN for n in fed[1:]), fed  # no big payload read apart
     assert reads <= 2 * len(frames)  # a read a frame, two where the size changed
     assert f.room() is None and f.read_size(4096) == 4096  # small again: the usual reads

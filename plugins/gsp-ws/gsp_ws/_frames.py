@@ -536,14 +536,15 @@ class Framer:
         :meth:`read_size`. Report what was received with :meth:`filled` (no other call in
         between).
 
-        Mid-frame, the payload's next bytes, while ``DIRECT_MIN`` or more are still to come (the
-        end of a frame is read with what follows it). Between messages, once they are big (the
-        last one was, and its buffer is kept): the next frame's header and payload, as big as
-        the last one's, in one read; a final binary frame is then the message, one copy out of
-        the buffer (unmasked as it is copied), as gsp's tcp receives a big body as the message.
-        Never a read of several big messages at once into fresh objects: each costs fresh pages
-        (glibc gives a heap top of freed big bodies back to the kernel, and the next read
-        faults it in again: 20 page faults a 64 KiB message)."""
+        Mid-frame, the payload's next bytes. Between messages, once they are big (the last one
+        was, and its buffer is kept): the next frame's header and payload, as big as the last
+        one's, in one read; a final binary frame is then the message, one copy out of the buffer
+        (unmasked as it is copied), as gsp's tcp receives a big body as the message. The end of
+        a message's last frame (less than ``DIRECT_MIN`` to come) is read the same way, with
+        room for the next frame after it. Never a read of several big messages at once into
+        fresh objects: each costs fresh pages (glibc gives a heap top of freed big bodies back
+        to the kernel, and the next read faults it in again: 20 page faults a 64 KiB
+        message)."""
         op = self._op
         if op < 0:
             dst = self.big_buffer
@@ -554,12 +555,17 @@ class Framer:
                 dst = self.big_buffer = bytearray(want)
             self._ahead = True
             return memoryview(dst)[:want]
-        if not self._direct or op >= OP_CLOSE or self.error is not None \
-                or self._need - self._have < DIRECT_MIN:
+        if not self._direct or op >= OP_CLOSE or self.error is not None:
             return None
-        self._ahead = False
         at = self._msg_len + self._have
         end = self._msg_len + self._need
+        if end - at < DIRECT_MIN:
+            if not self._fin:
+                return None  # (read with the frames after it)
+            end += self._expect  # the message's end, and the next frame's header and payload
+            self._ahead = True
+            return memoryview(self._reserve(end, end))[at:end]
+        self._ahead = False
         dst = self.big_buffer
         if dst is None or len(dst) <= at:  # full: twice what came (kept for the next message)
             dst = self._reserve(min(end, at + _ROOM), end)
@@ -581,12 +587,21 @@ class Framer:
         complete."""
         if self._ahead:
             self._ahead = False
-            return self._filled_ahead(n)
+            if self._op < 0:
+                return self._filled_ahead(0, n)
         out: list[bytes] = []
+        rest = self._need - self._have
         self._have += n
         try:
             if self._have >= self._need:
+                base = self._msg_len + self._need
+                self._have = self._need
                 self._frame_in(out)
+                if n > rest:  # the start of the next frame came after the message's end
+                    try:
+                        out += self._filled_ahead(base, n - rest)
+                    except FrameError:
+                        pass  # kept in self.error: raised by the next call, after this message
         except FrameError as exc:
             self.error = exc
             raise
@@ -594,25 +609,26 @@ class Framer:
             self.held = self._msg_len + self._have
         return out
 
-    def _filled_ahead(self, n: int) -> list[bytes]:
-        """``n`` bytes of the next frame and what follows it came into the buffer's start. The
-        usual one, a final binary frame of at least ``DIRECT_MIN`` bytes within the limits, is
-        taken where it is: whole, it is the message (what came after it is fed); not, what came
-        of its payload moves to the buffer's start and the rest is received after it. Anything
-        else is fed, as the bytes of a read of its own (the checks and errors are feed's)."""
+    def _filled_ahead(self, base: int, n: int) -> list[bytes]:
+        """``n`` bytes of the next frame and what follows it came into the buffer from
+        ``base``. The usual one, a final binary frame of at least ``DIRECT_MIN`` bytes within
+        the limits, is taken where it is: whole, it is the message (what came after it is fed);
+        not, what came of its payload moves to the buffer's start and the rest is received after
+        it. Anything else is fed, as the bytes of a read of its own (the checks and errors are
+        feed's)."""
         dst = self.big_buffer
         assert dst is not None
-        view = memoryview(dst)[:n]
+        view = memoryview(dst)[base:base + n]
         masked = not self.client
         hl = 14 if masked else 10  # (a 64-bit length; a 16-bit one is 6 bytes less)
         size = -1
-        if n >= 4 and dst[0] == _BIN_FIN and bool(dst[1] & 0x80) is masked:
-            short = dst[1] & 0x7F
+        if n >= 4 and view[0] == _BIN_FIN and bool(view[1] & 0x80) is masked:
+            short = view[1] & 0x7F
             if short == 126:
                 hl -= 6
-                (size,) = _H.unpack_from(dst, 2)
+                (size,) = _H.unpack_from(view, 2)
             elif short == 127 and n >= 10:
-                (size,) = _Q.unpack_from(dst, 2)
+                (size,) = _Q.unpack_from(view, 2)
                 if size < 65536:
                     size = -1  # (not the shortest form: feed refuses it)
         if size < DIRECT_MIN or size > self._small or n < hl:
@@ -629,7 +645,7 @@ class Framer:
                     pass  # kept in self.error: raised by the next call, after this message
             return out
         got = n - hl
-        view[:got] = view[hl:]  # the payload so far, to the buffer's start; its rest after it
+        memoryview(dst)[:got] = view[hl:]  # the payload so far, to the buffer's start
         self._op, self._fin, self._key, self._need, self._have = OP_BINARY, True, key, size, got
         self._direct = True
         self.held = got
