@@ -551,10 +551,8 @@ class Framer:
             if dst is None or self._buf or self._in_msg or self.error is not None:
                 return None
             want = self._expect
-            if len(dst) < want:
-                dst = self.big_buffer = bytearray(want)
             self._ahead = True
-            return memoryview(dst)[:want]
+            return memoryview(self._reserve(want, want))[:want]
         if not self._direct or op >= OP_CLOSE or self.error is not None:
             return None
         at = self._msg_len + self._have
@@ -620,17 +618,14 @@ class Framer:
         assert dst is not None
         view = memoryview(dst)[base:base + n]
         masked = not self.client
-        hl = 14 if masked else 10  # (a 64-bit length; a 16-bit one is 6 bytes less)
-        size = -1
-        if n >= 4 and view[0] == _BIN_FIN and bool(view[1] & 0x80) is masked:
-            short = view[1] & 0x7F
-            if short == 126:
-                hl -= 6
-                (size,) = _H.unpack_from(view, 2)
-            elif short == 127 and n >= 10:
-                (size,) = _Q.unpack_from(view, 2)
-                if size < 65536:
-                    size = -1  # (not the shortest form: feed refuses it)
+        size = hl = -1
+        if n >= 4 and view[0] == _BIN_FIN and bool(view[1] & 0x80) is masked \
+                and view[1] & 0x7F >= 126:
+            try:
+                size, hl = _extended(view, 0, n, view[1] & 0x7F)
+            except FrameError:
+                size = -1  # (not the shortest form: feed refuses it)
+            hl += 4 if masked else 0
         if size < DIRECT_MIN or size > self._small or n < hl:
             return self.feed(bytes(view))
         end = hl + size
@@ -662,7 +657,7 @@ class Framer:
         return self._need - self._have if self._op >= 0 else 0
 
 
-def _extended(data: bytes, pos: int, end: int, n: int) -> tuple[int, int]:
+def _extended(data: bytes | memoryview, pos: int, end: int, n: int) -> tuple[int, int]:
     """The payload size and header size (without the mask key) of a frame at ``pos`` whose
     7-bit length is ``n`` (126: 16 bits follow, 127: 64); ``(-1, 0)`` while they are not here."""
     if n == 126:

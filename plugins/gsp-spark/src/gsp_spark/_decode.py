@@ -87,13 +87,12 @@ class _Chunk(InputPartition):
                 pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]))
             lens_bytes = memoryview(lens.cast(pa.uint32()).buffers()[1])[:4 * n].tobytes()
         codec = _CODEC if _CODEC is not None and pa.Codec.is_available(_CODEC) else None
+        data, lens_out = self.data, lens_bytes
         if codec is not None:
             z = pa.Codec(codec)
-            return {"first_seq": self.first_seq, "n": n, "size": len(self.data), "codec": codec,
-                    "data": z.compress(self.data, asbytes=True),
-                    "lens": z.compress(lens_bytes, asbytes=True)}
-        return {"first_seq": self.first_seq, "n": n, "size": len(self.data), "codec": None,
-                "data": self.data, "lens": lens_bytes}
+            data, lens_out = z.compress(data, asbytes=True), z.compress(lens_bytes, asbytes=True)
+        return {"first_seq": self.first_seq, "n": n, "size": len(self.data), "codec": codec,
+                "data": data, "lens": lens_out}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         n, codec = state["n"], state["codec"]
@@ -114,7 +113,6 @@ class _Chunk(InputPartition):
     def __repr__(self) -> str:
         return f"_Chunk(first_seq={self.first_seq}, records={self.records}, " \
                f"bytes={len(self.data)})"
-
 
 
 def _records(chunk: _Chunk) -> Any:
