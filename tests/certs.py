@@ -265,4 +265,10 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
             g.dial(url, block=True, **(gsp_dial_options or {}))
         exchange(gk, g, n)
     finally:
-        nng.close_after(g, n)
+        if isinstance(n, NngProcess):
+            try:
+                n.close()  # first: nng never tears a wss pipe down (tests/nng_process.py)
+            finally:
+                g.close()
+        else:
+            nng.close_after(g, n)

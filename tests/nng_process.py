@@ -1,15 +1,20 @@
 """An nng peer in a process of its own: a pynng socket driven over a pipe, for the interop tests
 whose nng side can abort the whole process when it closes.
 
-nng 1.x (the copy pynng bundles) can panic — ``pthread_mutex_lock: Invalid argument``, an abort
-of the process — in its close path after a WebSocket-over-TLS peer went away (nng issue 2110: a
-use after free when a listener or socket closes while a pipe is still being torn down). In the
-test process that ends the whole pytest run, however far it got. Here :class:`NngProcess` runs
-the pynng socket in a child process (``python tests/nng_process.py KIND``); the test calls
-``send``/``recv``/``listen``/``dial`` on it as on a pynng socket, and :meth:`NngProcess.close`
-ends the child with ``os._exit``, never through nng's close (the report above: a process that
-leaves its sockets to the exit does not crash). A child that dies any other way fails the test
-that drives it, with its output — not the run.
+nng 1.x (1.11, the copy pynng 0.9 bundles) can panic — ``pthread_mutex_lock: Invalid argument``
+from ``nni_task_exec`` on one of its threads, an abort of the process — while it tears a
+WebSocket-over-TLS pipe down: in ``nng_close`` after a wss exchange with gsp (about once in 25
+runs of tests/test_wsgi.py's wss test in one process), and when gsp closed its end first (the
+wss interop matrix, about once in 20 runs of tests/test_ws.py). nng issue 2110 reports the same
+panic: a use after free when a socket or listener closes while a pipe is still being torn down.
+In the test process that ends the whole pytest run, however far it got. Here :class:`NngProcess`
+runs the pynng socket in a child process (``python tests/nng_process.py KIND``); the test calls
+``send``/``recv``/``listen``/``dial`` on it as on a pynng socket (from a native thread,
+``tests.nng.run``, when gsp's end must be served meanwhile), and :meth:`NngProcess.close` ends
+the child with ``os._exit``, never through nng's close (the report above: a process that leaves
+its sockets to the exit does not crash); a test closes it before gsp's end, so that nng never
+tears a wss pipe down. A child that dies any other way fails the test that drives it, with its
+output — not the run.
 
 The child speaks one JSON object per line each way: ``{"op": ...}`` in, ``{"ok": ...}`` or
 ``{"error": "Timeout" | "<message>"}`` out; bytes travel as hex.
@@ -36,17 +41,30 @@ CLASSES = {
 class NngProcess:
     """A pynng socket of protocol ``kind`` in a child process. ``tls``: keyword arguments of
     ``pynng.TLSConfig`` (``mode`` "server" or "client", ``*_string`` PEM texts, ``server_name``,
-    ``auth_required``) to set as the socket's TLS configuration."""
+    ``auth_required``) to set as the socket's TLS configuration; ``options``: more of the pynng
+    socket's keyword arguments (JSON values: ``recv_max_size=...``). A context manager: leaving
+    it closes the child (:meth:`close`)."""
 
     def __init__(self, kind: str, recv_timeout: int = 3000, send_timeout: int = 3000,
-                 tls: dict[str, Any] | None = None) -> None:
+                 tls: dict[str, Any] | None = None, **options: Any) -> None:
         self._lock = threading.Lock()
+        self._closed = False
         self._proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), kind, str(recv_timeout),
-             str(send_timeout)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
-        if tls is not None:
-            self._call("tls", **tls)
+             str(send_timeout), json.dumps(options)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if tls is not None:
+                self._call("tls", **tls)
+        except BaseException:
+            self._reap()
+            raise
+
+    def __enter__(self) -> NngProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _call(self, op: str, **args: Any) -> Any:
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -58,6 +76,7 @@ class NngProcess:
             except (OSError, ValueError):  # its pipes are broken, or closed after it died
                 line = ""
         if not line:
+            self._closed = True  # reported here: close() has nothing more to say
             self._proc.kill()
             try:
                 _, err = self._proc.communicate(timeout=30)
@@ -94,13 +113,44 @@ class NngProcess:
         return list(self._call("pipes"))
 
     def close(self) -> None:
-        """End the child without nng's close path (see the module's doc)."""
-        if self._proc.poll() is None:
+        """End the child without nng's close path (see the module's doc), in bounded waits: a
+        child still running after them is killed (``Popen.kill``: its pid). Fails, with the
+        child's output, unless the child ended cleanly on its exit request: one that had
+        crashed (nng aborts) or had to be killed fails the test that drives it."""
+        if self._closed:
+            return
+        self._closed = True
+        assert self._proc.stdin is not None
+        try:
+            with self._lock:
+                self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self._proc.stdin.flush()
+        except (OSError, ValueError):  # it died already: its exit status says how
+            pass
+        finally:
+            err = self._reap()
+        if self._proc.returncode != 0:
+            raise RuntimeError(f"the nng peer process ended with status {self._proc.returncode}"
+                               f" instead of exiting: {err[-3000:]}")
+
+    def _reap(self) -> str:
+        """Close the child's stdin (it exits at its end), wait for it (bounded), kill it if it
+        still runs; the tail of its stderr."""
+        for pipe in (self._proc.stdin, self._proc.stdout):
             try:
-                self._call("exit")
-            except RuntimeError:  # it exits without a reply, as it should
+                if pipe is not None:
+                    pipe.close()
+            except (OSError, ValueError):  # a broken pipe to a dead child: nothing to flush
                 pass
-        self._proc.wait(30)
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(10)
+        if self._proc.stderr is None or self._proc.stderr.closed:
+            return ""
+        with self._proc.stderr:
+            return self._proc.stderr.read()
 
 
 def tls_config(args: dict[str, Any]) -> pynng.TLSConfig:
@@ -136,8 +186,9 @@ OPS: dict[str, Any] = {
 }
 
 
-def _serve(kind: str, recv_timeout: int, send_timeout: int) -> None:
-    sock = getattr(pynng, CLASSES[kind])(recv_timeout=recv_timeout, send_timeout=send_timeout)
+def _serve(kind: str, recv_timeout: int, send_timeout: int, options: dict[str, Any]) -> None:
+    sock = getattr(pynng, CLASSES[kind])(recv_timeout=recv_timeout, send_timeout=send_timeout,
+                                         **options)
     for line in sys.stdin:
         cmd = json.loads(line)
         op = cmd.pop("op")
@@ -155,4 +206,4 @@ def _serve(kind: str, recv_timeout: int, send_timeout: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]))

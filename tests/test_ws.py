@@ -22,6 +22,7 @@ from gsp.testing import TransportSuite
 from gsp_ws import UpgradeRefused
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
+from tests.nng_process import NngProcess
 from tests.ws_support import RawClient, port_of
 
 MiB = 1 << 20
@@ -197,23 +198,21 @@ def test_origin_allow_list_is_403():
 
 @pytest.mark.parametrize("scheme", ["ws", "wss"])
 def test_one_mib_messages_with_nng(pki, scheme):
-    """1 MiB each way between gsp and nng (gsp to gsp: TestWSTransport.test_message_sizes)."""
+    """1 MiB each way between gsp and nng (gsp to gsp: TestWSTransport.test_message_sizes).
+    nng runs in a process of its own: its close can abort its process after a wss exchange with
+    gsp (tests/nng_process.py); its calls run on a native thread, as the hub serves gsp's end."""
     tls_listen = pki.listen_options() if scheme == "wss" else {}
     limit = {"recv_max_size": 2 * MiB}
     payload = os.urandom(MiB)
-    with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as g:
-        n = nng.socket("pair", recv_timeout=10000, recv_max_size=2 * MiB)
-        try:
-            if scheme == "wss":
-                n.tls_config = pki.nng_client()
-            url = g.listen(f"{scheme}://127.0.0.1:0/big", **tls_listen).url
-            nng.run(n.dial, url, block=True)
-            nng.run(n.send, payload)
-            assert g.recv() == payload
-            g.send(payload[::-1])
-            assert nng.run(n.recv) == payload[::-1]
-        finally:
-            nng.run(n.close)  # the hub keeps serving gsp's end while nng tears down
+    with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as g, \
+            NngProcess("pair", recv_timeout=10000, recv_max_size=2 * MiB,
+                       tls=pki.nng_client_args() if scheme == "wss" else None) as n:
+        url = g.listen(f"{scheme}://127.0.0.1:0/big", **tls_listen).url
+        nng.run(n.dial, url, block=True)
+        nng.run(n.send, payload)
+        assert g.recv() == payload
+        g.send(payload[::-1])
+        assert nng.run(n.recv) == payload[::-1]
 
 
 def test_stalled_http_client_delays_nobody():
