@@ -18,6 +18,8 @@ from typing import Any
 
 import gsp
 
+from ._udf import python_udf
+
 _NOT_FOUND = re.compile(r"DATA_SOURCE_NOT_FOUND\]?[^\n]*?\bgsp\b")
 
 # The probe's source, made into a function of a module that is not importable anywhere
@@ -44,16 +46,11 @@ def is_not_found(exc: BaseException) -> bool:
 def worker_python_of(spark: Any) -> tuple[str, str, bool]:
     """``(sys.executable, Python version, whether pyspark_gsp is importable)`` in a Python
     worker of ``spark`` (classic or Spark Connect): one row through a Python UDF."""
-    from pyspark.sql import functions
+    from pyspark.sql.types import StringType
 
-    udf: Any = functions.udf
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect.functions import builtin
-
-        udf = builtin.udf  # pyspark's own picks by the environment, not by the session
     namespace: dict[str, Any] = {"__name__": "gsp_probe"}
     exec(compile(_PROBE, "<gsp probe>", "exec"), namespace)
-    answer = spark.range(1).select(udf(namespace["probe"], "string", useArrow=False)("id"))
+    answer = spark.range(1).select(python_udf(spark, namespace["probe"], StringType())("id"))
     exe, version, found = str(answer.first()[0]).split("|")
     return exe, version, found == "True"
 

@@ -55,6 +55,7 @@ from gsp.testing import free_port
 
 from ._hubthread import HubThread
 from ._local import local_session
+from ._udf import python_udf
 from ._wire import KEY, Deduplicator, unpack
 
 PATHS = ("sink-push", "sink-req", "source-pull", "source-rep")
@@ -445,19 +446,6 @@ def probe(control: str, hold_row: int, _: Any) -> int:
 
 def _tag(ctx: Any) -> str:
     return f"{ctx.stageId()}-{ctx.partitionId()}-{ctx.attemptNumber()}-{_executor[0]}"
-
-
-def python_udf(of: Any, fn: Callable[..., Any], return_type: Any) -> Any:
-    """A Python UDF (not Arrow) for DataFrames of ``of``'s kind (a session or DataFrame, classic
-    or Spark Connect: pyspark's own ``udf`` picks by the environment, not by the session).
-    ``return_type`` is a ``DataType`` (a Connect client alone cannot parse a DDL string)."""
-    if type(of).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect.functions import builtin
-
-        return builtin.udf(fn, return_type, useArrow=False)
-    from pyspark.sql.functions import udf
-
-    return udf(fn, return_type, useArrow=False)
 
 
 def probed(df: Any, control: str, hold_row: int = 0) -> Any:
