@@ -18,6 +18,9 @@ Every path moves N rows of ``(id BIGINT, user STRING, amount DOUBLE)`` (the sour
 * ``source``: two gevent PUSH producers (their own thread and hub) send N msgpack maps to a
   streaming query ``format("gsp")`` → ``noop``; timed from the first message sent to the
   micro-batch that brings the query's input count to N.
+* ``receive`` and ``decode``, the source's two halves without Spark: the source's receiver
+  spooling N maps from two PUSH producers in another process (timed from the first message
+  spooled to the last), and an executor's decoding of N spooled maps into one Arrow batch.
 
 ``--source-option`` sets one of the source's options (``partitions=2``) for the ``source`` path.
 ``--connect`` runs every path through Spark Connect: a Connect server on ``--master`` in this
@@ -193,6 +196,87 @@ def bench_source(spark: Any, n: int, producers: int = 2,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _source_maps(n: int) -> list[bytes]:
+    return [msgpack.packb({"user": f"user-{k}", "amount": k * 0.25}) for k in range(n)]
+
+
+def bench_decode(spark: Any, n: int) -> float:
+    """``decode_chunk`` on N of the source's maps (varied users), spooled and cut into one
+    chunk as the planner cuts one: what an executor's Python worker does with a micro-batch."""
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    from ._decode import _Chunk, decode_chunk
+    from ._spool import pack_records
+
+    data, offsets = pack_records(_source_maps(n), None, time.time())
+    chunk = _Chunk(0, data, offsets[:-1].tobytes())
+    schema = StructType([StructField("user", StringType()), StructField("amount", DoubleType())])
+    t0 = time.perf_counter()
+    batch = decode_chunk(chunk, schema, False, "fail")
+    secs = time.perf_counter() - t0
+    if batch.num_rows != n:
+        raise RuntimeError(f"decode bench: decoded {batch.num_rows} of {n} rows")
+    return n / secs
+
+
+_PRODUCERS = """
+import sys, gevent, gsp, msgpack
+url, n = sys.argv[1], int(sys.argv[2])
+def one(k):
+    with gsp.socket("push", dial=url, send_timeout=60) as s:
+        body = msgpack.packb({"user": f"user-{k}", "amount": 1.25})
+        for _ in range(k, n, 2):
+            s.send(body)
+        gevent.sleep(1)  # let the last writes go out before close
+gevent.joinall([gevent.spawn(one, k) for k in range(2)], raise_error=True)
+"""
+
+
+def bench_receive(spark: Any, n: int) -> float:
+    """The source's receiver (a PULL spooling to disk, in its own thread and hub) fed N maps by
+    two PUSH producers in another process: no Spark, no decoding."""
+    import subprocess
+    import sys
+
+    from ._config import SourceConfig
+    from ._source import _Receiver
+    from ._spool import Spool
+
+    url = _free_tcp_url()
+    tmp = tempfile.mkdtemp(prefix="gsp-bench-")
+    cfg = SourceConfig.parse({"url": url, "spool": os.path.join(tmp, "spool")})
+    spool = Spool(cfg.spool)
+    spool.open()
+    rx = _Receiver(cfg, spool, pipes=False)
+    prod: subprocess.Popen[bytes] | None = None
+    try:
+        rx.start()
+        rx.ready.wait(10)
+        if rx.error is not None:
+            raise rx.error
+        prod = subprocess.Popen([sys.executable, "-c", _PRODUCERS, url, str(n)])
+        deadline = time.monotonic() + 120
+        while rx.durable == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        t0 = time.perf_counter()
+        while rx.durable < n and time.monotonic() < deadline:
+            time.sleep(0.002)
+        secs = time.perf_counter() - t0
+        if rx.durable < n:
+            raise RuntimeError(f"receive bench: spooled {rx.durable} of {n} messages")
+        return n / secs
+    finally:
+        if prod is not None:
+            try:
+                prod.wait(30)
+            except subprocess.TimeoutExpired:
+                prod.kill()
+                prod.wait()
+        rx.stop()
+        spool.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 #: path name → (what it runs, its description)
 PATHS: dict[str, tuple[Callable[[Any, int], float], str]] = {
     "ceiling-sink": (bench_ceiling_sink, "Spark alone: range → noop (batch)"),
@@ -202,6 +286,8 @@ PATHS: dict[str, tuple[Callable[[Any, int], float], str]] = {
     "sink-req-100": (lambda s, n: bench_sink(s, n, 100, "req"), "sink, req, batch_rows=100"),
     "ceiling-source": (bench_ceiling_source, "Spark alone: rate-micro-batch → noop (stream)"),
     "source": (bench_source, "source, pull, msgpack maps → 'user STRING, amount DOUBLE'"),
+    "receive": (bench_receive, "the source's receiver alone: pull → spool (no Spark)"),
+    "decode": (bench_decode, "an executor's decoding alone: spooled maps → Arrow (no Spark)"),
 }
 DEFAULT_PATHS = "ceiling-sink,sink-push,sink-push-100,sink-req-100,ceiling-source,source"
 
@@ -260,6 +346,7 @@ def main() -> None:
     try:
         bench_sink(spark, 20_000)  # warm up: Python workers, JIT
         bench_ceiling_sink(spark, 20_000)
+        bench_decode(spark, 1_000)  # imports (pyspark's Arrow types)
         print(f"{args.master}{' through Spark Connect' if args.connect else ''}, "
               f"{args.rows:,} rows per run, {os.cpu_count()} CPUs", flush=True)
         run(spark, args.rows, args.repeat, paths, lambda s: print(s, flush=True), source_options)
