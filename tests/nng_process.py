@@ -5,8 +5,11 @@ nng 1.x (1.11, the copy pynng 0.9 bundles) can panic — ``pthread_mutex_lock: I
 from ``nni_task_exec`` on one of its threads, an abort of the process — while it tears a
 WebSocket-over-TLS pipe down: in ``nng_close`` after a wss exchange with gsp (about once in 25
 runs of tests/test_wsgi.py's wss test in one process), and when gsp closed its end first (the
-wss interop matrix, about once in 20 runs of tests/test_ws.py). nng issue 2110 reports the same
-panic: a use after free when a socket or listener closes while a pipe is still being torn down.
+wss interop matrix, about once in 20 runs of tests/test_ws.py). It is nng's alone: two pynng
+sockets in one process, a wss listener and a dialer closed after one message, abort the same way
+with no gsp involved (3 processes of 4 within 150 rounds), and gsp's end sending TLS's
+close_notify before it closes changes nothing. nng issue 2110 reports the same panic: a use
+after free when a socket or listener closes while a pipe is still being torn down.
 In the test process that ends the whole pytest run, however far it got. Here :class:`NngProcess`
 runs the pynng socket in a child process (``python tests/nng_process.py KIND``); the test calls
 ``send``/``recv``/``listen``/``dial`` on it as on a pynng socket (from a native thread,
