@@ -169,11 +169,18 @@ def _str_header(buf: _Bytes, p: Any) -> tuple[Any, Any]:
     if fix.all():
         return length, start
     length[~fix] = 0
-    ok = fix
-    for first, width in _STR:
+    return _lengths(buf, p, t, _STR, length, start, fix)
+
+
+def _lengths(buf: _Bytes, at: Any, t: Any, forms: Any, length: Any, start: Any,
+             ok: Any) -> tuple[Any, Any]:
+    """``length`` and ``start`` with the values at ``at`` whose first byte ``t`` is one of
+    ``forms`` (first byte, width of the length that follows it) filled in; declines unless
+    every value is one of them or already ``ok``."""
+    for first, width in forms:
         sel = t == first
         if sel.any():
-            length[sel], start[sel] = buf.u(p[sel] + 1, width), p[sel] + 1 + width
+            length[sel], start[sel] = buf.u(at[sel] + 1, width), at[sel] + 1 + width
             ok = ok | sel
     if not ok.all():
         raise _Decline
@@ -276,13 +283,7 @@ def _sized_column(buf: _Bytes, at: Any, t: Any, valid: Any, typ: Any) -> Any:
         fix = (t & 0xE0) == 0xA0
         length[fix] = t[fix] & 0x1F
         ok = ok | fix
-    for first, width in _STR if text else _BIN:
-        sel = t == first
-        if sel.any():
-            length[sel], start[sel] = buf.u(at[sel] + 1, width), at[sel] + 1 + width
-            ok = ok | sel
-    if not ok.all():
-        raise _Decline
+    length, start = _lengths(buf, at, t, _STR if text else _BIN, length, start, ok)
     offsets = np.zeros(len(at) + 1, np.int64)
     np.cumsum(length, out=offsets[1:])
     total = int(offsets[-1])
