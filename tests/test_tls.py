@@ -221,6 +221,29 @@ def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(pki):
         n.close()
 
 
+def test_closing_ends_tls_with_close_notify(pki: PKI, mk: Callable[..., gsp.Socket]) -> None:
+    """gsp ends a TLS connection it closes with close_notify (RFC 8446, 6.1), so a peer strict
+    about it (Python's ssl with suppress_ragged_eofs off; Go's crypto/tls) reads a clean end,
+    where a bare TCP end is an SSLEOFError."""
+    pull = mk("pull")
+    parts = urlsplit(pull.listen(LOCAL, **pki.listen_options()).url)
+    raw = gsocket.create_connection((parts.hostname, parts.port), timeout=5)
+    context = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(pki.ca_file)
+    peer = context.wrap_socket(raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False)
+    try:
+        peer.sendall(HDR_PUSH)
+        got = b""
+        while len(got) < len(HDR_PULL):
+            got += peer.recv(len(HDR_PULL) - len(got))
+        assert got == HDR_PULL
+        wait_for(lambda: pull.pipes, what="the pipe")
+        pull.pipes[0].close()
+        assert peer.recv(1) == b""  # ssl.SSLEOFError without close_notify
+    finally:
+        peer.close()
+
+
 def test_a_tls_handshake_on_a_socket_closed_under_it_is_closed_not_an_attribute_error(pki):
     """A listener that sheds a connection closes its socket from another greenlet; the one
     that was to run its TLS handshake then met gevent's SSLSocket without its TLS object and

@@ -12,13 +12,15 @@ import subprocess
 import sys
 from typing import Any
 
+import gevent
 import pynng
 import pytest
 from gevent import socket as gsocket
+from wsproto.events import CloseConnection
 
 import gsp
 from gsp import TLSHandshakeError
-from gsp.testing import TransportSuite
+from gsp.testing import TransportSuite, wait_for
 from gsp_ws import UpgradeRefused
 from tests import nng
 from tests.certs import PAIRS, PKI, interop
@@ -252,6 +254,28 @@ def test_wss_tls_options_and_identity(pki):
         assert a.recv() == b"secure"
         assert a.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
         assert b.pipes[0].properties["peer_certificate"] is not None
+
+
+def test_wss_ends_tls_with_close_notify(pki, mk):
+    """gsp closing a wss pipe ends the WebSocket (close frame, answer) and then TLS with its
+    close_notify (RFC 8446, 6.1), before the TCP end: a client strict about it reads a clean
+    end, where a bare TCP end is an SSLEOFError."""
+    import ssl
+    server = mk("pair")
+    url = server.listen("wss://127.0.0.1:0/sp", **pki.listen_options()).url
+    raw = RawClient(port_of(url), tls=ssl.create_default_context(cafile=pki.ca_file))
+    try:
+        assert raw.status == 101
+        wait_for(lambda: server.pipes, what="the pipe")
+        (pipe,) = server.pipes
+        closer = gevent.spawn(pipe.close)
+        ev = raw.next_event(CloseConnection)
+        raw.send(ev.response())
+        closer.join(5)
+        assert closer.successful() and pipe.closed, closer.exception
+        assert raw.sock.recv(1) == b""  # ssl.SSLEOFError without close_notify
+    finally:
+        raw.close()
 
 
 def test_nng_listener_refuses_the_wrong_protocol():

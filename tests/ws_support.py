@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import gevent
 from gevent import socket as gsocket
+from gevent import ssl as gssl
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, Request
 
@@ -21,11 +22,17 @@ def port_of(url: str) -> int:
 
 
 class RawClient:
-    """A bare WebSocket client (wsproto over a gevent socket) to poke at a listener."""
+    """A bare WebSocket client (wsproto over a gevent socket) to poke at a listener; with
+    ``tls`` (a client SSLContext), over TLS (wss), strict about its end: a TCP end without TLS's
+    close_notify is an ``ssl.SSLEOFError``, not an empty read."""
 
     def __init__(self, port: int, path: str = "/sp", protocols: tuple[str, ...] = (
-            "pair.sp.nanomsg.org",), headers: dict[str, str] | None = None) -> None:
+            "pair.sp.nanomsg.org",), headers: dict[str, str] | None = None,
+            tls: Any = None) -> None:
         self.sock = gsocket.create_connection(("127.0.0.1", port), timeout=5)
+        if tls is not None:
+            self.sock = gssl.SSLSocket(sock=self.sock, server_hostname="localhost", _context=tls,
+                                       suppress_ragged_eofs=False)
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.closed_by_peer: CloseConnection | None = None
         extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]

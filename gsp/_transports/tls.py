@@ -25,6 +25,7 @@ from ..transport import (
     TLSContextSource,
     Transport,
     bytes_received,
+    tls_close_notify,
     tls_handshake,
     tls_refusal,
     tls_wrap,
@@ -76,6 +77,10 @@ class TLSConnection(StreamConnection):
         # From now on a stream that ends without TLS's close_notify reaches _io_error instead of
         # passing for a clean end: it may be the kernel giving up on the connection.
         self.sock.suppress_ragged_eofs = False
+
+    def before_socket_close(self) -> None:
+        if self._tls_done:
+            tls_close_notify(self.sock)
 
     def handshake_progress(self) -> int:
         """A TLS handshake under way counts the bytes the kernel received from the peer (its

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .tls import (
         TLS_OPTIONS,
         TLSContextSource,
+        tls_close_notify,
         tls_context,
         tls_handshake,
         tls_properties,
@@ -63,7 +64,7 @@ __all__ = [
     "LISTEN_FD", "adopt_listening_socket", "adopt_connected_socket", "family_name",
     # tls, urls, limits, the codec
     "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
-    "tls_properties",
+    "tls_properties", "tls_close_notify",
     "split_url", "parse_host_port", "hostport", "RecvLimits", "Holding", "wire",
     # admission: shedding connections in their handshake
     "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",

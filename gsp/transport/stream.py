@@ -597,7 +597,14 @@ class StreamConnection(Connection):
             return
         self._close_socket()
 
+    def before_socket_close(self) -> None:
+        """Optional, for a subclass: what to send the peer just before this end closes the socket
+        (tls+tcp sends TLS's close_notify, :func:`gsp.transport.tls_close_notify`). It must
+        neither block nor raise. Not called by :meth:`forget` (a child after fork sends nothing).
+        Default: nothing."""
+
     def _close_socket(self) -> None:
+        self.before_socket_close()
         try:
             self.sock.close()
         except OSError:

@@ -21,7 +21,7 @@ from ..options import Option, boolean, described, optional
 
 __all__ = [
     "TLS_OPTIONS", "TLSContextSource", "tls_context", "tls_wrap", "tls_handshake", "tls_refusal",
-    "tls_properties",
+    "tls_properties", "tls_close_notify",
 ]
 
 
@@ -347,6 +347,24 @@ def tls_wrap(sock: Any, context: ssl.SSLContext, *, server_side: bool,
     except OSError as exc:
         sock.close()
         raise ConnectionBroken(f"cannot start TLS: {exc.strerror or exc}") from None
+
+
+def tls_close_notify(sslsock: Any) -> None:
+    """Send TLS's close_notify alert on ``sslsock`` (a gevent SSLSocket) before it is closed:
+    RFC 8446 (6.1) has each party send one before closing its side, and a peer that holds to
+    it (Python's ``ssl`` with ``suppress_ragged_eofs`` off, Go's ``crypto/tls``) reads an end
+    without one as an error, even an attack. One ``SSL_shutdown`` with the socket made
+    non-blocking: the peer's answering close_notify is not waited for, and where the alert
+    cannot go at once (a full send buffer, a handshake not finished, a socket already closed, a
+    plain socket) nothing is sent. Never blocks, never raises."""
+    unwrap = getattr(sslsock, "unwrap", None)
+    if unwrap is None:
+        return
+    try:
+        sslsock.settimeout(0.0)
+        unwrap()
+    except (ssl.SSLError, OSError, ValueError):
+        pass  # SSLWantReadError above all: ours went out, the peer's has not come (yet)
 
 
 def tls_handshake(sslsock: Any, what: str) -> dict[str, Any]:

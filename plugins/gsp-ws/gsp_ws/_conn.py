@@ -26,6 +26,7 @@ from gsp.transport import (
     RecvLimits,
     TLSContextSource,
     forget_socket,
+    tls_close_notify,
     tls_handshake,
     tls_refusal,
     tls_wrap,
@@ -620,6 +621,7 @@ class WSConnection(Connection):
                 pass
 
     def _release(self) -> None:
+        tls_close_notify(self.sock)  # wss: TLS's own end after the WebSocket's; ws: nothing
         try:
             self.sock.close()
         except OSError:
