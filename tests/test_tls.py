@@ -97,6 +97,25 @@ def test_roundtrip_and_peer_identity_with_mutual_tls(pki):
         b.close()
 
 
+def _push_peer(pki: PKI, pull: gsp.Socket, strict: bool) -> Any:
+    """A bare TLS client (gevent's ssl) that dialed a tls+tcp listener of ``pull`` and spoke
+    the SP header as a push, once the pull's pipe is up; with ``strict``, a TCP end without
+    close_notify is an ``ssl.SSLEOFError`` to it, not an empty read."""
+    parts = urlsplit(pull.listen(LOCAL, **pki.listen_options()).url)
+    raw = gsocket.create_connection((parts.hostname, parts.port), timeout=5)
+    context = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(pki.ca_file)
+    peer = context.wrap_socket(raw, server_hostname="127.0.0.1",
+                               suppress_ragged_eofs=not strict)
+    peer.sendall(HDR_PUSH)
+    got = b""
+    while len(got) < len(HDR_PULL):
+        got += peer.recv(len(HDR_PULL) - len(got))
+    assert got == HDR_PULL
+    wait_for(lambda: pull.pipes, what="the pipe")
+    return peer
+
+
 @pytest.mark.parametrize("reset", [False, True], ids=["fin", "reset"])
 def test_a_peer_gone_without_close_notify_closed_the_connection(
         pki: PKI, mk: Callable[..., gsp.Socket], reset: bool) -> None:
@@ -104,17 +123,7 @@ def test_a_peer_gone_without_close_notify_closed_the_connection(
     the connection, not a timeout: OpenSSL reports both like the kernel giving up on an
     unanswering peer, which TCP_INFO tells apart (tests/test_tcp_blackhole.py has that case)."""
     pull = mk("pull")
-    parts = urlsplit(pull.listen(LOCAL, **pki.listen_options()).url)
-    raw = gsocket.create_connection((parts.hostname, parts.port), timeout=5)
-    context = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.load_verify_locations(pki.ca_file)
-    peer = context.wrap_socket(raw, server_hostname="127.0.0.1")
-    peer.sendall(HDR_PUSH)
-    got = b""
-    while len(got) < len(HDR_PULL):
-        got += peer.recv(len(HDR_PULL) - len(got))
-    assert got == HDR_PULL
-    wait_for(lambda: pull.pipes, what="the pipe")
+    peer = _push_peer(pki, pull, strict=False)
     (pipe,) = pull.pipes
     if reset:
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -226,18 +235,8 @@ def test_closing_ends_tls_with_close_notify(pki: PKI, mk: Callable[..., gsp.Sock
     about it (Python's ssl with suppress_ragged_eofs off; Go's crypto/tls) reads a clean end,
     where a bare TCP end is an SSLEOFError."""
     pull = mk("pull")
-    parts = urlsplit(pull.listen(LOCAL, **pki.listen_options()).url)
-    raw = gsocket.create_connection((parts.hostname, parts.port), timeout=5)
-    context = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.load_verify_locations(pki.ca_file)
-    peer = context.wrap_socket(raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False)
+    peer = _push_peer(pki, pull, strict=True)
     try:
-        peer.sendall(HDR_PUSH)
-        got = b""
-        while len(got) < len(HDR_PULL):
-            got += peer.recv(len(HDR_PULL) - len(got))
-        assert got == HDR_PULL
-        wait_for(lambda: pull.pipes, what="the pipe")
         pull.pipes[0].close()
         assert peer.recv(1) == b""  # ssl.SSLEOFError without close_notify
     finally:
