@@ -10,7 +10,7 @@ a map, a value of another type), the next decodes the whole batch again, and the
 :func:`gsp_spark.unpack` message by message, names the culprit or skips it:
 
 * a schema of flat scalar columns but float: :func:`gsp_spark._columnar.decode_maps` reads every
-  map of the batch at once with numpy, no Python object per message (about a quarter of the
+  map of the batch at once with numpy, no Python object per message (about a third of the
   next one's time), where every map is flat and fits the schema exactly;
 * a schema of flat scalar columns (strings, integers, floats, booleans, binaries): msgspec
   decodes each message straight into a typed struct of those columns (about half the time of
