@@ -174,17 +174,8 @@ def bench_source(spark: Any, n: int, producers: int = 2,
         while q.lastProgress is None:
             time.sleep(0.05)
         started: dict[str, float] = {}
-
-        def produce(stop: threading.Event) -> None:
-            def one(k: int) -> None:
-                with gsp.socket("push", dial=url, send_timeout=60) as s:
-                    started.setdefault("t", time.perf_counter())
-                    body = msgpack.packb({"user": f"user-{k}", "amount": 1.25})
-                    for _ in range(k, n, producers):
-                        s.send(body)
-            gevent.joinall([gevent.spawn(one, k) for k in range(producers)], raise_error=True)
-
-        prod = HubThread(produce)
+        prod = HubThread(lambda stop: produce(
+            url, n, producers, lambda: started.setdefault("t", time.perf_counter())))
         done, _ = _count_rows(q, n, 120)
         if done < n:
             raise RuntimeError(f"source bench: the query read {done} of {n} rows")
@@ -219,17 +210,26 @@ def bench_decode(spark: Any, n: int) -> float:
     return n / secs
 
 
-_PRODUCERS = """
-import sys, gevent, gsp, msgpack
-url, n = sys.argv[1], int(sys.argv[2])
-def one(k):
-    with gsp.socket("push", dial=url, send_timeout=60) as s:
-        body = msgpack.packb({"user": f"user-{k}", "amount": 1.25})
-        for _ in range(k, n, 2):
-            s.send(body)
-        gevent.sleep(1)  # let the last writes go out before close
-gevent.joinall([gevent.spawn(one, k) for k in range(2)], raise_error=True)
-"""
+def produce(url: str, n: int, producers: int = 2, connected: Callable[[], Any] | None = None,
+            linger: float = 0.0) -> None:
+    """``producers`` PUSH sockets in greenlets of this thread's hub dial ``url`` and send ``n``
+    msgpack maps ``{"user": "user-<k>", "amount": 1.25}`` between them; ``connected`` is
+    called as each has its socket, ``linger`` seconds are left for the last writes to go out
+    before the sockets close."""
+    def one(k: int) -> None:
+        with gsp.socket("push", dial=url, send_timeout=60) as s:
+            if connected is not None:
+                connected()
+            body = msgpack.packb({"user": f"user-{k}", "amount": 1.25})
+            for _ in range(k, n, producers):
+                s.send(body)
+            gevent.sleep(linger)
+    gevent.joinall([gevent.spawn(one, k) for k in range(producers)], raise_error=True)
+
+
+# The producers in a process of their own (the receive path): produce() from the command line.
+_PRODUCERS = "import sys; from gsp_spark.bench import produce; " \
+             "produce(sys.argv[1], int(sys.argv[2]), linger=1.0)"
 
 
 def bench_receive(spark: Any, n: int) -> float:
