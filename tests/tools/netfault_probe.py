@@ -416,20 +416,23 @@ def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dic
                                      "handshake_timeout": 1.0})
     sub.subscribe(b"")
     gevent.sleep(0.2)
-    got: list[int] = []
+    got: Timed = []
 
     def recv() -> None:
         try:
             while True:
-                got.append(int(sub.recv()))
+                body = sub.recv()
+                got.append((time.monotonic(), int(body)))
         except gsp.Timeout:
             pass
 
     g = gevent.spawn(recv)
     sent = 0
     phases: dict[str, tuple[int, int]] = {}
+    cut = 0.0
     for phase, seconds in (("before", 1.0), ("partition", args.partition), ("after", 4.0)):
         if phase == "partition":
+            cut = time.monotonic()
             net.black_hole()
         elif phase == "after":
             net.clear()
@@ -442,14 +445,17 @@ def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dic
         phases[phase] = (first, sent)
     pub.send(b"%d" % sent)  # (the receiver's last)
     deadline = time.monotonic() + 10
-    while (not got or got[-1] < sent - 1) and time.monotonic() < deadline:
+    while (not got or got[-1][1] < sent - 1) and time.monotonic() < deadline:
         gevent.sleep(0.05)
     g.kill()
-    have = set(got)
+    seen = [i for _, i in got]
+    have = set(seen)
     lost = {ph: sum(i not in have for i in range(a, b)) for ph, (a, b) in phases.items()}
+    lost["before"], at_cut = _lost_before(set(range(*phases["before"])), got, cut)
     out = {"partition_s": args.partition, "sent": sent, "received": len(got),
            "sent_by_phase": {ph: b - a for ph, (a, b) in phases.items()},
-           "duplicates": len(got) - len(have), "in_order": got == sorted(got), "lost": lost,
+           "duplicates": len(got) - len(have), "in_order": seen == sorted(seen), "lost": lost,
+           "in_flight_at_cut": at_cut, "received_before_cut": sum(t < cut for t, _ in got),
            "lost_per_partition_second": round(lost["partition"] / args.partition, 1)}
     pub.close()
     sub.close()
@@ -549,14 +555,32 @@ def _surveyor(sur: gsp.Socket, surveys: Timed, answers: list[tuple[float, int, b
         k += 1
 
 
+def _lost_before(sent_before: set[int], got: Timed, cut: float) -> tuple[int, int]:
+    """What a stream lost while its pipe was up, and what the cut caught on its way.
+
+    ``send()`` returning means the message is queued for the pipe, not that it crossed the
+    network: the last few sent before the cut may still wait in the pipe's queue or the kernel's
+    when the filter goes up, and are lost with the pipe. So a message sent before the cut counts
+    as lost before it only if a later one crossed before the cut (a hole in what the pipe carried
+    while it was up); the missing tail after the last one that crossed is counted apart, as in
+    flight at the cut."""
+    have = {i for _, i in got}
+    crossed = max((i for t, i in got if t < cut and i in sent_before), default=-1)
+    missing = sent_before - have
+    holes = sum(i < crossed for i in missing)
+    return holes, len(missing) - holes
+
+
 def _stream_report(due: Timed, got: Timed, ph: Phases) -> dict[str, Any]:
     seen = [i for _, i in got]
     have = set(seen)
     sent_in = {name: {i for t, i in due if a <= t < b} for name, (a, b) in ph.items()}
     back = [t for t, i in got if i in sent_in["after"]]
+    lost = {name: len(ids - have) for name, ids in sent_in.items()}
+    lost["before"], at_cut = _lost_before(sent_in["before"], got, ph["partition"][0])
     return {"sent": len(due), "received": len(seen), "duplicates": len(seen) - len(have),
-            "in_order": seen == sorted(seen),
-            "lost": {name: len(ids - have) for name, ids in sent_in.items()},
+            "in_order": seen == sorted(seen), "lost": lost, "in_flight_at_cut": at_cut,
+            "received_before_cut": sum(t < ph["partition"][0] for t, _ in got),
             # sent into the partition and received before it healed (sent after the filter
             # was up: tc runs with the hub held, so nothing is sent meanwhile)
             "during_partition": sum(t < ph["after"][0] and i in sent_in["partition"]
