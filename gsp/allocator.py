@@ -7,7 +7,7 @@ trim threshold (128 KiB, or twice the largest body unmapped so far) is given bac
 either way later bodies are written into pages the kernel must map and zero again. gsp's readers
 keep bodies from piling up ahead of a receiver that keeps up, so a steady stream reuses its
 memory; a receiver that falls behind and then drains its queue still pays: 63 page faults per
-256 KiB body, draining bursts of 40 over tcp (``tests/test_allocator.py``), against 0 tuned.
+256 KiB body, draining bursts of 40 over tcp (``tests/core/test_allocator.py``), against 0 tuned.
 
 :func:`tune_allocator` makes ``malloc`` keep that memory instead: bodies up to ``big`` bytes come
 from the heap, and up to ``keep`` bytes of free heap stay mapped for the next ones. The setting is

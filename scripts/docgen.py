@@ -9,8 +9,8 @@ validator says about itself (:class:`gsp.options.Check`).
 
 Regenerate with ``python scripts/docgen.py options -o docs/options.md`` and
 ``python scripts/docgen.py hooks -o docs/plugin-reference.md`` at the repository root (``--all``
-adds every installed plugin's options); tests/test_options_doc.py and
-tests/test_plugin_reference.py fail while either file is stale. A docs build imports this module
+adds every installed plugin's options); tests/project/test_options_doc.py and
+tests/project/test_plugin_reference.py fail while either file is stale. A docs build imports this module
 from the repository root (``from scripts import docgen``) and calls :func:`options_markdown` and
 :func:`reference_markdown`. It is a tool of the repository, not part of the installed ``gsp``.
 """
@@ -129,7 +129,7 @@ def options_markdown(include_all: bool = False) -> str:
         "# Options reference",
         "",
         f"<!-- Generated from the option specs by `{COMMAND}`; do not edit by hand",
-        "(tests/test_options_doc.py fails when this file is stale). -->",
+        "(tests/project/test_options_doc.py fails when this file is stale). -->",
         "",
         "Options are keyword arguments of `gsp.socket(...)`, attributes of the socket",
         "(`sock.recv_timeout = 5`) or `get_option`/`set_option`; a bad value raises",
@@ -364,7 +364,7 @@ def reference_markdown() -> str:
         "# Plugin hook reference",
         "",
         f"<!-- Generated from the SDK's docstrings by `{REFERENCE_COMMAND}`; do not edit by",
-        "hand (tests/test_plugin_reference.py fails when this file is stale). -->",
+        "hand (tests/project/test_plugin_reference.py fails when this file is stale). -->",
         "",
         "Every method a plugin overrides or calls on gsp's plugin SDK, with its contract and what",
         "it may raise, as the docstrings in the source say it. The guide is",

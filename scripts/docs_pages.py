@@ -9,7 +9,7 @@
   docstring;
 - ``options.md`` and ``plugin-reference.md``: written afresh from the option specs and the SDK's
   docstrings by the repository's generator (the files in docs/ are its output, kept for readers
-  of the repository and checked fresh by tests/test_options_doc.py and test_plugin_reference.py).
+  of the repository and checked fresh by tests/project/test_options_doc.py and test_plugin_reference.py).
 
 Nothing here is kept by hand: a docstring or an argument changed in the code changes the page.
 """

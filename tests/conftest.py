@@ -1,7 +1,6 @@
-"""Shared fixtures. Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all().
+"""Shared fixtures (tests/support/fixtures.py) and the suite's tiers (tests/support/tiers.py).
 
-Most fixtures come from gsp's own pytest plugin (gsp.testing.plugin): ``gsp_socket``,
-``gsp_spawn``, ``gsp_free_url`` and ``gsp_leak_check``, which every test here runs under.
+Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all().
 """
 
 from __future__ import annotations
@@ -13,76 +12,9 @@ if os.environ.get("GSP_TEST_MONKEY"):
 
     monkey.patch_all()
 
-import shutil
-import tempfile
-from typing import TYPE_CHECKING, Callable, Iterator
-
-import pytest
-
-if TYPE_CHECKING:
-    import gevent
-
-    import gsp
-    from tests.browser_support import Browser
-    from tests.certs import PKI
+from tests.support.fixtures import *  # noqa: E402,F403
+from tests.support.tiers import pytest_runtest_setup  # noqa: E402,F401
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
 
 pytest_plugins = ("pytester",)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "allow_leaks: skip the greenlet/fd leak check")
-
-
-@pytest.fixture(autouse=True)
-def no_leaks(request: pytest.FixtureRequest) -> None:
-    """Every test must leave no live greenlet and no socket fd behind."""
-    if request.node.get_closest_marker("allow_leaks") is None:
-        request.getfixturevalue("gsp_leak_check")
-
-
-@pytest.fixture
-def mk(gsp_socket: Callable[..., gsp.Socket]) -> Callable[..., gsp.Socket]:
-    """Make sockets that are closed at teardown (before the leak check runs)."""
-    return gsp_socket
-
-
-@pytest.fixture
-def spawn(gsp_spawn: Callable[..., gevent.Greenlet]) -> Callable[..., gevent.Greenlet]:
-    """Spawn greenlets that are killed at teardown if a failing test left them running."""
-    return gsp_spawn
-
-
-@pytest.fixture
-def ipc_dir() -> Iterator[str]:
-    """A short directory for ipc socket files (Unix socket paths are limited to 107 bytes)."""
-    d = tempfile.mkdtemp(prefix="gsp-", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def ipc_url(ipc_dir: str) -> str:
-    return f"ipc://{ipc_dir}/s.sock"
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
-    """A throwaway CA with server and client certificates (tests/certs.py)."""
-    from tests.certs import make_pki
-
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for a test module (tests/browser_support.py); each test opens its
-    own pages."""
-    from tests.browser_support import Browser
-
-    b = Browser()
-    try:
-        yield b
-    finally:
-        b.close()

@@ -1,1 +1,1 @@
-"""WSGI apps that tests/servers.py serves with real gunicorn and uWSGI processes."""
+"""WSGI apps that tests/support/servers.py serves with real gunicorn and uWSGI processes."""

@@ -1,5 +1,5 @@
-"""A WSGI app for the browser tests under real servers (tests/test_browser_servers.py): the page
-the in-process tests load (tests/browser_support.py's INDEX, importing gsp.js from the mount at
+"""A WSGI app for the browser tests under real servers (plugins/gsp-ws/tests/test_browser_servers.py): the page
+the in-process tests load (tests/support/browser_support.py's INDEX, importing gsp.js from the mount at
 /sp, a REP echo), a PUB at /ticks publishing ``tick <n>`` every 50 ms, and a PULL at /pull whose
 messages /pulled lists (as hex)."""
 
@@ -11,8 +11,8 @@ import gevent
 
 import gsp
 from gsp_ws.wsgi import SPWebSocketApp
-from tests.browser_support import INDEX
-from tests.ws_support import echo, not_found, respond, serve
+from tests.support.browser_support import INDEX
+from tests.support.ws_support import echo, not_found, respond, serve
 
 pulled: list[bytes] = []
 

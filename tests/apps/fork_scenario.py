@@ -1,4 +1,4 @@
-"""Fork scenarios for tests/test_fork.py, each run in a fresh interpreter:
+"""Fork scenarios for tests/serving/test_fork.py, each run in a fresh interpreter:
 
     python tests/apps/fork_scenario.py NAME [--monkey]
 
@@ -165,7 +165,7 @@ def scenario_transports() -> dict[str, Any]:
     from pathlib import Path
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    from tests.certs import make_pki
+    from tests.support.certs import make_pki
 
     with tempfile.TemporaryDirectory() as d:  # the certificates, removed at the end
         return _transports(make_pki(Path(d)))

@@ -1,4 +1,4 @@
-"""A gsp.prefork server for tests/test_prefork.py, run in a fresh interpreter:
+"""A gsp.prefork server for tests/serving/test_prefork.py, run in a fresh interpreter:
 
     python tests/apps/prefork_app.py MODE PROCS [DIR] [--monkey] [--kernel] [--stall SECONDS]
                                      [--tls CERT KEY]

@@ -19,7 +19,7 @@ req = gsp.socket("req", dial=os.environ["GSP_SERVING_BACKEND"], recv_timeout=15,
 
 
 def drain() -> None:
-    """On worker exit (docs/serving.md): gunicorn's worker_exit hook (tests/test_serving.py's
+    """On worker exit (docs/serving.md): gunicorn's worker_exit hook (tests/serving/test_serving.py's
     config) or uwsgi.atexit, set below."""
     req.drain(timeout=10)
     logging.getLogger("serving_app").info("pid %d drained", os.getpid())

@@ -1,5 +1,5 @@
 """A WSGI app with SP endpoints mounted beside a normal route, for the real-server tests
-(tests/test_wsgi_servers.py): a REP echo at /sp, a REP answering its worker's pid at /who, a
+(plugins/gsp-ws/tests/test_wsgi_servers.py): a REP echo at /sp, a REP answering its worker's pid at /who, a
 PULL at /pull whose messages' sizes /pulled reports, a REP at /private behind a bearer token
 (ws_authorize; it answers the Authorization header its pipe carries), /peers (the addresses of
 the echo's pipes) and /health (200, the worker's pid).
@@ -18,7 +18,7 @@ import gevent
 import gsp
 import gsp_ws
 from gsp_ws.wsgi import SPWebSocketApp
-from tests.ws_support import echo, not_found, respond, serve
+from tests.support.ws_support import echo, not_found, respond, serve
 
 TOKEN = "t0ken"
 

@@ -40,7 +40,7 @@ TRANSPORT_OPTIONS = gsp.registry.transport_options()
 URL_ERRORS = (gsp.InvalidAddress, gsp.UnknownPlugin)
 #: Found here, in gsp_ws/_http.py (reproducer: findings/options-ws-origins-bool): ws_origins set
 #: to a non-iterable (True, 5, 1.5) raises TypeError instead of BadOption.
-KNOWN: list[harness.Known] = []  # ws_origins' TypeError is fixed (tests/test_fuzz.py FIXED)
+KNOWN: list[harness.Known] = []  # ws_origins' TypeError is fixed (tests/project/test_fuzz.py FIXED)
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:

@@ -45,7 +45,7 @@ LOCAL, REMOTE = "ws://127.0.0.1:5555", "ws://127.0.0.1:40000"
 #: UnicodeDecodeError (a ValueError, not its ProtocolError). _serve's guard does not catch it
 #: (no 400 answer; the request greenlet dies with a printed traceback, the server carries on),
 #: and WSClientConnection.handshake lets it out instead of a gsp error.
-KNOWN: list[harness.Known] = []  # the three found so far are fixed (tests/test_fuzz.py FIXED)
+KNOWN: list[harness.Known] = []  # the three found so far are fixed (tests/project/test_fuzz.py FIXED)
 
 
 class Route:

@@ -6,7 +6,7 @@ A target is ``tests/fuzz/fuzz_<name>.py`` with a ``one_input(data: bytes)`` func
 under test. libFuzzer then writes the input to a ``crash-*`` file, and reproducing it is
 ``python tests/fuzz/fuzz_<name>.py crash-<sha1>``.
 
-The files are named ``fuzz_*.py`` so that pytest never collects them; tests/test_fuzz.py runs
+The files are named ``fuzz_*.py`` so that pytest never collects them; tests/project/test_fuzz.py runs
 each one in a subprocess.
 """
 

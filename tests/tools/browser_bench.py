@@ -3,7 +3,7 @@
     python tests/tools/browser_bench.py [--runs 5] [--count 2000]
 
 One gevent.pywsgi server in this process (a REP echo and a PUSH mounted, as in
-tests/test_browser.py) and one headless Chromium (Debian's /usr/bin/chromium, by Playwright).
+plugins/gsp-ws/tests/test_browser.py) and one headless Chromium (Debian's /usr/bin/chromium, by Playwright).
 Each run measures, in the page (performance.now()):
 
 - ``req 1 ctx``: ``count`` sequential request/reply round trips of 16 bytes on one context;
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import gevent  # noqa: E402
 
 import gsp  # noqa: E402
-from tests.browser_support import Browser, page_server, wait_pipes  # noqa: E402
+from tests.support.browser_support import Browser, page_server, wait_pipes  # noqa: E402
 
 ROUND_TRIPS = """
     const req = gsp.socket("req", {recvTimeout: 30});

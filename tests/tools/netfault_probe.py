@@ -8,7 +8,7 @@ elsewhere), where it brings ``lo`` up and shapes it with tc: a ``clsact`` qdisc 
 direct-action filter on ingress (random loss: cBPF's random ancillary load against a threshold;
 a black hole: ``ret #2``, TC_ACT_SHOT, for every packet, or for one TCP port either way) and a
 ``tbf`` qdisc for a rate limit. This kernel has no netem and no gact, which is why. It prints one
-JSON report of the scenario; tests/test_netfaults.py asserts on it. The namespace, its filters
+JSON report of the scenario; tests/transports/test_netfaults.py asserts on it. The namespace, its filters
 and the probe's sockets die with the process, whatever happens.
 
 Scenarios (each states what it measures; the invariants are the test's):

@@ -11,8 +11,8 @@ the machine's load: a change that takes work off the round trip shows here exact
 with mypyc (and gevent's own Cython) is not counted.
 
 ``--wrap`` sends and receives through one more Python function each (what an undone inline
-costs: ``tests/test_budget.py`` checks that the budget catches it); ``--json`` prints the totals
-per round trip as one JSON object (``tests/test_budget.py`` reads it).
+costs: ``tests/project/test_budget.py`` checks that the budget catches it); ``--json`` prints the totals
+per round trip as one JSON object (``tests/project/test_budget.py`` reads it).
 """
 
 from __future__ import annotations

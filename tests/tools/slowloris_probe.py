@@ -127,7 +127,7 @@ def good_peer(req: Any, url: str, measure: float) -> dict[str, Any]:
     import gevent
     import pynng
 
-    from tests import nng
+    from tests.support import nng
 
     out: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -163,8 +163,8 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
     import pynng
 
     import gsp
-    from tests import nng
-    from tests.certs import make_pki
+    from tests.support import nng
+    from tests.support.certs import make_pki
 
     limits = raise_nofile()
     options: dict[str, Any] = {"handshake_timeout": args.handshake_timeout,

@@ -36,7 +36,7 @@ RT_COUNT = 5000
 
 def _pki(d: str) -> Any:
     sys.path.append(ROOT)  # (after site-packages: the installed gsp, not the checkout)
-    from tests.certs import make_pki
+    from tests.support.certs import make_pki
     return make_pki(Path(d))
 
 
@@ -58,7 +58,7 @@ def _gsp_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
 def _pynng_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
     import pynng
     sys.path.append(ROOT)  # (after site-packages: the installed gsp, not the checkout)
-    from tests.nng_process import tls_config
+    from tests.support.nng_process import tls_config
     cls = {"pull": pynng.Pull0, "push": pynng.Push0, "rep": pynng.Rep0, "req": pynng.Req0}[role]
     s = cls(recv_max_size=0, recv_timeout=60000, send_timeout=60000)
     if url.startswith("wss"):

@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 import gevent  # noqa: E402
 
 import gsp  # noqa: E402
-from tests import servers  # noqa: E402
+from tests.support import servers  # noqa: E402
 
 APP = "tests.apps.ws_app:application"
 _PLAIN = ("import gsp, sys\n"

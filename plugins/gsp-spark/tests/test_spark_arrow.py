@@ -16,6 +16,8 @@ import pytest
 from gsp_spark import KEY, packer
 from gsp_spark._arrowpack import pack_maps, split
 
+pytestmark = pytest.mark.spark
+
 PACK = packer().pack
 INT_EDGES = [0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
              2**63 - 1, -1, -31, -32, -33, -128, -129, -32768, -32769, -2**31, -2**31 - 1, -2**63]

@@ -37,6 +37,8 @@ from gsp_spark._columnar import MAX_KEYS, decode_maps
 from gsp_spark._decode import _by_message, _Chunk, _records, _struct_batch, decode_chunk
 from gsp_spark._spool import REC
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = StructType([StructField("user", StringType()), StructField("n", LongType()),
                      StructField("i", IntegerType()), StructField("s", ShortType()),
                      StructField("b", ByteType()), StructField("x", DoubleType()),

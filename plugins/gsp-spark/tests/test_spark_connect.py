@@ -33,7 +33,7 @@ import gsp
 from gsp_spark import Deduplicator, HubThread, standalone, unpack
 from gsp_spark._local import connect_url
 
-pytestmark = spark_fixtures.LOCAL_GROUP  # one shared session, on one xdist worker
+pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 Receiver = spark_fixtures.Receiver
 wait_for = spark_fixtures.wait_for

@@ -22,7 +22,7 @@ import spark_fixtures
 import gsp
 from gsp_spark import HubThread
 
-pytestmark = spark_fixtures.LOCAL_GROUP  # one shared session, on one xdist worker
+pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
 wait_for = spark_fixtures.wait_for

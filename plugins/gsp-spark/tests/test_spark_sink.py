@@ -22,7 +22,7 @@ from pyspark.sql.functions import udf
 import gsp
 from gsp_spark import Deduplicator, SchemaMismatch, SinkError, unpack
 
-pytestmark = spark_fixtures.LOCAL_GROUP  # one shared session, on one xdist worker
+pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 Receiver = spark_fixtures.Receiver
 ipc_dir = spark_fixtures.ipc_dir

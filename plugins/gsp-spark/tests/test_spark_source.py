@@ -50,7 +50,7 @@ from gsp_spark import (
 from gsp_spark._decode import _Chunk, _records, _struct_batch, decode_chunk
 from gsp_spark._spool import REC, Spool, scan
 
-pytestmark = spark_fixtures.LOCAL_GROUP  # one shared session, on one xdist worker
+pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 ipc_dir = spark_fixtures.ipc_dir
 

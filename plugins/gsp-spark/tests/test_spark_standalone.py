@@ -47,8 +47,8 @@ from pyspark.sql.functions import udf
 
 from gsp_spark import standalone
 
-pytestmark = [pytest.mark.spark_standalone,
-              spark_fixtures.CLUSTER_GROUP]  # one cluster, on one xdist worker
+pytestmark = [pytest.mark.spark, pytest.mark.spark_standalone,
+              spark_fixtures.CLUSTER_GROUP]
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 wait_for = spark_fixtures.wait_for

@@ -30,8 +30,8 @@ import spark_fixtures
 
 from gsp_spark import standalone
 
-pytestmark = [pytest.mark.spark_standalone,
-              spark_fixtures.CLUSTER_GROUP]  # one cluster, on one xdist worker
+pytestmark = [pytest.mark.spark, pytest.mark.spark_standalone,
+              spark_fixtures.CLUSTER_GROUP]
 
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 

@@ -35,7 +35,7 @@ import jobs
 import pytest
 import spark_fixtures
 
-pytestmark = spark_fixtures.LOCAL_GROUP  # its jobs start with the group's first test
+pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
 no_leaks = spark_fixtures.no_leaks  # autouse: no greenlet or socket left behind by a test
 
 

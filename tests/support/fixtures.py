@@ -1,0 +1,76 @@
+"""The fixtures every test shares, in tests/ and in each plugin's tests (their conftest.py
+files import them from here).
+
+Most build on gsp's own pytest plugin (gsp.testing.plugin): ``gsp_socket``, ``gsp_spawn`` and
+``gsp_leak_check``, which every test runs under.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pytest
+
+if TYPE_CHECKING:
+    import gevent
+
+    import gsp
+    from tests.support.browser_support import Browser
+    from tests.support.certs import PKI
+
+__all__ = ["browser", "ipc_dir", "ipc_url", "mk", "no_leaks", "pki", "spawn"]
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest) -> None:
+    """Every test must leave no live greenlet and no socket fd behind."""
+    if request.node.get_closest_marker("allow_leaks") is None:
+        request.getfixturevalue("gsp_leak_check")
+
+
+@pytest.fixture
+def mk(gsp_socket: Callable[..., gsp.Socket]) -> Callable[..., gsp.Socket]:
+    """Make sockets that are closed at teardown (before the leak check runs)."""
+    return gsp_socket
+
+
+@pytest.fixture
+def spawn(gsp_spawn: Callable[..., gevent.Greenlet]) -> Callable[..., gevent.Greenlet]:
+    """Spawn greenlets that are killed at teardown if a failing test left them running."""
+    return gsp_spawn
+
+
+@pytest.fixture
+def ipc_dir() -> Iterator[str]:
+    """A short directory for ipc socket files (Unix socket paths are limited to 107 bytes)."""
+    d = tempfile.mkdtemp(prefix="gsp-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def ipc_url(ipc_dir: str) -> str:
+    return f"ipc://{ipc_dir}/s.sock"
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
+    """A throwaway CA with server and client certificates (tests/support/certs.py)."""
+    from tests.support.certs import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for a test module (tests/support/browser_support.py); each test opens its
+    own pages."""
+    from tests.support.browser_support import Browser
+
+    b = Browser()
+    try:
+        yield b
+    finally:
+        b.close()

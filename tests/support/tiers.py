@@ -1,0 +1,133 @@
+"""The suite's tiers: what a test needs beyond ``pip install -e ".[test]"``.
+
+A test that needs a tool outside Python's package index, or a package kept out of the test
+extra, carries the marker of its tier (registered in pyproject.toml, ``--strict-markers``):
+
+========== ====================================================== ==========================
+marker     needs (by default)                                     from
+========== ====================================================== ==========================
+interop    real nng peers: pynng (and, named in the marker, nng   PyPI; Debian's nng-utils,
+           2.0's ``nng``, ``nngcat``, ``nanocat``)                 nanomsg-utils
+browser    Debian's Chromium, driven by Playwright (and ``node``)  Debian; PyPI
+spark      Java 17+ and PySpark                                    Debian; PyPI
+native     a C compiler (and, named in the marker, ``valgrind``,   Debian
+           ``strace``, ``libnng`` headers)
+netns      ``unshare -rn`` and iproute2's ``tc``                   Debian (util-linux,
+                                                                   iproute2)
+slow       nothing more: longer than about 20 s
+========== ====================================================== ==========================
+
+A marker may name its needs instead of the defaults: ``@pytest.mark.interop("nngcat")``.
+Where something a test needs is missing, the test is skipped with what is missing and how to
+get it. With ``GSP_REQUIRE_ALL=1`` (CI sets it) such a test fails instead: a run that should
+test everything can never skip silently.
+
+The core tier, which needs nothing but ``pip install -e ".[test]"``, is what the markers leave::
+
+    python -m pytest tests -m "not interop and not browser and not spark and not native and not netns"
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+from typing import Callable
+
+import pytest
+
+#: The tiers, and what each needs unless its marker names something else.
+TIERS: dict[str, tuple[str, ...]] = {
+    "interop": ("pynng",),
+    "browser": ("chromium", "playwright"),
+    "spark": ("java", "pyspark"),
+    "native": ("cc",),
+    "netns": ("unshare", "tc"),
+}
+
+#: The marker expression of the core tier.
+CORE = " and ".join(f"not {t}" for t in TIERS)
+
+_SBIN = "/usr/sbin:/sbin"
+
+
+def _module(name: str) -> Callable[[], bool]:
+    return lambda: importlib.util.find_spec(name) is not None
+
+
+def _program(name: str, sbin: bool = False) -> Callable[[], bool]:
+    path = os.environ.get("PATH", "") + (":" + _SBIN if sbin else "")
+    return lambda: shutil.which(name, path=path) is not None
+
+
+def _java17() -> bool:
+    java = shutil.which("java")
+    if java is None:
+        return False
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    try:
+        major = int(out.split('"')[1].split(".")[0])
+    except (IndexError, ValueError):
+        return False
+    return major >= 17
+
+
+def _unshare() -> bool:
+    unshare = shutil.which("unshare")
+    return unshare is not None and subprocess.run(
+        [unshare, "-rn", "true"], capture_output=True, timeout=60).returncode == 0
+
+
+#: Each need: how to tell it is here, and where it comes from.
+NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "pynng": (_module("pynng"), "pip install pynng (the test extra has it)"),
+    "nng": (_module("nng"), "pip install nng-ssl==0.2.0 (nng 2.0; the test extra has it)"),
+    "nngcat": (_program("nngcat"), "apt-get install nng-utils"),
+    "nanocat": (_program("nanocat"), "apt-get install nanomsg-utils"),
+    "chromium": (_program("chromium"), "apt-get install chromium"),
+    "playwright": (_module("playwright"), "pip install playwright (the test extra has it; "
+                                          "no browser download: it drives Debian's Chromium)"),
+    "node": (_program("node"), "apt-get install nodejs"),
+    "npm": (_program("npm"), "apt-get install npm"),
+    "java": (_java17, "apt-get install openjdk-17-jre-headless"),
+    "pyspark": (_module("pyspark"), "pip install -e 'plugins/gsp-spark[test]'"),
+    "cc": (_program("cc"), "apt-get install build-essential python3-dev"),
+    "valgrind": (_program("valgrind"), "apt-get install valgrind"),
+    "strace": (_program("strace"), "apt-get install strace"),
+    "libnng": (lambda: os.path.exists("/usr/include/nng/nng.h"), "apt-get install libnng-dev"),
+    "unshare": (_unshare, "util-linux's unshare, with user namespaces allowed"),
+    "tc": (_program("tc", sbin=True), "apt-get install iproute2"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def have(need: str) -> bool:
+    """Whether ``need`` (a key of :data:`NEEDS`) is on this machine."""
+    return NEEDS[need][0]()
+
+
+def missing(item: pytest.Item) -> list[str]:
+    """What ``item``'s tier markers need that this machine lacks, each with where it comes from."""
+    out = []
+    for tier, default in TIERS.items():
+        for marker in item.iter_markers(tier):
+            for need in marker.args or default:
+                if need not in NEEDS:
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{tier}({need!r}): "
+                                            f"unknown need; known: {', '.join(NEEDS)}")
+                if not have(need):
+                    out.append(f"{need} ({NEEDS[need][1]})")
+    return out
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lacking = missing(item)
+    if not lacking:
+        return
+    why = "needs " + "; ".join(dict.fromkeys(lacking))
+    if os.environ.get("GSP_REQUIRE_ALL"):
+        pytest.fail(f"{why} — GSP_REQUIRE_ALL is set, so a missing tool fails the run",
+                    pytrace=False)
+    pytest.skip(why)
