@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -400,3 +401,37 @@ TESTS = ROOT / "tests"
 #: A marker line, then a fenced block: ``<!-- snippet: path -->`` or
 #: ``<!-- snippet-exempt: why -->``
 BLOCK = re.compile(r"(?:<!-- (snippet|snippet-exempt): ([^>]*?) -->\n)?```(\w*)\n(.*?)\n```", re.S)
+
+
+_PACE: list[float] = []
+
+#: The seconds :func:`pace`'s fixed piece of work takes on a quiet machine of the project's kind
+#: (2 cores, CPython 3.11, nothing else running: 7.3-7.6 ms, rounded up).
+PACE_QUIET = 0.008
+
+
+def _work() -> float:
+    t0 = time.perf_counter()
+    n = 0
+    for i in range(200_000):
+        n += i & 7
+    gevent.sleep(0)  # and one turn of the loop
+    return time.perf_counter() - t0
+
+
+def pace() -> float:
+    """How much slower than a quiet machine this one runs now: at least 1.
+
+    A fixed piece of Python work, timed now (the median of five): on a loaded machine, or beside
+    a CPU hog, it takes longer, and so does everything a test waits for. Measured once per
+    process, the first time it is asked for."""
+    if not _PACE:
+        samples = sorted(_work() for _ in range(5))
+        _PACE.append(max(1.0, samples[2] / PACE_QUIET))
+    return _PACE[0]
+
+
+def scaled(seconds: float) -> float:
+    """A time bound that holds on a quiet machine, scaled by how slow this one runs now
+    (:func:`pace`). For an assertion on elapsed time that no documented promise backs."""
+    return seconds * pace()
