@@ -1,6 +1,6 @@
 """What one tcp request/reply round trip runs in Python: bytecodes and calls, by function.
 
-    python tests/tools/rt_bytecodes.py [--raw | --pushpull] [--top N] [--clients C] [--wrap] [--json]
+    python tests/tools/rt_bytecodes.py [--raw | --pushpull] [--top N] [--clients C] [--wrap [N]] [--json]
 
 A REQ and a REP (or, with ``--raw``, the bench's raw gevent connections, an echo; with
 ``--pushpull``, a PUSH sending to a PULL, a message at a time) in one process over loopback tcp.
@@ -10,7 +10,7 @@ round trip, the functions with most bytecodes first. Unlike a timing, the count 
 the machine's load: a change that takes work off the round trip shows here exactly. Code compiled
 with mypyc (and gevent's own Cython) is not counted.
 
-``--wrap`` sends and receives through one more Python function each (what an undone inline
+``--wrap [N]`` sends and receives through N (1) more Python functions each (what an undone inline
 costs: ``tests/project/test_budget.py`` checks that the budget catches it); ``--json`` prints the totals
 per round trip as one JSON object (``tests/project/test_budget.py`` reads it).
 """
@@ -68,22 +68,23 @@ def raw_pair() -> tuple[Ends, Any]:
     return [(c.send, c.recv)], gevent.spawn(echo)
 
 
-def wrapped(ends: Ends) -> Ends:
-    """Each send and recv through one more Python function: an undone inline on each side."""
+def wrapped(ends: Ends, depth: int) -> Ends:
+    """Each send and recv through ``depth`` more Python functions: undone inlines on each side."""
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         def call(*a: Any) -> Any:
             return f(*a)
         return call
-    return [(wrap(s), wrap(r)) for s, r in ends]
+    for _ in range(depth):
+        ends = [(wrap(s), wrap(r)) for s, r in ends]
+    return ends
 
 
-def measure(mode: str = "gsp", clients: int = 1, wrap: bool = False,
+def measure(mode: str = "gsp", clients: int = 1, wrap: int = 0,
             ) -> tuple[collections.Counter[str], collections.Counter[str], int]:
     """Bytecodes and calls by function over ROUNDS round trips, and the number of round trips."""
     ends, server = {"raw": raw_pair, "pushpull": pushpull_pair}.get(
         mode, lambda: gsp_pair(clients))()
-    if wrap:
-        ends = wrapped(ends)
+    ends = wrapped(ends, wrap)
 
     def run(n: int) -> None:
         def one(send: Callable[..., Any], recv: Callable[..., Any]) -> None:
@@ -125,7 +126,8 @@ def main() -> None:
     ap.add_argument("--pushpull", action="store_true", help="a PUSH sending to a PULL")
     ap.add_argument("--top", type=int, default=30, help="functions to list")
     ap.add_argument("--clients", type=int, default=1, help="REQ contexts at once (gsp only)")
-    ap.add_argument("--wrap", action="store_true", help="send and recv through one more call")
+    ap.add_argument("--wrap", type=int, nargs="?", const=1, default=0, metavar="N",
+                    help="send and recv each through N (1) more calls")
     ap.add_argument("--json", action="store_true", help="the totals a round trip, as JSON")
     a = ap.parse_args()
     mode = "raw" if a.raw else "pushpull" if a.pushpull else "gsp"
