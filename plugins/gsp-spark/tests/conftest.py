@@ -70,6 +70,21 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
         items.insert(last + 1, item)
 
 
+#: Spark's defaults (spark-defaults.conf) for every JVM the tests start. A Python worker connects
+#: back to its executor's JVM and waits for it at most spark.python.authenticate.socketTimeout
+#: (15 s by default); on a 2-core machine busy with a dozen JVMs the executor can take longer to
+#: accept, and the task fails with CANNOT_OPEN_SOCKET. Spark promises nothing tighter.
+SPARK_DEFAULTS = "spark.python.authenticate.socketTimeout 120s\n"
+
+
+def _defaults(scratch: str) -> str:
+    conf = os.path.join(scratch, "conf")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "spark-defaults.conf"), "w") as f:
+        f.write(SPARK_DEFAULTS)
+    return conf
+
+
 @pytest.fixture(scope="session", autouse=True)
 def spark_tests(request: Any) -> Iterator[None]:
     before = os.environ.get("JAVA_TOOL_OPTIONS")
@@ -77,6 +92,9 @@ def spark_tests(request: Any) -> Iterator[None]:
     # Before any JVM starts, the background jobs' too.
     os.environ["JAVA_TOOL_OPTIONS"] = (JAVA_OPTIONS if before is None else before) + \
         f" -Djava.io.tmpdir={scratch}"
+    conf_before = os.environ.get("SPARK_CONF_DIR")
+    if conf_before is None:  # Spark's defaults for every JVM these tests start
+        os.environ["SPARK_CONF_DIR"] = _defaults(scratch)
     try:
         if "PYTEST_XDIST_WORKER" not in os.environ:  # one process runs every test selected
             _start_jobs(request.session.items)
@@ -84,6 +102,8 @@ def spark_tests(request: Any) -> Iterator[None]:
     finally:
         spark_fixtures.stop_shared_session()
         background.close_all()
+        if conf_before is None:
+            os.environ.pop("SPARK_CONF_DIR", None)
         if before is None:
             os.environ.pop("JAVA_TOOL_OPTIONS", None)
         else:
