@@ -13,7 +13,10 @@ if os.environ.get("GSP_TEST_MONKEY"):
     monkey.patch_all()
 
 from tests.support.fixtures import *  # noqa: E402,F403
-from tests.support.tiers import pytest_runtest_setup  # noqa: E402,F401
+from tests.support.tiers import (  # noqa: E402,F401
+    pytest_collection_modifyitems,
+    pytest_runtest_setup,
+)
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
 

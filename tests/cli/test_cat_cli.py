@@ -196,6 +196,7 @@ def test_silent_keeps_stderr_empty_but_not_the_status(cats: Cats) -> None:
     assert cats.run("-q", "--pull", "--dial", f"tcp://127.0.0.1:{port}") == (1, b"", "")
 
 
+@pytest.mark.plugins("gsp_bench", "gsp_star")
 def test_version_and_help(cats: Cats) -> None:
     def gsp_cmd(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "gsp", *args], capture_output=True,

@@ -288,6 +288,7 @@ def test_wrong_protocol_names_both_protocols(scheme: str) -> None:
         assert (ei.value.expected, ei.value.got) == (0x51, 0x31)
 
 
+@pytest.mark.plugins("gsp_star")
 def test_wrong_protocol_uses_plugin_names_and_hex_for_unknown_numbers() -> None:
     gsp.registry.protocol("star")  # loads the plugins: their names join the table
     assert wire.protocol_name(0x640) == "star (0x640)"

@@ -323,6 +323,7 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
         assert req._readers._offers == []
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection without recv_or_park (here ws, from its plugin, with its hooks taken away)

@@ -238,6 +238,7 @@ def test_a_context_closing_wakes_select(mk: Mk, spawn: Any) -> None:
         g.get(timeout=5)
 
 
+@pytest.mark.plugins("gsp_star")
 def test_a_protocol_without_readiness_says_so(mk: Mk) -> None:
     scatter = mk("scatter")
     with pytest.raises(gsp.NotSupported, match="scatter sockets cannot be polled or selected on "

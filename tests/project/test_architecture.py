@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+pytestmark = pytest.mark.plugins
+
 if TYPE_CHECKING:
     import grimp
 

@@ -8,7 +8,11 @@ import importlib.metadata as md
 import importlib.util
 import re
 
+import pytest
+
 import gsp
+
+pytestmark = pytest.mark.plugins
 
 #: distribution -> the top-level packages it installs
 DISTRIBUTIONS = {

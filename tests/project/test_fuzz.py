@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.plugins, pytest.mark.slow]
 
 FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
 ROOT = FUZZ.parent.parent

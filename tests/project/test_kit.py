@@ -62,6 +62,7 @@ def test_public_names_resolve() -> None:
         _ = gsp.testing.no_such_name
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_free_url(gsp_free_url, gsp_socket) -> None:
     tcp = gsp_free_url("tcp")
     assert tcp.startswith("tcp://127.0.0.1:") and int(tcp.rsplit(":", 1)[1]) > 0

@@ -24,6 +24,8 @@ from gsp.options import (
 from scripts import docgen as _docs
 from scripts.docgen import main
 
+pytestmark = pytest.mark.plugins
+
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 

@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import gevent
+import pytest
 from gevent import subprocess
 
 import gsp
 from tests.support import BLOCK, ROOT, http_get, stop_server
+
+pytestmark = pytest.mark.plugins("gsp_ws")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webapp.py"
 

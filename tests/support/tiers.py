@@ -14,17 +14,22 @@ native     a C compiler (and, named in the marker, ``valgrind``,   Debian
            ``strace``, ``libnng`` headers)
 netns      ``unshare -rn`` and iproute2's ``tc``                   Debian (util-linux,
                                                                    iproute2)
+plugins    gsp's plugin distributions (``gsp_ws``, ``gsp_star``,    requirements-dev.txt
+           ``gsp_bench``, the examples'), named in the marker
 slow       nothing more: longer than about 20 s
 ========== ====================================================== ==========================
 
-A marker may name its needs instead of the defaults: ``@pytest.mark.interop("nngcat")``.
+A marker may name its needs instead of the defaults: ``@pytest.mark.interop("nngcat")``. A test
+of tests/ parametrized over a plugin's scheme or protocol (a parameter ``"ws"``, ``"wss"``,
+``"star"``, or a ``ws://``/``wss://`` URL) gets ``plugins`` with that plugin by itself, at
+collection (:func:`pytest_collection_modifyitems`): only those of its cases need the plugin.
 Where something a test needs is missing, the test is skipped with what is missing and how to
 get it. With ``GSP_REQUIRE_ALL=1`` (CI sets it) such a test fails instead: a run that should
 test everything can never skip silently.
 
 The core tier, which needs nothing but ``pip install -e ".[test]"``, is what the markers leave::
 
-    python -m pytest tests -m "not interop and not browser and not spark and not native and not netns"
+    python -m pytest tests -m "not interop and not browser and not spark and not native and not netns and not plugins"
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ TIERS: dict[str, tuple[str, ...]] = {
     "spark": ("java", "pyspark"),
     "native": ("cc",),
     "netns": ("unshare", "tc"),
+    "plugins": ("gsp_ws", "gsp_star", "gsp_bench", "gsp_examples"),
 }
 
 #: The marker expression of the core tier.
@@ -99,7 +105,17 @@ NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "libnng": (lambda: os.path.exists("/usr/include/nng/nng.h"), "apt-get install libnng-dev"),
     "unshare": (_unshare, "util-linux's unshare, with user namespaces allowed"),
     "tc": (_program("tc", sbin=True), "apt-get install iproute2"),
+    "gsp_ws": (_module("gsp_ws"), "pip install -e plugins/gsp-ws"),
+    "gsp_star": (_module("gsp_star"), "pip install -e plugins/gsp-star"),
+    "gsp_bench": (_module("gsp_bench"), "pip install -e plugins/gsp-bench"),
+    "gsp_spark": (_module("gsp_spark"), "pip install -e 'plugins/gsp-spark[test]'"),
+    "gsp_examples": (lambda: _module("gsp_example_zlib")() and _module("gsp_example_gather")(),
+                     "pip install -e examples/plugins/gsp-example-zlib "
+                     "-e examples/plugins/gsp-example-gather"),
 }
+
+#: A test parameter that is a plugin's scheme or protocol, and the plugin it needs.
+PLUGIN_PARAMS = {"ws": "gsp_ws", "wss": "gsp_ws", "star": "gsp_star"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,6 +136,25 @@ def missing(item: pytest.Item) -> list[str]:
                 if not have(need):
                     out.append(f"{need} ({NEEDS[need][1]})")
     return out
+
+
+def _plugin_of(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    if value.startswith(("ws://", "wss://")):
+        return "gsp_ws"
+    return PLUGIN_PARAMS.get(value)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each case of tests/ parametrized over a plugin's scheme or protocol ``plugins``."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or not item.nodeid.startswith("tests/"):
+            continue
+        needs = {p for p in map(_plugin_of, callspec.params.values()) if p}
+        if needs:
+            item.add_marker(pytest.mark.plugins(*sorted(needs)))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

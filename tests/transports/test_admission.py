@@ -349,6 +349,7 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
     assert lst["accepted"] >= 2500, why
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshakes(
         mk: Mk) -> None:
     # gsp-ws's HTTP server reads upgrade requests before gsp's listener sees a connection: it

@@ -475,6 +475,7 @@ WS_CASES = {
 }
 
 
+@pytest.mark.plugins("gsp_ws")
 @pytest.mark.parametrize("case", list(WS_CASES))
 def test_ws_request_rules(case: str, mk: Mk) -> None:
     make, (good_q, good_h), (bad_q, bad_h) = WS_CASES[case]
@@ -515,6 +516,7 @@ def test_ws_query_and_target_from_an_nng2_peer(mk: Mk,
     assert nng2.active_pipes(bad) == 0 and len(rep.pipes) == 1
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
     rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
     with pytest.raises(gsp.InvalidAddress, match="unexpected query"):
@@ -527,6 +529,7 @@ def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
         req.dial("ws://[::1:5/sp?x=1")
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
     from gevent.pywsgi import WSGIServer
 

@@ -138,6 +138,7 @@ def test_a_password_protected_key_loads(pki: PKI, tmp_path: Path, scheme: str,
     assert a.recv() == b"ping"
 
 
+@pytest.mark.plugins("gsp_ws")
 def test_a_wrong_or_missing_password_is_a_clear_error(pki: PKI, tmp_path: Path) -> None:
     key = encrypt_key(pki.server_key_file, tmp_path / "server.key", b"s3cret")
     with gsp.socket("pair") as s:
