@@ -3,13 +3,14 @@ message through: the accept path must dispose of dead and bad connections at the
 kernel, not queue good peers behind them (docs/reliability.md, admission control).
 
     python tests/tools/storm_probe.py [--rounds 1] [--duration 10] [--rate 1500] [--procs 3]
-                                      [--greenlets 16] [--py-spy FILE] [--json]
+                                      [--greenlets 16] [--storm-on pull-tcp,...]
+                                      [--py-spy FILE] [--json]
 
 This process is the server: a gsp pull, rep and sub socket, each listening on tcp (127.0.0.1)
 and on an ipc path, every option at its default (the listen backlog is 4,096). Each round,
 ``--procs`` child processes (this file with ``--storm``), ``--greenlets`` greenlets each, open
 about ``--rate`` connections a second in all for ``--duration`` seconds, spread over the six
-listeners, and close each at once after sending one of: nothing (closed with a FIN, or reset
+listeners (or those ``--storm-on`` names), and close each at once after sending one of: nothing (closed with a FIN, or reset
 with a RST), random bytes, half an SP header, or a valid SP header of the listener's peer
 followed by a frame announcing a huge length.
 When the children have exited, a good pynng Push0 and a good gsp push socket each dial the pull
@@ -35,7 +36,6 @@ import os
 import random
 import resource
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -49,6 +49,7 @@ from typing import Any
 #: listener's peer's: ``{peer}`` is filled in per listener).
 KINDS = ("closed", "reset", "garbage", "half", "huge")
 HALF = b"\x00SP\x00"
+LISTENERS = ["pull-tcp", "pull-ipc", "rep-tcp", "rep-ipc", "sub-tcp", "sub-ipc"]
 
 
 def raise_nofile() -> tuple[int, int]:
@@ -223,7 +224,7 @@ def top_of_profile(path: str, n: int = 15) -> dict[str, list[list[Any]]]:
     return {"samples": [[str(samples), 100.0]], "self": pct(own), "total": pct(total)}
 
 
-def serve(args: argparse.Namespace) -> dict[str, Any]:
+def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one measurement script
     import gevent
     from gevent import subprocess as gsub
 
@@ -240,10 +241,11 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
     peers = {"pull": 0x50, "rep": 0x30, "sub": 0x20}  # push, req, pub
     listeners, targets = [], []
     for name, sock in socks.items():
-        for url in ("tcp://127.0.0.1:0", f"ipc://{tmp}/{name}.ipc"):
+        for scheme, url in (("tcp", "tcp://127.0.0.1:0"), ("ipc", f"ipc://{tmp}/{name}.ipc")):
             lst = sock.listen(url)
             listeners.append(lst)
-            targets.append([lst.url, peers[name]])
+            if f"{name}-{scheme}" in args.storm_on:
+                targets.append([lst.url, peers[name]])
     good_url = listeners[0].url
     got: dict[bytes, float] = {}
 
@@ -342,6 +344,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1500.0, help="connections a second in all (0: as fast as they go)")
     ap.add_argument("--procs", type=int, default=3, help="storm processes")
     ap.add_argument("--greenlets", type=int, default=16, help="greenlets per storm process")
+    ap.add_argument("--storm-on", type=lambda t: t.split(","), default=LISTENERS,
+                    help=f"the listeners the storm hits (default: all six, {','.join(LISTENERS)})")
     ap.add_argument("--peer-timeout", type=float, default=10.0)
     ap.add_argument("--drain-timeout", type=float, default=60.0)
     ap.add_argument("--py-spy", metavar="FILE", help="sample this process with py-spy")
