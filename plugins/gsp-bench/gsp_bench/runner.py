@@ -297,7 +297,33 @@ def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict
             "served": sum(x["served"] for x in reports), "pipes": r["pipes"], "conns": conns}
 
 
-WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {"thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns}
+def storm(run: Run, transport: str, seconds: float, clients: int,
+          greenlets: int) -> dict[str, Any]:
+    """``clients`` processes of ``greenlets`` greenlets each open connections to one listener
+    as fast as they go for ``seconds``, closing each at once (a FIN, a RST, or after sending
+    garbage): the connections the listener disposed of per second meanwhile (more were made
+    than it took: the rest wait in its backlog), and its CPU time per connection."""
+    if transport != "tcp":
+        raise NotApplicable("the storm is over tcp")
+    srv = run.start("storm_server", url=run.address(transport))
+    url = srv.expect("ready")["url"]
+    workers = [run.start("storm_clients", url=url, greenlets=greenlets, seconds=seconds)
+               for _ in range(clients)]
+    for w in workers:
+        w.expect("ready")
+    for w in [srv, *workers]:
+        w.say("go")
+    made = [w.expect("result") for w in workers]
+    srv.say("measure")
+    r = srv.expect("result")
+    n = max(r["disposed"], 1)
+    return {"conn_s": r["disposed"] / r["elapsed"], "cpu_us_conn": r["cpu"] / n * 1e6,
+            "disposed": r["disposed"], "made": sum(m["made"] for m in made),
+            "failed": sum(m["failed"] for m in made), "elapsed": r["elapsed"]}
+
+
+WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {
+    "thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns, "storm": storm}
 
 
 def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
