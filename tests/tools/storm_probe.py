@@ -19,7 +19,8 @@ socket's receipt of its message (``--peer-timeout`` at most). Then the server wa
 accepted every connection the storm made (``drain_s``; at most ``--drain-timeout``).
 
 Per round it prints the storm's connections (made, by kind, connects that failed), each peer's
-time, the connections accepted when the storm stopped and when the peers got through, the drain
+time, the connections accepted when the storm stopped and when the peers got through, the share
+of the time until then that this process waited for a CPU (``run_queue_share``), the drain
 time and rate, the log records of WARNING and above the gsp loggers emitted, and the listeners'
 counters. ``--py-spy FILE`` samples this process with py-spy (pip install py-spy) through the
 rounds, writes the collapsed stacks to FILE and prints the functions with the most samples,
@@ -130,6 +131,13 @@ def storm(targets: list[list[Any]], duration: float, rate: float, greenlets: int
     return {"made": made, "kinds": dict(kinds), "failed": dict(failed)}
 
 
+def run_delay() -> float:
+    """Seconds this process's main thread (the hub's) has waited in the run queue for a CPU
+    (/proc/self/schedstat)."""
+    with open("/proc/self/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
 def _accepted(listeners: list[Any]) -> int:
     """Connections the listeners took from the kernel's queue: accepted, or failed at accept
     (a peer that reset the connection while it waited there)."""
@@ -154,7 +162,7 @@ def good_peers(url: str, got: dict[bytes, float], timeout: float) -> dict[str, A
     import pynng
 
     import gsp
-    from tests import nng
+    from tests.support import nng
 
     t0 = time.monotonic()
     out: dict[str, Any] = {}
@@ -273,7 +281,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
         for r in range(args.rounds):
             before = _accepted(listeners)
             counter.counts.clear()
-            t0 = time.monotonic()
+            t0, wait0 = time.monotonic(), run_delay()
             kids = [gsub.Popen([sys.executable, __file__, "--storm", json.dumps(targets),
                                 "--duration", str(args.duration),
                                 "--rate", str(args.rate / args.procs),
@@ -293,6 +301,9 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
             peers_out = good_peers(good_url, got, args.peer_timeout)
             at_peers = _accepted(listeners) - before
             t1 = time.monotonic()
+            # The share of the round the hub waited for a CPU (a machine busier than its
+            # cores): a time bound stretches by 1 / (1 - this), as if the server had had a core.
+            share = (run_delay() - wait0) / (t1 - t0)
             n = sum(made)
             while _accepted(listeners) - before < n and time.monotonic() - t1 < args.drain_timeout:
                 gevent.sleep(0.05)
@@ -309,6 +320,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
                 "connections": n, "rate": round(n / storm_s), "kinds": dict(kinds),
                 "connect_failures": dict(failed), "storm_s": round(storm_s, 2),
                 "accepted_at_stop": at_stop, "accepted_at_peers": at_peers, **peers_out,
+                "run_queue_share": round(share, 2),
                 "drained": drained >= n, "drain_s": round(drain_s, 2),
                 "accept_rate": round(drained / drain_s),
                 "log_records": dict(counter.counts), "stats": dict(stats)})
