@@ -306,15 +306,16 @@ class Listener:
     def _handshake_now(self, conn: Connection, again: admit.Rule | None) -> bool:
         """The first read of ``conn``'s handshake, in the accept loop (its transport's
         ``handshake_nowait``): a peer that closed or sent no SP header is done with here, at
-        the cost of that read and a close; one whose header had all come goes to a greenlet that
-        makes its pipe. True if so; False for one to wait for (:meth:`_admit`)."""
+        the cost of that read and a close; one whose header had all come becomes a pipe here
+        too (the pipe event hooks must not block, wherever they run). True if so; False for
+        one to wait for (:meth:`_admit`)."""
         try:
             done = conn.handshake_nowait(self.socket.spec)
         except GspError as exc:
             self._handshake_failed(conn, exc)
             return True
         if done:
-            self._host.spawn(self._attach, conn, again)
+            self._attach(conn, again)
         return done
 
     def _admit(self, conn: Connection, again: admit.Rule | None = None) -> None:
