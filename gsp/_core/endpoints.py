@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -11,7 +12,15 @@ from gevent.event import Event
 
 from .. import admit
 from ..chan import select_channels
-from ..errors import BadOption, Closed, ConnectionRefused, GspError, HandshakeError, Timeout
+from ..errors import (
+    BadOption,
+    Closed,
+    ConnectionBroken,
+    ConnectionRefused,
+    GspError,
+    HandshakeError,
+    Timeout,
+)
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
@@ -24,6 +33,10 @@ if TYPE_CHECKING:
     from ..transport.interface import Connection, Transport, TransportDialer, TransportListener
     from .pipe import Pipe
 
+
+#: What an accept fails with when the system is short of something (descriptors, buffers,
+#: memory): the listener backs off before its next accept.
+_SCARCE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 _REJECTED = "the pipe was rejected (by the protocol or a hook; see gsp.socket)"
 
@@ -162,6 +175,16 @@ def refusal_text(refusal: "admit.Refusal", rule: "admit.Rule") -> str:
     return text
 
 
+def _peer_left(exc: GspError) -> bool:
+    """Whether an accept failed for the connection's own sake (its peer reset it while it waited
+    in the backlog, as a transport built on :class:`gsp.transport.SocketListener` reports it:
+    a :class:`gsp.ConnectionBroken` caused by an ``OSError`` whose errno is not a shortage),
+    not the listener's: then there is nothing to back off from."""
+    cause = exc.__cause__
+    return isinstance(exc, ConnectionBroken) and isinstance(cause, OSError) and \
+        cause.errno not in _SCARCE
+
+
 #: What a connection whose handshake has not started yet counts for (see Listener._progress).
 _UNREAD = 1 << 62
 
@@ -237,20 +260,11 @@ class Listener:
                 if self._closed:
                     return
             try:
-                conn = self._tl.accept()
+                conn = self._accept()
             except Closed:
                 return
-            except GspError as exc:
-                self._tally["accept_failures"] += 1
-                self._failed("accept failed", exc, None, True)
-                gevent.sleep(0.01)  # e.g. out of fds: back off briefly, keep serving
+            if conn is None:
                 continue
-            if listener_log.isEnabledFor(logging.DEBUG):
-                listener_log.debug("%s %s: accepted a connection from %s", self.socket.protocol,
-                                   self.url, conn.remote_address,
-                                   extra=log.fields(self.socket, self.url,
-                                                    remote=conn.remote_address))
-            self._tally["accepted"] += 1
             if self._slots.full(self):  # before the handshake: no greenlet, no buffer
                 self._refuse(conn)
                 continue
@@ -263,7 +277,46 @@ class Listener:
                     continue
                 if verdict is None:  # (a TLS certificate comes with the handshake)
                     again = rule
-            self._admit(conn, again)
+            if not self._handshake_now(conn, again):
+                self._admit(conn, again)
+
+    def _accept(self) -> Connection | None:
+        """The next connection from the transport; None when the accept failed (counted and
+        logged; after a failure for want of fds or memory, a short backoff). Raises
+        :class:`gsp.Closed` once the listener is closed."""
+        try:
+            conn = self._tl.accept()
+        except Closed:
+            raise
+        except GspError as exc:
+            self._tally["accept_failures"] += 1
+            scarce = not _peer_left(exc)
+            self._failed("accept failed", exc, None, scarce)
+            if scarce:  # e.g. out of fds: back off briefly, keep serving
+                gevent.sleep(0.01)
+            return None
+        if listener_log.isEnabledFor(logging.DEBUG):
+            listener_log.debug("%s %s: accepted a connection from %s", self.socket.protocol,
+                               self.url, conn.remote_address,
+                               extra=log.fields(self.socket, self.url,
+                                                remote=conn.remote_address))
+        self._tally["accepted"] += 1
+        return conn
+
+    def _handshake_now(self, conn: Connection, again: admit.Rule | None) -> bool:
+        """The first read of ``conn``'s handshake, in the accept loop (its transport's
+        ``handshake_nowait``): a peer that closed or sent no SP header is done with here, at
+        the cost of that read and a close; one whose header had all come becomes a pipe here
+        too (the pipe event hooks must not block, wherever they run). True if so; False for
+        one to wait for (:meth:`_admit`)."""
+        try:
+            done = conn.handshake_nowait(self.socket.spec)
+        except GspError as exc:
+            self._handshake_failed(conn, exc)
+            return True
+        if done:
+            self._attach(conn, again)
+        return done
 
     def _admit(self, conn: Connection, again: admit.Rule | None = None) -> None:
         """Start ``conn``'s handshake. At ``max_handshakes`` connections in their handshake (or
@@ -376,16 +429,24 @@ class Listener:
         try:
             conn.handshake(self.socket.spec, self.options["handshake_timeout"])
         except GspError as exc:
-            conn.close()
-            if not self._closed:
-                counters.handshake_failed(self._tally, exc)
-            # A peer that hangs up at once (a port probe) or our own close is no warning.
-            loud = isinstance(exc, (HandshakeError, Timeout)) and not self._closed
-            self._failed(f"handshake with {conn.remote_address} failed", exc,
-                         conn.remote_address, loud)
+            self._handshake_failed(conn, exc)
             return
         finally:
             self._pending.discard(conn)
+        self._attach(conn, again)
+
+    def _handshake_failed(self, conn: Connection, exc: GspError) -> None:
+        """Close ``conn``, whose handshake failed, count it and log it (rate limited)."""
+        conn.close()
+        if not self._closed:
+            counters.handshake_failed(self._tally, exc)
+        # A peer that hangs up at once (a port probe) or our own close is no warning.
+        loud = isinstance(exc, (HandshakeError, Timeout)) and not self._closed
+        self._failed(f"handshake with {conn.remote_address} failed", exc, conn.remote_address,
+                     loud)
+
+    def _attach(self, conn: Connection, again: admit.Rule | None) -> None:
+        """Make a pipe of ``conn``, handshaken, unless refused now."""
         if self._closed:
             conn.close()
             return

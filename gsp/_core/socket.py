@@ -134,6 +134,8 @@ class Socket(ObjectCalls):
         self._dialers: list[Dialer] = []
         self._callbacks: list[PipeCallback] = []
         self._callback_errors: set[tuple[object, type[BaseException]]] = set()  # logged already
+        #: Detaches for a broken wire format, by error type: warned of at a rate limit.
+        self._detach_warnings: dict[type, log.Repeats] = {}
         self._tally = counters.tally()  # pipes that went, and their traffic
         handle = self._handle = CoreSocketHandle(
             self.protocol, self.raw, self._hot, self._readers, self._options, self._pipes,
@@ -527,12 +529,20 @@ class Socket(ObjectCalls):
         self._slots.freed()
         if pipe.attached:
             error = pipe.error
-            level = log.detach_level(error)
+            level, held = log.detach_level(error), 0
+            if level == logging.WARNING:  # at most once per log.REPEAT_INTERVAL by error type,
+                repeats = self._detach_warnings.get(type(error))  # INFO as other detaches between
+                if repeats is None:
+                    repeats = self._detach_warnings[type(error)] = log.Repeats()
+                level, held = repeats.level()
+                level = max(level, logging.INFO)
             if log.pipe_log.isEnabledFor(level):
                 url = log.pipe_url(pipe)
-                log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s", self.protocol,
+                log.pipe_log.log(level, "%s %s: pipe %d (peer %s) detached: %s%s", self.protocol,
                                  url, pipe.id, pipe.remote_address, log.describe(error),
-                                 extra=log.fields(self, url, pipe, **log.oversize_fields(error)))
+                                 log.held_note(held),
+                                 extra=log.fields(self, url, pipe, gsp_suppressed=held,
+                                                  **log.oversize_fields(error)))
             self._fire(PipeEvent.DETACHED, pipe)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> gevent.Greenlet:

@@ -45,7 +45,8 @@ class Connection(ABC):
 
     #: The optional hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a
     #: pipe uses them only where a connection overrides them.
-    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = frozenset({"send_now", "recv_or_park", "recv_nowait"})
+    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = frozenset({"send_now", "recv_or_park", "recv_nowait",
+                                                          "handshake_nowait"})
 
     @abstractmethod
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
@@ -53,6 +54,18 @@ class Connection(ABC):
         :class:`gsp.HandshakeError` (e.g. :class:`gsp.WrongProtocol`) to refuse the peer,
         :class:`gsp.Timeout` when it took too long, :class:`gsp.ConnectionBroken` when the peer
         left, :class:`gsp.Closed` after ``close``."""
+
+    def handshake_nowait(self, spec: "ProtocolSpec") -> bool:
+        """Optional: the start of :meth:`handshake` without waiting, called by a listener on a
+        connection it just accepted, before it gives the connection a greenlet: a read of what
+        the peer has sent already. Return True when the handshake is complete (the peer's
+        header had all come, and this side's is sent): the core then makes a pipe of it without
+        calling :meth:`handshake`; False when it is not (nothing had come, or part of the
+        header): :meth:`handshake` then goes on from where this stopped. Raises as
+        :meth:`handshake` for a peer that left or sent bytes that are not an SP header, so a
+        closed or garbage connection costs one accept, one read and one close. Must not
+        block. The default does nothing and returns False."""
+        return False
 
     def handshake_progress(self) -> int:
         """Optional: how far :meth:`handshake` has come, in bytes received from the peer (a

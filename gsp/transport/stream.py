@@ -198,14 +198,16 @@ class StreamConnection(Connection):
     """
 
     #: :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, and ``recv_messages``: a subclass that
-    #: reads its own way overrides it (its reads then never park).
-    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = Connection.OPTIONAL_HOOKS | {"recv_messages"}
+    #: reads its own way overrides it (its reads then never park); ``handshake``: a subclass
+    #: with a handshake of its own (TLS) overrides it (then ``handshake_nowait`` does nothing).
+    OPTIONAL_HOOKS: ClassVar[frozenset[str]] = Connection.OPTIONAL_HOOKS | {"recv_messages",
+                                                                            "handshake"}
 
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
                  "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
                  "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed", "_drained",
-                 "_hs_got")
+                 "_hs_got", "_hs_head")
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
@@ -236,15 +238,50 @@ class StreamConnection(Connection):
         self._holding = Holding(None, remote_address)  # see use_recv_limits
         self._closed = False
         self._hs_got = 0  # bytes of the peer's SP header received (handshake_progress)
+        self._hs_head = b""  # what handshake_nowait read of the peer's header
 
     def handshake(self, spec: "ProtocolSpec", timeout: float | None) -> None:
         with gevent.Timeout(timeout, Timeout(f"SP handshake with {self.remote_address} timed out")):
             self._sendall(wire.handshake(spec.number))
-            got = bytearray()
+            got = bytearray(self._hs_head)
             while len(got) < wire.HANDSHAKE_SIZE:
                 chunk = self._recv(wire.HANDSHAKE_SIZE - len(got))
                 got += chunk
                 self._hs_got = len(got)
+                wire.check_handshake_start(got)  # garbage is refused at once, not at 8 bytes
+        self._handshaken(got, spec)
+
+    def handshake_nowait(self, spec: "ProtocolSpec") -> bool:
+        """What has come of the peer's header, read without waiting on a plain socket (see
+        :meth:`gsp.transport.Connection.handshake_nowait`): one read, a second one after part of
+        a header (its end may be there). A subclass with a handshake of its own (TLS) does
+        nothing here."""
+        sock = self.sock
+        raw = getattr(sock, "_sock", None) if type(sock) is gsocket.socket else None
+        if raw is None or self._hs_got or overrides(self, StreamConnection, "handshake"):
+            return False
+        got = b""
+        try:
+            while len(got) < wire.HANDSHAKE_SIZE:  # (again after part of a header: its end?)
+                try:  # gevent's socket wraps a non-blocking one: EAGAIN instead of a wait
+                    chunk: bytes = raw.recv(wire.HANDSHAKE_SIZE - len(got))
+                except BlockingIOError:
+                    return False
+                except OSError as exc:
+                    raise self._io_error(exc, "recv") from None
+                if not chunk:
+                    raise ConnectionBroken(f"{self.remote_address} closed the connection")
+                got += chunk
+                wire.check_handshake_start(got)
+        finally:
+            self._hs_head = got  # handshake() goes on from here
+            self._hs_got = len(got)
+        self._sendall(wire.handshake(spec.number))  # (8 bytes into a new socket's empty buffer)
+        self._handshaken(got, spec)
+        return True
+
+    def _handshaken(self, got: "bytes | bytearray", spec: "ProtocolSpec") -> None:
+        """The peer's whole header ``got``: check it, and set the connection up for pipes."""
         wire.parse_handshake(bytes(got), spec.peer_number, own=spec.number)
         # After the handshake, so a transport that wraps the socket (TLS) is seen as it is now.
         self._plain = type(self.sock) is gsocket.socket
@@ -682,13 +719,13 @@ class SocketListener(TransportListener):
         except OSError as exc:
             if self._closed:
                 raise Closed("listener closed") from None
-            raise map_socket_error(exc, "accept") from None
+            raise map_socket_error(exc, "accept") from exc  # (the errno: out of fds?)
         try:
             self.configure(sock)
             return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
-        except OSError as exc:  # the peer left before we looked at it
+        except OSError as exc:  # the peer left before we looked at it (reset in the backlog)
             sock.close()
-            raise ConnectionBroken(f"accept: {exc}") from None
+            raise ConnectionBroken(f"accept: {exc}") from exc
 
     def address_name(self, addr: Any) -> str:
         """Optional: a socket address as users see it (a pipe's local and remote address;

@@ -26,7 +26,8 @@ from ..errors import (
 )
 
 __all__ = [
-    "HANDSHAKE_SIZE", "handshake", "parse_handshake", "PROTOCOL_NAMES", "protocol_name",
+    "HANDSHAKE_SIZE", "handshake", "parse_handshake", "check_handshake_start", "PROTOCOL_NAMES",
+    "protocol_name",
     "wrong_protocol", "Framing", "TCP", "IPC",
     "encode_frames", "prefixer", "prefix_cache", "FrameDecoder", "DIRECT_SIZE",
 ]
@@ -67,16 +68,27 @@ def parse_handshake(data: bytes | bytearray | memoryview, expected_peer: int | N
     if len(data) != HANDSHAKE_SIZE:
         raise ValueError(f"a handshake is {HANDSHAKE_SIZE} bytes, got {len(data)}")
     data = bytes(data)
-    if data[0:3] != b"\x00SP":
-        raise BadMagic(f"bad SP header magic {data[0:3].hex()}")
-    if data[3] != 0:
-        raise BadVersion(f"unsupported SP header version {data[3]}")
-    if data[6:8] != b"\x00\x00":
-        raise BadReserved(f"SP header reserved bytes not zero: {data[6:8].hex()}")
+    check_handshake_start(data)
     proto = (data[4] << 8) | data[5]
     if expected_peer is not None and proto != expected_peer:
         raise wrong_protocol(proto, expected_peer, own)
     return proto
+
+
+def check_handshake_start(data: bytes | bytearray) -> None:
+    """Check the first bytes of a peer's header, as many as came (up to 8): raises
+    :class:`BadMagic`, :class:`BadVersion` or :class:`BadReserved` as :func:`parse_handshake`
+    does, so that a peer sending anything but an SP header is refused at its first read instead
+    of when eight bytes have come (or never)."""
+    n = len(data)
+    magic = bytes(data[0:3])
+    if magic != b"\x00SP"[:n]:
+        raise BadMagic(f"bad SP header magic {magic.hex()}")
+    if n > 3 and data[3] != 0:
+        raise BadVersion(f"unsupported SP header version {data[3]}")
+    reserved = bytes(data[6:8])
+    if n > 6 and reserved != b"\x00\x00"[:n - 6]:
+        raise BadReserved(f"SP header reserved bytes not zero: {reserved.hex()}")
 
 
 def wrong_protocol(got: int, expected: int, own: int | None = None) -> WrongProtocol:

@@ -202,18 +202,20 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         late = raw_connect(lst.url)
         assert shed(silent[0]) and lst.handshakes == 4
         assert lst.stats["handshakes_shed_full"] == lst.stats["handshakes_shed"] == 1
-        # A good peer gets in at once (the next silent one is shed for it), and is served.
+        # A good peer gets in at once, and is served: its header read at accept when it was
+        # there already (then it takes no room), or else in the room, the next silent one
+        # shed for it.
         newcomer = mk("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
             newcomer.dial(lst.url, block=True)
         round_trip(newcomer, rep)
-        assert shed(silent[1]) and lst.stats["handshakes_shed_full"] == 2
-        # The good peer left the room as a pipe: the next newcomer takes its place, and then
-        # the silent ones go, oldest first, while the half ones stay.
+        assert lst.stats["handshakes_shed_full"] in (1, 2)
+        # The good peer left (or never took) a place in the room as a pipe: the next newcomer
+        # takes a place, and the silent ones go, oldest first, while the half ones stay.
         more = [raw_connect(lst.url)]
         socks += silent + more + [late]
         in_handshake(lst, more[0], 4)
-        assert lst.stats["handshakes_shed_full"] == 2
+        assert shed(silent[1]) and lst.stats["handshakes_shed_full"] == 2
         more.append(raw_connect(lst.url))
         socks.append(more[-1])
         assert shed(late)
@@ -268,7 +270,10 @@ def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
         newcomer = mk("req", recv_timeout=WAIT)
         newcomer.dial(lst.url, block=True)  # a good peer from a full address gets in too
         round_trip(newcomer, rep)
-        assert shed(b) and lst.stats["handshakes_shed_address"] == 2
+        if lst.stats["handshakes_shed_address"] == 2:  # it took a place: the address's oldest went
+            assert shed(b)
+        else:  # its whole header was read at accept: it took no place
+            assert lst.stats["handshakes_shed_address"] == 1 and not shed(b, 0.2)
     finally:
         for s in socks:
             s.close()

@@ -111,3 +111,18 @@ def test_parse_handshake_any_8_bytes(data: bytes, expected: int | None) -> None:
         return
     assert handshake(proto) == data
     assert expected is None or proto == expected
+
+
+def test_the_start_of_a_header_is_checked_as_far_as_it_came() -> None:
+    # What a listener reads at accept may be part of a header: it passes while it could still
+    # be one, and is refused at the first byte that cannot (the same errors as a whole header).
+    hs = handshake(0x50)
+    for n in range(1, wire.HANDSHAKE_SIZE + 1):
+        wire.check_handshake_start(hs[:n])
+        wire.check_handshake_start(bytearray(hs[:n]))
+    refused = [(b"G", gsp.BadMagic), (b"\x00Q", gsp.BadMagic), (b"\x16\x03\x01", gsp.BadMagic),
+               (b"\x00SP\x01", gsp.BadVersion), (b"\x00SP\x00\x00\x50\x01", gsp.BadReserved),
+               (b"\x00SP\x00\x00\x50\x00\x01", gsp.BadReserved)]
+    for data, error in refused:
+        with pytest.raises(error):
+            wire.check_handshake_start(data)

@@ -116,8 +116,17 @@ def conns_case(transport: str, conns: int) -> Case:
                 [("connect_s", "s all served"), ("rss_kib", "KiB RSS/pipe")])
 
 
+def storm_case(transport: str, seconds: float, clients: int, greenlets: int) -> Case:
+    return Case(f"closed/garbage conns → 1 listener {transport} ({clients}×{greenlets} "
+                f"clients, {seconds:g} s)", "storm",
+                {"transport": transport, "seconds": seconds, "clients": clients,
+                 "greenlets": greenlets},
+                [("conn_s", "conn/s disposed of"), ("cpu_us_conn", "CPU µs/conn")])
+
+
 MAKERS: dict[str, Callable[..., Case]] = {"thr": thr_case, "lat": lat_case, "pubsub": pub_case,
-                                         "reqrep": reqrep_case, "conns": conns_case}
+                                         "reqrep": reqrep_case, "conns": conns_case,
+                                         "storm": storm_case}
 
 
 def thr_count(size: int) -> int:
@@ -165,6 +174,8 @@ def _one(a: argparse.Namespace, transport: str) -> list[Case]:
         split = a.client_procs or max(procs, 2)  # the single-process figure beside, alike
         return [reqrep_case(transport, a.size, a.count, a.clients, n, split, a.conns)
                 for n in dict.fromkeys((1, procs))]
+    if cmd == "storm":
+        return [storm_case(transport, a.seconds, a.clients, a.greenlets)]
     assert cmd == "conns", cmd
     return [conns_case(transport, a.conns)]
 

@@ -8,6 +8,10 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``reqrep``  one REP serving C concurrent REQ clients, requests per second (``--procs N``: also
   the REP in N processes on one address, gsp.prefork)
 * ``conns``   N dialers on one REP listener: time until all are served, RSS per pipe
+* ``storm``   client processes opening connections to one listener as fast as they go and
+  closing them at once (a FIN, a RST, or after sending garbage): the connections it disposes of
+  per second, beside gevent's StreamServer accepting, reading once and closing (the
+  ``raw-gevent`` library, run by default beside gsp here)
 * ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
 * ``transports``  push/pull at each of ``--sizes`` and req/rep round trips over each of
   ``--transport`` (default: all six, tcp, ipc, inproc, tls+tcp, ws, wss)
@@ -132,6 +136,11 @@ def parser() -> argparse.ArgumentParser:
                            help="with --procs: gsp's and mangos' clients are contexts over "
                                 "this many REQ sockets in all (default: a socket each, as the "
                                 "others')")
+    p = sub.add_parser("storm", parents=[common, transport],
+                       help="closed and garbage connections: the rate a listener disposes of them")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds of storm")
+    p.add_argument("--clients", type=_positive, default=2, help="client processes")
+    p.add_argument("--greenlets", type=_positive, default=32, help="greenlets per client process")
     t = sub.add_parser("transports", parents=[common, transport],
                        help="push/pull at each of --sizes and req/rep round trips, over each "
                             "--transport")
@@ -199,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.cmd in ONE_SIDED:
         return one_sided(a)
-    libs: list[str] = a.libs or ([x for x in LIBS if x != "gsp-spin"] if a.compare else ["gsp"])
+    libs: list[str] = a.libs or ([x for x in LIBS if x != "gsp-spin"] if a.compare else
+                                 ["gsp", "raw-gevent"] if a.cmd == "storm" else ["gsp"])
     if a.spin is not None:  # to the gsp-spin workers (they inherit the environment)
         os.environ["GSP_BENCH_SPIN"] = repr(a.spin)
     unknown = [x for x in libs if x not in LIBS]

@@ -252,6 +252,18 @@ def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
             "cpu_us_req": None if cpu is None else cpu / r["requests"] * 1e6}
 
 
+def together(srv: Worker, workers: list[Worker]) -> tuple[list[Any], Any]:
+    """Once every worker is ready, "go" to the server and to them, their results, then
+    "measure" to the server: its result."""
+    for w in workers:
+        w.expect("ready")
+    for w in [srv, *workers]:
+        w.say("go")
+    results = [w.expect("result") for w in workers]
+    srv.say("measure")
+    return results, srv.expect("result")
+
+
 def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
                  client_procs: int, conns: int) -> dict[str, Any]:
     if procs > 1 and transport != "tcp":
@@ -264,13 +276,8 @@ def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, 
     workers = [run.start("req_clients_go", url=url, size=size, clients=n,
                          count=count * n // clients, conns=max(c, 1))
                for n, c in zip(split(clients), split(conns)) if n]
-    for w in workers:
-        w.expect("ready")
-    for w in [srv, *workers]:
-        w.say("go")
-    rs = [w.expect("result") for w in workers]
-    srv.say("measure")
-    server_cpu = srv.expect("result")["cpu"]
+    rs, served = together(srv, workers)
+    server_cpu = served["cpu"]
     requests = sum(r["requests"] for r in rs)
     elapsed = max(r["t1"] for r in rs) - min(r["t0"] for r in rs)
     return {"req_s": requests / elapsed, "requests": requests, "elapsed": elapsed,
@@ -297,7 +304,27 @@ def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict
             "served": sum(x["served"] for x in reports), "pipes": r["pipes"], "conns": conns}
 
 
-WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {"thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns}
+def storm(run: Run, transport: str, seconds: float, clients: int,
+          greenlets: int) -> dict[str, Any]:
+    """``clients`` processes of ``greenlets`` greenlets each open connections to one listener
+    as fast as they go for ``seconds``, closing each at once (a FIN, a RST, or after sending
+    garbage): the connections the listener disposed of per second meanwhile (more were made
+    than it took: the rest wait in its backlog), and its CPU time per connection."""
+    if transport != "tcp":
+        raise NotApplicable("the storm is over tcp")
+    srv = run.start("storm_server", url=run.address(transport))
+    url = srv.expect("ready")["url"]
+    workers = [run.start("storm_clients", url=url, greenlets=greenlets, seconds=seconds)
+               for _ in range(clients)]
+    made, r = together(srv, workers)
+    n = max(r["disposed"], 1)
+    return {"conn_s": r["disposed"] / r["elapsed"], "cpu_us_conn": r["cpu"] / n * 1e6,
+            "disposed": r["disposed"], "made": sum(m["made"] for m in made),
+            "failed": sum(m["failed"] for m in made), "elapsed": r["elapsed"]}
+
+
+WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {
+    "thr": thr, "lat": lat, "pubsub": pubsub, "reqrep": reqrep, "conns": conns, "storm": storm}
 
 
 def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,

@@ -398,3 +398,26 @@ def test_thr_counts_by_size_unless_told() -> None:
     # the sweep: --sweep-bytes worth a point, capped by --count if given, else by 200,000
     assert counts("--sizes", "16,1m", "--sweep-bytes", "1000000") == [(16, 62_500), (1 << 20, 200)]
     assert counts("--sizes", "16,1m", "--count", "500") == [(16, 500), (1 << 20, 256)]
+
+
+@pytest.mark.timeout(300)
+def test_storm_measures_gsp_beside_a_streamserver_under_the_same_clients() -> None:
+    """``storm``: gsp's listener, then gevent's StreamServer (raw-gevent, run beside gsp unless
+    told), each under the same client processes; both disposed of what came, no more than the
+    clients made. A library without the role, and a transport but tcp, is n/a."""
+    p = run("storm", "--seconds", "1", "--clients", "1", "--greenlets", "8",
+            "--transport", "tcp,ipc", "--timeout", "90", "--json", "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["libs"] == ["gsp", "raw-gevent"]
+    tcp = [r for r in doc["results"] if r["params"]["transport"] == "tcp"]
+    assert [r["lib"] for r in tcp] == ["gsp", "raw-gevent"]
+    for r in tcp:
+        f = r["figures"]
+        assert 0 < f["disposed"] <= f["made"] and f["conn_s"] > 0, r
+        assert 0 < f["cpu_us_conn"] < 1e6 and f["elapsed"] > 0, r
+    assert all(r.get("na") for r in doc["results"] if r["params"]["transport"] == "ipc")
+    other = run("storm", "--seconds", "1", "--libs", "pyzmq", "--timeout", "60", "--json",
+                "--quiet")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert [r.get("na") for r in json.loads(other.stdout)["results"]] == [None, True]

@@ -19,12 +19,13 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import struct
 import threading
 from contextlib import ExitStack, closing
 from time import monotonic, perf_counter
 from typing import Any, Callable, Protocol
 
-from ..ctl import Control
+from ..ctl import Control, NotApplicable
 from .loops import (
     Fanin,
     await_warm,
@@ -42,6 +43,7 @@ from .loops import (
 from .runtime import Runtime, Threads
 
 POOL = 256  # dials in flight at once per process (listen backlogs are 1024)
+RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets the connection
 
 
 def rss() -> int:
@@ -333,6 +335,66 @@ class Lib:
             gevent.pool.Pool(POOL).map(one, range(n))
             ctl.ready(elapsed=perf_counter() - t0, served=n)
             ctl.wait("stop")
+
+
+    # Bad connections: how fast a listener disposes of them.
+
+    def storm_listener(self, url: str) -> tuple[str, Callable[[], int], Callable[[], None]]:
+        """A listener on tcp ``url`` for connections that close at once or send garbage: the URL
+        it is bound to, a count of the connections it has disposed of (accepted, read and
+        closed) so far, and what closes it."""
+        raise NotApplicable(f"{self.name} does not count the connections it closes")
+
+    def storm_server(self, ctl: Control, url: str) -> None:
+        """:meth:`storm_listener`, reporting from "go" to "measure" the connections it disposed
+        of, the seconds and its CPU time."""
+        bound, disposed, close = self.storm_listener(url)
+        try:
+            ctl.ready(url=bound)
+            ctl.wait("go")
+            n0, t0, c0 = disposed(), monotonic(), cpu_seconds()
+            ctl.wait("measure")
+            ctl.result(disposed=disposed() - n0, elapsed=monotonic() - t0,
+                       cpu=cpu_seconds() - c0)
+            ctl.wait("stop")
+        finally:
+            close()
+
+    def storm_clients(self, ctl: Control, url: str, greenlets: int, seconds: float) -> None:
+        """``greenlets`` greenlets connecting to tcp ``url`` over and over for ``seconds`` from
+        "go" and closing each connection at once: in turn, closed (a FIN), reset (a RST) and
+        closed after sending garbage (plain gevent sockets, whatever the library measured)."""
+        import gevent
+        from gevent import socket as gsocket
+
+        host, port = url[len("tcp://"):].rsplit(":", 1)
+        addr = (host, int(port))
+        made, failed = [0], [0]
+        junk = bytes(range(1, 33))  # not an SP header: its first byte is not 0
+
+        def one(i: int, end: float) -> None:
+            while monotonic() < end:
+                s = gsocket.socket(gsocket.AF_INET, gsocket.SOCK_STREAM)
+                s.settimeout(1.0)
+                try:
+                    s.connect(addr)
+                    if i % 3 == 1:
+                        s.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_LINGER, RESET)
+                    elif i % 3 == 2:
+                        s.sendall(junk)
+                    made[0] += 1
+                except OSError:
+                    failed[0] += 1  # (a full backlog: the SYN is dropped, the connect times out)
+                finally:
+                    s.close()
+                i += 1
+
+        ctl.ready()
+        ctl.wait("go")
+        end = monotonic() + seconds
+        gevent.joinall([gevent.spawn(one, i, end) for i in range(greenlets)])
+        ctl.result(made=made[0], failed=failed[0])
+        ctl.wait("stop")
 
 
 def cpu_between(ctl: Control, cpu: Callable[[], float], idle: Callable[[], object]) -> None:

@@ -93,6 +93,18 @@ class Gsp(SPLib):
     def pipes(self, listening: Any) -> int | None:
         return len(listening.pipes)
 
+    def storm_listener(self, url: str) -> tuple[str, Callable[[], int], Callable[[], None]]:
+        """A pull socket's listener, every option at its default; what it disposed of: the
+        connections whose handshake failed or that failed at accept (reset in the backlog)."""
+        s = self._open("pull")
+        lst = s.listen(url)
+
+        def disposed() -> int:
+            st = lst.stats
+            return int(st["handshake_failures"] + st["accept_failures"] + st["handshakes_shed"])
+
+        return lst.url, disposed, s.close
+
 
 #: ``gsp bench --spin``'s default: the seconds of ``recv_spin`` that ``gsp-spin`` sets.
 SPIN = 200e-6

@@ -202,6 +202,27 @@ class Raw(Lib):
     def pipes(self, listening: Any) -> int | None:
         return len(listening.conns)
 
+    def storm_listener(self, url: str) -> tuple[str, Callable[[], int], Callable[[], None]]:
+        """gevent's StreamServer, with gsp's listen backlog: a greenlet per connection that
+        reads once; the server closes the connection when it returns."""
+        from gevent.server import StreamServer
+
+        if not url.startswith("tcp://"):
+            raise NotApplicable("the StreamServer anchor listens on tcp only")
+        host, port = url[6:].rsplit(":", 1)
+        done = [0]
+
+        def handle(sock: Any, _: Any) -> None:
+            try:
+                sock.recv(64)
+            except OSError:
+                pass
+            done[0] += 1
+
+        server = StreamServer((host, int(port)), handle, backlog=4096)
+        server.start()
+        return f"tcp://{host}:{server.server_port}", lambda: done[0], server.stop
+
 
 def _echo(c: RawConn) -> None:
     try:
