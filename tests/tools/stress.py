@@ -11,7 +11,7 @@ xdist workers) writing a JUnit XML report; a hogged run first starts a busy loop
 
 It prints one line per run (its outcome counts and time), then a table of every test that failed
 in any run (how often, quiet and hogged, and the first line of its failure), and writes the
-table and each failure's full text as JSON to ``--out``. It exits 1 if any test failed.
+table, each failure's full text and the slowest tests (median seconds) as JSON to ``--out``. It exits 1 if any test failed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,14 @@ def run_once(pytest_args: list[str], report: Path, timeout: float) -> tuple[dict
     return counts, took
 
 
+def durations(report: Path) -> dict[str, float]:
+    """Each test case's seconds in a JUnit XML report."""
+    if not report.exists():
+        return {}
+    return {f"{c.get('classname', '')}::{c.get('name', '')}": float(c.get("time") or 0)
+            for c in ET.parse(report).getroot().iter("testcase")}
+
+
 def failures(report: Path) -> dict[str, str]:
     """Each failed or errored test case of a JUnit XML report, with its failure text."""
     out: dict[str, str] = {}
@@ -92,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     seen: dict[str, dict[str, Any]] = defaultdict(lambda: {"quiet": 0, "hog": 0, "texts": []})
     runs = []
+    took_by_test: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="gsp-stress-") as tmp:
         for i, kind in enumerate(["quiet"] * args.quiet + ["hog"] * args.hog):
             report = Path(tmp) / f"run{i}.xml"
@@ -102,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 if hog is not None:
                     stop_hog(hog)
             failed = failures(report)
+            for name, s in durations(report).items():
+                took_by_test[name].append(s)
             runs.append({"run": i + 1, "kind": kind, "seconds": round(took), **counts})
             print(f"run {i + 1} ({kind}): {counts} in {took:.0f} s", flush=True)
             for name, text in failed.items():
@@ -115,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<{width}}  {s['quiet']:>5}  {s['hog']:>3}  {first}")
     else:
         print("\nno test failed in any run")
-    args.out.write_text(json.dumps({"runs": runs, "failed": seen}, indent=1))
+    slowest = sorted(((statistics.median(v), k) for k, v in took_by_test.items()), reverse=True)
+    args.out.write_text(json.dumps({"runs": runs, "failed": seen,
+                                    "slowest": [(k, round(s, 1)) for s, k in slowest[:60]]},
+                                   indent=1))
     return 1 if seen else 0
 
 
