@@ -139,7 +139,7 @@ def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(mk: Mk) -> None
     with pytest.raises(gsp.ConnectionRefused, match="max_pipes"):
         push.dial(two.url, block=True)
     waiting = push.dial(two.url)  # block=None: dials in background once there is room
-    gevent.sleep(0.3)  # with reconnect_time 0.01 a dialer that retried would have tried ~10 times
+    gevent.sleep(0.05)  # with reconnect_time 0.01 a dialer that retried would have tried ~5 times
     assert waiting.stats["dial_attempts"] == 0 and len(push.pipes) == 1
     first.close()
     wait_for(lambda: waiting.pipe is not None and len(push.pipes) == 1, what="the waiting dial")
@@ -361,7 +361,9 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
     tcp = "tcp://" + lst.url.split("://", 1)[1].split("/", 1)[0]
     half = raw_connect(tcp)
     half.sendall(b"GET /sp HTTP/1.1\r\n")  # part of a request: more progress than nothing
-    gevent.sleep(0.1)
+    with raw_connect(tcp) as probe:  # answered once the server has read what came before it
+        probe.sendall(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert probe.recv(100).startswith(b"HTTP/1.1 4")
     stalled = [raw_connect(tcp) for _ in range(3)]  # never send their request
     late = raw_connect(tcp)
     try:
@@ -422,14 +424,22 @@ def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_return
     lst = rep.listen(TCP, accept_gate=gate)
     first = mk("req", dial=lst.url)
     round_trip(first, rep)
-    second = mk("req")
-    second.dial(lst.url, block=False)  # the kernel completes the connection; gsp does not take it
-    gevent.sleep(0.2)
-    assert lst.stats["accepted"] == 1 and len(rep.pipes) == 1
-    assert calls == [lst, lst]
-    open_gate.set()
-    round_trip(second, rep)
-    assert lst.stats["accepted"] == 2 and len(rep.pipes) == 2
+    wait_for(lambda: len(calls) == 2, what="the gate asked for the next accept")
+    second = raw_connect(lst.url)  # the kernel completes the connection; gsp does not take it
+    try:
+        second.sendall(HDR_REQ)
+        second.settimeout(0.1)
+        with pytest.raises(TimeoutError):  # no header back: the listener has not taken it
+            second.recv(8)
+        assert lst.stats["accepted"] == 1 and len(rep.pipes) == 1
+        assert calls == [lst, lst]
+        open_gate.set()
+        second.settimeout(WAIT)
+        assert second.recv(8) == HDR_REP  # taken and answered once the gate returned
+        wait_for(lambda: len(rep.pipes) == 2, what="the second pipe")
+        assert lst.stats["accepted"] == 2
+    finally:
+        second.close()
 
 
 def test_an_accept_gate_that_raises_is_logged_and_the_listener_accepts_anyway(
@@ -461,7 +471,7 @@ def test_closing_a_listener_whose_gate_waits_ends_its_accepting(mk: Mk) -> None:
 
     def gate(listener: gsp.Listener) -> None:
         waiting.set()
-        gevent.sleep(3600)
+        gevent.event.Event().wait()  # never returns
 
     rep = mk("rep")
     lst = rep.listen(TCP, accept_gate=gate)

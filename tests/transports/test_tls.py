@@ -165,7 +165,8 @@ def test_mutual_tls_listener_refuses_dialer_without_client_cert(pki):
         with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
             b.dial(url, block=True, **pki.dial_options(
                 tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
-        gevent.sleep(0.1)
+        wait_for(lambda: a.listeners[0].stats["handshake_failures_tls"] == 2,
+                 what="the listener's two failed handshakes")
         assert not a.pipes and not b.pipes
 
 
