@@ -207,7 +207,8 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
         with pytest.raises(gsp.WrongProtocol):
             g.dial(bad_url, block=True)
         d = g.dial(bad_url)  # keeps redialing in the background, failing every time
-        gevent.sleep(0.5)
+        wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 3, T,
+                 what="several redials, each refused")
         assert g.pipes == [] and seen == []
         assert isinstance(d.last_error, gsp.HandshakeError), d.last_error
         with pytest.raises(gsp.Timeout):
@@ -233,7 +234,8 @@ def test_wrong_protocol_nng_push_dials_gsp_push(transport: str, ipc_dir: str) ->
         bad_added = nng.added_pipes(bad)
         url = g.listen(fresh_url(transport, ipc_dir)).url
         nng.run(bad.dial, url, block=False)
-        gevent.sleep(0.5)  # several nng redials, each refused
+        wait_for(lambda: g.listeners[0].stats["handshake_failures_wrong_protocol"] >= 3, T,
+                 what="several nng redials, each refused")
         assert g.pipes == [] and seen == []
         with pytest.raises(gsp.Timeout):
             g.send(b"lost")
@@ -262,7 +264,8 @@ def test_pair_gsp_listener_rejects_second_nng_peer(transport: str, ipc_dir: str)
         wait_for(lambda: len(g.pipes) == 1, T)
         kept = g.pipes[0]
         nng.run(second.dial, url, block=False)
-        gevent.sleep(0.5)  # the second peer connects, is refused, redials, ...
+        wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
+                 what="the second peer connecting, refused, redialing, ...")
         assert g.pipes == [kept]
         g.send(b"to-first")
         assert nng.run(first.recv) == b"to-first"
@@ -291,8 +294,9 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
         url = nng_url(n, fresh_url(transport, ipc_dir), transport)
         first.dial(url, block=True)
         wait_for(lambda: len(added) == 1, T)
-        second.dial(url)
-        gevent.sleep(0.5)  # nng refuses each of second's connections
+        dialer = second.dial(url)
+        wait_for(lambda: dialer.stats["dial_attempts"] >= 3, T,
+                 what="nng refusing each of second's connections")
         assert len(added) == 1 and len(first.pipes) == 1
         nng.run(n.send, b"to-first")
         assert first.recv() == b"to-first"
@@ -321,7 +325,8 @@ def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
             kept = g.pipes[0]
             with gsp.socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
                             reconnect_time_max=0.05, dial=url) as second:
-                gevent.sleep(0.3)  # second connects, is refused, redials, ...
+                wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
+                         what="second connecting, refused, redialing, ...")
                 assert g.pipes == [kept]
                 g.send(b"to-first")
                 assert first.recv() == b"to-first"
@@ -332,6 +337,14 @@ def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
 
 
 # -- regression: found by the matrix above -------------------------------------------------------
+
+def peer_of(sock: gsocket.socket) -> object:
+    """The address a non-blocking socket is connected to; None while it connects."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
 
 def test_dial_killed_mid_connect_closes_its_socket() -> None:
     """A dial killed mid-connect must close its socket. Dialer.close kills the redial greenlet
@@ -348,14 +361,13 @@ def test_dial_killed_mid_connect_closes_its_socket() -> None:
             f.setblocking(False)
             f.connect_ex(lst.getsockname())
             fillers.append(f)
-        gevent.sleep(0.1)
+        wait_for(lambda: peer_of(fillers[0]) is not None, T, what="the accept queue filled")
         before = socket_fds()
         url = f"tcp://127.0.0.1:{lst.getsockname()[1]}"
         td = gsp.registry.transport_for(url).dialer(url, {})
         g = gevent.spawn(td.dial)
-        gevent.sleep(0.3)
+        wait_for(lambda: len(socket_fds() - before) == 1, T, what="the dial's socket")
         assert not g.dead, "the connect should still be pending"
-        assert len(socket_fds() - before) == 1
         g.kill(block=True)
         gevent.sleep(0.05)  # gevent closes a socket fd from a hub callback
         assert socket_fds() - before == set()

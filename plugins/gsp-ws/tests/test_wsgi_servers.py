@@ -10,7 +10,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
@@ -24,7 +23,7 @@ from wsproto.events import BytesMessage, Request
 
 import gsp
 import gsp_ws
-from gsp.testing import free_port
+from gsp.testing import free_port, wait_for
 from gsp_ws.wsgi import SPWebSocketApp
 from tests.support import http_get, nng, servers
 from tests.support.nng_process import NngProcess
@@ -47,13 +46,14 @@ class PyWSGIServer:
         self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
+
+        def healthy() -> bool:
+            assert self.proc.poll() is None, self.output()
             with contextlib.suppress(OSError):
-                if http_get(port, "/health")[0] == 200:
-                    return
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
-            gevent.sleep(0.1)
+                return http_get(port, "/health")[0] == 200
+            return False
+
+        wait_for(healthy, 30, what="the server's /health")
 
     def output(self) -> str:
         if self.proc.poll() is None:
