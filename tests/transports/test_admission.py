@@ -11,7 +11,7 @@ import pathlib
 import resource
 import subprocess
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 import gevent
 import gevent.event
@@ -20,7 +20,8 @@ from gevent import socket as gsocket
 
 import gsp
 from gsp.testing import WAIT, wait_for
-from tests.support import HDR_REQ, TCP, raw_connect
+from gsp.transport import Connection, Transport, TransportDialer, TransportListener
+from tests.support import HDR_REQ, TCP, plugged_transports, raw_connect
 
 HDR_REP = b"\x00SP\x00\x00\x31\x00\x00"  # what a rep listener sends first
 
@@ -171,11 +172,69 @@ def in_handshake(lst: gsp.Listener, sock: Any, n: int) -> None:
     assert sock.recv(8) == HDR_REP
 
 
+class RecordingListener(TransportListener):
+    """A tcp listener that keeps every connection it accepts."""
+
+    def __init__(self, inner: TransportListener, accepted: list[Connection]) -> None:
+        self.inner, self.accepted = inner, accepted
+        self.url = inner.url
+
+    def bind(self) -> None:
+        self.inner.bind()
+        self.url = "tcprec://" + self.inner.url.partition("://")[2]
+
+    def accept(self) -> Connection:
+        conn = self.inner.accept()
+        self.accepted.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class RecordingTcp(Transport):
+    """tcp under the scheme ``tcprec``, its listeners keeping the connections they accept in
+    :attr:`accepted`: how far each handshake has come is then theirs to say
+    (``Connection.handshake_progress``)."""
+
+    schemes = ("tcprec",)
+
+    def __init__(self) -> None:
+        self.accepted: list[Connection] = []
+
+    @staticmethod
+    def tcp() -> Transport:
+        tcp: Transport = gsp.registry.transport_for(TCP)
+        return tcp
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
+        return RecordingListener(self.tcp().listener(url.replace("tcprec", "tcp", 1), options),
+                                 self.accepted)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
+        return self.tcp().dialer(url.replace("tcprec", "tcp", 1), options)
+
+
+def handshake_read(transport: RecordingTcp, socks: list[Any]) -> list[int]:
+    """How many bytes of its SP header the listener has read from each raw client of
+    ``socks``."""
+    by_address = {c.remote_address: c for c in transport.accepted}
+    return [by_address["tcp://%s:%d" % s.getsockname()[:2]].handshake_progress() for s in socks]
+
+
+@pytest.fixture
+def recording() -> Iterator[RecordingTcp]:
+    transport = RecordingTcp()
+    with plugged_transports(transport):
+        yield transport
+
+
 def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_gets_in(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        mk: Mk, recording: RecordingTcp, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
     rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
-    lst = rep.listen(TCP, max_handshakes=4, handshake_timeout=30)  # no timeouts here: sheds
+    lst = rep.listen("tcprec://127.0.0.1:0", max_handshakes=4,
+                     handshake_timeout=30)  # no timeouts here: sheds
     old = mk("req", recv_timeout=WAIT)
     old.dial(lst.url, block=True)  # an existing peer
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
@@ -193,7 +252,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
             socks.append(raw_connect(lst.url))
             socks[-1].sendall(HDR_REQ[:4])
             in_handshake(lst, socks[-1], i + 1)
-        wait_for(lambda: sum(c.handshake_progress() for c in lst._pending) == 8, what="read")
+        wait_for(lambda: handshake_read(recording, socks) == [4, 4], what="read")
         half = socks[:]
         silent = [raw_connect(lst.url), raw_connect(lst.url)]
         in_handshake(lst, silent[0], 3)
@@ -226,7 +285,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         # Once all sent as much, the oldest goes.
         for s in more[1:]:
             s.sendall(HDR_REQ[:4])
-        wait_for(lambda: sum(c.handshake_progress() for c in lst._pending) == 16, what="read")
+        wait_for(lambda: handshake_read(recording, half + more[1:]) == [4] * 4, what="read")
         more.append(raw_connect(lst.url))
         socks.append(more[-1])
         assert shed(half[0]) and not shed(half[1], 0.2) and not shed(more[1], 0.1)

@@ -69,18 +69,21 @@ class FaultyDialer(TransportDialer):
         self.inner.close()
 
 
+def inproc_transport() -> Transport:
+    inproc: Transport = gsp.registry.transport_for("inproc://x")
+    return inproc
+
+
 class FaultyTransport(Transport):
     schemes = ("faulty",)
 
-    def _inproc(self) -> Transport:
-        inproc: Transport = gsp.registry.transport_for("inproc://x")
-        return inproc
-
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
-        return FaultyListener(self._inproc().listener(url.replace("faulty", "inproc", 1), options))
+        return FaultyListener(inproc_transport().listener(url.replace("faulty", "inproc", 1),
+                                                          options))
 
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
-        return FaultyDialer(self._inproc().dialer(url.replace("faulty", "inproc", 1), options))
+        return FaultyDialer(inproc_transport().dialer(url.replace("faulty", "inproc", 1),
+                                                      options))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import struct
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-import gevent
 import pytest
 from gevent import socket as gsocket
 from gevent import ssl as gssl

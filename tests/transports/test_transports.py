@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 import gsp
-from gsp.testing import WAIT, TransportSuite, connected, ping_pong, read_to_eof, wait_for
+from gsp.testing import (
+    WAIT,
+    TransportSuite,
+    connected,
+    ping_pong,
+    read_to_eof,
+    socket_fds,
+    wait_for,
+)
+from gsp.transport import parse_host_port
 from tests.support import TCP, raw_connect, sockets
 
 
@@ -127,7 +136,27 @@ def test_tcp_listen_on_an_address_not_local_is_invalid():
 
 
 def _sockopt(pipe: gsp.Pipe, level: int, opt: int) -> int:
-    return pipe._conn.sock.getsockopt(level, opt)  # type: ignore[attr-defined]
+    """An option of the kernel socket under a tcp or ipc ``pipe``: the one of this process's
+    sockets whose own and peer's addresses are the pipe's."""
+    def addr(url: str) -> Any:
+        scheme, _, rest = url.partition("://")
+        if scheme == "ipc":
+            return rest
+        host, port = parse_host_port(url, listening=False)
+        return (host, port)
+
+    local, remote = addr(pipe.local_address), addr(pipe.remote_address)
+    if isinstance(local, str):  # unix: only the listening side's end has a name
+        local, remote = (local, "") if pipe.listener is not None else ("", remote)
+    for fd, _ in socket_fds():
+        with stdsocket.socket(fileno=os.dup(fd)) as sock:
+            try:
+                if (sock.getsockname(), sock.getpeername()) == (local, remote):
+                    return int(sock.getsockopt(level, opt))
+            except OSError:  # a listener, or not a connection of ours
+                continue
+    raise AssertionError(f"no socket of this process is {pipe.local_address} -> "
+                         f"{pipe.remote_address}")
 
 
 def test_tcp_nodelay_and_keepalive_default_on():
@@ -243,7 +272,7 @@ def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(ipc_dir):
 
     def sndbuf(s: gsp.Socket) -> int:
         wait_for(lambda: s.pipes, what="the pipe")
-        return int(s.pipes[0]._conn.sock.getsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF))
+        return _sockopt(s.pipes[0], stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF)
 
     with sockets(("pair", {}), ("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c, d]:
         url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer=300_000).url

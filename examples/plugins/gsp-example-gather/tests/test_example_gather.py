@@ -55,9 +55,9 @@ class Worker:
         self.sock = gsp.socket("gather", dial=url, **options)
         self.fn = fn
         self.tasks: list[bytes] = []
-        self.greenlet = gevent.spawn(self._serve)
+        self.greenlet = gevent.spawn(self.serve)
 
-    def _serve(self) -> None:
+    def serve(self) -> None:
         try:
             while True:
                 task = self.sock.recv()
