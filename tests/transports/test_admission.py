@@ -71,11 +71,11 @@ def closed_by_peer(sock: Any) -> bool:
 
 @pytest.mark.parametrize("scheme", ["tcp", "ipc"])
 def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
-        mk: Mk, caplog: pytest.LogCaptureFixture, scheme: str, ipc_dir: str) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture, scheme: str, ipc_dir: str) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    rep = mk("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen(TCP if scheme == "tcp" else f"ipc://{ipc_dir}/rep")
-    a, b = mk("req", recv_timeout=WAIT), mk("req", recv_timeout=WAIT)
+    a, b = gsp_socket("req", recv_timeout=WAIT), gsp_socket("req", recv_timeout=WAIT)
     a.dial(lst.url, block=True)
     b.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
@@ -102,7 +102,7 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     round_trip(a, rep)
     round_trip(b, rep)
     a.close()
-    c = mk("req", recv_timeout=WAIT)
+    c = gsp_socket("req", recv_timeout=WAIT)
     wait_for(lambda: len(rep.pipes) == 1, what="a's pipe gone")
     c.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="c's pipe")
@@ -111,11 +111,11 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     assert rep.stats["pipes_refused_full"] == 2
 
 
-def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     small = rep.listen(TCP, max_pipes=1)
     big = rep.listen(TCP)
-    peers = [mk("req", recv_timeout=WAIT) for _ in range(4)]
+    peers = [gsp_socket("req", recv_timeout=WAIT) for _ in range(4)]
     peers[0].dial(small.url, block=True)
     peers[1].dial(big.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
@@ -132,10 +132,10 @@ def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(mk: Mk) ->
     round_trip(peers[3], rep)
 
 
-def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(mk: Mk) -> None:
-    pull = mk("pull", recv_timeout=WAIT)
+def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(gsp_socket: Mk) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
     one, two = pull.listen(TCP), pull.listen(TCP)
-    push = mk("push", max_pipes=1, send_timeout=WAIT, reconnect_time=0.01)
+    push = gsp_socket("push", max_pipes=1, send_timeout=WAIT, reconnect_time=0.01)
     first = push.dial(one.url, block=True)
     with pytest.raises(gsp.ConnectionRefused, match="max_pipes"):
         push.dial(two.url, block=True)
@@ -230,12 +230,12 @@ def recording() -> Iterator[RecordingTcp]:
 
 
 def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_gets_in(
-        mk: Mk, recording: RecordingTcp, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, recording: RecordingTcp, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("tcprec://127.0.0.1:0", max_handshakes=4,
                      handshake_timeout=30)  # no timeouts here: sheds
-    old = mk("req", recv_timeout=WAIT)
+    old = gsp_socket("req", recv_timeout=WAIT)
     old.dial(lst.url, block=True)  # an existing peer
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     socks: list[Any] = []
@@ -262,7 +262,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         assert shed(silent[0]) and lst.handshakes == 4
         assert lst.stats["handshakes_shed_full"] == lst.stats["handshakes_shed"] == 1
         # A good peer gets in at once (the next silent one is shed for it), and is served.
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
             newcomer.dial(lst.url, block=True)
         round_trip(newcomer, rep)
@@ -306,8 +306,8 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
             s.close()
 
 
-def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_the_per_address_bound_sheds_within_the_address(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen(TCP, max_handshakes_per_address=2, handshake_timeout=30)
     host, port = lst.url.split("://", 1)[1].rsplit(":", 1)
     other = gsocket.create_connection((host, int(port)), source_address=("127.0.0.2", 0))
@@ -324,7 +324,7 @@ def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
         in_handshake(lst, c, 3)
         assert lst.stats["handshakes_shed_address"] == 1
         assert lst.stats["handshakes_shed_full"] == 0
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         newcomer.dial(lst.url, block=True)  # a good peer from a full address gets in too
         round_trip(newcomer, rep)
         assert shed(b) and lst.stats["handshakes_shed_address"] == 2
@@ -338,10 +338,10 @@ def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
     {"max_pipes": None}, {"max_handshakes": -1}, {"max_handshakes": 2.0},
     {"max_handshakes": "256"}, {"max_handshakes": False},
 ])
-def test_bad_admission_values_are_refused(mk: Mk, options: dict[str, Any]) -> None:
+def test_bad_admission_values_are_refused(gsp_socket: Mk, options: dict[str, Any]) -> None:
     with pytest.raises(gsp.BadOption):
         gsp.socket("rep", **options)
-    s = mk("rep")
+    s = gsp_socket("rep")
     ((name, value),) = options.items()
     with pytest.raises(gsp.BadOption, match=name):
         setattr(s, name, value)
@@ -351,9 +351,9 @@ def test_bad_admission_values_are_refused(mk: Mk, options: dict[str, Any]) -> No
 
 
 @pytest.mark.parametrize("name", ["max_pipes", "max_handshakes"])
-def test_admission_options_are_for_listeners_not_dialers(mk: Mk, name: str) -> None:
+def test_admission_options_are_for_listeners_not_dialers(gsp_socket: Mk, name: str) -> None:
     with pytest.raises(gsp.BadOption, match="listeners only"):
-        mk("req").dial("tcp://127.0.0.1:1", block=False, **{name: 4})
+        gsp_socket("req").dial("tcp://127.0.0.1:1", block=False, **{name: 4})
 
 
 # The two floods take the machine's CPU for seconds: never at once (pytest-xdist's loadgroup
@@ -409,12 +409,12 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
 
 
 def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshakes(
-        mk: Mk) -> None:
+        gsp_socket: Mk) -> None:
     # gsp-ws's HTTP server reads upgrade requests before gsp's listener sees a connection: it
     # holds the same bound (the max_handshakes of the listener that made it) the same way.
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("ws://127.0.0.1:0/sp", max_handshakes=4, handshake_timeout=30)
-    old = mk("req", recv_timeout=WAIT)
+    old = gsp_socket("req", recv_timeout=WAIT)
     old.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     tcp = "tcp://" + lst.url.split("://", 1)[1].split("/", 1)[0]
@@ -435,7 +435,7 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
         stalled.append(raw_connect(tcp))  # the room is full again
         wait_for(lambda: lst.stats["handshakes_shed_full"] == 1, what="no shed yet")
         gevent.sleep(0.1)
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
             newcomer.dial(lst.url, block=True)
         round_trip(newcomer, rep)
@@ -448,8 +448,8 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
             s.close()
 
 
-def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: Mk) -> None:
-    rep = mk("rep", max_pipes=1, recv_timeout=WAIT, send_timeout=WAIT)
+def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", max_pipes=1, recv_timeout=WAIT, send_timeout=WAIT)
     at = rep.listen("socket://")
     first, second = gsocket.socketpair(), gsocket.socketpair()
     try:
@@ -470,7 +470,7 @@ def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: 
 # -- accept_gate: a listener that takes its next connection when its gate says so ---------------
 
 def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_returns(
-        mk: Mk) -> None:
+        gsp_socket: Mk) -> None:
     open_gate = gevent.event.Event()
     calls: list[gsp.Listener] = []
 
@@ -479,9 +479,9 @@ def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_return
         if len(calls) > 1:  # the first accept goes at once, the second waits for the event
             open_gate.wait()
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
-    first = mk("req", dial=lst.url)
+    first = gsp_socket("req", dial=lst.url)
     round_trip(first, rep)
     wait_for(lambda: len(calls) == 2, what="the gate asked for the next accept")
     second = raw_connect(lst.url)  # the kernel completes the connection; gsp does not take it
@@ -502,37 +502,37 @@ def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_return
 
 
 def test_an_accept_gate_that_raises_is_logged_and_the_listener_accepts_anyway(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="gsp.listener")
 
     def gate(listener: gsp.Listener) -> None:
         raise ValueError("a broken gate")
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
     for _ in range(3):
-        round_trip(mk("req", dial=lst.url), rep)
+        round_trip(gsp_socket("req", dial=lst.url), rep)
     warned = [r for r in caplog.records if "the accept gate" in r.getMessage()]
     assert warned and "raised ValueError: accepting anyway" in warned[0].getMessage()
     assert warned[0].exc_info is not None  # with its traceback
     assert len(warned) == 1  # rate limited: one WARNING an interval, the rest at DEBUG
 
 
-def test_an_accept_gate_must_be_callable(mk: Mk) -> None:
-    rep = mk("rep")
+def test_an_accept_gate_must_be_callable(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep")
     with pytest.raises(gsp.BadOption, match="accept_gate must be a callable"):
         rep.listen(TCP, accept_gate="yes")
     assert rep.listeners == []
 
 
-def test_closing_a_listener_whose_gate_waits_ends_its_accepting(mk: Mk) -> None:
+def test_closing_a_listener_whose_gate_waits_ends_its_accepting(gsp_socket: Mk) -> None:
     waiting = gevent.event.Event()
 
     def gate(listener: gsp.Listener) -> None:
         waiting.set()
         gevent.event.Event().wait()  # never returns
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
     assert waiting.wait(WAIT)
     with gevent.Timeout(WAIT, AssertionError("close() waited for the gate")):

@@ -111,11 +111,11 @@ def line(p: subprocess.Popen[str], timeout: float = 20) -> str:
     return first.decode().strip()
 
 
-def test_rep_killed_and_restarted_under_req_load_loses_no_reply(mk: Mk, procs: Any) -> None:
+def test_rep_killed_and_restarted_under_req_load_loses_no_reply(gsp_socket: Mk, procs: Any) -> None:
     url = f"tcp://127.0.0.1:{free_port()}"
     rep = procs(REP_SCRIPT, url)
     assert line(rep) == "ready"
-    req = mk("req", resend_time=0.3, recv_timeout=15, reconnect_time=0.05,
+    req = gsp_socket("req", resend_time=0.3, recv_timeout=15, reconnect_time=0.05,
              reconnect_time_max=0.2)
     req.dial(url, block=False)
     answered = 0
@@ -133,10 +133,10 @@ def test_rep_killed_and_restarted_under_req_load_loses_no_reply(mk: Mk, procs: A
     assert answered == 300
 
 
-def test_pull_killed_under_push_load_pusher_recovers_unaided(mk: Mk, procs: Any,
+def test_pull_killed_under_push_load_pusher_recovers_unaided(gsp_socket: Mk, procs: Any,
                                                            spawn: Any) -> None:
     url = f"tcp://127.0.0.1:{free_port()}"
-    push = mk("push", send_timeout=20, reconnect_time=0.05, reconnect_time_max=0.2)
+    push = gsp_socket("push", send_timeout=20, reconnect_time=0.05, reconnect_time_max=0.2)
     push.dial(url, block=False)
     sent = [0]
 
@@ -161,11 +161,11 @@ def test_pull_killed_under_push_load_pusher_recovers_unaided(mk: Mk, procs: Any,
 
 
 @pytest.fixture
-def proxied(mk: Mk) -> Iterator[tuple[gsp.Socket, gsp.Socket, FaultProxy]]:
+def proxied(gsp_socket: Mk) -> Iterator[tuple[gsp.Socket, gsp.Socket, FaultProxy]]:
     """pull ← proxy ← push (the push dials the proxy, redialing quickly)."""
-    pull = mk("pull", recv_timeout=5)
+    pull = gsp_socket("pull", recv_timeout=5)
     proxy = FaultProxy(pull.listen("tcp://127.0.0.1:0").url)
-    push = mk("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2)
+    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2)
     push.dial(proxy.url, block=True)
     wait_for(lambda: pull.pipes, what="the proxied pipe")
     try:
@@ -182,16 +182,17 @@ def test_a_delaying_proxy_delays_but_loses_nothing(proxied: Any) -> None:
     assert [pull.recv() for _ in range(50)] == [b"%d" % i for i in range(50)]
 
 
-def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(mk: Mk) -> None:
+def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(
+        gsp_socket: Mk) -> None:
     # Issue 41: delay 50 ms +- 20 ms each way (FaultProxy.delay and .jitter: a latency line, a
     # chunk never overtaking the one before it). req/rep: 4 contexts x 10 requests, each answered
     # once to its own context, the round trip about two delays; push/pull and pub/sub: every
     # message once, in order; all at the speed of the link, not one delay per message.
-    rep = mk("rep", recv_timeout=5, send_timeout=5)
+    rep = gsp_socket("rep", recv_timeout=5, send_timeout=5)
     proxy = FaultProxy(rep.listen("tcp://127.0.0.1:0").url)
     try:
         proxy.delay, proxy.jitter = 0.05, 0.02
-        req = mk("req", recv_timeout=5, resend_time=2.0)
+        req = gsp_socket("req", recv_timeout=5, resend_time=2.0)
         req.dial(proxy.url, block=True)
         server = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in iter(int, 1)])
         rtts: list[float] = []
@@ -216,7 +217,8 @@ def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(
     finally:
         proxy.close()
     for lproto, dproto in (("pull", "push"), ("pub", "sub")):
-        a, b = mk(lproto, recv_timeout=5, send_timeout=5), mk(dproto, recv_timeout=5)
+        a = gsp_socket(lproto, recv_timeout=5, send_timeout=5)
+        b = gsp_socket(dproto, recv_timeout=5)
         with FaultProxy(a.listen("tcp://127.0.0.1:0").url) as p:
             p.delay, p.jitter = 0.05, 0.02
             b.dial(p.url, block=True)
@@ -254,9 +256,9 @@ def test_a_cut_connection_is_replaced_without_help(proxied: Any, fault: str) -> 
         assert isinstance(old.error, gsp.ConnectionBroken)
 
 
-def test_a_black_holed_peer_does_not_stop_the_others(mk: Mk, proxied: Any) -> None:
+def test_a_black_holed_peer_does_not_stop_the_others(gsp_socket: Mk, proxied: Any) -> None:
     pull, push, proxy = proxied
-    other = mk("push")
+    other = gsp_socket("push")
     other.dial(pull.listeners[0].url, block=True)
     wait_for(lambda: len(pull.pipes) == 2, what="the direct pipe")
     proxy.blackhole()

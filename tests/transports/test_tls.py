@@ -116,11 +116,11 @@ def _push_peer(pki: PKI, pull: gsp.Socket, strict: bool) -> Any:
 
 @pytest.mark.parametrize("reset", [False, True], ids=["fin", "reset"])
 def test_a_peer_gone_without_close_notify_closed_the_connection(
-        pki: PKI, mk: Callable[..., gsp.Socket], reset: bool) -> None:
+        pki: PKI, gsp_socket: Callable[..., gsp.Socket], reset: bool) -> None:
     """A TCP stream that ends without TLS's close_notify (a FIN, or a reset) is the peer closing
     the connection, not a timeout: OpenSSL reports both like the kernel giving up on an
     unanswering peer, which TCP_INFO tells apart (tests/transports/test_tcp_blackhole.py has that case)."""
-    pull = mk("pull")
+    pull = gsp_socket("pull")
     peer = _push_peer(pki, pull, strict=False)
     (pipe,) = pull.pipes
     if reset:
@@ -231,11 +231,12 @@ def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(pki):
         n.close()
 
 
-def test_closing_ends_tls_with_close_notify(pki: PKI, mk: Callable[..., gsp.Socket]) -> None:
+def test_closing_ends_tls_with_close_notify(pki: PKI,
+                                            gsp_socket: Callable[..., gsp.Socket]) -> None:
     """gsp ends a TLS connection it closes with close_notify (RFC 8446, 6.1), so a peer strict
     about it (Python's ssl with suppress_ragged_eofs off; Go's crypto/tls) reads a clean end,
     where a bare TCP end is an SSLEOFError."""
-    pull = mk("pull")
+    pull = gsp_socket("pull")
     peer = _push_peer(pki, pull, strict=True)
     try:
         pull.pipes[0].close()

@@ -17,7 +17,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
-from tests.support import BAD_TTL, TCP, hops, pair_up, silent
+from tests.support import BAD_TTL, TCP, connect, hops, silent
 
 STAR = 0x640
 
@@ -51,13 +51,13 @@ def test_star_is_a_separate_plugin_on_public_api():
     assert gsp_mods and not private, private
 
 
-def test_star_cooked():
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": WAIT})
-        assert a.raw is False
-        a.send(b"hello")
-        m = b.recv_msg()
-        assert (m.header, m.body, m.pipe) == (b"", b"hello", b.pipes[0])
+def test_star_cooked(gsp_socket):
+    a, b = gsp_socket("star"), gsp_socket("star", recv_timeout=WAIT)
+    connect(a, b)
+    assert a.raw is False
+    a.send(b"hello")
+    m = b.recv_msg()
+    assert (m.header, m.body, m.pipe) == (b"", b"hello", b.pipes[0])
 
 
 def test_star_wire_format_and_discard_header():
@@ -173,23 +173,23 @@ def test_raw_star_recv_no_header():
             assert s.stats["dropped_malformed"] == 2
 
 
-def test_raw_star_no_header_send():
+def test_raw_star_no_header_send(gsp_socket):
     # mangos: a raw send without its 4-byte header is dropped quietly.
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": 0.05}, a_raw=True, b_raw=True)
-        a.send(b"no header")
-        a.send_msg(gsp.Message(b"short", b"\x00\x00"))
-        with pytest.raises(gsp.Timeout):
-            b.recv_msg()
-        assert a.stats["dropped_malformed"] == 2
+    a, b = gsp_socket("star", raw=True), gsp_socket("star", raw=True, recv_timeout=0.05)
+    connect(a, b)
+    a.send(b"no header")
+    a.send_msg(gsp.Message(b"short", b"\x00\x00"))
+    with pytest.raises(gsp.Timeout):
+        b.recv_msg()
+    assert a.stats["dropped_malformed"] == 2
 
 
-def test_raw_star_send_recv():
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": WAIT}, a_raw=True, b_raw=True)
-        a.send_msg(gsp.Message(b"test", hops(0)))
-        m = b.recv_msg()
-        assert (m.header, m.body) == (hops(1), b"test")
+def test_raw_star_send_recv(gsp_socket):
+    a, b = gsp_socket("star", raw=True), gsp_socket("star", raw=True, recv_timeout=WAIT)
+    connect(a, b)
+    a.send_msg(gsp.Message(b"test", hops(0)))
+    m = b.recv_msg()
+    assert (m.header, m.body) == (hops(1), b"test")
 
 
 def raw_line(st: ExitStack, mid: dict | None = None, **opts: object

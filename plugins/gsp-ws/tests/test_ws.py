@@ -258,12 +258,12 @@ def test_wss_tls_options_and_identity(pki):
         assert b.pipes[0].properties["peer_certificate"] is not None
 
 
-def test_wss_ends_tls_with_close_notify(pki, mk):
+def test_wss_ends_tls_with_close_notify(pki, gsp_socket):
     """gsp closing a wss pipe ends the WebSocket (close frame, answer) and then TLS with its
     close_notify (RFC 8446, 6.1), before the TCP end: a client strict about it reads a clean
     end, where a bare TCP end is an SSLEOFError."""
     import ssl
-    server = mk("pair")
+    server = gsp_socket("pair")
     url = server.listen("wss://127.0.0.1:0/sp", **pki.listen_options()).url
     raw = RawClient(port_of(url), tls=ssl.create_default_context(cafile=pki.ca_file))
     try:
