@@ -336,7 +336,7 @@ def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
                 assert g.recv_msg().pipe is kept
 
 
-# -- regression: found by the matrix above -------------------------------------------------------
+# -- a dial killed mid-connect --------------------------------------------------------------------
 
 def peer_of(sock: gsocket.socket) -> object:
     """The address a non-blocking socket is connected to; None while it connects."""
@@ -349,8 +349,8 @@ def peer_of(sock: gsocket.socket) -> object:
 def test_dial_killed_mid_connect_closes_its_socket() -> None:
     """A dial killed mid-connect must close its socket. Dialer.close kills the redial greenlet
     after ``TransportDialer.close`` looked for an in-flight socket; a greenlet still in the
-    resolver then (getaddrinfo on gevent's threadpool) went on into connect and was killed there,
-    leaking the fd (seen as flaky fd-leak failures of the wrong-protocol/pair tests above)."""
+    resolver then (getaddrinfo on gevent's threadpool) goes on into connect and is killed there,
+    and its socket must not leak (the wrong-protocol and pair tests above redial all along)."""
     lst = gsocket.socket(gsocket.AF_INET, gsocket.SOCK_STREAM)
     fillers: list[gsocket.socket] = []
     try:

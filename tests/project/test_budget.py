@@ -22,27 +22,14 @@ from typing import Any
 
 TOOL = pathlib.Path(__file__).resolve().parents[1] / "tools" / "rt_bytecodes.py"
 
-# (bytecodes, Python calls) a round trip, per CPython (major, minor). Measured on 9a355c8 with
-# CPython 3.11.7, gevent 26.9.0, pure build:
-#   req/rep (a request and its reply, both sides): 1836 bytecodes, 45.0 calls;
-#   push/pull (a message sent and received):      1300 bytecodes, 42.0 calls.
-# After issue 26's one-helper-per-job step (one round robin, one pipe delivery path, the Inbox's
-# policies as pieces), measured again: req/rep 1814 bytecodes, 45.0 calls; push/pull 1327
-# bytecodes, 42.0 calls (the pipe's delivery now runs in a frame of its own, _deliver, which the
-# tool counts; the old inline copy ran in the reader loop's frame, which it did not see).
-# After REP's pipe_recv took in _deliver and _hand_over (2026-11-26): req/rep 1827 bytecodes,
-# 43.0 calls. After req's pipe_recv took in _got_reply and its send the usual _dispatched
-# (2026-11-26): req/rep 1806 bytecodes, 41.0 calls. After REP's recv took in _park and REQ's
-# send the one-pipe case of try_next: 1796 bytecodes, 39.0 calls. Then req's send arms its
-# resend with Alarm.arm_in, one call (compiled in the wheel) where it read the compiled Alarm's
-# ``now`` and ``at`` (generic attribute loads from interpreted code, which 3.11 does not
-# specialise): 1793 bytecodes, 40.0 calls here; 1.7 % fewer instructions a tcp round trip in the
-# wheel (tests/tools/work_count.py rt).
-# Bytecodes get 5 % headroom. Calls are whole numbers and exact, so their budget is the count
-# itself: one more Python call on the path (an undone inline, on one side only) fails it.
-# test_the_budget_catches_one_more_call_a_side proves that; a temporary de-inline of
-# Socket.send's closed check (a helper method) failed it too (47 calls > 45 for req/rep, 43 > 42
-# for push/pull).
+# (bytecodes, Python calls) a round trip, per CPython (major, minor). Measured with CPython
+# 3.11.7, gevent 26.9.0, the pure build (tests/tools/rt_bytecodes.py [--pushpull]):
+#   req/rep (a request and its reply, both sides): 1836 bytecodes, 40 calls;
+#   push/pull (a message sent and received):      1337 bytecodes, 42 calls.
+# Bytecodes get headroom: 1928 and 1365 are 5.0 % and 2.1 % above those counts. Calls are whole
+# numbers and exact, so their budget is the count itself: one more Python call on the path (an
+# undone inline, on one side only) fails it; test_the_budget_catches_one_more_call_a_side
+# proves that.
 BUDGETS: dict[tuple[int, int], dict[str, tuple[float, float]]] = {
     (3, 11): {"reqrep": (1928, 40), "pushpull": (1365, 42)},
 }
@@ -62,7 +49,7 @@ def budget(what: str) -> tuple[float, float]:
     version = sys.version_info[:2]
     assert version in BUDGETS, (
         f"no budget for CPython {version[0]}.{version[1]}: measure with "
-        f"`python {TOOL.relative_to(TOOL.parents[2])} [--pushpull]` on main and add it")
+        f"`python {TOOL.relative_to(TOOL.parents[2])} [--pushpull]` and add it")
     return BUDGETS[version][what]
 
 

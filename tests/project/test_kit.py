@@ -408,8 +408,8 @@ BLOCKING = textwrap.dedent("""
 
 def test_a_kit_run_against_blocking_sockets_fails_within_30_s_naming_them(
         pytester: pytest.Pytester) -> None:
-    # Issue 41: a transport whose raw_connect returns a blocking stdlib socket made the kit hang
-    # for 15 minutes. The kit checks what the hooks return (raw_connect; the dialer's dial),
+    # A transport whose raw_connect returns a blocking stdlib socket would hang the kit (15
+    # minutes, until pytest's timeout). The kit checks what the hooks return (raw_connect; the dialer's dial),
     # and a check whose blocking call stalls the hub is interrupted by the kit's watchdog
     # (kit_stall_limit, 5 s) with the same cause and where it blocked.
     pytester.makepyfile(test_blocking=BLOCKING)

@@ -1,4 +1,4 @@
-"""Admission control (issue 27): ``max_pipes`` refuses new connections right after accept and
+"""Admission control: ``max_pipes`` refuses new connections right after accept and
 dialers wait for room; ``max_handshakes`` bounds the connections in their handshake per
 listener; a flood of 5,000 connections leaves the socket serving its existing peer with the
 process's fds and RSS bounded (tests/tools/flood_probe.py measures it)."""
@@ -547,7 +547,7 @@ SLOWLORIS = PROBE.parent / "slowloris_probe.py"
 @pytest.mark.xdist_group("floods")
 @pytest.mark.parametrize("scheme", ["tcp"])
 def test_a_slowloris_does_not_lock_out_a_good_peer(scheme: str) -> None:
-    # Issue 41's bar: 2,000 stalled connections (1,000 sending half an SP header, 1,000 nothing,
+    # The bar: 2,000 stalled connections (1,000 sending half an SP header, 1,000 nothing,
     # each reopened as soon as it is dropped) from a child process against a rep listening with
     # handshake_timeout=1 and every other option at its default (max_handshakes 256). A good
     # pynng REQ connects within 2 s, its median round trip stays under 25 ms, every stalled

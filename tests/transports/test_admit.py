@@ -1,4 +1,4 @@
-"""Pipe admission rules (issue 44, the ``admit`` option): who may become a pipe, judged per
+"""Pipe admission rules (the ``admit`` option): who may become a pipe, judged per
 connection before it attaches, with real peers (nng 2.0 in this process, and gsp) on the
 transports each rule applies to; refusals counted by reason in stats and the Prometheus export,
 and logged once (rate limited) with the rule that refused."""

@@ -1,4 +1,4 @@
-"""Fault campaigns, bounded in time (issue 14, item 7): peers killed and restarted under load, a
+"""Fault campaigns, bounded in time: peers killed and restarted under load, a
 proxy that delays, truncates, resets and black-holes connections, and a listener out of file
 descriptors. Each asserts what gsp promises (docs/reliability.md): nothing accepted is lost,
 recovery needs no help, the socket keeps serving its other peers, nothing spins."""
@@ -184,7 +184,7 @@ def test_a_delaying_proxy_delays_but_loses_nothing(proxied: Any) -> None:
 
 def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(
         gsp_socket: Mk) -> None:
-    # Issue 41: delay 50 ms +- 20 ms each way (FaultProxy.delay and .jitter: a latency line, a
+    # A delay of 50 ms +- 20 ms each way (FaultProxy.delay and .jitter: a latency line, a
     # chunk never overtaking the one before it). req/rep: 4 contexts x 10 requests, each answered
     # once to its own context, the round trip about two delays; push/pull and pub/sub: every
     # message once, in order; all at the speed of the link, not one delay per message.

@@ -1,4 +1,4 @@
-"""ws/wss notice a dead peer (issue 14, item 5): after ws_ping_interval s of silence the peer gets
+"""ws/wss notice a dead peer: after ws_ping_interval s of silence the peer gets
 a WebSocket Ping; if nothing arrives ws_ping_timeout s later the pipe ends, and the dialer
 redials. A live but idle peer answers the Pings and its pipe stays."""
 
