@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import gevent
 import pynng
@@ -172,19 +172,20 @@ def test_oversize_from_nng_closes_gsp_pipe(transport: str, ipc_dir: str) -> None
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "inproc"])
 @pytest.mark.parametrize("sender,receiver", [("pair", "pair"), ("push", "pull")])
-def test_empty_messages_gsp_to_gsp(sender: str, receiver: str, transport: str, ipc_dir: str) -> None:
+def test_empty_messages_gsp_to_gsp(
+        gsp_socket: Callable[..., gsp.Socket], sender: str, receiver: str, transport: str, ipc_dir: str) -> None:
     url = f"inproc://empty-{sender}-{transport}" if transport == "inproc" else fresh_url(transport, ipc_dir)
     msgs = [b"", b"x", b"", b"", b"yz", b""]
-    with gsp.socket(receiver, recv_timeout=T) as rx:
-        with gsp.socket(sender, send_timeout=T, dial=rx.listen(url).url) as tx:
-            for m in msgs:
-                tx.send(m)
-            assert [rx.recv() for _ in msgs] == msgs
-            if sender == "pair":  # and back
-                for m in msgs:
-                    rx.send(m)
-                tx.recv_timeout = T
-                assert [tx.recv() for _ in msgs] == msgs
+    rx = gsp_socket(receiver, recv_timeout=T)
+    tx = gsp_socket(sender, send_timeout=T, dial=rx.listen(url).url)
+    for m in msgs:
+        tx.send(m)
+    assert [rx.recv() for _ in msgs] == msgs
+    if sender == "pair":  # and back
+        for m in msgs:
+            rx.send(m)
+        tx.recv_timeout = T
+        assert [tx.recv() for _ in msgs] == msgs
 
 
 # -- wrong-protocol peers ------------------------------------------------------------------------
@@ -316,24 +317,25 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "inproc"])
-def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str) -> None:
+def test_pair_gsp_listener_rejects_second_gsp_peer(
+        gsp_socket: Callable[..., gsp.Socket], transport: str, ipc_dir: str) -> None:
     url = "inproc://pair-second" if transport == "inproc" else fresh_url(transport, ipc_dir)
-    with gsp.socket("pair", recv_timeout=T, send_timeout=T) as g:
-        url = g.listen(url).url
-        with gsp.socket("pair", recv_timeout=T, send_timeout=T, dial=url) as first:
-            wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
-            kept = g.pipes[0]
-            with gsp.socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
-                            reconnect_time_max=0.05, dial=url) as second:
-                wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
-                         what="second connecting, refused, redialing, ...")
-                assert g.pipes == [kept]
-                g.send(b"to-first")
-                assert first.recv() == b"to-first"
-                with pytest.raises(gsp.Timeout):
-                    second.recv()
-                first.send(b"from-first")
-                assert g.recv_msg().pipe is kept
+    g = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    url = g.listen(url).url
+    first = gsp_socket("pair", recv_timeout=T, send_timeout=T, dial=url)
+    wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
+    kept = g.pipes[0]
+    second = gsp_socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
+                        reconnect_time_max=0.05, dial=url)
+    wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
+             what="second connecting, refused, redialing, ...")
+    assert g.pipes == [kept]
+    g.send(b"to-first")
+    assert first.recv() == b"to-first"
+    with pytest.raises(gsp.Timeout):
+        second.recv()
+    first.send(b"from-first")
+    assert g.recv_msg().pipe is kept
 
 
 # -- a dial killed mid-connect --------------------------------------------------------------------

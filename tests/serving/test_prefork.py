@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
@@ -239,7 +239,8 @@ def test_a_stuck_worker_gives_its_turn_to_the_others() -> None:
         assert srv.stop() == 0
 
 
-def test_a_killed_worker_is_started_again_and_clients_keep_being_answered() -> None:
+def test_a_killed_worker_is_started_again_and_clients_keep_being_answered(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     with server("rep", 2) as srv, ExitStack() as stack:
         socks = requesters(stack, srv.url, 8)
         first = ask_all(socks, 5, "before")
@@ -253,9 +254,10 @@ def test_a_killed_worker_is_started_again_and_clients_keep_being_answered() -> N
         survivor = ({p for p in srv.pids} - {victim}).pop()
         with gevent.Timeout(WAIT * 3, AssertionError("no new worker answered")):
             while True:
-                with gsp.socket("req", dial=srv.url, recv_timeout=WAIT) as one:
-                    one.send(b"who")
-                    pid = int(one.recv().split()[0])
+                one = gsp_socket("req", dial=srv.url, recv_timeout=WAIT)
+                one.send(b"who")
+                pid = int(one.recv().split()[0])
+                one.close()
                 if pid not in (victim, survivor):
                     break
         stack.close()

@@ -180,47 +180,47 @@ def test_a_message_over_recv_max_size_across_frames():
 
 @pytest.mark.parametrize("wire,code", [(unmasked(0x82, b"x"), 1002), (masked(0xC2, b"x"), 1002),
                                        (masked(0x88, struct.pack(">H", 1005)), 1002)])
-def test_a_hostile_client_closes_only_its_pipe(wire, code):
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp").url
-        bad = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            good.send(BytesMessage(data=b"first"))
-            assert pull.recv() == b"first"
-            bad.sock.sendall(wire)
-            assert bad.next_event(CloseConnection).code == code
-            assert bad.eof()
-            good.send(BytesMessage(data=b"still"))
-            assert pull.recv() == b"still"
-            wait_for(lambda: len(pull.pipes) == 1, what="the bad pipe gone")
-        finally:
-            bad.close()
-            good.close()
+def test_a_hostile_client_closes_only_its_pipe(gsp_socket, wire, code):
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp").url
+    bad = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    try:
+        good.send(BytesMessage(data=b"first"))
+        assert pull.recv() == b"first"
+        bad.sock.sendall(wire)
+        assert bad.next_event(CloseConnection).code == code
+        assert bad.eof()
+        good.send(BytesMessage(data=b"still"))
+        assert pull.recv() == b"still"
+        wait_for(lambda: len(pull.pipes) == 1, what="the bad pipe gone")
+    finally:
+        bad.close()
+        good.close()
 
 
-def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly():
+def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly(gsp_socket):
     """Between messages a ws pipe holds no reader greenlet (it parks, as tcp's do), yet its
     ws_ping_interval still pings a silent peer, and a Close from gsp waits for the answer."""
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp", ws_ping_interval=0.3,
-                          ws_ping_timeout=5).url
-        raw = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            raw.send(BytesMessage(data=b"one"))
-            assert pull.recv() == b"one"
-            (pipe,) = pull.pipes
-            assert pipe.parks
-            wait_for(lambda: pipe.reader is None, what="the pipe parked")
-            t0 = time.monotonic()
-            assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
-            assert time.monotonic() - t0 < 5
-            raw.send(BytesMessage(data=b"two"))
-            assert pull.recv() == b"two"
-            wait_for(lambda: pipe.reader is None, what="the pipe parked again")
-            close_from_gsp(raw, pipe)
-        finally:
-            raw.close()
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp", ws_ping_interval=0.3,
+                      ws_ping_timeout=5).url
+    raw = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    try:
+        raw.send(BytesMessage(data=b"one"))
+        assert pull.recv() == b"one"
+        (pipe,) = pull.pipes
+        assert pipe.parks
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+        t0 = time.monotonic()
+        assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
+        assert time.monotonic() - t0 < 5
+        raw.send(BytesMessage(data=b"two"))
+        assert pull.recv() == b"two"
+        wait_for(lambda: pipe.reader is None, what="the pipe parked again")
+        close_from_gsp(raw, pipe)
+    finally:
+        raw.close()
 
 
 # -- big messages: assembled in one buffer, received into it ---------------------------------------
