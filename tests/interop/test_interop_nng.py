@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import gevent
 import pynng
@@ -172,19 +172,20 @@ def test_oversize_from_nng_closes_gsp_pipe(transport: str, ipc_dir: str) -> None
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "inproc"])
 @pytest.mark.parametrize("sender,receiver", [("pair", "pair"), ("push", "pull")])
-def test_empty_messages_gsp_to_gsp(sender: str, receiver: str, transport: str, ipc_dir: str) -> None:
+def test_empty_messages_gsp_to_gsp(
+        gsp_socket: Callable[..., gsp.Socket], sender: str, receiver: str, transport: str, ipc_dir: str) -> None:
     url = f"inproc://empty-{sender}-{transport}" if transport == "inproc" else fresh_url(transport, ipc_dir)
     msgs = [b"", b"x", b"", b"", b"yz", b""]
-    with gsp.socket(receiver, recv_timeout=T) as rx:
-        with gsp.socket(sender, send_timeout=T, dial=rx.listen(url).url) as tx:
-            for m in msgs:
-                tx.send(m)
-            assert [rx.recv() for _ in msgs] == msgs
-            if sender == "pair":  # and back
-                for m in msgs:
-                    rx.send(m)
-                tx.recv_timeout = T
-                assert [tx.recv() for _ in msgs] == msgs
+    rx = gsp_socket(receiver, recv_timeout=T)
+    tx = gsp_socket(sender, send_timeout=T, dial=rx.listen(url).url)
+    for m in msgs:
+        tx.send(m)
+    assert [rx.recv() for _ in msgs] == msgs
+    if sender == "pair":  # and back
+        for m in msgs:
+            rx.send(m)
+        tx.recv_timeout = T
+        assert [tx.recv() for _ in msgs] == msgs
 
 
 # -- wrong-protocol peers ------------------------------------------------------------------------
@@ -207,7 +208,8 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
         with pytest.raises(gsp.WrongProtocol):
             g.dial(bad_url, block=True)
         d = g.dial(bad_url)  # keeps redialing in the background, failing every time
-        gevent.sleep(0.5)
+        wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 3, T,
+                 what="several redials, each refused")
         assert g.pipes == [] and seen == []
         assert isinstance(d.last_error, gsp.HandshakeError), d.last_error
         with pytest.raises(gsp.Timeout):
@@ -233,7 +235,8 @@ def test_wrong_protocol_nng_push_dials_gsp_push(transport: str, ipc_dir: str) ->
         bad_added = nng.added_pipes(bad)
         url = g.listen(fresh_url(transport, ipc_dir)).url
         nng.run(bad.dial, url, block=False)
-        gevent.sleep(0.5)  # several nng redials, each refused
+        wait_for(lambda: g.listeners[0].stats["handshake_failures_wrong_protocol"] >= 3, T,
+                 what="several nng redials, each refused")
         assert g.pipes == [] and seen == []
         with pytest.raises(gsp.Timeout):
             g.send(b"lost")
@@ -262,7 +265,8 @@ def test_pair_gsp_listener_rejects_second_nng_peer(transport: str, ipc_dir: str)
         wait_for(lambda: len(g.pipes) == 1, T)
         kept = g.pipes[0]
         nng.run(second.dial, url, block=False)
-        gevent.sleep(0.5)  # the second peer connects, is refused, redials, ...
+        wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
+                 what="the second peer connecting, refused, redialing, ...")
         assert g.pipes == [kept]
         g.send(b"to-first")
         assert nng.run(first.recv) == b"to-first"
@@ -291,8 +295,9 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
         url = nng_url(n, fresh_url(transport, ipc_dir), transport)
         first.dial(url, block=True)
         wait_for(lambda: len(added) == 1, T)
-        second.dial(url)
-        gevent.sleep(0.5)  # nng refuses each of second's connections
+        dialer = second.dial(url)
+        wait_for(lambda: dialer.stats["dial_attempts"] >= 3, T,
+                 what="nng refusing each of second's connections")
         assert len(added) == 1 and len(first.pipes) == 1
         nng.run(n.send, b"to-first")
         assert first.recv() == b"to-first"
@@ -312,32 +317,42 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "inproc"])
-def test_pair_gsp_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str) -> None:
+def test_pair_gsp_listener_rejects_second_gsp_peer(
+        gsp_socket: Callable[..., gsp.Socket], transport: str, ipc_dir: str) -> None:
     url = "inproc://pair-second" if transport == "inproc" else fresh_url(transport, ipc_dir)
-    with gsp.socket("pair", recv_timeout=T, send_timeout=T) as g:
-        url = g.listen(url).url
-        with gsp.socket("pair", recv_timeout=T, send_timeout=T, dial=url) as first:
-            wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
-            kept = g.pipes[0]
-            with gsp.socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
-                            reconnect_time_max=0.05, dial=url) as second:
-                gevent.sleep(0.3)  # second connects, is refused, redials, ...
-                assert g.pipes == [kept]
-                g.send(b"to-first")
-                assert first.recv() == b"to-first"
-                with pytest.raises(gsp.Timeout):
-                    second.recv()
-                first.send(b"from-first")
-                assert g.recv_msg().pipe is kept
+    g = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    url = g.listen(url).url
+    first = gsp_socket("pair", recv_timeout=T, send_timeout=T, dial=url)
+    wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
+    kept = g.pipes[0]
+    second = gsp_socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
+                        reconnect_time_max=0.05, dial=url)
+    wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
+             what="second connecting, refused, redialing, ...")
+    assert g.pipes == [kept]
+    g.send(b"to-first")
+    assert first.recv() == b"to-first"
+    with pytest.raises(gsp.Timeout):
+        second.recv()
+    first.send(b"from-first")
+    assert g.recv_msg().pipe is kept
 
 
-# -- regression: found by the matrix above -------------------------------------------------------
+# -- a dial killed mid-connect --------------------------------------------------------------------
+
+def peer_of(sock: gsocket.socket) -> object:
+    """The address a non-blocking socket is connected to; None while it connects."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
 
 def test_dial_killed_mid_connect_closes_its_socket() -> None:
     """A dial killed mid-connect must close its socket. Dialer.close kills the redial greenlet
     after ``TransportDialer.close`` looked for an in-flight socket; a greenlet still in the
-    resolver then (getaddrinfo on gevent's threadpool) went on into connect and was killed there,
-    leaking the fd (seen as flaky fd-leak failures of the wrong-protocol/pair tests above)."""
+    resolver then (getaddrinfo on gevent's threadpool) goes on into connect and is killed there,
+    and its socket must not leak (the wrong-protocol and pair tests above redial all along)."""
     lst = gsocket.socket(gsocket.AF_INET, gsocket.SOCK_STREAM)
     fillers: list[gsocket.socket] = []
     try:
@@ -348,14 +363,13 @@ def test_dial_killed_mid_connect_closes_its_socket() -> None:
             f.setblocking(False)
             f.connect_ex(lst.getsockname())
             fillers.append(f)
-        gevent.sleep(0.1)
+        wait_for(lambda: peer_of(fillers[0]) is not None, T, what="the accept queue filled")
         before = socket_fds()
         url = f"tcp://127.0.0.1:{lst.getsockname()[1]}"
         td = gsp.registry.transport_for(url).dialer(url, {})
         g = gevent.spawn(td.dial)
-        gevent.sleep(0.3)
+        wait_for(lambda: len(socket_fds() - before) == 1, T, what="the dial's socket")
         assert not g.dead, "the connect should still be pending"
-        assert len(socket_fds() - before) == 1
         g.kill(block=True)
         gevent.sleep(0.05)  # gevent closes a socket fd from a hub callback
         assert socket_fds() - before == set()

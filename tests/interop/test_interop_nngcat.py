@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import gevent
 import pytest
@@ -88,14 +88,15 @@ def test_gsp_push_dials_nngcat_pull(scheme: str, ipc_dir: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_nngcat_push_dials_gsp_pull(scheme: str, ipc_dir: str) -> None:
-    with gsp.socket("pull", recv_timeout=T) as pull:
-        url = pull.listen(fresh_url(scheme, ipc_dir)).url
-        # Every second until killed: nngcat exits right after its last send, which could cut a
-        # message short; killing it after two arrived cannot.
-        with nngcat("--push0", "--dial", url, "--data", "hello", "--interval", "1") as proc:
-            assert [pull.recv(), pull.recv()] == [b"hello", b"hello"]
-            assert_credentials(pull, proc)
+def test_nngcat_push_dials_gsp_pull(
+        gsp_socket: Callable[..., gsp.Socket], scheme: str, ipc_dir: str) -> None:
+    pull = gsp_socket("pull", recv_timeout=T)
+    url = pull.listen(fresh_url(scheme, ipc_dir)).url
+    # Every second until killed: nngcat exits right after its last send, which could cut a
+    # message short; killing it after two arrived cannot.
+    with nngcat("--push0", "--dial", url, "--data", "hello", "--interval", "1") as proc:
+        assert [pull.recv(), pull.recv()] == [b"hello", b"hello"]
+        assert_credentials(pull, proc)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -112,35 +113,37 @@ def test_gsp_req_dials_nngcat_rep(scheme: str, ipc_dir: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_nngcat_req_dials_gsp_rep(scheme: str, ipc_dir: str) -> None:
-    with gsp.socket("rep", recv_timeout=T, send_timeout=T) as rep:
-        url = rep.listen(fresh_url(scheme, ipc_dir)).url
-        # One request: nngcat 1.5.2's --count with req fails now and then on its own timer.
-        with nngcat("--req0", "--dial", url, "--data", "ping", "--quoted") as proc:
-            msg = rep.recv_msg()
-            assert msg.body == b"ping"
-            assert msg.pipe is not None
-            assert msg.pipe.properties["peer_pid"] == proc.pid
-            rep.send(b"pong")
-            assert lines(proc, 1) == [b'"pong"']
-            assert_credentials(rep, proc)
+def test_nngcat_req_dials_gsp_rep(
+        gsp_socket: Callable[..., gsp.Socket], scheme: str, ipc_dir: str) -> None:
+    rep = gsp_socket("rep", recv_timeout=T, send_timeout=T)
+    url = rep.listen(fresh_url(scheme, ipc_dir)).url
+    # One request: nngcat 1.5.2's --count with req fails now and then on its own timer.
+    with nngcat("--req0", "--dial", url, "--data", "ping", "--quoted") as proc:
+        msg = rep.recv_msg()
+        assert msg.body == b"ping"
+        assert msg.pipe is not None
+        assert msg.pipe.properties["peer_pid"] == proc.pid
+        rep.send(b"pong")
+        assert lines(proc, 1) == [b'"pong"']
+        assert_credentials(rep, proc)
 
 
-def test_nngcat_dials_a_name_the_kernel_chose() -> None:
+def test_nngcat_dials_a_name_the_kernel_chose(gsp_socket: Callable[..., gsp.Socket]) -> None:
     """``abstract://`` with no name: the kernel picks one (autobind), the listener's url says
     which, and nngcat reaches it there."""
-    with gsp.socket("pull", listen="abstract://", recv_timeout=T) as pull:
-        url = pull.listeners[0].url
-        assert url.startswith("abstract://") and len(url) > len("abstract://")
-        with nngcat("--push0", "--dial", url, "--data", "auto", "--interval", "1"):
-            assert pull.recv() == b"auto"
+    pull = gsp_socket("pull", listen="abstract://", recv_timeout=T)
+    url = pull.listeners[0].url
+    assert url.startswith("abstract://") and len(url) > len("abstract://")
+    with nngcat("--push0", "--dial", url, "--data", "auto", "--interval", "1"):
+        assert pull.recv() == b"auto"
 
 
-def test_an_abstract_name_nngcat_holds_is_in_use() -> None:
+def test_an_abstract_name_nngcat_holds_is_in_use(gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = fresh_url("abstract", "")
     with nngcat("--pull0", "--listen", url) as proc, gsp.socket("pull") as pull:
-        with gsp.socket("push", dial=url, reconnect_time=0.05) as probe:
-            wait_for(lambda: probe.pipes, T, what="nngcat listening")
+        probe = gsp_socket("push", dial=url, reconnect_time=0.05)
+        wait_for(lambda: probe.pipes, T, what="nngcat listening")
+        probe.close()
         with pytest.raises(gsp.AddressInUse):
             pull.listen(url)
         assert proc.poll() is None

@@ -53,8 +53,8 @@ FAMILIES = [("req", "rep", {"recv_timeout": 5, "send_timeout": 5}, {}),
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("who", WHO_LISTENS)
 @pytest.mark.parametrize("asker,responder,opts,_", FAMILIES, ids=["req", "surveyor"])
-def test_gsp_asks_nng_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder, opts, _):
-    a, r = mk(asker, **opts), nsocks(responder)
+def test_gsp_asks_nng_answers(gsp_socket, nsocks, ipc_dir, scheme, who, asker, responder, opts, _):
+    a, r = gsp_socket(asker, **opts), nsocks(responder)
     link(a, r, scheme, who, ipc_dir)
     for i in range(3):
         a.send(b"question %d" % i)
@@ -66,8 +66,9 @@ def test_gsp_asks_nng_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("who", WHO_LISTENS)
 @pytest.mark.parametrize("asker,responder,_,nng_opts", FAMILIES, ids=["req", "surveyor"])
-def test_nng_asks_gsp_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder, _, nng_opts):
-    a, r = nsocks(asker, **nng_opts), mk(responder, recv_timeout=5, send_timeout=5)
+def test_nng_asks_gsp_answers(gsp_socket, nsocks, ipc_dir, scheme, who, asker, responder, _,
+                              nng_opts):
+    a, r = nsocks(asker, **nng_opts), gsp_socket(responder, recv_timeout=5, send_timeout=5)
     link(r, a, scheme, who, ipc_dir)
     for i in range(3):
         pending = nng.spawn(lambda i=i: (a.send(b"question %d" % i), a.recv())[1])
@@ -76,9 +77,9 @@ def test_nng_asks_gsp_answers(mk, nsocks, ipc_dir, scheme, who, asker, responder
         assert pending.get(timeout=5) == b"answer %d" % i
 
 
-def test_nng_req_through_gsp_device_to_nng_rep(mk, nsocks, spawn):
+def test_nng_req_through_gsp_device_to_nng_rep(gsp_socket, nsocks, spawn):
     """nng REQ → gsp raw rep | raw req device → nng REP: gsp's headers pass nng's checks."""
-    front, back = mk("rep", raw=True), mk("req", raw=True)
+    front, back = gsp_socket("rep", raw=True), gsp_socket("req", raw=True)
     dev = gsp.device(front, back)
     try:
         req, rep = nsocks("req"), nsocks("rep")
@@ -93,10 +94,10 @@ def test_nng_req_through_gsp_device_to_nng_rep(mk, nsocks, spawn):
         dev.stop()
 
 
-def test_nng_req_resend_reaches_gsp_raw_rep(mk, nsocks):
+def test_nng_req_resend_reaches_gsp_raw_rep(gsp_socket, nsocks):
     """nng's resend carries the same request id; a gsp raw rep answering the second copy
     satisfies the nng REQ."""
-    xrep = mk("rep", raw=True, recv_timeout=5)
+    xrep = gsp_socket("rep", raw=True, recv_timeout=5)
     req = nsocks("req", resend_time=100)
     nng.run(req.dial, xrep.listen("tcp://127.0.0.1:0").url, block=True)
     wait_for(lambda: xrep.pipes)
@@ -108,9 +109,9 @@ def test_nng_req_resend_reaches_gsp_raw_rep(mk, nsocks):
     assert pending.get(timeout=5) == b"yes"
 
 
-def test_nng_req_contexts_gsp_rep_contexts(mk, nsocks, spawn):
+def test_nng_req_contexts_gsp_rep_contexts(gsp_socket, nsocks, spawn):
     """Concurrent nng REQ contexts against gsp REP contexts: every reply finds its request."""
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     req = nsocks("req")
     nng.run(req.dial, rep.listen("tcp://127.0.0.1:0").url, block=True)
     wait_for(lambda: rep.pipes)

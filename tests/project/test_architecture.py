@@ -171,8 +171,8 @@ def test_the_check_catches_a_read_of_another_classs_private_attribute_across_mod
 
 
 def test_the_check_catches_a_write_of_another_objects_private_state() -> None:
-    # readers.py's old hand-over of a pipe (gsp/_core/pipe.py's state, set from the readers):
-    # the write used to count as readers.py defining _reader, so it passed.
+    # A hand-over of a pipe written from readers.py (gsp/_core/pipe.py's state, set from the
+    # readers): the write must not count as readers.py defining _reader.
     old_readers = ("def give(pipe, waiter):\n"
                    "    pipe._reader = waiter.greenlet\n")
     assert private_reads("gsp/_core/readers.py", ast.parse(old_readers)) == [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+from typing import Callable
 
 import pytest
 
@@ -41,11 +42,12 @@ def test_the_table_covers_every_built_in_protocol() -> None:
 
 
 @pytest.mark.parametrize("proto", sorted(table()))
-def test_send_and_recv_with_no_peer_raise_what_the_doc_says(proto: str) -> None:
+def test_send_and_recv_with_no_peer_raise_what_the_doc_says(
+        gsp_socket: Callable[..., gsp.Socket], proto: str) -> None:
     send, recv = table()[proto]
-    with gsp.socket(proto, send_timeout=WAIT, recv_timeout=WAIT) as s:
-        assert outcome(lambda: s.send(b"x")) == send
-        assert outcome(lambda: s.recv()) == recv
+    s = gsp_socket(proto, send_timeout=WAIT, recv_timeout=WAIT)
+    assert outcome(lambda: s.send(b"x")) == send
+    assert outcome(lambda: s.recv()) == recv
 
 
 @pytest.mark.parametrize("proto", sorted(table()))
@@ -56,13 +58,14 @@ def test_every_call_on_a_closed_socket_raises_closed(proto: str) -> None:
     assert outcome(lambda: s.recv()) == "Closed"
 
 
-def test_req_recv_raises_connection_broken_when_its_pipe_dies_without_resend() -> None:
+def test_req_recv_raises_connection_broken_when_its_pipe_dies_without_resend(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     # The one pipe error that reaches a user call, as the doc says.
-    with gsp.socket("rep", listen="inproc://errors-doc-req") as rep, \
-            gsp.socket("req", dial="inproc://errors-doc-req", resend_time=0,
-                       recv_timeout=2) as req:
-        req.send(b"q")
-        assert rep.recv() == b"q"
-        req.pipes[0].close()
-        with pytest.raises(gsp.ConnectionBroken):
-            req.recv()
+    rep = gsp_socket("rep", listen="inproc://errors-doc-req")
+    req = gsp_socket("req", dial="inproc://errors-doc-req", resend_time=0,
+                     recv_timeout=2)
+    req.send(b"q")
+    assert rep.recv() == b"q"
+    req.pipes[0].close()
+    with pytest.raises(gsp.ConnectionBroken):
+        req.recv()

@@ -6,6 +6,8 @@ answering HTTP through the gsp backend. README's first example runs too."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import gevent
 import pytest
 from gevent import subprocess
+from gunicorn.config import KNOWN_SETTINGS
 
 from tests.support import ROOT, http_get, servers, stop_server
 
@@ -84,17 +87,19 @@ def test_the_web_service_runs_under_gunicorn_gevent(tmp_path: Path) -> None:
     bind = argv.index("-b")
     port = servers.free_port()
     argv[bind + 1] = f"127.0.0.1:{port}"
-    env = {"BACKEND_URL": f"tcp://127.0.0.1:{servers.free_port()}"}
-    backend = subprocess.Popen([sys.executable, "backend.py"], cwd=tmp_path,
-                               env={**servers._env(str(tmp_path), env)},
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p),
+           "PYTHONUNBUFFERED": "1", "BACKEND_URL": f"tcp://127.0.0.1:{servers.free_port()}"}
+    backend = subprocess.Popen([sys.executable, "backend.py"], cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with gevent.Timeout(30, AssertionError("the backend did not start")):
             assert backend.stdout.readline().startswith("serving on tcp://127.0.0.1:")
         gunicorn = [str(Path(servers.BIN) / "gunicorn"), *argv, "--chdir", str(tmp_path)]
-        if servers._gunicorn_has("control_socket_disable"):
+        if any(s.name == "control_socket_disable" for s in KNOWN_SETTINGS):  # gunicorn 25+
             gunicorn.append("--no-control-socket")
-        with servers._running(gunicorn, port, servers._env(str(tmp_path), env)) as srv:
+        with contextlib.closing(servers.Server(gunicorn, port, env)) as srv:
+            srv.wait_ready()
             answers = [gevent.spawn(http_get, port, f"/gsp{i}") for i in range(10)]
             gevent.joinall(answers, timeout=30, raise_error=True)
             for i, job in enumerate(answers):

@@ -4,7 +4,7 @@ describe themselves (type, unit, range) and still validate as before."""
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -116,7 +116,7 @@ def test_validators_describe_what_they_accept() -> None:
     assert Option("y", 0, lambda name, v: v).type == ""  # a bare function says nothing
 
 
-def test_described_validators_still_validate() -> None:
+def test_described_validators_still_validate(gsp_socket: Callable[..., gsp.Socket]) -> None:
     @described("str", range="'a', 'b'")
     def ab(name: str, v: Any) -> Any:
         if v not in ("a", "b"):
@@ -131,7 +131,7 @@ def test_described_validators_still_validate() -> None:
     with pytest.raises(gsp.BadOption, match="must be True or False"):
         boolean("best_effort", 1)
     assert optional(integer(0))("x", None) is None and duration()("t", 2) == 2.0
-    with gsp.socket("pair1", ttl=200) as s:
-        assert s.ttl == 200
-        with pytest.raises(gsp.BadOption):
-            s.ttl = 256
+    s = gsp_socket("pair1", ttl=200)
+    assert s.ttl == 200
+    with pytest.raises(gsp.BadOption):
+        s.ttl = 256

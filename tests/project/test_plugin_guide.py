@@ -35,7 +35,7 @@ def test_code_blocks_are_copied_verbatim(kind: str | None, where: str, lang: str
 
 
 def test_the_guide_is_a_guide() -> None:
-    """Issue 26: a guide of about 400 lines; the hooks' details live in the generated reference."""
+    """A guide of about 400 lines; the hooks' details live in the generated reference."""
     text = GUIDE.read_text()
     assert len(text.splitlines()) <= 420
     assert "(plugin-reference.md" in text

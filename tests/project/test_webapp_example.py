@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 import gevent
 import pytest
@@ -28,7 +29,8 @@ def test_self_test_passes() -> None:
         p.stdout)
 
 
-def test_server_answers_http_and_sp_clients_then_stops_on_sigterm() -> None:
+def test_server_answers_http_and_sp_clients_then_stops_on_sigterm(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     proc = subprocess.Popen([sys.executable, str(EXAMPLE), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -38,10 +40,11 @@ def test_server_answers_http_and_sp_clients_then_stops_on_sigterm() -> None:
         port = int(line.split("/quote")[0].rsplit(":", 1)[1])
         jobs = [gevent.spawn(http_get, port, f"/quote?sym=T{i}") for i in range(10)]
         slow = gevent.spawn(http_get, port, "/quote?sym=SLOW")
-        with gsp.socket("req", dial=f"ws://127.0.0.1:{port}/sp", recv_timeout=10) as req:
-            for sym in (b"A", b"B"):
-                req.send(sym)
-                assert req.recv().startswith(sym + b" ")
+        req = gsp_socket("req", dial=f"ws://127.0.0.1:{port}/sp", recv_timeout=10)
+        for sym in (b"A", b"B"):
+            req.send(sym)
+            assert req.recv().startswith(sym + b" ")
+        req.close()
         gevent.joinall([*jobs, slow], timeout=15, raise_error=True)
         for i, job in enumerate(jobs):
             status, body = job.value

@@ -30,6 +30,7 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
+from gsp.testing import wait_for
 from tests.support import servers
 
 APPS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "apps")
@@ -47,9 +48,9 @@ class Backend:
         self.sock = gsp.socket("rep", listen="tcp://127.0.0.1:0")
         self.url = self.sock.listeners[0].url
         self.seen: set[bytes] = set()
-        self._workers = [gevent.spawn(self._serve) for _ in range(400)]
+        self.workers = [gevent.spawn(self.serve) for _ in range(400)]
 
-    def _serve(self) -> None:
+    def serve(self) -> None:
         ctx = self.sock.open_context()
         while True:
             try:
@@ -63,8 +64,8 @@ class Backend:
 
     def close(self) -> None:
         self.sock.close()
-        gevent.joinall(self._workers, timeout=5)
-        gevent.killall(self._workers)
+        gevent.joinall(self.workers, timeout=5)
+        gevent.killall(self.workers)
 
 
 @pytest.fixture
@@ -123,21 +124,29 @@ class Load:
     def __init__(self, port: int, tag: str, clients: int = 40) -> None:
         self.port = port
         self.results: dict[str, tuple[str, str]] = {}
-        self._stop = False
-        self._jobs = [gevent.spawn(self._client, f"{tag}{c}") for c in range(clients)]
+        self.stopped = False
+        self.jobs = [gevent.spawn(self.client, f"{tag}{c}") for c in range(clients)]
 
-    def _client(self, tag: str) -> None:
+    def client(self, tag: str) -> None:
         i = 0
-        while not self._stop:
+        while not self.stopped:
             q = f"{tag}-{i}"
             i += 1
             self.results[q] = outcome = request(self.port, q)
             if outcome[0] == REFUSED:
                 gevent.sleep(0.02)
 
+    def answered_by(self) -> list[str]:
+        """The pid of the worker that answered each request answered so far."""
+        return [r[1] for r in list(self.results.values()) if r[0] == ANSWERED]
+
+    def flowing(self, n: int = 40) -> None:
+        """Wait until ``n`` of its requests were answered."""
+        wait_for(lambda: len(self.answered_by()) >= n, 30, what=f"{n} answered requests")
+
     def stop(self) -> dict[str, tuple[str, str]]:
-        self._stop = True
-        gevent.joinall(self._jobs, timeout=40, raise_error=True)
+        self.stopped = True
+        gevent.joinall(self.jobs, timeout=40, raise_error=True)
         return self.results
 
 
@@ -164,9 +173,12 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
     summary = [f"burst {counts}"]
 
     load = Load(port, "hup")
-    gevent.sleep(0.5)
+    load.flowing()
+    old = set(load.answered_by()) | {r[1] for r in results.values()}
     srv.send_signal(signal.SIGHUP)
-    gevent.sleep(2.5)
+    # The reload under load: new workers (forked anew) answer a good share while it goes on.
+    wait_for(lambda: sum(pid not in old for pid in load.answered_by()) >= 60, 60,
+             what="the new workers answering")
     results = load.stop()
     counts = check(results, backend, f"{case}: HUP under load")
     assert counts["answered"] > 0, counts
@@ -178,7 +190,7 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
     summary.append(f"after HUP {counts}")
 
     load = Load(port, "term")
-    gevent.sleep(0.5)
+    load.flowing()
     code = srv.stop(signal.SIGTERM, timeout=40)
     results = load.stop()
     counts = check(results, backend, f"{case}: TERM under load")

@@ -1,4 +1,4 @@
-"""Admission control (issue 27): ``max_pipes`` refuses new connections right after accept and
+"""Admission control: ``max_pipes`` refuses new connections right after accept and
 dialers wait for room; ``max_handshakes`` bounds the connections in their handshake per
 listener; a flood of 5,000 connections leaves the socket serving its existing peer with the
 process's fds and RSS bounded (tests/tools/flood_probe.py measures it)."""
@@ -11,7 +11,7 @@ import pathlib
 import resource
 import subprocess
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 import gevent
 import gevent.event
@@ -20,7 +20,8 @@ from gevent import socket as gsocket
 
 import gsp
 from gsp.testing import WAIT, wait_for
-from tests.support import HDR_REQ, TCP, raw_connect
+from gsp.transport import Connection, Transport, TransportDialer, TransportListener
+from tests.support import HDR_REQ, TCP, plugged_transports, raw_connect
 
 HDR_REP = b"\x00SP\x00\x00\x31\x00\x00"  # what a rep listener sends first
 
@@ -70,11 +71,11 @@ def closed_by_peer(sock: Any) -> bool:
 
 @pytest.mark.parametrize("scheme", ["tcp", "ipc"])
 def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
-        mk: Mk, caplog: pytest.LogCaptureFixture, scheme: str, ipc_dir: str) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture, scheme: str, ipc_dir: str) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    rep = mk("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen(TCP if scheme == "tcp" else f"ipc://{ipc_dir}/rep")
-    a, b = mk("req", recv_timeout=WAIT), mk("req", recv_timeout=WAIT)
+    a, b = gsp_socket("req", recv_timeout=WAIT), gsp_socket("req", recv_timeout=WAIT)
     a.dial(lst.url, block=True)
     b.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
@@ -101,7 +102,7 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     round_trip(a, rep)
     round_trip(b, rep)
     a.close()
-    c = mk("req", recv_timeout=WAIT)
+    c = gsp_socket("req", recv_timeout=WAIT)
     wait_for(lambda: len(rep.pipes) == 1, what="a's pipe gone")
     c.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="c's pipe")
@@ -110,11 +111,11 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     assert rep.stats["pipes_refused_full"] == 2
 
 
-def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     small = rep.listen(TCP, max_pipes=1)
     big = rep.listen(TCP)
-    peers = [mk("req", recv_timeout=WAIT) for _ in range(4)]
+    peers = [gsp_socket("req", recv_timeout=WAIT) for _ in range(4)]
     peers[0].dial(small.url, block=True)
     peers[1].dial(big.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
@@ -131,15 +132,15 @@ def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(mk: Mk) ->
     round_trip(peers[3], rep)
 
 
-def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(mk: Mk) -> None:
-    pull = mk("pull", recv_timeout=WAIT)
+def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(gsp_socket: Mk) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
     one, two = pull.listen(TCP), pull.listen(TCP)
-    push = mk("push", max_pipes=1, send_timeout=WAIT, reconnect_time=0.01)
+    push = gsp_socket("push", max_pipes=1, send_timeout=WAIT, reconnect_time=0.01)
     first = push.dial(one.url, block=True)
     with pytest.raises(gsp.ConnectionRefused, match="max_pipes"):
         push.dial(two.url, block=True)
     waiting = push.dial(two.url)  # block=None: dials in background once there is room
-    gevent.sleep(0.3)  # with reconnect_time 0.01 a dialer that retried would have tried ~10 times
+    gevent.sleep(0.05)  # with reconnect_time 0.01 a dialer that retried would have tried ~5 times
     assert waiting.stats["dial_attempts"] == 0 and len(push.pipes) == 1
     first.close()
     wait_for(lambda: waiting.pipe is not None and len(push.pipes) == 1, what="the waiting dial")
@@ -171,12 +172,70 @@ def in_handshake(lst: gsp.Listener, sock: Any, n: int) -> None:
     assert sock.recv(8) == HDR_REP
 
 
+class RecordingListener(TransportListener):
+    """A tcp listener that keeps every connection it accepts."""
+
+    def __init__(self, inner: TransportListener, accepted: list[Connection]) -> None:
+        self.inner, self.accepted = inner, accepted
+        self.url = inner.url
+
+    def bind(self) -> None:
+        self.inner.bind()
+        self.url = "tcprec://" + self.inner.url.partition("://")[2]
+
+    def accept(self) -> Connection:
+        conn = self.inner.accept()
+        self.accepted.append(conn)
+        return conn
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class RecordingTcp(Transport):
+    """tcp under the scheme ``tcprec``, its listeners keeping the connections they accept in
+    :attr:`accepted`: how far each handshake has come is then theirs to say
+    (``Connection.handshake_progress``)."""
+
+    schemes = ("tcprec",)
+
+    def __init__(self) -> None:
+        self.accepted: list[Connection] = []
+
+    @staticmethod
+    def tcp() -> Transport:
+        tcp: Transport = gsp.registry.transport_for(TCP)
+        return tcp
+
+    def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
+        return RecordingListener(self.tcp().listener(url.replace("tcprec", "tcp", 1), options),
+                                 self.accepted)
+
+    def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
+        return self.tcp().dialer(url.replace("tcprec", "tcp", 1), options)
+
+
+def handshake_read(transport: RecordingTcp, socks: list[Any]) -> list[int]:
+    """How many bytes of its SP header the listener has read from each raw client of
+    ``socks``."""
+    by_address = {c.remote_address: c for c in transport.accepted}
+    return [by_address["tcp://%s:%d" % s.getsockname()[:2]].handshake_progress() for s in socks]
+
+
+@pytest.fixture
+def recording() -> Iterator[RecordingTcp]:
+    transport = RecordingTcp()
+    with plugged_transports(transport):
+        yield transport
+
+
 def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_gets_in(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, recording: RecordingTcp, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
-    lst = rep.listen(TCP, max_handshakes=4, handshake_timeout=30)  # no timeouts here: sheds
-    old = mk("req", recv_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    lst = rep.listen("tcprec://127.0.0.1:0", max_handshakes=4,
+                     handshake_timeout=30)  # no timeouts here: sheds
+    old = gsp_socket("req", recv_timeout=WAIT)
     old.dial(lst.url, block=True)  # an existing peer
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     socks: list[Any] = []
@@ -193,7 +252,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
             socks.append(raw_connect(lst.url))
             socks[-1].sendall(HDR_REQ[:4])
             in_handshake(lst, socks[-1], i + 1)
-        wait_for(lambda: sum(c.handshake_progress() for c in lst._pending) == 8, what="read")
+        wait_for(lambda: handshake_read(recording, socks) == [4, 4], what="read")
         half = socks[:]
         silent = [raw_connect(lst.url), raw_connect(lst.url)]
         in_handshake(lst, silent[0], 3)
@@ -205,7 +264,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         # A good peer gets in at once, and is served: its header read at accept when it was
         # there already (then it takes no room), or else in the room, the next silent one
         # shed for it.
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
             newcomer.dial(lst.url, block=True)
         round_trip(newcomer, rep)
@@ -228,7 +287,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         # Once all sent as much, the oldest goes.
         for s in more[1:]:
             s.sendall(HDR_REQ[:4])
-        wait_for(lambda: sum(c.handshake_progress() for c in lst._pending) == 16, what="read")
+        wait_for(lambda: handshake_read(recording, half + more[1:]) == [4] * 4, what="read")
         more.append(raw_connect(lst.url))
         socks.append(more[-1])
         assert shed(half[0]) and not shed(half[1], 0.2) and not shed(more[1], 0.1)
@@ -249,8 +308,8 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
             s.close()
 
 
-def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_the_per_address_bound_sheds_within_the_address(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen(TCP, max_handshakes_per_address=2, handshake_timeout=30)
     host, port = lst.url.split("://", 1)[1].rsplit(":", 1)
     other = gsocket.create_connection((host, int(port)), source_address=("127.0.0.2", 0))
@@ -267,7 +326,7 @@ def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
         in_handshake(lst, c, 3)
         assert lst.stats["handshakes_shed_address"] == 1
         assert lst.stats["handshakes_shed_full"] == 0
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         newcomer.dial(lst.url, block=True)  # a good peer from a full address gets in too
         round_trip(newcomer, rep)
         if lst.stats["handshakes_shed_address"] == 2:  # it took a place: the address's oldest went
@@ -284,10 +343,10 @@ def test_the_per_address_bound_sheds_within_the_address(mk: Mk) -> None:
     {"max_pipes": None}, {"max_handshakes": -1}, {"max_handshakes": 2.0},
     {"max_handshakes": "256"}, {"max_handshakes": False},
 ])
-def test_bad_admission_values_are_refused(mk: Mk, options: dict[str, Any]) -> None:
+def test_bad_admission_values_are_refused(gsp_socket: Mk, options: dict[str, Any]) -> None:
     with pytest.raises(gsp.BadOption):
         gsp.socket("rep", **options)
-    s = mk("rep")
+    s = gsp_socket("rep")
     ((name, value),) = options.items()
     with pytest.raises(gsp.BadOption, match=name):
         setattr(s, name, value)
@@ -297,9 +356,9 @@ def test_bad_admission_values_are_refused(mk: Mk, options: dict[str, Any]) -> No
 
 
 @pytest.mark.parametrize("name", ["max_pipes", "max_handshakes"])
-def test_admission_options_are_for_listeners_not_dialers(mk: Mk, name: str) -> None:
+def test_admission_options_are_for_listeners_not_dialers(gsp_socket: Mk, name: str) -> None:
     with pytest.raises(gsp.BadOption, match="listeners only"):
-        mk("req").dial("tcp://127.0.0.1:1", block=False, **{name: 4})
+        gsp_socket("req").dial("tcp://127.0.0.1:1", block=False, **{name: 4})
 
 
 # The two floods take the machine's CPU for seconds: never at once (pytest-xdist's loadgroup
@@ -356,18 +415,20 @@ def test_a_flood_of_5000_connections_leaves_the_socket_serving_with_fds_and_rss_
 
 @pytest.mark.plugins("gsp_ws")
 def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshakes(
-        mk: Mk) -> None:
+        gsp_socket: Mk) -> None:
     # gsp-ws's HTTP server reads upgrade requests before gsp's listener sees a connection: it
     # holds the same bound (the max_handshakes of the listener that made it) the same way.
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("ws://127.0.0.1:0/sp", max_handshakes=4, handshake_timeout=30)
-    old = mk("req", recv_timeout=WAIT)
+    old = gsp_socket("req", recv_timeout=WAIT)
     old.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     tcp = "tcp://" + lst.url.split("://", 1)[1].split("/", 1)[0]
     half = raw_connect(tcp)
     half.sendall(b"GET /sp HTTP/1.1\r\n")  # part of a request: more progress than nothing
-    gevent.sleep(0.1)
+    with raw_connect(tcp) as probe:  # answered once the server has read what came before it
+        probe.sendall(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert probe.recv(100).startswith(b"HTTP/1.1 4")
     stalled = [raw_connect(tcp) for _ in range(3)]  # never send their request
     late = raw_connect(tcp)
     try:
@@ -380,7 +441,7 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
         stalled.append(raw_connect(tcp))  # the room is full again
         wait_for(lambda: lst.stats["handshakes_shed_full"] == 1, what="no shed yet")
         gevent.sleep(0.1)
-        newcomer = mk("req", recv_timeout=WAIT)
+        newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
             newcomer.dial(lst.url, block=True)
         round_trip(newcomer, rep)
@@ -393,8 +454,8 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
             s.close()
 
 
-def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: Mk) -> None:
-    rep = mk("rep", max_pipes=1, recv_timeout=WAIT, send_timeout=WAIT)
+def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", max_pipes=1, recv_timeout=WAIT, send_timeout=WAIT)
     at = rep.listen("socket://")
     first, second = gsocket.socketpair(), gsocket.socketpair()
     try:
@@ -415,7 +476,7 @@ def test_an_adopted_socket_beyond_max_pipes_is_refused_like_an_accepted_one(mk: 
 # -- accept_gate: a listener that takes its next connection when its gate says so ---------------
 
 def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_returns(
-        mk: Mk) -> None:
+        gsp_socket: Mk) -> None:
     open_gate = gevent.event.Event()
     calls: list[gsp.Listener] = []
 
@@ -424,52 +485,60 @@ def test_an_accept_gate_holds_the_next_connection_in_the_backlog_until_it_return
         if len(calls) > 1:  # the first accept goes at once, the second waits for the event
             open_gate.wait()
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
-    first = mk("req", dial=lst.url)
+    first = gsp_socket("req", dial=lst.url)
     round_trip(first, rep)
-    second = mk("req")
-    second.dial(lst.url, block=False)  # the kernel completes the connection; gsp does not take it
-    gevent.sleep(0.2)
-    assert lst.stats["accepted"] == 1 and len(rep.pipes) == 1
-    assert calls == [lst, lst]
-    open_gate.set()
-    round_trip(second, rep)
-    assert lst.stats["accepted"] == 2 and len(rep.pipes) == 2
+    wait_for(lambda: len(calls) == 2, what="the gate asked for the next accept")
+    second = raw_connect(lst.url)  # the kernel completes the connection; gsp does not take it
+    try:
+        second.sendall(HDR_REQ)
+        second.settimeout(0.1)
+        with pytest.raises(TimeoutError):  # no header back: the listener has not taken it
+            second.recv(8)
+        assert lst.stats["accepted"] == 1 and len(rep.pipes) == 1
+        assert calls == [lst, lst]
+        open_gate.set()
+        second.settimeout(WAIT)
+        assert second.recv(8) == HDR_REP  # taken and answered once the gate returned
+        wait_for(lambda: len(rep.pipes) == 2, what="the second pipe")
+        assert lst.stats["accepted"] == 2
+    finally:
+        second.close()
 
 
 def test_an_accept_gate_that_raises_is_logged_and_the_listener_accepts_anyway(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="gsp.listener")
 
     def gate(listener: gsp.Listener) -> None:
         raise ValueError("a broken gate")
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
     for _ in range(3):
-        round_trip(mk("req", dial=lst.url), rep)
+        round_trip(gsp_socket("req", dial=lst.url), rep)
     warned = [r for r in caplog.records if "the accept gate" in r.getMessage()]
     assert warned and "raised ValueError: accepting anyway" in warned[0].getMessage()
     assert warned[0].exc_info is not None  # with its traceback
     assert len(warned) == 1  # rate limited: one WARNING an interval, the rest at DEBUG
 
 
-def test_an_accept_gate_must_be_callable(mk: Mk) -> None:
-    rep = mk("rep")
+def test_an_accept_gate_must_be_callable(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep")
     with pytest.raises(gsp.BadOption, match="accept_gate must be a callable"):
         rep.listen(TCP, accept_gate="yes")
     assert rep.listeners == []
 
 
-def test_closing_a_listener_whose_gate_waits_ends_its_accepting(mk: Mk) -> None:
+def test_closing_a_listener_whose_gate_waits_ends_its_accepting(gsp_socket: Mk) -> None:
     waiting = gevent.event.Event()
 
     def gate(listener: gsp.Listener) -> None:
         waiting.set()
-        gevent.sleep(3600)
+        gevent.event.Event().wait()  # never returns
 
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     lst = rep.listen(TCP, accept_gate=gate)
     assert waiting.wait(WAIT)
     with gevent.Timeout(WAIT, AssertionError("close() waited for the gate")):
@@ -484,7 +553,7 @@ SLOWLORIS = PROBE.parent / "slowloris_probe.py"
 @pytest.mark.xdist_group("floods")
 @pytest.mark.parametrize("scheme", ["tcp"])
 def test_a_slowloris_does_not_lock_out_a_good_peer(scheme: str) -> None:
-    # Issue 41's bar: 2,000 stalled connections (1,000 sending half an SP header, 1,000 nothing,
+    # The bar: 2,000 stalled connections (1,000 sending half an SP header, 1,000 nothing,
     # each reopened as soon as it is dropped) from a child process against a rep listening with
     # handshake_timeout=1 and every other option at its default (max_handshakes 256). A good
     # pynng REQ connects within 2 s, its median round trip stays under 25 ms, every stalled

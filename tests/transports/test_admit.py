@@ -1,4 +1,4 @@
-"""Pipe admission rules (issue 44, the ``admit`` option): who may become a pipe, judged per
+"""Pipe admission rules (the ``admit`` option): who may become a pipe, judged per
 connection before it attaches, with real peers (nng 2.0 in this process, and gsp) on the
 transports each rule applies to; refusals counted by reason in stats and the Prometheus export,
 and logged once (rate limited) with the rule that refused."""
@@ -171,10 +171,10 @@ def test_bad_rules_raise_bad_option(make: Callable[[], Any], match: str) -> None
         make()
 
 
-def test_bad_admit_values_raise_bad_option_at_set_time(mk: Mk) -> None:
+def test_bad_admit_values_raise_bad_option_at_set_time(gsp_socket: Mk) -> None:
     with pytest.raises(gsp.BadOption, match="admit takes"):
         gsp.socket("rep", admit="127.0.0.1")
-    s = mk("rep")
+    s = gsp_socket("rep")
     with pytest.raises(gsp.BadOption, match="admit takes"):
         s.admit = 5
     with pytest.raises(gsp.BadOption, match="admit takes"):
@@ -190,10 +190,10 @@ def test_bad_admit_values_raise_bad_option_at_set_time(mk: Mk) -> None:
 # -- real peers ------------------------------------------------------------------------------
 @pytest.mark.interop("nng")
 def test_cidr_on_tcp_refuses_other_addresses_before_the_handshake(
-        mk: Mk, nng_peers: Callable[[str], nng.Socket],
+        gsp_socket: Mk, nng_peers: Callable[[str], nng.Socket],
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=admit.cidr("127.0.0.0/8"))
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=admit.cidr("127.0.0.0/8"))
     v4 = rep.listen("tcp://127.0.0.1:0")
     v6 = rep.listen("tcp://[::1]:0")  # the same socket: its rule holds on every listener
     good = nng_peers("req")
@@ -203,7 +203,7 @@ def test_cidr_on_tcp_refuses_other_addresses_before_the_handshake(
     wait_for(lambda: v6.stats["pipes_refused_address"] >= 3, what="three refusals")
     assert nng2.active_pipes(bad) == 0 and len(rep.pipes) == 1
     assert v6.stats["handshake_failures"] == 0 and v6.handshakes == 0  # closed at accept
-    ours = mk("req", recv_timeout=WAIT)
+    ours = gsp_socket("req", recv_timeout=WAIT)
     ours.dial(v4.url, block=True)
     round_trip(ours, rep)
     res = nng2.spawn(lambda: (good.send(b"hi"), good.recv().to_bytes())[1])
@@ -223,14 +223,14 @@ def test_cidr_on_tcp_refuses_other_addresses_before_the_handshake(
 
 
 @pytest.mark.interop("nng")
-def test_a_listeners_own_rule_and_a_callable(mk: Mk,
+def test_a_listeners_own_rule_and_a_callable(gsp_socket: Mk,
                                               nng_peers: Callable[[str], nng.Socket]) -> None:
     seen: list[Peer] = []
 
     def only_nng_pids(p: Peer) -> bool:  # a plain callable: sees the peer's facts
         seen.append(p)
         return False
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     closed = rep.listen("tcp://127.0.0.1:0", admit=only_nng_pids)
     open_ = rep.listen("tcp://127.0.0.1:0")
     assert closed.options["admit"] is not None and rep.admit is None
@@ -239,20 +239,20 @@ def test_a_listeners_own_rule_and_a_callable(mk: Mk,
     wait_for(lambda: closed.stats["pipes_refused_callable"] >= 2, what="refused by the callable")
     assert seen and seen[0].ip == ipaddress.ip_address("127.0.0.1")
     assert nng2.active_pipes(n) == 0 and rep.stats["pipes_refused_callable"] >= 2
-    ok = mk("req", recv_timeout=WAIT)
+    ok = gsp_socket("req", recv_timeout=WAIT)
     ok.dial(open_.url, block=True)
     round_trip(ok, rep)
 
 
 def test_a_callable_that_raises_refuses_and_warns_with_its_traceback(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="gsp.listener")
 
     def broken(p: Peer) -> bool:
         raise RuntimeError("rule bug")
-    rep = mk("rep", admit=admit.when(broken, early=True))  # asked at accept
+    rep = gsp_socket("rep", admit=admit.when(broken, early=True))  # asked at accept
     lst = rep.listen("tcp://127.0.0.1:0")
-    req = mk("req")
+    req = gsp_socket("req")
     with pytest.raises(gsp.ConnectionBroken):  # closed before the handshake
         req.dial(lst.url, block=True)
     wait_for(lambda: lst.stats["pipes_refused_callable"] == 1, what="refused")
@@ -261,10 +261,10 @@ def test_a_callable_that_raises_refuses_and_warns_with_its_traceback(
     assert "it raised RuntimeError: rule bug" in rec.getMessage()
 
 
-def test_per_address_lets_n_pipes_in_from_one_address(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=admit.per_address(2))
+def test_per_address_lets_n_pipes_in_from_one_address(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=admit.per_address(2))
     lst = rep.listen("tcp://127.0.0.1:0")
-    a, b, c = (mk("req", recv_timeout=WAIT, reconnect_time=0.05) for _ in range(3))
+    a, b, c = (gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.05) for _ in range(3))
     a.dial(lst.url, block=True)
     b.dial(lst.url, block=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
@@ -278,10 +278,11 @@ def test_per_address_lets_n_pipes_in_from_one_address(mk: Mk) -> None:
 
 
 @pytest.mark.interop("nng")
-def test_combined_rule_on_one_socket(mk: Mk, nng_peers: Callable[[str], nng.Socket]) -> None:
+def test_combined_rule_on_one_socket(gsp_socket: Mk,
+                                     nng_peers: Callable[[str], nng.Socket]) -> None:
     # Loopback, but not the IPv6 one; and never more than one pipe from an address.
     rule = admit.cidr("127.0.0.0/8", "::1") & ~admit.cidr("::1") & admit.per_address(1)
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=rule)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=rule)
     v4, v6 = rep.listen("tcp://127.0.0.1:0"), rep.listen("tcp://[::1]:0")
     first = nng_peers("req")
     nng2.dial(first, v4.url)
@@ -296,10 +297,10 @@ def test_combined_rule_on_one_socket(mk: Mk, nng_peers: Callable[[str], nng.Sock
     assert res.get(timeout=WAIT) == b"x"
 
 
-def test_a_dialer_refuses_a_server_its_rule_does_not_admit_and_redials(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_a_dialer_refuses_a_server_its_rule_does_not_admit_and_redials(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("tcp://127.0.0.1:0")
-    req = mk("req", recv_timeout=WAIT, reconnect_time=0.02, reconnect_time_max=0.05)
+    req = gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.02, reconnect_time_max=0.05)
     with pytest.raises(gsp.ConnectionRefused, match=r"not admitted by cidr\('10.0.0.0/8'\)"):
         req.dial(lst.url, block=True, admit=admit.cidr("10.0.0.0/8"))
     d = req.dial(lst.url, admit=admit.cidr("10.0.0.0/8"))
@@ -346,12 +347,12 @@ def test_a_flood_of_1000_connections_from_a_refused_address_leaves_the_socket_se
 @pytest.mark.interop("nng")
 @pytest.mark.parametrize("scheme", ["tcp", "ws", "udp", "tls+tcp", "wss"])
 def test_cidr_allows_and_denies_on_every_ip_transport(
-        scheme: str, mk: Mk, nng_peers: Callable[[str], nng.Socket], pki: PKI) -> None:
+        scheme: str, gsp_socket: Mk, nng_peers: Callable[[str], nng.Socket], pki: PKI) -> None:
     tls = scheme in ("tls+tcp", "wss")
     path = "/sp" if scheme in ("ws", "wss") else ""
     opts = pki.listen_options() if tls else {}
     ctls = nng2.client_tls(pki) if tls else None
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     allow = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=admit.cidr("127.0.0.0/8"), **opts)
     deny = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=~admit.cidr("127.0.0.1"), **opts)
     bad = nng_peers("req")
@@ -370,12 +371,12 @@ def test_cidr_allows_and_denies_on_every_ip_transport(
 # -- ipc, abstract: the peer process's credentials ------------------------------------------------
 @pytest.mark.interop("nng")
 @pytest.mark.parametrize("scheme", ["ipc", "abstract"])
-def test_credentials_on_local_transports(scheme: str, ipc_dir: str, mk: Mk,
+def test_credentials_on_local_transports(scheme: str, ipc_dir: str, gsp_socket: Mk,
                                          nng_peers: Callable[[str], nng.Socket]) -> None:
     def url(name: str) -> str:
         return f"ipc://{ipc_dir}/{name}.sock" if scheme == "ipc" else \
             f"abstract://gsp-admit-{os.getpid()}-{name}-{os.urandom(4).hex()}"
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     ours = rep.listen(url("ours"), admit=admit.uid(os.getuid()) & admit.gid(os.getgid())
                       & admit.pid(os.getpid()))
     not_us = rep.listen(url("not-us"), admit=~admit.pid(os.getpid()))
@@ -386,7 +387,7 @@ def test_credentials_on_local_transports(scheme: str, ipc_dir: str, mk: Mk,
     nng_dial_later(bad, not_us.url)
     wait_for(lambda: not_us.stats["pipes_refused_credentials"] >= 2, what="refused by pid")
     assert nng2.active_pipes(bad) == 0 and not_us.stats["pipes_attached"] == 0
-    other = mk("req")
+    other = gsp_socket("req")
     with pytest.raises(gsp.ConnectionBroken):  # closed at accept, before the handshake
         other.dial(root_only.url, block=True)
     wait_for(lambda: root_only.stats["pipes_refused_credentials"] == 1, what="refused by uid")
@@ -403,11 +404,11 @@ def _fingerprint(path: str) -> str:
 
 @pytest.mark.interop("nng")
 @pytest.mark.parametrize("scheme", ["tls+tcp", "wss"])
-def test_certificate_rules_on_a_listener(scheme: str, mk: Mk, pki: PKI,
+def test_certificate_rules_on_a_listener(scheme: str, gsp_socket: Mk, pki: PKI,
                                          nng_peers: Callable[[str], nng.Socket]) -> None:
     path = "/sp" if scheme == "wss" else ""
     opts = pki.listen_options(tls_client_auth="optional", tls_ca_file=pki.ca_file)
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     by_name = rep.listen(f"{scheme}://127.0.0.1:0{path}", admit=admit.certificate(
         subject="gsp-test-client", san=("DNS", "client.example")), **opts)
     fp = _fingerprint(pki.client_cert_file).upper()
@@ -418,14 +419,14 @@ def test_certificate_rules_on_a_listener(scheme: str, mk: Mk, pki: PKI,
     with_cert = {"tls_cert_file": pki.client_cert_file, "tls_key_file": pki.client_key_file,
                  **pki.dial_options()}
     # gsp clients: with the certificate, admitted by name and by fingerprint
-    a, b = mk("req", recv_timeout=WAIT), mk("req", recv_timeout=WAIT)
+    a, b = gsp_socket("req", recv_timeout=WAIT), gsp_socket("req", recv_timeout=WAIT)
     a.dial(by_name.url, block=True, **with_cert)
     b.dial(by_print.url, block=True, **with_cert)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
     round_trip(a, rep)
     round_trip(b, rep)
     # without a certificate, or with one of another fingerprint: refused
-    anon, wrong = mk("req", reconnect_time=0.05), mk("req", reconnect_time=0.05)
+    anon, wrong = gsp_socket("req", reconnect_time=0.05), gsp_socket("req", reconnect_time=0.05)
     anon.dial(by_name.url, block=False, **pki.dial_options())
     wrong.dial(other_print.url, block=False, **with_cert)
     wait_for(lambda: by_name.stats["pipes_refused_certificate"] >= 1 and
@@ -445,11 +446,11 @@ def test_certificate_rules_on_a_listener(scheme: str, mk: Mk, pki: PKI,
 
 
 @pytest.mark.interop("nng")
-def test_a_dialer_pins_the_servers_certificate(mk: Mk, pki: PKI,
+def test_a_dialer_pins_the_servers_certificate(gsp_socket: Mk, pki: PKI,
                                                nng_peers: Callable[[str], nng.Socket]) -> None:
     n = nng_peers("rep")  # an nng 2.0 server
     url = nng2.listen(n, "tls+tcp://127.0.0.1:0", nng2.server_tls(pki))
-    req = mk("req", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
     with pytest.raises(gsp.ConnectionRefused, match="not admitted by certificate"):
         req.dial(url, block=True, admit=admit.certificate(fingerprint="00" * 32),
                  **pki.dial_options())
@@ -477,17 +478,17 @@ WS_CASES = {
 
 @pytest.mark.plugins("gsp_ws")
 @pytest.mark.parametrize("case", list(WS_CASES))
-def test_ws_request_rules(case: str, mk: Mk) -> None:
+def test_ws_request_rules(case: str, gsp_socket: Mk) -> None:
     make, (good_q, good_h), (bad_q, bad_h) = WS_CASES[case]
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("ws://127.0.0.1:0/sp", admit=make())
-    bad = mk("req")
+    bad = gsp_socket("req")
     # refused at accept: its upgrade request is answered 403, without a word of the rule
     with pytest.raises(gsp.UpgradeRefused) as info:
         bad.dial(lst.url + bad_q, block=True, ws_request_headers=bad_h or None)
     assert info.value.status == 403 and info.value.reason == "not admitted"
     wait_for(lambda: lst.stats["pipes_refused_ws_request"] == 1, what="refused")
-    good = mk("req", recv_timeout=WAIT)
+    good = gsp_socket("req", recv_timeout=WAIT)
     good.dial(lst.url + good_q, block=True, ws_request_headers=good_h or None)
     round_trip(good, rep)
     assert lst.stats["pipes_refused"] == 1 and lst.stats["handshake_failures"] == 0
@@ -499,9 +500,9 @@ def test_ws_request_rules(case: str, mk: Mk) -> None:
 
 
 @pytest.mark.interop("nng")
-def test_ws_query_and_target_from_an_nng2_peer(mk: Mk,
+def test_ws_query_and_target_from_an_nng2_peer(gsp_socket: Mk,
                                                nng_peers: Callable[[str], nng.Socket]) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("ws://127.0.0.1:0/sp", admit=admit.ws_query("token", "abc")
                      & admit.ws_path("/sp"))
     bad = nng_peers("req")
@@ -517,12 +518,12 @@ def test_ws_query_and_target_from_an_nng2_peer(mk: Mk,
 
 
 @pytest.mark.plugins("gsp_ws")
-def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_a_ws_listeners_url_takes_no_query_a_dialers_does(gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     with pytest.raises(gsp.InvalidAddress, match="unexpected query"):
         rep.listen("ws://127.0.0.1:0/sp?token=abc")
     lst = rep.listen("ws://127.0.0.1:0/sp")
-    req = mk("req", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
     req.dial(lst.url + "?token=abc", block=True)  # routed by its path
     round_trip(req, rep)
     with pytest.raises(gsp.InvalidAddress):
@@ -530,7 +531,7 @@ def test_a_ws_listeners_url_takes_no_query_a_dialers_does(mk: Mk) -> None:
 
 
 @pytest.mark.plugins("gsp_ws")
-def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
+def test_a_wsgi_mount_judges_the_request_with_its_query(gsp_socket: Mk) -> None:
     from gevent.pywsgi import WSGIServer
 
     from gsp_ws.wsgi import mount
@@ -538,17 +539,17 @@ def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
     def not_found(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"no\n"]
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     server = WSGIServer(("127.0.0.1", 0), mount(rep, not_found, "/sp", admit=admit.ws_query(
         "room", "7") & admit.ws_cookie("sid", "s3")), log=None)
     server.start()
     try:
         url = f"ws://127.0.0.1:{server.server_port}/sp"
-        bad = mk("req", reconnect_time=0.05)
+        bad = gsp_socket("req", reconnect_time=0.05)
         bad.dial(url + "?room=8", block=False, ws_request_headers={"Cookie": "sid=s3"})
         lst = rep.listeners[0]
         wait_for(lambda: lst.stats["pipes_refused_ws_request"] >= 1, what="refused")
-        good = mk("req", recv_timeout=WAIT)
+        good = gsp_socket("req", recv_timeout=WAIT)
         good.dial(url + "?room=7&x=1", block=True, ws_request_headers={"Cookie": "sid=s3"})
         round_trip(good, rep)
         req = next(p for p in rep.pipes if p.listener is lst).peer.ws_request
@@ -561,17 +562,18 @@ def test_a_wsgi_mount_judges_the_request_with_its_query(mk: Mk) -> None:
         server.stop(timeout=5)
 
 
-def test_the_sockets_rule_changed_while_running_applies_to_the_next_connection(mk: Mk) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+def test_the_sockets_rule_changed_while_running_applies_to_the_next_connection(
+        gsp_socket: Mk) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("tcp://127.0.0.1:0")  # no rule of its own: the socket's, read per accept
-    first = mk("req", recv_timeout=WAIT)
+    first = gsp_socket("req", recv_timeout=WAIT)
     first.dial(lst.url, block=True)
     rep.admit = ~admit.cidr("127.0.0.0/8")
     with pytest.raises(gsp.ConnectionBroken):
-        mk("req").dial(lst.url, block=True)
+        gsp_socket("req").dial(lst.url, block=True)
     wait_for(lambda: lst.stats["pipes_refused_address"] == 1, what="refused")
     round_trip(first, rep)  # a pipe up is not judged again
     rep.admit = None
-    second = mk("req", recv_timeout=WAIT)
+    second = gsp_socket("req", recv_timeout=WAIT)
     second.dial(lst.url, block=True)
     round_trip(second, rep)

@@ -3,7 +3,7 @@ it carries: the socket and its other pipes carry on, and the pipe's error says w
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pytest
 
@@ -69,18 +69,21 @@ class FaultyDialer(TransportDialer):
         self.inner.close()
 
 
+def inproc_transport() -> Transport:
+    inproc: Transport = gsp.registry.transport_for("inproc://x")
+    return inproc
+
+
 class FaultyTransport(Transport):
     schemes = ("faulty",)
 
-    def _inproc(self) -> Transport:
-        inproc: Transport = gsp.registry.transport_for("inproc://x")
-        return inproc
-
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
-        return FaultyListener(self._inproc().listener(url.replace("faulty", "inproc", 1), options))
+        return FaultyListener(inproc_transport().listener(url.replace("faulty", "inproc", 1),
+                                                          options))
 
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
-        return FaultyDialer(self._inproc().dialer(url.replace("faulty", "inproc", 1), options))
+        return FaultyDialer(inproc_transport().dialer(url.replace("faulty", "inproc", 1),
+                                                      options))
 
 
 @pytest.fixture
@@ -90,23 +93,24 @@ def faulty() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("where", ["receiving", "sending"])
-def test_an_unexpected_transport_exception_ends_only_its_pipe(faulty: str, where: str) -> None:
-    with gsp.socket("pull", listen=faulty, recv_timeout=WAIT) as pull, \
-            gsp.socket("push", dial=faulty, send_timeout=WAIT) as bad, \
-            gsp.socket("push", dial=faulty, send_timeout=WAIT) as good:
-        wait_for(lambda: len(pull.pipes) == 2 and bad.pipes and good.pipes,
-                 what="both pushers to attach")
-        gone: list[gsp.Pipe] = []
-        watched = pull if where == "receiving" else bad
-        watched.on_pipe_event(
-            lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
-        bad.send(BOOM_IN if where == "receiving" else BOOM_OUT)
-        wait_for(lambda: gone, what="the faulty pipe to close")
-        error = gone[0].error
-        assert isinstance(error, gsp.ConnectionBroken)
-        assert isinstance(error.__cause__, RuntimeError)
-        assert f"the transport failed while {where}: RuntimeError" in str(error)
-        # The socket and its other pipe carry on.
-        assert not pull.closed and len(pull.pipes) == 1
-        good.send(b"still here")
-        assert pull.recv() == b"still here"
+def test_an_unexpected_transport_exception_ends_only_its_pipe(
+        gsp_socket: Callable[..., gsp.Socket], faulty: str, where: str) -> None:
+    pull = gsp_socket("pull", listen=faulty, recv_timeout=WAIT)
+    bad = gsp_socket("push", dial=faulty, send_timeout=WAIT)
+    good = gsp_socket("push", dial=faulty, send_timeout=WAIT)
+    wait_for(lambda: len(pull.pipes) == 2 and bad.pipes and good.pipes,
+             what="both pushers to attach")
+    gone: list[gsp.Pipe] = []
+    watched = pull if where == "receiving" else bad
+    watched.on_pipe_event(
+        lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
+    bad.send(BOOM_IN if where == "receiving" else BOOM_OUT)
+    wait_for(lambda: gone, what="the faulty pipe to close")
+    error = gone[0].error
+    assert isinstance(error, gsp.ConnectionBroken)
+    assert isinstance(error.__cause__, RuntimeError)
+    assert f"the transport failed while {where}: RuntimeError" in str(error)
+    # The socket and its other pipe carry on.
+    assert not pull.closed and len(pull.pipes) == 1
+    good.send(b"still here")
+    assert pull.recv() == b"still here"

@@ -74,8 +74,8 @@ def test_two_processes_given_one_listening_socket_both_serve_it(tcp_fd: Any) -> 
 
 
 def test_in_one_process_the_listener_takes_a_duplicate_and_names_the_address(
-        mk: Any, tcp_fd: Any, unix_fd: Any) -> None:
-    rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+        gsp_socket: Any, tcp_fd: Any, unix_fd: Any) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     port = tcp_fd.getsockname()[1]
     lst = rep.listen("tcp://", listen_fd=tcp_fd.fileno())
     assert lst.url == f"tcp://127.0.0.1:{port}"
@@ -101,19 +101,19 @@ def test_in_one_process_the_listener_takes_a_duplicate_and_names_the_address(
     probe.close()
 
 
-def test_tls_listens_on_a_given_socket_too(mk: Any, tcp_fd: Any, pki: Any) -> None:
-    pull = mk("pull", recv_timeout=WAIT)
+def test_tls_listens_on_a_given_socket_too(gsp_socket: Any, tcp_fd: Any, pki: Any) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
     lst = pull.listen("tls+tcp://", listen_fd=tcp_fd.fileno(), **pki.listen_options())
     assert lst.url == "tls+tcp://127.0.0.1:%d" % tcp_fd.getsockname()[1]
-    push = mk("push", send_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
     push.dial(lst.url, block=True, **pki.dial_options())
     push.send(b"over tls")
     assert pull.recv() == b"over tls"
 
 
 def test_unusable_descriptors_are_refused_with_what_is_wrong(
-        mk: Any, tcp_fd: Any, unix_fd: Any, tmp_path: Any) -> None:
-    s = mk("pull")
+        gsp_socket: Any, tcp_fd: Any, unix_fd: Any, tmp_path: Any) -> None:
+    s = gsp_socket("pull")
     port = tcp_fd.getsockname()[1]
     closed = unused_fd()
     with pytest.raises(gsp.BadOption, match=f"file descriptor {closed} is not open"):

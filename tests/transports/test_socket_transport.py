@@ -44,11 +44,11 @@ def _round_trip(req: gsp.Socket, rep: gsp.Socket) -> None:
 
 @pytest.mark.parametrize("req_end", [0, 1], ids=["req-adopts-first", "req-adopts-second"])
 @pytest.mark.parametrize("kind", ["unix", "tcp"])
-def test_req_rep_over_a_connected_pair(mk: Any, req_end: int, kind: str) -> None:
+def test_req_rep_over_a_connected_pair(gsp_socket: Any, req_end: int, kind: str) -> None:
     ends = list(stdsocket.socketpair()) if kind == "unix" else _tcp_pair()
     try:
-        req = mk("req", recv_timeout=WAIT, send_timeout=WAIT)
-        rep = mk("rep", recv_timeout=WAIT, send_timeout=WAIT)
+        req = gsp_socket("req", recv_timeout=WAIT, send_timeout=WAIT)
+        rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
         at_req = req.listen("socket://")
         at_rep = rep.listen("socket://")
         assert at_req.url == at_rep.url == "socket://"
@@ -69,9 +69,9 @@ def test_req_rep_over_a_connected_pair(mk: Any, req_end: int, kind: str) -> None
             end.close()
 
 
-def test_one_listener_adopts_many_connections(mk: Any) -> None:
-    push = mk("push", send_timeout=WAIT)
-    pulls = [mk("pull", recv_timeout=WAIT) for _ in range(3)]
+def test_one_listener_adopts_many_connections(gsp_socket: Any) -> None:
+    push = gsp_socket("push", send_timeout=WAIT)
+    pulls = [gsp_socket("pull", recv_timeout=WAIT) for _ in range(3)]
     lst = push.listen("socket://")
     for pull in pulls:
         mine, theirs = stdsocket.socketpair()
@@ -84,12 +84,12 @@ def test_one_listener_adopts_many_connections(mk: Any) -> None:
     assert got == [b"%d" % i for i in range(6)]
 
 
-def test_the_connection_is_gsps_once_adopted(mk: Any, pair_of_ends: list[Any]) -> None:
+def test_the_connection_is_gsps_once_adopted(gsp_socket: Any, pair_of_ends: list[Any]) -> None:
     """Closing the socket closes the adopted descriptor (the peer sees the end); the peer's end
     closing closes the pipe (a listener does not redial)."""
     mine, theirs = pair_of_ends
     fd = mine.detach()
-    pull = mk("pull")
+    pull = gsp_socket("pull")
     pull.listen("socket://").adopt(fd)
     peer = gsocket.socket(fileno=theirs.detach())  # a raw peer that waits cooperatively
     try:
@@ -103,7 +103,7 @@ def test_the_connection_is_gsps_once_adopted(mk: Any, pair_of_ends: list[Any]) -
         peer.close()
 
     a, b = stdsocket.socketpair()
-    one, two = mk("pair", recv_timeout=WAIT), mk("pair", recv_timeout=WAIT)
+    one, two = gsp_socket("pair", recv_timeout=WAIT), gsp_socket("pair", recv_timeout=WAIT)
     one.listen("socket://").adopt(a)
     two.listen("socket://").adopt(b)
     wait_for(lambda: len(one.pipes) == 1 and len(two.pipes) == 1)
@@ -122,10 +122,10 @@ def _nng_adopt(sock: pynng.Socket, fd: int) -> None:
 
 @pytest.mark.interop
 @pytest.mark.parametrize("gsp_asks", [True, False], ids=["gsp-req-nng-rep", "nng-req-gsp-rep"])
-def test_interop_with_nngs_socket_transport(mk: Any, pair_of_ends: list[Any],
+def test_interop_with_nngs_socket_transport(gsp_socket: Any, pair_of_ends: list[Any],
                                             gsp_asks: bool) -> None:
     mine, theirs = pair_of_ends
-    g = mk("req" if gsp_asks else "rep", recv_timeout=WAIT, send_timeout=WAIT)
+    g = gsp_socket("req" if gsp_asks else "rep", recv_timeout=WAIT, send_timeout=WAIT)
     n = nng.socket("rep" if gsp_asks else "req")
     try:
         g.listen("socket://").adopt(mine)
@@ -145,8 +145,8 @@ def test_interop_with_nngs_socket_transport(mk: Any, pair_of_ends: list[Any],
 
 
 def test_unusable_descriptors_are_refused_and_left_to_the_caller(
-        mk: Any, pair_of_ends: list[Any], tmp_path: Any) -> None:
-    s = mk("pair")
+        gsp_socket: Any, pair_of_ends: list[Any], tmp_path: Any) -> None:
+    s = gsp_socket("pair")
     lst = s.listen("socket://")
     end = pair_of_ends[0]
     gone = unused_fd()

@@ -25,12 +25,12 @@ PROBE = pathlib.Path(__file__).resolve().parents[1] / "tools" / "storm_probe.py"
 Mk = Callable[..., gsp.Socket]
 
 
-def held_listener(mk: Mk, url: str = TCP) -> tuple[gsp.Socket, gsp.Listener, Any]:
+def held_listener(gsp_socket: Mk, url: str = TCP) -> tuple[gsp.Socket, gsp.Listener, Any]:
     """A pull socket listening on ``url`` whose listener accepts nothing until the returned
     event is set (its accept gate): connections wait in the kernel's backlog meanwhile, their
     bytes (or their end) already there when the listener takes them."""
     go = gevent.event.Event()
-    pull = mk("pull", recv_timeout=WAIT)
+    pull = gsp_socket("pull", recv_timeout=WAIT)
     lst = pull.listen(url, accept_gate=lambda _: go.wait())
     return pull, lst, go
 
@@ -45,10 +45,10 @@ def nothing_but_the_end(sock: Any) -> bool:
 
 @pytest.mark.parametrize("url", [TCP, "ipc"])
 def test_a_dead_or_garbage_connection_is_closed_at_its_first_read_with_nothing_sent(
-        mk: Mk, url: str, tmp_path: Any) -> None:
+        gsp_socket: Mk, url: str, tmp_path: Any) -> None:
     if url == "ipc":
         url = f"ipc://{tmp_path}/storm.ipc"
-    pull, lst, go = held_listener(mk, url)
+    pull, lst, go = held_listener(gsp_socket, url)
     url = lst.url
     garbage, half, closed = raw_connect(url), raw_connect(url), raw_connect(url)
     garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")
@@ -75,14 +75,14 @@ def test_a_dead_or_garbage_connection_is_closed_at_its_first_read_with_nothing_s
 
 
 def test_connections_reset_in_the_backlog_are_counted_and_logged_at_debug(
-        mk: Mk, caplog: pytest.LogCaptureFixture) -> None:
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="gsp.listener")
-    pull, lst, go = held_listener(mk)
+    pull, lst, go = held_listener(gsp_socket)
     for _ in range(50):  # reset while it waits: the listener's accept finds no peer
         s = raw_connect(lst.url)
         s.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
-    push = mk("push", send_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
     push.dial(lst.url, block=False)  # behind them in the backlog
     go.set()
     push.send(b"after them")

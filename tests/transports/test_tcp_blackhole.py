@@ -1,5 +1,5 @@
 """tcp and tls+tcp notice a peer black-holed at the packet level within the configured TCP
-keepalive, and the dialer redials once the network heals (issue 14, item 5).
+keepalive, and the dialer redials once the network heals.
 
 A user-space proxy cannot show this (its own kernel answers the probes), so
 tests/tools/blackhole_probe.py runs in a network namespace of its own (``unshare -rn``: as root on

@@ -12,10 +12,10 @@ from gsp.testing import WAIT, wait_for
 from tests.support import TCP, until_answered_by, who_processes
 
 
-def test_two_sockets_of_one_process_listen_on_one_port_and_both_accept(mk: Any) -> None:
-    a = mk("rep", listen=TCP, tcp_reuseport=True, recv_timeout=WAIT, send_timeout=WAIT)
+def test_two_sockets_of_one_process_listen_on_one_port_and_both_accept(gsp_socket: Any) -> None:
+    a = gsp_socket("rep", listen=TCP, tcp_reuseport=True, recv_timeout=WAIT, send_timeout=WAIT)
     url = a.listeners[0].url
-    b = mk("rep", listen=url, tcp_reuseport=True, recv_timeout=WAIT, send_timeout=WAIT)
+    b = gsp_socket("rep", listen=url, tcp_reuseport=True, recv_timeout=WAIT, send_timeout=WAIT)
     assert b.listeners[0].url == url
     assert a.get_option("tcp_reuseport") is True  # a socket option: its listeners take it
 
@@ -32,20 +32,20 @@ def test_two_sockets_of_one_process_listen_on_one_port_and_both_accept(mk: Any) 
         gevent.killall(servers)
 
 
-def test_without_the_option_on_both_the_address_is_in_use(mk: Any) -> None:
-    a = mk("pull", listen=TCP)
+def test_without_the_option_on_both_the_address_is_in_use(gsp_socket: Any) -> None:
+    a = gsp_socket("pull", listen=TCP)
     url = a.listeners[0].url
-    b = mk("pull")
+    b = gsp_socket("pull")
     with pytest.raises(gsp.AddressInUse):
         b.listen(url, tcp_reuseport=True)  # a did not set it: the kernel refuses
-    c = mk("pull", listen=TCP, tcp_reuseport=True)
+    c = gsp_socket("pull", listen=TCP, tcp_reuseport=True)
     with pytest.raises(gsp.AddressInUse):
         b.listen(c.listeners[0].url)  # this one does not set it
     assert b.listeners == []
 
 
-def test_bad_values_and_dialers_are_refused(mk: Any) -> None:
-    s = mk("pull")
+def test_bad_values_and_dialers_are_refused(gsp_socket: Any) -> None:
+    s = gsp_socket("pull")
     for bad in (1, "yes", None):
         with pytest.raises(gsp.BadOption, match="tcp_reuseport must be True or False"):
             s.listen(TCP, tcp_reuseport=bad)
@@ -53,13 +53,13 @@ def test_bad_values_and_dialers_are_refused(mk: Any) -> None:
         s.dial("tcp://127.0.0.1:1", tcp_reuseport=True, block=False)
 
 
-def test_tls_listeners_share_a_port_too(mk: Any, pki: Any) -> None:
+def test_tls_listeners_share_a_port_too(gsp_socket: Any, pki: Any) -> None:
     """tls+tcp binds as tcp does, so it takes the option too."""
-    a = mk("pull", recv_timeout=WAIT)
+    a = gsp_socket("pull", recv_timeout=WAIT)
     url = a.listen("tls+tcp://127.0.0.1:0", tcp_reuseport=True, **pki.listen_options()).url
-    b = mk("pull", recv_timeout=WAIT)
+    b = gsp_socket("pull", recv_timeout=WAIT)
     assert b.listen(url, tcp_reuseport=True, **pki.listen_options()).url == url
-    with mk("push", send_timeout=WAIT) as push:
+    with gsp_socket("push", send_timeout=WAIT) as push:
         push.dial(url, block=True, **pki.dial_options())
         push.send(b"over tls")
         got = gevent.wait([gevent.spawn(a.recv), gevent.spawn(b.recv)], count=1)

@@ -9,7 +9,6 @@ import struct
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-import gevent
 import pytest
 from gevent import socket as gsocket
 from gevent import ssl as gssl
@@ -117,11 +116,11 @@ def _push_peer(pki: PKI, pull: gsp.Socket, strict: bool) -> Any:
 
 @pytest.mark.parametrize("reset", [False, True], ids=["fin", "reset"])
 def test_a_peer_gone_without_close_notify_closed_the_connection(
-        pki: PKI, mk: Callable[..., gsp.Socket], reset: bool) -> None:
+        pki: PKI, gsp_socket: Callable[..., gsp.Socket], reset: bool) -> None:
     """A TCP stream that ends without TLS's close_notify (a FIN, or a reset) is the peer closing
     the connection, not a timeout: OpenSSL reports both like the kernel giving up on an
     unanswering peer, which TCP_INFO tells apart (tests/transports/test_tcp_blackhole.py has that case)."""
-    pull = mk("pull")
+    pull = gsp_socket("pull")
     peer = _push_peer(pki, pull, strict=False)
     (pipe,) = pull.pipes
     if reset:
@@ -132,17 +131,18 @@ def test_a_peer_gone_without_close_notify_closed_the_connection(
     assert str(pipe.error) == f"{pipe.remote_address} closed the connection"
 
 
-def test_untrusted_certificate_is_refused_clearly(pki):
-    with gsp.socket("pair") as a, gsp.socket("pair") as b:
-        url = a.listen(LOCAL, **pki.listen_options()).url
-        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-            b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
-        with pytest.raises(gsp.HandshakeError, match="certificate verification failed"):
-            b.dial(url, block=True)  # system CAs do not know the test CA either
-        # A trusted certificate for another name fails too (host name checking is on).
-        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-            b.dial(url, block=True, tls_ca_file=pki.ca_file, tls_server_name="other.example")
-        assert not a.pipes and not b.pipes
+def test_untrusted_certificate_is_refused_clearly(gsp_socket, pki):
+    a = gsp_socket("pair")
+    b = gsp_socket("pair")
+    url = a.listen(LOCAL, **pki.listen_options()).url
+    with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+        b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+    with pytest.raises(gsp.HandshakeError, match="certificate verification failed"):
+        b.dial(url, block=True)  # system CAs do not know the test CA either
+    # A trusted certificate for another name fails too (host name checking is on).
+    with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+        b.dial(url, block=True, tls_ca_file=pki.ca_file, tls_server_name="other.example")
+    assert not a.pipes and not b.pipes
 
 
 def test_verification_off_explicitly_works(pki):
@@ -156,17 +156,19 @@ def test_verification_off_explicitly_works(pki):
         b.close()
 
 
-def test_mutual_tls_listener_refuses_dialer_without_client_cert(pki):
+def test_mutual_tls_listener_refuses_dialer_without_client_cert(gsp_socket, pki):
     listen = pki.listen_options(tls_client_auth="required", tls_ca_file=pki.ca_file)
-    with gsp.socket("pair") as a, gsp.socket("pair") as b:
-        url = a.listen(LOCAL, **listen).url
-        with pytest.raises(TLSHandshakeError):
-            b.dial(url, block=True, **pki.dial_options())
-        with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
-            b.dial(url, block=True, **pki.dial_options(
-                tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
-        gevent.sleep(0.1)
-        assert not a.pipes and not b.pipes
+    a = gsp_socket("pair")
+    b = gsp_socket("pair")
+    url = a.listen(LOCAL, **listen).url
+    with pytest.raises(TLSHandshakeError):
+        b.dial(url, block=True, **pki.dial_options())
+    with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
+        b.dial(url, block=True, **pki.dial_options(
+            tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
+    wait_for(lambda: a.listeners[0].stats["handshake_failures_tls"] == 2,
+             what="the listener's two failed handshakes")
+    assert not a.pipes and not b.pipes
 
 
 def test_ssl_context_options(pki):
@@ -179,19 +181,19 @@ def test_ssl_context_options(pki):
         b.close()
 
 
-def test_bad_tls_options_are_bad_option(pki, tmp_path):
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.BadOption, match="needs a certificate"):
-            s.listen(LOCAL)
-        with pytest.raises(gsp.BadOption, match="cannot load"):
-            s.listen(LOCAL, tls_cert_file=str(tmp_path / "missing.pem"))
-        with pytest.raises(gsp.BadOption, match="cannot load"):
-            s.dial("tls+tcp://127.0.0.1:1", tls_ca_file=str(tmp_path / "missing.pem"))
-        with pytest.raises(gsp.BadOption):
-            s.listen(LOCAL, ssl_context="not a context")
-        with pytest.raises(gsp.BadOption):
-            s.listen(LOCAL, tls_client_auth="sometimes", **pki.listen_options())
-        assert not s.listeners and not s.dialers
+def test_bad_tls_options_are_bad_option(gsp_socket, pki, tmp_path):
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.BadOption, match="needs a certificate"):
+        s.listen(LOCAL)
+    with pytest.raises(gsp.BadOption, match="cannot load"):
+        s.listen(LOCAL, tls_cert_file=str(tmp_path / "missing.pem"))
+    with pytest.raises(gsp.BadOption, match="cannot load"):
+        s.dial("tls+tcp://127.0.0.1:1", tls_ca_file=str(tmp_path / "missing.pem"))
+    with pytest.raises(gsp.BadOption):
+        s.listen(LOCAL, ssl_context="not a context")
+    with pytest.raises(gsp.BadOption):
+        s.listen(LOCAL, tls_client_auth="sometimes", **pki.listen_options())
+    assert not s.listeners and not s.dialers
 
 
 @pytest.mark.parametrize("gsp_listens", [True, False], ids=["gsp-listens", "nng-listens"])
@@ -204,38 +206,40 @@ def test_interop_nng(pki, pair, gsp_role, gsp_listens):
 
 
 @pytest.mark.interop
-def test_interop_nng_client_certificate(pki):
+def test_interop_nng_client_certificate(gsp_socket, pki):
     """An nng dialer presents a client certificate to a gsp mutual-TLS listener."""
     listen = pki.listen_options(tls_client_auth="required", tls_ca_file=pki.ca_file)
-    with gsp.socket("pull", recv_timeout=5) as g:
-        url = g.listen(LOCAL, **listen).url
-        n = nng.socket("push", tls_config=pki.nng_client(with_cert=True))
-        try:
-            nng.run(n.dial, url, block=True)
-            nng.run(n.send, b"signed")
-            assert g.recv() == b"signed"
-            assert g.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
-        finally:
-            n.close()
-
-
-@pytest.mark.interop
-def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(pki):
-    n = nng.socket("pull", tls_config=pki.nng_server(require_client_cert=True))
+    g = gsp_socket("pull", recv_timeout=5)
+    url = g.listen(LOCAL, **listen).url
+    n = nng.socket("push", tls_config=pki.nng_client(with_cert=True))
     try:
-        lst = nng.run(n.listen, LOCAL)
-        with gsp.socket("push") as g:
-            with pytest.raises(gsp.GspError):
-                g.dial(nng.bound_url(lst, "tls+tcp"), block=True, **pki.dial_options())
+        nng.run(n.dial, url, block=True)
+        nng.run(n.send, b"signed")
+        assert g.recv() == b"signed"
+        assert g.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
     finally:
         n.close()
 
 
-def test_closing_ends_tls_with_close_notify(pki: PKI, mk: Callable[..., gsp.Socket]) -> None:
+@pytest.mark.interop
+def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(gsp_socket, pki):
+    n = nng.socket("pull", tls_config=pki.nng_server(require_client_cert=True))
+    try:
+        lst = nng.run(n.listen, LOCAL)
+        g = gsp_socket("push")
+        with pytest.raises(gsp.GspError):
+            g.dial(nng.bound_url(lst, "tls+tcp"), block=True, **pki.dial_options())
+        g.close()
+    finally:
+        n.close()
+
+
+def test_closing_ends_tls_with_close_notify(pki: PKI,
+                                            gsp_socket: Callable[..., gsp.Socket]) -> None:
     """gsp ends a TLS connection it closes with close_notify (RFC 8446, 6.1), so a peer strict
     about it (Python's ssl with suppress_ragged_eofs off; Go's crypto/tls) reads a clean end,
     where a bare TCP end is an SSLEOFError."""
-    pull = mk("pull")
+    pull = gsp_socket("pull")
     peer = _push_peer(pki, pull, strict=True)
     try:
         pull.pipes[0].close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pynng
 import pytest
@@ -65,18 +65,19 @@ def _served(url: str, made: list[gsp.Socket], **dial: Any) -> dict[str, Any]:
     ("tls_crl_file", 7, "file path"),
 ])
 @pytest.mark.parametrize("where", ["socket", "listen", "dial"])
-def test_each_bad_value_is_refused_naming_the_option(pki: PKI, name: str, value: Any,
+def test_each_bad_value_is_refused_naming_the_option(
+        gsp_socket: Callable[..., gsp.Socket], pki: PKI, name: str, value: Any,
                                                      says: str, where: str) -> None:
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.BadOption, match=name) as err:
-            if where == "socket":
-                s.set_option(name, value)
-            elif where == "listen":
-                s.listen(URLS["tls+tcp"], **pki.listen_options(**{name: value}))
-            else:
-                s.dial("tls+tcp://127.0.0.1:1", block=False, **{name: value})
-        assert says in str(err.value)
-        assert not s.listeners and not s.dialers
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.BadOption, match=name) as err:
+        if where == "socket":
+            s.set_option(name, value)
+        elif where == "listen":
+            s.listen(URLS["tls+tcp"], **pki.listen_options(**{name: value}))
+        else:
+            s.dial("tls+tcp://127.0.0.1:1", block=False, **{name: value})
+    assert says in str(err.value)
+    assert not s.listeners and not s.dialers
 
 
 def test_a_password_is_never_shown_in_an_error() -> None:
@@ -86,15 +87,16 @@ def test_a_password_is_never_shown_in_an_error() -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_min_above_max_is_refused_at_listen_and_dial(pki: PKI, scheme: str) -> None:
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.BadOption, match="tls_min_version '1.3' is above tls_max_version"):
-            s.listen(URLS[scheme], **pki.listen_options(tls_min_version="1.3",
-                                                        tls_max_version="1.2"))
-        with pytest.raises(gsp.BadOption, match="tls_min_version '1.3' is above"):
-            s.dial(URLS[scheme].replace(":0", ":1"), block=False, tls_min_version="1.3",
-                   tls_max_version="1.2")
-        assert not s.listeners and not s.dialers
+def test_min_above_max_is_refused_at_listen_and_dial(
+        gsp_socket: Callable[..., gsp.Socket], pki: PKI, scheme: str) -> None:
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.BadOption, match="tls_min_version '1.3' is above tls_max_version"):
+        s.listen(URLS[scheme], **pki.listen_options(tls_min_version="1.3",
+                                                    tls_max_version="1.2"))
+    with pytest.raises(gsp.BadOption, match="tls_min_version '1.3' is above"):
+        s.dial(URLS[scheme].replace(":0", ":1"), block=False, tls_min_version="1.3",
+               tls_max_version="1.2")
+    assert not s.listeners and not s.dialers
 
 
 # -- versions and ciphers -------------------------------------------------------------------
@@ -139,20 +141,21 @@ def test_a_password_protected_key_loads(pki: PKI, tmp_path: Path, scheme: str,
 
 
 @pytest.mark.plugins("gsp_ws")
-def test_a_wrong_or_missing_password_is_a_clear_error(pki: PKI, tmp_path: Path) -> None:
+def test_a_wrong_or_missing_password_is_a_clear_error(
+        gsp_socket: Callable[..., gsp.Socket], pki: PKI, tmp_path: Path) -> None:
     key = encrypt_key(pki.server_key_file, tmp_path / "server.key", b"s3cret")
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.BadOption, match="does not decrypt with tls_key_password: wrong"):
-            s.listen(URLS["tls+tcp"], **pki.listen_options(tls_key_file=key,
-                                                           tls_key_password="nope"))
-        with pytest.raises(gsp.BadOption, match="is encrypted: pass its password as "
-                                                "tls_key_password"):
-            s.listen(URLS["wss"], **pki.listen_options(tls_key_file=key))
-        # A dialer's client key alike.
-        with pytest.raises(gsp.BadOption, match="wrong password"):
-            s.dial("tls+tcp://127.0.0.1:1", block=False, tls_cert_file=pki.client_cert_file,
-                   tls_key_file=key, tls_key_password=b"nope")
-        assert not s.listeners and not s.dialers
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.BadOption, match="does not decrypt with tls_key_password: wrong"):
+        s.listen(URLS["tls+tcp"], **pki.listen_options(tls_key_file=key,
+                                                       tls_key_password="nope"))
+    with pytest.raises(gsp.BadOption, match="is encrypted: pass its password as "
+                                            "tls_key_password"):
+        s.listen(URLS["wss"], **pki.listen_options(tls_key_file=key))
+    # A dialer's client key alike.
+    with pytest.raises(gsp.BadOption, match="wrong password"):
+        s.dial("tls+tcp://127.0.0.1:1", block=False, tls_cert_file=pki.client_cert_file,
+               tls_key_file=key, tls_key_password=b"nope")
+    assert not s.listeners and not s.dialers
 
 
 # -- revocation -----------------------------------------------------------------------------
@@ -306,6 +309,7 @@ def test_a_new_path_set_on_the_socket_is_used_by_the_next_handshake(
 
 @pytest.mark.interop
 def test_interop_nng_dialer_trusting_only_a_new_ca_reaches_a_renewed_listener(
+        gsp_socket: Callable[..., gsp.Socket],
         pki: PKI, tmp_path: Path, live: dict[str, str]) -> None:
     """pynng's nng (mbedtls) dials a gsp listener whose certificate was replaced on disk by one
     of a CA the nng client alone trusts: only the renewed certificate can pass."""
@@ -313,14 +317,14 @@ def test_interop_nng_dialer_trusting_only_a_new_ca_reaches_a_renewed_listener(
     new_cert, new_key = issue(other, tmp_path, "other")
     config = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, server_name="localhost",
                              ca_string=other.cert_pem.bytes().decode())
-    with gsp.socket("pull", recv_timeout=5) as g:
-        url = g.listen(URLS["tls+tcp"], **live).url
-        replace(live["tls_key_file"], new_key)
-        replace(live["tls_cert_file"], new_cert)
-        n = nng.socket("push", tls_config=config)
-        try:
-            nng.run(n.dial, url, block=True)
-            nng.run(n.send, b"renewed")
-            assert g.recv() == b"renewed"
-        finally:
-            n.close()
+    g = gsp_socket("pull", recv_timeout=5)
+    url = g.listen(URLS["tls+tcp"], **live).url
+    replace(live["tls_key_file"], new_key)
+    replace(live["tls_cert_file"], new_cert)
+    n = nng.socket("push", tls_config=config)
+    try:
+        nng.run(n.dial, url, block=True)
+        nng.run(n.send, b"renewed")
+        assert g.recv() == b"renewed"
+    finally:
+        n.close()

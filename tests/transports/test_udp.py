@@ -83,125 +83,134 @@ def test_interop_nng2(gproto: str, nkind: str, setup: str) -> None:
         nng2.close(n)
 
 
-def test_gsp_to_gsp_and_wrong_protocol() -> None:
-    with gsp.socket("pair", recv_timeout=T, send_timeout=T) as a, \
-            gsp.socket("pair", recv_timeout=T, send_timeout=T) as b, \
-            gsp.socket("push", send_timeout=T) as wrong:
-        url = a.listen("udp://127.0.0.1:0").url
-        b.dial(url, block=True)
-        b.send(b"ping")
-        assert a.recv() == b"ping"
-        a.send(b"")
-        assert b.recv() == b""
-        with pytest.raises(gsp.WrongProtocol):
-            wrong.dial(url, block=True)
-        assert len(a.pipes) == 1
+def test_gsp_to_gsp_and_wrong_protocol(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    a = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    b = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    wrong = gsp_socket("push", send_timeout=T)
+    url = a.listen("udp://127.0.0.1:0").url
+    b.dial(url, block=True)
+    b.send(b"ping")
+    assert a.recv() == b"ping"
+    a.send(b"")
+    assert b.recv() == b""
+    with pytest.raises(gsp.WrongProtocol):
+        wrong.dial(url, block=True)
+    assert len(a.pipes) == 1
 
 
 @pytest.mark.interop("nng")
-def test_nng2_wrong_protocol_refused() -> None:
-    with gsp.socket("push", send_timeout=T) as g:
-        url = g.listen("udp://127.0.0.1:0").url
-        n = nng2.socket("push", 500)
-        try:
-            n.add_dialer(url, reconnect_min_ms=50).start(block=False)
-            gevent.sleep(0.6)  # several requests, each refused
-            assert g.pipes == [] and nng2.active_pipes(n) == 0
-        finally:
-            nng2.close(n)
+def test_nng2_wrong_protocol_refused(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    g = gsp_socket("push", send_timeout=T)
+    url = g.listen("udp://127.0.0.1:0").url
+    n = nng2.socket("push", 500)
+    try:
+        n.add_dialer(url, reconnect_min_ms=50).start(block=False)
+        wait_for(lambda: g.listeners[0].stats["handshake_failures_wrong_protocol"] == 1, T,
+                 what="nng's request refused")
+        assert g.pipes == [] and nng2.active_pipes(n) == 0
+    finally:
+        nng2.close(n)
 
 
 @pytest.mark.interop("nng")
-def test_over_the_datagram_limit_raises_at_send(caplog: pytest.LogCaptureFixture) -> None:
+def test_over_the_datagram_limit_raises_at_send(
+        gsp_socket: Callable[..., gsp.Socket], caplog: pytest.LogCaptureFixture) -> None:
     """A message over 65,000 bytes (nng 2.0's limit: one datagram) raises at send, naming the
     limit; one whose SP header takes it over the peer's limit is dropped by the transport (the
     peer would disconnect), logged with the limit; the pipe carries on either way."""
     n = nng2.socket("rep", int(T * 1000))
     try:
-        with gsp.socket("req", send_timeout=T, recv_timeout=T) as g:
-            g.dial(nng2.listen(n, "udp://127.0.0.1:0"), block=True)
-            wait_for(lambda: nng2.active_pipes(n) == 1, T)
-            with pytest.raises(gsp.MessageTooLarge, match="65001-byte message is over the "
-                                                          "65000-byte limit") as err:
-                g.send(os.urandom(65_001))
-            assert (err.value.size, err.value.limit) == (65_001, 65_000)
-            with pytest.raises(gsp.MessageTooLarge, match="65000-byte limit"):
-                g.send_msg(gsp.Message(os.urandom(64_999), b"12"))
-            g.send(os.urandom(65_000))  # within the limit, but REQ's 4-byte header is not
-            # a new request (REQ drops the one before), with nng's receive already waiting
-            one(g.send, lambda: nng2.run(nng2.recv, n), b"after")
-            assert "65004-byte message" in caplog.text and "65000 bytes" in caplog.text
-            nng2.run(n.send, b"answer")
-            assert g.recv() == b"answer"
+        g = gsp_socket("req", send_timeout=T, recv_timeout=T)
+        g.dial(nng2.listen(n, "udp://127.0.0.1:0"), block=True)
+        wait_for(lambda: nng2.active_pipes(n) == 1, T)
+        with pytest.raises(gsp.MessageTooLarge, match="65001-byte message is over the "
+                                                      "65000-byte limit") as err:
+            g.send(os.urandom(65_001))
+        assert (err.value.size, err.value.limit) == (65_001, 65_000)
+        with pytest.raises(gsp.MessageTooLarge, match="65000-byte limit"):
+            g.send_msg(gsp.Message(os.urandom(64_999), b"12"))
+        g.send(os.urandom(65_000))  # within the limit, but REQ's 4-byte header is not
+        # a new request (REQ drops the one before), with nng's receive already waiting
+        one(g.send, lambda: nng2.run(nng2.recv, n), b"after")
+        assert "65004-byte message" in caplog.text and "65000 bytes" in caplog.text
+        nng2.run(n.send, b"answer")
+        assert g.recv() == b"answer"
+        g.close()
     finally:
         nng2.close(n)
 
 
-def test_tcp_socket_has_no_datagram_limit() -> None:
-    with gsp.socket("pull", recv_timeout=T) as rx, gsp.socket("push", send_timeout=T) as tx:
-        tx.dial(rx.listen("tcp://127.0.0.1:0").url)
-        tx.send(b"x" * 70_000)
-        assert len(rx.recv()) == 70_000
+def test_tcp_socket_has_no_datagram_limit(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    rx = gsp_socket("pull", recv_timeout=T)
+    tx = gsp_socket("push", send_timeout=T)
+    tx.dial(rx.listen("tcp://127.0.0.1:0").url)
+    tx.send(b"x" * 70_000)
+    assert len(rx.recv()) == 70_000
 
 
 @pytest.mark.parametrize("tcp_first", [False, True])
-def test_push_measures_every_send_once_a_datagram_endpoint_is_added(tcp_first: bool) -> None:
+def test_push_measures_every_send_once_a_datagram_endpoint_is_added(
+        gsp_socket: Callable[..., gsp.Socket], tcp_first: bool) -> None:
     # One pipe lets push queue a send straight onto it (no call into the protocol); a socket
     # with a datagram endpoint must still measure every send, whether that pipe is the udp one
     # or a tcp pipe that came first.
-    with gsp.socket("pull", recv_timeout=T) as rx, gsp.socket("push", send_timeout=T) as tx:
-        if tcp_first:
-            tx.dial(rx.listen("tcp://127.0.0.1:0").url, block=True)
-            tx.send(b"x" * 70_000)  # no datagram endpoint yet: no limit
-            assert len(rx.recv()) == 70_000
-        with gsp.socket("pull", recv_timeout=T) as urx:
-            tx.dial(urx.listen("udp://127.0.0.1:0").url, block=True)
-            with pytest.raises(gsp.MessageTooLarge, match="65001-byte message"):
-                tx.send(b"x" * 65_001)
-            tx.send(b"small")  # and one within the limit goes (to either pull)
-            got: list[bytes] = []
+    rx = gsp_socket("pull", recv_timeout=T)
+    tx = gsp_socket("push", send_timeout=T)
+    if tcp_first:
+        tx.dial(rx.listen("tcp://127.0.0.1:0").url, block=True)
+        tx.send(b"x" * 70_000)  # no datagram endpoint yet: no limit
+        assert len(rx.recv()) == 70_000
+    urx = gsp_socket("pull", recv_timeout=T)
+    tx.dial(urx.listen("udp://127.0.0.1:0").url, block=True)
+    with pytest.raises(gsp.MessageTooLarge, match="65001-byte message"):
+        tx.send(b"x" * 65_001)
+    tx.send(b"small")  # and one within the limit goes (to either pull)
+    got: list[bytes] = []
 
-            def take() -> bool:
-                for pull in (rx, urx):
-                    try:
-                        got.append(pull.recv(block=False))
-                    except gsp.WouldBlock:
-                        pass
-                return bool(got)
-            wait_for(take, T)
-            assert got == [b"small"]
+    def take() -> bool:
+        for pull in (rx, urx):
+            try:
+                got.append(pull.recv(block=False))
+            except gsp.WouldBlock:
+                pass
+        return bool(got)
+    wait_for(take, T)
+    assert got == [b"small"]
 
 
-def test_peer_recv_limit_is_honoured() -> None:
+def test_peer_recv_limit_is_honoured(gsp_socket: Callable[..., gsp.Socket]) -> None:
     """The limit each side offers (recv_max_size, at most 65,000) is the one the other sends to."""
-    with gsp.socket("pull", recv_timeout=T, recv_max_size=1000) as rx, \
-            gsp.socket("push", send_timeout=T) as tx:
-        tx.dial(rx.listen("udp://127.0.0.1:0").url, block=True)
-        wait_for(lambda: len(rx.pipes) == 1, T)
-        tx.send(b"x" * 1001)  # over rx's limit: never sent
-        tx.send(b"y" * 1000)
-        assert rx.recv() == b"y" * 1000
-        assert len(rx.pipes) == 1
+    rx = gsp_socket("pull", recv_timeout=T, recv_max_size=1000)
+    tx = gsp_socket("push", send_timeout=T)
+    tx.dial(rx.listen("udp://127.0.0.1:0").url, block=True)
+    wait_for(lambda: len(rx.pipes) == 1, T)
+    tx.send(b"x" * 1001)  # over rx's limit: never sent
+    tx.send(b"y" * 1000)
+    assert rx.recv() == b"y" * 1000
+    assert len(rx.pipes) == 1
 
 
-def test_silent_peer_is_dropped_after_five_refresh_intervals() -> None:
+def test_silent_peer_is_dropped_after_five_refresh_intervals(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """A dialer offers a 1 s refresh: the listener drops it 5 s after the last datagram."""
-    with gsp.socket("pull", recv_timeout=T) as g:
-        url = g.listen("udp://127.0.0.1:0").url
-        host, port = url[len("udp://"):].rsplit(":", 1)
-        with UDPRelay((host, int(port))) as relay:
-            with gsp.socket("push", send_timeout=T, dial=relay.url) as tx:
-                wait_for(lambda: len(g.pipes) == 1, T)
-                tx.send(b"one")
-                assert g.recv() == b"one"
-                gevent.sleep(2.5)  # keep-alives flow: still connected
-                assert len(g.pipes) == 1
-                pipe = g.pipes[0]
-                relay.loss = 1.0  # the network goes dark
-                assert pipe.wait_closed(8.0), "the silent peer was kept"
-                assert isinstance(pipe.error, gsp.ConnectionBroken)
-                relay.loss = 0.0  # and comes back: the dialer connects again
-                wait_for(lambda: len(g.pipes) == 1, T, what="the dialer back")
+    g = gsp_socket("pull", recv_timeout=T)
+    url = g.listen("udp://127.0.0.1:0").url
+    host, port = url[len("udp://"):].rsplit(":", 1)
+    with UDPRelay((host, int(port))) as relay:
+        tx = gsp_socket("push", send_timeout=T, dial=relay.url)
+        wait_for(lambda: len(g.pipes) == 1, T)
+        tx.send(b"one")
+        assert g.recv() == b"one"
+        passed = relay.counts["passed"]
+        wait_for(lambda: relay.counts["passed"] >= passed + 4, T,
+                 what="keep-alives crossing the relay")
+        assert len(g.pipes) == 1  # with nothing else sent: still connected
+        pipe = g.pipes[0]
+        relay.loss = 1.0  # the network goes dark
+        assert pipe.wait_closed(8.0), "the silent peer was kept"
+        assert isinstance(pipe.error, gsp.ConnectionBroken)
+        relay.loss = 0.0  # and comes back: the dialer connects again
+        wait_for(lambda: len(g.pipes) == 1, T, what="the dialer back")
 
 
 # -- through loss, delay, duplication and reordering --------------------------------------------
@@ -224,7 +233,8 @@ def _hostport(url: str) -> tuple[str, int]:
 
 
 @pytest.mark.interop("nng")
-def test_gsp_req_through_impaired_relay_to_nng2_rep(rep_nng2: tuple[nng.Socket, str]) -> None:
+def test_gsp_req_through_impaired_relay_to_nng2_rep(
+        gsp_socket: Callable[..., gsp.Socket], rep_nng2: tuple[nng.Socket, str]) -> None:
     n, url = rep_nng2
     requests = 50
 
@@ -239,98 +249,101 @@ def test_gsp_req_through_impaired_relay_to_nng2_rep(rep_nng2: tuple[nng.Socket, 
     n.recv_timeout = 3000
     server = nng2.spawn(serve)
     with UDPRelay(_hostport(url), seed=44, **IMPAIRED) as relay:
-        with gsp.socket("req", recv_timeout=T, send_timeout=T, resend_time=0.3) as g:
-            g.dial(relay.url, block=True)
-            for i in range(requests):
-                q = b"request %d" % i
-                g.send(q)
-                assert g.recv() == q[::-1]
+        g = gsp_socket("req", recv_timeout=T, send_timeout=T, resend_time=0.3)
+        g.dial(relay.url, block=True)
+        for i in range(requests):
+            q = b"request %d" % i
+            g.send(q)
+            assert g.recv() == q[::-1]
+        g.close()
         assert relay.counts["lost"] > 0
     server.get(timeout=T * 2)
 
 
 @pytest.mark.interop("nng")
-def test_nng2_req_through_impaired_relay_to_gsp_rep() -> None:
+def test_nng2_req_through_impaired_relay_to_gsp_rep(gsp_socket: Callable[..., gsp.Socket]) -> None:
     requests = 50
-    with gsp.socket("rep", recv_timeout=T, send_timeout=T) as g:
-        url = g.listen("udp://127.0.0.1:0").url
+    g = gsp_socket("rep", recv_timeout=T, send_timeout=T)
+    url = g.listen("udp://127.0.0.1:0").url
 
-        def serve() -> None:
-            while True:
-                g.send(g.recv()[::-1])
+    def serve() -> None:
+        while True:
+            g.send(g.recv()[::-1])
 
-        server = gevent.spawn(serve)
-        n = nng2.socket("req", int(T * 1000))
-        n.resend_time = 300
-        try:
-            with UDPRelay(_hostport(url), seed=45, **IMPAIRED) as relay:
-                nng2.dial(n, relay.url)
-                for i in range(requests):
-                    q = b"request %d" % i
-                    nng2.run(n.send, q)
-                    assert nng2.run(nng2.recv, n) == q[::-1]
-                assert relay.counts["lost"] > 0, relay.counts
-        finally:
-            server.kill()
-            nng2.close(n)
+    server = gevent.spawn(serve)
+    n = nng2.socket("req", int(T * 1000))
+    n.resend_time = 300
+    try:
+        with UDPRelay(_hostport(url), seed=45, **IMPAIRED) as relay:
+            nng2.dial(n, relay.url)
+            for i in range(requests):
+                q = b"request %d" % i
+                nng2.run(n.send, q)
+                assert nng2.run(nng2.recv, n) == q[::-1]
+            assert relay.counts["lost"] > 0, relay.counts
+    finally:
+        server.kill()
+        nng2.close(n)
 
 
 @pytest.mark.parametrize("gproto,peer", [("push", "pull"), ("pub", "sub"), ("bus", "bus"),
                                          ("pair1", "pair1")])
-def test_gsp_to_gsp_through_impaired_relay(gproto: str, peer: str) -> None:
+def test_gsp_to_gsp_through_impaired_relay(
+        gsp_socket: Callable[..., gsp.Socket], gproto: str, peer: str) -> None:
     """Loss, delay, duplication and reordering: what arrives is what was sent (some lost, some
     twice, not always in order), nothing crashes, and both sockets close promptly."""
-    with gsp.socket(peer, recv_timeout=0.5) as rx:
-        if peer == "sub":
-            rx.subscribe(b"")
-        url = rx.listen("udp://127.0.0.1:0").url
-        with UDPRelay(_hostport(url), seed=46, **IMPAIRED) as relay:
-            with gsp.socket(gproto, send_timeout=T, dial=relay.url) as tx:
-                wait_for(lambda: len(rx.pipes) == 1 and len(tx.pipes) == 1, T)
-                sent = {b"m%d" % i for i in range(200)}
-                for m in sorted(sent):
-                    tx.send(m)
-                got: list[bytes] = []
-                try:
-                    while True:
-                        got.append(rx.recv())
-                except gsp.Timeout:
-                    pass
-                assert set(got) <= sent
-                assert len(set(got)) >= 150, relay.counts  # about 90 % of 200 cross both ways
+    rx = gsp_socket(peer, recv_timeout=0.5)
+    if peer == "sub":
+        rx.subscribe(b"")
+    url = rx.listen("udp://127.0.0.1:0").url
+    with UDPRelay(_hostport(url), seed=46, **IMPAIRED) as relay:
+        tx = gsp_socket(gproto, send_timeout=T, dial=relay.url)
+        wait_for(lambda: len(rx.pipes) == 1 and len(tx.pipes) == 1, T)
+        sent = {b"m%d" % i for i in range(200)}
+        for m in sorted(sent):
+            tx.send(m)
+        got: list[bytes] = []
+        try:
+            while True:
+                got.append(rx.recv())
+        except gsp.Timeout:
+            pass
+        assert set(got) <= sent
+        assert len(set(got)) >= 150, relay.counts  # about 90 % of 200 cross both ways
 
 
 @pytest.mark.interop("nng")
 @pytest.mark.parametrize("url", ["udp://[::1]:0", "udp6://[::1]:0", "udp4://127.0.0.1:0"])
-def test_address_families_with_nng2(url: str) -> None:
-    with gsp.socket("pair1", recv_timeout=T, send_timeout=T) as g:
-        bound = g.listen(url).url
-        assert bound.startswith(url.split(":0")[0] + ":") and not bound.endswith(":0")
-        n = nng2.socket("pair1", int(T * 1000))
-        try:
-            nng2.dial(n, bound)
-            wait_for(lambda: len(g.pipes) == 1 and nng2.active_pipes(n) == 1, T)
-            one(g.send, lambda: nng2.run(nng2.recv, n), b"to nng")
-            nng2.run(n.send, b"to gsp")
-            assert g.recv() == b"to gsp"
-            assert g.pipes[0].peer.ip is not None
-            assert g.pipes[0].peer.ip.version == (4 if url.startswith("udp4") else 6)
-        finally:
-            nng2.close(n)
+def test_address_families_with_nng2(gsp_socket: Callable[..., gsp.Socket], url: str) -> None:
+    g = gsp_socket("pair1", recv_timeout=T, send_timeout=T)
+    bound = g.listen(url).url
+    assert bound.startswith(url.split(":0")[0] + ":") and not bound.endswith(":0")
+    n = nng2.socket("pair1", int(T * 1000))
+    try:
+        nng2.dial(n, bound)
+        wait_for(lambda: len(g.pipes) == 1 and nng2.active_pipes(n) == 1, T)
+        one(g.send, lambda: nng2.run(nng2.recv, n), b"to nng")
+        nng2.run(n.send, b"to gsp")
+        assert g.recv() == b"to gsp"
+        assert g.pipes[0].peer.ip is not None
+        assert g.pipes[0].peer.ip.version == (4 if url.startswith("udp4") else 6)
+    finally:
+        nng2.close(n)
 
 
-def test_an_ipv6_literal_in_any_form_dials_and_a_family_mismatch_is_refused() -> None:
+def test_an_ipv6_literal_in_any_form_dials_and_a_family_mismatch_is_refused(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """The reader finds a dialer's connection by the address datagrams come from, which the
     kernel gives in canonical form: a URL's literal in another form (``[0:0:0:0:0:0:0:1]``)
     reaches the same peer. udp4:// and udp6:// refuse a literal of the other family at once."""
-    with gsp.socket("pair", recv_timeout=T, send_timeout=T) as a, \
-            gsp.socket("pair", recv_timeout=T, send_timeout=T) as b:
-        port = a.listen("udp6://[::1]:0").url.rsplit(":", 1)[1]
-        b.dial(f"udp://[0:0:0:0:0:0:0:1]:{port}", block=True)
-        b.send(b"long form")
-        assert a.recv() == b"long form"
-        for url in ("udp6://127.0.0.1:5555", "udp4://[::1]:5555"):
-            with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
-                a.dial(url)
-            with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
-                a.listen(url)
+    a = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    b = gsp_socket("pair", recv_timeout=T, send_timeout=T)
+    port = a.listen("udp6://[::1]:0").url.rsplit(":", 1)[1]
+    b.dial(f"udp://[0:0:0:0:0:0:0:1]:{port}", block=True)
+    b.send(b"long form")
+    assert a.recv() == b"long form"
+    for url in ("udp6://127.0.0.1:5555", "udp4://[::1]:5555"):
+        with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
+            a.dial(url)
+        with pytest.raises(gsp.InvalidAddress, match="is not an IPv"):
+            a.listen(url)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -135,7 +135,8 @@ def test_the_nng_tool_is_built_once_and_again_when_its_inputs_change(
     assert other != exe and os.access(other, os.X_OK)
 
 
-def test_gsp_req_and_pull_talk_to_the_nng_tool(cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gsp_req_and_pull_talk_to_the_nng_tool(
+        gsp_socket: Callable[..., gsp.Socket], cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = nng_tool(cache, monkeypatch)
     # C REP (echoes 3 requests) ← gsp REQ.
     with subprocess.Popen([exe, "lat_server", "tcp://127.0.0.1:0", "16", "3"],
@@ -143,34 +144,35 @@ def test_gsp_req_and_pull_talk_to_the_nng_tool(cache: str, monkeypatch: pytest.M
         try:
             assert srv.stdout is not None and srv.stdin is not None
             url = json.loads(srv.stdout.readline())["ready"]["url"]
-            with gsp.socket("req", recv_timeout=10) as req:
-                req.dial(url, block=True)
-                for i in range(3):
-                    req.send(b"ping %d" % i)
-                    assert req.recv() == b"ping %d" % i
+            req = gsp_socket("req", recv_timeout=10)
+            req.dial(url, block=True)
+            for i in range(3):
+                req.send(b"ping %d" % i)
+                assert req.recv() == b"ping %d" % i
+            req.close()
             srv.stdin.write("stop\n")
             srv.stdin.close()
             assert srv.wait(10) == 0
         finally:
             srv.kill()
     # C PUSH (5 messages, the first alone) → gsp PULL.
-    with gsp.socket("pull", recv_timeout=10) as pull:
-        pull.listen("tcp://127.0.0.1:0")
-        with subprocess.Popen([exe, "thr_send", pull.listeners[0].url, "32", "5"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as push:
-            try:
-                assert push.stdin is not None and push.stdout is not None
-                got: list[Any] = [pull.recv()]
-                push.stdin.write("go\n")
-                push.stdin.flush()
-                got += [pull.recv() for _ in range(4)]
-                assert got == [b"D" + b"x" * 31] * 5
-                push.stdin.write("measure\nstop\n")
-                push.stdin.close()
-                assert json.loads(push.stdout.readline())["result"]["cpu"] >= 0
-                assert push.wait(10) == 0
-            finally:
-                push.kill()
+    pull = gsp_socket("pull", recv_timeout=10)
+    pull.listen("tcp://127.0.0.1:0")
+    with subprocess.Popen([exe, "thr_send", pull.listeners[0].url, "32", "5"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as push:
+        try:
+            assert push.stdin is not None and push.stdout is not None
+            got: list[Any] = [pull.recv()]
+            push.stdin.write("go\n")
+            push.stdin.flush()
+            got += [pull.recv() for _ in range(4)]
+            assert got == [b"D" + b"x" * 31] * 5
+            push.stdin.write("measure\nstop\n")
+            push.stdin.close()
+            assert json.loads(push.stdout.readline())["result"]["cpu"] >= 0
+            assert push.wait(10) == 0
+        finally:
+            push.kill()
 
 
 def test_the_nng_tool_ends_with_the_worker_that_started_it(

@@ -7,7 +7,7 @@ work with processes of its own and returns what the test checks.
   thread pool and ``foreachBatch`` to a PULL receiver in a process of its own;
 * ``regular-install`` — a wheel of plugins/gsp-spark installed into a directory of its own, and a
   driver script run on it from another directory with the virtualenv's python by its path;
-* ``connect-venv`` — issue 46's snippet and its streaming counterpart through Spark Connect
+* ``connect-venv`` — a batch write with no registration and its streaming counterpart through Spark Connect
   (``SparkSession.builder.remote("local[1]")``), from the virtualenv's python by its path, not
   activated, with no registration and no ``PYSPARK_PYTHON``;
 * ``connect-missing`` — a Spark Connect server whose Python workers lack the plugin: the write

@@ -1,4 +1,4 @@
-"""The gsp source and sinks through Spark Connect (issue 46), on a local Connect server.
+"""The gsp source and sinks through Spark Connect, on a local Connect server.
 
 One Spark Connect session serves the module: a Connect client of the server that the classic
 session the local modules share runs in this process (``spark_fixtures.shared_session``: Spark's

@@ -100,8 +100,8 @@ def test_pull_source_receives_every_message_from_three_producers(spark, ipc_dir,
     assert len(rows) == total  # exactly once in a run without failures
     assert sorted(r.n for r in rows) == list(range(total))
     assert all(r.n % producers == r.producer for r in rows)
-    assert sorted(r._seq for r in rows) == list(range(total))  # spool offsets, gap-free
-    assert len({r._pipe for r in rows}) == producers  # one pipe per producer
+    assert sorted(r["_seq"] for r in rows) == list(range(total))  # spool offsets, gap-free
+    assert len({r["_pipe"] for r in rows}) == producers  # one pipe per producer
 
 
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
@@ -193,6 +193,12 @@ def test_read_and_write_from_a_plain_thread_with_register(spark, ipc_dir, tmp_pa
 
 
 # -- spool and decoding, no Spark --------------------------------------------------------------
+def segments(path: object) -> list[str]:
+    """The spool's segment files in ``path``, oldest first (each named by its first message's
+    number, zero-padded)."""
+    return sorted(n for n in os.listdir(str(path)) if n.endswith(".gsps"))
+
+
 def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
     sp = Spool(str(tmp_path), segment_bytes=200)
     sp.open()
@@ -204,7 +210,7 @@ def test_spool_numbers_survive_restart_torn_tail_and_commit(tmp_path):
     sp.drop_below(6)
     assert 0 < sp.first_seq <= 6  # whole segments below 6 are gone
     sp.close()
-    with open(os.path.join(str(tmp_path), f"{sp._segs[-1].first:020d}.gsps"), "ab") as f:
+    with open(os.path.join(str(tmp_path), segments(tmp_path)[-1]), "ab") as f:
         f.write(b"\x10\x00\x00\x00torn")  # a crash in the middle of a write
     sp2 = Spool(str(tmp_path), segment_bytes=200)
     sp2.open()
@@ -236,7 +242,7 @@ def test_spool_index_cuts_the_same_records_as_a_scan_across_segments_and_reopen(
             sp.append(group, [k] * len(group) if k % 2 else None, 1.0)  # None: pipe 0
             pipes += [k if k % 2 else 0] * len(group)
         total = sp.next_seq
-        assert total == len(pipes) and len(sp._segs) > 3
+        assert total == len(pipes) and len(segments(tmp_path)) > 3
         data, offs, first = sp.read(5, total - 3)
         assert first == 5 and list(offs) == scan(data)[0]
         by_index = decode_chunk(_Chunk(first, data, offs.tobytes()), schema, True, "fail")

@@ -1,4 +1,4 @@
-"""The sink and the source on a real Spark standalone cluster that loses a worker (issue 28).
+"""The sink and the source on a real Spark standalone cluster that loses a worker.
 
 A master and two workers (2 cores, 1.5 GiB each: see below) run as processes of their own,
 started with the ``bin/spark-class`` of the pip-installed pyspark, all on 127.0.0.1

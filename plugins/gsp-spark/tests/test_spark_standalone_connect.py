@@ -1,5 +1,5 @@
 """The sink and the source through a Spark Connect server in front of a standalone cluster that
-loses a worker (issue 46).
+loses a worker.
 
 The cluster is ``test_spark_standalone.py``'s (a background job, ``jobs.py``: a master and two
 workers on 127.0.0.1). In front of it, pyspark's own ``sbin/start-connect-server.sh --wait``

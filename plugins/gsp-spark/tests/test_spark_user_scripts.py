@@ -2,13 +2,13 @@
 behaves the same however it was found, and Spark's Python workers have gsp, however the script is
 started and the plugin installed.
 
-* Any thread (issue 28): a driver that never imports ``gsp_spark`` nor registers anything —
+* Any thread: a driver that never imports ``gsp_spark`` nor registers anything —
   PySpark finds the format through ``pyspark_gsp`` by itself — writes from the main thread, a
   plain ``threading.Thread``, a ``ThreadPoolExecutor`` and ``foreachBatch``, and every write
-  reaches a PULL socket. Without the distribution's ``gevent_sp_spark.pth``
-  (``pyspark_gsp._startup``) the plain thread and the thread pool failed with
-  ``DATA_SOURCE_NOT_FOUND``: the any-thread hook was installed only by ``import gsp_spark``, and
-  PySpark imports ``pyspark_gsp`` in a Python worker, never in the driver.
+  reaches a PULL socket. That takes the distribution's ``gevent_sp_spark.pth``
+  (``pyspark_gsp._startup``): ``import gsp_spark`` alone would leave the plain thread and the
+  thread pool failing with ``DATA_SOURCE_NOT_FOUND``, as PySpark imports ``pyspark_gsp`` in a
+  Python worker, never in the driver.
 * A regular install, python by path: a wheel of plugins/gsp-spark installed into a directory of
   its own, first on the path, with the editable install's path taken away (in the driver and in
   Spark's Python workers alike): Spark's lookup must find ``pyspark_gsp`` among installed
@@ -16,7 +16,7 @@ started and the plugin installed.
   virtualenv not activated (PATH without its bin directory, no PYSPARK_PYTHON): the workers must
   run that python (the first ``python3`` on PATH has no gsp) and import gsp.
 
-* Spark Connect (issue 46): the issue's snippet — ``remote("local[1]")``, ``format("gsp")``
+* Spark Connect: a user's first script — ``remote("local[1]")``, ``format("gsp")``
   written with no registration — and its streaming counterpart, from the virtualenv's python by
   its path, not activated: the server's workers must run that python. And a Connect server
   whose workers' Python lacks the plugin: the write fails with
@@ -71,7 +71,7 @@ def test_format_gsp_is_found_with_a_regular_install_and_python_by_path():
 
 @pytest.mark.timeout(480)  # the job: one Spark start, a batch write and a streaming query
 def test_connect_snippet_and_its_streaming_counterpart_from_a_venv_not_activated():
-    # Issue 46: remote("local[1]") from the virtualenv's python by its path (PATH without its
+    # remote("local[1]") from the virtualenv's python by its path (PATH without its
     # bin directory, no PYSPARK_PYTHON), no registration: the server's workers run this
     # interpreter, and format("gsp") writes and reads.
     out = background.get("connect-venv").result(460)

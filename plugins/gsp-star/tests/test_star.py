@@ -17,7 +17,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
-from tests.support import BAD_TTL, TCP, hops, pair_up, silent
+from tests.support import BAD_TTL, TCP, connect, hops, silent
 
 STAR = 0x640
 
@@ -51,26 +51,26 @@ def test_star_is_a_separate_plugin_on_public_api():
     assert gsp_mods and not private, private
 
 
-def test_star_cooked():
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": WAIT})
-        assert a.raw is False
-        a.send(b"hello")
-        m = b.recv_msg()
-        assert (m.header, m.body, m.pipe) == (b"", b"hello", b.pipes[0])
+def test_star_cooked(gsp_socket):
+    a, b = gsp_socket("star"), gsp_socket("star", recv_timeout=WAIT)
+    connect(a, b)
+    assert a.raw is False
+    a.send(b"hello")
+    m = b.recv_msg()
+    assert (m.header, m.body, m.pipe) == (b"", b"hello", b.pipes[0])
 
 
-def test_star_wire_format_and_discard_header():
+def test_star_wire_format_and_discard_header(gsp_socket):
     # Cooked sends carry hop count 0 whatever header the caller gave; receivers never show it.
-    with gsp.socket("star", recv_timeout=WAIT) as s:
-        with RawPeer(s.listen(TCP).url, STAR) as peer:
-            assert peer.peer_protocol == STAR
-            wait_for(lambda: s.pipes, what="the pipe")
-            s.send_msg(gsp.Message(b"abc", b"\x00\x01\x02\x03"))
-            assert peer.recv() == hops(0) + b"abc"
-            peer.send(hops(0) + b"in")
-            m = s.recv_msg()
-            assert (m.header, m.body) == (b"", b"in")
+    s = gsp_socket("star", recv_timeout=WAIT)
+    with RawPeer(s.listen(TCP).url, STAR) as peer:
+        assert peer.peer_protocol == STAR
+        wait_for(lambda: s.pipes, what="the pipe")
+        s.send_msg(gsp.Message(b"abc", b"\x00\x01\x02\x03"))
+        assert peer.recv() == hops(0) + b"abc"
+        peer.send(hops(0) + b"in")
+        m = s.recv_msg()
+        assert (m.header, m.body) == (b"", b"in")
 
 
 @pytest.mark.parametrize("topology", ["hub", "chain"])
@@ -128,68 +128,68 @@ def test_star_many_members():
         assert all(silent(s, 0.05) for s in socks)
 
 
-def test_star_ttl_drop():
+def test_star_ttl_drop(gsp_socket):
     # Hop counts below ttl are delivered and forwarded one hop further; ttl or more is dropped.
-    with gsp.socket("star", ttl=8, recv_timeout=0.1) as s:
-        url = s.listen(TCP).url
-        with RawPeer(url, STAR) as src, RawPeer(url, STAR) as other:
-            wait_for(lambda: len(s.pipes) == 2, what="two peers")
-            src.send(hops(7) + b"last hop", hops(8) + b"too far", hops(0xff) + b"way too far")
-            assert s.recv() == b"last hop"
-            assert other.recv() == hops(8) + b"last hop"
-            assert silent(s)
-            other.assert_silent()
-            src.assert_silent()  # nothing is sent back where it came from
-            assert s.stats["dropped_ttl"] == 2
-            s.ttl = 1
-            src.send(hops(1) + b"now too far", hops(0) + b"ok")
-            assert s.recv() == b"ok"
-            assert other.recv() == hops(1) + b"ok"
+    s = gsp_socket("star", ttl=8, recv_timeout=0.1)
+    url = s.listen(TCP).url
+    with RawPeer(url, STAR) as src, RawPeer(url, STAR) as other:
+        wait_for(lambda: len(s.pipes) == 2, what="two peers")
+        src.send(hops(7) + b"last hop", hops(8) + b"too far", hops(0xff) + b"way too far")
+        assert s.recv() == b"last hop"
+        assert other.recv() == hops(8) + b"last hop"
+        assert silent(s)
+        other.assert_silent()
+        src.assert_silent()  # nothing is sent back where it came from
+        assert s.stats["dropped_ttl"] == 2
+        s.ttl = 1
+        src.send(hops(1) + b"now too far", hops(0) + b"ok")
+        assert s.recv() == b"ok"
+        assert other.recv() == hops(1) + b"ok"
 
 
 # ================================ raw star (mangos xstar) =======================================
 
-def test_raw_star_recv_header():
+def test_raw_star_recv_header(gsp_socket):
     # Any non-zero byte among the first three drops the message; the hop count is incremented.
-    with gsp.socket("star", raw=True, recv_timeout=WAIT) as s:
-        with RawPeer(s.listen(TCP).url, STAR) as peer:
-            peer.send(b"\x01\x00\x00\x01" + b"1", b"\x00\x01\x00\x01" + b"2",
-                      b"\x00\x00\x01\x01" + b"3", hops(1) + b"4")
-            m = s.recv_msg()
-            assert (m.header, m.body) == (hops(2), b"4")
-            assert silent(s)
-            assert s.stats["dropped_malformed"] == 3
+    s = gsp_socket("star", raw=True, recv_timeout=WAIT)
+    with RawPeer(s.listen(TCP).url, STAR) as peer:
+        peer.send(b"\x01\x00\x00\x01" + b"1", b"\x00\x01\x00\x01" + b"2",
+                  b"\x00\x00\x01\x01" + b"3", hops(1) + b"4")
+        m = s.recv_msg()
+        assert (m.header, m.body) == (hops(2), b"4")
+        assert silent(s)
+        assert s.stats["dropped_malformed"] == 3
 
 
-def test_raw_star_recv_no_header():
-    with gsp.socket("star", raw=True, recv_timeout=0.05) as s:
-        with RawPeer(s.listen(TCP).url, STAR) as peer:
-            peer.send(b"", b"\x00\x00\x00")
-            with pytest.raises(gsp.Timeout):
-                s.recv_msg()
-            peer.send(hops(0))  # an empty body with its header is fine
-            s.recv_timeout = WAIT
-            assert s.recv_msg().body == b""
-            assert s.stats["dropped_malformed"] == 2
-
-
-def test_raw_star_no_header_send():
-    # mangos: a raw send without its 4-byte header is dropped quietly.
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": 0.05}, a_raw=True, b_raw=True)
-        a.send(b"no header")
-        a.send_msg(gsp.Message(b"short", b"\x00\x00"))
+def test_raw_star_recv_no_header(gsp_socket):
+    s = gsp_socket("star", raw=True, recv_timeout=0.05)
+    with RawPeer(s.listen(TCP).url, STAR) as peer:
+        peer.send(b"", b"\x00\x00\x00")
         with pytest.raises(gsp.Timeout):
-            b.recv_msg()
-        assert a.stats["dropped_malformed"] == 2
+            s.recv_msg()
+        peer.send(hops(0))  # an empty body with its header is fine
+        s.recv_timeout = WAIT
+        assert s.recv_msg().body == b""
+        assert s.stats["dropped_malformed"] == 2
 
 
-def test_raw_star_send_recv():
-    with ExitStack() as st:
-        a, b = pair_up(st, "star", b_opts={"recv_timeout": WAIT}, a_raw=True, b_raw=True)
-        a.send_msg(gsp.Message(b"test", hops(0)))
-        m = b.recv_msg()
-        assert (m.header, m.body) == (hops(1), b"test")
+def test_raw_star_no_header_send(gsp_socket):
+    # mangos: a raw send without its 4-byte header is dropped quietly.
+    a, b = gsp_socket("star", raw=True), gsp_socket("star", raw=True, recv_timeout=0.05)
+    connect(a, b)
+    a.send(b"no header")
+    a.send_msg(gsp.Message(b"short", b"\x00\x00"))
+    with pytest.raises(gsp.Timeout):
+        b.recv_msg()
+    assert a.stats["dropped_malformed"] == 2
+
+
+def test_raw_star_send_recv(gsp_socket):
+    a, b = gsp_socket("star", raw=True), gsp_socket("star", raw=True, recv_timeout=WAIT)
+    connect(a, b)
+    a.send_msg(gsp.Message(b"test", hops(0)))
+    m = b.recv_msg()
+    assert (m.header, m.body) == (hops(1), b"test")
 
 
 def raw_line(st: ExitStack, mid: dict | None = None, **opts: object
@@ -226,34 +226,34 @@ def test_raw_star_redistribute_back_pressure():
         assert silent(s1)
 
 
-def test_raw_star_nonblock():
-    with gsp.socket("star", raw=True, send_buffer=2, linger=0, send_timeout=60) as s:
-        t0 = time.monotonic()
-        for _ in range(100):
-            s.send_msg(gsp.Message(b"abc", hops(0)))  # no peers
-        with RawPeer(s.listen(TCP).url, STAR) as stalled, \
-                RawPeer(s.listeners[0].url, STAR) as stalled2:
-            wait_for(lambda: len(s.pipes) == 2, what="two stalled peers")
-            huge = b"h" * (1 << 18)
-            for _ in range(200):
-                s.send_msg(gsp.Message(huge, hops(0)))
-            assert time.monotonic() - t0 < 3
-            assert s.stats["dropped"] > 0
-            assert stalled.recv() == hops(0) + huge
-            assert stalled2.recv() == hops(0) + huge
+def test_raw_star_nonblock(gsp_socket):
+    s = gsp_socket("star", raw=True, send_buffer=2, linger=0, send_timeout=60)
+    t0 = time.monotonic()
+    for _ in range(100):
+        s.send_msg(gsp.Message(b"abc", hops(0)))  # no peers
+    with RawPeer(s.listen(TCP).url, STAR) as stalled, \
+            RawPeer(s.listeners[0].url, STAR) as stalled2:
+        wait_for(lambda: len(s.pipes) == 2, what="two stalled peers")
+        huge = b"h" * (1 << 18)
+        for _ in range(200):
+            s.send_msg(gsp.Message(huge, hops(0)))
+        assert time.monotonic() - t0 < 3
+        assert s.stats["dropped"] > 0
+        assert stalled.recv() == hops(0) + huge
+        assert stalled2.recv() == hops(0) + huge
 
 
-def test_raw_star_back_pressure_and_resize():
+def test_raw_star_back_pressure_and_resize(gsp_socket):
     # A full receive queue holds the pipe's reader (back-pressure, as mangos); growing it lets
     # the held messages in, in order.
-    with gsp.socket("star", raw=True, recv_buffer=1, recv_timeout=WAIT) as s:
-        with RawPeer(s.listen(TCP).url, STAR) as peer:
-            peer.send(*(hops(0) + bytes([i]) for i in range(3)))
-            gevent.sleep(0.05)
-            s.recv_buffer = 5
-            assert [s.recv() for _ in range(3)] == [b"\x00", b"\x01", b"\x02"]
-            g = gevent.spawn(s.recv)  # a posted receive across a resize
-            gevent.sleep(0.01)
-            s.recv_buffer = 2
-            peer.send(hops(0) + b"late")
-            assert g.get(timeout=WAIT) == b"late"
+    s = gsp_socket("star", raw=True, recv_buffer=1, recv_timeout=WAIT)
+    with RawPeer(s.listen(TCP).url, STAR) as peer:
+        peer.send(*(hops(0) + bytes([i]) for i in range(3)))
+        gevent.sleep(0.05)
+        s.recv_buffer = 5
+        assert [s.recv() for _ in range(3)] == [b"\x00", b"\x01", b"\x02"]
+        g = gevent.spawn(s.recv)  # a posted receive across a resize
+        gevent.sleep(0.01)
+        s.recv_buffer = 2
+        peer.send(hops(0) + b"late")
+        assert g.get(timeout=WAIT) == b"late"

@@ -59,6 +59,7 @@ def test_page_against_nng_ws_listeners(page: Page) -> None:
     """req/rep, sub, push/pull, pair1 and surveyor against pynng, one page for all of them."""
     rep, rep_url = nng_listener("rep")
     pub, pub_url = nng_listener("pub")
+    pub_added = nng.added_pipes(pub)
     pull, pull_url = nng_listener("pull")
     pair1, pair1_url = nng_listener("pair1")
     resp, resp_url = nng_listener("respondent")
@@ -68,10 +69,9 @@ def test_page_against_nng_ws_listeners(page: Page) -> None:
                 rep.send(rep.recv())
 
         def publish() -> None:
-            while not pub.pipes:
+            while not pub_added:  # (nng: a pipe carries messages once fully added)
                 time.sleep(0.01)
-            time.sleep(0.1)  # the page subscribes before it dials; give the pipe a moment
-            pub.send(b"noise")  # filtered out in the page
+            pub.send(b"noise")  # filtered out in the page (it subscribes before it dials)
             for p in PAYLOADS:
                 pub.send(b"t" + p)
 

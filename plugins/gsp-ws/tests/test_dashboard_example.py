@@ -26,7 +26,9 @@ CHART_BLUE = (0x15, 0x65, 0xC0)  # the page's "jobs done" line
 def dashboard() -> Iterator[servers.Server]:
     port = servers.free_port()
     srv = servers.Server([sys.executable, os.path.join(ROOT, "examples", "dashboard.py"),
-                          "--port", str(port)], port, servers._env(ROOT, None),
+                          "--port", str(port)], port,
+                         {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(
+                             p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)},
                          ready_line="dashboard at", ready_count=1)
     try:
         srv.wait_ready()

@@ -101,102 +101,106 @@ def test_roundtrip_headers_and_properties():
         b.close()
 
 
-def test_paths_share_one_port_unknown_path_is_404():
-    with gsp.socket("pull", recv_timeout=5) as p1, gsp.socket("pull", recv_timeout=5) as p2, \
-            gsp.socket("push", send_timeout=5) as s1, gsp.socket("push", send_timeout=5) as s2:
-        url1 = p1.listen("ws://127.0.0.1:0/one").url
-        port = port_of(url1)
-        url2 = p2.listen(f"ws://127.0.0.1:{port}/two").url
-        assert url2 == f"ws://127.0.0.1:{port}/two"
-        with pytest.raises(gsp.AddressInUse):
-            p2.listen(f"ws://127.0.0.1:{port}/one")
-        s1.dial(url1, block=True)
-        s2.dial(url2, block=True)
-        s1.send(b"to one")
-        s2.send(b"to two")
-        assert p1.recv() == b"to one" and p2.recv() == b"to two"
-        raw = RawClient(port, "/three", protocols=("push.sp.nanomsg.org",))
-        try:
-            assert raw.status == 404
-        finally:
-            raw.close()
-        p1.listeners[0].close()  # the other path keeps being served
-        s2.send(b"still two")
-        assert p2.recv() == b"still two"
-        raw = RawClient(port, "/one", protocols=("pull.sp.nanomsg.org",))
-        try:
-            assert raw.status == 404
-        finally:
-            raw.close()
+def test_paths_share_one_port_unknown_path_is_404(gsp_socket):
+    p1 = gsp_socket("pull", recv_timeout=5)
+    p2 = gsp_socket("pull", recv_timeout=5)
+    s1 = gsp_socket("push", send_timeout=5)
+    s2 = gsp_socket("push", send_timeout=5)
+    url1 = p1.listen("ws://127.0.0.1:0/one").url
+    port = port_of(url1)
+    url2 = p2.listen(f"ws://127.0.0.1:{port}/two").url
+    assert url2 == f"ws://127.0.0.1:{port}/two"
+    with pytest.raises(gsp.AddressInUse):
+        p2.listen(f"ws://127.0.0.1:{port}/one")
+    s1.dial(url1, block=True)
+    s2.dial(url2, block=True)
+    s1.send(b"to one")
+    s2.send(b"to two")
+    assert p1.recv() == b"to one" and p2.recv() == b"to two"
+    raw = RawClient(port, "/three", protocols=("push.sp.nanomsg.org",))
+    try:
+        assert raw.status == 404
+    finally:
+        raw.close()
+    p1.listeners[0].close()  # the other path keeps being served
+    s2.send(b"still two")
+    assert p2.recv() == b"still two"
+    raw = RawClient(port, "/one", protocols=("pull.sp.nanomsg.org",))
+    try:
+        assert raw.status == 404
+    finally:
+        raw.close()
 
 
 @pytest.mark.interop
-def test_wrong_or_missing_protocol_is_400():
-    with gsp.socket("push") as lst_sock, gsp.socket("push") as wrong:
-        url = lst_sock.listen("ws://127.0.0.1:0/sp").url
-        with pytest.raises(UpgradeRefused) as info:
-            wrong.dial(url, block=True)  # offers pull.sp.nanomsg.org to a push listener
-        assert info.value.status == 400 and "push.sp.nanomsg.org" in str(info.value)
-        assert isinstance(info.value, gsp.HandshakeError)
-        for offered in ((), ("pair.sp.nanomsg.org",)):
-            raw = RawClient(port_of(url), "/sp", protocols=offered)
-            try:
-                assert raw.status == 400
-            finally:
-                raw.close()
-        n = nng.socket("push")  # nng offers pull.sp.nanomsg.org too
+def test_wrong_or_missing_protocol_is_400(gsp_socket):
+    lst_sock = gsp_socket("push")
+    wrong = gsp_socket("push")
+    url = lst_sock.listen("ws://127.0.0.1:0/sp").url
+    with pytest.raises(UpgradeRefused) as info:
+        wrong.dial(url, block=True)  # offers pull.sp.nanomsg.org to a push listener
+    assert info.value.status == 400 and "push.sp.nanomsg.org" in str(info.value)
+    assert isinstance(info.value, gsp.HandshakeError)
+    for offered in ((), ("pair.sp.nanomsg.org",)):
+        raw = RawClient(port_of(url), "/sp", protocols=offered)
         try:
-            with pytest.raises(pynng.NNGException):
-                nng.run(n.dial, url, block=True)
+            assert raw.status == 400
         finally:
-            n.close()
-        assert not lst_sock.pipes
+            raw.close()
+    n = nng.socket("push")  # nng offers pull.sp.nanomsg.org too
+    try:
+        with pytest.raises(pynng.NNGException):
+            nng.run(n.dial, url, block=True)
+    finally:
+        n.close()
+    assert not lst_sock.pipes
 
 
 @pytest.mark.parametrize("scheme", ["ws", "wss"])
-def test_full_listener_answers_503(pki, scheme):
+def test_full_listener_answers_503(gsp_socket, pki, scheme):
     """At max_pipes the listener answers the next upgrade ``503`` with ``Retry-After`` (the
     transport's ``refuse`` hook) instead of just hanging up; a gsp dialer waits it out."""
-    with gsp.socket("pair", max_pipes=1, **pki.listen_options()) as lst, \
-            gsp.socket("pair", recv_timeout=5, send_timeout=5, **pki.dial_options()) as first, \
-            gsp.socket("pair", recv_timeout=5, send_timeout=5, reconnect_time=0.05,
-                       **pki.dial_options()) as second:
-        url = lst.listen(f"{scheme}://127.0.0.1:0/sp").url
-        first.dial(url, block=True)
-        if scheme == "ws":  # a bare HTTP client reads the answer itself
-            raw = RawClient(port_of(url))
-            try:
-                assert raw.status == 503
-                headers = dict(raw.answer.headers)
-                assert headers[b"retry-after"] == b"1"
-                assert raw.eof()
-            finally:
-                raw.close()
-        with pytest.raises(UpgradeRefused) as info:
-            second.dial(url, block=True)
-        assert info.value.status == 503 and "max_pipes" in info.value.reason
-        assert lst.listeners[0].stats["pipes_refused_full"] >= 1
-        second.dial(url)  # in the background: it gets in once the first leaves
-        first.close()
-        lst.send(b"to the second")
-        assert second.recv() == b"to the second"
+    lst = gsp_socket("pair", max_pipes=1, **pki.listen_options())
+    first = gsp_socket("pair", recv_timeout=5, send_timeout=5, **pki.dial_options())
+    second = gsp_socket("pair", recv_timeout=5, send_timeout=5, reconnect_time=0.05,
+                        **pki.dial_options())
+    url = lst.listen(f"{scheme}://127.0.0.1:0/sp").url
+    first.dial(url, block=True)
+    if scheme == "ws":  # a bare HTTP client reads the answer itself
+        raw = RawClient(port_of(url))
+        try:
+            assert raw.status == 503
+            headers = dict(raw.answer.headers)
+            assert headers[b"retry-after"] == b"1"
+            assert raw.eof()
+        finally:
+            raw.close()
+    with pytest.raises(UpgradeRefused) as info:
+        second.dial(url, block=True)
+    assert info.value.status == 503 and "max_pipes" in info.value.reason
+    assert lst.listeners[0].stats["pipes_refused_full"] >= 1
+    second.dial(url)  # in the background: it gets in once the first leaves
+    first.close()
+    lst.send(b"to the second")
+    assert second.recv() == b"to the second"
 
 
-def test_origin_allow_list_is_403():
-    with gsp.socket("pair") as a, gsp.socket("pair") as b:
-        url = a.listen("ws://127.0.0.1:0/sp", ws_origins=["https://good.example"]).url
-        with pytest.raises(UpgradeRefused) as info:
-            b.dial(url, block=True, ws_request_headers={"Origin": "https://evil.example"})
-        assert info.value.status == 403
-        port = port_of(url)
-        for origin, status in (("https://evil.example", 403), ("https://good.example", 101)):
-            raw = RawClient(port, "/sp", headers={"Origin": origin})
-            try:
-                assert raw.status == status
-            finally:
-                raw.close()
-        b.dial(url, block=True)  # no Origin (a non-browser client, like nng): allowed
-        assert len(b.pipes) == 1
+def test_origin_allow_list_is_403(gsp_socket):
+    a = gsp_socket("pair")
+    b = gsp_socket("pair")
+    url = a.listen("ws://127.0.0.1:0/sp", ws_origins=["https://good.example"]).url
+    with pytest.raises(UpgradeRefused) as info:
+        b.dial(url, block=True, ws_request_headers={"Origin": "https://evil.example"})
+    assert info.value.status == 403
+    port = port_of(url)
+    for origin, status in (("https://evil.example", 403), ("https://good.example", 101)):
+        raw = RawClient(port, "/sp", headers={"Origin": origin})
+        try:
+            assert raw.status == status
+        finally:
+            raw.close()
+    b.dial(url, block=True)  # no Origin (a non-browser client, like nng): allowed
+    assert len(b.pipes) == 1
 
 
 @pytest.mark.interop
@@ -219,51 +223,52 @@ def test_one_mib_messages_with_nng(pki, scheme):
         assert nng.run(n.recv) == payload[::-1]
 
 
-def test_stalled_http_client_delays_nobody():
-    with gsp.socket("pair", recv_timeout=5, handshake_timeout=0.5) as a, \
-            gsp.socket("pair", recv_timeout=5) as b:
-        url = a.listen("ws://127.0.0.1:0/sp").url
-        stalled = gsocket.create_connection(("127.0.0.1", port_of(url)))
-        try:
-            stalled.sendall(b"GET /sp HTTP/1.1\r\nHost: x\r\n")  # and never finishes
-            b.dial(url, block=True)
-            b.send(b"through")
-            assert a.recv() == b"through"
-            stalled.settimeout(3)
-            assert stalled.recv(100) == b""  # dropped at handshake_timeout
-        finally:
-            stalled.close()
+def test_stalled_http_client_delays_nobody(gsp_socket):
+    a = gsp_socket("pair", recv_timeout=5, handshake_timeout=0.5)
+    b = gsp_socket("pair", recv_timeout=5)
+    url = a.listen("ws://127.0.0.1:0/sp").url
+    stalled = gsocket.create_connection(("127.0.0.1", port_of(url)))
+    try:
+        stalled.sendall(b"GET /sp HTTP/1.1\r\nHost: x\r\n")  # and never finishes
+        b.dial(url, block=True)
+        b.send(b"through")
+        assert a.recv() == b"through"
+        stalled.settimeout(3)
+        assert stalled.recv(100) == b""  # dropped at handshake_timeout
+    finally:
+        stalled.close()
 
 
-def test_wss_tls_options_and_identity(pki):
-    with gsp.socket("pair", recv_timeout=5) as a, gsp.socket("pair", recv_timeout=5) as b:
-        with pytest.raises(gsp.BadOption, match="needs a certificate"):
-            a.listen("wss://127.0.0.1:0/sp")
-        url = a.listen("wss://127.0.0.1:0/sp", tls_client_auth="required",
-                       **pki.listen_options(tls_ca_file=pki.ca_file)).url
-        with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-            b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
-        # No client certificate for a mutual-TLS listener: a TLS refusal, as on tls+tcp (the
-        # alert arrives while the dialer reads the upgrade's answer).
-        with pytest.raises(TLSHandshakeError, match="failed: .*CERTIFICATE"):
-            b.dial(url, block=True, **pki.dial_options())
-        with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
-            b.dial(url, block=True, **pki.dial_options(
-                tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
+def test_wss_tls_options_and_identity(gsp_socket, pki):
+    a = gsp_socket("pair", recv_timeout=5)
+    b = gsp_socket("pair", recv_timeout=5)
+    with pytest.raises(gsp.BadOption, match="needs a certificate"):
+        a.listen("wss://127.0.0.1:0/sp")
+    url = a.listen("wss://127.0.0.1:0/sp", tls_client_auth="required",
+                   **pki.listen_options(tls_ca_file=pki.ca_file)).url
+    with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
+        b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+    # No client certificate for a mutual-TLS listener: a TLS refusal, as on tls+tcp (the
+    # alert arrives while the dialer reads the upgrade's answer).
+    with pytest.raises(TLSHandshakeError, match="failed: .*CERTIFICATE"):
+        b.dial(url, block=True, **pki.dial_options())
+    with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
         b.dial(url, block=True, **pki.dial_options(
-            tls_cert_file=pki.client_cert_file, tls_key_file=pki.client_key_file))
-        b.send(b"secure")
-        assert a.recv() == b"secure"
-        assert a.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
-        assert b.pipes[0].properties["peer_certificate"] is not None
+            tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
+    b.dial(url, block=True, **pki.dial_options(
+        tls_cert_file=pki.client_cert_file, tls_key_file=pki.client_key_file))
+    b.send(b"secure")
+    assert a.recv() == b"secure"
+    assert a.pipes[0].properties["peer_subject"]["commonName"] == "gsp-test-client"
+    assert b.pipes[0].properties["peer_certificate"] is not None
 
 
-def test_wss_ends_tls_with_close_notify(pki, mk):
+def test_wss_ends_tls_with_close_notify(pki, gsp_socket):
     """gsp closing a wss pipe ends the WebSocket (close frame, answer) and then TLS with its
     close_notify (RFC 8446, 6.1), before the TCP end: a client strict about it reads a clean
     end, where a bare TCP end is an SSLEOFError."""
     import ssl
-    server = mk("pair")
+    server = gsp_socket("pair")
     url = server.listen("wss://127.0.0.1:0/sp", **pki.listen_options()).url
     raw = RawClient(port_of(url), tls=ssl.create_default_context(cafile=pki.ca_file))
     try:
@@ -281,13 +286,14 @@ def test_wss_ends_tls_with_close_notify(pki, mk):
 
 
 @pytest.mark.interop
-def test_nng_listener_refuses_the_wrong_protocol():
+def test_nng_listener_refuses_the_wrong_protocol(gsp_socket):
     n = nng.socket("push")
     try:
         lst = nng.run(n.listen, "ws://127.0.0.1:0/sp")
-        with gsp.socket("push") as g:
-            with pytest.raises(UpgradeRefused):
-                g.dial(nng.bound_url(lst, "ws") + "/sp", block=True)
+        g = gsp_socket("push")
+        with pytest.raises(UpgradeRefused):
+            g.dial(nng.bound_url(lst, "ws") + "/sp", block=True)
+        g.close()
     finally:
         n.close()
 

@@ -254,7 +254,7 @@ def app404(environ: dict[str, Any], start_response: Any) -> list[bytes]:
 
 
 @pytest.mark.interop
-def test_wsgi_mount_under_pywsgi(caplog):
+def test_wsgi_mount_under_pywsgi(gsp_socket, caplog):
     gate = Gate()
     sock = gsp.socket("pull", recv_timeout=5)
     server = WSGIServer(("127.0.0.1", 0), mount(sock, app404, "/sp", ws_authorize=gate),
@@ -263,30 +263,31 @@ def test_wsgi_mount_under_pywsgi(caplog):
     url = f"ws://127.0.0.1:{server.server_port}/sp"
     n = nng.socket("push")
     try:
-        with gsp.socket("push", send_timeout=5) as push:
-            with pytest.raises(UpgradeRefused) as info:
-                push.dial(url, block=True)
-            assert (info.value.status, info.value.reason) == (401, "a bearer token is needed")
-            with pytest.raises(UpgradeRefused) as info:
-                push.dial(url, block=True, ws_request_headers={"Authorization": "Bearer no"})
-            assert (info.value.status, info.value.reason) == (403, "that token opens nothing here")
-            assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
-            status, headers, body = raw_upgrade(server.server_port, "/sp?t=1",
-                                                {"Cookie": "theme=dark"})
-            assert (status, headers["www-authenticate"], body) == (
-                401, "Bearer", b"a bearer token is needed\n")
-            req = gate.seen[-1]
-            assert (req.path, req.query_params, req.cookies) == ("/sp", {"t": ["1"]},
-                                                                 {"theme": "dark"})
-            assert req.peer is not None and req.peer[0] == "127.0.0.1" and req.tls is None
-            assert sock.pipes == []
+        push = gsp_socket("push", send_timeout=5)
+        with pytest.raises(UpgradeRefused) as info:
+            push.dial(url, block=True)
+        assert (info.value.status, info.value.reason) == (401, "a bearer token is needed")
+        with pytest.raises(UpgradeRefused) as info:
+            push.dial(url, block=True, ws_request_headers={"Authorization": "Bearer no"})
+        assert (info.value.status, info.value.reason) == (403, "that token opens nothing here")
+        assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
+        status, headers, body = raw_upgrade(server.server_port, "/sp?t=1",
+                                            {"Cookie": "theme=dark"})
+        assert (status, headers["www-authenticate"], body) == (
+            401, "Bearer", b"a bearer token is needed\n")
+        req = gate.seen[-1]
+        assert (req.path, req.query_params, req.cookies) == ("/sp", {"t": ["1"]},
+                                                             {"theme": "dark"})
+        assert req.peer is not None and req.peer[0] == "127.0.0.1" and req.tls is None
+        assert sock.pipes == []
 
-            push.dial(url, block=True, ws_request_headers={"Authorization": f"Bearer {TOKEN}"})
-            push.send(b"through the mount")
-            msg = sock.recv_msg()
-            assert msg.body == b"through the mount"
-            assert ("authorization", f"Bearer {TOKEN}") in msg.pipe.properties["ws_request_headers"]
-            assert gate.seen[-1].remote_address == msg.pipe.remote_address
+        push.dial(url, block=True, ws_request_headers={"Authorization": f"Bearer {TOKEN}"})
+        push.send(b"through the mount")
+        msg = sock.recv_msg()
+        assert msg.body == b"through the mount"
+        assert ("authorization", f"Bearer {TOKEN}") in msg.pipe.properties["ws_request_headers"]
+        assert gate.seen[-1].remote_address == msg.pipe.remote_address
+        push.close()
 
         # A check that fails: 500, logged once; the mount serves on.
         sock.listeners[0].options["ws_authorize"] = broken
@@ -300,18 +301,19 @@ def test_wsgi_mount_under_pywsgi(caplog):
         server.stop(timeout=5)
 
 
-def test_wsgi_mount_over_https_shows_tls(pki):
+def test_wsgi_mount_over_https_shows_tls(gsp_socket, pki):
     seen: list[UpgradeRequest] = []
     sock = gsp.socket("pull", recv_timeout=5)
     server = WSGIServer(("127.0.0.1", 0), mount(sock, app404, "/sp", ws_authorize=seen.append),
                         log=None, ssl_context=pki.server_context(cooperative=True))
     server.start()
     try:
-        with gsp.socket("push", send_timeout=5) as push:
-            push.dial(f"wss://127.0.0.1:{server.server_port}/sp", block=True,
-                      **pki.dial_options())
-            push.send(b"tls")
-            assert sock.recv() == b"tls"
+        push = gsp_socket("push", send_timeout=5)
+        push.dial(f"wss://127.0.0.1:{server.server_port}/sp", block=True,
+                  **pki.dial_options())
+        push.send(b"tls")
+        assert sock.recv() == b"tls"
+        push.close()
         tls = seen[0].tls
         assert tls is not None and tls["tls_version"].startswith("TLS")
         assert seen[0].remote_address.startswith("wss://127.0.0.1:")
@@ -321,9 +323,9 @@ def test_wsgi_mount_over_https_shows_tls(pki):
         gevent.sleep(0)
 
 
-def test_a_background_dialer_counts_its_refusals(pull):
+def test_a_background_dialer_counts_its_refusals(gsp_socket, pull):
     url = pull.listen("ws://127.0.0.1:0/sp", ws_authorize=check_token).url
-    with gsp.socket("push", reconnect_time=0.05, reconnect_time_max=0.1) as push:
-        d = push.dial(url, block=False)
-        wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
-        assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []
+    push = gsp_socket("push", reconnect_time=0.05, reconnect_time_max=0.1)
+    d = push.dial(url, block=False)
+    wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
+    assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []

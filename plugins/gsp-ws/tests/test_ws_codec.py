@@ -22,6 +22,8 @@ from gsp_ws._frames import FrameError, Framer
 from tests.support.ws_support import RawClient, close_from_gsp, port_of
 
 MiB = 1 << 20
+#: The room the codec reads ahead into beyond what a message has brought so far.
+ROOM = _frames._ROOM
 
 
 def test_masking_is_compiled():
@@ -178,47 +180,47 @@ def test_a_message_over_recv_max_size_across_frames():
 
 @pytest.mark.parametrize("wire,code", [(unmasked(0x82, b"x"), 1002), (masked(0xC2, b"x"), 1002),
                                        (masked(0x88, struct.pack(">H", 1005)), 1002)])
-def test_a_hostile_client_closes_only_its_pipe(wire, code):
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp").url
-        bad = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            good.send(BytesMessage(data=b"first"))
-            assert pull.recv() == b"first"
-            bad.sock.sendall(wire)
-            assert bad.next_event(CloseConnection).code == code
-            assert bad.eof()
-            good.send(BytesMessage(data=b"still"))
-            assert pull.recv() == b"still"
-            wait_for(lambda: len(pull.pipes) == 1, what="the bad pipe gone")
-        finally:
-            bad.close()
-            good.close()
+def test_a_hostile_client_closes_only_its_pipe(gsp_socket, wire, code):
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp").url
+    bad = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    try:
+        good.send(BytesMessage(data=b"first"))
+        assert pull.recv() == b"first"
+        bad.sock.sendall(wire)
+        assert bad.next_event(CloseConnection).code == code
+        assert bad.eof()
+        good.send(BytesMessage(data=b"still"))
+        assert pull.recv() == b"still"
+        wait_for(lambda: len(pull.pipes) == 1, what="the bad pipe gone")
+    finally:
+        bad.close()
+        good.close()
 
 
-def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly():
+def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly(gsp_socket):
     """Between messages a ws pipe holds no reader greenlet (it parks, as tcp's do), yet its
     ws_ping_interval still pings a silent peer, and a Close from gsp waits for the answer."""
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp", ws_ping_interval=0.3,
-                          ws_ping_timeout=5).url
-        raw = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            raw.send(BytesMessage(data=b"one"))
-            assert pull.recv() == b"one"
-            (pipe,) = pull.pipes
-            assert pipe.parks
-            wait_for(lambda: pipe.reader is None, what="the pipe parked")
-            t0 = time.monotonic()
-            assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
-            assert time.monotonic() - t0 < 5
-            raw.send(BytesMessage(data=b"two"))
-            assert pull.recv() == b"two"
-            wait_for(lambda: pipe.reader is None, what="the pipe parked again")
-            close_from_gsp(raw, pipe)
-        finally:
-            raw.close()
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp", ws_ping_interval=0.3,
+                      ws_ping_timeout=5).url
+    raw = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    try:
+        raw.send(BytesMessage(data=b"one"))
+        assert pull.recv() == b"one"
+        (pipe,) = pull.pipes
+        assert pipe.parks
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+        t0 = time.monotonic()
+        assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
+        assert time.monotonic() - t0 < 5
+        raw.send(BytesMessage(data=b"two"))
+        assert pull.recv() == b"two"
+        wait_for(lambda: pipe.reader is None, what="the pipe parked again")
+        close_from_gsp(raw, pipe)
+    finally:
+        raw.close()
 
 
 # -- big messages: assembled in one buffer, received into it ---------------------------------------
@@ -372,8 +374,8 @@ def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
     assert f.feed(wire[:14 + 100]) == []
     assert f.held == 100 and f.payload_left == MiB - 100
     room = f.room()
-    assert room is not None and len(room) <= 2 * (100 + _frames._ROOM)
-    assert f.big_buffer is not None and len(f.big_buffer) <= 2 * (100 + _frames._ROOM)
+    assert room is not None and len(room) <= 2 * (100 + ROOM)
+    assert f.big_buffer is not None and len(f.big_buffer) <= 2 * (100 + ROOM)
     n = len(room)
     room[:] = wire[114:114 + n]
     del room
@@ -381,13 +383,13 @@ def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
     got = 100 + n
     while got < 200_000:  # it grows by what arrives, doubling at most
         room = f.room()
-        assert room is not None and got + len(room) <= 2 * (got + _frames._ROOM)
+        assert room is not None and got + len(room) <= 2 * (got + ROOM)
         n = len(room)
         room[:] = wire[14 + got:14 + got + n]
         del room
         assert f.filled(n) == []
         got += n
-    assert f.held == got and len(f.big_buffer or b"") <= 2 * (got + _frames._ROOM)
+    assert f.held == got and len(f.big_buffer or b"") <= 2 * (got + ROOM)
 
 
 def test_an_announced_oversize_is_refused_before_a_buffer_is_made():

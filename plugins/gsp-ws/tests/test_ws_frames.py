@@ -74,7 +74,7 @@ def test_fragments_reassembled_ping_answered():
         assert b"".join(got) == b"x" * 200_000 and len(got) >= 2
 
 
-def test_message_in_the_same_segment_as_the_101():
+def test_message_in_the_same_segment_as_the_101(gsp_socket):
     """A server may send its first message right behind the 101; the dialer must not lose it."""
     srv = gsocket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -94,28 +94,29 @@ def test_message_in_the_same_segment_as_the_101():
 
     g = gevent.spawn(fake_server)
     try:
-        with gsp.socket("pair", recv_timeout=5) as s:
-            s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", block=True)
-            assert s.recv() == b"early bird"
+        s = gsp_socket("pair", recv_timeout=5)
+        s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", block=True)
+        assert s.recv() == b"early bird"
+        s.close()
         g.get(timeout=5)
     finally:
         g.kill()
         srv.close()
 
 
-def test_frames_sent_with_the_upgrade_request_are_kept():
+def test_frames_sent_with_the_upgrade_request_are_kept(gsp_socket):
     """A client that does not wait for the 101 (against RFC 6455) still loses nothing."""
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp").url
-        c = gsocket.create_connection(("127.0.0.1", port_of(url)), timeout=5)
-        try:
-            head = WSConnection(ConnectionType.CLIENT).send(Request(
-                host="127.0.0.1", target="/sp", subprotocols=["pull.sp.nanomsg.org"]))
-            frame = WSProto(ConnectionType.CLIENT).send(BytesMessage(data=b"eager"))
-            c.sendall(head + frame)
-            assert pull.recv() == b"eager"
-        finally:
-            c.close()
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp").url
+    c = gsocket.create_connection(("127.0.0.1", port_of(url)), timeout=5)
+    try:
+        head = WSConnection(ConnectionType.CLIENT).send(Request(
+            host="127.0.0.1", target="/sp", subprotocols=["pull.sp.nanomsg.org"]))
+        frame = WSProto(ConnectionType.CLIENT).send(BytesMessage(data=b"eager"))
+        c.sendall(head + frame)
+        assert pull.recv() == b"eager"
+    finally:
+        c.close()
 
 
 def test_close_handshake_both_ways():
@@ -141,32 +142,32 @@ def test_close_handshake_both_ways():
             raw.close()
 
 
-def test_over_the_limit_closes_only_that_pipe():
-    with gsp.socket("pull", recv_timeout=5) as pull:
-        url = pull.listen("ws://127.0.0.1:0/sp", recv_max_size=1000,
-                          ws_recv_frame_max=600).url
-        big = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        frame = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
-        try:
-            with gevent.Timeout(5):
-                while len(pull.pipes) < 3:
-                    gevent.sleep(0.01)
-            for i in range(3):  # 1500 bytes in frames of 500: over recv_max_size
-                big.send(BytesMessage(data=b"b" * 500, message_finished=i == 2))
-            assert big.next_event(CloseConnection).code == 1009
-            frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_recv_frame_max
-            assert frame.next_event(CloseConnection).code == 1009
-            for i in range(2):  # 1000 bytes in frames of 500: within both limits
-                good.send(BytesMessage(data=b"g" * 500, message_finished=i == 1))
-            assert pull.recv() == b"g" * 1000
-            gevent.sleep(0.05)
-            assert len(pull.pipes) == 1
-            good.send(BytesMessage(data=b"still here"))
-            assert pull.recv() == b"still here"
-        finally:
-            for c in (big, frame, good):
-                c.close()
+def test_over_the_limit_closes_only_that_pipe(gsp_socket):
+    pull = gsp_socket("pull", recv_timeout=5)
+    url = pull.listen("ws://127.0.0.1:0/sp", recv_max_size=1000,
+                      ws_recv_frame_max=600).url
+    big = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    frame = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
+    try:
+        with gevent.Timeout(5):
+            while len(pull.pipes) < 3:
+                gevent.sleep(0.01)
+        for i in range(3):  # 1500 bytes in frames of 500: over recv_max_size
+            big.send(BytesMessage(data=b"b" * 500, message_finished=i == 2))
+        assert big.next_event(CloseConnection).code == 1009
+        frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_recv_frame_max
+        assert frame.next_event(CloseConnection).code == 1009
+        for i in range(2):  # 1000 bytes in frames of 500: within both limits
+            good.send(BytesMessage(data=b"g" * 500, message_finished=i == 1))
+        assert pull.recv() == b"g" * 1000
+        gevent.sleep(0.05)
+        assert len(pull.pipes) == 1
+        good.send(BytesMessage(data=b"still here"))
+        assert pull.recv() == b"still here"
+    finally:
+        for c in (big, frame, good):
+            c.close()
 
 
 @pytest.mark.parametrize("scheme", ["ws", "wss"])

@@ -1,4 +1,4 @@
-"""ws:// and wss:// against hostile or awkward peers (issue 14): a frame announcing a big message
+"""ws:// and wss:// against hostile or awkward peers: a frame announcing a big message
 costs what arrived, a message that stops arriving closes its pipe with FrameStalled, and a peer
 pinging while gsp closes gets no Pong after gsp's Close (wsproto would refuse to write one)."""
 

@@ -1,4 +1,4 @@
-"""ws/wss notice a dead peer (issue 14, item 5): after ws_ping_interval s of silence the peer gets
+"""ws/wss notice a dead peer: after ws_ping_interval s of silence the peer gets
 a WebSocket Ping; if nothing arrives ws_ping_timeout s later the pipe ends, and the dialer
 redials. A live but idle peer answers the Pings and its pipe stays."""
 
@@ -18,21 +18,21 @@ Mk = Callable[..., gsp.Socket]
 FAST = {"ws_ping_interval": 0.2, "ws_ping_timeout": 0.3}
 
 
-def through_proxy(mk: Mk, **dial_options: Any) -> tuple[gsp.Socket, gsp.Socket, FaultProxy]:
-    pull = mk("pull", recv_timeout=5)
+def through_proxy(gsp_socket: Mk, **dial_options: Any) -> tuple[gsp.Socket, gsp.Socket, FaultProxy]:
+    pull = gsp_socket("pull", recv_timeout=5)
     url = pull.listen("ws://127.0.0.1:0/live").url
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
     proxy = FaultProxy((parts.hostname, parts.port))
-    push = mk("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2,
+    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2,
               handshake_timeout=1)
     push.dial(f"ws://127.0.0.1:{proxy.address[1]}/live", block=True, **dial_options)
     wait_for(lambda: pull.pipes and push.pipes, what="the ws pipe")
     return pull, push, proxy
 
 
-def test_a_black_holed_ws_peer_is_noticed_and_redialed(mk: Mk) -> None:
-    pull, push, proxy = through_proxy(mk, **FAST)
+def test_a_black_holed_ws_peer_is_noticed_and_redialed(gsp_socket: Mk) -> None:
+    pull, push, proxy = through_proxy(gsp_socket, **FAST)
     try:
         (pipe,) = push.pipes
         t0 = time.monotonic()
@@ -50,8 +50,8 @@ def test_a_black_holed_ws_peer_is_noticed_and_redialed(mk: Mk) -> None:
         proxy.close()
 
 
-def test_an_idle_live_ws_peer_answers_pings_and_stays(mk: Mk) -> None:
-    pull, push, proxy = through_proxy(mk, **FAST)
+def test_an_idle_live_ws_peer_answers_pings_and_stays(gsp_socket: Mk) -> None:
+    pull, push, proxy = through_proxy(gsp_socket, **FAST)
     try:
         (pipe,) = push.pipes
         gevent.sleep(1.5)  # several ping rounds with nothing else on the wire
@@ -62,10 +62,10 @@ def test_an_idle_live_ws_peer_answers_pings_and_stays(mk: Mk) -> None:
         proxy.close()
 
 
-def test_ping_options_are_checked() -> None:
+def test_ping_options_are_checked(gsp_socket: Callable[..., gsp.Socket]) -> None:
     with pytest.raises(gsp.BadOption, match="ws_ping_interval"):
         gsp.socket("pair", ws_ping_interval=0)
     with pytest.raises(gsp.BadOption, match="ws_ping_timeout"):
         gsp.socket("pair", ws_ping_timeout=None)
-    with gsp.socket("pair", ws_ping_interval=None) as s:  # None turns the Pings off
-        assert s.ws_ping_interval is None
+    s = gsp_socket("pair", ws_ping_interval=None)  # None turns the Pings off
+    assert s.ws_ping_interval is None

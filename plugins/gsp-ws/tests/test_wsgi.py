@@ -110,7 +110,7 @@ def test_health_and_sp_share_one_port():
         server.stop(timeout=5)
 
 
-def test_refusals_and_gsp_dialer():
+def test_refusals_and_gsp_dialer(gsp_socket):
     sock = gsp.socket("pair", recv_timeout=5)
     app = SPWebSocketApp(health_app)
     app.mount("/sp", sock, ws_origins={"https://good.example"},
@@ -129,12 +129,13 @@ def test_refusals_and_gsp_dialer():
         with gevent.Timeout(5):
             while sock.pipes:  # the accepted raw upgrade went away with its client
                 gevent.sleep(0.01)
-        with gsp.socket("pair", recv_timeout=5) as peer:
-            peer.dial(f"ws://127.0.0.1:{port}/sp", block=True)
-            peer.send(b"via wsgi")
-            assert sock.recv() == b"via wsgi"
-            sock.send(b"and back")
-            assert peer.recv() == b"and back"
+        peer = gsp_socket("pair", recv_timeout=5)
+        peer.dial(f"ws://127.0.0.1:{port}/sp", block=True)
+        peer.send(b"via wsgi")
+        assert sock.recv() == b"via wsgi"
+        sock.send(b"and back")
+        assert peer.recv() == b"and back"
+        peer.close()
         with pytest.raises(gsp.AddressInUse):
             app.mount("/sp", sock)
         sock.listeners[0].close()  # unmount: the path goes back to the app
@@ -144,7 +145,7 @@ def test_refusals_and_gsp_dialer():
         server.stop(timeout=5)
 
 
-def test_full_mount_closes_with_try_again_later():
+def test_full_mount_closes_with_try_again_later(gsp_socket):
     """At max_pipes a mounted path (whose server has answered 101 already) ends the WebSocket
     with close code 1013, Try Again Later; the pipe already up keeps working."""
     sock = gsp.socket("pair", max_pipes=1, recv_timeout=5, send_timeout=5)
@@ -152,23 +153,24 @@ def test_full_mount_closes_with_try_again_later():
     server.start()
     c = gsocket.create_connection(("127.0.0.1", server.server_port), timeout=5)
     try:
-        with gsp.socket("pair", recv_timeout=5, send_timeout=5) as first:
-            first.dial(f"ws://127.0.0.1:{server.server_port}/sp", block=True)
-            ws = WSConnection(ConnectionType.CLIENT)
-            c.sendall(ws.send(Request(host="127.0.0.1", target="/sp",
-                                      subprotocols=["pair.sp.nanomsg.org"])))
-            events: list[Any] = []
-            while not any(isinstance(ev, CloseConnection) for ev in events):
-                data = c.recv(65536)
-                assert data, f"closed without a close frame after {events}"
-                ws.receive_data(data)
-                events += list(ws.events())
-            assert isinstance(events[0], AcceptConnection)
-            close = next(ev for ev in events if isinstance(ev, CloseConnection))
-            assert close.code == 1013 and "max_pipes" in close.reason
-            assert sock.stats["pipes_refused_full"] == 1
-            first.send(b"still here")
-            assert sock.recv() == b"still here"
+        first = gsp_socket("pair", recv_timeout=5, send_timeout=5)
+        first.dial(f"ws://127.0.0.1:{server.server_port}/sp", block=True)
+        ws = WSConnection(ConnectionType.CLIENT)
+        c.sendall(ws.send(Request(host="127.0.0.1", target="/sp",
+                                  subprotocols=["pair.sp.nanomsg.org"])))
+        events: list[Any] = []
+        while not any(isinstance(ev, CloseConnection) for ev in events):
+            data = c.recv(65536)
+            assert data, f"closed without a close frame after {events}"
+            ws.receive_data(data)
+            events += list(ws.events())
+        assert isinstance(events[0], AcceptConnection)
+        close = next(ev for ev in events if isinstance(ev, CloseConnection))
+        assert close.code == 1013 and "max_pipes" in close.reason
+        assert sock.stats["pipes_refused_full"] == 1
+        first.send(b"still here")
+        assert sock.recv() == b"still here"
+        first.close()
     finally:
         c.close()
         sock.close()

@@ -10,7 +10,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
@@ -24,7 +23,7 @@ from wsproto.events import BytesMessage, Request
 
 import gsp
 import gsp_ws
-from gsp.testing import free_port
+from gsp.testing import free_port, wait_for
 from gsp_ws.wsgi import SPWebSocketApp
 from tests.support import http_get, nng, servers
 from tests.support.nng_process import NngProcess
@@ -47,13 +46,14 @@ class PyWSGIServer:
         self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
+
+        def healthy() -> bool:
+            assert self.proc.poll() is None, self.output()
             with contextlib.suppress(OSError):
-                if http_get(port, "/health")[0] == 200:
-                    return
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.output()
-            gevent.sleep(0.1)
+                return http_get(port, "/health")[0] == 200
+            return False
+
+        wait_for(healthy, 30, what="the server's /health")
 
     def output(self) -> str:
         if self.proc.poll() is None:
@@ -124,18 +124,20 @@ def assert_clean(srv: Any) -> None:
 @pytest.mark.interop
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(SERVERS))
-def test_gsp_and_nng_reach_the_mount_beside_the_app(name: str) -> None:
+def test_gsp_and_nng_reach_the_mount_beside_the_app(
+        gsp_socket: Callable[..., gsp.Socket], name: str) -> None:
     with SERVERS[name]() as srv:
         port = port_of(srv)
         status, body = http_get(port, "/health")
         assert status == 200 and body.startswith(b"ok ")
-        with gsp.socket("req", recv_max_size=0, recv_timeout=10) as req:
-            req.dial(ws_url(srv), block=True)
-            for msg in [b"one", b"", b"x" * MiB + b"!", bytes(range(256)) * 12_000, b"last"]:
-                req.send(msg)
-                assert req.recv() == msg
-            assert http_get(port, "/health") == (status, body)  # the app serves on meanwhile
-            assert_peer_is(port, req)
+        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req.dial(ws_url(srv), block=True)
+        for msg in [b"one", b"", b"x" * MiB + b"!", bytes(range(256)) * 12_000, b"last"]:
+            req.send(msg)
+            assert req.recv() == msg
+        assert http_get(port, "/health") == (status, body)  # the app serves on meanwhile
+        assert_peer_is(port, req)
+        req.close()
         n = nng.socket("req", recv_max_size=0)
         try:
             nng.run(n.dial, ws_url(srv), block=True)
@@ -144,28 +146,32 @@ def test_gsp_and_nng_reach_the_mount_beside_the_app(name: str) -> None:
                 assert nng.run(n.recv) == msg
         finally:
             nng.run(n.close)
-        with gsp.socket("push") as push:
-            push.dial(ws_url(srv, "/pull"), block=True)
-            for size in (10, 2 * MiB, 0):
-                push.send(b"p" * size)
-            assert pulled(port, 3) == [10, 2 * MiB, 0]
+        push = gsp_socket("push")
+        push.dial(ws_url(srv, "/pull"), block=True)
+        for size in (10, 2 * MiB, 0):
+            push.send(b"p" * size)
+        assert pulled(port, 3) == [10, 2 * MiB, 0]
+        push.close()
         assert_clean(srv)
 
 
 @pytest.mark.interop
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(SERVERS))
-def test_refused_upgrades_carry_the_http_status(name: str) -> None:
+def test_refused_upgrades_carry_the_http_status(
+        gsp_socket: Callable[..., gsp.Socket], name: str) -> None:
     with SERVERS[name]() as srv:
         port = port_of(srv)
-        with gsp.socket("push") as push:  # offers pull.sp.nanomsg.org to the REP endpoint
-            with pytest.raises(gsp.UpgradeRefused) as info:
-                push.dial(ws_url(srv), block=True)
+        push = gsp_socket("push")  # offers pull.sp.nanomsg.org to the REP endpoint
+        with pytest.raises(gsp.UpgradeRefused) as info:
+            push.dial(ws_url(srv), block=True)
+        push.close()
         assert info.value.status == 400 and "rep.sp.nanomsg.org" in info.value.reason
         assert isinstance(info.value, gsp.HandshakeError)
-        with gsp.socket("req") as req:
-            with pytest.raises(gsp.UpgradeRefused) as info:
-                req.dial(ws_url(srv, "/elsewhere"), block=True)  # the app's own 404
+        req = gsp_socket("req")
+        with pytest.raises(gsp.UpgradeRefused) as info:
+            req.dial(ws_url(srv, "/elsewhere"), block=True)  # the app's own 404
+        req.close()
         assert info.value.status == 404 and gsp_ws.UpgradeRefused is gsp.UpgradeRefused
         copy = pickle.loads(pickle.dumps(info.value))  # e.g. from a multiprocessing worker
         assert (copy.status, copy.reason, str(copy)) == (404, "no!", str(info.value))
@@ -182,21 +188,23 @@ def test_refused_upgrades_carry_the_http_status(name: str) -> None:
 @pytest.mark.interop
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(SERVERS))
-def test_ws_authorize_refuses_before_the_upgrade(name: str) -> None:
+def test_ws_authorize_refuses_before_the_upgrade(
+        gsp_socket: Callable[..., gsp.Socket], name: str) -> None:
     with SERVERS[name]() as srv:
         url = ws_url(srv, "/private")
-        with gsp.socket("req", recv_timeout=10) as req:
-            with pytest.raises(gsp.UpgradeRefused) as info:
-                req.dial(url, block=True)
-            assert (info.value.status, info.value.reason) == (401, "no entry without the token")
-            n = nng.socket("req")
-            try:
-                assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
-            finally:
-                nng.run(n.close)
-            req.dial(url, block=True, ws_request_headers={"Authorization": "Bearer t0ken"})
-            req.send(b"who am I?")
-            assert req.recv() == b"Bearer t0ken"  # the header, from the pipe's properties
+        req = gsp_socket("req", recv_timeout=10)
+        with pytest.raises(gsp.UpgradeRefused) as info:
+            req.dial(url, block=True)
+        assert (info.value.status, info.value.reason) == (401, "no entry without the token")
+        n = nng.socket("req")
+        try:
+            assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
+        finally:
+            nng.run(n.close)
+        req.dial(url, block=True, ws_request_headers={"Authorization": "Bearer t0ken"})
+        req.send(b"who am I?")
+        assert req.recv() == b"Bearer t0ken"  # the header, from the pipe's properties
+        req.close()
         assert_clean(srv)
 
 
@@ -225,16 +233,17 @@ def test_a_mount_made_before_the_fork_serves_in_every_worker(name: str) -> None:
 
 @pytest.mark.interop
 @pytest.mark.timeout(60)
-def test_wss_through_gunicorn_with_tls(pki: Any) -> None:
+def test_wss_through_gunicorn_with_tls(gsp_socket: Callable[..., gsp.Socket], pki: Any) -> None:
     with servers.gunicorn(APP, pythonpath=ROOT, workers=1, extra=(
             "--certfile", pki.server_cert_file, "--keyfile", pki.server_key_file)) as srv:
         url = srv.url.replace("https://", "wss://") + "/sp"
-        with gsp.socket("req", recv_max_size=0, recv_timeout=10) as req:
-            req.dial(url, block=True, **pki.dial_options())
-            for msg in [b"over tls", b"t" * (MiB + 3)]:
-                req.send(msg)
-                assert req.recv() == msg
-            assert req.pipes[0].properties["tls_version"].startswith("TLS")
+        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req.dial(url, block=True, **pki.dial_options())
+        for msg in [b"over tls", b"t" * (MiB + 3)]:
+            req.send(msg)
+            assert req.recv() == msg
+        assert req.pipes[0].properties["tls_version"].startswith("TLS")
+        req.close()
         # nng in a process of its own: its close can abort its process after a wss exchange
         # with gsp (tests/support/nng_process.py).
         with NngProcess("req", tls=pki.nng_client_args()) as n:
@@ -283,7 +292,7 @@ def test_uwsgi_without_gevent_is_refused_at_start_up() -> None:
 
 @pytest.mark.interop
 @pytest.mark.timeout(60)
-def test_uwsgi_http_router_with_websockets() -> None:
+def test_uwsgi_http_router_with_websockets(gsp_socket: Callable[..., gsp.Socket]) -> None:
     """uWSGI's --http router in front of the workers (uwsgi protocol between them) passes the
     upgraded connection on with --http-websockets."""
     router, backend = free_port(), f"127.0.0.1:{free_port()}"
@@ -291,11 +300,12 @@ def test_uwsgi_http_router_with_websockets() -> None:
             "--socket", backend, "--http", f"127.0.0.1:{router}", "--http-to", backend,
             "--http-websockets")) as srv:
         url = f"ws://127.0.0.1:{router}/sp"
-        with gsp.socket("req", recv_max_size=0, recv_timeout=10) as req:
-            req.dial(url, block=True)
-            for msg in [b"via the router", b"r" * (2 * MiB)]:
-                req.send(msg)
-                assert req.recv() == msg
+        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req.dial(url, block=True)
+        for msg in [b"via the router", b"r" * (2 * MiB)]:
+            req.send(msg)
+            assert req.recv() == msg
+        req.close()
         n = nng.socket("req", recv_max_size=0)
         try:
             nng.run(n.dial, url, block=True)
@@ -334,24 +344,25 @@ def test_gunicorn_sync_worker_is_refused_at_start_up() -> None:
     assert "gsp.errors.NotSupported" in str(info.value)
 
 
-def test_an_unknown_server_is_named_once_and_gets_500(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unknown_server_is_named_once_and_gets_500(
+        gsp_socket: Callable[..., gsp.Socket], caplog: pytest.LogCaptureFixture) -> None:
     """A server no adapter knows (here wsgiref's, in-process): the upgrade gets a 500 naming
     the servers that work, and one ERROR line says so however many upgrades come."""
     from wsgiref.util import setup_testing_defaults
 
-    with gsp.socket("pair") as sock:
-        app = SPWebSocketApp()
-        app.mount("/sp", sock)
-        statuses = []
-        for _ in range(2):
-            environ: dict[str, Any] = {
-                "PATH_INFO": "/sp", "HTTP_UPGRADE": "websocket", "HTTP_CONNECTION": "Upgrade",
-                "HTTP_SEC_WEBSOCKET_VERSION": "13", "HTTP_SEC_WEBSOCKET_KEY": "dGhlIHNhbXBsZQ==",
-                "HTTP_SEC_WEBSOCKET_PROTOCOL": "pair.sp.nanomsg.org",
-                "SERVER_SOFTWARE": "WSGIServer/0.2"}
-            setup_testing_defaults(environ)
-            body = b"".join(app(environ, lambda status, headers: statuses.append(status)))
-        assert statuses == ["500 Internal Server Error"] * 2
-        assert b"gunicorn -k gevent" in body and b"uWSGI --gevent" in body
-        errors = [r for r in caplog.records if r.levelname == "ERROR"]
-        assert len(errors) == 1 and "WSGIServer/0.2" in errors[0].getMessage()
+    sock = gsp_socket("pair")
+    app = SPWebSocketApp()
+    app.mount("/sp", sock)
+    statuses = []
+    for _ in range(2):
+        environ: dict[str, Any] = {
+            "PATH_INFO": "/sp", "HTTP_UPGRADE": "websocket", "HTTP_CONNECTION": "Upgrade",
+            "HTTP_SEC_WEBSOCKET_VERSION": "13", "HTTP_SEC_WEBSOCKET_KEY": "dGhlIHNhbXBsZQ==",
+            "HTTP_SEC_WEBSOCKET_PROTOCOL": "pair.sp.nanomsg.org",
+            "SERVER_SOFTWARE": "WSGIServer/0.2"}
+        setup_testing_defaults(environ)
+        body = b"".join(app(environ, lambda status, headers: statuses.append(status)))
+    assert statuses == ["500 Internal Server Error"] * 2
+    assert b"gunicorn -k gevent" in body and b"uWSGI --gevent" in body
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "WSGIServer/0.2" in errors[0].getMessage()

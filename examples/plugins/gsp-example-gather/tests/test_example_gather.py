@@ -55,9 +55,9 @@ class Worker:
         self.sock = gsp.socket("gather", dial=url, **options)
         self.fn = fn
         self.tasks: list[bytes] = []
-        self.greenlet = gevent.spawn(self._serve)
+        self.greenlet = gevent.spawn(self.serve)
 
-    def _serve(self) -> None:
+    def serve(self) -> None:
         try:
             while True:
                 task = self.sock.recv()
@@ -82,197 +82,202 @@ def close_all(ws: list[Worker]) -> None:
 
 # -- tests --------------------------------------------------------------------------------------
 
-def test_identity() -> None:
+def test_identity(gsp_socket: Callable[..., gsp.Socket]) -> None:
     assert {"scatter", "gather"} <= set(gsp.protocols())
-    with gsp.socket("scatter") as s, gsp.socket("gather") as g:
-        assert (s.protocol, g.protocol) == ("scatter", "gather")
-        own = ("dropped", "dropped_queue_full", "redelivered", "lost", "discarded")
-        assert {k: s.stats[k] for k in own} == dict.fromkeys(own, 0)
+    s = gsp_socket("scatter")
+    g = gsp_socket("gather")
+    assert (s.protocol, g.protocol) == ("scatter", "gather")
+    own = ("dropped", "dropped_queue_full", "redelivered", "lost", "discarded")
+    assert {k: s.stats[k] for k in own} == dict.fromkeys(own, 0)
 
 
-def test_tasks_spread_over_workers_and_come_back() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        ws = workers(s.listeners[0].url, 3)
-        try:
-            wait_for(lambda: len(s.pipes) == 3)
-            tasks = [b"task %d" % i for i in range(30)]
-            for t in tasks:
-                s.send(t)
-            assert s.outstanding() == 30  # nothing ran yet: sending did not yield
-            results = [s.recv() for _ in tasks]
-            assert sorted(results) == sorted(t.upper() for t in tasks)
-            assert s.outstanding() == 0
-            assert [len(w.tasks) for w in ws] == [10, 10, 10]  # one peer in turn
-            s.send(b"which pipe?")
-            got = s.recv_msg()
-            assert got.body == b"WHICH PIPE?" and got.header == b"" and got.pipe in s.pipes
-        finally:
-            close_all(ws)
+def test_tasks_spread_over_workers_and_come_back(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    ws = workers(s.listeners[0].url, 3)
+    try:
+        wait_for(lambda: len(s.pipes) == 3)
+        tasks = [b"task %d" % i for i in range(30)]
+        for t in tasks:
+            s.send(t)
+        assert s.outstanding() == 30  # nothing ran yet: sending did not yield
+        results = [s.recv() for _ in tasks]
+        assert sorted(results) == sorted(t.upper() for t in tasks)
+        assert s.outstanding() == 0
+        assert [len(w.tasks) for w in ws] == [10, 10, 10]  # one peer in turn
+        s.send(b"which pipe?")
+        got = s.recv_msg()
+        assert got.body == b"WHICH PIPE?" and got.header == b"" and got.pipe in s.pipes
+    finally:
+        close_all(ws)
 
 
-def test_workers_may_listen_and_scatter_dial() -> None:
+def test_workers_may_listen_and_scatter_dial(gsp_socket: Callable[..., gsp.Socket]) -> None:
     ws: list[gsp.Socket] = [gsp.socket("gather", listen=ANY_PORT) for _ in range(2)]
     serving = []
     try:
-        with gsp.socket("scatter", recv_timeout=WAIT) as s:
-            for w in ws:
-                s.dial(w.listeners[0].url)
+        s = gsp_socket("scatter", recv_timeout=WAIT)
+        for w in ws:
+            s.dial(w.listeners[0].url)
 
-            def serve(sock: gsp.Socket) -> None:
-                try:
-                    while True:
-                        sock.send(sock.recv() + b"!")
-                except gsp.Closed:
-                    pass
+        def serve(sock: gsp.Socket) -> None:
+            try:
+                while True:
+                    sock.send(sock.recv() + b"!")
+            except gsp.Closed:
+                pass
 
-            serving = [gevent.spawn(serve, w) for w in ws]
-            wait_for(lambda: len(s.pipes) == 2)
-            for i in range(4):
-                s.send(b"%d" % i)
-            assert sorted(s.recv() for _ in range(4)) == [b"0!", b"1!", b"2!", b"3!"]
+        serving = [gevent.spawn(serve, w) for w in ws]
+        wait_for(lambda: len(s.pipes) == 2)
+        for i in range(4):
+            s.send(b"%d" % i)
+        assert sorted(s.recv() for _ in range(4)) == [b"0!", b"1!", b"2!", b"3!"]
+        s.close()
     finally:
         for w in ws:
             w.close()
         gevent.joinall(serving, timeout=WAIT, raise_error=True)
 
 
-def test_results_arrive_in_the_order_they_finish() -> None:
+def test_results_arrive_in_the_order_they_finish(gsp_socket: Callable[..., gsp.Socket]) -> None:
     release = Event()
 
     def slow(task: bytes) -> bytes:
         release.wait()
         return b"slow " + task
 
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        url = s.listeners[0].url
-        ws = [Worker(url, fn=slow)]
-        try:
-            wait_for(lambda: len(s.pipes) == 1)
-            ws.append(Worker(url, fn=lambda t: b"fast " + t))
-            wait_for(lambda: len(s.pipes) == 2)
-            s.send(b"a")  # to the slow worker (it attached first)
-            s.send(b"b")  # to the fast one
-            assert s.recv() == b"fast b"
-            release.set()
-            assert s.recv() == b"slow a"
-        finally:
-            release.set()
-            close_all(ws)
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    url = s.listeners[0].url
+    ws = [Worker(url, fn=slow)]
+    try:
+        wait_for(lambda: len(s.pipes) == 1)
+        ws.append(Worker(url, fn=lambda t: b"fast " + t))
+        wait_for(lambda: len(s.pipes) == 2)
+        s.send(b"a")  # to the slow worker (it attached first)
+        s.send(b"b")  # to the fast one
+        assert s.recv() == b"fast b"
+        release.set()
+        assert s.recv() == b"slow a"
+    finally:
+        release.set()
+        close_all(ws)
 
 
-def test_tasks_of_a_lost_worker_are_sent_again() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        url = s.listeners[0].url
-        with gsp.socket("gather", dial=url, recv_timeout=WAIT) as dead:
-            wait_for(lambda: s.pipes)
-            for i in range(3):
-                s.send(b"job %d" % i)
-            assert dead.recv() == b"job 0"  # it took the work... and dies without answering
-        wait_for(lambda: s.stats["redelivered"] == 3)
-        assert s.outstanding() == 3
-        ws = workers(url, 1)
-        try:
-            assert sorted(s.recv() for _ in range(3)) == [b"JOB 0", b"JOB 1", b"JOB 2"]
-            assert s.outstanding() == 0
-            assert s.stats["lost"] == 0
-        finally:
-            close_all(ws)
-
-
-def test_without_redelivery_lost_tasks_are_counted_and_forgotten() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, redeliver=False, recv_timeout=0.01) as s:
-        url = s.listeners[0].url
-        with gsp.socket("gather", dial=url):
-            wait_for(lambda: s.pipes)
-            for i in range(3):
-                s.send(b"job %d" % i)
-        wait_for(lambda: s.stats["lost"] == 3)
-        assert s.outstanding() == 0 and s.stats["redelivered"] == 0
-        with pytest.raises(gsp.Timeout):
-            s.recv()
-        # handle.watch: the protocol follows the option when it changes.
-        s.redeliver = True
-        with gsp.socket("gather", dial=url):
-            wait_for(lambda: s.pipes)
-            s.send(b"job 3")
-        wait_for(lambda: s.stats["redelivered"] == 1)
-        assert s.outstanding() == 1
-
-
-def test_contexts_receive_only_their_own_results() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        ws = workers(s.listeners[0].url, 2)
-        try:
-            wait_for(lambda: len(s.pipes) == 2)
-
-            def batch(name: bytes) -> list[bytes]:
-                with s.open_context() as ctx:
-                    for i in range(25):
-                        ctx.send(b"%s-%d" % (name, i))
-                    assert isinstance(ctx, gsp.Context)
-                    results = [ctx.recv() for _ in range(25)]
-                    assert ctx.outstanding() == 0  # type: ignore[attr-defined]
-                    return results
-
-            jobs = [gevent.spawn(batch, name) for name in (b"x", b"y", b"z")]
-            s.send(b"socket-level")
-            for name, job in zip((b"x", b"y", b"z"), jobs):
-                got = job.get(timeout=WAIT)
-                assert sorted(got) == sorted(b"%s-%d" % (name.upper(), i) for i in range(25))
-            assert s.recv() == b"SOCKET-LEVEL"
-        finally:
-            close_all(ws)
-
-
-def test_context_options_and_timeouts() -> None:
-    with gsp.socket("scatter", recv_timeout=WAIT, send_timeout=WAIT) as s:
-        ctx = s.open_context()
-        assert ctx.recv_timeout == WAIT
-        ctx.recv_timeout = 0.01
-        with pytest.raises(gsp.Timeout):
-            ctx.recv()
-        ctx.send_timeout = 0
-        with pytest.raises(gsp.WouldBlock):
-            ctx.send(b"no worker")
-        assert ctx.outstanding() == 0  # type: ignore[attr-defined]
-        with pytest.raises(gsp.BadOption):
-            ctx.recv_timeout = -1
-
-
-def test_timeouts_without_workers() -> None:
-    with gsp.socket("scatter", recv_timeout=0.01, send_timeout=0.01) as s:
-        with pytest.raises(gsp.Timeout):
-            s.send(b"nobody")
-        with pytest.raises(gsp.Timeout):
-            s.recv()
-        with pytest.raises(gsp.Timeout):
-            s.recv_msg()
-        s.send_timeout = s.recv_timeout = 0
-        with pytest.raises(gsp.WouldBlock):
-            s.send(b"nobody")
-        with pytest.raises(gsp.WouldBlock):
-            s.recv()
+def test_tasks_of_a_lost_worker_are_sent_again(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    url = s.listeners[0].url
+    dead = gsp_socket("gather", dial=url, recv_timeout=WAIT)
+    wait_for(lambda: s.pipes)
+    for i in range(3):
+        s.send(b"job %d" % i)
+    assert dead.recv() == b"job 0"  # it took the work... and dies without answering
+    dead.close()
+    wait_for(lambda: s.stats["redelivered"] == 3)
+    assert s.outstanding() == 3
+    ws = workers(url, 1)
+    try:
+        assert sorted(s.recv() for _ in range(3)) == [b"JOB 0", b"JOB 1", b"JOB 2"]
         assert s.outstanding() == 0
-        s.best_effort = True
-        s.send(b"dropped")  # no peer had room: dropped at once, counted
-        assert s.stats["dropped_queue_full"] == s.stats["dropped"] == 1
-        assert s.outstanding() == 0
-    with gsp.socket("gather", recv_timeout=0.01) as g:
-        with pytest.raises(gsp.Timeout):
-            g.recv()
+        assert s.stats["lost"] == 0
+    finally:
+        close_all(ws)
 
 
-def test_send_waits_for_a_worker() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        sending = gevent.spawn(s.send, b"early")
-        gevent.sleep(0)
-        assert not sending.dead  # no worker yet: send waits (send_timeout is None)
-        ws = workers(s.listeners[0].url, 1)
-        try:
-            sending.get(timeout=WAIT)
-            assert s.recv() == b"EARLY"
-        finally:
-            close_all(ws)
+def test_without_redelivery_lost_tasks_are_counted_and_forgotten(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, redeliver=False, recv_timeout=0.01)
+    url = s.listeners[0].url
+    with gsp.socket("gather", dial=url):
+        wait_for(lambda: s.pipes)
+        for i in range(3):
+            s.send(b"job %d" % i)
+    wait_for(lambda: s.stats["lost"] == 3)
+    assert s.outstanding() == 0 and s.stats["redelivered"] == 0
+    with pytest.raises(gsp.Timeout):
+        s.recv()
+    # handle.watch: the protocol follows the option when it changes.
+    s.redeliver = True
+    with gsp.socket("gather", dial=url):
+        wait_for(lambda: s.pipes)
+        s.send(b"job 3")
+    wait_for(lambda: s.stats["redelivered"] == 1)
+    assert s.outstanding() == 1
+
+
+def test_contexts_receive_only_their_own_results(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    ws = workers(s.listeners[0].url, 2)
+    try:
+        wait_for(lambda: len(s.pipes) == 2)
+
+        def batch(name: bytes) -> list[bytes]:
+            with s.open_context() as ctx:
+                for i in range(25):
+                    ctx.send(b"%s-%d" % (name, i))
+                assert isinstance(ctx, gsp.Context)
+                results = [ctx.recv() for _ in range(25)]
+                assert ctx.outstanding() == 0  # type: ignore[attr-defined]
+                return results
+
+        jobs = [gevent.spawn(batch, name) for name in (b"x", b"y", b"z")]
+        s.send(b"socket-level")
+        for name, job in zip((b"x", b"y", b"z"), jobs):
+            got = job.get(timeout=WAIT)
+            assert sorted(got) == sorted(b"%s-%d" % (name.upper(), i) for i in range(25))
+        assert s.recv() == b"SOCKET-LEVEL"
+    finally:
+        close_all(ws)
+
+
+def test_context_options_and_timeouts(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", recv_timeout=WAIT, send_timeout=WAIT)
+    ctx = s.open_context()
+    assert ctx.recv_timeout == WAIT
+    ctx.recv_timeout = 0.01
+    with pytest.raises(gsp.Timeout):
+        ctx.recv()
+    ctx.send_timeout = 0
+    with pytest.raises(gsp.WouldBlock):
+        ctx.send(b"no worker")
+    assert ctx.outstanding() == 0  # type: ignore[attr-defined]
+    with pytest.raises(gsp.BadOption):
+        ctx.recv_timeout = -1
+
+
+def test_timeouts_without_workers(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", recv_timeout=0.01, send_timeout=0.01)
+    with pytest.raises(gsp.Timeout):
+        s.send(b"nobody")
+    with pytest.raises(gsp.Timeout):
+        s.recv()
+    with pytest.raises(gsp.Timeout):
+        s.recv_msg()
+    s.send_timeout = s.recv_timeout = 0
+    with pytest.raises(gsp.WouldBlock):
+        s.send(b"nobody")
+    with pytest.raises(gsp.WouldBlock):
+        s.recv()
+    assert s.outstanding() == 0
+    s.best_effort = True
+    s.send(b"dropped")  # no peer had room: dropped at once, counted
+    assert s.stats["dropped_queue_full"] == s.stats["dropped"] == 1
+    assert s.outstanding() == 0
+    s.close()
+    g = gsp_socket("gather", recv_timeout=0.01)
+    with pytest.raises(gsp.Timeout):
+        g.recv()
+
+
+def test_send_waits_for_a_worker(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    sending = gevent.spawn(s.send, b"early")
+    gevent.sleep(0)
+    assert not sending.dead  # no worker yet: send waits (send_timeout is None)
+    ws = workers(s.listeners[0].url, 1)
+    try:
+        sending.get(timeout=WAIT)
+        assert s.recv() == b"EARLY"
+    finally:
+        close_all(ws)
 
 
 def test_closed_socket() -> None:
@@ -293,116 +298,123 @@ def test_closed_socket() -> None:
     s.close()  # idempotent
 
 
-def test_result_of_a_closed_context_is_discarded() -> None:
+def test_result_of_a_closed_context_is_discarded(gsp_socket: Callable[..., gsp.Socket]) -> None:
     release = Event()
 
     def held(task: bytes) -> bytes:
         release.wait()
         return task
 
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        ws = [Worker(s.listeners[0].url, fn=held)]
-        try:
-            ctx = s.open_context()
-            ctx.send(b"abandoned")
-            wait_for(lambda: ws[0].tasks)
-            ctx.close()
-            release.set()
-            wait_for(lambda: s.stats["discarded"] == 1)
-            assert s.outstanding() == 0
-        finally:
-            release.set()
-            close_all(ws)
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    ws = [Worker(s.listeners[0].url, fn=held)]
+    try:
+        ctx = s.open_context()
+        ctx.send(b"abandoned")
+        wait_for(lambda: ws[0].tasks)
+        ctx.close()
+        release.set()
+        wait_for(lambda: s.stats["discarded"] == 1)
+        assert s.outstanding() == 0
+    finally:
+        release.set()
+        close_all(ws)
 
 
-def test_gather_state_and_closed() -> None:
-    with gsp.socket("gather", recv_timeout=WAIT) as g:
-        with pytest.raises(gsp.ProtocolStateError):
-            g.send(b"a result of nothing")
-        waiting = gevent.spawn(g.recv)
-        gevent.sleep(0)
+def test_gather_state_and_closed(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    g = gsp_socket("gather", recv_timeout=WAIT)
+    with pytest.raises(gsp.ProtocolStateError):
+        g.send(b"a result of nothing")
+    waiting = gevent.spawn(g.recv)
+    gevent.sleep(0)
+    g.close()
     with pytest.raises(gsp.Closed):
         waiting.get(timeout=WAIT)
     with pytest.raises(gsp.Closed):
         g.recv()
 
 
-def test_options() -> None:
+def test_options(gsp_socket: Callable[..., gsp.Socket]) -> None:
     for bad in (1, "yes", None):
         with pytest.raises(gsp.BadOption):
             gsp.socket("scatter", redeliver=bad)
-    with gsp.socket("scatter") as s:
-        assert s.redeliver is True
-        s.redeliver = False
-        assert s.get_option("redeliver") is False
-        with pytest.raises(gsp.BadOption):
-            s.redeliver = "no"
+    s = gsp_socket("scatter")
+    assert s.redeliver is True
+    s.redeliver = False
+    assert s.get_option("redeliver") is False
+    with pytest.raises(gsp.BadOption):
+        s.redeliver = "no"
+    s.close()
     with pytest.raises(gsp.BadOption):
         gsp.socket("gather", redeliver=True)  # a scatter option only
-    with gsp.socket("gather", ttl=4) as g:
-        assert g.ttl == 4
-        with pytest.raises(gsp.NotSupported):
-            g.outstanding()  # a scatter method only
-    with gsp.socket("scatter", raw=True) as raw:
-        with pytest.raises(gsp.NotSupported):
-            raw.outstanding()
-        with pytest.raises(gsp.NotSupported):
-            raw.open_context()
+    g = gsp_socket("gather", ttl=4)
+    assert g.ttl == 4
+    with pytest.raises(gsp.NotSupported):
+        g.outstanding()  # a scatter method only
+    g.close()
+    raw = gsp_socket("scatter", raw=True)
+    with pytest.raises(gsp.NotSupported):
+        raw.outstanding()
+    with pytest.raises(gsp.NotSupported):
+        raw.open_context()
 
 
-def test_wrong_peers_are_refused() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT) as s:
-        url = s.listeners[0].url
-        for other in ("scatter", "rep", "pull"):
-            with gsp.socket(other) as o:
-                with pytest.raises(gsp.WrongProtocol):
-                    o.dial(url, block=True)
-    with gsp.socket("gather", listen=ANY_PORT) as g, gsp.socket("req") as r:
+def test_wrong_peers_are_refused(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT)
+    url = s.listeners[0].url
+    for other in ("scatter", "rep", "pull"):
+        o = gsp_socket(other)
         with pytest.raises(gsp.WrongProtocol):
-            r.dial(g.listeners[0].url, block=True)
+            o.dial(url, block=True)
+        o.close()
+    s.close()
+    g = gsp_socket("gather", listen=ANY_PORT)
+    r = gsp_socket("req")
+    with pytest.raises(gsp.WrongProtocol):
+        r.dial(g.listeners[0].url, block=True)
 
 
-def test_raw_scatter_shows_the_task_id() -> None:
-    with gsp.socket("scatter", raw=True, listen=ANY_PORT, recv_timeout=WAIT) as s:
-        ws = workers(s.listeners[0].url, 1)
-        try:
-            wait_for(lambda: s.pipes)
-            s.send_msg(gsp.Message(b"raw task", u32(0x80000007)))
-            got = s.recv_msg()
-            assert (got.header, got.body) == (u32(0x80000007), b"RAW TASK")
-        finally:
-            close_all(ws)
+def test_raw_scatter_shows_the_task_id(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", raw=True, listen=ANY_PORT, recv_timeout=WAIT)
+    ws = workers(s.listeners[0].url, 1)
+    try:
+        wait_for(lambda: s.pipes)
+        s.send_msg(gsp.Message(b"raw task", u32(0x80000007)))
+        got = s.recv_msg()
+        assert (got.header, got.body) == (u32(0x80000007), b"RAW TASK")
+    finally:
+        close_all(ws)
 
 
-def test_raw_gather_shows_pipe_and_task_id() -> None:
-    with gsp.socket("scatter", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        with gsp.socket("gather", raw=True, dial=s.listeners[0].url, recv_timeout=WAIT) as g:
-            wait_for(lambda: s.pipes)
-            s.send(b"task")
-            m = g.recv_msg()
-            assert m.body == b"task" and len(m.header) == 8
-            assert m.pipe is not None and m.header[:4] == u32(m.pipe.id)
-            assert m.header[4] & 0x80  # the task id has its high bit set
-            g.send_msg(gsp.Message(b"answer", m.header))
-            assert s.recv() == b"answer"
-            g.send_msg(gsp.Message(b"answer again", m.header))  # raw: nothing stops it
-            wait_for(lambda: s.stats["discarded"] == 1)
-            assert s.outstanding() == 0
+def test_raw_gather_shows_pipe_and_task_id(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("scatter", listen=ANY_PORT, recv_timeout=WAIT)
+    g = gsp_socket("gather", raw=True, dial=s.listeners[0].url, recv_timeout=WAIT)
+    wait_for(lambda: s.pipes)
+    s.send(b"task")
+    m = g.recv_msg()
+    assert m.body == b"task" and len(m.header) == 8
+    assert m.pipe is not None and m.header[:4] == u32(m.pipe.id)
+    assert m.header[4] & 0x80  # the task id has its high bit set
+    g.send_msg(gsp.Message(b"answer", m.header))
+    assert s.recv() == b"answer"
+    g.send_msg(gsp.Message(b"answer again", m.header))  # raw: nothing stops it
+    wait_for(lambda: s.stats["discarded"] == 1)
+    assert s.outstanding() == 0
 
 
-def test_device_between_raw_gather_and_raw_scatter() -> None:
-    with gsp.socket("gather", raw=True, listen=ANY_PORT) as front, \
-            gsp.socket("scatter", raw=True, listen=ANY_PORT) as back:
-        device = gsp.device(front, back)
-        ws = workers(back.listeners[0].url, 2)
-        try:
-            with gsp.socket("scatter", dial=front.listeners[0].url, recv_timeout=WAIT) as s:
-                wait_for(lambda: len(back.pipes) == 2 and s.pipes)
-                for i in range(10):
-                    s.send(b"via device %d" % i)
-                results = sorted(s.recv() for _ in range(10))
-                assert results == sorted(b"VIA DEVICE %d" % i for i in range(10))
-            assert all(w.tasks for w in ws)
-        finally:
-            device.stop()
-            close_all(ws)
+def test_device_between_raw_gather_and_raw_scatter(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    front = gsp_socket("gather", raw=True, listen=ANY_PORT)
+    back = gsp_socket("scatter", raw=True, listen=ANY_PORT)
+    device = gsp.device(front, back)
+    ws = workers(back.listeners[0].url, 2)
+    try:
+        s = gsp_socket("scatter", dial=front.listeners[0].url, recv_timeout=WAIT)
+        wait_for(lambda: len(back.pipes) == 2 and s.pipes)
+        for i in range(10):
+            s.send(b"via device %d" % i)
+        results = sorted(s.recv() for _ in range(10))
+        assert results == sorted(b"VIA DEVICE %d" % i for i in range(10))
+        s.close()
+        assert all(w.tasks for w in ws)
+    finally:
+        device.stop()
+        close_all(ws)

@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from typing import Callable
 
 import gevent
 import pytest
@@ -118,75 +119,75 @@ def test_registered_by_hand_when_autoload_is_off() -> None:
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 70_000, 1 << 20])
-def test_round_trip_both_ways(size: int) -> None:
-    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as a:
-        with gsp.socket("pair", dial=a.listeners[0].url, recv_timeout=WAIT) as b:
-            ping, pong = mixed(size), os.urandom(size)  # the random one is at most 1 MiB too
-            b.send(ping)
-            assert a.recv() == ping
-            a.send(pong)
-            assert b.recv() == pong
+def test_round_trip_both_ways(gsp_socket: Callable[..., gsp.Socket], size: int) -> None:
+    a = gsp_socket("pair", listen=ANY_PORT, recv_timeout=WAIT)
+    b = gsp_socket("pair", dial=a.listeners[0].url, recv_timeout=WAIT)
+    ping, pong = mixed(size), os.urandom(size)  # the random one is at most 1 MiB too
+    b.send(ping)
+    assert a.recv() == ping
+    a.send(pong)
+    assert b.recv() == pong
 
 
-def test_many_messages_in_order() -> None:
+def test_many_messages_in_order(gsp_socket: Callable[..., gsp.Socket]) -> None:
     """Batches (send_messages) and single writes (send_now) keep the order."""
-    with gsp.socket("pull", listen=ANY_PORT, recv_timeout=WAIT) as pull:
-        with gsp.socket("push", dial=pull.listeners[0].url) as push:
-            msgs = [b"message %d " % i * (i % 50) for i in range(3000)]
+    pull = gsp_socket("pull", listen=ANY_PORT, recv_timeout=WAIT)
+    push = gsp_socket("push", dial=pull.listeners[0].url)
+    msgs = [b"message %d " % i * (i % 50) for i in range(3000)]
 
-            def send_all() -> None:
-                for m in msgs:
-                    push.send(m)
+    def send_all() -> None:
+        for m in msgs:
+            push.send(m)
 
-            sender = gevent.spawn(send_all)
-            assert [pull.recv() for _ in msgs] == msgs
-            sender.get(timeout=WAIT)
-
-
-def test_bound_url_and_pipe_addresses() -> None:
-    with gsp.socket("pair", listen=ANY_PORT) as a:
-        url = a.listeners[0].url
-        assert url.startswith("tcp+zlib://127.0.0.1:") and not url.endswith(":0")
-        with gsp.socket("pair", dial=url) as b:
-            wait_for(lambda: a.pipes and b.pipes)
-            assert a.pipes[0].local_address == url
-            assert b.pipes[0].remote_address == url
-            assert a.pipes[0].remote_address == b.pipes[0].local_address
+    sender = gevent.spawn(send_all)
+    assert [pull.recv() for _ in msgs] == msgs
+    sender.get(timeout=WAIT)
 
 
-def test_wire_format_is_one_zlib_stream_per_message() -> None:
-    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        peer = RawClient(s.listeners[0].url)
-        try:
-            assert peer.peer == PAIR
-            wait_for(lambda: s.pipes)
-            text = b"the same words again and again " * 100
-            s.send(text)
-            frame = peer.recv_frame()
-            assert zlib.decompress(frame) == text
-            assert len(frame) < len(text) // 10
-            peer.send_frames(zlib.compress(b"from a hand-made peer"))
-            assert s.recv() == b"from a hand-made peer"
-        finally:
-            peer.close()
+def test_bound_url_and_pipe_addresses(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    a = gsp_socket("pair", listen=ANY_PORT)
+    url = a.listeners[0].url
+    assert url.startswith("tcp+zlib://127.0.0.1:") and not url.endswith(":0")
+    b = gsp_socket("pair", dial=url)
+    wait_for(lambda: a.pipes and b.pipes)
+    assert a.pipes[0].local_address == url
+    assert b.pipes[0].remote_address == url
+    assert a.pipes[0].remote_address == b.pipes[0].local_address
 
 
-def test_zlib_level_option() -> None:
+def test_wire_format_is_one_zlib_stream_per_message(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("pair", listen=ANY_PORT, recv_timeout=WAIT)
+    peer = RawClient(s.listeners[0].url)
+    try:
+        assert peer.peer == PAIR
+        wait_for(lambda: s.pipes)
+        text = b"the same words again and again " * 100
+        s.send(text)
+        frame = peer.recv_frame()
+        assert zlib.decompress(frame) == text
+        assert len(frame) < len(text) // 10
+        peer.send_frames(zlib.compress(b"from a hand-made peer"))
+        assert s.recv() == b"from a hand-made peer"
+    finally:
+        peer.close()
+
+
+def test_zlib_level_option(gsp_socket: Callable[..., gsp.Socket]) -> None:
     for bad in (10, -1, "6", 6.0, True, None):
         with pytest.raises(gsp.BadOption):
             gsp.socket("pair", zlib_level=bad)
-    with gsp.socket("pair") as s:
-        assert s.zlib_level == 6  # the default
-        s.zlib_level = 1
-        assert s.get_option("zlib_level") == 1
-        with pytest.raises(gsp.BadOption):
-            s.zlib_level = 42
-        assert s.zlib_level == 1
-        with pytest.raises(gsp.BadOption):
-            s.listen(ANY_PORT, zlib_level="best")
-        # Another transport's endpoint does not take it.
-        with pytest.raises(gsp.BadOption):
-            s.listen("tcp://127.0.0.1:0", zlib_level=9)
+    s = gsp_socket("pair")
+    assert s.zlib_level == 6  # the default
+    s.zlib_level = 1
+    assert s.get_option("zlib_level") == 1
+    with pytest.raises(gsp.BadOption):
+        s.zlib_level = 42
+    assert s.zlib_level == 1
+    with pytest.raises(gsp.BadOption):
+        s.listen(ANY_PORT, zlib_level="best")
+    # Another transport's endpoint does not take it.
+    with pytest.raises(gsp.BadOption):
+        s.listen("tcp://127.0.0.1:0", zlib_level=9)
 
 
 @pytest.mark.parametrize("where", ["socket", "listen"])
@@ -214,20 +215,21 @@ def test_zlib_level_reaches_the_wire(where: str) -> None:
 
 
 @pytest.mark.parametrize("url", ["tcp+zlib://127.0.0.1:0", "tcp+zlib://:5555"])
-def test_dialing_needs_a_host_and_a_port(url: str) -> None:
-    with gsp.socket("pair") as s:
-        with pytest.raises(gsp.InvalidAddress):
-            s.dial(url)
+def test_dialing_needs_a_host_and_a_port(gsp_socket: Callable[..., gsp.Socket], url: str) -> None:
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.InvalidAddress):
+        s.dial(url)
 
 
-def test_address_in_use_and_connection_refused() -> None:
-    with gsp.socket("pair", listen=ANY_PORT) as a, gsp.socket("pair") as b:
-        url = a.listeners[0].url
-        with pytest.raises(gsp.AddressInUse):
-            b.listen(url)
-        a.listeners[0].close()
-        with pytest.raises(gsp.ConnectionRefused):
-            b.dial(url, block=True)
+def test_address_in_use_and_connection_refused(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    a = gsp_socket("pair", listen=ANY_PORT)
+    b = gsp_socket("pair")
+    url = a.listeners[0].url
+    with pytest.raises(gsp.AddressInUse):
+        b.listen(url)
+    a.listeners[0].close()
+    with pytest.raises(gsp.ConnectionRefused):
+        b.dial(url, block=True)
 
 
 @pytest.mark.parametrize("size", [100, 1000, 10_000])
@@ -237,49 +239,52 @@ def test_compress_bound_holds_for_random_data(size: int) -> None:
         assert len(zlib.compress(data, level)) <= compress_bound(size)
 
 
-def test_message_at_the_limit_passes() -> None:
-    with gsp.socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT) as pull:
-        with gsp.socket("push", dial=pull.listeners[0].url) as push:
-            exact = os.urandom(1000)  # compresses to more than 1000 bytes: the frame still fits
-            push.send(exact)
-            assert pull.recv() == exact
+def test_message_at_the_limit_passes(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    pull = gsp_socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT)
+    push = gsp_socket("push", dial=pull.listeners[0].url)
+    exact = os.urandom(1000)  # compresses to more than 1000 bytes: the frame still fits
+    push.send(exact)
+    assert pull.recv() == exact
 
 
 @pytest.mark.parametrize("oversize, refused_by", [
     pytest.param(os.urandom(2000), "length prefix", id="frame-too-long"),
     pytest.param(bytes(500_000), "inflate", id="zlib-bomb"),  # ~500 bytes of zlib
 ])
-def test_oversize_message_closes_the_pipe(oversize: bytes, refused_by: str) -> None:
+def test_oversize_message_closes_the_pipe(
+        gsp_socket: Callable[..., gsp.Socket], oversize: bytes, refused_by: str) -> None:
     frame_fits = len(zlib.compress(oversize, 6)) <= compress_bound(1000)
     assert frame_fits == (refused_by == "inflate")  # the case tests what it says it does
-    with gsp.socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT) as pull:
-        errors = detached_errors(pull)
-        with gsp.socket("push", dial=pull.listeners[0].url, reconnect_time=0.01) as push:
-            wait_for(lambda: push.pipes)
-            first = push.pipes[0]
-            push.send(oversize)
-            wait_for(lambda: errors)
-            assert isinstance(errors[0], gsp.MessageTooLarge)
-            # The socket serves on: the dialer comes back and small messages pass.
-            wait_for(lambda: first.closed and push.pipes and pull.pipes)
-            push.send(b"small")
-            assert pull.recv() == b"small"
+    pull = gsp_socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT)
+    errors = detached_errors(pull)
+    push = gsp_socket("push", dial=pull.listeners[0].url, reconnect_time=0.01)
+    wait_for(lambda: push.pipes)
+    first = push.pipes[0]
+    push.send(oversize)
+    wait_for(lambda: errors)
+    assert isinstance(errors[0], gsp.MessageTooLarge)
+    # The socket serves on: the dialer comes back and small messages pass.
+    wait_for(lambda: first.closed and push.pipes and pull.pipes)
+    push.send(b"small")
+    assert pull.recv() == b"small"
 
 
-def test_recv_max_size_of_a_dialer_and_zero_for_unlimited() -> None:
+def test_recv_max_size_of_a_dialer_and_zero_for_unlimited(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     big = bytes(3 << 20)  # over the default 1 MiB limit once inflated
-    with gsp.socket("pair", listen=ANY_PORT) as a:
-        with gsp.socket("pair", recv_timeout=WAIT) as b:
-            errors = detached_errors(b)
-            b.dial(a.listeners[0].url, recv_max_size=1000)  # the endpoint's own limit
-            wait_for(lambda: a.pipes)
-            a.send(b"y" * 5000)
-            wait_for(lambda: errors)
-            assert isinstance(errors[0], gsp.MessageTooLarge)
-    with gsp.socket("pair", listen=ANY_PORT, recv_max_size=0, recv_timeout=WAIT) as a:
-        with gsp.socket("pair", dial=a.listeners[0].url) as b:
-            b.send(big)
-            assert a.recv() == big
+    a = gsp_socket("pair", listen=ANY_PORT)
+    b = gsp_socket("pair", recv_timeout=WAIT)
+    errors = detached_errors(b)
+    b.dial(a.listeners[0].url, recv_max_size=1000)  # the endpoint's own limit
+    wait_for(lambda: a.pipes)
+    a.send(b"y" * 5000)
+    wait_for(lambda: errors)
+    assert isinstance(errors[0], gsp.MessageTooLarge)
+    a.close()
+    a = gsp_socket("pair", listen=ANY_PORT, recv_max_size=0, recv_timeout=WAIT)
+    b = gsp_socket("pair", dial=a.listeners[0].url)
+    b.send(big)
+    assert a.recv() == big
 
 
 @pytest.mark.parametrize("bad", [
@@ -287,39 +292,40 @@ def test_recv_max_size_of_a_dialer_and_zero_for_unlimited() -> None:
     pytest.param(zlib.compress(b"hello") + b"junk", id="trailing-bytes"),
     pytest.param(zlib.compress(b"hello world")[:-3], id="truncated"),
 ])
-def test_bad_frame_after_a_good_one(bad: bytes) -> None:
+def test_bad_frame_after_a_good_one(gsp_socket: Callable[..., gsp.Socket], bad: bytes) -> None:
     """The good message that came before a bad frame is delivered; then the pipe closes."""
-    with gsp.socket("pair", listen=ANY_PORT, recv_timeout=WAIT) as s:
-        errors = detached_errors(s)
-        peer = RawClient(s.listeners[0].url)
-        try:
-            peer.send_frames(zlib.compress(b"good"), bad)  # one write: one batch
-            assert s.recv() == b"good"
-            wait_for(lambda: errors)
-            assert isinstance(errors[0], gsp.BadFrame)
-            peer.wait_eof()
-        finally:
-            peer.close()
+    s = gsp_socket("pair", listen=ANY_PORT, recv_timeout=WAIT)
+    errors = detached_errors(s)
+    peer = RawClient(s.listeners[0].url)
+    try:
+        peer.send_frames(zlib.compress(b"good"), bad)  # one write: one batch
+        assert s.recv() == b"good"
+        wait_for(lambda: errors)
+        assert isinstance(errors[0], gsp.BadFrame)
+        peer.wait_eof()
+    finally:
+        peer.close()
 
 
-def test_plain_tcp_peer_is_cut_off_at_its_first_message() -> None:
+def test_plain_tcp_peer_is_cut_off_at_its_first_message(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """The SP header is tcp's, so a tcp:// dialer connects; its first frame is not zlib."""
-    with gsp.socket("pull", listen=ANY_PORT) as pull:
-        errors = detached_errors(pull)
-        port = parse_host_port(pull.listeners[0].url, listening=False)[1]
-        with gsp.socket("push", dial=f"tcp://127.0.0.1:{port}") as push:
-            push.send(b"plain bytes")
-            wait_for(lambda: errors)
-            assert isinstance(errors[0], gsp.BadFrame)
+    pull = gsp_socket("pull", listen=ANY_PORT)
+    errors = detached_errors(pull)
+    port = parse_host_port(pull.listeners[0].url, listening=False)[1]
+    push = gsp_socket("push", dial=f"tcp://127.0.0.1:{port}")
+    push.send(b"plain bytes")
+    wait_for(lambda: errors)
+    assert isinstance(errors[0], gsp.BadFrame)
 
 
-def test_handshake_timeout_drops_a_silent_peer() -> None:
-    with gsp.socket("pair", listen=ANY_PORT, handshake_timeout=0.05) as s:
-        host, port = parse_host_port(s.listeners[0].url, listening=False)
-        silent = gsocket.create_connection((host, port), timeout=WAIT)
-        try:
-            assert silent.recv(8) == wire.handshake(PAIR)  # then we say nothing
-            assert silent.recv(8) == b""  # the listener gave up and closed the connection
-            assert not s.pipes
-        finally:
-            silent.close()
+def test_handshake_timeout_drops_a_silent_peer(gsp_socket: Callable[..., gsp.Socket]) -> None:
+    s = gsp_socket("pair", listen=ANY_PORT, handshake_timeout=0.05)
+    host, port = parse_host_port(s.listeners[0].url, listening=False)
+    silent = gsocket.create_connection((host, port), timeout=WAIT)
+    try:
+        assert silent.recv(8) == wire.handshake(PAIR)  # then we say nothing
+        assert silent.recv(8) == b""  # the listener gave up and closed the connection
+        assert not s.pipes
+    finally:
+        silent.close()
