@@ -8,7 +8,8 @@ import gevent
 import pytest
 
 import gsp
-from tests.support import ROOT, connect
+from gsp.testing import wait_for
+from tests.support import ROOT, connect, scaled
 
 TCP = "tcp://127.0.0.1:0"
 WORK = 0.3  # seconds a handler takes
@@ -50,19 +51,21 @@ def rep_req(mk, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
 def one_in_hand(rep: gsp.Socket, req: gsp.Socket, spawn, work: float) -> list[bytes]:
     """One request taken by a handler that answers after ``work`` seconds."""
     done: list[bytes] = []
-    spawn(serve, rep.open_context(), done, work)
+    taken: list[bytes] = []
+    spawn(serve, rep.open_context(), done, work, b"re:", taken)
     spawn(ask, req.open_context(), b"q", {})
-    gevent.sleep(0.1)
+    wait_for(lambda: taken, what="the handler to take the request")
     return done
 
 def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
     n = 8
     rep, req = rep_req(mk)
     done: list[bytes] = []
-    workers = [spawn(serve, rep.open_context(), done) for _ in range(n)]
+    taken: list[bytes] = []
+    workers = [spawn(serve, rep.open_context(), done, WORK, b"re:", taken) for _ in range(n)]
     out: dict[bytes, object] = {}
     askers = [spawn(ask, req.open_context(), b"%d" % i, out) for i in range(n)]
-    gevent.sleep(0.1)  # every request is in a handler's hands
+    wait_for(lambda: len(taken) == n, what="every request in a handler's hands")
     t = time.monotonic()
     rep.drain(timeout=5)
     took = time.monotonic() - t
@@ -70,7 +73,7 @@ def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
     assert sorted(done) == sorted(b"%d" % i for i in range(n))
     gevent.joinall(askers, timeout=5)
     assert out == {b"%d" % i: b"re:%d" % i for i in range(n)}  # every reply reached its REQ
-    assert took < WORK + 0.5  # as long as the handlers took, not the 5 s
+    assert took < WORK + scaled(0.5)  # as long as the handlers took, not the 5 s
     gevent.joinall(workers, timeout=5)
     assert all(w.ready() for w in workers)  # every handler's next recv raised Closed
     print(f"drain of {n} requests in hand, {WORK} s each: {took:.3f} s")
@@ -87,15 +90,17 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn)
     req.dial(url_a, block=True)
     took_a: list[bytes] = []
     took_b: list[bytes] = []
+    in_hand: list[bytes] = []
     for _ in range(2):
-        spawn(serve, a.open_context(), took_a)
+        spawn(serve, a.open_context(), took_a, WORK, b"re:", in_hand)
     out: dict[bytes, object] = {}
     askers = [spawn(ask, req.open_context(), body, out) for body in (b"1", b"2", b"3")]
-    gevent.sleep(0.1)  # 1 and 2 are in A's handlers; 3 waits in A's queue
+    wait_for(lambda: len(in_hand) == 2 and a.stats["recv_queue"] == 1,
+             what="two requests in A's handlers, the third in A's queue")
     drain = spawn(a.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     askers.append(spawn(ask, req.open_context(), b"4", out))  # reaches A, which is draining
-    gevent.sleep(0.05)
+    wait_for(lambda: a.stats["messages_received"] == 4, what="the fourth request to reach A")
     req.dial(url_b, block=True)  # B comes up: where the REQ resends when A's pipe closes
     for _ in range(2):
         spawn(serve, b.open_context(), took_b, 0)
@@ -120,7 +125,7 @@ def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
     req.send(b"q")
     assert rep.recv() == b"q"  # the socket's own state machine holds a request
     drain = spawn(rep.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     assert not drain.ready()  # it waits for the reply owed
     parked.join(1)
     assert isinstance(parked.value, gsp.Closed)
@@ -139,7 +144,7 @@ def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
     req.send(b"q")
     assert rep.recv() == b"q"
     drain = spawn(rep.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     with pytest.raises(gsp.Closed):
         rep.recv()  # nng: a new recv abandons the request; here it also ends the drain
     drain.join(1)
@@ -149,10 +154,11 @@ def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
 def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
     rep, req = rep_req(mk)
     done: list[bytes] = []
-    spawn(serve, rep.open_context(), done, 5)  # a handler far slower than the drain allows
+    taken: list[bytes] = []
+    spawn(serve, rep.open_context(), done, 5, b"re:", taken)  # far slower than the drain allows
     req_ctx = req.open_context()
     spawn(req_ctx.send, b"slow")
-    gevent.sleep(0.1)
+    wait_for(lambda: taken, what="the handler to take the request")
     t = time.monotonic()
     with pytest.raises(gsp.Timeout) as info:
         rep.drain(timeout=0.2)
@@ -174,7 +180,7 @@ def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
     out: dict[bytes, object] = {}
     receivers = [spawn(lambda c=c, i=i: out.__setitem__(i, c.recv())) for i, c in enumerate(ctxs)]
     drain = spawn(req.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     for s in (req, ctxs[0]):
         with pytest.raises(gsp.Closed):  # no new request
             s.send(b"new")
@@ -191,10 +197,10 @@ def test_req_drain_waits_for_a_reply_to_be_received(mk, spawn):
     req.send(b"q")
     rep.recv()
     rep.send(b"a")
-    gevent.sleep(0.05)  # the reply is in, not yet received
+    wait_for(lambda: req.stats["messages_received"] == 1, what="the reply to arrive")
     drain = spawn(req.drain, 5)
-    gevent.sleep(0.1)
-    assert not drain.ready()
+    gevent.sleep(0.02)  # a drain that did not wait would have closed the socket by now
+    assert not drain.ready() and not req.closed
     assert req.recv() == b"a"
     drain.join(1)
     assert drain.successful()
@@ -209,7 +215,7 @@ def test_push_drain_flushes_what_is_queued(mk, spawn):
         push.send(b"%d" % i + pad)  # most stay queued: the puller does not read yet
     assert push.pipes[0].stats["send_queue"] > 0
     drain = spawn(push.drain, 10)
-    gevent.sleep(0.1)
+    gevent.sleep(0.02)  # a drain that did not wait would have closed the socket by now
     assert not drain.ready()  # waiting for the queue to empty (linger=0 does not cut it)
     with pytest.raises(gsp.Closed):
         push.send(b"late")
@@ -268,7 +274,7 @@ def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
     rep, req = rep_req(mk)
     done = one_in_hand(rep, req, spawn, WORK)
     first = spawn(rep.drain, 5)
-    gevent.sleep(0.01)
+    gevent.sleep(0)  # the first drain begins
     t = time.monotonic()
     rep.drain()  # returns when the first one ends
     assert rep.closed and done == [b"q"]
@@ -281,7 +287,7 @@ def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
     rep, req = rep_req(mk)
     one_in_hand(rep, req, spawn, 5)
     first = spawn(rep.drain, 10)
-    gevent.sleep(0.01)
+    gevent.sleep(0)  # the first drain begins
     with pytest.raises(gsp.Timeout):
         rep.drain(timeout=0.1)
     assert rep.closed
@@ -293,7 +299,7 @@ def test_close_during_drain_ends_it(mk, spawn):
     rep, req = rep_req(mk)
     one_in_hand(rep, req, spawn, 5)
     drain = spawn(rep.drain)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     rep.close()
     drain.join(2)
     assert drain.successful()
@@ -359,7 +365,7 @@ def test_sigterm_under_load_loses_no_request(spawn):
                     answers[q] = ctx.recv()
 
             clients = [spawn(client, i) for i in range(32)]
-            gevent.sleep(0.3)  # under load
+            wait_for(lambda: len(answers) >= 32, what="the clients under way")  # under load
             assert 0 < len(answers) < 32 * 30
             procs[0].send_signal(signal.SIGTERM)
             gevent.joinall(clients, timeout=30)
@@ -368,11 +374,7 @@ def test_sigterm_under_load_loses_no_request(spawn):
             assert all(a.endswith(b":" + q) for q, a in answers.items())
             by_a = sum(a.startswith(b"a:") for a in answers.values())
             assert 0 < by_a < len(answers)
-            for _ in range(100):  # the drained backend exits by itself
-                if procs[0].poll() is not None:
-                    break
-                gevent.sleep(0.1)
-            out, err = procs[0].communicate(timeout=5)
+            out, err = procs[0].communicate(timeout=10)  # the drained backend exits by itself
             assert procs[0].returncode == 0 and "drained" in out and "Traceback" not in err, err
             taken, answered = map(int, out.split()[-2:])
             assert taken == answered >= by_a  # it answered every request its handlers took
