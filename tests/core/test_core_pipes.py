@@ -5,9 +5,9 @@ or failing dial(block=True). One of the core suites (see test_core.py)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
-import gevent
 import pytest
 
 import gsp
@@ -110,10 +110,12 @@ def test_dialer_whose_pipe_is_rejected_locally_backs_off(how):
             connected(a, la.url, c)
         else:
             c.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.ATTACHING and p.close())
+        t0 = time.monotonic()
         c.dial(lb.url)
-        gevent.sleep(1.0)
-        # Backoff from 0.1 s: at most ~5 attempts in a second; a busy loop makes hundreds.
-        assert 1 <= seen.count(gsp.PipeEvent.ATTACHED) <= 10, Counter(seen)
+        wait_for(lambda: seen.count(gsp.PipeEvent.ATTACHED) >= 4, what="four attempts")
+        # Backoff from 0.1 s, doubling, each step at least half its length: the fourth attempt
+        # comes 0.05 + 0.1 + 0.2 s after the first at the earliest; a busy loop makes hundreds.
+        assert time.monotonic() - t0 >= 0.35, Counter(seen)
 
 
 def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe():
