@@ -14,6 +14,7 @@ import gsp
 from gsp.protocol import Inbox
 from gsp.testing import RawPeer, free_url, wait_for
 from gsp.transport import wire
+from tests.support import scaled
 
 pytestmark = pytest.mark.core
 
@@ -223,7 +224,8 @@ def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
     g = gevent.spawn(pusher)
     try:
         wait_for(lambda: pull.stats["recv_queue"] >= 4)
-        gevent.sleep(0.3)  # let the pusher go as far as it can
+        wait_for(lambda: g.ready() or not push.poll("send"),
+                 what="the pusher as far as it can go: its queue full")
         st = pull.stats
         # The message bound (1024) is far away; the byte bound holds: four 256 KiB messages
         # fill it (one batch may pass it: a reader's batch is one message here).
@@ -361,7 +363,7 @@ def test_closing_while_a_big_body_is_awaited_is_prompt(
         gevent.sleep(0.05)  # the reader now waits for the body
         t0 = time.monotonic()
         pull.close()
-        assert time.monotonic() - t0 < 0.2
+        assert time.monotonic() - t0 < scaled(0.2)
         peer.wait_closed(timeout=2)
 
 
