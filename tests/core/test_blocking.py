@@ -152,9 +152,16 @@ def test_errors_cross_threads(hub: Hub) -> None:
 def test_close_wakes_a_blocked_call_in_another_thread(hub: Hub) -> None:
     s = hub.socket("pull")  # recv waits forever
     errors: list[BaseException] = []
-    t = threading.Thread(target=lambda: errors.append(pytest.raises(gsp.Closed, s.recv).value))
+    calling = threading.Event()
+
+    def call() -> None:
+        calling.set()
+        errors.append(pytest.raises(gsp.Closed, s.recv).value)
+
+    t = threading.Thread(target=call)
     t.start()
-    time.sleep(0.2)
+    assert calling.wait(5)
+    time.sleep(0.02)  # the recv is waiting in the hub's thread
     assert t.is_alive()
     s.close()
     t.join(5)

@@ -109,10 +109,9 @@ def test_device_loop_cut_by_default_ttl(mk, devices):
     req.send(b"round and round")
     with pytest.raises(gsp.Timeout):
         req.recv()
-    total = sum(d.forwarded for d in devices)
-    assert total == 8
-    gevent.sleep(0.2)
-    assert sum(d.forwarded for d in devices) == total  # nothing still circling
+    wait_for(lambda: sum(f.stats["dropped_ttl"] for f, _ in ring) == 1,
+             what="the message dropped at its ninth hop")
+    assert sum(d.forwarded for d in devices) == 8  # and nothing else circling
     assert all(d.running for d in devices)
 
 
