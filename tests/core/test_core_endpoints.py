@@ -102,11 +102,11 @@ def test_stalled_handshakes_do_not_delay_good_peers_and_time_out():
                 r = raw_connect(lst.url)
                 r.sendall(HDR_PUSH[:4])  # half a handshake, then silence
                 raws.append((r, time.monotonic()))
-            t0 = time.monotonic()
             push.dial(lst.url, block=True)
             push.send(b"good")
             assert pull.recv() == b"good"
-            assert time.monotonic() - t0 < 0.5 * hto
+            # Served before any stalled handshake timed out (hto after it began).
+            assert lst.stats["handshake_failures_timeout"] == 0
             assert len(pull.pipes) == 1
 
             def eof_after(r: Any, since: float) -> tuple[bytes, float]:
@@ -133,7 +133,7 @@ def test_dial_to_a_peer_that_never_handshakes_times_out(kind, ipc_url):
             t0 = time.monotonic()
             with pytest.raises(gsp.Timeout):
                 push.dial(url, block=True)
-            assert 0.25 <= time.monotonic() - t0 < 2.0
+            assert 0.25 <= time.monotonic() - t0 < scaled(2.0)
             d = push.dial(url)
             assert isinstance(d.last_error, gsp.Timeout)
     finally:

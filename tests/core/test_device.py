@@ -10,7 +10,7 @@ import pytest
 
 import gsp
 from gsp.testing import wait_for
-from tests.support import connect
+from tests.support import connect, scaled
 
 
 def make_device(mk: Callable[..., gsp.Socket], server: str, client: str,
@@ -233,4 +233,4 @@ def test_device_ends_when_a_socket_closes(mk):
     t0 = time.monotonic()
     back.close()
     assert d.join(2)  # both directions end, though front is still open
-    assert time.monotonic() - t0 < 2 and not front.closed
+    assert time.monotonic() - t0 < scaled(2) and not front.closed

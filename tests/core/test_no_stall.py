@@ -18,7 +18,7 @@ import pytest
 import gsp
 from gsp.protocol.inbox import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS
 from gsp.testing import RawPeer, wait_for
-from tests.support import TCP, echo_forever, hops, u32
+from tests.support import TCP, echo_forever, hops, scaled, u32
 
 BIG = b"x" * 65536
 #: Round trips (or deliveries) the good peer must get, each within a second.
@@ -191,10 +191,9 @@ def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(mk, raw, spawn):
     sender = spawn(loading)
     wait_for(lambda: full(stalled) or sender.dead, what="the stalled REP's queue to fill")
     for k in range(ROUNDS):
-        t0 = time.monotonic()
         req.send(b"good %d" % k)
-        assert req.recv(timeout=1) == b"good %d" % k
-        assert time.monotonic() - t0 < 1 and not sender.dead
+        assert req.recv(timeout=scaled(1)) == b"good %d" % k
+        assert not sender.dead
 
 
 def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(mk, raw, spawn):
@@ -217,10 +216,9 @@ def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(mk, r
     wait_for(lambda: sv.stats["dropped_queue_full"] > 0 or sender.dead,
              what="a survey to miss the stalled peer")
     for k in range(ROUNDS):
-        t0 = time.monotonic()
         sv.send(b"good %d" % k)
-        assert sv.recv(timeout=1) == b"good %d" % k
-        assert time.monotonic() - t0 < 1 and not sender.dead
+        assert sv.recv(timeout=scaled(1)) == b"good %d" % k
+        assert not sender.dead
 
 
 def _echo_good(hub: gsp.Socket, reply: Callable[[gsp.Message], None]) -> None:
