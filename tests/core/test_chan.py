@@ -386,10 +386,23 @@ def test_notify_ready_sees_every_way_an_item_or_the_end_comes(how: str) -> None:
         ch.close()
     elif how == "send_all":
         ch.send_all([1, 2])
-    elif how == "put_back":
-        ch._put_back(3)  # an interrupted receiver's item, back at the head
+    elif how == "put_back":  # an interrupted receiver's item, back at the head
+        ch.notify_ready(None)
+        receiver = gevent.spawn(ch.recv)
+        gevent.sleep(0)  # waiting on the empty channel
+        ch.notify_ready(lambda: woke.append(1))
+
+        def hand_then_interrupt() -> None:  # in the hub: the receiver cannot run between
+            ch.send(3)
+            receiver.throw(gevent.GreenletExit)
+
+        gevent.get_hub().loop.run_callback(hand_then_interrupt)
+        receiver.join(timeout=5)
+        assert isinstance(receiver.value, gevent.GreenletExit)
     gevent.sleep(0)
     assert woke == [1]
+    if how == "put_back":
+        assert ch.recv_nowait() == 3
 
 
 def test_notify_ready_none_withdraws_the_callback() -> None:

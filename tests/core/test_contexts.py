@@ -239,7 +239,7 @@ class _Loop(ContextHost, Protocol):
 
 class _LoopOwnRecv(_Loop):
     def recv_body(self, timeout: float | None) -> bytes:
-        return b"own " + self._default.do_recv(timeout).body
+        return b"own " + self.recv(timeout).body
 
 
 class _LoopPlugin:

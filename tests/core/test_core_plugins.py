@@ -56,14 +56,14 @@ class _MemTransport(Transport):
     def __init__(self) -> None:
         self.inner = gsp.registry.transports["inproc"]
 
-    def _inner_url(self, url: str) -> str:
+    def inner_url(self, url: str) -> str:
         return "inproc://testmem/" + url.split("://", 1)[1]
 
     def listener(self, url: str, options: Any) -> TransportListener:
-        return _RenamedListener(self.inner.listener(self._inner_url(url), options), url)
+        return _RenamedListener(self.inner.listener(self.inner_url(url), options), url)
 
     def dialer(self, url: str, options: Any) -> Any:
-        return self.inner.dialer(self._inner_url(url), options)
+        return self.inner.dialer(self.inner_url(url), options)
 
 
 class _MemPlugin:
@@ -183,11 +183,11 @@ class _SlowCloseTransport(_MemTransport):
         super().__init__()
         self.closes: list[str] = []
 
-    def _inner_url(self, url: str) -> str:
+    def inner_url(self, url: str) -> str:
         return "inproc://testslowclose/" + url.split("://", 1)[1]
 
     def dialer(self, url: str, options: Any) -> Any:
-        inner = self.inner.dialer(self._inner_url(url), options)
+        inner = self.inner.dialer(self.inner_url(url), options)
         closes = self.closes
 
         class D:

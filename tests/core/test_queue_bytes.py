@@ -262,16 +262,20 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
     from gsp.chan import FLUSH, Outbox
 
     q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
-    q._started = True  # no consumer in this test
+    q.ensure_consumer()  # started (there is none in this test): every offer queues
     assert q.offer(b"a" * 6) and q.offer(b"b" * 6)  # 6 < 10: let in; 12: full
     assert not q.has_room() and not q.offer(b"c") and not q.try_send(b"c")
     assert q.queued_bytes == 12
     q.recv()
     q.took()  # the consumer sets the count right
     assert q.queued_bytes == 6 and q.has_room()
-    q._buf.append(FLUSH)  # markers have no bytes
-    q.took()
-    assert q.queued_bytes == 6
+    # A direct write that took part of an item queues FLUSH for the consumer: it has no bytes.
+    p: Outbox[bytes] = Outbox(100, lambda: None, lambda item: 1, max_bytes=10)
+    assert p.offer(b"a" * 6)
+    assert p.offer(b"b" * 4)  # queued behind the marker
+    p.took()
+    assert p.queued_bytes == 4
+    assert p.recv() is FLUSH
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "inproc"])

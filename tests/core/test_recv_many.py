@@ -100,19 +100,19 @@ class PairsPull(Protocol):
 
     def __init__(self, handle: SocketHandle, raw: bool) -> None:
         super().__init__(handle, raw)
-        self._q: Inbox[tuple[bytes, Any]] = Inbox(16)
-        self.ready = self._q.ready
-        self.recv_queue = self._q
+        self.q: Inbox[tuple[bytes, Any]] = Inbox(16)
+        self.ready = self.q.ready
+        self.recv_queue = self.q
 
     def pipe_recv(self, pipe: PipeHandle, data: bytes) -> None:
-        self._q.put((data, pipe))
+        self.q.put((data, pipe))
 
     def recv(self, timeout: float | None) -> Message:
-        data, pipe = self._q.get(timeout)
+        data, pipe = self.q.get(timeout)
         return Message(data, b"", pipe)
 
     def close(self) -> None:
-        self._q.close()
+        self.q.close()
 
 
 def test_protocol_with_a_ready_deque_of_pairs():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import gsp
-from gsp._core.socket import Socket
+from gsp import Socket
 from tests.support import sockets
 
 pytestmark = pytest.mark.core
@@ -52,8 +52,11 @@ def test_sockets_with_the_same_attributes_share_one_class_and_real_attributes_co
         assert type(a) is type(b) and type(a) is not type(c)  # (sub has its own methods)
         assert type(a).__bases__ == (Socket,)
         assert a.protocol == "pull" and a.raw is False  # attributes, not options or methods
-        a._note = "mine"  # a private name: an attribute of its own, as before
-        assert a._note == "mine" and not hasattr(b, "_note")
+        with pytest.raises(gsp.BadOption):
+            a.note = "mine"  # a public name is an option's, and there is no such option
+        own = "_note"  # a private name (the test's own, not gsp's): an attribute of its own
+        setattr(a, own, "mine")
+        assert getattr(a, own) == "mine" and not hasattr(b, own)
 
 
 def test_a_subclass_of_socket_keeps_its_own_methods() -> None:

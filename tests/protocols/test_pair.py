@@ -128,7 +128,7 @@ def test_raw_pair_resize_recv(raw):
                        b_raw=raw)
         for i in range(4):
             b.send(b"%d" % i)
-        wait_for(lambda: len(a._proto._recvq) == 4, what="four queued")
+        wait_for(lambda: a.stats["recv_queue"] == 4, what="four queued")
         a.recv_buffer = 20
         assert a.recv() == b"0"
         a.recv_buffer = 1
@@ -153,11 +153,11 @@ def test_raw_pair_resize_unblocks_reader():
                        b_raw=True)
         b.send(b"1")
         b.send(b"2")
-        wait_for(lambda: len(a._proto._recvq) == 1, what="first queued")
+        wait_for(lambda: a.stats["recv_queue"] == 1, what="first queued")
         gevent.sleep(0.05)
-        assert len(a._proto._recvq) == 1  # the second waits in the blocked reader
+        assert a.stats["recv_queue"] == 1  # the second waits in the blocked reader
         a.recv_buffer = 5
-        wait_for(lambda: len(a._proto._recvq) == 2, what="the blocked message to enter")
+        wait_for(lambda: a.stats["recv_queue"] == 2, what="the blocked message to enter")
         assert [a.recv(), a.recv()] == [b"1", b"2"]
 
 

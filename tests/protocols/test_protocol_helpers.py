@@ -28,7 +28,7 @@ def test_put_all_matches_put_one_by_one(policy: str) -> None:
         items = [("new", i) for i in range(batch)]
         dropped_a = sum(not a.put(x) for x in items)
         dropped_b = b.put_all(items)
-        assert list(b._buf) == list(a._buf), (cap, before, batch)
+        assert list(b.ready) == list(a.ready), (cap, before, batch)
         assert dropped_b == dropped_a and b.dropped == a.dropped
 
 
@@ -51,7 +51,7 @@ def test_put_all_blocking_policy_waits_for_room() -> None:
     box = Inbox(2, "block")
     g = gevent.spawn(box.put_all, [1, 2, 3, 4])
     gevent.sleep(0.01)
-    assert not g.ready() and list(box._buf) == [1, 2]
+    assert not g.ready() and list(box.ready) == [1, 2]
     assert [box.get(timeout=1) for _ in range(4)] == [1, 2, 3, 4]
     assert g.get(timeout=1) == 0
 

@@ -185,7 +185,7 @@ def test_xrep_resize_shrink_discards(mk):
     connect(s, xreq)
     for i in range(10):
         xreq.send_msg(gsp.Message(bytes([i]), u32(0x80000000 | i)))
-    wait_for(lambda: len(s._proto._recvq) == 10)
+    wait_for(lambda: s.stats["recv_queue"] == 10)
     s.recv_buffer = 3
     got = []
     with pytest.raises(gsp.Timeout):

@@ -87,7 +87,7 @@ def test_sub_unsubscribe_drops():
 
 
 def queued(sub: gsp.Socket) -> int:
-    return len(sub._proto._main.inbox)
+    return sub.stats["recv_queue"]
 
 
 def test_sub_unsubscribe_load():

@@ -144,7 +144,7 @@ def test_respondent_resize_recv(mk):
     connect(r, s)
     for i in range(20):
         s.send(bytes([i]))
-    wait_for(lambda: len(r._proto._recvq) == 20)
+    wait_for(lambda: r.stats["recv_queue"] == 20)
     r.recv_buffer = 1
     assert recv_until_timeout(r) == [bytes([19])]
 
