@@ -151,13 +151,20 @@ def _parked_rep(mk, spawn, n: int) -> tuple[gsp.Socket, gsp.Socket, list[gsp.Con
     return rep, req, ctxs, greenlets
 
 
+def deliver_request(rep: gsp.Socket, request_id: int) -> None:
+    """Hand REP's protocol a request ``b"q"`` from its pipe, as the pipe's reader does, within
+    the caller's turn of the loop (white box: the one way to make the race below)."""
+    pipe = rep.pipes[0]
+    rep._proto._deliver(b"q", u32(pipe.id) + u32(request_id), pipe)
+
+
 def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(mk, spawn):
     """A parked receiver is handed the request directly; interrupted before it could return it,
     it passes the request on to the next parked receiver instead of losing it."""
     rep, req, _, (first, second) = _parked_rep(mk, spawn, 2)
 
     def deliver_then_interrupt() -> None:  # in the hub: the first receiver cannot run between
-        rep._proto._deliver(b"q", u32(rep.pipes[0].id) + u32(0x80000001), rep.pipes[0])
+        deliver_request(rep, 0x80000001)
         first.throw(gevent.GreenletExit)
 
     gevent.get_hub().loop.run_callback(deliver_then_interrupt)
@@ -169,7 +176,7 @@ def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
     rep, req, _, (only,) = _parked_rep(mk, spawn, 1)
 
     def deliver_then_interrupt() -> None:
-        rep._proto._deliver(b"q", u32(rep.pipes[0].id) + u32(0x80000002), rep.pipes[0])
+        deliver_request(rep, 0x80000002)
         only.throw(gevent.GreenletExit)
 
     gevent.get_hub().loop.run_callback(deliver_then_interrupt)

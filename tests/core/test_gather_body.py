@@ -32,6 +32,19 @@ def frame(peer: RawPeer, body: bytes) -> bytes:
     return b"".join(wire.encode_frames(peer.framing, [(b"", body)]))
 
 
+# The internals this file reads, in one place: a pipe's connection and its gather buffer.
+def conn_of(pipe: gsp.Pipe) -> Any:
+    """The pipe's stream connection."""
+    return pipe._conn
+
+
+def gathered(conn: Any) -> tuple[int | None, int]:
+    """The size of the connection's gather buffer (None: it has none), and the bytes of the
+    body under way gathered in it."""
+    buf = conn._body_buf
+    return (None if buf is None else len(buf)), conn._body_got
+
+
 def roomy(peer: RawPeer) -> RawPeer:
     """Let the peer put ~400 KiB in flight at once (so a test's first piece lands whole)."""
     peer.sock.setsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF, 1 << 20)
@@ -51,7 +64,7 @@ def pull_after_a_big_message(ipc_dir: str, name: str,
             first = os.urandom(size)
             peer.sock.sendall(frame(peer, first))
             assert pull.recv() == first
-            yield pull, peer, pull.pipes[0]._conn
+            yield pull, peer, conn_of(pull.pipes[0])
 
 
 def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messages(
@@ -64,10 +77,11 @@ def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messa
             peer.sock.sendall(data[:cut])  # a first piece of more than half of it
             gevent.spawn_later(0.05, peer.sock.sendall, data[cut:])
             assert pull.recv() == body
-            assert conn._body_buf is not None and len(conn._body_buf) >= size  # gathered
+            buf, _ = gathered(conn)
+            assert buf is not None and buf >= size  # gathered
         peer.send(b"small")
         assert pull.recv() == b"small"
-        assert conn._body_buf is None and conn._body_got == 0
+        assert gathered(conn) == (None, 0)
 
 
 def test_a_lent_read_interrupted_while_gathering_loses_nothing(
@@ -76,7 +90,7 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
         url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
         with roomy(RawPeer(url, REQ)) as peer:
             wait_for(lambda: rep.pipes and rep.pipes[0].reader is None, what="the pipe, parked")
-            conn = rep.pipes[0]._conn
+            conn = conn_of(rep.pipes[0])
             first = RID + os.urandom(300 * KiB)
             peer.sock.sendall(frame(peer, first))
             assert rep.recv() == first[4:]
@@ -88,9 +102,10 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
             cut = len(data) * 3 // 5
 
             def pieces() -> None:
-                peer.sock.sendall(data[:cut])  # read by the greenlet waiting in rep.recv...
-                gevent.sleep(0.2)  # ...which gives up after one loop turn: a reader goes on
-                assert 0 < conn._body_got < len(request)
+                peer.sock.sendall(data[:cut])  # read by the greenlet waiting in rep.recv,
+                # which gives up after one loop turn: a reader goes on gathering
+                wait_for(lambda: gathered(conn)[1] > 0, what="part of the body gathered")
+                assert gathered(conn)[1] < len(request)
                 peer.sock.sendall(data[cut:])
 
             g = gevent.spawn_later(0.05, pieces)
@@ -109,7 +124,7 @@ def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(ipc_dir: str) -> N
         data = frame(peer, os.urandom(1 << 20))  # announces 1 MiB, sends 30 % of it
         peer.sock.sendall(data[:len(data) * 3 // 10])
         wait_for(lambda: conn.decoder.buffered >= len(data) * 3 // 10, what="what came")
-        assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
+        assert gathered(conn) == (None, 0)  # held: what came, no more
 
 
 def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(

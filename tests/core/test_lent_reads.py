@@ -9,7 +9,6 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gevent
-import greenlet
 import pytest
 
 import gsp
@@ -24,7 +23,7 @@ from gsp.transport import (
     TransportListener,
     wire,
 )
-from tests.support import RID, CountingRaw, counting_lent_reads, plugged_transports, scaled, sockets
+from tests.support import RID, counting_lent_reads, plugged_transports, scaled, sockets
 
 pytestmark = pytest.mark.core
 
@@ -36,14 +35,22 @@ def url(kind: str, ipc_dir: str, name: str) -> str:
             "inproc": f"inproc://lent-{name}"}[kind]
 
 
-def readers_of(sock: gsp.Socket) -> int:
-    """Reader greenlets a socket has now, busy or idle (its greenlets less its accepters)."""
-    return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
+# The internals this file reads, each in one place: a socket's readers (their guard timer), a
+# pipe's lent read, and its connection's read watcher.
+def readers(sock: gsp.Socket) -> Any:
+    """The socket's readers: its reader greenlets, its lent reads and their one-turn guard."""
+    return sock._readers
+
+
+def armed(pipe: gsp.Pipe) -> bool:
+    """Whether the pipe's connection has its read watcher armed."""
+    watcher = pipe._conn._park
+    return watcher is not None and bool(watcher.active)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
 def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
-        kind: str, ipc_dir: str) -> None:
+        kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
         connected(rep, rep.listen(url(kind, ipc_dir, "lent")).url, req)
         served = []
@@ -57,32 +64,17 @@ def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
         g = gevent.spawn(echo)
         req.send(b"warm")  # the first pipe reads may be a reader's, before anyone waited
         assert req.recv() == b"warm!"
-        owned = set(rep._group) | set(req._group)  # their readers (and accepters)
-        switches_to_owned = []
-
-        def trace(event: str, args: tuple[greenlet.greenlet, greenlet.greenlet]) -> None:
-            if event == "switch" and args[1] in owned:
-                switches_to_owned.append(args[1])
-
-        counted = []
-        if kind != "inproc":  # count the socket reads: one a message, none finding nothing
-            for s in (rep, req):
-                conn = s.pipes[0]._conn
-                conn._raw = CountingRaw(conn._raw)
-                counted.append(conn._raw)
-        old = greenlet.settrace(trace)
+        lent = counting_lent_reads(monkeypatch, rep, req)
         try:
             for i in range(50):
                 req.send(b"%d" % i)
                 assert req.recv() == b"%d!" % i
         finally:
-            greenlet.settrace(old)
             g.kill()
-        # No reader greenlet ran: each request was read by the echo greenlet waiting in
-        # rep.recv, each reply by this one waiting in req.recv.
-        assert switches_to_owned == []
+        # Each request was read by the echo greenlet waiting in rep.recv, each reply by this one
+        # waiting in req.recv: a lent read each, no reader greenlet's read.
+        assert len(lent) == 100 and set(lent) == {rep.pipes[0], req.pipes[0]}
         assert set(served) == {g}
-        assert [c.recvs for c in counted] == [50] * len(counted)
         assert req.pipes[0].stats["messages_received"] == 51
         assert rep.pipes[0].stats["messages_received"] == 51
 
@@ -106,17 +98,13 @@ class CountingGuard:
         self.timer.stop()
 
 
-class GuardedConnection(Connection):
-    """A tcp connection as a third party might have written it before ``recv_nowait``: it
-    parks (``recv_or_park``, ``park``) but has no read that never waits, so its lent reads run
-    under the readers' one-turn guard."""
+class PlainConnection(Connection):
+    """A tcp connection as a third party might have written it with the required methods only:
+    it cannot park, and has no read that never waits."""
 
     def __init__(self, inner: Connection) -> None:
         self.inner = inner
         self.local_address, self.remote_address = inner.local_address, inner.remote_address
-        self.send_now = inner.send_now  # type: ignore[method-assign]
-        self.recv_or_park = inner.recv_or_park  # type: ignore[method-assign]
-        self.park = inner.park  # type: ignore[method-assign]
 
     def handshake(self, spec: ProtocolSpec, timeout: float | None) -> None:
         self.inner.handshake(spec, timeout)
@@ -130,6 +118,21 @@ class GuardedConnection(Connection):
     def recv_messages(self) -> list[bytes]:
         return self.inner.recv_messages()
 
+    def close(self) -> None:
+        self.inner.close()
+
+
+class GuardedConnection(PlainConnection):
+    """A tcp connection as a third party might have written it before ``recv_nowait``: it
+    parks (``recv_or_park``, ``park``) but has no read that never waits, so its lent reads run
+    under the readers' one-turn guard."""
+
+    def __init__(self, inner: Connection) -> None:
+        super().__init__(inner)
+        self.send_now = inner.send_now  # type: ignore[method-assign]
+        self.recv_or_park = inner.recv_or_park  # type: ignore[method-assign]
+        self.park = inner.park  # type: ignore[method-assign]
+
     # Declared, so that the core sees them overridden (the instance's are the inner's).
     def send_now(self, msg: Message | bytes) -> int:
         raise AssertionError("replaced in __init__")
@@ -140,28 +143,29 @@ class GuardedConnection(Connection):
     def park(self, wake: Callable[[], None]) -> bool:
         raise AssertionError("replaced in __init__")
 
-    def close(self) -> None:
-        self.inner.close()
-
 
 class GuardedTransport(Transport):
+    """tcp underneath, each connection wrapped in ``wrap``."""
+
     schemes = ("guarded",)
+    wrap: type[PlainConnection] = GuardedConnection
 
     @staticmethod
-    def _tcp() -> Transport:
+    def tcp() -> Transport:
         tcp: Transport = gsp.registry.transport_for("tcp://x")
         return tcp
 
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
-        inner = self._tcp().listener(url.replace("guarded", "tcp", 1), options)
+        scheme, wrap = self.schemes[0], self.wrap
+        inner = self.tcp().listener(url.replace(scheme, "tcp", 1), options)
 
         class Listener(TransportListener):
             def bind(self) -> None:
                 inner.bind()
-                self.url = inner.url.replace("tcp", "guarded", 1)
+                self.url = inner.url.replace("tcp", scheme, 1)
 
             def accept(self) -> Connection:
-                return GuardedConnection(inner.accept())
+                return wrap(inner.accept())
 
             def close(self) -> None:
                 inner.close()
@@ -169,16 +173,22 @@ class GuardedTransport(Transport):
         return Listener()
 
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
-        inner = self._tcp().dialer(url.replace("guarded", "tcp", 1), options)
+        wrap = self.wrap
+        inner = self.tcp().dialer(url.replace(self.schemes[0], "tcp", 1), options)
 
         class Dialer(TransportDialer):
             def dial(self) -> Connection:
-                return GuardedConnection(inner.dial())
+                return wrap(inner.dial())
 
             def close(self) -> None:
                 inner.close()
 
         return Dialer()
+
+
+class PlainTransport(GuardedTransport):
+    schemes = ("plainwrap",)
+    wrap = PlainConnection
 
 
 @pytest.fixture
@@ -205,9 +215,9 @@ def test_only_connections_without_a_read_that_never_waits_are_read_under_the_gua
             req.send(b"warm")
             assert req.recv() == b"warm!"
             lent = counting_lent_reads(monkeypatch, rep, req)
-            guards = [CountingGuard(s._readers.guard) for s in (rep, req)]
+            guards = [CountingGuard(readers(s).guard) for s in (rep, req)]
             for s, guard in zip((rep, req), guards):
-                s._readers.guard = guard
+                readers(s).guard = guard
             for i in range(5):
                 req.send(b"%d" % i)
                 assert req.recv() == b"%d!" % i
@@ -303,7 +313,8 @@ def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> N
             assert peer.recv() == RID + b"reply"
 
 
-def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
+def test_only_a_lone_waiting_greenlet_reads_for_the_socket(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Among several greenlets waiting (contexts), what one would read is mostly the others':
     readers read, and each context still gets its own reply."""
     with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
@@ -315,25 +326,22 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
         waiting = [gevent.spawn(lambda c=c, k=k: got.__setitem__(k, c.recv()))
                    for k, c in (("a", a), ("b", b))]
         gevent.sleep(0.01)  # both wait now
-        assert len(req._readers._offers) == 2 and req._readers._borrower is None
+        lent = counting_lent_reads(monkeypatch, req)
         for _ in range(2):
             rep.send(rep.recv() + b"!")
         gevent.joinall(waiting, timeout=WAIT, raise_error=True)
         assert got == {"a": b"a!", "b": b"b!"}
-        assert req._readers._offers == []
+        assert lent == []  # neither waiting greenlet read the pipe
 
 
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A connection without recv_or_park (here ws, from its plugin, with its hooks taken away)
+    """A connection without recv_or_park (a third party's, with the required methods only)
     never promised to be read by a greenlet that gives up after one loop turn: its reader
     greenlet reads it, lending or not."""
-    from gsp_ws._conn import WSConnection
-
-    for hook in ("recv_or_park", "recv_nowait", "park"):
-        monkeypatch.delattr(WSConnection, hook)
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        bound = rep.listen("ws://127.0.0.1:0/lent").url
+    with plugged_transports(PlainTransport()), \
+            sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+        bound = rep.listen("plainwrap://127.0.0.1:0").url
         got: list[bytes] = []
         g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts
         gevent.sleep(0.01)
@@ -389,7 +397,7 @@ def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
             wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
                      what="the pipe, parked")
             lent = counting_lent_reads(monkeypatch, rep)
-            guard = rep._readers.guard
+            guard = readers(rep).guard
 
             def turn() -> None:  # as while a lent read waits out its turn, every turn
                 guard.start(turn)
@@ -417,18 +425,18 @@ def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on() ->
             wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
                      what="the pipe, parked")
             pipe = rep.pipes[0]
-            conn = pipe._conn
             gevent.spawn_later(0.05, peer.send, RID + b"first")
             assert rep.recv() == b"first"  # read by this greenlet, waiting
-            assert conn._park.active and pipe.reader is None  # parked, its watcher armed
+            assert armed(pipe) and pipe.reader is None  # parked, its watcher armed
             rep.send(b"reply")
             assert peer.recv() == RID + b"reply"
             ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
             peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
-            wait_for(lambda: len(rep._proto._recvq) == 2, what="the queue, full")
-            gevent.sleep(0.05)
-            assert pipe.reader is not None and not pipe.reader.dead  # blocked in delivery
-            assert not conn._park.active  # and its watcher stopped
+            wait_for(lambda: rep.stats["recv_queue"] == 2, what="the queue, full")
+            # A reader blocked in delivery, and the watcher stopped.
+            wait_for(lambda: pipe.reader is not None and not armed(pipe),
+                     what="a reader reading on, the watcher stopped")
+            assert not pipe.reader.dead
             for i, rid in enumerate(ids):
                 assert rep.recv() == b"more %d" % i
                 rep.send(b"reply %d" % i)

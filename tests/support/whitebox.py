@@ -11,3 +11,10 @@ from __future__ import annotations
 
 #: path (from the repository's root) -> why that file reads internals
 WHITE_BOX: dict[str, str] = {}
+WHITE_BOX["tests/core/test_readers.py"] = "reader greenlets only while bytes come: a socket's idle readers, a stream connection's read watcher (armed or not) and the reads it makes on its socket, which no public call shows"  # noqa: E501
+WHITE_BOX["tests/core/test_lent_reads.py"] = "lent reads: the readers' one-turn guard timer counted and held, a pipe's lent read interrupted, its connection's read watcher stopped by a reader"  # noqa: E501
+WHITE_BOX["tests/core/test_fastpath.py"] = "the send fast paths: a connection's direct write on a stand-in socket, a pipe's delivery within one loop turn, the join limit of a sendmsg, push's send bypassing its protocol"  # noqa: E501
+WHITE_BOX["tests/core/test_gather_body.py"] = "the stream codec's gather buffer for big ipc bodies: made, reused, dropped, never for less than half a body"  # noqa: E501
+WHITE_BOX["tests/core/test_contexts.py"] = "a request handed to a parked REP context interrupted before it ran: the race needs the protocol's delivery and the interrupt in one loop turn"  # noqa: E501
+WHITE_BOX["tests/core/test_logging.py"] = "the rate limit of repeated warnings, shortened from its 10 s so that a test sees it repeat"  # noqa: E501
+WHITE_BOX["tests/core/test_queue_bytes.py"] = "the inbox's count of bytes by position stays a few marks while its consumer keeps up: a bound on its bookkeeping"  # noqa: E501
