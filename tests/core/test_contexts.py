@@ -18,10 +18,10 @@ from tests.support import close_wakes, connect, u32
 COOKED = ["req", "rep", "surveyor", "respondent"]
 
 
-def test_rep_16_contexts_serve_slow_requests_concurrently(mk, spawn):
+def test_rep_16_contexts_serve_slow_requests_concurrently(gsp_socket, spawn):
     """REP with 16 contexts on 16 greenlets holds 16 slow requests at once: each handler's work
     ends only when all 16 are in hand, which requests served one at a time never are."""
-    rep, req = mk("rep"), mk("req")
+    rep, req = gsp_socket("rep"), gsp_socket("req")
     connect(rep, req)
     in_hand: list[bytes] = []
     release = gevent.event.Event()
@@ -54,8 +54,8 @@ def test_rep_16_contexts_serve_slow_requests_concurrently(mk, spawn):
 
 
 @pytest.mark.parametrize("proto", COOKED)
-def test_context_timeouts_default_to_socket(mk, proto):
-    s = mk(proto, recv_timeout=0.25, send_timeout=0.5)
+def test_context_timeouts_default_to_socket(gsp_socket, proto):
+    s = gsp_socket(proto, recv_timeout=0.25, send_timeout=0.5)
     c = s.open_context()
     assert (c.recv_timeout, c.send_timeout) == (0.25, 0.5)
     c.recv_timeout = None
@@ -70,8 +70,8 @@ def test_context_timeouts_default_to_socket(mk, proto):
 
 
 @pytest.mark.parametrize("proto", COOKED)
-def test_socket_close_wakes_blocked_context_calls(mk, spawn, proto):
-    s = mk(proto)
+def test_socket_close_wakes_blocked_context_calls(gsp_socket, spawn, proto):
+    s = gsp_socket(proto)
     ctxs = [s.open_context() for _ in range(3)]
     if proto == "req":
         blocked = [spawn(c.send, b"q") for c in ctxs]  # no peer: a request waits for one
@@ -85,9 +85,9 @@ def test_socket_close_wakes_blocked_context_calls(mk, spawn, proto):
     assert all(c.closed for c in ctxs)
 
 
-def test_contexts_are_independent_state_machines(mk):
+def test_contexts_are_independent_state_machines(gsp_socket):
     """Each REQ context has its own outstanding request; each REP context its own reply route."""
-    req, rep = mk("req", recv_timeout=2), mk("rep", recv_timeout=2)
+    req, rep = gsp_socket("req", recv_timeout=2), gsp_socket("rep", recv_timeout=2)
     connect(rep, req)
     a, b = req.open_context(), req.open_context()
     for c in (a, b):
@@ -107,8 +107,8 @@ def test_contexts_are_independent_state_machines(mk):
         ra.send(b"twice")
 
 
-def test_surveyor_contexts_collect_only_their_own_replies(mk, spawn):
-    s, r = mk("surveyor"), mk("respondent", recv_timeout=2)
+def test_surveyor_contexts_collect_only_their_own_replies(gsp_socket, spawn):
+    s, r = gsp_socket("surveyor"), gsp_socket("respondent", recv_timeout=2)
     connect(s, r)
     a, b = s.open_context(), s.open_context()
     for c in (a, b):
@@ -123,25 +123,25 @@ def test_surveyor_contexts_collect_only_their_own_replies(mk, spawn):
         a.recv()  # until a's survey expires
 
 
-def test_context_survey_time_and_resend_time_per_context(mk):
-    s = mk("surveyor", survey_time=2)
+def test_context_survey_time_and_resend_time_per_context(gsp_socket):
+    s = gsp_socket("surveyor", survey_time=2)
     c = s.open_context()
     assert c.survey_time == 2
     c.survey_time = 0.5
     assert s.survey_time == 2
     with pytest.raises(gsp.BadOption):
         c.survey_time = -1
-    q = mk("req", resend_time=7)
+    q = gsp_socket("req", resend_time=7)
     qc = q.open_context()
     assert qc.resend_time == 7
     qc.resend_time = None
     assert q.resend_time == 7
 
 
-def _parked_rep(mk, spawn, n: int) -> tuple[gsp.Socket, gsp.Socket, list[gsp.Context],
+def _parked_rep(gsp_socket, spawn, n: int) -> tuple[gsp.Socket, gsp.Socket, list[gsp.Context],
                                              list[gevent.Greenlet]]:
     """A rep with ``n`` contexts, each with a greenlet parked in ``recv`` (oldest first)."""
-    rep, req = mk("rep"), mk("req", recv_timeout=5)
+    rep, req = gsp_socket("rep"), gsp_socket("req", recv_timeout=5)
     connect(rep, req)
     ctxs = [rep.open_context() for _ in range(n)]
     greenlets = []
@@ -158,10 +158,10 @@ def deliver_request(rep: gsp.Socket, request_id: int) -> None:
     rep._proto._deliver(b"q", u32(pipe.id) + u32(request_id), pipe)
 
 
-def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(mk, spawn):
+def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(gsp_socket, spawn):
     """A parked receiver is handed the request directly; interrupted before it could return it,
     it passes the request on to the next parked receiver instead of losing it."""
-    rep, req, _, (first, second) = _parked_rep(mk, spawn, 2)
+    rep, req, _, (first, second) = _parked_rep(gsp_socket, spawn, 2)
 
     def deliver_then_interrupt() -> None:  # in the hub: the first receiver cannot run between
         deliver_request(rep, 0x80000001)
@@ -172,8 +172,8 @@ def test_rep_request_handed_to_a_receiver_killed_before_it_ran_goes_to_the_next(
     assert first.dead and isinstance(first.value, gevent.GreenletExit)
 
 
-def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
-    rep, req, _, (only,) = _parked_rep(mk, spawn, 1)
+def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(gsp_socket, spawn):
+    rep, req, _, (only,) = _parked_rep(gsp_socket, spawn, 1)
 
     def deliver_then_interrupt() -> None:
         deliver_request(rep, 0x80000002)
@@ -188,10 +188,10 @@ def test_rep_request_handed_to_a_receiver_killed_alone_is_queued(mk, spawn):
     assert rep.stats["recv_queue_bytes"] == 0
 
 
-def test_rep_closed_context_never_takes_a_request(mk, spawn):
+def test_rep_closed_context_never_takes_a_request(gsp_socket, spawn):
     """A context closed while parked in recv fails with Closed; the next request goes to a
     receiver still open."""
-    rep, req, (c1, _), (first, second) = _parked_rep(mk, spawn, 2)
+    rep, req, (c1, _), (first, second) = _parked_rep(gsp_socket, spawn, 2)
     c1.close()
     req.send(b"hello")
     assert second.get(timeout=5) == b"hello"
@@ -199,8 +199,8 @@ def test_rep_closed_context_never_takes_a_request(mk, spawn):
         first.get(timeout=5)
 
 
-def test_rep_receiver_timing_out_leaves_the_request_to_others(mk, spawn):
-    rep, req = mk("rep"), mk("req", recv_timeout=5)
+def test_rep_receiver_timing_out_leaves_the_request_to_others(gsp_socket, spawn):
+    rep, req = gsp_socket("rep"), gsp_socket("req", recv_timeout=5)
     connect(rep, req)
     ctx = rep.open_context()
     with pytest.raises(gsp.Timeout):

@@ -40,10 +40,10 @@ def ask(ctx: gsp.Context, body: bytes, out: dict[bytes, object]) -> None:
 
 
 
-def rep_req(mk, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
+def rep_req(gsp_socket, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
     """A REP and a REQ connected over tcp; ``timeout`` is both recv timeouts (else the REQ's 10)."""
-    rep = mk("rep") if timeout is None else mk("rep", recv_timeout=timeout)
-    req = mk("req", recv_timeout=10 if timeout is None else timeout)
+    rep = gsp_socket("rep") if timeout is None else gsp_socket("rep", recv_timeout=timeout)
+    req = gsp_socket("req", recv_timeout=10 if timeout is None else timeout)
     connect(rep, req, TCP)
     return rep, req
 
@@ -57,9 +57,9 @@ def one_in_hand(rep: gsp.Socket, req: gsp.Socket, spawn, work: float) -> list[by
     wait_for(lambda: taken, what="the handler to take the request")
     return done
 
-def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
+def test_rep_drain_answers_every_request_its_contexts_took(gsp_socket, spawn):
     n = 8
-    rep, req = rep_req(mk)
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
     taken: list[bytes] = []
     workers = [spawn(serve, rep.open_context(), done, WORK, b"re:", taken) for _ in range(n)]
@@ -79,12 +79,12 @@ def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
     print(f"drain of {n} requests in hand, {WORK} s each: {took:.3f} s")
 
 
-def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn):
+def test_a_request_not_taken_before_drain_is_resent_to_another_server(gsp_socket, spawn):
     """Server A is draining: the request it queued (not taken by a context) and one arriving
     after the drain began are not taken; when A closes, the REQ resends both at once on its
     pipe to server B. Nothing is lost."""
-    a, b = mk("rep"), mk("rep")
-    req = mk("req", recv_timeout=10)
+    a, b = gsp_socket("rep"), gsp_socket("rep")
+    req = gsp_socket("req", recv_timeout=10)
     url_a = a.listen(TCP).url
     url_b = b.listen(TCP).url
     req.dial(url_a, block=True)
@@ -112,8 +112,8 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn)
     assert sorted(took_b) == [b"3", b"4"]
 
 
-def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_recv_open_context_and_endpoints_after_drain_raise_closed(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     ctx = rep.open_context()
     def park() -> BaseException | None:
         try:
@@ -139,8 +139,8 @@ def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
     assert req.recv() == b"a"
 
 
-def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_a_handler_that_recvs_again_abandons_its_request(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     drain = spawn(rep.drain, 5)
@@ -151,8 +151,8 @@ def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
     assert drain.successful()
 
 
-def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
-    rep, req = rep_req(mk)
+def test_drain_timeout_closes_anyway_and_raises(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
     taken: list[bytes] = []
     spawn(serve, rep.open_context(), done, 5, b"re:", taken)  # far slower than the drain allows
@@ -169,8 +169,8 @@ def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
     print(f"drain timeout 0.2 s: raised after {took:.3f} s")
 
 
-def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
-    rep, req = rep_req(mk)
+def test_req_drain_lets_requests_out_get_their_replies(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
     for _ in range(3):
         spawn(serve, rep.open_context(), done, 0.2)
@@ -192,8 +192,8 @@ def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
     assert out == {i: b"re:%d" % i for i in range(3)}
 
 
-def test_req_drain_waits_for_a_reply_to_be_received(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_req_drain_waits_for_a_reply_to_be_received(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     rep.recv()
     rep.send(b"a")
@@ -206,10 +206,10 @@ def test_req_drain_waits_for_a_reply_to_be_received(mk, spawn):
     assert drain.successful()
 
 
-def test_push_drain_flushes_what_is_queued(mk, spawn):
+def test_push_drain_flushes_what_is_queued(gsp_socket, spawn):
     n, pad = 400, b"." * 65536  # 26 MB: far more than the kernel's buffers hold
-    pull = mk("pull", recv_buffer=1, recv_timeout=5)
-    push = mk("push", send_buffer=n, send_buffer_bytes=0, send_timeout=5, linger=0)
+    pull = gsp_socket("pull", recv_buffer=1, recv_timeout=5)
+    push = gsp_socket("push", send_buffer=n, send_buffer_bytes=0, send_timeout=5, linger=0)
     connect(pull, push, TCP)
     for i in range(n):
         push.send(b"%d" % i + pad)  # most stay queued: the puller does not read yet
@@ -229,17 +229,17 @@ def test_push_drain_flushes_what_is_queued(mk, spawn):
 
 
 @pytest.mark.parametrize("proto", ["push", "pub", "pair", "bus", "surveyor"])
-def test_sends_after_drain_began_raise_closed(mk, spawn, proto):
-    s = mk(proto)
+def test_sends_after_drain_began_raise_closed(gsp_socket, spawn, proto):
+    s = gsp_socket(proto)
     s.drain()
     assert s.closed
     with pytest.raises(gsp.Closed):
         s.send(b"x")
 
 
-def test_surveyor_contexts_send_no_new_survey(mk, spawn):
-    sur = mk("surveyor", survey_time=5)
-    res = mk("respondent", recv_timeout=5)
+def test_surveyor_contexts_send_no_new_survey(gsp_socket, spawn):
+    sur = gsp_socket("surveyor", survey_time=5)
+    res = gsp_socket("respondent", recv_timeout=5)
     connect(res, sur, TCP)
     ctx = sur.open_context()
     ctx.send(b"s1")
@@ -251,9 +251,9 @@ def test_surveyor_contexts_send_no_new_survey(mk, spawn):
     assert drain.successful()
 
 
-def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
-    mk("push").drain(timeout=0)  # nothing in hand, nothing queued
-    rep, req = rep_req(mk, 5)
+def test_a_zero_timeout_fails_only_if_something_had_to_wait(gsp_socket):
+    gsp_socket("push").drain(timeout=0)  # nothing in hand, nothing queued
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     with pytest.raises(gsp.Timeout):
@@ -261,17 +261,17 @@ def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
     assert rep.closed
 
 
-def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(mk, spawn):
-    s = mk("push")
+def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(gsp_socket, spawn):
+    s = gsp_socket("push")
     s.drain()
     s.drain()  # drained: nothing to do
-    t = mk("pull")
+    t = gsp_socket("pull")
     t.close()
     t.drain()  # closed: nothing to do
 
 
-def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
-    rep, req = rep_req(mk)
+def test_a_concurrent_drain_waits_for_the_same_end(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done = one_in_hand(rep, req, spawn, WORK)
     first = spawn(rep.drain, 5)
     gevent.sleep(0)  # the first drain begins
@@ -283,8 +283,8 @@ def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
     assert time.monotonic() - t > WORK / 2
 
 
-def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
-    rep, req = rep_req(mk)
+def test_a_concurrent_drain_with_less_time_closes_it(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     one_in_hand(rep, req, spawn, 5)
     first = spawn(rep.drain, 10)
     gevent.sleep(0)  # the first drain begins
@@ -295,8 +295,8 @@ def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
     assert first.ready()
 
 
-def test_close_during_drain_ends_it(mk, spawn):
-    rep, req = rep_req(mk)
+def test_close_during_drain_ends_it(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     one_in_hand(rep, req, spawn, 5)
     drain = spawn(rep.drain)
     gevent.sleep(0)  # the drain begins
@@ -305,9 +305,9 @@ def test_close_during_drain_ends_it(mk, spawn):
     assert drain.successful()
 
 
-def test_drain_stops_dialers_but_keeps_their_pipes(mk, spawn):
-    pull = mk("pull", recv_timeout=5)
-    push = mk("push")
+def test_drain_stops_dialers_but_keeps_their_pipes(gsp_socket, spawn):
+    pull = gsp_socket("pull", recv_timeout=5)
+    push = gsp_socket("push")
     url = pull.listen(TCP).url
     push.dial(url, block=True)
     assert push.dialers and push.pipes
