@@ -106,7 +106,7 @@ def test_best_effort_send(gsp_socket, responder, asker, _):
 @pytest.mark.parametrize("responder,asker,most", RESPONDERS, ids=IDS)
 def test_reply_to_a_full_pipe_is_dropped_and_counted(gsp_socket, responder, asker, most):
     """A peer that never reads its replies cannot park a responder: once that pipe's queue stays
-    full a reply is dropped and counted (nng and mangos xrep drop too; issue 14)."""
+    full a reply is dropped and counted (nng and mangos xrep drop too)."""
     s, p = backlog_pair(gsp_socket, responder, asker, send_timeout=5)
     i = _answer_until_a_reply_drops(p, s)
     assert i > 0 and (most is None or i < most)

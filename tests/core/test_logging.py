@@ -1,4 +1,4 @@
-"""What gsp logs (issue 11): endpoints, pipes and failures under the ``gsp`` logger hierarchy, each
+"""What gsp logs: endpoints, pipes and failures under the ``gsp`` logger hierarchy, each
 record naming the socket's protocol and the URL, and nothing per message."""
 
 from __future__ import annotations

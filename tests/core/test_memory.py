@@ -1,4 +1,4 @@
-"""Memory follows the bytes a peer sent, never the size it announced (issue 14, item 1).
+"""Memory follows the bytes a peer sent, never the size it announced.
 
 A hostile peer completes the handshake, announces a big message and sends nothing (or a
 trickle): the socket holds only what arrived, a pipe whose message stops arriving is closed with
@@ -50,7 +50,7 @@ def traced() -> Iterator[Callable[[], int]]:
 def test_an_announcement_and_a_byte_cost_the_byte_not_the_announcement(traced):
     dec = wire.FrameDecoder(wire.TCP, max_size=0)
     assert dec.feed(struct.pack(">Q", 16 * MIB)) == []
-    assert dec.feed(b"x") == []  # the first body byte used to allocate all 16 MiB
+    assert dec.feed(b"x") == []  # not a buffer of the 16 MiB announced
     assert dec.buffered == 9 and dec.body_left == 16 * MIB - 1
     assert traced() < 64 * 1024
 
@@ -135,7 +135,7 @@ def test_peers_announcing_recv_max_size_cost_what_they_sent(scheme, pki, ipc_url
             announce(p, url, pull.recv_max_size, b"z")
         gevent.sleep(0.2)
         assert len(pull.pipes) == n
-        # Before: n × 1 MiB (40 MiB) on the first body byte; now a few KiB per pipe at most.
+        # A few KiB per pipe at most, not the n × 1 MiB (40 MiB) announced.
         assert traced() - idle < n * 16 * 1024
 
 

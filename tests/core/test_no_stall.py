@@ -1,4 +1,4 @@
-"""No peer stalls the others (issue 14, item 3): for each protocol, over real tcp connections, a
+"""No peer stalls the others: for each protocol, over real tcp connections, a
 raw peer that never reads (its kernel buffers and gsp's queue for it fill up) and a raw peer that
 floods 64 KiB messages, while a well-behaved peer is still served within a second each time.
 

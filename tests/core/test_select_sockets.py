@@ -1,4 +1,4 @@
-"""gsp.select over sockets, contexts and channels, and gsp.Poller (issue 11, item 3)."""
+"""gsp.select over sockets, contexts and channels, and gsp.Poller."""
 
 from __future__ import annotations
 

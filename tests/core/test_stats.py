@@ -1,4 +1,4 @@
-"""Statistics (issue 11): traffic, drops by reason, pipes, dialers, listeners and queue depths,
+"""Statistics: traffic, drops by reason, pipes, dialers, listeners and queue depths,
 read as snapshots on sockets, pipes and endpoints, listed by gsp.stats()."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Statistics (issue 11) seen from outside: gsp.sockets()/gsp.stats() listings, a protocol's own
+"""Statistics seen from outside: gsp.sockets()/gsp.stats() listings, a protocol's own
 counters, and the Prometheus collector (gsp.prometheus)."""
 
 from __future__ import annotations

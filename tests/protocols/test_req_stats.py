@@ -1,4 +1,4 @@
-"""REQ/REP statistics (issue 27): per req socket and context, requests resent, timed out and
+"""REQ/REP statistics: per req socket and context, requests resent, timed out and
 canceled, and a round-trip time histogram; per rep, replies dropped because the requester's pipe
 was gone. Read as snapshots (``stats``, ``histograms``, :func:`gsp.stats`) and exported by
 :mod:`gsp.prometheus` (a Prometheus histogram)."""
