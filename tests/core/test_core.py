@@ -61,34 +61,36 @@ def test_push_spreads_evenly_over_three_pullers():
 
 # -- sending without peers ------------------------------------------------------------------------
 
-def test_push_send_blocks_until_a_peer_connects():
-    with sockets(("push", {}), ("pull", {"recv_timeout": WAIT})) as [push, pull]:
-        lst = push.listen(TCP)
-        g = gevent.spawn(push.send, b"waited")
-        try:
-            gevent.sleep(0.05)  # a send that did not wait would have returned by now
-            assert not g.ready(), "send returned with no peer to take the message"
-            assert not push.poll("send")
-            pull.dial(lst.url)
-            g.get(timeout=WAIT)
-        finally:
-            g.kill()
-        assert pull.recv() == b"waited"
+def test_push_send_blocks_until_a_peer_connects(gsp_socket):
+    push = gsp_socket("push")
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    lst = push.listen(TCP)
+    g = gevent.spawn(push.send, b"waited")
+    try:
+        gevent.sleep(0.05)  # a send that did not wait would have returned by now
+        assert not g.ready(), "send returned with no peer to take the message"
+        assert not push.poll("send")
+        pull.dial(lst.url)
+        g.get(timeout=WAIT)
+    finally:
+        g.kill()
+    assert pull.recv() == b"waited"
 
 
-def test_push_send_timeout_and_best_effort_without_peers():
-    with sockets(("push", {"send_timeout": 0.2}), ("push", {"best_effort": True}),
-                 ("pull", {"recv_timeout": WAIT})) as [timed, lossy, pull]:
-        t0 = time.monotonic()
-        with pytest.raises(gsp.Timeout):
-            timed.send(b"nobody")
-        assert 0.15 <= time.monotonic() - t0 < scaled(1.5)
-        assert lossy.poll("send")
-        lossy.send(b"dropped", block=False)  # no peer: dropped at once instead of blocking
-        lst = lossy.listen(TCP)
-        connected(lossy, lst.url, pull)
-        lossy.send(b"kept")
-        assert pull.recv() == b"kept"
+def test_push_send_timeout_and_best_effort_without_peers(gsp_socket):
+    timed = gsp_socket("push", send_timeout=0.2)
+    lossy = gsp_socket("push", best_effort=True)
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    t0 = time.monotonic()
+    with pytest.raises(gsp.Timeout):
+        timed.send(b"nobody")
+    assert 0.15 <= time.monotonic() - t0 < scaled(1.5)
+    assert lossy.poll("send")
+    lossy.send(b"dropped", block=False)  # no peer: dropped at once instead of blocking
+    lst = lossy.listen(TCP)
+    connected(lossy, lst.url, pull)
+    lossy.send(b"kept")
+    assert pull.recv() == b"kept"
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -137,51 +139,56 @@ def test_bad_option_values_raise_bad_option(name, value):
         assert s.get_option(name) == before
 
 
-def test_endpoint_options_inherit_from_the_socket():
+def test_endpoint_options_inherit_from_the_socket(gsp_socket):
     detached: list[gsp.Pipe] = []
-    with sockets(("pull", {"recv_max_size": 100, "reconnect_time": 0.3, "recv_timeout": WAIT}),
-                 ("push", {"send_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as socks:
-        pull, small, big = socks
-        pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
-        inherit = pull.listen(TCP)
-        own = pull.listen(TCP, recv_max_size=1000)
-        d = pull.dial(free_url("inproc"), block=False, reconnect_time_max=7)
-        assert inherit.options["recv_max_size"] == 100 and own.options["recv_max_size"] == 1000
-        assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
-        pull.recv_max_size = 200  # later socket changes reach endpoints that did not override
-        pull.reconnect_time = 0.4
-        assert inherit.options["recv_max_size"] == 200 and own.options["recv_max_size"] == 1000
-        assert d.options["reconnect_time"] == 0.4
-        connected(pull, inherit.url, small)
-        connected(pull, own.url, big)
-        big.send(b"b" * 1000)
-        assert pull.recv() == b"b" * 1000
-        small.send(b"s" * 200)
-        assert pull.recv() == b"s" * 200
-        small.send(b"s" * 201)
-        wait_for(lambda: detached, what="the pipe over the inherited limit to close")
-        assert isinstance(detached[0].error, gsp.MessageTooLarge)
-        assert detached[0].listener is inherit
+    socks = [
+        gsp_socket("pull", recv_max_size=100, reconnect_time=0.3, recv_timeout=WAIT),
+        gsp_socket("push", send_timeout=WAIT),
+        gsp_socket("push", send_timeout=WAIT),
+    ]
+    pull, small, big = socks
+    pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
+    inherit = pull.listen(TCP)
+    own = pull.listen(TCP, recv_max_size=1000)
+    d = pull.dial(free_url("inproc"), block=False, reconnect_time_max=7)
+    assert inherit.options["recv_max_size"] == 100 and own.options["recv_max_size"] == 1000
+    assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
+    pull.recv_max_size = 200  # later socket changes reach endpoints that did not override
+    pull.reconnect_time = 0.4
+    assert inherit.options["recv_max_size"] == 200 and own.options["recv_max_size"] == 1000
+    assert d.options["reconnect_time"] == 0.4
+    connected(pull, inherit.url, small)
+    connected(pull, own.url, big)
+    big.send(b"b" * 1000)
+    assert pull.recv() == b"b" * 1000
+    small.send(b"s" * 200)
+    assert pull.recv() == b"s" * 200
+    small.send(b"s" * 201)
+    wait_for(lambda: detached, what="the pipe over the inherited limit to close")
+    assert isinstance(detached[0].error, gsp.MessageTooLarge)
+    assert detached[0].listener is inherit
 
 
 # -- closing --------------------------------------------------------------------------------------
 
-def test_close_wakes_blocked_recv_and_send():
-    with sockets(("pull", {}), ("push", {}), ("push", {})) as [pull, pusher, lonely]:
-        lst = pull.listen(TCP)
-        connected(pull, lst.url, pusher)
-        blocked = [gevent.spawn(pull.recv), gevent.spawn(pull.recv_msg),
-                   gevent.spawn(lonely.send, b"nobody"), gevent.spawn(lonely.send_msg,
-                                                                      gsp.Message(b"x"))]
-        try:
-            gevent.sleep(0.02)  # every call is waiting
-            assert not any(g.ready() for g in blocked)
-            pull.close()
-            lonely.close()
-            gevent.joinall(blocked, timeout=WAIT)
-            assert all(isinstance(g.exception, gsp.Closed) for g in blocked), blocked
-        finally:
-            gevent.killall(blocked)
+def test_close_wakes_blocked_recv_and_send(gsp_socket):
+    pull = gsp_socket("pull")
+    pusher = gsp_socket("push")
+    lonely = gsp_socket("push")
+    lst = pull.listen(TCP)
+    connected(pull, lst.url, pusher)
+    blocked = [gevent.spawn(pull.recv), gevent.spawn(pull.recv_msg),
+               gevent.spawn(lonely.send, b"nobody"), gevent.spawn(lonely.send_msg,
+                                                                  gsp.Message(b"x"))]
+    try:
+        gevent.sleep(0.02)  # every call is waiting
+        assert not any(g.ready() for g in blocked)
+        pull.close()
+        lonely.close()
+        gevent.joinall(blocked, timeout=WAIT)
+        assert all(isinstance(g.exception, gsp.Closed) for g in blocked), blocked
+    finally:
+        gevent.killall(blocked)
 
 
 def test_many_greenlets_on_one_socket_lose_nothing():
@@ -219,17 +226,17 @@ def test_many_greenlets_on_one_socket_lose_nothing():
         assert len(got[side]) == total and set(got[side]) == want
 
 
-def test_linger_delivers_messages_queued_before_close():
-    with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
-        lst = pull.listen(TCP)
-        push = gsp.socket("push", linger=5)
-        try:
-            connected(pull, lst.url, push)
-            for i in range(100):
-                push.send(b"%d" % i + b"." * 10000)
-        finally:
-            push.close()  # no greenlet switch happened since the sends: all 100 are still queued
-        assert [pull.recv()[:3].rstrip(b".") for _ in range(100)] == [b"%d" % i for i in range(100)]
+def test_linger_delivers_messages_queued_before_close(gsp_socket):
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    lst = pull.listen(TCP)
+    push = gsp.socket("push", linger=5)
+    try:
+        connected(pull, lst.url, push)
+        for i in range(100):
+            push.send(b"%d" % i + b"." * 10000)
+    finally:
+        push.close()  # no greenlet switch happened since the sends: all 100 are still queued
+    assert [pull.recv()[:3].rstrip(b".") for _ in range(100)] == [b"%d" % i for i in range(100)]
 
 
 @pytest.mark.parametrize("linger", [0.0, 0.5])
@@ -263,29 +270,31 @@ def test_close_with_a_stalled_peer_returns_after_linger(linger):
 
 # -- messages --------------------------------------------------------------------------------------
 
-def test_recv_msg_carries_the_pipe_and_send_msg_works():
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {}), ("push", {})) as [pull, a, b]:
-        lst = pull.listen(TCP)
-        connected(pull, lst.url, a)
-        connected(pull, lst.url, b)
-        a.send_msg(gsp.Message(b"from a"))
-        b.send_msg(gsp.Message(bytearray(b"from b")))
-        msgs = {m.body: m for m in (pull.recv_msg(), pull.recv_msg())}
-        assert set(msgs) == {b"from a", b"from b"}
-        pa, pb = msgs[b"from a"].pipe, msgs[b"from b"].pipe
-        assert isinstance(msgs[b"from a"], gsp.Message) and msgs[b"from a"].header == b""
-        assert pa in pull.pipes and pb in pull.pipes and pa is not pb
-        assert pa.remote_address == a.pipes[0].local_address
-        with pytest.raises(TypeError):
-            a.send_msg(b"not a message")
+def test_recv_msg_carries_the_pipe_and_send_msg_works(gsp_socket):
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    a = gsp_socket("push")
+    b = gsp_socket("push")
+    lst = pull.listen(TCP)
+    connected(pull, lst.url, a)
+    connected(pull, lst.url, b)
+    a.send_msg(gsp.Message(b"from a"))
+    b.send_msg(gsp.Message(bytearray(b"from b")))
+    msgs = {m.body: m for m in (pull.recv_msg(), pull.recv_msg())}
+    assert set(msgs) == {b"from a", b"from b"}
+    pa, pb = msgs[b"from a"].pipe, msgs[b"from b"].pipe
+    assert isinstance(msgs[b"from a"], gsp.Message) and msgs[b"from a"].header == b""
+    assert pa in pull.pipes and pb in pull.pipes and pa is not pb
+    assert pa.remote_address == a.pipes[0].local_address
+    with pytest.raises(TypeError):
+        a.send_msg(b"not a message")
 
 
-def test_large_batches_are_written_without_joining_the_whole_batch():
+def test_large_batches_are_written_without_joining_the_whole_batch(gsp_socket):
     # 16 x 1 MiB queued at once must arrive intact (large bodies bypass the join).
     big = [bytes([i]) * (1 << 20) for i in range(16)]
-    with sockets(("pull", {"recv_timeout": WAIT, "recv_max_size": 0}),
-                 ("push", {"send_buffer": 16})) as [pull, push]:
-        connected(pull, pull.listen(TCP).url, push)
-        for m in big:
-            push.send(m)
-        assert [pull.recv() for _ in big] == big
+    pull = gsp_socket("pull", recv_timeout=WAIT, recv_max_size=0)
+    push = gsp_socket("push", send_buffer=16)
+    connected(pull, pull.listen(TCP).url, push)
+    for m in big:
+        push.send(m)
+    assert [pull.recv() for _ in big] == big

@@ -56,37 +56,37 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.stdout.close()
 
 
-def test_dialer_reconnects_after_listener_process_is_killed():
+def test_dialer_reconnects_after_listener_process_is_killed(gsp_socket):
     url = f"tcp://127.0.0.1:{free_port()}"
     rmax = 0.25
     opts = {"recv_timeout": WAIT, "send_timeout": WAIT, "reconnect_time": 0.05,
             "reconnect_time_max": rmax}
-    with sockets(("pair", opts)) as [s]:
-        d = s.dial(url)
+    s = gsp_socket("pair", **opts)
+    d = s.dial(url)
+    proc = _start_echo(url)
+    try:
+        wait_for(lambda: s.pipes, what="the first connection")
+        s.send(b"one")
+        assert s.recv() == b"one"
+        proc.kill()
+        wait_for(lambda: not s.pipes, what="the pipe to the killed process to go")
+        # While the listener is away, the dialer redials: capped at rmax, nine refused
+        # redials take about 9 x rmax (2.25 s); doubling from 0.05 s without the cap, they
+        # would take about 25 s.
+        refused = d.stats["dial_failures_refused"]
+        wait_for(lambda: d.stats["dial_failures_refused"] - refused >= 9, timeout=15,
+                 what="nine refused redials, the backoff capped at reconnect_time_max")
+        assert d.stats["dial_failures"] == d.stats["dial_failures_refused"]
+        assert isinstance(d.last_error, gsp.ConnectionRefused)
+        _stop(proc)
         proc = _start_echo(url)
-        try:
-            wait_for(lambda: s.pipes, what="the first connection")
-            s.send(b"one")
-            assert s.recv() == b"one"
-            proc.kill()
-            wait_for(lambda: not s.pipes, what="the pipe to the killed process to go")
-            # While the listener is away, the dialer redials: capped at rmax, nine refused
-            # redials take about 9 x rmax (2.25 s); doubling from 0.05 s without the cap, they
-            # would take about 25 s.
-            refused = d.stats["dial_failures_refused"]
-            wait_for(lambda: d.stats["dial_failures_refused"] - refused >= 9, timeout=15,
-                     what="nine refused redials, the backoff capped at reconnect_time_max")
-            assert d.stats["dial_failures"] == d.stats["dial_failures_refused"]
-            assert isinstance(d.last_error, gsp.ConnectionRefused)
-            _stop(proc)
-            proc = _start_echo(url)
-            t0 = time.monotonic()
-            wait_for(lambda: s.pipes, timeout=rmax + 5, what="the redial")
-            assert time.monotonic() - t0 < rmax + scaled(1.0)
-            s.send(b"two")
-            assert s.recv() == b"two"
-        finally:
-            _stop(proc)
+        t0 = time.monotonic()
+        wait_for(lambda: s.pipes, timeout=rmax + 5, what="the redial")
+        assert time.monotonic() - t0 < rmax + scaled(1.0)
+        s.send(b"two")
+        assert s.recv() == b"two"
+    finally:
+        _stop(proc)
 
 
 # -- hostile peers ---------------------------------------------------------------------------------
@@ -123,19 +123,19 @@ def test_stalled_handshakes_do_not_delay_good_peers_and_time_out():
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_dial_to_a_peer_that_never_handshakes_times_out(kind, ipc_url):
+def test_dial_to_a_peer_that_never_handshakes_times_out(gsp_socket, kind, ipc_url):
     srv = gsocket.socket(gsocket.AF_INET if kind == "tcp" else gsocket.AF_UNIX)
     try:
         srv.bind(("127.0.0.1", 0) if kind == "tcp" else ipc_url[len("ipc://"):])
         srv.listen(1)  # the kernel completes the connect; nobody ever answers
         url = f"tcp://127.0.0.1:{srv.getsockname()[1]}" if kind == "tcp" else ipc_url
-        with sockets(("push", {"handshake_timeout": 0.3, "reconnect_time": 5})) as [push]:
-            t0 = time.monotonic()
-            with pytest.raises(gsp.Timeout):
-                push.dial(url, block=True)
-            assert 0.25 <= time.monotonic() - t0 < scaled(2.0)
-            d = push.dial(url)
-            assert isinstance(d.last_error, gsp.Timeout)
+        push = gsp_socket("push", handshake_timeout=0.3, reconnect_time=5)
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            push.dial(url, block=True)
+        assert 0.25 <= time.monotonic() - t0 < scaled(2.0)
+        d = push.dial(url)
+        assert isinstance(d.last_error, gsp.Timeout)
     finally:
         srv.close()
 

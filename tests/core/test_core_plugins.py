@@ -21,7 +21,7 @@ from gevent import subprocess
 import gsp
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import Transport, TransportListener
-from tests.support import plugged_transports, scaled, sockets
+from tests.support import plugged_transports, scaled
 
 # -- plugins ---------------------------------------------------------------------------------------
 
@@ -72,24 +72,25 @@ class _MemPlugin:
         return [_MemTransport()]
 
 
-def test_registered_transport_plugin_is_usable_and_removable():
+def test_registered_transport_plugin_is_usable_and_removable(gsp_socket):
     plugin = _MemPlugin()
     assert "testmem" not in gsp.transports()
     gsp.register_plugin(plugin)
     try:
         assert "testmem" in gsp.transports()
-        with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {})) as [a, b]:
-            lst = a.listen("testmem://here")
-            assert lst.url == "testmem://here"
-            connected(a, lst.url, b)
-            b.send(b"through a plugin")
-            assert a.recv() == b"through a plugin"
+        a = gsp_socket("pair", recv_timeout=WAIT)
+        b = gsp_socket("pair")
+        lst = a.listen("testmem://here")
+        assert lst.url == "testmem://here"
+        connected(a, lst.url, b)
+        b.send(b"through a plugin")
+        assert a.recv() == b"through a plugin"
     finally:
         gsp.unregister_plugin(plugin)
     assert "testmem" not in gsp.transports()
-    with sockets(("pair", {})) as [s]:
-        with pytest.raises(gsp.InvalidAddress):
-            s.listen("testmem://here")
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.InvalidAddress):
+        s.listen("testmem://here")
 
 
 FAKE_PLUGIN = textwrap.dedent("""
@@ -160,15 +161,15 @@ class _StallPlugin:
         return [self.T()]
 
 
-def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout():
+def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout(gsp_socket):
     plugin = _StallPlugin()
     gsp.register_plugin(plugin)
     try:
-        with sockets(("push", {"handshake_timeout": 0.2})) as [s]:
-            t0 = time.monotonic()
-            with pytest.raises(gsp.Timeout):
-                s.dial("teststall://nowhere", block=True)
-            assert time.monotonic() - t0 < scaled(1.0)
+        s = gsp_socket("push", handshake_timeout=0.2)
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            s.dial("teststall://nowhere", block=True)
+        assert time.monotonic() - t0 < scaled(1.0)
     finally:
         gsp.unregister_plugin(plugin)
 
@@ -208,17 +209,17 @@ class _SlowCloseTransport(_MemTransport):
         return D()
 
 
-def test_close_shuts_pipes_down_concurrently():
+def test_close_shuts_pipes_down_concurrently(gsp_socket):
     transport = _SlowCloseTransport()
     with plugged_transports(transport):
-        with sockets(("pull", {})) as [pull]:
-            url = pull.listen("testslowclose://here").url
-            push = gsp.socket("push", linger=0)
-            try:
-                for _ in range(5):
-                    push.dial(url, block=True)
-                wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
-            finally:
-                push.close()
-            # Every close began before the first one ended; one after another would alternate.
-            assert transport.closes == ["begin"] * 5 + ["end"] * 5
+        pull = gsp_socket("pull")
+        url = pull.listen("testslowclose://here").url
+        push = gsp.socket("push", linger=0)
+        try:
+            for _ in range(5):
+                push.dial(url, block=True)
+            wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
+        finally:
+            push.close()
+        # Every close began before the first one ended; one after another would alternate.
+        assert transport.closes == ["begin"] * 5 + ["end"] * 5

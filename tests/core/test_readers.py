@@ -5,7 +5,7 @@ way never parks."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 import pytest
@@ -73,29 +73,32 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(kind: str, ipc_d
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_pipes_park_after_big_messages_too(kind: str, ipc_dir: str) -> None:
+def test_pipes_park_after_big_messages_too(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     big = b"b" * wire.DIRECT_SIZE * 4
-    with sockets(("pair", {"recv_timeout": WAIT, "recv_max_size": 0}),
-                 ("pair", {"recv_timeout": WAIT})) as [a, b]:
-        connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
+    a = gsp_socket("pair", recv_timeout=WAIT, recv_max_size=0)
+    b = gsp_socket("pair", recv_timeout=WAIT)
+    connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
+    pipe = a.pipes[0]
+    for m in [big, b"", big, b"small", big]:
+        b.send(m)
+        assert a.recv() == m
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+
+
+def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    a = gsp_socket("pair", recv_timeout=WAIT)
+    b = gsp_socket("pair", recv_timeout=WAIT)
+    connected(a, a.listen(url("inproc", "", "park")).url, b)
+    for m in [b"x", b"y"]:
+        b.send(m)
+        assert a.recv() == m
         pipe = a.pipes[0]
-        for m in [big, b"", big, b"small", big]:
-            b.send(m)
-            assert a.recv() == m
-            wait_for(lambda: pipe.reader is None, what="the pipe parked")
-
-
-def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave() -> None:
-    with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {"recv_timeout": WAIT})) as [a, b]:
-        connected(a, a.listen(url("inproc", "", "park")).url, b)
-        for m in [b"x", b"y"]:
-            b.send(m)
-            assert a.recv() == m
-            pipe = a.pipes[0]
-            wait_for(lambda p=pipe: p.reader is None, what="the inproc pipe parked")
-        b.close()
-        assert pipe.wait_closed(WAIT)
-        assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
+        wait_for(lambda p=pipe: p.reader is None, what="the inproc pipe parked")
+    b.close()
+    assert pipe.wait_closed(WAIT)
+    assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
 
 
 def inproc_pair(limit: int = 0) -> tuple[InprocConnection, InprocConnection]:
@@ -149,48 +152,54 @@ def test_an_inproc_batch_over_recv_max_size_is_refused_whatever_its_length() -> 
         b.close()
 
 
-def test_closing_a_parked_inproc_pipe_ends_it_on_both_sides() -> None:
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, p]:
-        connected(pull, pull.listen(url("inproc", "", "withdraw")).url, p)
-        p.send(b"one")
-        assert pull.recv() == b"one"
-        pipe = pull.pipes[0]
-        wait_for(lambda: pipe.reader is None, what="the inproc pipe parked")
-        pipe.close()
-        assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
-        wait_for(lambda: not p.pipes, what="the peer to see the close")
+def test_closing_a_parked_inproc_pipe_ends_it_on_both_sides(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    p = gsp_socket("push", send_timeout=WAIT)
+    connected(pull, pull.listen(url("inproc", "", "withdraw")).url, p)
+    p.send(b"one")
+    assert pull.recv() == b"one"
+    pipe = pull.pipes[0]
+    wait_for(lambda: pipe.reader is None, what="the inproc pipe parked")
+    pipe.close()
+    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
+    wait_for(lambda: not p.pipes, what="the peer to see the close")
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_a_parked_pipe_sees_its_peer_leave(kind: str, ipc_dir: str) -> None:
-    with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {"recv_timeout": WAIT})) as [a, b]:
-        connected(a, a.listen(url(kind, ipc_dir, "leave")).url, b)
-        b.send(b"x")
-        assert a.recv() == b"x"
-        pipe = a.pipes[0]
-        wait_for(lambda: pipe.reader is None, what="the pipe parked")
-        b.close()
-        assert pipe.wait_closed(WAIT)
-        assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
+def test_a_parked_pipe_sees_its_peer_leave(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
+    a = gsp_socket("pair", recv_timeout=WAIT)
+    b = gsp_socket("pair", recv_timeout=WAIT)
+    connected(a, a.listen(url(kind, ipc_dir, "leave")).url, b)
+    b.send(b"x")
+    assert a.recv() == b"x"
+    pipe = a.pipes[0]
+    wait_for(lambda: pipe.reader is None, what="the pipe parked")
+    b.close()
+    assert pipe.wait_closed(WAIT)
+    assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_closing_a_parked_pipe_disarms_its_watcher(kind: str, ipc_dir: str) -> None:
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT}),
-                 ("push", {"send_timeout": WAIT})) as [pull, p1, p2]:
-        bound = pull.listen(url(kind, ipc_dir, "disarm")).url
-        connected(pull, bound, p1)
-        p1.send(b"one")
-        assert pull.recv() == b"one"
-        pipe = pull.pipes[0]
-        wait_for(lambda: pipe.reader is None, what="the pipe parked")
-        pipe.close()
-        assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
-        # A watcher left armed on the descriptor would keep it open: the peer would not see it.
-        wait_for(lambda: not p1.pipes, what="the peer to see the close")
-        connected(pull, bound, p2)  # the socket serves the next pipe as before
-        p2.send(b"two")
-        assert pull.recv() == b"two"
+def test_closing_a_parked_pipe_disarms_its_watcher(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    p1 = gsp_socket("push", send_timeout=WAIT)
+    p2 = gsp_socket("push", send_timeout=WAIT)
+    bound = pull.listen(url(kind, ipc_dir, "disarm")).url
+    connected(pull, bound, p1)
+    p1.send(b"one")
+    assert pull.recv() == b"one"
+    pipe = pull.pipes[0]
+    wait_for(lambda: pipe.reader is None, what="the pipe parked")
+    pipe.close()
+    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
+    # A watcher left armed on the descriptor would keep it open: the peer would not see it.
+    wait_for(lambda: not p1.pipes, what="the peer to see the close")
+    connected(pull, bound, p2)  # the socket serves the next pipe
+    p2.send(b"two")
+    assert pull.recv() == b"two"
 
 
 def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
@@ -363,6 +372,7 @@ def _readable_bytes(sock: Any) -> int:
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
 def test_a_receiver_keeping_up_finds_big_bodies_queued_a_few_at_a_time(
+        gsp_socket: Callable[..., gsp.Socket],
         kind: str, ipc_dir: str) -> None:
     """A reader of big bodies yields once it read _BIG_READ bytes of them since it last did: a
     receiver waiting in recv takes them before more are read (the allocator reuses their
@@ -370,19 +380,20 @@ def test_a_receiver_keeping_up_finds_big_bodies_queued_a_few_at_a_time(
     from gsp._core.pipe import _BIG_READ
 
     n, size = 64, 64 * 1024
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, push]:
-        connected(pull, pull.listen(url(kind, ipc_dir, "ahead")).url, push)
-        queued: list[int] = []
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
+    connected(pull, pull.listen(url(kind, ipc_dir, "ahead")).url, push)
+    queued: list[int] = []
 
-        def take() -> None:
-            for i in range(n):
-                assert pull.recv() == bytes([i]) * size
-                queued.append(pull.stats["recv_queue_bytes"])
+    def take() -> None:
+        for i in range(n):
+            assert pull.recv() == bytes([i]) * size
+            queued.append(pull.stats["recv_queue_bytes"])
 
-        g = gevent.spawn(take)
-        gevent.sleep(0.01)  # the receiver waits
-        for i in range(n):  # 4 MiB, queued at once for the writer
-            push.send(bytes([i]) * size)
-        g.get(timeout=WAIT)
-        assert len(queued) == n
-        assert max(queued) <= _BIG_READ + size  # never the megabytes the kernel held
+    g = gevent.spawn(take)
+    gevent.sleep(0.01)  # the receiver waits
+    for i in range(n):  # 4 MiB, queued at once for the writer
+        push.send(bytes([i]) * size)
+    g.get(timeout=WAIT)
+    assert len(queued) == n
+    assert max(queued) <= _BIG_READ + size  # never the megabytes the kernel held
