@@ -14,30 +14,31 @@ from gevent import socket as gsocket
 
 import gsp
 from gsp.testing import WAIT, connected, free_url, wait_for
-from tests.support import HDR_PULL, HDR_PUSH, TCP, recv_until_timeout, scaled, sockets, spawn_all
+from tests.support import HDR_PULL, HDR_PUSH, TCP, recv_until_timeout, scaled, spawn_all
 
 # -- load balancing -------------------------------------------------------------------------------
 
-def test_pull_fair_queues_three_pushers():
+def test_pull_fair_queues_three_pushers(gsp_socket):
     n = 1000
     push_opts = {"send_timeout": WAIT}
-    with sockets(("pull", {"recv_timeout": WAIT}), *[("push", push_opts)] * 3) as [pull, *pushers]:
-        lst = pull.listen(TCP)
-        for p in pushers:
-            connected(pull, lst.url, p)
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    pushers = [gsp_socket("push", **push_opts) for _ in range(3)]
+    lst = pull.listen(TCP)
+    for p in pushers:
+        connected(pull, lst.url, p)
 
-        def pump(k: int, p: gsp.Socket) -> None:
-            for i in range(n):
-                p.send(b"%d:%d" % (k, i))
+    def pump(k: int, p: gsp.Socket) -> None:
+        for i in range(n):
+            p.send(b"%d:%d" % (k, i))
 
-        gs = spawn_all(pump, list(enumerate(pushers)))
-        try:
-            wait_for(lambda: all(g.ready() or not p.poll("send") for g, p in zip(gs, pushers)),
-                     what="every pusher done or blocked: its messages queued")
-            got = [pull.recv().split(b":") for _ in range(3 * n)]
-            gevent.joinall(gs, timeout=WAIT, raise_error=True)
-        finally:
-            gevent.killall(gs)
+    gs = spawn_all(pump, list(enumerate(pushers)))
+    try:
+        wait_for(lambda: all(g.ready() or not p.poll("send") for g, p in zip(gs, pushers)),
+                 what="every pusher done or blocked: its messages queued")
+        got = [pull.recv().split(b":") for _ in range(3 * n)]
+        gevent.joinall(gs, timeout=WAIT, raise_error=True)
+    finally:
+        gevent.killall(gs)
     first_half = Counter(k for k, _ in got[: 3 * n // 2])
     # Fair share is 500 each; a pull that drained one pipe first would give 1000/500/0.
     assert all(first_half[b"%d" % k] >= 350 for k in range(3)), first_half
@@ -45,16 +46,16 @@ def test_pull_fair_queues_three_pushers():
         assert [int(i) for kk, i in got if kk == b"%d" % k] == list(range(n))
 
 
-def test_push_spreads_evenly_over_three_pullers():
-    with sockets(("push", {"send_timeout": WAIT}),
-                 *[("pull", {"recv_timeout": 0.5})] * 3) as [push, *pullers]:
-        lst = push.listen(TCP)
-        for p in pullers:
-            connected(push, lst.url, p)
-        wait_for(lambda: len(push.pipes) == 3, what="three pullers")
-        for i in range(300):
-            push.send(b"%d" % i)
-        results = [g.get() for g in spawn_all(recv_until_timeout, [(p,) for p in pullers])]
+def test_push_spreads_evenly_over_three_pullers(gsp_socket):
+    push = gsp_socket("push", send_timeout=WAIT)
+    pullers = [gsp_socket("pull", recv_timeout=0.5) for _ in range(3)]
+    lst = push.listen(TCP)
+    for p in pullers:
+        connected(push, lst.url, p)
+    wait_for(lambda: len(push.pipes) == 3, what="three pullers")
+    for i in range(300):
+        push.send(b"%d" % i)
+    results = [g.get() for g in spawn_all(recv_until_timeout, [(p,) for p in pullers])]
     assert sorted(int(m) for r in results for m in r) == list(range(300))
     assert all(95 <= len(r) <= 105 for r in results), [len(r) for r in results]
 
@@ -191,36 +192,37 @@ def test_close_wakes_blocked_recv_and_send(gsp_socket):
         gevent.killall(blocked)
 
 
-def test_many_greenlets_on_one_socket_lose_nothing():
+def test_many_greenlets_on_one_socket_lose_nothing(gsp_socket):
     senders, per = 8, 250
     total = senders * per
-    with sockets(*[("pair", {"send_timeout": WAIT})] * 2) as [a, b]:
-        lst = a.listen(TCP)
-        connected(a, lst.url, b)
-        got: dict[str, list[bytes]] = {"a": [], "b": []}
+    a = gsp_socket("pair", send_timeout=WAIT)
+    b = gsp_socket("pair", send_timeout=WAIT)
+    lst = a.listen(TCP)
+    connected(a, lst.url, b)
+    got: dict[str, list[bytes]] = {"a": [], "b": []}
 
-        def send(s: gsp.Socket, tag: bytes, k: int) -> None:
-            for i in range(per):
-                s.send(b"%s:%d:%d" % (tag, k, i))
+    def send(s: gsp.Socket, tag: bytes, k: int) -> None:
+        for i in range(per):
+            s.send(b"%s:%d:%d" % (tag, k, i))
 
-        def recv(s: gsp.Socket, into: list[bytes]) -> None:
-            while True:
-                try:
-                    into.append(s.recv())
-                except gsp.Closed:
-                    return
+    def recv(s: gsp.Socket, into: list[bytes]) -> None:
+        while True:
+            try:
+                into.append(s.recv())
+            except gsp.Closed:
+                return
 
-        gs = spawn_all(recv, [(a, got["a"]), (b, got["b"])] * senders)
-        gs += spawn_all(send, [(s, t, k) for k in range(senders)
-                               for s, t in ((a, b"A"), (b, b"B"))])
-        try:
-            wait_for(lambda: len(got["a"]) == len(got["b"]) == total, timeout=30,
-                     what="every message to arrive")
-            a.close()
-            b.close()
-            gevent.joinall(gs, timeout=WAIT, raise_error=True)
-        finally:
-            gevent.killall(gs)
+    gs = spawn_all(recv, [(a, got["a"]), (b, got["b"])] * senders)
+    gs += spawn_all(send, [(s, t, k) for k in range(senders)
+                           for s, t in ((a, b"A"), (b, b"B"))])
+    try:
+        wait_for(lambda: len(got["a"]) == len(got["b"]) == total, timeout=30,
+                 what="every message to arrive")
+        a.close()
+        b.close()
+        gevent.joinall(gs, timeout=WAIT, raise_error=True)
+    finally:
+        gevent.killall(gs)
     for side, tag in (("a", b"B"), ("b", b"A")):
         want = {b"%s:%d:%d" % (tag, k, i) for k in range(senders) for i in range(per)}
         assert len(got[side]) == total and set(got[side]) == want

@@ -19,7 +19,7 @@ from gevent import subprocess
 
 import gsp
 from gsp.testing import WAIT, connected, free_port, read_to_eof, wait_for
-from tests.support import HDR_PULL, HDR_PUSH, TCP, raw_connect, scaled, sockets, spawn_all
+from tests.support import HDR_PULL, HDR_PUSH, TCP, raw_connect, scaled, spawn_all
 
 
 def rss() -> int:
@@ -91,32 +91,32 @@ def test_dialer_reconnects_after_listener_process_is_killed(gsp_socket):
 
 # -- hostile peers ---------------------------------------------------------------------------------
 
-def test_stalled_handshakes_do_not_delay_good_peers_and_time_out():
+def test_stalled_handshakes_do_not_delay_good_peers_and_time_out(gsp_socket):
     hto = 1.0
-    pair = ("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})
-    with sockets(*pair) as [pull, push]:
-        lst = pull.listen(TCP, handshake_timeout=hto)
-        raws: list[tuple[Any, float]] = []
-        try:
-            for _ in range(200):
-                r = raw_connect(lst.url)
-                r.sendall(HDR_PUSH[:4])  # half a handshake, then silence
-                raws.append((r, time.monotonic()))
-            push.dial(lst.url, block=True)
-            push.send(b"good")
-            assert pull.recv() == b"good"
-            # Served before any stalled handshake timed out (hto after it began).
-            assert lst.stats["handshake_failures_timeout"] == 0
-            assert len(pull.pipes) == 1
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
+    lst = pull.listen(TCP, handshake_timeout=hto)
+    raws: list[tuple[Any, float]] = []
+    try:
+        for _ in range(200):
+            r = raw_connect(lst.url)
+            r.sendall(HDR_PUSH[:4])  # half a handshake, then silence
+            raws.append((r, time.monotonic()))
+        push.dial(lst.url, block=True)
+        push.send(b"good")
+        assert pull.recv() == b"good"
+        # Served before any stalled handshake timed out (hto after it began).
+        assert lst.stats["handshake_failures_timeout"] == 0
+        assert len(pull.pipes) == 1
 
-            def eof_after(r: Any, since: float) -> tuple[bytes, float]:
-                data = read_to_eof(r, hto + WAIT)
-                return data, time.monotonic() - since
+        def eof_after(r: Any, since: float) -> tuple[bytes, float]:
+            data = read_to_eof(r, hto + WAIT)
+            return data, time.monotonic() - since
 
-            results = [g.get() for g in spawn_all(eof_after, raws)]
-        finally:
-            for r, _ in raws:
-                r.close()
+        results = [g.get() for g in spawn_all(eof_after, raws)]
+    finally:
+        for r, _ in raws:
+            r.close()
     assert all(data == HDR_PULL for data, _ in results)
     waited = [t for _, t in results]
     assert min(waited) >= hto * 0.95 and max(waited) < hto + 3.0, (min(waited), max(waited))
@@ -141,29 +141,29 @@ def test_dial_to_a_peer_that_never_handshakes_times_out(gsp_socket, kind, ipc_ur
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_2gib_frame_closes_only_that_pipe(kind, ipc_url):
+def test_2gib_frame_closes_only_that_pipe(gsp_socket, kind, ipc_url):
     events: list[tuple[gsp.PipeEvent, gsp.Pipe]] = []
-    pair = ("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})
-    with sockets(*pair) as [pull, push]:
-        pull.on_pipe_event(lambda ev, p: events.append((ev, p)))
-        lst = pull.listen(TCP if kind == "tcp" else ipc_url)
-        connected(pull, lst.url, push)
-        good = pull.pipes[0]
-        before = rss()
-        for _ in range(3):
-            raw = raw_connect(lst.url)
-            try:
-                raw.sendall(HDR_PUSH)
-                prefix = struct.pack(">Q", 2 << 30)
-                raw.sendall((b"\x01" + prefix if kind == "ipc" else prefix) + b"x" * 100)
-                assert read_to_eof(raw) == HDR_PULL
-            finally:
-                raw.close()
-        wait_for(lambda: sum(ev is gsp.PipeEvent.DETACHED for ev, _ in events) == 3,
-                 what="the three oversize pipes to detach")
-        gone = [p for ev, p in events if ev is gsp.PipeEvent.DETACHED]
-        assert good not in gone and all(isinstance(p.error, gsp.MessageTooLarge) for p in gone)
-        assert pull.pipes == [good]
-        push.send(b"still fine")
-        assert pull.recv() == b"still fine"
-        assert rss() - before < 32 << 20
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
+    pull.on_pipe_event(lambda ev, p: events.append((ev, p)))
+    lst = pull.listen(TCP if kind == "tcp" else ipc_url)
+    connected(pull, lst.url, push)
+    good = pull.pipes[0]
+    before = rss()
+    for _ in range(3):
+        raw = raw_connect(lst.url)
+        try:
+            raw.sendall(HDR_PUSH)
+            prefix = struct.pack(">Q", 2 << 30)
+            raw.sendall((b"\x01" + prefix if kind == "ipc" else prefix) + b"x" * 100)
+            assert read_to_eof(raw) == HDR_PULL
+        finally:
+            raw.close()
+    wait_for(lambda: sum(ev is gsp.PipeEvent.DETACHED for ev, _ in events) == 3,
+             what="the three oversize pipes to detach")
+    gone = [p for ev, p in events if ev is gsp.PipeEvent.DETACHED]
+    assert good not in gone and all(isinstance(p.error, gsp.MessageTooLarge) for p in gone)
+    assert pull.pipes == [good]
+    push.send(b"still fine")
+    assert pull.recv() == b"still fine"
+    assert rss() - before < 32 << 20

@@ -12,25 +12,26 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, connected, wait_for
-from tests.support import TCP, sockets
+from tests.support import TCP
 
 # -- pipes and pipe events -------------------------------------------------------------------------
 
-def test_pipe_ids_and_event_order():
+def test_pipe_ids_and_event_order(gsp_socket):
     log: list[tuple[gsp.PipeEvent, gsp.Pipe, bool]] = []
-    with sockets(("pull", {}), *[("push", {})] * 5) as [srv, *clients]:
-        socks = [srv, *clients]
-        for s in socks:
-            s.on_pipe_event(lambda ev, p, s=s: log.append((ev, p, p in s.pipes)))
-        lst = srv.listen(TCP)
-        for c in clients:
-            connected(srv, lst.url, c)
-        ids = [p.id for s in socks for p in s.pipes]
-        assert len(ids) == 10 and len(set(ids)) == 10
-        assert all(isinstance(i, int) and 0 < i < 1 << 31 for i in ids)
-        for c in clients:
-            c.close()
-        wait_for(lambda: not srv.pipes, what="the listener's pipes to go")
+    srv = gsp_socket("pull")
+    clients = [gsp_socket("push") for _ in range(5)]
+    socks = [srv, *clients]
+    for s in socks:
+        s.on_pipe_event(lambda ev, p, s=s: log.append((ev, p, p in s.pipes)))
+    lst = srv.listen(TCP)
+    for c in clients:
+        connected(srv, lst.url, c)
+    ids = [p.id for s in socks for p in s.pipes]
+    assert len(ids) == 10 and len(set(ids)) == 10
+    assert all(isinstance(i, int) and 0 < i < 1 << 31 for i in ids)
+    for c in clients:
+        c.close()
+    wait_for(lambda: not srv.pipes, what="the listener's pipes to go")
     by_pipe: dict[int, list[tuple[gsp.PipeEvent, bool]]] = {}
     for ev, p, member in log:
         by_pipe.setdefault(p.id, []).append((ev, member))

@@ -23,7 +23,7 @@ from gsp.transport import (
     TransportListener,
     wire,
 )
-from tests.support import RID, counting_lent_reads, plugged_transports, scaled, sockets
+from tests.support import RID, counting_lent_reads, plugged_transports, scaled
 
 pytestmark = pytest.mark.core
 
@@ -345,12 +345,13 @@ def test_only_a_lone_waiting_greenlet_reads_for_the_socket(
 
 
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        gsp_socket: Callable[..., gsp.Socket], monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection without recv_or_park (a third party's, with the required methods only)
     never promised to be read by a greenlet that gives up after one loop turn: its reader
     greenlet reads it, lending or not."""
-    with plugged_transports(PlainTransport()), \
-            sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
+    with plugged_transports(PlainTransport()):
+        rep = gsp_socket("rep", recv_timeout=WAIT)
+        req = gsp_socket("req", recv_timeout=WAIT)
         bound = rep.listen("plainwrap://127.0.0.1:0").url
         got: list[bytes] = []
         g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts

@@ -18,7 +18,7 @@ from gsp.chan import Chan
 from gsp.errors import Closed
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
-from tests.support import CountingRaw, handshaken, sockets
+from tests.support import CountingRaw, handshaken
 
 pytestmark = pytest.mark.core
 
@@ -54,22 +54,23 @@ def count_reads(conn: StreamConnection) -> CountingRaw:
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(kind: str, ipc_dir: str) -> None:
+def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     n = 40
-    with sockets(("rep", {"recv_timeout": WAIT}),
-                 *[("req", {"recv_timeout": WAIT}) for _ in range(n)]) as [rep, *reqs]:
-        bound = rep.listen(url(kind, ipc_dir)).url
-        for r in reqs:
-            connected(rep, bound, r)
-        for rnd in range(2):  # the second round finds every pipe parked
-            for i, r in enumerate(reqs):
-                r.send(b"%d.%d" % (rnd, i))
-                rep.send(rep.recv() + b"!")
-                assert r.recv() == b"%d.%d!" % (rnd, i)
-            wait_for(lambda: all(p.reader is None for p in rep.pipes), what="every pipe parked")
-            assert len(rep.pipes) == n
-            # One reader served them all in turn and waits for the next pipe; none is per pipe.
-            assert readers_of(rep) == idle_readers(rep) == 1
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    reqs = [gsp_socket("req", recv_timeout=WAIT) for _ in range(n)]
+    bound = rep.listen(url(kind, ipc_dir)).url
+    for r in reqs:
+        connected(rep, bound, r)
+    for rnd in range(2):  # the second round finds every pipe parked
+        for i, r in enumerate(reqs):
+            r.send(b"%d.%d" % (rnd, i))
+            rep.send(rep.recv() + b"!")
+            assert r.recv() == b"%d.%d!" % (rnd, i)
+        wait_for(lambda: all(p.reader is None for p in rep.pipes), what="every pipe parked")
+        assert len(rep.pipes) == n
+        # One reader served them all in turn and waits for the next pipe; none is per pipe.
+        assert readers_of(rep) == idle_readers(rep) == 1
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
@@ -202,37 +203,37 @@ def test_closing_a_parked_pipe_disarms_its_watcher(
     assert pull.recv() == b"two"
 
 
-def test_readers_blocked_in_delivery_end_with_their_pipes() -> None:
+def test_readers_blocked_in_delivery_end_with_their_pipes(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """Pipes whose readers wait for room in a full receive queue each hold a reader; closing
     such a pipe ends its reader, and of the others only IDLE_READERS stay once all are idle."""
     n = IDLE_READERS + 8
-    with sockets(("pull", {"recv_timeout": WAIT, "recv_buffer": 1}),
-                 *[("push", {"send_timeout": WAIT, "reconnect_time": 60}) for _ in range(n)]) \
-            as [pull, *pushes]:
-        bound = pull.listen("tcp://127.0.0.1:0").url
-        for p in pushes:
-            connected(pull, bound, p)
-        by_address = {p.pipes[0].local_address: i for i, p in enumerate(pushes)}
-        for i, p in enumerate(pushes):
-            p.send(b"a%d" % i)
-            p.send(b"b%d" % i)
-        # One message is queued on the socket; every pipe's reader waits to deliver the next.
-        wait_for(lambda: readers_of(pull) == n, what="a reader per pipe")
-        doomed = pull.pipes[:4]
-        gone = {by_address[pp.remote_address] for pp in doomed}
-        for pp in doomed:
-            pp.close()
-        wait_for(lambda: readers_of(pull) == n - 4, what="the closed pipes' readers to end")
-        expected = {b"%s%d" % (k, i) for i in range(n) if i not in gone for k in (b"a", b"b")}
-        got: set[bytes] = set()
-        while not expected <= got:
-            got.add(pull.recv())
-        wait_for(lambda: all(pp.reader is None for pp in pull.pipes), what="every pipe parked")
-        assert readers_of(pull) == idle_readers(pull) <= IDLE_READERS
-        for i, p in enumerate(pushes):  # every open pipe still delivers
-            if i not in gone:
-                p.send(b"c%d" % i)
-        assert {pull.recv() for _ in range(n - 4)} == {b"c%d" % i for i in range(n) if i not in gone}
+    pull = gsp_socket("pull", recv_timeout=WAIT, recv_buffer=1)
+    pushes = [gsp_socket("push", send_timeout=WAIT, reconnect_time=60) for _ in range(n)]
+    bound = pull.listen("tcp://127.0.0.1:0").url
+    for p in pushes:
+        connected(pull, bound, p)
+    by_address = {p.pipes[0].local_address: i for i, p in enumerate(pushes)}
+    for i, p in enumerate(pushes):
+        p.send(b"a%d" % i)
+        p.send(b"b%d" % i)
+    # One message is queued on the socket; every pipe's reader waits to deliver the next.
+    wait_for(lambda: readers_of(pull) == n, what="a reader per pipe")
+    doomed = pull.pipes[:4]
+    gone = {by_address[pp.remote_address] for pp in doomed}
+    for pp in doomed:
+        pp.close()
+    wait_for(lambda: readers_of(pull) == n - 4, what="the closed pipes' readers to end")
+    expected = {b"%s%d" % (k, i) for i in range(n) if i not in gone for k in (b"a", b"b")}
+    got: set[bytes] = set()
+    while not expected <= got:
+        got.add(pull.recv())
+    wait_for(lambda: all(pp.reader is None for pp in pull.pipes), what="every pipe parked")
+    assert readers_of(pull) == idle_readers(pull) <= IDLE_READERS
+    for i, p in enumerate(pushes):  # every open pipe still delivers
+        if i not in gone:
+            p.send(b"c%d" % i)
+    assert {pull.recv() for _ in range(n - 4)} == {b"c%d" % i for i in range(n) if i not in gone}
 
 
 class OwnReads(StreamConnection):
