@@ -120,10 +120,11 @@ def announce(sock: Any, url: str, size: int, body: bytes = b"") -> None:
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "ipc", "tls+tcp"])
-def test_peers_announcing_recv_max_size_cost_what_they_sent(scheme, pki, ipc_url, traced):
+def test_peers_announcing_recv_max_size_cost_what_they_sent(gsp_socket, scheme, pki, ipc_url,
+                                                            traced):
     n = 40
     with ExitStack() as st:
-        pull = st.enter_context(gsp.socket("pull"))
+        pull = gsp_socket("pull")
         url = listen(pull, scheme, pki, ipc_url)
         peers = []
         for _ in range(n):
@@ -140,16 +141,16 @@ def test_peers_announcing_recv_max_size_cost_what_they_sent(scheme, pki, ipc_url
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "ipc", "tls+tcp"])
-def test_a_stalled_message_closes_its_pipe_and_others_are_served(scheme, pki, ipc_url):
+def test_a_stalled_message_closes_its_pipe_and_others_are_served(gsp_socket, scheme, pki, ipc_url):
     gone: list[gsp.Pipe] = []
     with ExitStack() as st:
-        pull = st.enter_context(gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3))
+        pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3)
         pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
         url = listen(pull, scheme, pki, ipc_url)
         bad = hostile_peer(url, pki)
         st.callback(bad.close)
         announce(bad, url, 100_000, b"half a message" * 10)
-        good = st.enter_context(gsp.socket("push"))
+        good = gsp_socket("push")
         good.dial(url, block=True, **(pki.dial_options() if scheme == "tls+tcp" else {}))
         for i in range(5):  # the good peer is served meanwhile
             good.send(b"%d" % i)
@@ -241,9 +242,9 @@ def test_a_shorter_stall_timeout_applies_to_a_timer_armed_already():
 
 
 @pytest.mark.parametrize("room", ["the biggest holder goes", "the bound is lifted"])
-def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(room):
+def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(gsp_socket, room):
     with ExitStack() as st:
-        pull = st.enter_context(gsp.socket("pull", recv_timeout=WAIT, recv_partial_max=256 * 1024))
+        pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_max=256 * 1024)
         url = pull.listen("tcp://127.0.0.1:0").url
         big = hostile_peer(url, None)  # holds 300 KiB of a 1 MiB message: over the bound alone
         st.callback(big.close)
@@ -256,7 +257,7 @@ def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(room):
         second.sendall(frame(body)[:20000])
         gevent.sleep(0.1)
         second.sendall(frame(body)[20000:])  # all of it sent; the socket reads no further
-        small = st.enter_context(gsp.socket("push"))
+        small = gsp_socket("push")
         small.dial(url, block=True)
         small.send(b"small messages still flow")  # a pipe between messages always reads
         assert pull.recv() == b"small messages still flow"
@@ -270,11 +271,10 @@ def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(room):
         gsp.socket("pull", recv_partial_max=-1)
 
 
-def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed():
+def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed(gsp_socket):
     gone: list[gsp.Pipe] = []
     with ExitStack() as st:
-        pull = st.enter_context(gsp.socket("pull", recv_partial_max=256 * 1024,
-                                           recv_partial_timeout=0.5))
+        pull = gsp_socket("pull", recv_partial_max=256 * 1024, recv_partial_timeout=0.5)
         pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
         url = pull.listen("tcp://127.0.0.1:0").url
         big = hostile_peer(url, None)

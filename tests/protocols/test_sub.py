@@ -293,33 +293,32 @@ def test_raw_sub_recv_qlen_resize():
         recv_across_resize(sub, pub, 5, b"five")
 
 
-def test_raw_sub_pound_pipes_and_close():
+def test_raw_sub_pound_pipes_and_close(gsp_socket):
     # Many publishers flooding one raw SUB; closing everything mid-flood leaves nothing behind.
-    with ExitStack() as st:
-        sub = st.enter_context(gsp.socket("sub", raw=True, recv_buffer=8))
-        url = sub.listen(TCP).url
-        pubs = [st.enter_context(gsp.socket("pub", send_buffer=4)) for _ in range(10)]
-        for p in pubs:
-            p.dial(url, block=True)
-        wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
-        stop = False
+    sub = gsp_socket("sub", raw=True, recv_buffer=8)
+    url = sub.listen(TCP).url
+    pubs = [gsp_socket("pub", send_buffer=4) for _ in range(10)]
+    for p in pubs:
+        p.dial(url, block=True)
+    wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
+    stop = False
 
-        def flood(p: gsp.Socket) -> None:
-            while not stop:
-                try:
-                    p.send(b"yes")
-                except gsp.Closed:
-                    return
-                gevent.sleep(0)
+    def flood(p: gsp.Socket) -> None:
+        while not stop:
+            try:
+                p.send(b"yes")
+            except gsp.Closed:
+                return
+            gevent.sleep(0)
 
-        floods = [gevent.spawn(flood, p) for p in pubs]
-        gevent.sleep(0.05)
-        assert sub.recv() == b"yes"
-        sub.close()
-        gevent.sleep(0.02)
-        stop = True
-        gevent.joinall(floods, timeout=WAIT)
-        assert all(g.successful() for g in floods)
+    floods = [gevent.spawn(flood, p) for p in pubs]
+    gevent.sleep(0.05)
+    assert sub.recv() == b"yes"
+    sub.close()
+    gevent.sleep(0.02)
+    stop = True
+    gevent.joinall(floods, timeout=WAIT)
+    assert all(g.successful() for g in floods)
 
 
 @pytest.mark.parametrize("sub_raw", [False, True], ids=["cooked", "raw"])
