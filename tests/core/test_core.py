@@ -111,33 +111,33 @@ BAD_VALUES = [
 ]
 
 
-def test_options_kwargs_attributes_and_accessors_agree():
+def test_options_kwargs_attributes_and_accessors_agree(gsp_socket):
     with gsp.socket("pair", **OPTION_VALUES) as s:
         for name, v in OPTION_VALUES.items():
             assert getattr(s, name) == s.get_option(name) == s.options[name] == v, name
-    with gsp.socket("pair") as s:
-        defaults = dict(s.options)
-        assert set(OPTION_VALUES) <= set(defaults)
-        for name, v in OPTION_VALUES.items():
-            setattr(s, name, v)
-            assert s.get_option(name) == v
-        for name, v in defaults.items():
-            s.set_option(name, v)
-            assert getattr(s, name) == v
-        assert s.options == defaults
+    s = gsp_socket("pair")
+    defaults = dict(s.options)
+    assert set(OPTION_VALUES) <= set(defaults)
+    for name, v in OPTION_VALUES.items():
+        setattr(s, name, v)
+        assert s.get_option(name) == v
+    for name, v in defaults.items():
+        s.set_option(name, v)
+        assert getattr(s, name) == v
+    assert s.options == defaults
 
 
 @pytest.mark.parametrize("name,value", BAD_VALUES)
-def test_bad_option_values_raise_bad_option(name, value):
+def test_bad_option_values_raise_bad_option(gsp_socket, name, value):
     with pytest.raises(gsp.BadOption):
         gsp.socket("pair", **{name: value})
-    with gsp.socket("pair") as s:
-        before = s.get_option(name)
-        with pytest.raises(gsp.BadOption):
-            s.set_option(name, value)
-        with pytest.raises(gsp.BadOption):
-            setattr(s, name, value)
-        assert s.get_option(name) == before
+    s = gsp_socket("pair")
+    before = s.get_option(name)
+    with pytest.raises(gsp.BadOption):
+        s.set_option(name, value)
+    with pytest.raises(gsp.BadOption):
+        setattr(s, name, value)
+    assert s.get_option(name) == before
 
 
 def test_endpoint_options_inherit_from_the_socket(gsp_socket):

@@ -184,61 +184,61 @@ def test_the_stall_timeout_can_be_turned_off():
         gsp.socket("pull", recv_partial_timeout=0)
 
 
-def test_a_message_that_keeps_arriving_slowly_is_not_stalled():
-    with gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3) as pull:
-        url = pull.listen("tcp://127.0.0.1:0").url
-        slow = hostile_peer(url, None)
-        try:
-            body = bytes(range(256)) * 40
-            slow.sendall(frame(body)[:100])
-            for i in range(100, len(body) + 8, 1000):  # a piece every 0.1 s, for over a second
-                gevent.sleep(0.1)
-                slow.sendall(frame(body)[i:i + 1000])
-            assert pull.recv() == body
-        finally:
-            slow.close()
+def test_a_message_that_keeps_arriving_slowly_is_not_stalled(gsp_socket):
+    pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3)
+    url = pull.listen("tcp://127.0.0.1:0").url
+    slow = hostile_peer(url, None)
+    try:
+        body = bytes(range(256)) * 40
+        slow.sendall(frame(body)[:100])
+        for i in range(100, len(body) + 8, 1000):  # a piece every 0.1 s, for over a second
+            gevent.sleep(0.1)
+            slow.sendall(frame(body)[i:i + 1000])
+        assert pull.recv() == body
+    finally:
+        slow.close()
 
 
-def test_messages_split_one_after_another_are_not_stalled_by_an_earlier_timer():
+def test_messages_split_one_after_another_are_not_stalled_by_an_earlier_timer(gsp_socket):
     """The stall timer stays armed from one message to the next; firing while a later message
     is under way, it counts from that message's last bytes, not the earlier one's."""
-    with gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3) as pull:
-        url = pull.listen("tcp://127.0.0.1:0").url
-        peer = hostile_peer(url, None)
-        try:
-            bodies = [b"%d" % i * 3000 for i in range(8)]
-            for body in bodies:  # 0.25 s a message, for two seconds: the timer fires mid-message
-                data = frame(body)
-                peer.sendall(data[:1000])
-                gevent.sleep(0.15)
-                peer.sendall(data[1000:])
-                gevent.sleep(0.1)
-            assert [pull.recv() for _ in bodies] == bodies
-            assert pull.stats["pipes_stalled"] == 0 and len(pull.pipes) == 1
-        finally:
-            peer.close()
+    pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_timeout=0.3)
+    url = pull.listen("tcp://127.0.0.1:0").url
+    peer = hostile_peer(url, None)
+    try:
+        bodies = [b"%d" % i * 3000 for i in range(8)]
+        for body in bodies:  # 0.25 s a message, for two seconds: the timer fires mid-message
+            data = frame(body)
+            peer.sendall(data[:1000])
+            gevent.sleep(0.15)
+            peer.sendall(data[1000:])
+            gevent.sleep(0.1)
+        assert [pull.recv() for _ in bodies] == bodies
+        assert pull.stats["pipes_stalled"] == 0 and len(pull.pipes) == 1
+    finally:
+        peer.close()
 
 
-def test_a_shorter_stall_timeout_applies_to_a_timer_armed_already():
+def test_a_shorter_stall_timeout_applies_to_a_timer_armed_already(gsp_socket):
     gone: list[gsp.Pipe] = []
-    with gsp.socket("pull", recv_timeout=WAIT, recv_partial_timeout=30) as pull:
-        pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
-        url = pull.listen("tcp://127.0.0.1:0").url
-        peer = hostile_peer(url, None)
-        try:
-            data = frame(b"first" * 1000)
-            peer.sendall(data[:100])  # part of a message: the timer is armed for 30 s
-            gevent.sleep(0.05)
-            peer.sendall(data[100:])
-            assert pull.recv() == b"first" * 1000
-            pull.recv_partial_timeout = 0.3
-            t0 = time.monotonic()
-            peer.sendall(frame(b"second" * 1000)[:100])  # and nothing more
-            wait_for(lambda: gone, what="the stalled pipe closed")
-            assert 0.25 < time.monotonic() - t0 < 5  # the new 0.3 s, not what is left of 30 s
-            assert isinstance(gone[0].error, gsp.FrameStalled)
-        finally:
-            peer.close()
+    pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_timeout=30)
+    pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
+    url = pull.listen("tcp://127.0.0.1:0").url
+    peer = hostile_peer(url, None)
+    try:
+        data = frame(b"first" * 1000)
+        peer.sendall(data[:100])  # part of a message: the timer is armed for 30 s
+        gevent.sleep(0.05)
+        peer.sendall(data[100:])
+        assert pull.recv() == b"first" * 1000
+        pull.recv_partial_timeout = 0.3
+        t0 = time.monotonic()
+        peer.sendall(frame(b"second" * 1000)[:100])  # and nothing more
+        wait_for(lambda: gone, what="the stalled pipe closed")
+        assert 0.25 < time.monotonic() - t0 < 5  # the new 0.3 s, not what is left of 30 s
+        assert isinstance(gone[0].error, gsp.FrameStalled)
+    finally:
+        peer.close()
 
 
 @pytest.mark.parametrize("room", ["the biggest holder goes", "the bound is lifted"])
@@ -307,20 +307,20 @@ def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed(gsp_socket):
 
 @pytest.mark.parametrize("scheme", ["tcp", "tls+tcp"])
 @pytest.mark.parametrize("size", [wire.DIRECT_SIZE - 1, wire.DIRECT_SIZE, 100_003, MIB])
-def test_big_messages_arrive_intact_in_pieces(scheme, size, pki, ipc_url):
-    with gsp.socket("pull", recv_timeout=WAIT) as pull:
-        url = listen(pull, scheme, pki, ipc_url)
-        peer = hostile_peer(url, pki)
-        try:
-            rnd = random.Random(size)
-            bodies = [rnd.randbytes(size) for _ in range(3)]
-            data = b"".join(frame(b) for b in bodies)
-            pos = 0
-            while pos < len(data):
-                step = rnd.choice([1, 9, 4096, 30000, 200_000])
-                peer.sendall(data[pos:pos + step])
-                pos += step
-                gevent.sleep(0.001 if rnd.random() < 0.3 else 0)
-            assert [pull.recv() for _ in bodies] == bodies
-        finally:
-            peer.close()
+def test_big_messages_arrive_intact_in_pieces(gsp_socket, scheme, size, pki, ipc_url):
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    url = listen(pull, scheme, pki, ipc_url)
+    peer = hostile_peer(url, pki)
+    try:
+        rnd = random.Random(size)
+        bodies = [rnd.randbytes(size) for _ in range(3)]
+        data = b"".join(frame(b) for b in bodies)
+        pos = 0
+        while pos < len(data):
+            step = rnd.choice([1, 9, 4096, 30000, 200_000])
+            peer.sendall(data[pos:pos + step])
+            pos += step
+            gevent.sleep(0.001 if rnd.random() < 0.3 else 0)
+        assert [pull.recv() for _ in bodies] == bodies
+    finally:
+        peer.close()

@@ -5,7 +5,7 @@ its ``(body, pipe)`` ``ready`` deque, or none)."""
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 import pytest
@@ -126,10 +126,10 @@ def test_protocol_with_a_ready_deque_of_pairs(gsp_socket):
 
 
 @pytest.mark.parametrize("limit", [0, -1, 2.0, True, None])
-def test_a_bad_limit_is_refused(limit: Any):
-    with gsp.socket("pull") as pull:
-        with pytest.raises(gsp.BadOption, match=r"recv_many: limit must be an int >= 1, not "):
-            pull.recv_many(limit)
+def test_a_bad_limit_is_refused(gsp_socket: Callable[..., gsp.Socket], limit: Any):
+    pull = gsp_socket("pull")
+    with pytest.raises(gsp.BadOption, match=r"recv_many: limit must be an int >= 1, not "):
+        pull.recv_many(limit)
 
 
 def test_closed_socket():

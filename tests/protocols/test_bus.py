@@ -152,15 +152,15 @@ def test_raw_bus_send_recv_header(gsp_socket):
     assert (m.body, m.header) == (b"abc", pid(a.pipes[0]))
 
 
-def test_raw_bus_header_on_the_wire():
+def test_raw_bus_header_on_the_wire(gsp_socket):
     # nng trims only the first word: a shorter header goes out whole, a longer one minus 4 bytes.
-    with gsp.socket("bus", raw=True) as s:
-        with RawPeer(s.listen(TCP).url, 0x70) as peer:
-            wait_for(lambda: s.pipes, what="the pipe")
-            s.send_msg(gsp.Message(b"body", b"\x09\x09"))
-            s.send_msg(gsp.Message(b"body", b"\x00\x00\x00\x07xy"))
-            s.send(b"plain")
-            assert [peer.recv() for _ in range(3)] == [b"\x09\x09body", b"xybody", b"plain"]
+    s = gsp_socket("bus", raw=True)
+    with RawPeer(s.listen(TCP).url, 0x70) as peer:
+        wait_for(lambda: s.pipes, what="the pipe")
+        s.send_msg(gsp.Message(b"body", b"\x09\x09"))
+        s.send_msg(gsp.Message(b"body", b"\x00\x00\x00\x07xy"))
+        s.send(b"plain")
+        assert [peer.recv() for _ in range(3)] == [b"\x09\x09body", b"xybody", b"plain"]
 
 
 def test_raw_bus_no_loop(gsp_socket):

@@ -44,15 +44,15 @@ def test_raw_pair_header_passthrough(gsp_socket):
     assert got.pipe is b.pipes[0]
 
 
-def test_raw_pair_garbage_is_just_body():
-    with gsp.socket("pair", raw=True, recv_timeout=WAIT) as s:
-        url = s.listen(TCP).url
-        with RawPeer(url, 0x10) as peer:
-            peer.send(b"", b"\xff\x00garbage")
-            assert s.recv_msg().body == b""
-            assert s.recv_msg().body == b"\xff\x00garbage"
-            s.send_msg(gsp.Message(b"b", b"h"))
-            assert peer.recv() == b"hb"
+def test_raw_pair_garbage_is_just_body(gsp_socket):
+    s = gsp_socket("pair", raw=True, recv_timeout=WAIT)
+    url = s.listen(TCP).url
+    with RawPeer(url, 0x10) as peer:
+        peer.send(b"", b"\xff\x00garbage")
+        assert s.recv_msg().body == b""
+        assert s.recv_msg().body == b"\xff\x00garbage"
+        s.send_msg(gsp.Message(b"b", b"h"))
+        assert peer.recv() == b"hb"
 
 
 @pytest.mark.parametrize("proto,raw", [("pair", False), ("pair", True), ("pair1", False),
@@ -70,20 +70,20 @@ def test_reject_second_pipe(gsp_socket, proto, raw):
     assert events[:2] == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
     assert len(a.pipes) == 1 and a.pipes[0].remote_address == b.pipes[0].local_address
 @pytest.mark.parametrize("raw", [False, True])
-def test_raw_pair_send_deadline(raw):
-    with gsp.socket("pair", raw=raw, send_timeout=0.02) as s:  # no peer: nowhere to send
-        t0 = time.monotonic()
-        with pytest.raises(gsp.Timeout):
-            s.send(b"x")
-        assert time.monotonic() - t0 < scaled(1)
+def test_raw_pair_send_deadline(gsp_socket, raw):
+    s = gsp_socket("pair", raw=raw, send_timeout=0.02)  # no peer: nowhere to send
+    t0 = time.monotonic()
+    with pytest.raises(gsp.Timeout):
+        s.send(b"x")
+    assert time.monotonic() - t0 < scaled(1)
 
 
-def test_raw_pair_send_best_effort():
-    with gsp.socket("pair", raw=True, best_effort=True, send_timeout=5) as s:
-        t0 = time.monotonic()
-        for _ in range(100):
-            s.send(b"yep")  # dropped at once, never waits
-        assert time.monotonic() - t0 < scaled(1)
+def test_raw_pair_send_best_effort(gsp_socket):
+    s = gsp_socket("pair", raw=True, best_effort=True, send_timeout=5)
+    t0 = time.monotonic()
+    for _ in range(100):
+        s.send(b"yep")  # dropped at once, never waits
+    assert time.monotonic() - t0 < scaled(1)
 
 
 BIG = b"x" * 65536
@@ -162,9 +162,9 @@ def test_raw_pair_resize_unblocks_reader(gsp_socket):
 
 # ================================ pair v1 =======================================================
 
-def test_pair1_cooked():
-    with gsp.socket("pair1") as s:
-        assert s.polyamorous is False
+def test_pair1_cooked(gsp_socket):
+    s = gsp_socket("pair1")
+    assert s.polyamorous is False
 
 
 def test_pair1_send_receive(gsp_socket):
@@ -178,63 +178,63 @@ def test_pair1_send_receive(gsp_socket):
     assert a.recv() == b"pong"
 
 
-def test_pair1_wire_hop_count():
+def test_pair1_wire_hop_count(gsp_socket):
     # nng: a cooked send puts hop count 0 and the pipe adds one, so the first hop arrives as 1.
-    with gsp.socket("pair1", recv_timeout=WAIT) as s:
-        with RawPeer(s.listen(TCP).url, 0x11) as peer:
-            assert peer.peer_protocol == 0x11
-            wait_for(lambda: s.pipes, what="the pipe")
-            s.send(b"out")
-            assert peer.recv() == hops(1) + b"out"
-            peer.send(hops(3) + b"in")
-            assert s.recv_msg().body == b"in"
+    s = gsp_socket("pair1", recv_timeout=WAIT)
+    with RawPeer(s.listen(TCP).url, 0x11) as peer:
+        assert peer.peer_protocol == 0x11
+        wait_for(lambda: s.pipes, what="the pipe")
+        s.send(b"out")
+        assert peer.recv() == hops(1) + b"out"
+        peer.send(hops(3) + b"in")
+        assert s.recv_msg().body == b"in"
 
 
-def test_pair1_ttl_drop():
-    with gsp.socket("pair1", ttl=4, recv_timeout=0.1) as s:
-        with RawPeer(s.listen(TCP).url, 0x11) as peer:
-            peer.send(hops(4) + b"four", hops(5) + b"five", hops(0xff) + b"max", hops(1) + b"one")
-            assert [s.recv(), s.recv()] == [b"four", b"one"]
-            with pytest.raises(gsp.Timeout):
-                s.recv()
-            assert s.stats["dropped_ttl"] == 2
+def test_pair1_ttl_drop(gsp_socket):
+    s = gsp_socket("pair1", ttl=4, recv_timeout=0.1)
+    with RawPeer(s.listen(TCP).url, 0x11) as peer:
+        peer.send(hops(4) + b"four", hops(5) + b"five", hops(0xff) + b"max", hops(1) + b"one")
+        assert [s.recv(), s.recv()] == [b"four", b"one"]
+        with pytest.raises(gsp.Timeout):
+            s.recv()
+        assert s.stats["dropped_ttl"] == 2
 
 
 @pytest.mark.parametrize("raw", [False, True])
 @pytest.mark.parametrize("frame", [b"", b"\x00\x00\x01", hops(0x100) + b"x", hops(1 << 31)],
                          ids=["empty", "short", "over-0xff", "high-bit"])
-def test_pair1_recv_garbage_closes_pipe(raw, frame):
-    with gsp.socket("pair1", raw=raw, recv_timeout=0.05) as s:
-        with RawPeer(s.listen(TCP).url, 0x11) as peer:
-            peer.send(frame)
-            peer.wait_closed()
-            wait_for(lambda: not s.pipes, what="the pipe to go")
-            with pytest.raises(gsp.Timeout):
-                s.recv()
-            assert s.stats["dropped_malformed"] == 1
+def test_pair1_recv_garbage_closes_pipe(gsp_socket, raw, frame):
+    s = gsp_socket("pair1", raw=raw, recv_timeout=0.05)
+    with RawPeer(s.listen(TCP).url, 0x11) as peer:
+        peer.send(frame)
+        peer.wait_closed()
+        wait_for(lambda: not s.pipes, what="the pipe to go")
+        with pytest.raises(gsp.Timeout):
+            s.recv()
+        assert s.stats["dropped_malformed"] == 1
 
 
 # -- raw pair1 ------------------------------------------------------------------------------------
 
-def test_raw_pair1_enforce_ttl():
+def test_raw_pair1_enforce_ttl(gsp_socket):
     # Raw receive shows the hop count as it arrived; more than ttl is dropped.
-    with gsp.socket("pair1", raw=True, ttl=4, recv_timeout=0.1) as s:
-        with RawPeer(s.listen(TCP).url, 0x11) as peer:
-            peer.send(hops(1) + b"one", hops(5) + b"drop", hops(2) + b"two")
-            m1, m2 = s.recv_msg(), s.recv_msg()
-            assert (m1.header, m1.body) == (hops(1), b"one")
-            assert (m2.header, m2.body) == (hops(2), b"two")
-            with pytest.raises(gsp.Timeout):
-                s.recv_msg()
+    s = gsp_socket("pair1", raw=True, ttl=4, recv_timeout=0.1)
+    with RawPeer(s.listen(TCP).url, 0x11) as peer:
+        peer.send(hops(1) + b"one", hops(5) + b"drop", hops(2) + b"two")
+        m1, m2 = s.recv_msg(), s.recv_msg()
+        assert (m1.header, m1.body) == (hops(1), b"one")
+        assert (m2.header, m2.body) == (hops(2), b"two")
+        with pytest.raises(gsp.Timeout):
+            s.recv_msg()
 
 
-def test_raw_pair1_send_adds_hop():
-    with gsp.socket("pair1", raw=True) as s:
-        with RawPeer(s.listen(TCP).url, 0x11) as peer:
-            wait_for(lambda: s.pipes, what="the pipe")
-            s.send_msg(gsp.Message(b"a", hops(0)))
-            s.send_msg(gsp.Message(b"b", hops(0xfe)))
-            assert [peer.recv(), peer.recv()] == [hops(1) + b"a", hops(0xff) + b"b"]
+def test_raw_pair1_send_adds_hop(gsp_socket):
+    s = gsp_socket("pair1", raw=True)
+    with RawPeer(s.listen(TCP).url, 0x11) as peer:
+        wait_for(lambda: s.pipes, what="the pipe")
+        s.send_msg(gsp.Message(b"a", hops(0)))
+        s.send_msg(gsp.Message(b"b", hops(0xfe)))
+        assert [peer.recv(), peer.recv()] == [hops(1) + b"a", hops(0xff) + b"b"]
 
 
 def test_raw_pair1_device_hops_accumulate(gsp_socket):
@@ -272,13 +272,13 @@ def test_raw_pair1_send_malformed_header(gsp_socket, header):
         b.recv_msg()
 
 
-def test_raw_pair1_send_deadline_and_best_effort():
-    with gsp.socket("pair1", raw=True, send_timeout=0.02) as s:
-        with pytest.raises(gsp.Timeout):
-            s.send_msg(gsp.Message(b"x", hops(1)))
-        s.best_effort = True
-        for _ in range(100):
-            s.send_msg(gsp.Message(b"x", hops(1)))  # dropped, never waits
+def test_raw_pair1_send_deadline_and_best_effort(gsp_socket):
+    s = gsp_socket("pair1", raw=True, send_timeout=0.02)
+    with pytest.raises(gsp.Timeout):
+        s.send_msg(gsp.Message(b"x", hops(1)))
+    s.best_effort = True
+    for _ in range(100):
+        s.send_msg(gsp.Message(b"x", hops(1)))  # dropped, never waits
 
 
 def test_raw_pair1_back_pressure_and_resize(gsp_socket):
@@ -369,7 +369,7 @@ def test_pair1_polyamorous_send_never_blocks(gsp_socket):
         assert stalled.recv() == hops(1) + huge
 
 
-def test_pair1_polyamorous_only_before_start():
+def test_pair1_polyamorous_only_before_start(gsp_socket):
     with gsp.socket("pair1") as s:
         s.polyamorous = True
         s.polyamorous = False
@@ -379,31 +379,31 @@ def test_pair1_polyamorous_only_before_start():
             s.polyamorous = False
         s.polyamorous = True  # unchanged value: fine
         assert s.polyamorous is True
-    with gsp.socket("pair1") as s:
-        s.dial(TCP.replace(":0", ":1"), block=False)
-        with pytest.raises(gsp.ProtocolStateError):
-            s.polyamorous = True
-        assert s.polyamorous is False
+    s = gsp_socket("pair1")
+    s.dial(TCP.replace(":0", ":1"), block=False)
+    with pytest.raises(gsp.ProtocolStateError):
+        s.polyamorous = True
+    assert s.polyamorous is False
 
 
-def test_pair1_polyamorous_has_no_raw_mode():
+def test_pair1_polyamorous_has_no_raw_mode(gsp_socket):
     with pytest.raises(gsp.NotSupported):
         gsp.socket("pair1", raw=True, polyamorous=True)
-    with gsp.socket("pair1", raw=True) as s:
-        with pytest.raises(gsp.NotSupported):
-            s.polyamorous = True
-        assert s.polyamorous is False
+    s = gsp_socket("pair1", raw=True)
+    with pytest.raises(gsp.NotSupported):
+        s.polyamorous = True
+    assert s.polyamorous is False
 
 
-def test_pair1_polyamorous_ttl_and_garbage():
-    with gsp.socket("pair1", polyamorous=True, ttl=2, recv_timeout=0.1) as s:
-        url = s.listen(TCP).url
-        with RawPeer(url, 0x11) as good, RawPeer(url, 0x11) as bad:
-            good.send(hops(3) + b"too far", hops(2) + b"ok")
-            bad.send(b"\x00")
-            bad.wait_closed()
-            m = s.recv_msg()
-            assert m.body == b"ok" and m.pipe in s.pipes
-            with pytest.raises(gsp.Timeout):
-                s.recv()
-            assert len(s.pipes) == 1
+def test_pair1_polyamorous_ttl_and_garbage(gsp_socket):
+    s = gsp_socket("pair1", polyamorous=True, ttl=2, recv_timeout=0.1)
+    url = s.listen(TCP).url
+    with RawPeer(url, 0x11) as good, RawPeer(url, 0x11) as bad:
+        good.send(hops(3) + b"too far", hops(2) + b"ok")
+        bad.send(b"\x00")
+        bad.wait_closed()
+        m = s.recv_msg()
+        assert m.body == b"ok" and m.pipe in s.pipes
+        with pytest.raises(gsp.Timeout):
+            s.recv()
+        assert len(s.pipes) == 1
