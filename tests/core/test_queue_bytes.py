@@ -349,7 +349,8 @@ def test_a_big_body_sent_slowly_is_received_and_its_progress_counts(
         assert pull.recv(timeout=5) == body
         # ... and the next big one, whose body waits whole in the kernel before gsp reads it
         peer.sock.sendall(data[:8])
-        gevent.sleep(0.1)
+        decoder = pull.pipes[0]._conn.decoder
+        wait_for(lambda: decoder.buffered == 8, what="its prefix read alone")
         peer.sock.sendall(data[8:])
         assert pull.recv(timeout=5) == body
     assert pull.stats["pipes_stalled"] == 0

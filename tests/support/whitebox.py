@@ -17,4 +17,4 @@ WHITE_BOX["tests/core/test_fastpath.py"] = "the send fast paths: a connection's 
 WHITE_BOX["tests/core/test_gather_body.py"] = "the stream codec's gather buffer for big ipc bodies: made, reused, dropped, never for less than half a body"  # noqa: E501
 WHITE_BOX["tests/core/test_contexts.py"] = "a request handed to a parked REP context interrupted before it ran: the race needs the protocol's delivery and the interrupt in one loop turn"  # noqa: E501
 WHITE_BOX["tests/core/test_logging.py"] = "the rate limit of repeated warnings, shortened from its 10 s so that a test sees it repeat"  # noqa: E501
-WHITE_BOX["tests/core/test_queue_bytes.py"] = "the inbox's count of bytes by position stays a few marks while its consumer keeps up: a bound on its bookkeeping"  # noqa: E501
+WHITE_BOX["tests/core/test_queue_bytes.py"] = "the inbox's count of bytes by position stays a few marks while its consumer keeps up (a bound on its bookkeeping); a big body's prefix read alone before its body comes"  # noqa: E501
