@@ -153,20 +153,6 @@ def test_an_inproc_batch_over_recv_max_size_is_refused_whatever_its_length() -> 
         b.close()
 
 
-def test_closing_a_parked_inproc_pipe_ends_it_on_both_sides(
-        gsp_socket: Callable[..., gsp.Socket]) -> None:
-    pull = gsp_socket("pull", recv_timeout=WAIT)
-    p = gsp_socket("push", send_timeout=WAIT)
-    connected(pull, pull.listen(url("inproc", "", "withdraw")).url, p)
-    p.send(b"one")
-    assert pull.recv() == b"one"
-    pipe = pull.pipes[0]
-    wait_for(lambda: pipe.reader is None, what="the inproc pipe parked")
-    pipe.close()
-    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
-    wait_for(lambda: not p.pipes, what="the peer to see the close")
-
-
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
 def test_a_parked_pipe_sees_its_peer_leave(
         gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
@@ -182,8 +168,8 @@ def test_a_parked_pipe_sees_its_peer_leave(
     assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
 
 
-@pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_closing_a_parked_pipe_disarms_its_watcher(
+@pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
+def test_closing_a_parked_pipe_ends_it_on_both_sides(
         gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     pull = gsp_socket("pull", recv_timeout=WAIT)
     p1 = gsp_socket("push", send_timeout=WAIT)
@@ -196,7 +182,7 @@ def test_closing_a_parked_pipe_disarms_its_watcher(
     wait_for(lambda: pipe.reader is None, what="the pipe parked")
     pipe.close()
     assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
-    # A watcher left armed on the descriptor would keep it open: the peer would not see it.
+    # A read watcher left armed on the descriptor would keep it open: the peer would not see it.
     wait_for(lambda: not p1.pipes, what="the peer to see the close")
     connected(pull, bound, p2)  # the socket serves the next pipe
     p2.send(b"two")
