@@ -281,7 +281,7 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
 @pytest.mark.parametrize("scheme", ["tcp", "inproc"])
 def test_a_pusher_to_a_slow_puller_holds_both_byte_bounds(
         gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
-    """Distinct 1 MiB messages (the issue's case): what both sides queue stays near their byte
+    """Distinct 1 MiB messages: what both sides queue stays near their byte
     bounds, the sender is pushed back, and nothing is lost."""
     url = free_url(scheme)
     pull = gsp_socket("pull", listen=url, recv_buffer_bytes=2 * MiB, recv_max_size=0)
