@@ -15,7 +15,6 @@ import pytest
 
 import gsp
 from gsp.cat import main
-from gsp.cat._formats import FORMATS
 from tests.support import nng
 from tests.support.catkit import Cats, cats_fixture, finish, listening
 
@@ -118,13 +117,17 @@ def test_file_and_stdin_data(cats: Cats, gsp_free_url: Callable[[str], str],
         assert pull.recv() == SECOND
 
 
-@pytest.mark.interop("nngcat")
-def test_formats_match_nngcat_byte_for_byte() -> None:
-    assert FORMATS["quoted"](b'a"\\\n\x00\x7f') == b'"a\\"\\\\\\n\\x00\\x7f"\n'
-    assert FORMATS["hex"](b"\x00A") == b'"\\x00\\x41"\n'
-    assert FORMATS["msgpack"](b"x" * 3) == b"\xc4\x03xxx"
-    assert FORMATS["msgpack"](b"x" * 70000)[:5] == b"\xc6\x00\x01\x11\x70"
-    assert FORMATS["raw"](b"\x00") == b"\x00"
+@pytest.mark.interop("nngcat", "pynng")
+@pytest.mark.parametrize("fmt, body, printed", [
+    ("quoted", b'a"\\\n\x00\x7f', b'"a\\"\\\\\\n\\x00\\x7f"\n'),
+    ("hex", b"\x00A", b'"\\x00\\x41"\n'),
+    ("msgpack", b"x" * 3, b"\xc4\x03xxx"),
+    ("msgpack", b"x" * 70000, b"\xc6\x00\x01\x11\x70" + b"x" * 70000),
+    ("raw", b"\x00", b"\x00"),
+])
+def test_formats_match_nngcat_byte_for_byte(cats: Cats, fmt: str, body: bytes, printed: bytes,
+                                            gsp_free_url: Callable[[str], str]) -> None:
+    assert received_by_cat(cats, gsp_free_url("tcp"), fmt, [body]) == printed
 
 
 # -- arguments and errors ------------------------------------------------------------------------

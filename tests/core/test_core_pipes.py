@@ -5,32 +5,33 @@ or failing dial(block=True). One of the core suites (see test_core.py)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
-import gevent
 import pytest
 
 import gsp
 from gsp.testing import WAIT, connected, wait_for
-from tests.support import TCP, sockets
+from tests.support import TCP
 
 # -- pipes and pipe events -------------------------------------------------------------------------
 
-def test_pipe_ids_and_event_order():
+def test_pipe_ids_and_event_order(gsp_socket):
     log: list[tuple[gsp.PipeEvent, gsp.Pipe, bool]] = []
-    with sockets(("pull", {}), *[("push", {})] * 5) as [srv, *clients]:
-        socks = [srv, *clients]
-        for s in socks:
-            s.on_pipe_event(lambda ev, p, s=s: log.append((ev, p, p in s.pipes)))
-        lst = srv.listen(TCP)
-        for c in clients:
-            connected(srv, lst.url, c)
-        ids = [p.id for s in socks for p in s.pipes]
-        assert len(ids) == 10 and len(set(ids)) == 10
-        assert all(isinstance(i, int) and 0 < i < 1 << 31 for i in ids)
-        for c in clients:
-            c.close()
-        wait_for(lambda: not srv.pipes, what="the listener's pipes to go")
+    srv = gsp_socket("pull")
+    clients = [gsp_socket("push") for _ in range(5)]
+    socks = [srv, *clients]
+    for s in socks:
+        s.on_pipe_event(lambda ev, p, s=s: log.append((ev, p, p in s.pipes)))
+    lst = srv.listen(TCP)
+    for c in clients:
+        connected(srv, lst.url, c)
+    ids = [p.id for s in socks for p in s.pipes]
+    assert len(ids) == 10 and len(set(ids)) == 10
+    assert all(isinstance(i, int) and 0 < i < 1 << 31 for i in ids)
+    for c in clients:
+        c.close()
+    wait_for(lambda: not srv.pipes, what="the listener's pipes to go")
     by_pipe: dict[int, list[tuple[gsp.PipeEvent, bool]]] = {}
     for ev, p, member in log:
         by_pipe.setdefault(p.id, []).append((ev, member))
@@ -40,7 +41,7 @@ def test_pipe_ids_and_event_order():
     assert all(seq == expected for seq in by_pipe.values()), by_pipe
 
 
-def test_rejecting_a_pipe_at_attaching():
+def test_rejecting_a_pipe_at_attaching(gsp_socket):
     seen: list[gsp.PipeEvent] = []
     rejected: list[gsp.Pipe] = []
 
@@ -50,27 +51,27 @@ def test_rejecting_a_pipe_at_attaching():
             rejected.append(p)
             p.close()
 
-    with sockets(("pull", {"recv_timeout": 0.5}),
-                 ("push", {"reconnect_time": 0.05, "send_timeout": 0.1})) as [pull, push]:
-        unsubscribe = pull.on_pipe_event(reject)
-        lst = pull.listen(TCP)
-        push.dial(lst.url)
-        wait_for(lambda: len(seen) >= 3, what="repeated rejections of the redialing peer")
-        for i in range(20):
-            try:
-                push.send(b"must not cross %d" % i)
-            except gsp.Timeout:
-                pass
-        with pytest.raises(gsp.Timeout):
-            pull.recv()
-        assert set(seen) == {gsp.PipeEvent.ATTACHING} and pull.pipes == []
-        assert all(p.closed and p.error is None and p not in pull.pipes for p in rejected)
-        unsubscribe()  # and without the hook the same peer gets in
-        wait_for(lambda: pull.pipes, what="the peer to attach once no longer rejected")
+    pull = gsp_socket("pull", recv_timeout=0.5)
+    push = gsp_socket("push", reconnect_time=0.05, send_timeout=0.1)
+    unsubscribe = pull.on_pipe_event(reject)
+    lst = pull.listen(TCP)
+    push.dial(lst.url)
+    wait_for(lambda: len(seen) >= 3, what="repeated rejections of the redialing peer")
+    for i in range(20):
+        try:
+            push.send(b"must not cross %d" % i)
+        except gsp.Timeout:
+            pass
+    with pytest.raises(gsp.Timeout):
+        pull.recv()
+    assert set(seen) == {gsp.PipeEvent.ATTACHING} and pull.pipes == []
+    assert all(p.closed and p.error is None and p not in pull.pipes for p in rejected)
+    unsubscribe()  # and without the hook the same peer gets in
+    wait_for(lambda: pull.pipes, what="the peer to attach once no longer rejected")
 
 
 @pytest.mark.parametrize("side", ["listener", "dialer"])
-def test_a_raising_pipe_callback_is_contained(side, caplog):
+def test_a_raising_pipe_callback_is_contained(gsp_socket, side, caplog):
     calls: Counter[gsp.PipeEvent] = Counter()
     after: list[gsp.PipeEvent] = []
 
@@ -79,20 +80,22 @@ def test_a_raising_pipe_callback_is_contained(side, caplog):
         raise ValueError("a bug in user code")
 
     caplog.set_level("ERROR", logger="gsp")
-    with sockets(("pull", {"recv_timeout": WAIT}),
-                 ("push", {"reconnect_time": 0.05, "send_timeout": WAIT})) as [pull, push]:
-        watched = pull if side == "listener" else push
-        watched.on_pipe_event(buggy)
-        watched.on_pipe_event(lambda ev, p: after.append(ev))  # later callbacks still run
-        lst = pull.listen(TCP)
-        push.dial(lst.url)
-        # Raising (at ATTACHING too) is logged and rejects nothing: the first attempt attaches
-        # (until issue 11 it rejected the pipe, and a dialer redialed into it again and again).
-        wait_for(lambda: pull.pipes and push.pipes, what="the first attempt to attach")
-        assert calls[gsp.PipeEvent.ATTACHING] == 1 and calls[gsp.PipeEvent.ATTACHED] == 1
-        assert after == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
-        push.send(b"through")
-        assert pull.recv() == b"through"
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", reconnect_time=0.05, send_timeout=WAIT)
+    watched = pull if side == "listener" else push
+    watched.on_pipe_event(buggy)
+    watched.on_pipe_event(lambda ev, p: after.append(ev))  # later callbacks still run
+    lst = pull.listen(TCP)
+    push.dial(lst.url)
+    # Raising (at ATTACHING too) is logged and rejects nothing: the first attempt attaches
+    # (a rejected pipe would make the dialer redial into it again and again).
+    wait_for(lambda: pull.pipes and push.pipes, what="the first attempt to attach")
+    assert calls[gsp.PipeEvent.ATTACHING] == 1 and calls[gsp.PipeEvent.ATTACHED] == 1
+    assert after == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
+    push.send(b"through")
+    assert pull.recv() == b"through"
+    pull.close()
+    push.close()
     # Once with its traceback, though it raised at ATTACHING, ATTACHED and DETACHED.
     assert calls[gsp.PipeEvent.DETACHED] == 1
     errors = [r for r in caplog.records if r.name == "gsp.socket"]
@@ -100,26 +103,32 @@ def test_a_raising_pipe_callback_is_contained(side, caplog):
 
 
 @pytest.mark.parametrize("how", ["protocol", "hook"])
-def test_dialer_whose_pipe_is_rejected_locally_backs_off(how):
+def test_dialer_whose_pipe_is_rejected_locally_backs_off(gsp_socket, how):
     seen: list[gsp.PipeEvent] = []
     opts = {"reconnect_time": 0.1, "reconnect_time_max": 1.0}
-    with sockets(("pair", {}), ("pair", {}), ("pair", opts)) as [a, b, c]:
-        b.on_pipe_event(lambda ev, p: seen.append(ev))
-        la, lb = a.listen(TCP), b.listen(TCP)
-        if how == "protocol":  # pair takes one peer: c's second pipe is refused by c itself
-            connected(a, la.url, c)
-        else:
-            c.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.ATTACHING and p.close())
-        c.dial(lb.url)
-        gevent.sleep(1.0)
-        # Backoff from 0.1 s: at most ~5 attempts in a second; a busy loop makes hundreds.
-        assert 1 <= seen.count(gsp.PipeEvent.ATTACHED) <= 10, Counter(seen)
+    a = gsp_socket("pair")
+    b = gsp_socket("pair")
+    c = gsp_socket("pair", **opts)
+    b.on_pipe_event(lambda ev, p: seen.append(ev))
+    la, lb = a.listen(TCP), b.listen(TCP)
+    if how == "protocol":  # pair takes one peer: c's second pipe is refused by c itself
+        connected(a, la.url, c)
+    else:
+        c.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.ATTACHING and p.close())
+    t0 = time.monotonic()
+    c.dial(lb.url)
+    wait_for(lambda: seen.count(gsp.PipeEvent.ATTACHED) >= 4, what="four attempts")
+    # Backoff from 0.1 s, doubling, each step at least half its length: the fourth attempt
+    # comes 0.05 + 0.1 + 0.2 s after the first at the earliest; a busy loop makes hundreds.
+    assert time.monotonic() - t0 >= 0.35, Counter(seen)
 
 
-def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe():
-    with sockets(("pair", {}), ("pair", {}), ("pair", {})) as [a, b, c]:
-        la, lb = a.listen(TCP), b.listen(TCP)
-        connected(a, la.url, c)  # c's one pair peer
-        with pytest.raises(gsp.ConnectionRefused):
-            c.dial(lb.url, block=True)
-        assert len(c.pipes) == 1
+def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe(gsp_socket):
+    a = gsp_socket("pair")
+    b = gsp_socket("pair")
+    c = gsp_socket("pair")
+    la, lb = a.listen(TCP), b.listen(TCP)
+    connected(a, la.url, c)  # c's one pair peer
+    with pytest.raises(gsp.ConnectionRefused):
+        c.dial(lb.url, block=True)
+    assert len(c.pipes) == 1

@@ -14,13 +14,14 @@ import time
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 from gevent import subprocess
 
 import gsp
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import Transport, TransportListener
-from tests.support import plugged_transports, sockets
+from tests.support import plugged_transports, scaled
 
 # -- plugins ---------------------------------------------------------------------------------------
 
@@ -55,14 +56,14 @@ class _MemTransport(Transport):
     def __init__(self) -> None:
         self.inner = gsp.registry.transports["inproc"]
 
-    def _inner_url(self, url: str) -> str:
+    def inner_url(self, url: str) -> str:
         return "inproc://testmem/" + url.split("://", 1)[1]
 
     def listener(self, url: str, options: Any) -> TransportListener:
-        return _RenamedListener(self.inner.listener(self._inner_url(url), options), url)
+        return _RenamedListener(self.inner.listener(self.inner_url(url), options), url)
 
     def dialer(self, url: str, options: Any) -> Any:
-        return self.inner.dialer(self._inner_url(url), options)
+        return self.inner.dialer(self.inner_url(url), options)
 
 
 class _MemPlugin:
@@ -71,24 +72,25 @@ class _MemPlugin:
         return [_MemTransport()]
 
 
-def test_registered_transport_plugin_is_usable_and_removable():
+def test_registered_transport_plugin_is_usable_and_removable(gsp_socket):
     plugin = _MemPlugin()
     assert "testmem" not in gsp.transports()
     gsp.register_plugin(plugin)
     try:
         assert "testmem" in gsp.transports()
-        with sockets(("pair", {"recv_timeout": WAIT}), ("pair", {})) as [a, b]:
-            lst = a.listen("testmem://here")
-            assert lst.url == "testmem://here"
-            connected(a, lst.url, b)
-            b.send(b"through a plugin")
-            assert a.recv() == b"through a plugin"
+        a = gsp_socket("pair", recv_timeout=WAIT)
+        b = gsp_socket("pair")
+        lst = a.listen("testmem://here")
+        assert lst.url == "testmem://here"
+        connected(a, lst.url, b)
+        b.send(b"through a plugin")
+        assert a.recv() == b"through a plugin"
     finally:
         gsp.unregister_plugin(plugin)
     assert "testmem" not in gsp.transports()
-    with sockets(("pair", {})) as [s]:
-        with pytest.raises(gsp.InvalidAddress):
-            s.listen("testmem://here")
+    s = gsp_socket("pair")
+    with pytest.raises(gsp.InvalidAddress):
+        s.listen("testmem://here")
 
 
 FAKE_PLUGIN = textwrap.dedent("""
@@ -138,7 +140,7 @@ class _StallDialer:
     """A dialer whose connect never completes (a black-holed address)."""
 
     def dial(self) -> Any:
-        gevent.sleep(3600)
+        gevent.event.Event().wait()  # set by nothing: the dial is cut by handshake_timeout
 
     def close(self) -> None:
         pass
@@ -159,29 +161,35 @@ class _StallPlugin:
         return [self.T()]
 
 
-def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout():
+def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout(gsp_socket):
     plugin = _StallPlugin()
     gsp.register_plugin(plugin)
     try:
-        with sockets(("push", {"handshake_timeout": 0.2})) as [s]:
-            t0 = time.monotonic()
-            with pytest.raises(gsp.Timeout):
-                s.dial("teststall://nowhere", block=True)
-            assert time.monotonic() - t0 < 1.0
+        s = gsp_socket("push", handshake_timeout=0.2)
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            s.dial("teststall://nowhere", block=True)
+        assert time.monotonic() - t0 < scaled(1.0)
     finally:
         gsp.unregister_plugin(plugin)
 
 
 class _SlowCloseTransport(_MemTransport):
-    """inproc underneath, but every connection's close waits 0.3 s (like ws awaiting its peer)."""
+    """inproc underneath, but every connection's close waits a while (like ws awaiting its
+    peer); ``closes`` records when each close begins and ends."""
 
     schemes = ("testslowclose",)
 
-    def _inner_url(self, url: str) -> str:
+    def __init__(self) -> None:
+        super().__init__()
+        self.closes: list[str] = []
+
+    def inner_url(self, url: str) -> str:
         return "inproc://testslowclose/" + url.split("://", 1)[1]
 
     def dialer(self, url: str, options: Any) -> Any:
-        inner = self.inner.dialer(self._inner_url(url), options)
+        inner = self.inner.dialer(self.inner_url(url), options)
+        closes = self.closes
 
         class D:
             def dial(self) -> Any:
@@ -189,8 +197,10 @@ class _SlowCloseTransport(_MemTransport):
                 close = conn.close
 
                 def slow_close() -> None:
-                    gevent.sleep(0.3)
+                    closes.append("begin")
+                    gevent.sleep(0.05)
                     close()
+                    closes.append("end")
                 conn.close = slow_close
                 return conn
 
@@ -199,17 +209,17 @@ class _SlowCloseTransport(_MemTransport):
         return D()
 
 
-def test_close_shuts_pipes_down_concurrently():
-    with plugged_transports(_SlowCloseTransport()):
-        with sockets(("pull", {})) as [pull]:
-            url = pull.listen("testslowclose://here").url
-            push = gsp.socket("push", linger=0)
-            try:
-                for _ in range(5):
-                    push.dial(url, block=True)
-                wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
-            finally:
-                t0 = time.monotonic()
-                push.close()
-            # Five 0.3 s closes one after another would take 1.5 s.
-            assert time.monotonic() - t0 < 0.9
+def test_close_shuts_pipes_down_concurrently(gsp_socket):
+    transport = _SlowCloseTransport()
+    with plugged_transports(transport):
+        pull = gsp_socket("pull")
+        url = pull.listen("testslowclose://here").url
+        push = gsp.socket("push", linger=0)
+        try:
+            for _ in range(5):
+                push.dial(url, block=True)
+            wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
+        finally:
+            push.close()
+        # Every close began before the first one ended; one after another would alternate.
+        assert transport.closes == ["begin"] * 5 + ["end"] * 5

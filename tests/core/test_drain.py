@@ -8,7 +8,8 @@ import gevent
 import pytest
 
 import gsp
-from tests.support import ROOT, connect
+from gsp.testing import wait_for
+from tests.support import ROOT, connect, scaled
 
 TCP = "tcp://127.0.0.1:0"
 WORK = 0.3  # seconds a handler takes
@@ -39,10 +40,10 @@ def ask(ctx: gsp.Context, body: bytes, out: dict[bytes, object]) -> None:
 
 
 
-def rep_req(mk, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
+def rep_req(gsp_socket, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
     """A REP and a REQ connected over tcp; ``timeout`` is both recv timeouts (else the REQ's 10)."""
-    rep = mk("rep") if timeout is None else mk("rep", recv_timeout=timeout)
-    req = mk("req", recv_timeout=10 if timeout is None else timeout)
+    rep = gsp_socket("rep") if timeout is None else gsp_socket("rep", recv_timeout=timeout)
+    req = gsp_socket("req", recv_timeout=10 if timeout is None else timeout)
     connect(rep, req, TCP)
     return rep, req
 
@@ -50,19 +51,21 @@ def rep_req(mk, timeout: float | None = None) -> tuple[gsp.Socket, gsp.Socket]:
 def one_in_hand(rep: gsp.Socket, req: gsp.Socket, spawn, work: float) -> list[bytes]:
     """One request taken by a handler that answers after ``work`` seconds."""
     done: list[bytes] = []
-    spawn(serve, rep.open_context(), done, work)
+    taken: list[bytes] = []
+    spawn(serve, rep.open_context(), done, work, b"re:", taken)
     spawn(ask, req.open_context(), b"q", {})
-    gevent.sleep(0.1)
+    wait_for(lambda: taken, what="the handler to take the request")
     return done
 
-def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
+def test_rep_drain_answers_every_request_its_contexts_took(gsp_socket, spawn):
     n = 8
-    rep, req = rep_req(mk)
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
-    workers = [spawn(serve, rep.open_context(), done) for _ in range(n)]
+    taken: list[bytes] = []
+    workers = [spawn(serve, rep.open_context(), done, WORK, b"re:", taken) for _ in range(n)]
     out: dict[bytes, object] = {}
     askers = [spawn(ask, req.open_context(), b"%d" % i, out) for i in range(n)]
-    gevent.sleep(0.1)  # every request is in a handler's hands
+    wait_for(lambda: len(taken) == n, what="every request in a handler's hands")
     t = time.monotonic()
     rep.drain(timeout=5)
     took = time.monotonic() - t
@@ -70,32 +73,34 @@ def test_rep_drain_answers_every_request_its_contexts_took(mk, spawn):
     assert sorted(done) == sorted(b"%d" % i for i in range(n))
     gevent.joinall(askers, timeout=5)
     assert out == {b"%d" % i: b"re:%d" % i for i in range(n)}  # every reply reached its REQ
-    assert took < WORK + 0.5  # as long as the handlers took, not the 5 s
+    assert took < WORK + scaled(0.5)  # as long as the handlers took, not the 5 s
     gevent.joinall(workers, timeout=5)
     assert all(w.ready() for w in workers)  # every handler's next recv raised Closed
     print(f"drain of {n} requests in hand, {WORK} s each: {took:.3f} s")
 
 
-def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn):
+def test_a_request_not_taken_before_drain_is_resent_to_another_server(gsp_socket, spawn):
     """Server A is draining: the request it queued (not taken by a context) and one arriving
     after the drain began are not taken; when A closes, the REQ resends both at once on its
     pipe to server B. Nothing is lost."""
-    a, b = mk("rep"), mk("rep")
-    req = mk("req", recv_timeout=10)
+    a, b = gsp_socket("rep"), gsp_socket("rep")
+    req = gsp_socket("req", recv_timeout=10)
     url_a = a.listen(TCP).url
     url_b = b.listen(TCP).url
     req.dial(url_a, block=True)
     took_a: list[bytes] = []
     took_b: list[bytes] = []
+    in_hand: list[bytes] = []
     for _ in range(2):
-        spawn(serve, a.open_context(), took_a)
+        spawn(serve, a.open_context(), took_a, WORK, b"re:", in_hand)
     out: dict[bytes, object] = {}
     askers = [spawn(ask, req.open_context(), body, out) for body in (b"1", b"2", b"3")]
-    gevent.sleep(0.1)  # 1 and 2 are in A's handlers; 3 waits in A's queue
+    wait_for(lambda: len(in_hand) == 2 and a.stats["recv_queue"] == 1,
+             what="two requests in A's handlers, the third in A's queue")
     drain = spawn(a.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     askers.append(spawn(ask, req.open_context(), b"4", out))  # reaches A, which is draining
-    gevent.sleep(0.05)
+    wait_for(lambda: a.stats["messages_received"] == 4, what="the fourth request to reach A")
     req.dial(url_b, block=True)  # B comes up: where the REQ resends when A's pipe closes
     for _ in range(2):
         spawn(serve, b.open_context(), took_b, 0)
@@ -107,8 +112,8 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(mk, spawn)
     assert sorted(took_b) == [b"3", b"4"]
 
 
-def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_recv_open_context_and_endpoints_after_drain_raise_closed(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     ctx = rep.open_context()
     def park() -> BaseException | None:
         try:
@@ -120,7 +125,7 @@ def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
     req.send(b"q")
     assert rep.recv() == b"q"  # the socket's own state machine holds a request
     drain = spawn(rep.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     assert not drain.ready()  # it waits for the reply owed
     parked.join(1)
     assert isinstance(parked.value, gsp.Closed)
@@ -134,37 +139,38 @@ def test_recv_open_context_and_endpoints_after_drain_raise_closed(mk, spawn):
     assert req.recv() == b"a"
 
 
-def test_a_handler_that_recvs_again_abandons_its_request(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_a_handler_that_recvs_again_abandons_its_request(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     drain = spawn(rep.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     with pytest.raises(gsp.Closed):
         rep.recv()  # nng: a new recv abandons the request; here it also ends the drain
     drain.join(1)
     assert drain.successful()
 
 
-def test_drain_timeout_closes_anyway_and_raises(mk, spawn):
-    rep, req = rep_req(mk)
+def test_drain_timeout_closes_anyway_and_raises(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
-    spawn(serve, rep.open_context(), done, 5)  # a handler far slower than the drain allows
+    taken: list[bytes] = []
+    spawn(serve, rep.open_context(), done, 5, b"re:", taken)  # far slower than the drain allows
     req_ctx = req.open_context()
     spawn(req_ctx.send, b"slow")
-    gevent.sleep(0.1)
+    wait_for(lambda: taken, what="the handler to take the request")
     t = time.monotonic()
     with pytest.raises(gsp.Timeout) as info:
         rep.drain(timeout=0.2)
     took = time.monotonic() - t
     assert rep.closed and info.value.timeout == 0.2
     assert "drain" in str(info.value)
-    assert 0.15 < took < 1.5  # the timeout plus close()'s own work, not the handler's 5 s
+    assert 0.15 < took < scaled(1.5)  # the timeout plus close()'s own work, not the handler's 5 s
     print(f"drain timeout 0.2 s: raised after {took:.3f} s")
 
 
-def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
-    rep, req = rep_req(mk)
+def test_req_drain_lets_requests_out_get_their_replies(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done: list[bytes] = []
     for _ in range(3):
         spawn(serve, rep.open_context(), done, 0.2)
@@ -174,7 +180,7 @@ def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
     out: dict[bytes, object] = {}
     receivers = [spawn(lambda c=c, i=i: out.__setitem__(i, c.recv())) for i, c in enumerate(ctxs)]
     drain = spawn(req.drain, 5)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     for s in (req, ctxs[0]):
         with pytest.raises(gsp.Closed):  # no new request
             s.send(b"new")
@@ -186,30 +192,30 @@ def test_req_drain_lets_requests_out_get_their_replies(mk, spawn):
     assert out == {i: b"re:%d" % i for i in range(3)}
 
 
-def test_req_drain_waits_for_a_reply_to_be_received(mk, spawn):
-    rep, req = rep_req(mk, 5)
+def test_req_drain_waits_for_a_reply_to_be_received(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     rep.recv()
     rep.send(b"a")
-    gevent.sleep(0.05)  # the reply is in, not yet received
+    wait_for(lambda: req.stats["messages_received"] == 1, what="the reply to arrive")
     drain = spawn(req.drain, 5)
-    gevent.sleep(0.1)
-    assert not drain.ready()
+    gevent.sleep(0.02)  # a drain that did not wait would have closed the socket by now
+    assert not drain.ready() and not req.closed
     assert req.recv() == b"a"
     drain.join(1)
     assert drain.successful()
 
 
-def test_push_drain_flushes_what_is_queued(mk, spawn):
+def test_push_drain_flushes_what_is_queued(gsp_socket, spawn):
     n, pad = 400, b"." * 65536  # 26 MB: far more than the kernel's buffers hold
-    pull = mk("pull", recv_buffer=1, recv_timeout=5)
-    push = mk("push", send_buffer=n, send_buffer_bytes=0, send_timeout=5, linger=0)
+    pull = gsp_socket("pull", recv_buffer=1, recv_timeout=5)
+    push = gsp_socket("push", send_buffer=n, send_buffer_bytes=0, send_timeout=5, linger=0)
     connect(pull, push, TCP)
     for i in range(n):
         push.send(b"%d" % i + pad)  # most stay queued: the puller does not read yet
     assert push.pipes[0].stats["send_queue"] > 0
     drain = spawn(push.drain, 10)
-    gevent.sleep(0.1)
+    gevent.sleep(0.02)  # a drain that did not wait would have closed the socket by now
     assert not drain.ready()  # waiting for the queue to empty (linger=0 does not cut it)
     with pytest.raises(gsp.Closed):
         push.send(b"late")
@@ -223,17 +229,17 @@ def test_push_drain_flushes_what_is_queued(mk, spawn):
 
 
 @pytest.mark.parametrize("proto", ["push", "pub", "pair", "bus", "surveyor"])
-def test_sends_after_drain_began_raise_closed(mk, spawn, proto):
-    s = mk(proto)
+def test_sends_after_drain_began_raise_closed(gsp_socket, spawn, proto):
+    s = gsp_socket(proto)
     s.drain()
     assert s.closed
     with pytest.raises(gsp.Closed):
         s.send(b"x")
 
 
-def test_surveyor_contexts_send_no_new_survey(mk, spawn):
-    sur = mk("surveyor", survey_time=5)
-    res = mk("respondent", recv_timeout=5)
+def test_surveyor_contexts_send_no_new_survey(gsp_socket, spawn):
+    sur = gsp_socket("surveyor", survey_time=5)
+    res = gsp_socket("respondent", recv_timeout=5)
     connect(res, sur, TCP)
     ctx = sur.open_context()
     ctx.send(b"s1")
@@ -245,9 +251,9 @@ def test_surveyor_contexts_send_no_new_survey(mk, spawn):
     assert drain.successful()
 
 
-def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
-    mk("push").drain(timeout=0)  # nothing in hand, nothing queued
-    rep, req = rep_req(mk, 5)
+def test_a_zero_timeout_fails_only_if_something_had_to_wait(gsp_socket):
+    gsp_socket("push").drain(timeout=0)  # nothing in hand, nothing queued
+    rep, req = rep_req(gsp_socket, 5)
     req.send(b"q")
     assert rep.recv() == b"q"
     with pytest.raises(gsp.Timeout):
@@ -255,20 +261,20 @@ def test_a_zero_timeout_fails_only_if_something_had_to_wait(mk):
     assert rep.closed
 
 
-def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(mk, spawn):
-    s = mk("push")
+def test_drain_is_idempotent_and_a_no_op_on_a_closed_socket(gsp_socket, spawn):
+    s = gsp_socket("push")
     s.drain()
     s.drain()  # drained: nothing to do
-    t = mk("pull")
+    t = gsp_socket("pull")
     t.close()
     t.drain()  # closed: nothing to do
 
 
-def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
-    rep, req = rep_req(mk)
+def test_a_concurrent_drain_waits_for_the_same_end(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     done = one_in_hand(rep, req, spawn, WORK)
     first = spawn(rep.drain, 5)
-    gevent.sleep(0.01)
+    gevent.sleep(0)  # the first drain begins
     t = time.monotonic()
     rep.drain()  # returns when the first one ends
     assert rep.closed and done == [b"q"]
@@ -277,11 +283,11 @@ def test_a_concurrent_drain_waits_for_the_same_end(mk, spawn):
     assert time.monotonic() - t > WORK / 2
 
 
-def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
-    rep, req = rep_req(mk)
+def test_a_concurrent_drain_with_less_time_closes_it(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     one_in_hand(rep, req, spawn, 5)
     first = spawn(rep.drain, 10)
-    gevent.sleep(0.01)
+    gevent.sleep(0)  # the first drain begins
     with pytest.raises(gsp.Timeout):
         rep.drain(timeout=0.1)
     assert rep.closed
@@ -289,19 +295,19 @@ def test_a_concurrent_drain_with_less_time_closes_it(mk, spawn):
     assert first.ready()
 
 
-def test_close_during_drain_ends_it(mk, spawn):
-    rep, req = rep_req(mk)
+def test_close_during_drain_ends_it(gsp_socket, spawn):
+    rep, req = rep_req(gsp_socket)
     one_in_hand(rep, req, spawn, 5)
     drain = spawn(rep.drain)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # the drain begins
     rep.close()
     drain.join(2)
     assert drain.successful()
 
 
-def test_drain_stops_dialers_but_keeps_their_pipes(mk, spawn):
-    pull = mk("pull", recv_timeout=5)
-    push = mk("push")
+def test_drain_stops_dialers_but_keeps_their_pipes(gsp_socket, spawn):
+    pull = gsp_socket("pull", recv_timeout=5)
+    push = gsp_socket("push")
     url = pull.listen(TCP).url
     push.dial(url, block=True)
     assert push.dialers and push.pipes
@@ -359,7 +365,7 @@ def test_sigterm_under_load_loses_no_request(spawn):
                     answers[q] = ctx.recv()
 
             clients = [spawn(client, i) for i in range(32)]
-            gevent.sleep(0.3)  # under load
+            wait_for(lambda: len(answers) >= 32, what="the clients under way")  # under load
             assert 0 < len(answers) < 32 * 30
             procs[0].send_signal(signal.SIGTERM)
             gevent.joinall(clients, timeout=30)
@@ -368,11 +374,7 @@ def test_sigterm_under_load_loses_no_request(spawn):
             assert all(a.endswith(b":" + q) for q, a in answers.items())
             by_a = sum(a.startswith(b"a:") for a in answers.values())
             assert 0 < by_a < len(answers)
-            for _ in range(100):  # the drained backend exits by itself
-                if procs[0].poll() is not None:
-                    break
-                gevent.sleep(0.1)
-            out, err = procs[0].communicate(timeout=5)
+            out, err = procs[0].communicate(timeout=10)  # the drained backend exits by itself
             assert procs[0].returncode == 0 and "drained" in out and "Traceback" not in err, err
             taken, answered = map(int, out.split()[-2:])
             assert taken == answered >= by_a  # it answered every request its handlers took

@@ -1,4 +1,4 @@
-"""Errors that explain themselves (issue 11): per-call timeouts and non-blocking calls, timeouts in
+"""Errors that explain themselves: per-call timeouts and non-blocking calls, timeouts in
 seconds (timedelta too, milliseconds refused), messages that state the timeout asked for, name
 both protocols of a handshake, speak of the socket the user called, say when a newer call
 canceled this one, and refuse an endpoint option that would do nothing."""

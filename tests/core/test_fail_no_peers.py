@@ -28,66 +28,66 @@ def fails_fast(call) -> gsp.NoPeers:  # type: ignore[no-untyped-def]
     return info.value
 
 
-def test_no_peers_is_a_plain_gsp_error_exported_and_named_in_its_message(mk):
+def test_no_peers_is_a_plain_gsp_error_exported_and_named_in_its_message(gsp_socket):
     assert issubclass(gsp.NoPeers, gsp.GspError) and "NoPeers" in gsp.__all__
     for other in (gsp.Timeout, gsp.Closed, gsp.ConnectionBroken):
         assert not issubclass(gsp.NoPeers, other)
-    s = mk("push", fail_no_peers=True, send_timeout=10)
+    s = gsp_socket("push", fail_no_peers=True, send_timeout=10)
     err = fails_fast(lambda: s.send(b"x"))
     assert "fail_no_peers" in str(err) and "push" in str(err)
 
 
-def test_the_option_defaults_off_and_is_set_three_ways(mk):
-    s = mk("push")
+def test_the_option_defaults_off_and_is_set_three_ways(gsp_socket):
+    s = gsp_socket("push")
     assert s.fail_no_peers is False and s.get_option("fail_no_peers") is False
     s.fail_no_peers = True
     assert s.get_option("fail_no_peers") is True
     s.set_option("fail_no_peers", False)
     assert s.fail_no_peers is False
-    assert mk("push", fail_no_peers=True).fail_no_peers is True
+    assert gsp_socket("push", fail_no_peers=True).fail_no_peers is True
     with pytest.raises(gsp.BadOption):
         s.fail_no_peers = 1
 
 
 @pytest.mark.parametrize("proto", sorted(SENDERS))
-def test_send_with_no_peer_fails_at_once(mk, proto):
-    s = mk(proto, fail_no_peers=True, send_timeout=10)
+def test_send_with_no_peer_fails_at_once(gsp_socket, proto):
+    s = gsp_socket(proto, fail_no_peers=True, send_timeout=10)
     fails_fast(lambda: s.send(b"x"))
     fails_fast(lambda: s.send_msg(gsp.Message(b"x", b"\0\0\0\1" if proto in ("pair1", "star")
                                               else b"")))
 
 
 @pytest.mark.parametrize("proto", sorted(SENDERS))
-def test_set_later_it_applies_to_the_next_call(mk, proto):
-    s = mk(proto, send_timeout=10)
+def test_set_later_it_applies_to_the_next_call(gsp_socket, proto):
+    s = gsp_socket(proto, send_timeout=10)
     s.set_option("fail_no_peers", True)
     fails_fast(lambda: s.send(b"x"))
 
 
 @pytest.mark.parametrize("proto", sorted(SENDERS))
-def test_block_false_with_no_peer_raises_no_peers_not_would_block(mk, proto):
-    s = mk(proto, fail_no_peers=True)
+def test_block_false_with_no_peer_raises_no_peers_not_would_block(gsp_socket, proto):
+    s = gsp_socket(proto, fail_no_peers=True)
     fails_fast(lambda: s.send(b"x", block=False))
     if proto != "star":  # (star's sockets cannot be polled)
         assert s.poll("send")  # a send would not wait: it fails at once
 
 
 @pytest.mark.parametrize("proto", WAITERS)
-def test_best_effort_with_no_peer_still_raises_no_peers(mk, proto):
-    s = mk(proto, fail_no_peers=True, best_effort=True)
+def test_best_effort_with_no_peer_still_raises_no_peers(gsp_socket, proto):
+    s = gsp_socket(proto, fail_no_peers=True, best_effort=True)
     fails_fast(lambda: s.send(b"x"))
 
 
-def test_raw_req_and_raw_pair1_fail_fast_too(mk):
-    xreq = mk("req", raw=True, fail_no_peers=True)
+def test_raw_req_and_raw_pair1_fail_fast_too(gsp_socket):
+    xreq = gsp_socket("req", raw=True, fail_no_peers=True)
     fails_fast(lambda: xreq.send_msg(gsp.Message(b"x", b"\x80\0\0\1")))
-    xpair1 = mk("pair1", raw=True, fail_no_peers=True)
+    xpair1 = gsp_socket("pair1", raw=True, fail_no_peers=True)
     fails_fast(lambda: xpair1.send_msg(gsp.Message(b"x", b"\0\0\0\0")))
 
 
 @pytest.mark.parametrize("proto", WAITERS)
-def test_default_off_still_waits_for_a_peer(mk, proto):
-    s = mk(proto, send_timeout=0.2)
+def test_default_off_still_waits_for_a_peer(gsp_socket, proto):
+    s = gsp_socket(proto, send_timeout=0.2)
     t = time.monotonic()
     with pytest.raises(gsp.Timeout):
         s.send(b"x")
@@ -95,20 +95,20 @@ def test_default_off_still_waits_for_a_peer(mk, proto):
 
 
 @pytest.mark.parametrize("proto", ["bus", "star", "surveyor"])
-def test_default_off_broadcasts_still_go_nowhere_quietly(mk, proto):
-    mk(proto, send_timeout=10).send(b"x")
+def test_default_off_broadcasts_still_go_nowhere_quietly(gsp_socket, proto):
+    gsp_socket(proto, send_timeout=10).send(b"x")
 
 
 @pytest.mark.parametrize("proto", ["pub"])
-def test_pub_is_unaffected(mk, proto):
-    mk(proto, fail_no_peers=True).send(b"x")  # as in mangos: no subscriber is no error
+def test_pub_is_unaffected(gsp_socket, proto):
+    gsp_socket(proto, fail_no_peers=True).send(b"x")  # as in mangos: no subscriber is no error
 
 
 @pytest.mark.parametrize("proto", sorted(SENDERS))
-def test_with_a_peer_it_sends_normally(mk, proto):
+def test_with_a_peer_it_sends_normally(gsp_socket, proto):
     peer = SENDERS[proto]
-    s = mk(proto, fail_no_peers=True, send_timeout=5)
-    p = mk(peer, recv_timeout=5)
+    s = gsp_socket(proto, fail_no_peers=True, send_timeout=5)
+    p = gsp_socket(peer, recv_timeout=5)
     connect(p, s, inproc_url())
     s.send(b"hello")
     assert p.recv() == b"hello"
@@ -118,8 +118,8 @@ def test_with_a_peer_it_sends_normally(mk, proto):
 
 
 @pytest.mark.parametrize("proto", ["req", "surveyor"])
-def test_contexts_follow_the_socket_option(mk, proto):
-    s = mk(proto, send_timeout=10)
+def test_contexts_follow_the_socket_option(gsp_socket, proto):
+    s = gsp_socket(proto, send_timeout=10)
     ctx = s.open_context()
     ctx.send_timeout = 10
     with pytest.raises(gsp.Timeout) if proto == "req" else _nothing():
@@ -138,9 +138,9 @@ class _nothing:
         return False
 
 
-def test_a_failed_survey_leaves_the_last_one_running(mk):
-    sur = mk("surveyor", fail_no_peers=True, recv_timeout=5, survey_time=5)
-    res = mk("respondent", recv_timeout=5)
+def test_a_failed_survey_leaves_the_last_one_running(gsp_socket):
+    sur = gsp_socket("surveyor", fail_no_peers=True, recv_timeout=5, survey_time=5)
+    res = gsp_socket("respondent", recv_timeout=5)
     connect(sur, res, inproc_url())
     sur.send(b"survey")
     assert res.recv() == b"survey"
@@ -152,8 +152,8 @@ def test_a_failed_survey_leaves_the_last_one_running(mk):
         sur.recv(timeout=0.05)
 
 
-def test_req_recv_after_failed_send_is_a_state_error(mk):
-    req = mk("req", fail_no_peers=True)
+def test_req_recv_after_failed_send_is_a_state_error(gsp_socket):
+    req = gsp_socket("req", fail_no_peers=True)
     fails_fast(lambda: req.send(b"x"))
     with pytest.raises(gsp.ProtocolStateError):
         req.recv(timeout=0.05)
@@ -161,10 +161,11 @@ def test_req_recv_after_failed_send_is_a_state_error(mk):
 
 @pytest.mark.parametrize("resend_time", [60.0, 0])
 @pytest.mark.parametrize("on_context", [False, True])
-def test_req_whose_pipe_dies_fails_its_recv_with_no_peers(mk, spawn, resend_time, on_context):
+def test_req_whose_pipe_dies_fails_its_recv_with_no_peers(
+        gsp_socket, spawn, resend_time, on_context):
     url = inproc_url()
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", fail_no_peers=True, recv_timeout=10, resend_time=resend_time)
+    rep = gsp_socket("rep", recv_timeout=5)
+    req = gsp_socket("req", fail_no_peers=True, recv_timeout=10, resend_time=resend_time)
     connect(rep, req, url)
     user = req.open_context() if on_context else req
     user.send(b"q")
@@ -178,9 +179,9 @@ def test_req_whose_pipe_dies_fails_its_recv_with_no_peers(mk, spawn, resend_time
         user.recv(timeout=0.05)
 
 
-def test_req_recv_already_waiting_when_the_last_pipe_dies(mk, spawn):
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", fail_no_peers=True, recv_timeout=10)
+def test_req_recv_already_waiting_when_the_last_pipe_dies(gsp_socket, spawn):
+    rep = gsp_socket("rep", recv_timeout=5)
+    req = gsp_socket("req", fail_no_peers=True, recv_timeout=10)
     connect(rep, req, inproc_url())
     ctxs = [req.open_context() for _ in range(3)]
     for i, c in enumerate(ctxs):
@@ -196,10 +197,10 @@ def test_req_recv_already_waiting_when_the_last_pipe_dies(mk, spawn):
     assert all(isinstance(g.exception, gsp.NoPeers) for g in waiting)
 
 
-def test_req_without_the_option_resends_when_a_peer_comes_back(mk):
+def test_req_without_the_option_resends_when_a_peer_comes_back(gsp_socket):
     url = inproc_url()
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", recv_timeout=5)
+    rep = gsp_socket("rep", recv_timeout=5)
+    req = gsp_socket("req", recv_timeout=5)
     rep.listen(url)
     req.dial(url, block=True)
     req.send(b"q")
@@ -210,18 +211,18 @@ def test_req_without_the_option_resends_when_a_peer_comes_back(mk):
     assert req.recv() == b"a"
 
 
-def test_req_recv_of_a_request_with_no_pipe_fails_at_once(mk):
+def test_req_recv_of_a_request_with_no_pipe_fails_at_once(gsp_socket):
     # best_effort: a request sent with no pipe stays queued (mangos RetryLateConnect); with
     # fail_no_peers set since, its recv fails at once instead of waiting for a pipe.
-    req = mk("req", best_effort=True, recv_timeout=10)
+    req = gsp_socket("req", best_effort=True, recv_timeout=10)
     req.send(b"q")
     req.fail_no_peers = True
     fails_fast(lambda: req.recv())
 
 
-def test_a_reply_already_in_is_still_received_after_the_last_pipe_went(mk):
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", fail_no_peers=True, recv_timeout=5)
+def test_a_reply_already_in_is_still_received_after_the_last_pipe_went(gsp_socket):
+    rep = gsp_socket("rep", recv_timeout=5)
+    req = gsp_socket("req", fail_no_peers=True, recv_timeout=5)
     connect(rep, req, inproc_url())
     req.send(b"q")
     rep.recv()
@@ -247,18 +248,18 @@ def _fill(sender: gsp.Socket, timeout: float | None = None) -> None:
 
 
 @pytest.mark.parametrize("proto", ["pair", "push"])
-def test_with_a_peer_that_does_not_read_block_false_is_would_block(mk, proto):
-    s = mk(proto, fail_no_peers=True, send_buffer=1)
-    p = mk(SENDERS[proto], recv_buffer=1)
+def test_with_a_peer_that_does_not_read_block_false_is_would_block(gsp_socket, proto):
+    s = gsp_socket(proto, fail_no_peers=True, send_buffer=1)
+    p = gsp_socket(SENDERS[proto], recv_buffer=1)
     connect(p, s, inproc_url())
     _fill(s)  # it raised WouldBlock, not NoPeers: there is a peer
     assert not s.poll("send")
 
 
 @pytest.mark.parametrize("proto", ["pair", "push"])
-def test_a_send_waiting_for_room_fails_when_the_last_peer_goes(mk, spawn, proto):
-    s = mk(proto, fail_no_peers=True, send_buffer=1, send_timeout=10)
-    p = mk(SENDERS[proto], recv_buffer=1)
+def test_a_send_waiting_for_room_fails_when_the_last_peer_goes(gsp_socket, spawn, proto):
+    s = gsp_socket(proto, fail_no_peers=True, send_buffer=1, send_timeout=10)
+    p = gsp_socket(SENDERS[proto], recv_buffer=1)
     connect(p, s, inproc_url())
     _fill(s, 0.05)  # full even for a sender that waits a little
     waiting = spawn(s.send, b"y")
@@ -271,11 +272,11 @@ def test_a_send_waiting_for_room_fails_when_the_last_peer_goes(mk, spawn, proto)
     assert time.monotonic() - t < 1
 
 
-def test_polyamorous_pair1_fails_only_with_no_peer_at_all(mk):
-    s = mk("pair1", polyamorous=True, fail_no_peers=True)
+def test_polyamorous_pair1_fails_only_with_no_peer_at_all(gsp_socket):
+    s = gsp_socket("pair1", polyamorous=True, fail_no_peers=True)
     fails_fast(lambda: s.send(b"x"))
-    p1 = mk("pair1", polyamorous=True, recv_timeout=5)
-    p2 = mk("pair1", polyamorous=True, recv_timeout=5)
+    p1 = gsp_socket("pair1", polyamorous=True, recv_timeout=5)
+    p2 = gsp_socket("pair1", polyamorous=True, recv_timeout=5)
     url = s.listen(inproc_url()).url
     p1.dial(url, block=True)
     p2.dial(url, block=True)
@@ -287,13 +288,13 @@ def test_polyamorous_pair1_fails_only_with_no_peer_at_all(mk):
     assert s.stats["dropped_no_peer"] == 1
 
 
-def test_time_to_fail_fast(mk):
+def test_time_to_fail_fast(gsp_socket):
     """The figures in docs/webapp.md: ``python -m pytest -n 0 -s tests/core/test_fail_no_peers.py -k
     time_to_fail``. A send with no peer, and a REQ recv from the moment its only pipe closes."""
     n = 1000
     figures = {}
     for proto in ("push", "req"):
-        s = mk(proto, fail_no_peers=True, send_timeout=10)
+        s = gsp_socket(proto, fail_no_peers=True, send_timeout=10)
         t = time.perf_counter()
         for _ in range(n):
             try:
@@ -301,8 +302,8 @@ def test_time_to_fail_fast(mk):
             except gsp.NoPeers:
                 pass
         figures[proto] = (time.perf_counter() - t) / n
-    rep = mk("rep", recv_timeout=5)
-    req = mk("req", fail_no_peers=True, recv_timeout=10)
+    rep = gsp_socket("rep", recv_timeout=5)
+    req = gsp_socket("req", fail_no_peers=True, recv_timeout=10)
     connect(rep, req, TCP_URL)
     req.send(b"q")
     rep.recv()

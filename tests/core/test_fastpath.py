@@ -4,7 +4,7 @@ started only when needed, big bodies read in place or as the message itself, bat
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
@@ -14,7 +14,7 @@ import gsp
 from gsp.message import Message
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
-from tests.support import handshaken, sockets
+from tests.support import handshaken
 
 pytestmark = pytest.mark.core
 
@@ -60,7 +60,8 @@ def test_send_now_whole_partial_and_would_block() -> None:
     whole = b"".join(frame)
     c = conn(FakeSock(room=1000))
     assert c.send_now(Message(b"hello", b"\x80\x00\x00\x01")) == 2
-    assert c._tail is None and bytes(c.sock.wire) == whole
+    assert bytes(c.sock.wire) == whole
+    assert c.send_now(Message(b"next")) == 2  # nothing held back
 
     c = conn(FakeSock(room=5))  # partly written: the rest goes first in the next batch
     assert c.send_now(Message(b"hello", b"\x80\x00\x00\x01")) == 1
@@ -69,7 +70,9 @@ def test_send_now_whole_partial_and_would_block() -> None:
     assert bytes(c.sock.wire) == whole + b"".join(wire.encode_frames(wire.TCP, [(b"", b"next")]))
 
     c = conn(FakeSock(room=0))  # would block: queue it instead
-    assert c.send_now(Message(b"x")) == 0 and c._tail is None and not c.sock.wire
+    assert c.send_now(Message(b"x")) == 0 and not c.sock.wire
+    c.send_messages([Message(b"x")])  # nothing held back: the batch is the message, whole
+    assert bytes(c.sock.wire) == b"".join(wire.encode_frames(wire.TCP, [(b"", b"x")]))
 
 
 def test_send_now_error_is_met_by_the_writer() -> None:
@@ -89,96 +92,106 @@ def test_send_now_leaves_big_bodies_and_tls_to_the_writer() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_request_reply_pipes_write_directly_and_need_no_writer(kind: str, ipc_dir: str) -> None:
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, "rr")).url, req)
-        for i in range(50):
-            req.send(b"%d" % i)
-            rep.send(rep.recv() + b"!")
-            assert req.recv() == b"%d!" % i
-        # Every message went out from the sender's greenlet: no writer greenlet was needed.
-        assert [p._writer for p in rep.pipes + req.pipes] == [None, None]
+def test_request_reply_pipes_write_directly_and_need_no_writer(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
+    connected(rep, rep.listen(url(kind, ipc_dir, "rr")).url, req)
+    for i in range(50):
+        req.send(b"%d" % i)
+        rep.send(rep.recv() + b"!")
+        assert req.recv() == b"%d!" % i
+    # Every message went out from the sender's greenlet: no writer greenlet was needed.
+    assert [p.writer for p in rep.pipes + req.pipes] == [None, None]
 
 
 @contextmanager
-def warmed_up(kind: str, ipc_dir: str, name: str) -> Iterator[tuple[Any, Any]]:
+def warmed_up(gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str,
+              name: str) -> Iterator[tuple[Any, Any]]:
     """A REP and a REQ connected over ``kind``, one round trip made (it arms the resend timer,
     which may refresh the loop's clock)."""
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, name)).url, req)
-        req.send(b"warm-up")
-        rep.send(rep.recv())
-        assert req.recv() == b"warm-up"
-        yield rep, req
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
+    connected(rep, rep.listen(url(kind, ipc_dir, name)).url, req)
+    req.send(b"warm-up")
+    rep.send(rep.recv())
+    assert req.recv() == b"warm-up"
+    yield rep, req
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_requests_of_many_contexts_share_writes(kind: str, ipc_dir: str) -> None:
+def test_requests_of_many_contexts_share_writes(gsp_socket: Callable[..., gsp.Socket], kind: str,
+                                                ipc_dir: str) -> None:
     """Requests sent by 16 contexts in one turn of the loop: the first is written directly, the
     others leave together through the writer (a write each would cost a system call each)."""
-    with warmed_up(kind, ipc_dir, "ctx") as (rep, req):
+    with warmed_up(gsp_socket, kind, ipc_dir, "ctx") as (rep, req):
         ctxs = [req.open_context() for _ in range(16)]
         pipe = req.pipes[0]
         for i, c in enumerate(ctxs):
             c.send(b"%d" % i)
-        assert pipe._writer is not None and pipe.stats["messages_sent"] == 2
+        assert pipe.writer is not None and pipe.stats["messages_sent"] == 2
         for _ in ctxs:
             rep.send(rep.recv() + b"!")
         assert sorted(c.recv() for c in ctxs) == sorted(b"%d!" % i for i in range(16))
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_one_message_read_allows_a_direct_write_and_a_batch_holds_them(kind: str,
-                                                                        ipc_dir: str) -> None:
+def test_one_message_read_allows_a_direct_write_and_a_batch_holds_them(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     """Within one turn of the loop: a message read on its own re-allows a direct write (a reply
     came: the next request may go at once); several read together hold direct writes for the
     rest of the turn, so what answers them leaves in one write, through the writer."""
-    with warmed_up(kind, ipc_dir, "hold") as (rep, req):
+    with warmed_up(gsp_socket, kind, ipc_dir, "hold") as (rep, req):
         ctxs = [req.open_context() for _ in range(3)]
         pipe = req.pipes[0]
         late = (0x80000000 | 12345).to_bytes(4, "big") + b"late"  # a reply nobody waits for
-        pipe._deliver([late])  # as a reader delivers one message read
+        deliver = pipe._deliver  # (white box: as a reader delivers what one read brought)
+        deliver([late])  # one message read
         sent = pipe.stats["messages_sent"]
         ctxs[0].send(b"a")
-        assert pipe.stats["messages_sent"] == sent + 1 and pipe._writer is None  # directly
-        pipe._deliver([late])
+        assert pipe.stats["messages_sent"] == sent + 1 and pipe.writer is None  # directly
+        deliver([late])
         ctxs[1].send(b"b")  # the same turn, and yet directly: one message was read again
-        assert pipe.stats["messages_sent"] == sent + 2 and pipe._writer is None
-        pipe._deliver([late, late])  # a batch
+        assert pipe.stats["messages_sent"] == sent + 2 and pipe.writer is None
+        deliver([late, late])  # a batch
         ctxs[2].send(b"c")
         ctxs[0].send(b"d")  # (a context asking anew cancels "a")
-        assert pipe.stats["messages_sent"] == sent + 2 and pipe._writer is not None  # queued
+        assert pipe.stats["messages_sent"] == sent + 2 and pipe.writer is not None  # queued
         got = [rep.recv() for _ in range(4)]
         assert got == [b"a", b"b", b"c", b"d"]  # in order, the held ones after the direct ones
         assert pipe.stats["messages_sent"] == sent + 4
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_burst_goes_through_the_writer_in_order(kind: str, ipc_dir: str) -> None:
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {"send_timeout": WAIT})) as [pull, push]:
-        connected(pull, pull.listen(url(kind, ipc_dir, "burst")).url, push)
-        n = 5000
-        g = gevent.spawn(lambda: [push.send(b"%d" % i) for i in range(n)])
-        got = [pull.recv() for _ in range(n)]
-        g.get(timeout=WAIT)
-        assert got == [b"%d" % i for i in range(n)]
-        assert push.pipes[0]._writer is not None  # the burst needed the writer
+def test_a_burst_goes_through_the_writer_in_order(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", send_timeout=WAIT)
+    connected(pull, pull.listen(url(kind, ipc_dir, "burst")).url, push)
+    n = 5000
+    g = gevent.spawn(lambda: [push.send(b"%d" % i) for i in range(n)])
+    got = [pull.recv() for _ in range(n)]
+    g.get(timeout=WAIT)
+    assert got == [b"%d" % i for i in range(n)]
+    assert push.pipes[0].writer is not None  # the burst needed the writer
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_big_and_small_messages_interleaved(kind: str, ipc_dir: str) -> None:
+def test_big_and_small_messages_interleaved(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     # Big bodies are read in place or as the message itself; small ones parsed from chunks.
     sizes = [1 << 20, 3, 1 << 20, 1 << 20, 0, 40000, 5, 200000, 1 << 20, 17]
     msgs = [bytes([i]) * n for i, n in enumerate(sizes)]
     opts = {"recv_timeout": WAIT, "recv_max_size": 0}
-    with sockets(("pair", opts), ("pair", {"send_timeout": WAIT})) as [a, b]:
-        connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
-        for _ in range(3):
-            g = gevent.spawn(lambda: [b.send(m) for m in msgs])
-            got = [a.recv() for _ in msgs]
-            g.get(timeout=WAIT)
-            assert [len(m) for m in got] == sizes and got == msgs
-            assert all(type(m) is bytes for m in got)
+    a = gsp_socket("pair", **opts)
+    b = gsp_socket("pair", send_timeout=WAIT)
+    connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
+    for _ in range(3):
+        g = gevent.spawn(lambda: [b.send(m) for m in msgs])
+        got = [a.recv() for _ in msgs]
+        g.get(timeout=WAIT)
+        assert [len(m) for m in got] == sizes and got == msgs
+        assert all(type(m) is bytes for m in got)
 
 
 def test_a_big_body_leaves_with_what_came_before_it_in_one_sendmsg(monkeypatch: Any) -> None:
@@ -215,69 +228,75 @@ def test_a_big_body_leaves_with_what_came_before_it_in_one_sendmsg(monkeypatch: 
     assert calls[0][2] < head  # (the part the kernel took first: some of the head only)
 
 
-def test_pull_recv_msg_still_carries_its_pipe_and_fair_turns_hold() -> None:
-    with sockets(("pull", {"recv_timeout": WAIT}), ("push", {}), ("push", {})) as [pull, p1, p2]:
-        lst = pull.listen("tcp://127.0.0.1:0")
-        connected(pull, lst.url, p1)
-        connected(pull, lst.url, p2)
-        wait_for(lambda: len(pull.pipes) == 2, what="two pipes")
-        for i in range(200):
-            p1.send(b"a%d" % i)
-            p2.send(b"b%d" % i)
-        msgs = [pull.recv_msg() for _ in range(400)]
-        by_pipe: dict[int, list[bytes]] = {}
-        for m in msgs:
-            assert m.header == b"" and m.pipe in pull.pipes
-            by_pipe.setdefault(m.pipe.id, []).append(m.body)
-        assert sorted(len(v) for v in by_pipe.values()) == [200, 200]
-        for bodies in by_pipe.values():  # each pipe's own order is kept
-            assert bodies == sorted(bodies, key=lambda x: int(x[1:]))
+def test_pull_recv_msg_still_carries_its_pipe_and_fair_turns_hold(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    p1 = gsp_socket("push")
+    p2 = gsp_socket("push")
+    lst = pull.listen("tcp://127.0.0.1:0")
+    connected(pull, lst.url, p1)
+    connected(pull, lst.url, p2)
+    wait_for(lambda: len(pull.pipes) == 2, what="two pipes")
+    for i in range(200):
+        p1.send(b"a%d" % i)
+        p2.send(b"b%d" % i)
+    msgs = [pull.recv_msg() for _ in range(400)]
+    by_pipe: dict[int, list[bytes]] = {}
+    for m in msgs:
+        assert m.header == b"" and m.pipe in pull.pipes
+        by_pipe.setdefault(m.pipe.id, []).append(m.body)
+    assert sorted(len(v) for v in by_pipe.values()) == [200, 200]
+    for bodies in by_pipe.values():  # each pipe's own order is kept
+        assert bodies == sorted(bodies, key=lambda x: int(x[1:]))
 
 
-def test_push_with_one_puller_queues_without_calling_the_protocol(ipc_dir: str) -> None:
-    with sockets(("push", {"send_buffer": 4}), ("pull", {}), ("pull", {})) as (push, a, b):
-        calls: list[int] = []
-        proto = push._proto
-        real = proto.send_body
+def test_push_with_one_puller_queues_without_calling_the_protocol(
+        gsp_socket: Callable[..., gsp.Socket], ipc_dir: str) -> None:
+    push = gsp_socket("push", send_buffer=4)
+    a = gsp_socket("pull")
+    b = gsp_socket("pull")
+    calls: list[int] = []
+    proto = push._proto
+    real = proto.send_body
 
-        def counted(msg: Any, timeout: Any) -> None:
-            calls.append(1)
-            real(msg, timeout)
+    def counted(msg: Any, timeout: Any) -> None:
+        calls.append(1)
+        real(msg, timeout)
 
-        push._hot.send_body = counted
-        connected(a, a.listen(url("ipc", ipc_dir, "a")).url, push)
-        for i in range(3):
-            push.send(b"%d" % i)
-        assert calls == []  # one puller with room: queued by the socket itself
-        assert [a.recv(timeout=WAIT) for _ in range(3)] == [b"0", b"1", b"2"]
-        # A full queue falls back to the protocol's send, which waits for room as ever.
-        with pytest.raises(gsp.Timeout):
-            for _ in range(100_000):
-                push.send(b"x" * 65536, timeout=0.05)
-        assert calls
-        while True:
-            try:
-                a.recv(timeout=0.2)
-            except gsp.Timeout:
-                break
-        # A second puller: round robin again, through the protocol.
-        calls.clear()
-        connected(b, b.listen(url("ipc", ipc_dir, "b")).url, push)
-        wait_for(lambda: len(push.pipes) == 2)
-        for i in range(10):
-            push.send(b"%d" % i)
-        assert len(calls) == 10
-        got_a = [a.recv(timeout=WAIT) for _ in range(5)]
-        got_b = [b.recv(timeout=WAIT) for _ in range(5)]
-        assert sorted(got_a + got_b) == sorted(b"%d" % i for i in range(10))
-        # Back to one puller: direct again; none: the protocol waits (and times out).
-        b.close()
-        wait_for(lambda: len(push.pipes) == 1)
-        calls.clear()
-        push.send(b"again")
-        assert calls == [] and a.recv(timeout=WAIT) == b"again"
-        a.close()
-        wait_for(lambda: not push.pipes)
-        with pytest.raises(gsp.Timeout):
-            push.send(b"nobody", timeout=0.05)
-        assert calls == [1]
+    push._hot.send_body = counted
+    connected(a, a.listen(url("ipc", ipc_dir, "a")).url, push)
+    for i in range(3):
+        push.send(b"%d" % i)
+    assert calls == []  # one puller with room: queued by the socket itself
+    assert [a.recv(timeout=WAIT) for _ in range(3)] == [b"0", b"1", b"2"]
+    # A full queue falls back to the protocol's send, which waits for room as ever.
+    with pytest.raises(gsp.Timeout):
+        for _ in range(100_000):
+            push.send(b"x" * 65536, timeout=0.05)
+    assert calls
+    while True:
+        try:
+            a.recv(timeout=0.2)
+        except gsp.Timeout:
+            break
+    # A second puller: round robin again, through the protocol.
+    calls.clear()
+    connected(b, b.listen(url("ipc", ipc_dir, "b")).url, push)
+    wait_for(lambda: len(push.pipes) == 2)
+    for i in range(10):
+        push.send(b"%d" % i)
+    assert len(calls) == 10
+    got_a = [a.recv(timeout=WAIT) for _ in range(5)]
+    got_b = [b.recv(timeout=WAIT) for _ in range(5)]
+    assert sorted(got_a + got_b) == sorted(b"%d" % i for i in range(10))
+    # Back to one puller: direct again; none: the protocol waits (and times out).
+    b.close()
+    wait_for(lambda: len(push.pipes) == 1)
+    calls.clear()
+    push.send(b"again")
+    assert calls == [] and a.recv(timeout=WAIT) == b"again"
+    a.close()
+    wait_for(lambda: not push.pipes)
+    with pytest.raises(gsp.Timeout):
+        push.send(b"nobody", timeout=0.05)
+    assert calls == [1]

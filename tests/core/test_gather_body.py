@@ -12,7 +12,7 @@ import socket as stdsocket
 import sys
 import termios
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import pytest
@@ -20,7 +20,7 @@ import pytest
 import gsp
 from gsp.testing import WAIT, RawPeer, wait_for
 from gsp.transport import wire
-from tests.support import RID, CountingRaw, counting_lent_reads, handshaken, sockets
+from tests.support import RID, CountingRaw, counting_lent_reads, handshaken
 
 pytestmark = pytest.mark.core
 
@@ -32,6 +32,19 @@ def frame(peer: RawPeer, body: bytes) -> bytes:
     return b"".join(wire.encode_frames(peer.framing, [(b"", body)]))
 
 
+# The internals this file reads, in one place: a pipe's connection and its gather buffer.
+def conn_of(pipe: gsp.Pipe) -> Any:
+    """The pipe's stream connection."""
+    return pipe._conn
+
+
+def gathered(conn: Any) -> tuple[int | None, int]:
+    """The size of the connection's gather buffer (None: it has none), and the bytes of the
+    body under way gathered in it."""
+    buf = conn._body_buf
+    return (None if buf is None else len(buf)), conn._body_got
+
+
 def roomy(peer: RawPeer) -> RawPeer:
     """Let the peer put ~400 KiB in flight at once (so a test's first piece lands whole)."""
     peer.sock.setsockopt(stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF, 1 << 20)
@@ -39,24 +52,25 @@ def roomy(peer: RawPeer) -> RawPeer:
 
 
 @contextmanager
-def pull_after_a_big_message(ipc_dir: str, name: str,
+def pull_after_a_big_message(gsp_socket: Callable[..., gsp.Socket], ipc_dir: str, name: str,
                              size: int) -> Iterator[tuple[gsp.Socket, RawPeer, Any]]:
     """A pull over ipc, a raw push peer, and the pull's connection, after one ``size``-byte
     message (read as it came: a first big message makes the reader take the next one's prefix
     alone, and then its body)."""
-    with sockets(("pull", {"recv_timeout": WAIT})) as [pull]:
-        url = pull.listen(f"ipc://{ipc_dir}/{name}.sock").url
-        with roomy(RawPeer(url, PUSH)) as peer:
-            wait_for(lambda: pull.pipes, what="the pipe")
-            first = os.urandom(size)
-            peer.sock.sendall(frame(peer, first))
-            assert pull.recv() == first
-            yield pull, peer, pull.pipes[0]._conn
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    url = pull.listen(f"ipc://{ipc_dir}/{name}.sock").url
+    with roomy(RawPeer(url, PUSH)) as peer:
+        wait_for(lambda: pull.pipes, what="the pipe")
+        first = os.urandom(size)
+        peer.sock.sendall(frame(peer, first))
+        assert pull.recv() == first
+        yield pull, peer, conn_of(pull.pipes[0])
 
 
 def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messages(
-        ipc_dir: str) -> None:
-    with pull_after_a_big_message(ipc_dir, "gather", 300 * KiB) as (pull, peer, conn):
+        gsp_socket: Callable[..., gsp.Socket], ipc_dir: str) -> None:
+    with pull_after_a_big_message(gsp_socket, ipc_dir, "gather", 300 * KiB) as (pull, peer,
+                                                                                 conn):
         for size in (300 * KiB, 200 * KiB, 320 * KiB):
             body = os.urandom(size)
             data = frame(peer, body)
@@ -64,52 +78,57 @@ def test_a_big_body_in_pieces_arrives_whole_and_the_buffer_goes_with_small_messa
             peer.sock.sendall(data[:cut])  # a first piece of more than half of it
             gevent.spawn_later(0.05, peer.sock.sendall, data[cut:])
             assert pull.recv() == body
-            assert conn._body_buf is not None and len(conn._body_buf) >= size  # gathered
+            buf, _ = gathered(conn)
+            assert buf is not None and buf >= size  # gathered
         peer.send(b"small")
         assert pull.recv() == b"small"
-        assert conn._body_buf is None and conn._body_got == 0
+        assert gathered(conn) == (None, 0)
 
 
 def test_a_lent_read_interrupted_while_gathering_loses_nothing(
+        gsp_socket: Callable[..., gsp.Socket],
         ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
-        with roomy(RawPeer(url, REQ)) as peer:
-            wait_for(lambda: rep.pipes and rep.pipes[0].reader is None, what="the pipe, parked")
-            conn = rep.pipes[0]._conn
-            first = RID + os.urandom(300 * KiB)
-            peer.sock.sendall(frame(peer, first))
-            assert rep.recv() == first[4:]
-            rep.send(b"ok")
-            assert peer.recv() == RID + b"ok"
-            lent = counting_lent_reads(monkeypatch, rep)
-            request = RID + os.urandom(300 * KiB)
-            data = frame(peer, request)
-            cut = len(data) * 3 // 5
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
+    with roomy(RawPeer(url, REQ)) as peer:
+        wait_for(lambda: rep.pipes and rep.pipes[0].reader is None, what="the pipe, parked")
+        conn = conn_of(rep.pipes[0])
+        first = RID + os.urandom(300 * KiB)
+        peer.sock.sendall(frame(peer, first))
+        assert rep.recv() == first[4:]
+        rep.send(b"ok")
+        assert peer.recv() == RID + b"ok"
+        lent = counting_lent_reads(monkeypatch, rep)
+        request = RID + os.urandom(300 * KiB)
+        data = frame(peer, request)
+        cut = len(data) * 3 // 5
 
-            def pieces() -> None:
-                peer.sock.sendall(data[:cut])  # read by the greenlet waiting in rep.recv...
-                gevent.sleep(0.2)  # ...which gives up after one loop turn: a reader goes on
-                assert 0 < conn._body_got < len(request)
-                peer.sock.sendall(data[cut:])
+        def pieces() -> None:
+            peer.sock.sendall(data[:cut])  # read by the greenlet waiting in rep.recv,
+            # which gives up after one loop turn: a reader goes on gathering
+            wait_for(lambda: gathered(conn)[1] > 0, what="part of the body gathered")
+            assert gathered(conn)[1] < len(request)
+            peer.sock.sendall(data[cut:])
 
-            g = gevent.spawn_later(0.05, pieces)
-            try:
-                assert rep.recv() == request[4:]
-                g.get(timeout=WAIT)
-            finally:
-                g.kill()
-            assert lent  # the waiting greenlet did start the read
-            rep.send(b"done")
-            assert peer.recv() == RID + b"done"
+        g = gevent.spawn_later(0.05, pieces)
+        try:
+            assert rep.recv() == request[4:]
+            g.get(timeout=WAIT)
+        finally:
+            g.kill()
+        assert lent  # the waiting greenlet did start the read
+        rep.send(b"done")
+        assert peer.recv() == RID + b"done"
 
 
-def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(ipc_dir: str) -> None:
-    with pull_after_a_big_message(ipc_dir, "gather-half", 64 * KiB) as (pull, peer, conn):
+def test_no_buffer_for_a_body_the_peer_sent_less_than_half_of(
+        gsp_socket: Callable[..., gsp.Socket], ipc_dir: str) -> None:
+    with pull_after_a_big_message(gsp_socket, ipc_dir, "gather-half", 64 * KiB) as (pull, peer,
+                                                                                    conn):
         data = frame(peer, os.urandom(1 << 20))  # announces 1 MiB, sends 30 % of it
         peer.sock.sendall(data[:len(data) * 3 // 10])
         wait_for(lambda: conn.decoder.buffered >= len(data) * 3 // 10, what="what came")
-        assert conn._body_buf is None and conn._body_got == 0  # held: what came, no more
+        assert gathered(conn) == (None, 0)  # held: what came, no more
 
 
 def test_big_bodies_in_the_kernel_are_read_whole_with_one_count(

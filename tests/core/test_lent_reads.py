@@ -9,7 +9,6 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gevent
-import greenlet
 import pytest
 
 import gsp
@@ -24,7 +23,7 @@ from gsp.transport import (
     TransportListener,
     wire,
 )
-from tests.support import RID, CountingRaw, counting_lent_reads, plugged_transports, sockets
+from tests.support import RID, counting_lent_reads, plugged_transports, scaled
 
 pytestmark = pytest.mark.core
 
@@ -36,55 +35,50 @@ def url(kind: str, ipc_dir: str, name: str) -> str:
             "inproc": f"inproc://lent-{name}"}[kind]
 
 
-def readers_of(sock: gsp.Socket) -> int:
-    """Reader greenlets a socket has now, busy or idle (its greenlets less its accepters)."""
-    return sum(1 for g in sock._group if not g.dead) - len(sock.listeners)
+# The internals this file reads, each in one place: a socket's readers (their guard timer), a
+# pipe's lent read, and its connection's read watcher.
+def readers(sock: gsp.Socket) -> Any:
+    """The socket's readers: its reader greenlets, its lent reads and their one-turn guard."""
+    return sock._readers
+
+
+def armed(pipe: gsp.Pipe) -> bool:
+    """Whether the pipe's connection has its read watcher armed."""
+    watcher = pipe._conn._park
+    return watcher is not None and bool(watcher.active)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])
 def test_requests_and_replies_are_read_by_the_greenlets_waiting_for_them(
-        kind: str, ipc_dir: str) -> None:
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen(url(kind, ipc_dir, "lent")).url, req)
-        served = []
+        gsp_socket: Callable[..., gsp.Socket],
+        kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
+    connected(rep, rep.listen(url(kind, ipc_dir, "lent")).url, req)
+    served = []
 
-        def echo() -> None:
-            while True:
-                body = rep.recv()
-                served.append(gevent.getcurrent())
-                rep.send(body + b"!")
+    def echo() -> None:
+        while True:
+            body = rep.recv()
+            served.append(gevent.getcurrent())
+            rep.send(body + b"!")
 
-        g = gevent.spawn(echo)
-        req.send(b"warm")  # the first pipe reads may be a reader's, before anyone waited
-        assert req.recv() == b"warm!"
-        owned = set(rep._group) | set(req._group)  # their readers (and accepters)
-        switches_to_owned = []
-
-        def trace(event: str, args: tuple[greenlet.greenlet, greenlet.greenlet]) -> None:
-            if event == "switch" and args[1] in owned:
-                switches_to_owned.append(args[1])
-
-        counted = []
-        if kind != "inproc":  # count the socket reads: one a message, none finding nothing
-            for s in (rep, req):
-                conn = s.pipes[0]._conn
-                conn._raw = CountingRaw(conn._raw)
-                counted.append(conn._raw)
-        old = greenlet.settrace(trace)
-        try:
-            for i in range(50):
-                req.send(b"%d" % i)
-                assert req.recv() == b"%d!" % i
-        finally:
-            greenlet.settrace(old)
-            g.kill()
-        # No reader greenlet ran: each request was read by the echo greenlet waiting in
-        # rep.recv, each reply by this one waiting in req.recv.
-        assert switches_to_owned == []
-        assert set(served) == {g}
-        assert [c.recvs for c in counted] == [50] * len(counted)
-        assert req.pipes[0].stats["messages_received"] == 51
-        assert rep.pipes[0].stats["messages_received"] == 51
+    g = gevent.spawn(echo)
+    req.send(b"warm")  # the first pipe reads may be a reader's, before anyone waited
+    assert req.recv() == b"warm!"
+    lent = counting_lent_reads(monkeypatch, rep, req)
+    try:
+        for i in range(50):
+            req.send(b"%d" % i)
+            assert req.recv() == b"%d!" % i
+    finally:
+        g.kill()
+    # Each request was read by the echo greenlet waiting in rep.recv, each reply by this one
+    # waiting in req.recv: a lent read each, no reader greenlet's read.
+    assert len(lent) == 100 and set(lent) == {rep.pipes[0], req.pipes[0]}
+    assert set(served) == {g}
+    assert req.pipes[0].stats["messages_received"] == 51
+    assert rep.pipes[0].stats["messages_received"] == 51
 
 
 class CountingGuard:
@@ -106,17 +100,13 @@ class CountingGuard:
         self.timer.stop()
 
 
-class GuardedConnection(Connection):
-    """A tcp connection as a third party might have written it before ``recv_nowait``: it
-    parks (``recv_or_park``, ``park``) but has no read that never waits, so its lent reads run
-    under the readers' one-turn guard."""
+class PlainConnection(Connection):
+    """A tcp connection as a third party might have written it with the required methods only:
+    it cannot park, and has no read that never waits."""
 
     def __init__(self, inner: Connection) -> None:
         self.inner = inner
         self.local_address, self.remote_address = inner.local_address, inner.remote_address
-        self.send_now = inner.send_now  # type: ignore[method-assign]
-        self.recv_or_park = inner.recv_or_park  # type: ignore[method-assign]
-        self.park = inner.park  # type: ignore[method-assign]
 
     def handshake(self, spec: ProtocolSpec, timeout: float | None) -> None:
         self.inner.handshake(spec, timeout)
@@ -130,6 +120,21 @@ class GuardedConnection(Connection):
     def recv_messages(self) -> list[bytes]:
         return self.inner.recv_messages()
 
+    def close(self) -> None:
+        self.inner.close()
+
+
+class GuardedConnection(PlainConnection):
+    """A tcp connection as a third party might have written it before ``recv_nowait``: it
+    parks (``recv_or_park``, ``park``) but has no read that never waits, so its lent reads run
+    under the readers' one-turn guard."""
+
+    def __init__(self, inner: Connection) -> None:
+        super().__init__(inner)
+        self.send_now = inner.send_now  # type: ignore[method-assign]
+        self.recv_or_park = inner.recv_or_park  # type: ignore[method-assign]
+        self.park = inner.park  # type: ignore[method-assign]
+
     # Declared, so that the core sees them overridden (the instance's are the inner's).
     def send_now(self, msg: Message | bytes) -> int:
         raise AssertionError("replaced in __init__")
@@ -140,28 +145,29 @@ class GuardedConnection(Connection):
     def park(self, wake: Callable[[], None]) -> bool:
         raise AssertionError("replaced in __init__")
 
-    def close(self) -> None:
-        self.inner.close()
-
 
 class GuardedTransport(Transport):
+    """tcp underneath, each connection wrapped in ``wrap``."""
+
     schemes = ("guarded",)
+    wrap: type[PlainConnection] = GuardedConnection
 
     @staticmethod
-    def _tcp() -> Transport:
+    def tcp() -> Transport:
         tcp: Transport = gsp.registry.transport_for("tcp://x")
         return tcp
 
     def listener(self, url: str, options: Mapping[str, Any]) -> TransportListener:
-        inner = self._tcp().listener(url.replace("guarded", "tcp", 1), options)
+        scheme, wrap = self.schemes[0], self.wrap
+        inner = self.tcp().listener(url.replace(scheme, "tcp", 1), options)
 
         class Listener(TransportListener):
             def bind(self) -> None:
                 inner.bind()
-                self.url = inner.url.replace("tcp", "guarded", 1)
+                self.url = inner.url.replace("tcp", scheme, 1)
 
             def accept(self) -> Connection:
-                return GuardedConnection(inner.accept())
+                return wrap(inner.accept())
 
             def close(self) -> None:
                 inner.close()
@@ -169,16 +175,22 @@ class GuardedTransport(Transport):
         return Listener()
 
     def dialer(self, url: str, options: Mapping[str, Any]) -> TransportDialer:
-        inner = self._tcp().dialer(url.replace("guarded", "tcp", 1), options)
+        wrap = self.wrap
+        inner = self.tcp().dialer(url.replace(self.schemes[0], "tcp", 1), options)
 
         class Dialer(TransportDialer):
             def dial(self) -> Connection:
-                return GuardedConnection(inner.dial())
+                return wrap(inner.dial())
 
             def close(self) -> None:
                 inner.close()
 
         return Dialer()
+
+
+class PlainTransport(GuardedTransport):
+    schemes = ("plainwrap",)
+    wrap = PlainConnection
 
 
 @pytest.fixture
@@ -189,6 +201,7 @@ def guarded() -> Iterator[None]:
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc", "guarded"])
 def test_only_connections_without_a_read_that_never_waits_are_read_under_the_guard(
+        gsp_socket: Callable[..., gsp.Socket],
         kind: str, ipc_dir: str, monkeypatch: pytest.MonkeyPatch,
         request: pytest.FixtureRequest) -> None:
     """tcp, ipc and inproc connections have ``recv_nowait``: their lent reads start no timer.
@@ -196,145 +209,151 @@ def test_only_connections_without_a_read_that_never_waits_are_read_under_the_gua
     a timer started (and stopped) for each lent read."""
     if kind == "guarded":
         request.getfixturevalue("guarded")
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
-                           else url(kind, ipc_dir, "guard")).url
-        connected(rep, bound, req)
-        g = gevent.spawn(lambda: [rep.send(rep.recv() + b"!") for _ in iter(int, 1)])
-        try:
-            req.send(b"warm")
-            assert req.recv() == b"warm!"
-            lent = counting_lent_reads(monkeypatch, rep, req)
-            guards = [CountingGuard(s._readers.guard) for s in (rep, req)]
-            for s, guard in zip((rep, req), guards):
-                s._readers.guard = guard
-            for i in range(5):
-                req.send(b"%d" % i)
-                assert req.recv() == b"%d!" % i
-        finally:
-            g.kill()
-        assert len(lent) == 10  # each request and each reply read by the greenlet waiting for it
-        assert [guard.starts for guard in guards] == ([5, 5] if kind == "guarded" else [0, 0])
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
+    bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
+                       else url(kind, ipc_dir, "guard")).url
+    connected(rep, bound, req)
+    g = gevent.spawn(lambda: [rep.send(rep.recv() + b"!") for _ in iter(int, 1)])
+    try:
+        req.send(b"warm")
+        assert req.recv() == b"warm!"
+        lent = counting_lent_reads(monkeypatch, rep, req)
+        guards = [CountingGuard(readers(s).guard) for s in (rep, req)]
+        for s, guard in zip((rep, req), guards):
+            readers(s).guard = guard
+        for i in range(5):
+            req.send(b"%d" % i)
+            assert req.recv() == b"%d!" % i
+    finally:
+        g.kill()
+    assert len(lent) == 10  # each request and each reply read by the greenlet waiting for it
+    assert [guard.starts for guard in guards] == ([5, 5] if kind == "guarded" else [0, 0])
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "guarded"])
 def test_a_peer_stalled_mid_frame_holds_up_neither_the_timeout_nor_other_peers(
+        gsp_socket: Callable[..., gsp.Socket],
         kind: str, ipc_dir: str, request: pytest.FixtureRequest) -> None:
     """Part of a frame comes while rep.recv waits: the lent read hands the pipe to a reader
     greenlet at once (tcp, ipc: ``recv_nowait``) or after one loop turn (the guard)."""
     if kind == "guarded":
         request.getfixturevalue("guarded")
-    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
-                           else url(kind, ipc_dir, "stall")).url.replace("guarded", "tcp")
-        with RawPeer(bound, REQ) as slow, RawPeer(bound, REQ) as fast:
-            wait_for(lambda: len(rep.pipes) == 2, what="both pipes")
-            frame = b"".join(wire.encode_frames(slow.framing, [(b"", RID + b"slow request")]))
-            gevent.spawn_later(0.05, slow.sock.sendall, frame[:7])  # while rep.recv waits
-            t0 = time.monotonic()
-            with pytest.raises(gsp.Timeout):
-                rep.recv(timeout=0.3)
-            assert time.monotonic() - t0 < 0.3 + 1.0  # the lent read did not wait for the rest
-            fast.send(RID + b"fast request")
-            assert rep.recv() == b"fast request"  # the stalled pipe holds nobody up
-            rep.send(b"fast reply")
-            assert fast.recv() == RID + b"fast reply"
-            slow.sock.sendall(frame[7:])  # the rest: a reader greenlet was waiting for it
-            assert rep.recv() == b"slow request"
-            rep.send(b"slow reply")
-            assert slow.recv() == RID + b"slow reply"
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    bound = rep.listen("guarded://127.0.0.1:0" if kind == "guarded"
+                       else url(kind, ipc_dir, "stall")).url.replace("guarded", "tcp")
+    with RawPeer(bound, REQ) as slow, RawPeer(bound, REQ) as fast:
+        wait_for(lambda: len(rep.pipes) == 2, what="both pipes")
+        frame = b"".join(wire.encode_frames(slow.framing, [(b"", RID + b"slow request")]))
+        gevent.spawn_later(0.05, slow.sock.sendall, frame[:7])  # while rep.recv waits
+        t0 = time.monotonic()
+        with pytest.raises(gsp.Timeout):
+            rep.recv(timeout=0.3)
+        assert time.monotonic() - t0 < 0.3 + scaled(1.0)  # the lent read did not wait for the rest
+        fast.send(RID + b"fast request")
+        assert rep.recv() == b"fast request"  # the stalled pipe holds nobody up
+        rep.send(b"fast reply")
+        assert fast.recv() == RID + b"fast reply"
+        slow.sock.sendall(frame[7:])  # the rest: a reader greenlet was waiting for it
+        assert rep.recv() == b"slow request"
+        rep.send(b"slow reply")
+        assert slow.recv() == RID + b"slow reply"
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
-def test_several_messages_in_one_read_all_arrive_in_order(kind: str, ipc_dir: str) -> None:
+def test_several_messages_in_one_read_all_arrive_in_order(
+        gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     n = 20
-    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        bound = rep.listen(url(kind, ipc_dir, "batch")).url
-        with RawPeer(bound, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
-            ids = [(0x80000000 | i).to_bytes(4, "big") for i in range(n)]
-            gevent.spawn_later(0.05, peer.send, *[rid + b"req %d" % i for i, rid in enumerate(ids)])
-            for i, rid in enumerate(ids):  # the first recv waits: its greenlet reads the batch
-                assert rep.recv() == b"req %d" % i
-                rep.send(b"rep %d" % i)
-                assert peer.recv() == rid + b"rep %d" % i
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    bound = rep.listen(url(kind, ipc_dir, "batch")).url
+    with RawPeer(bound, REQ) as peer:
+        wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
+        ids = [(0x80000000 | i).to_bytes(4, "big") for i in range(n)]
+        gevent.spawn_later(0.05, peer.send, *[rid + b"req %d" % i for i, rid in enumerate(ids)])
+        for i, rid in enumerate(ids):  # the first recv waits: its greenlet reads the batch
+            assert rep.recv() == b"req %d" % i
+            rep.send(b"rep %d" % i)
+            assert peer.recv() == rid + b"rep %d" % i
 
 
-def test_a_lent_read_of_a_closed_peer_ends_the_pipe_and_fails_the_waiting_recv() -> None:
-    with sockets(("req", {"recv_timeout": WAIT, "resend_time": 0})) as [req]:
-        with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-            connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
-            req.send(b"never answered")
-            assert rep.recv() == b"never answered"
-            pipe = req.pipes[0]
-            gevent.spawn_later(0.05, rep.close)
-            with pytest.raises(gsp.ConnectionBroken):
-                req.recv()  # waiting, it read the peer's close itself
-        assert pipe.wait_closed(WAIT) and isinstance(pipe.error, gsp.ConnectionBroken)
-        assert req.pipes == [] and not req.closed  # the socket carries on
+def test_a_lent_read_of_a_closed_peer_ends_the_pipe_and_fails_the_waiting_recv(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    req = gsp_socket("req", recv_timeout=WAIT, resend_time=0)
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
+    req.send(b"never answered")
+    assert rep.recv() == b"never answered"
+    pipe = req.pipes[0]
+    gevent.spawn_later(0.05, rep.close)
+    with pytest.raises(gsp.ConnectionBroken):
+        req.recv()  # waiting, it read the peer's close itself
+    assert pipe.wait_closed(WAIT) and isinstance(pipe.error, gsp.ConnectionBroken)
+    assert req.pipes == [] and not req.closed  # the socket carries on
 
 
-def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader() -> None:
+def test_an_exception_thrown_into_a_lent_read_leaves_the_pipe_to_a_reader(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """An outer gevent.Timeout (or a kill) reaching the waiting greenlet while it reads: it goes
     on up through recv, and the pipe is read on by a reader greenlet, losing nothing."""
-    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
-            pipe = rep.pipes[0]
-            real = pipe._recv_lent  # what a lent read reads with (the connection's recv_nowait)
-            assert real is not None
-            outer = gevent.Timeout(1)  # as if it fired while the read went on
-            calls = []
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+        wait_for(lambda: len(rep.pipes) == 1, what="the pipe")
+        pipe = rep.pipes[0]
+        real = pipe._recv_lent  # what a lent read reads with (the connection's recv_nowait)
+        assert real is not None
+        outer = gevent.Timeout(1)  # as if it fired while the read went on
+        calls = []
 
-            def interrupted(wake: object) -> object:
-                calls.append(gevent.getcurrent())
-                if len(calls) == 1:
-                    raise outer
-                return real(wake)
+        def interrupted(wake: object) -> object:
+            calls.append(gevent.getcurrent())
+            if len(calls) == 1:
+                raise outer
+            return real(wake)
 
-            pipe._recv_lent = interrupted
-            gevent.spawn_later(0.05, peer.send, RID + b"request")
-            with pytest.raises(gevent.Timeout) as caught:
-                rep.recv()
-            assert caught.value is outer and calls == [gevent.getcurrent()]
-            assert rep.recv() == b"request"  # read on, by a reader greenlet
-            assert gevent.getcurrent() not in calls[1:]  # (an idle one may use the real method)
-            rep.send(b"reply")
-            assert peer.recv() == RID + b"reply"
+        pipe._recv_lent = interrupted
+        gevent.spawn_later(0.05, peer.send, RID + b"request")
+        with pytest.raises(gevent.Timeout) as caught:
+            rep.recv()
+        assert caught.value is outer and calls == [gevent.getcurrent()]
+        assert rep.recv() == b"request"  # read on, by a reader greenlet
+        assert gevent.getcurrent() not in calls[1:]  # (an idle one may use the real method)
+        rep.send(b"reply")
+        assert peer.recv() == RID + b"reply"
 
 
-def test_only_a_lone_waiting_greenlet_reads_for_the_socket() -> None:
+def test_only_a_lone_waiting_greenlet_reads_for_the_socket(
+        gsp_socket: Callable[..., gsp.Socket],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Among several greenlets waiting (contexts), what one would read is mostly the others':
     readers read, and each context still gets its own reply."""
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
-        a, b = req.open_context(), req.open_context()
-        a.send(b"a")
-        b.send(b"b")
-        got: dict[str, bytes] = {}
-        waiting = [gevent.spawn(lambda c=c, k=k: got.__setitem__(k, c.recv()))
-                   for k, c in (("a", a), ("b", b))]
-        gevent.sleep(0.01)  # both wait now
-        assert len(req._readers._offers) == 2 and req._readers._borrower is None
-        for _ in range(2):
-            rep.send(rep.recv() + b"!")
-        gevent.joinall(waiting, timeout=WAIT, raise_error=True)
-        assert got == {"a": b"a!", "b": b"b!"}
-        assert req._readers._offers == []
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
+    connected(rep, rep.listen("tcp://127.0.0.1:0").url, req)
+    a, b = req.open_context(), req.open_context()
+    a.send(b"a")
+    b.send(b"b")
+    got: dict[str, bytes] = {}
+    waiting = [gevent.spawn(lambda c=c, k=k: got.__setitem__(k, c.recv()))
+               for k, c in (("a", a), ("b", b))]
+    gevent.sleep(0.01)  # both wait now
+    lent = counting_lent_reads(monkeypatch, req)
+    for _ in range(2):
+        rep.send(rep.recv() + b"!")
+    gevent.joinall(waiting, timeout=WAIT, raise_error=True)
+    assert got == {"a": b"a!", "b": b"b!"}
+    assert lent == []  # neither waiting greenlet read the pipe
 
 
 @pytest.mark.plugins("gsp_ws")
 def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A connection without recv_or_park (here ws, from its plugin, with its hooks taken away)
+        gsp_socket: Callable[..., gsp.Socket], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection without recv_or_park (a third party's, with the required methods only)
     never promised to be read by a greenlet that gives up after one loop turn: its reader
     greenlet reads it, lending or not."""
-    from gsp_ws._conn import WSConnection
-
-    for hook in ("recv_or_park", "recv_nowait", "park"):
-        monkeypatch.delattr(WSConnection, hook)
-    with sockets(("rep", {"recv_timeout": WAIT}), ("req", {"recv_timeout": WAIT})) as [rep, req]:
-        bound = rep.listen("ws://127.0.0.1:0/lent").url
+    with plugged_transports(PlainTransport()):
+        rep = gsp_socket("rep", recv_timeout=WAIT)
+        req = gsp_socket("req", recv_timeout=WAIT)
+        bound = rep.listen("plainwrap://127.0.0.1:0").url
         got: list[bytes] = []
         g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts
         gevent.sleep(0.01)
@@ -354,83 +373,86 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
 
 
 def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
+        gsp_socket: Callable[..., gsp.Socket],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Late replies queued ahead of the one a req waits for (big ones: one a read): the waiting
     greenlet reads the first, which wakes nobody, so the pipe is read on at once, by a reader
     greenlet, rather than parked to come back one message a loop turn (which, beside a busy
     pipe, made a req wait seconds behind a few hundred late replies)."""
     late = 10
-    with sockets(("req", {"recv_timeout": WAIT, "resend_time": 0})) as [req]:
-        with RawPeer(req.listen("tcp://127.0.0.1:0").url, 0x31) as rep:
-            wait_for(lambda: len(req.pipes) == 1, what="the pipe")
-            body = b"x" * (wire.DIRECT_SIZE + 1024)  # big: after one, each is read on its own
-            req.send(b"warm-up")
-            rep.send(rep.recv()[:4] + body)
-            assert req.recv() == body
-            req.send(b"question")
-            rid = rep.recv()[:4]
-            other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
-            pipe = req.pipes[0]
-            wait_for(lambda: pipe.reader is None, what="the pipe parked")
-            lent = counting_lent_reads(monkeypatch, req)
-            rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
-            assert req.recv() == b"answer"
-            assert lent == [pipe]  # one lent read, whose late reply woke nobody; then a reader's
-            assert pipe.stats["messages_received"] == 1 + late + 1
+    req = gsp_socket("req", recv_timeout=WAIT, resend_time=0)
+    with RawPeer(req.listen("tcp://127.0.0.1:0").url, 0x31) as rep:
+        wait_for(lambda: len(req.pipes) == 1, what="the pipe")
+        body = b"x" * (wire.DIRECT_SIZE + 1024)  # big: after one, each is read on its own
+        req.send(b"warm-up")
+        rep.send(rep.recv()[:4] + body)
+        assert req.recv() == body
+        req.send(b"question")
+        rid = rep.recv()[:4]
+        other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
+        pipe = req.pipes[0]
+        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+        lent = counting_lent_reads(monkeypatch, req)
+        rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
+        assert req.recv() == b"answer"
+        assert lent == [pipe]  # one lent read, whose late reply woke nobody; then a reader's
+        assert pipe.stats["messages_received"] == 1 + late + 1
 
 
 def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
+        gsp_socket: Callable[..., gsp.Socket],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A lent read that would wait runs under the socket's one guard timer until the end of its
     loop turn; a second lending wait (another context) is not handed a pipe meanwhile (it would
     take the guard over, and the first would wait in its read for as long as its peer stalls):
     a reader greenlet reads it."""
-    with sockets(("rep", {"recv_timeout": WAIT})) as [rep]:
-        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
-                     what="the pipe, parked")
-            lent = counting_lent_reads(monkeypatch, rep)
-            guard = rep._readers.guard
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+        wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
+                 what="the pipe, parked")
+        lent = counting_lent_reads(monkeypatch, rep)
+        guard = readers(rep).guard
 
-            def turn() -> None:  # as while a lent read waits out its turn, every turn
-                guard.start(turn)
+        def turn() -> None:  # as while a lent read waits out its turn, every turn
+            guard.start(turn)
 
-            turn()
-            try:
-                gevent.spawn_later(0.05, peer.send, RID + b"one")
-                assert rep.recv() == b"one"  # this greenlet waited, lending: not taken
-                assert lent == []
-            finally:
-                guard.stop()
-            rep.send(b"reply one")
-            assert peer.recv() == RID + b"reply one"
-            gevent.spawn_later(0.05, peer.send, RID + b"two")
-            assert rep.recv() == b"two"
-            assert lent == [rep.pipes[0]]  # the same wait, with no lent read under way, reads
+        turn()
+        try:
+            gevent.spawn_later(0.05, peer.send, RID + b"one")
+            assert rep.recv() == b"one"  # this greenlet waited, lending: not taken
+            assert lent == []
+        finally:
+            guard.stop()
+        rep.send(b"reply one")
+        assert peer.recv() == RID + b"reply one"
+        gevent.spawn_later(0.05, peer.send, RID + b"two")
+        assert rep.recv() == b"two"
+        assert lent == [rep.pipes[0]]  # the same wait, with no lent read under way, reads
 
 
-def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on() -> None:
+def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
     """A lent read leaves its pipe's watcher armed (it calls the wake in every loop turn while
     bytes wait). A reader greenlet that then reads the pipe stops it first, so a reader blocked
     in delivery (a full queue) costs the event loop nothing, and nothing read is lost."""
-    with sockets(("rep", {"recv_timeout": WAIT, "recv_buffer": 2})) as [rep]:
-        with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-            wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
-                     what="the pipe, parked")
-            pipe = rep.pipes[0]
-            conn = pipe._conn
-            gevent.spawn_later(0.05, peer.send, RID + b"first")
-            assert rep.recv() == b"first"  # read by this greenlet, waiting
-            assert conn._park.active and pipe.reader is None  # parked, its watcher armed
-            rep.send(b"reply")
-            assert peer.recv() == RID + b"reply"
-            ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
-            peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
-            wait_for(lambda: len(rep._proto._recvq) == 2, what="the queue, full")
-            gevent.sleep(0.05)
-            assert pipe.reader is not None and not pipe.reader.dead  # blocked in delivery
-            assert not conn._park.active  # and its watcher stopped
-            for i, rid in enumerate(ids):
-                assert rep.recv() == b"more %d" % i
-                rep.send(b"reply %d" % i)
-                assert peer.recv() == rid + b"reply %d" % i
+    rep = gsp_socket("rep", recv_timeout=WAIT, recv_buffer=2)
+    with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
+        wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0].reader is None,
+                 what="the pipe, parked")
+        pipe = rep.pipes[0]
+        gevent.spawn_later(0.05, peer.send, RID + b"first")
+        assert rep.recv() == b"first"  # read by this greenlet, waiting
+        assert armed(pipe) and pipe.reader is None  # parked, its watcher armed
+        rep.send(b"reply")
+        assert peer.recv() == RID + b"reply"
+        ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
+        peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
+        wait_for(lambda: rep.stats["recv_queue"] == 2, what="the queue, full")
+        # A reader blocked in delivery, and the watcher stopped.
+        wait_for(lambda: pipe.reader is not None and not armed(pipe),
+                 what="a reader reading on, the watcher stopped")
+        assert not pipe.reader.dead
+        for i, rid in enumerate(ids):
+            assert rep.recv() == b"more %d" % i
+            rep.send(b"reply %d" % i)
+            assert peer.recv() == rid + b"reply %d" % i

@@ -1,4 +1,4 @@
-"""No peer stalls the others (issue 14, item 3): for each protocol, over real tcp connections, a
+"""No peer stalls the others: for each protocol, over real tcp connections, a
 raw peer that never reads (its kernel buffers and gsp's queue for it fill up) and a raw peer that
 floods 64 KiB messages, while a well-behaved peer is still served within a second each time.
 
@@ -18,7 +18,7 @@ import pytest
 import gsp
 from gsp.protocol.inbox import FRONT_BYTES, FRONT_ITEMS, TURN_BYTES, TURN_ITEMS
 from gsp.testing import RawPeer, wait_for
-from tests.support import TCP, echo_forever, hops, u32
+from tests.support import TCP, echo_forever, hops, scaled, u32
 
 BIG = b"x" * 65536
 #: Round trips (or deliveries) the good peer must get, each within a second.
@@ -81,16 +81,16 @@ def full(pipe: gsp.Pipe) -> bool:
     return pipe.stats["send_queue_bytes"] >= FULL
 
 
-def test_push_keeps_feeding_a_good_puller(mk, raw, spawn):
+def test_push_keeps_feeding_a_good_puller(gsp_socket, raw, spawn):
     """A puller that never reads fills its queue; push then sends everything to the good
     puller (a flooding puller's messages are discarded, as in nng)."""
-    push = mk("push", send_timeout=1)
+    push = gsp_socket("push", send_timeout=1)
     url = push.listen(TCP).url
     raw(url, PULL)  # never reads
     attached(push, 1)
     stalled = push.pipes[0]
     spawn(flood, raw(url, PULL), BIG)  # sends what push never wants
-    good = mk("pull", recv_timeout=1)
+    good = gsp_socket("pull", recv_timeout=1)
     good.dial(url, block=True)
     attached(push, 3)
 
@@ -109,13 +109,13 @@ def test_push_keeps_feeding_a_good_puller(mk, raw, spawn):
     assert len(push.pipes) == 3
 
 
-def test_pub_keeps_serving_a_good_subscriber(mk, raw):
-    pub = mk("pub")
+def test_pub_keeps_serving_a_good_subscriber(gsp_socket, raw):
+    pub = gsp_socket("pub")
     url = pub.listen(TCP).url
     raw(url, SUB)  # never reads
     attached(pub, 1)
     stalled = pub.pipes[0]
-    good = mk("sub", recv_timeout=1)
+    good = gsp_socket("sub", recv_timeout=1)
     good.subscribe(b"")
     good.dial(url, block=True)
     attached(pub, 2)
@@ -138,13 +138,13 @@ def test_pub_keeps_serving_a_good_subscriber(mk, raw):
 
 @pytest.mark.parametrize("protocol,sender,number", [("pull", "push", PUSH), ("sub", "pub", PUB)],
                          ids=["pull", "sub"])
-def test_a_flood_does_not_keep_a_good_sender_out(mk, raw, spawn, protocol, sender, number):
+def test_a_flood_does_not_keep_a_good_sender_out(gsp_socket, raw, spawn, protocol, sender, number):
     """A flooding peer fills the receive queue to its byte bound (recv_buffer_bytes, 16 MiB,
     256 of its messages) whenever the consumer pauses; a good peer's message, arriving then, is
     not queued behind that backlog: the queue is fair across pipes, so it waits behind at most
     the short front (FRONT_ITEMS items or FRONT_BYTES, and the last turn that filled it) and one
     turn of the flood, where a FIFO queue put it behind all 256."""
-    s = mk(protocol)
+    s = gsp_socket(protocol)
     if protocol == "sub":
         s.subscribe(b"")
     url = s.listen(TCP).url
@@ -152,7 +152,7 @@ def test_a_flood_does_not_keep_a_good_sender_out(mk, raw, spawn, protocol, sende
     spawn(flood, raw(url, number), BIG)
     attached(s, 2)
     bad = set(s.pipes)
-    good = mk(sender)
+    good = gsp_socket(sender)
     good.dial(url, block=True)
     attached(s, 3)
     (mine,) = set(s.pipes) - bad
@@ -167,17 +167,17 @@ def test_a_flood_does_not_keep_a_good_sender_out(mk, raw, spawn, protocol, sende
         assert recv_until(s, b"good %d" % k) <= front + 2 * turn
 
 
-def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(mk, raw, spawn):
+def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(gsp_socket, raw, spawn):
     """A REP that never reads fills its queue, one floods replies nobody asked for: requests
     go round robin to pipes with room (and are resent after resend_time), so the good REP
     answers each within a second."""
-    req = mk("req", resend_time=0.2, send_timeout=1)
+    req = gsp_socket("req", resend_time=0.2, send_timeout=1)
     url = req.listen(TCP).url
     raw(url, REP)  # never reads
     attached(req, 1)
     stalled = req.pipes[0]
     spawn(flood, raw(url, REP), u32(0x80000001) + BIG)  # replies to no request of ours
-    rep = mk("rep")
+    rep = gsp_socket("rep")
     rep.dial(url, block=True)
     attached(req, 3)
     spawn(echo_forever, rep)
@@ -191,18 +191,17 @@ def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(mk, raw, spawn):
     sender = spawn(loading)
     wait_for(lambda: full(stalled) or sender.dead, what="the stalled REP's queue to fill")
     for k in range(ROUNDS):
-        t0 = time.monotonic()
         req.send(b"good %d" % k)
-        assert req.recv(timeout=1) == b"good %d" % k
-        assert time.monotonic() - t0 < 1 and not sender.dead
+        assert req.recv(timeout=scaled(1)) == b"good %d" % k
+        assert not sender.dead
 
 
-def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(mk, raw, spawn):
-    sv = mk("surveyor", survey_time=5)
+def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(gsp_socket, raw, spawn):
+    sv = gsp_socket("surveyor", survey_time=5)
     url = sv.listen(TCP).url
     raw(url, RESPONDENT)  # never reads
     spawn(flood, raw(url, RESPONDENT), u32(0x80000001) + BIG)  # answers to no survey
-    good = mk("respondent")
+    good = gsp_socket("respondent")
     good.dial(url, block=True)
     attached(sv, 3)
     spawn(echo_forever, good)
@@ -217,10 +216,9 @@ def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(mk, r
     wait_for(lambda: sv.stats["dropped_queue_full"] > 0 or sender.dead,
              what="a survey to miss the stalled peer")
     for k in range(ROUNDS):
-        t0 = time.monotonic()
         sv.send(b"good %d" % k)
-        assert sv.recv(timeout=1) == b"good %d" % k
-        assert time.monotonic() - t0 < 1 and not sender.dead
+        assert sv.recv(timeout=scaled(1)) == b"good %d" % k
+        assert not sender.dead
 
 
 def _echo_good(hub: gsp.Socket, reply: Callable[[gsp.Message], None]) -> None:
@@ -234,15 +232,15 @@ def _echo_good(hub: gsp.Socket, reply: Callable[[gsp.Message], None]) -> None:
 
 @pytest.mark.parametrize("protocol,number", [("bus", BUS), ("star", STAR)], ids=["bus", "star"])
 def test_bus_and_star_serve_a_good_peer_beside_stalled_and_flooding_ones(
-        mk, raw, spawn, protocol, number):
+        gsp_socket, raw, spawn, protocol, number):
     """The hub sends every message it receives to every peer (star forwards them itself, bus is
     made to by the test): the stalled peer's queue fills from the flood, and misses messages
     (counted), while the good peer gets its answers within a second."""
-    hub = mk(protocol)
+    hub = gsp_socket(protocol)
     url = hub.listen(TCP).url
     raw(url, number)  # never reads
     spawn(flood, raw(url, number), (hops(0) if protocol == "star" else b"") + BIG)
-    good = mk(protocol, recv_timeout=1)
+    good = gsp_socket(protocol, recv_timeout=1)
     good.dial(url, block=True)
     attached(hub, 3)
 
@@ -281,13 +279,14 @@ def ask_until_answered(sock: Any, ask: bytes, want: bytes, within: float = 1.0,
     pytest.fail(f"{want!r} did not arrive within {within:g} s ({others} others did)")
 
 
-def test_polyamorous_pair1_serves_a_good_peer_beside_stalled_and_flooding_ones(mk, raw, spawn):
-    hub = mk("pair1", polyamorous=True)
+def test_polyamorous_pair1_serves_a_good_peer_beside_stalled_and_flooding_ones(
+        gsp_socket, raw, spawn):
+    hub = gsp_socket("pair1", polyamorous=True)
     url = hub.listen(TCP).url
     raw(url, PAIR1)  # never reads; the oldest peer, where a send without a pipe goes
     attached(hub, 1)
     spawn(flood, raw(url, PAIR1), hops(1) + BIG)
-    good = mk("pair1", polyamorous=True, recv_timeout=1)
+    good = gsp_socket("pair1", polyamorous=True, recv_timeout=1)
     good.dial(url, block=True)
     attached(hub, 3)
 

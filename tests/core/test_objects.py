@@ -25,11 +25,11 @@ NESTED: Any = {
 
 
 @pytest.fixture
-def pipeline(mk: Callable[..., gsp.Socket], gsp_free_url: Callable[[str], str]
+def pipeline(gsp_socket: Callable[..., gsp.Socket], gsp_free_url: Callable[[str], str]
              ) -> tuple[gsp.Socket, gsp.Socket]:
     url = gsp_free_url("tcp")
-    pull = mk("pull", listen=url, recv_timeout=5)
-    push = mk("push", send_timeout=5)
+    pull = gsp_socket("pull", listen=url, recv_timeout=5)
+    push = gsp_socket("push", send_timeout=5)
     connected(pull, url, push)
     return push, pull
 
@@ -80,9 +80,9 @@ def test_objects_msgpack_cannot_encode_raise_before_sending(
 
 
 def test_per_call_timeout_overrides_the_option_and_leaves_it_alone(
-        mk: Callable[..., gsp.Socket]) -> None:
-    pull = mk("pull", recv_timeout=None)
-    push = mk("push", send_timeout=None)
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    pull = gsp_socket("pull", recv_timeout=None)
+    push = gsp_socket("push", send_timeout=None)
     with pytest.raises(gsp.Timeout):
         pull.recv_obj(timeout=0.01)
     with pytest.raises(gsp.Timeout):
@@ -97,12 +97,12 @@ def test_per_call_timeout_overrides_the_option_and_leaves_it_alone(
         pull.recv_obj()
 
 
-def test_contexts_send_and_recv_objects(mk: Callable[..., gsp.Socket],
+def test_contexts_send_and_recv_objects(gsp_socket: Callable[..., gsp.Socket],
                                         gsp_free_url: Callable[[str], str],
                                         spawn: Callable[..., gevent.Greenlet]) -> None:
     url = gsp_free_url("tcp")
-    rep = mk("rep", listen=url, recv_timeout=5)
-    req = mk("req", recv_timeout=5)
+    rep = gsp_socket("rep", listen=url, recv_timeout=5)
+    req = gsp_socket("req", recv_timeout=5)
     connected(rep, url, req)
 
     def serve(ctx: gsp.Context) -> None:
@@ -125,15 +125,16 @@ def test_contexts_send_and_recv_objects(mk: Callable[..., gsp.Socket],
 
 
 @pytest.mark.interop
-def test_pynng_sends_msgpack_and_gsp_decodes_it_and_back(mk: Callable[..., gsp.Socket]) -> None:
-    pull = mk("pull", listen="tcp://127.0.0.1:0", recv_timeout=5)
+def test_pynng_sends_msgpack_and_gsp_decodes_it_and_back(
+        gsp_socket: Callable[..., gsp.Socket]) -> None:
+    pull = gsp_socket("pull", listen="tcp://127.0.0.1:0", recv_timeout=5)
     url = pull.listeners[0].url
     with nng.socket("push") as npush, nng.socket("pull") as npull:
         nng.run(npush.dial, url, block=True)
         nng.run(npush.send, msgpack.packb(NESTED, use_bin_type=True))
         assert pull.recv_obj() == NESTED
         back = npull.listen("tcp://127.0.0.1:0")
-        push = mk("push", send_timeout=5)
+        push = gsp_socket("push", send_timeout=5)
         push.dial(nng.bound_url(back), block=True)
         push.send_obj(NESTED)
         body = nng.run(npull.recv)

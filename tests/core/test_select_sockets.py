@@ -1,4 +1,4 @@
-"""gsp.select over sockets, contexts and channels, and gsp.Poller (issue 11, item 3)."""
+"""gsp.select over sockets, contexts and channels, and gsp.Poller."""
 
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ def url() -> str:
     return f"inproc://select-{next(_names)}"
 
 
-def linked(mk: Mk, a_proto: str, b_proto: str, a_opts: dict[str, Any] | None = None,
+def linked(gsp_socket: Mk, a_proto: str, b_proto: str, a_opts: dict[str, Any] | None = None,
            where: str = "", **b_opts: Any) -> tuple[gsp.Socket, gsp.Socket]:
     """``a`` listens (on ``where``, default a fresh inproc URL), ``b`` dials; returns once both
     have their pipe."""
-    a = mk(a_proto, **(a_opts or {}))
+    a = gsp_socket(a_proto, **(a_opts or {}))
     u = a.listen(where or url()).url
-    b = mk(b_proto, **b_opts)
+    b = gsp_socket(b_proto, **b_opts)
     b.dial(u, block=True)
     wait_for(lambda: a.pipes and b.pipes, what="the pipe")
     if b_proto == "sub":
@@ -40,16 +40,16 @@ def linked(mk: Mk, a_proto: str, b_proto: str, a_opts: dict[str, Any] | None = N
     return a, b
 
 
-def pulls(mk: Mk, n: int) -> tuple[list[gsp.Socket], list[gsp.Socket]]:
-    pairs = [linked(mk, "push", "pull") for _ in range(n)]
+def pulls(gsp_socket: Mk, n: int) -> tuple[list[gsp.Socket], list[gsp.Socket]]:
+    pairs = [linked(gsp_socket, "push", "pull") for _ in range(n)]
     return [p for p, _ in pairs], [q for _, q in pairs]
 
 
 @pytest.mark.parametrize("where", ["", "tcp://127.0.0.1:0"])
 @pytest.mark.parametrize("sender,receiver", RECEIVERS)
-def test_select_receives_from_every_protocol(mk: Mk, spawn: Any, sender: str, receiver: str,
+def test_select_receives_from_every_protocol(gsp_socket: Mk, spawn: Any, sender: str, receiver: str,
                                              where: str) -> None:
-    a, b = linked(mk, sender, receiver, where=where)
+    a, b = linked(gsp_socket, sender, receiver, where=where)
     idle = gsp.Chan[Any]()
     g = spawn(lambda: gsp.select([gsp.Recv(idle), gsp.Recv(b)], timeout=5))
     gevent.sleep(0.05)
@@ -58,8 +58,8 @@ def test_select_receives_from_every_protocol(mk: Mk, spawn: Any, sender: str, re
     assert g.get(timeout=5) == (1, b"hello")
 
 
-def test_select_over_many_sockets_gets_every_message_once(mk: Mk) -> None:
-    pushes, pullers = pulls(mk, 40)
+def test_select_over_many_sockets_gets_every_message_once(gsp_socket: Mk) -> None:
+    pushes, pullers = pulls(gsp_socket, 40)
     sent = []
     for k in range(400):
         i = random.randrange(len(pushes))
@@ -77,8 +77,8 @@ def test_select_over_many_sockets_gets_every_message_once(mk: Mk) -> None:
         gsp.select(cases, timeout=0)
 
 
-def test_select_is_fair_among_ready_sockets_and_channels(mk: Mk) -> None:
-    (push_a, push_b), (pull_a, pull_b) = pulls(mk, 2)
+def test_select_is_fair_among_ready_sockets_and_channels(gsp_socket: Mk) -> None:
+    (push_a, push_b), (pull_a, pull_b) = pulls(gsp_socket, 2)
     chan = gsp.Chan[bytes](2000)
     for _ in range(700):
         push_a.send(b"a")
@@ -92,8 +92,8 @@ def test_select_is_fair_among_ready_sockets_and_channels(mk: Mk) -> None:
     assert min(seen[i] for i in range(3)) > 120, seen  # each about a third, none starved
 
 
-def test_select_mixes_channel_cases_that_complete(mk: Mk, spawn: Any) -> None:
-    _, pull = linked(mk, "push", "pull")
+def test_select_mixes_channel_cases_that_complete(gsp_socket: Mk, spawn: Any) -> None:
+    _, pull = linked(gsp_socket, "push", "pull")
     out = gsp.Chan[int]()
     taker = spawn(out.recv)
     i, value = gsp.select([gsp.Recv(pull), gsp.Send(out, 42)], timeout=5)
@@ -106,8 +106,8 @@ def test_select_mixes_channel_cases_that_complete(mk: Mk, spawn: Any) -> None:
     assert gsp.select([gsp.Recv(pull), gsp.Recv(chan)], timeout=5) == (1, gsp.CLOSED)
 
 
-def test_select_sends_to_a_socket_once_it_has_room(mk: Mk, spawn: Any) -> None:
-    push, pull = linked(mk, "push", "pull", {"send_buffer": 1}, recv_buffer=1)
+def test_select_sends_to_a_socket_once_it_has_room(gsp_socket: Mk, spawn: Any) -> None:
+    push, pull = linked(gsp_socket, "push", "pull", {"send_buffer": 1}, recv_buffer=1)
     sent = 0
     for _ in range(10_000):  # fill every queue on the way (nobody reads the pull socket)
         try:
@@ -126,8 +126,8 @@ def test_select_sends_to_a_socket_once_it_has_room(mk: Mk, spawn: Any) -> None:
     assert got == [b"m%d" % k for k in range(sent)] + [b"last"]
 
 
-def test_select_timeout_names_the_timeout(mk: Mk) -> None:
-    _, pull = linked(mk, "push", "pull")
+def test_select_timeout_names_the_timeout(gsp_socket: Mk) -> None:
+    _, pull = linked(gsp_socket, "push", "pull")
     with pytest.raises(gsp.Timeout, match=r"select timed out after 0.05 s \(timeout=0.05\)") as e:
         gsp.select([gsp.Recv(pull), gsp.Recv(gsp.Chan[Any]())], timeout=0.05)
     assert e.value.timeout == 0.05
@@ -138,9 +138,9 @@ def test_select_timeout_names_the_timeout(mk: Mk) -> None:
         gsp.select([gsp.Recv(pull)], timeout=5000)
 
 
-def test_select_does_not_spin_while_waiting(mk: Mk, spawn: Any) -> None:
+def test_select_does_not_spin_while_waiting(gsp_socket: Mk, spawn: Any) -> None:
     """Waiting costs no polling: the sockets are asked again only when something changed."""
-    _, pull = linked(mk, "push", "pull")
+    _, pull = linked(gsp_socket, "push", "pull")
     asked = Counter[str]()
 
     class Watched:
@@ -155,12 +155,12 @@ def test_select_does_not_spin_while_waiting(mk: Mk, spawn: Any) -> None:
             return pull.recv(timeout, block)
 
     g = spawn(lambda: gsp.select([gsp.Recv(Watched())], timeout=5))  # type: ignore[arg-type]
-    gevent.sleep(0.3)
+    gevent.sleep(0.05)  # a select that polled in a loop would have asked hundreds of times
     assert asked["recv"] == 1 and not g.ready()
 
 
-def test_killing_a_waiting_select_loses_nothing(mk: Mk, spawn: Any) -> None:
-    push, pull = linked(mk, "push", "pull")
+def test_killing_a_waiting_select_loses_nothing(gsp_socket: Mk, spawn: Any) -> None:
+    push, pull = linked(gsp_socket, "push", "pull")
     chan = gsp.Chan[int]()
     g = spawn(lambda: gsp.select([gsp.Recv(pull), gsp.Recv(chan)]))
     gevent.sleep(0.05)
@@ -173,8 +173,8 @@ def test_killing_a_waiting_select_loses_nothing(mk: Mk, spawn: Any) -> None:
     assert chan.recv(timeout=5) == 1
 
 
-def test_a_closed_socket_makes_select_raise(mk: Mk, spawn: Any) -> None:
-    _, pull = linked(mk, "push", "pull")
+def test_a_closed_socket_makes_select_raise(gsp_socket: Mk, spawn: Any) -> None:
+    _, pull = linked(gsp_socket, "push", "pull")
     g = spawn(lambda: gsp.select([gsp.Recv(pull)], timeout=5))
     gevent.sleep(0.05)
     pull.close()
@@ -184,8 +184,8 @@ def test_a_closed_socket_makes_select_raise(mk: Mk, spawn: Any) -> None:
         gsp.select([gsp.Recv(pull), gsp.Recv(gsp.Chan[Any]())], timeout=5)
 
 
-def test_select_over_req_contexts_takes_the_first_reply(mk: Mk, spawn: Any) -> None:
-    rep, req = linked(mk, "rep", "req")
+def test_select_over_req_contexts_takes_the_first_reply(gsp_socket: Mk, spawn: Any) -> None:
+    rep, req = linked(gsp_socket, "rep", "req")
     ctxs = [req.open_context() for _ in range(3)]
     for k, ctx in enumerate(ctxs):
         ctx.send(b"q%d" % k)
@@ -206,8 +206,8 @@ def test_select_over_req_contexts_takes_the_first_reply(mk: Mk, spawn: Any) -> N
         c.close()
 
 
-def test_select_on_a_rep_socket_and_its_reply(mk: Mk, spawn: Any) -> None:
-    rep, req = linked(mk, "rep", "req")
+def test_select_on_a_rep_socket_and_its_reply(gsp_socket: Mk, spawn: Any) -> None:
+    rep, req = linked(gsp_socket, "rep", "req")
     g = spawn(lambda: req.send(b"ping") or req.recv(timeout=5))
     i, body = gsp.select([gsp.Recv(rep)], timeout=5)
     assert (i, body) == (0, b"ping")
@@ -215,8 +215,8 @@ def test_select_on_a_rep_socket_and_its_reply(mk: Mk, spawn: Any) -> None:
     assert g.get(timeout=5) == b"pong"
 
 
-def test_select_over_surveyor_contexts(mk: Mk, spawn: Any) -> None:
-    surveyor, respondent = linked(mk, "surveyor", "respondent")
+def test_select_over_surveyor_contexts(gsp_socket: Mk, spawn: Any) -> None:
+    surveyor, respondent = linked(gsp_socket, "surveyor", "respondent")
     surveyor.survey_time = 0.3
     ctx = surveyor.open_context()
     ctx.send(b"who?")
@@ -227,8 +227,8 @@ def test_select_over_surveyor_contexts(mk: Mk, spawn: Any) -> None:
     ctx.close()
 
 
-def test_a_context_closing_wakes_select(mk: Mk, spawn: Any) -> None:
-    _, sub = linked(mk, "pub", "sub")
+def test_a_context_closing_wakes_select(gsp_socket: Mk, spawn: Any) -> None:
+    _, sub = linked(gsp_socket, "pub", "sub")
     ctx = sub.open_context()
     ctx.subscribe(b"")
     g = spawn(lambda: gsp.select([gsp.Recv(ctx)], timeout=5))
@@ -238,13 +238,13 @@ def test_a_context_closing_wakes_select(mk: Mk, spawn: Any) -> None:
         g.get(timeout=5)
 
 
-@pytest.mark.plugins("gsp_star")
-def test_a_protocol_without_readiness_says_so(mk: Mk) -> None:
-    scatter = mk("scatter")
+@pytest.mark.plugins("gsp_examples")
+def test_a_protocol_without_readiness_says_so(gsp_socket: Mk) -> None:
+    scatter = gsp_socket("scatter")
     with pytest.raises(gsp.NotSupported, match="scatter sockets cannot be polled or selected on "
                                                r"for recv \(the protocol does not implement"):
         gsp.select([gsp.Recv(scatter), gsp.Recv(gsp.Chan[Any]())], timeout=1)
-    push = mk("push")
+    push = gsp_socket("push")
     with pytest.raises(gsp.NotSupported, match="push sockets cannot receive"):
         gsp.select([gsp.Recv(push)], timeout=1)  # an operation it lacks fails at once
     with pytest.raises(ValueError, match="op must be 'recv' or 'send', not 'read'"):
@@ -252,8 +252,8 @@ def test_a_protocol_without_readiness_says_so(mk: Mk) -> None:
 
 
 # -- Poller ------------------------------------------------------------------------------------
-def test_poller_reports_what_is_ready(mk: Mk, spawn: Any) -> None:
-    pushes, pullers = pulls(mk, 5)
+def test_poller_reports_what_is_ready(gsp_socket: Mk, spawn: Any) -> None:
+    pushes, pullers = pulls(gsp_socket, 5)
     poller = gsp.Poller()
     for p in pullers:
         poller.register(p)
@@ -272,11 +272,11 @@ def test_poller_reports_what_is_ready(mk: Mk, spawn: Any) -> None:
     assert pushes[0] not in poller.registered
 
 
-def test_poller_refuses_what_it_cannot_watch(mk: Mk) -> None:
+def test_poller_refuses_what_it_cannot_watch(gsp_socket: Mk) -> None:
     poller = gsp.Poller()
     with pytest.raises(ValueError, match="flags must be POLLIN, POLLOUT or both, not 4"):
-        poller.register(mk("pull"), 4)
+        poller.register(gsp_socket("pull"), 4)
     with pytest.raises(TypeError, match="cannot poll a Chan: register sockets or contexts"):
         poller.register(gsp.Chan[Any]())  # type: ignore[arg-type]
     with pytest.raises(KeyError):
-        poller.modify(mk("pull"), gsp.POLLIN)
+        poller.modify(gsp_socket("pull"), gsp.POLLIN)

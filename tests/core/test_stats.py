@@ -1,4 +1,4 @@
-"""Statistics (issue 11): traffic, drops by reason, pipes, dialers, listeners and queue depths,
+"""Statistics: traffic, drops by reason, pipes, dialers, listeners and queue depths,
 read as snapshots on sockets, pipes and endpoints, listed by gsp.stats()."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from typing import Callable
 import pytest
 
 import gsp
-from gsp._core import counters
 from gsp.message import Message
 from gsp.testing import WAIT, RawPeer, free_port, wait_for
-from tests.support import HDR_REQ, TCP, hops, inproc_url, raw_connect, u32
+from tests.support import HDR_REQ, TCP, connect, hops, inproc_url, raw_connect, u32
 
 Mk = Callable[..., gsp.Socket]
 
@@ -29,9 +28,9 @@ def _traffic(stats: dict[str, int]) -> tuple[int, int, int, int]:
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "inproc"])
-def test_traffic_on_both_ends_per_pipe_endpoint_and_socket(mk: Mk, scheme: str):
-    pull = mk("pull", recv_timeout=WAIT)
-    push = mk("push", reconnect_time=0.01)
+def test_traffic_on_both_ends_per_pipe_endpoint_and_socket(gsp_socket: Mk, scheme: str):
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push", reconnect_time=0.01)
     url = pull.listen(_url(scheme)).url
     dialer = push.dial(url, block=True)
     wait_for(lambda: pull.pipes, what="the pipe")
@@ -65,10 +64,10 @@ def test_traffic_on_both_ends_per_pipe_endpoint_and_socket(mk: Mk, scheme: str):
     assert dialer.stats["reconnects"] == 1
 
 
-def test_headers_count_as_bytes(mk: Mk):
+def test_headers_count_as_bytes(gsp_socket: Mk):
     # REQ puts a 4-byte request id in front of each body; REP sends it back with the reply.
-    rep = mk("rep", recv_timeout=WAIT)
-    req = mk("req", recv_timeout=WAIT)
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT)
     req.dial(rep.listen(TCP).url, block=True)
     for body in (b"ping", b"ping again"):
         req.send(body)
@@ -87,12 +86,25 @@ def test_headers_count_as_bytes(mk: Mk):
     ([Message(b"xyz", b"hh")] * 3, 15),
     ([Message(b"xyz", b"hh"), b"abcd"], 9),  # a body among Messages
 ])
-def test_batch_sizes(batch: list[Message | bytes], expected: int):
-    assert counters.size(batch) == expected
+def test_a_batch_counts_its_bytes_headers_included(gsp_socket: Mk, batch: list[Message | bytes],
+                                                   expected: int):
+    """Messages sent in one turn of the loop leave as one batch of the pipe's writer (after
+    at most one direct write): both ends count their bytes, a Message's header included."""
+    pull, push = gsp_socket("pull", recv_timeout=WAIT), gsp_socket("push")
+    connect(pull, push)
+    for m in batch:
+        if isinstance(m, Message):
+            push.send_msg(m)
+        else:
+            push.send(m)
+    for _ in batch:
+        pull.recv_msg()
+    wait_for(lambda: push.stats["messages_sent"] == len(batch), what="the push side counted")
+    assert push.stats["bytes_sent"] == expected == pull.stats["bytes_received"]
 
 
-def test_stats_are_new_dicts(mk: Mk):
-    s = mk("pull")
+def test_stats_are_new_dicts(gsp_socket: Mk):
+    s = gsp_socket("pull")
     a = s.stats
     a["messages_received"] = 99
     assert s.stats["messages_received"] == 0
@@ -101,9 +113,9 @@ def test_stats_are_new_dicts(mk: Mk):
 
 # -- drops by reason -----------------------------------------------------------------------------
 
-def test_sub_counts_messages_no_subscription_matched(mk: Mk):
-    pub = mk("pub")
-    sub = mk("sub", recv_timeout=WAIT)
+def test_sub_counts_messages_no_subscription_matched(gsp_socket: Mk):
+    pub = gsp_socket("pub")
+    sub = gsp_socket("sub", recv_timeout=WAIT)
     sub.dial(pub.listen(TCP).url, block=True)
     wait_for(lambda: pub.pipes, what="the subscriber")
     sub.subscribe(b"a")
@@ -123,9 +135,9 @@ def test_sub_counts_messages_no_subscription_matched(mk: Mk):
     assert sub.stats["dropped_no_subscriber"] == 3  # no context wants b"b1" any more
 
 
-def test_pub_and_sub_count_full_queues(mk: Mk):
-    pub = mk("pub", send_buffer=1, linger=0)
-    sub = mk("sub", recv_buffer=2, recv_timeout=WAIT)
+def test_pub_and_sub_count_full_queues(gsp_socket: Mk):
+    pub = gsp_socket("pub", send_buffer=1, linger=0)
+    sub = gsp_socket("sub", recv_buffer=2, recv_timeout=WAIT)
     sub.subscribe(b"")
     sub.dial(pub.listen(TCP).url, block=True)
     wait_for(lambda: pub.pipes, what="the subscriber")
@@ -144,9 +156,9 @@ def test_pub_and_sub_count_full_queues(mk: Mk):
         assert stalled.recv() == b"h" * (1 << 18)
 
 
-def test_bus_counts_a_full_receive_queue(mk: Mk):
-    a = mk("bus", recv_buffer=3)
-    b = mk("bus")
+def test_bus_counts_a_full_receive_queue(gsp_socket: Mk):
+    a = gsp_socket("bus", recv_buffer=3)
+    b = gsp_socket("bus")
     b.dial(a.listen(TCP).url, block=True)
     wait_for(lambda: a.pipes and b.pipes, what="the pipe")
     for i in range(8):
@@ -156,8 +168,8 @@ def test_bus_counts_a_full_receive_queue(mk: Mk):
     assert (st["recv_queue"], st["dropped_queue_full"], st["dropped"]) == (3, 5, 5)
 
 
-def test_pair1_drops_by_reason_add_up(mk: Mk):
-    s = mk("pair1", ttl=2)
+def test_pair1_drops_by_reason_add_up(gsp_socket: Mk):
+    s = gsp_socket("pair1", ttl=2)
     with RawPeer(s.listen(TCP).url, 0x11) as peer:
         wait_for(lambda: s.pipes, what="the peer")
         peer.send(hops(3) + b"too far", hops(2) + b"ok")
@@ -170,8 +182,8 @@ def test_pair1_drops_by_reason_add_up(mk: Mk):
     assert (st["dropped"], st["pipes_detached"], st["messages_received"]) == (2, 1, 3)
 
 
-def test_rep_counts_requests_over_ttl(mk: Mk):
-    rep = mk("rep", ttl=2, recv_timeout=WAIT)
+def test_rep_counts_requests_over_ttl(gsp_socket: Mk):
+    rep = gsp_socket("rep", ttl=2, recv_timeout=WAIT)
     with RawPeer(rep.listen(TCP).url, 0x30) as req:
         wait_for(lambda: rep.pipes, what="the requester")
         req.send(u32(1) + u32(2) + u32(0x80000001) + b"three hops")
@@ -180,10 +192,11 @@ def test_rep_counts_requests_over_ttl(mk: Mk):
         assert (rep.stats["dropped_ttl"], rep.stats["dropped"]) == (1, 1)
 
 
-def test_oversize_is_counted_on_the_receiver_and_logged(mk: Mk, caplog: pytest.LogCaptureFixture):
+def test_oversize_is_counted_on_the_receiver_and_logged(
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.WARNING, logger="gsp.pipe")
-    pull = mk("pull", recv_max_size=1 << 20, recv_timeout=0.2)
-    push = mk("push", reconnect_time=WAIT)
+    pull = gsp_socket("pull", recv_max_size=1 << 20, recv_timeout=0.2)
+    push = gsp_socket("push", reconnect_time=WAIT)
     lst = pull.listen(TCP)
     push.dial(lst.url, block=True)
     wait_for(lambda: pull.pipes, what="the pipe")
@@ -203,10 +216,10 @@ def test_oversize_is_counted_on_the_receiver_and_logged(mk: Mk, caplog: pytest.L
 
 # -- endpoints -----------------------------------------------------------------------------------
 
-def test_dialer_counts_attempts_failures_and_reconnects(mk: Mk):
+def test_dialer_counts_attempts_failures_and_reconnects(gsp_socket: Mk):
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    push = mk("push", reconnect_time=0.01, reconnect_time_max=0.02)
+    push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
     d = push.dial(url, block=False)
     wait_for(lambda: d.stats["dial_failures_refused"] >= 3, what="refused dials")
     with gsp.socket("pull", recv_timeout=WAIT) as pull:
@@ -228,9 +241,9 @@ def test_dialer_counts_attempts_failures_and_reconnects(mk: Mk):
     assert st["handshake_failures"] == 0
 
 
-def test_dialer_counts_handshake_failures_by_kind(mk: Mk):
-    wrong = mk("push")  # push dialing push: the wrong protocol
-    push = mk("push", reconnect_time=0.01, reconnect_time_max=0.02)
+def test_dialer_counts_handshake_failures_by_kind(gsp_socket: Mk):
+    wrong = gsp_socket("push")  # push dialing push: the wrong protocol
+    push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
     d = push.dial(wrong.listen(TCP).url, block=False)
     wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 2, what="failed handshakes")
     st = d.stats
@@ -239,19 +252,19 @@ def test_dialer_counts_handshake_failures_by_kind(mk: Mk):
     assert st["pipes_attached"] == 0
 
 
-def test_dialer_counts_rejected_pipes(mk: Mk):
-    a, b = mk("pair"), mk("pair")
+def test_dialer_counts_rejected_pipes(gsp_socket: Mk):
+    a, b = gsp_socket("pair"), gsp_socket("pair")
     url = a.listen(TCP).url
     b.dial(url, block=True)
-    c = mk("pair", reconnect_time=0.01, reconnect_time_max=0.02)
+    c = gsp_socket("pair", reconnect_time=0.01, reconnect_time_max=0.02)
     d = c.dial(url, block=False)  # a pair takes one peer: a rejects c's pipes
     wait_for(lambda: a.stats["pipes_rejected"] >= 2, what="rejected pipes")
     assert a.listeners[0].stats["pipes_rejected"] == a.stats["pipes_rejected"]
     assert a.stats["pipes"] == 1 and d.stats["pipes_rejected"] == 0  # c's side saw a hang-up
 
 
-def test_listener_counts_accepts_and_handshake_failures_by_kind(mk: Mk):
-    pull = mk("pull", handshake_timeout=0.2)
+def test_listener_counts_accepts_and_handshake_failures_by_kind(gsp_socket: Mk):
+    pull = gsp_socket("pull", handshake_timeout=0.2)
     lst = pull.listen(TCP)
     wrong = raw_connect(lst.url)
     wrong.sendall(HDR_REQ)  # a REQ's handshake: not pull's peer
@@ -276,9 +289,9 @@ def test_listener_counts_accepts_and_handshake_failures_by_kind(mk: Mk):
             s.close()
 
 
-def test_tls_handshake_failures_are_counted(mk: Mk, pki):
-    a = mk("pair")
-    b = mk("pair", reconnect_time=0.05)
+def test_tls_handshake_failures_are_counted(gsp_socket: Mk, pki):
+    a = gsp_socket("pair")
+    b = gsp_socket("pair", reconnect_time=0.05)
     lst = a.listen("tls+tcp://127.0.0.1:0", **pki.listen_options())
     d = b.dial(lst.url, tls_ca_file=pki.rogue_ca_file)  # b does not trust a's certificate
     wait_for(lambda: d.stats["handshake_failures_tls"] >= 1, what="the dialer's TLS failure")
@@ -289,9 +302,10 @@ def test_tls_handshake_failures_are_counted(mk: Mk, pki):
 
 # -- queue depths --------------------------------------------------------------------------------
 
-def test_queue_depths(mk: Mk):
-    pull = mk("pull", recv_buffer=4, recv_timeout=WAIT)
-    push = mk("push", send_buffer=1000, send_buffer_bytes=0, linger=0)  # bounded in messages only
+def test_queue_depths(gsp_socket: Mk):
+    pull = gsp_socket("pull", recv_buffer=4, recv_timeout=WAIT)
+    # bounded in messages only
+    push = gsp_socket("push", send_buffer=1000, send_buffer_bytes=0, linger=0)
     push.dial(pull.listen(TCP).url, block=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     big = b"b" * (1 << 18)
@@ -308,8 +322,8 @@ def test_queue_depths(mk: Mk):
     assert pull.stats["recv_queue"] == 0 and push.stats["messages_sent"] == 100
 
 
-def test_sub_queue_depth_includes_contexts(mk: Mk):
-    pub, sub = mk("pub"), mk("sub")
+def test_sub_queue_depth_includes_contexts(gsp_socket: Mk):
+    pub, sub = gsp_socket("pub"), gsp_socket("sub")
     sub.subscribe(b"")
     ctx = sub.open_context()
     ctx.subscribe(b"a")
@@ -321,5 +335,5 @@ def test_sub_queue_depth_includes_contexts(mk: Mk):
     assert sub.recv() == b"a" and sub.stats["recv_queue"] == 4
 
 
-def test_protocols_without_a_receive_queue_report_none(mk: Mk):
-    assert "recv_queue" not in mk("push").stats and "recv_queue" in mk("pull").stats
+def test_protocols_without_a_receive_queue_report_none(gsp_socket: Mk):
+    assert "recv_queue" not in gsp_socket("push").stats and "recv_queue" in gsp_socket("pull").stats

@@ -1,4 +1,4 @@
-"""Statistics (issue 11) seen from outside: gsp.sockets()/gsp.stats() listings, a protocol's own
+"""Statistics seen from outside: gsp.sockets()/gsp.stats() listings, a protocol's own
 counters, and the Prometheus collector (gsp.prometheus)."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ Mk = Callable[..., gsp.Socket]
 
 # -- every socket --------------------------------------------------------------------------------
 
-def test_sockets_lists_open_sockets_and_forgets_closed_ones(mk: Mk):
-    a, b = mk("pull"), mk("push")
+def test_sockets_lists_open_sockets_and_forgets_closed_ones(gsp_socket: Mk):
+    a, b = gsp_socket("pull"), gsp_socket("push")
     assert b.id > a.id > 0
     assert [s for s in gsp.sockets() if s in (a, b)] == [a, b]
     c = gsp.socket("pair")
@@ -36,9 +36,9 @@ def test_sockets_lists_open_sockets_and_forgets_closed_ones(mk: Mk):
     assert {s.id for s in gsp.sockets()} == ids
 
 
-def test_stats_lists_every_socket_with_its_pipes_and_endpoints(mk: Mk):
-    pull = mk("pull", recv_timeout=WAIT)
-    push = mk("push")
+def test_stats_lists_every_socket_with_its_pipes_and_endpoints(gsp_socket: Mk):
+    pull = gsp_socket("pull", recv_timeout=WAIT)
+    push = gsp_socket("push")
     lst = pull.listen(TCP)
     dialer = push.dial(lst.url, block=True)
     push.send(b"hello")
@@ -72,7 +72,7 @@ def test_gsp_exports_stats_lazily():
 
 # -- Prometheus ----------------------------------------------------------------------------------
 
-def test_prometheus_collector(mk: Mk):
+def test_prometheus_collector(gsp_socket: Mk):
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -80,9 +80,9 @@ def test_prometheus_collector(mk: Mk):
 
     registry = CollectorRegistry()
     collector = gsp.prometheus.register(registry)
-    pull = mk("pull", recv_timeout=WAIT, handshake_timeout=0.2)
-    push = mk("push")
-    sub = mk("sub")
+    pull = gsp_socket("pull", recv_timeout=WAIT, handshake_timeout=0.2)
+    push = gsp_socket("push")
+    sub = gsp_socket("sub")
     lst = pull.listen(TCP)
     push.dial(lst.url, block=True)
     wait_for(lambda: pull.pipes, what="the pipe")
@@ -127,12 +127,12 @@ def test_prometheus_collector(mk: Mk):
     assert b"gsp_" not in generate_latest(registry)
 
 
-def test_prometheus_exports_a_protocols_own_counters(mk: Mk):
+def test_prometheus_exports_a_protocols_own_counters(gsp_socket: Mk):
     from prometheus_client import CollectorRegistry, generate_latest
 
     import gsp.prometheus
 
-    s = mk("pair1", polyamorous=True)
+    s = gsp_socket("pair1", polyamorous=True)
     s.send(b"nobody")  # no peer: dropped_no_peer
     registry = CollectorRegistry()
     registry.register(gsp.prometheus.GspCollector())

@@ -1,4 +1,4 @@
-"""Receive queues are fair across pipes (issue 14, item 3): gsp.protocol.inbox.queue.Inbox keeps a short front
+"""Receive queues are fair across pipes: gsp.protocol.inbox.queue.Inbox keeps a short front
 and each source's further items behind it, refilled round robin (gsp.protocol.inbox.backlog.Backlog). The
 socket-level proof is tests/core/test_no_stall.py::test_a_flood_does_not_keep_a_good_sender_out."""
 

@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, RawPeer, wait_for
-from tests.support import TCP, pub_sub
+from tests.support import TCP, pub_sub, scaled
 from tests.support import silent as drained
 
 
@@ -39,30 +39,30 @@ def test_pub_cooked():
 
 
 @pytest.mark.parametrize("raw", [False, True])
-def test_pub_cannot_subscribe(raw):
-    with gsp.socket("pub", raw=raw) as s:
-        with pytest.raises(gsp.NotSupported):
-            s.subscribe(b"")
+def test_pub_cannot_subscribe(gsp_socket, raw):
+    s = gsp_socket("pub", raw=raw)
+    with pytest.raises(gsp.NotSupported):
+        s.subscribe(b"")
 
 
 @pytest.mark.parametrize("raw", [False, True])
 @pytest.mark.parametrize("proto,peer_number,send_buffer", [("pub", 0x21, 2), ("bus", 0x70, 1)])
-def test_pub_and_bus_never_block(proto, peer_number, send_buffer, raw):
+def test_pub_and_bus_never_block(gsp_socket, proto, peer_number, send_buffer, raw):
     # No peer at all, then a peer that never reads: PUB and BUS sends never wait, and the stalled
     # pipe's full queue loses messages (counted: PUB its oldest, BUS the new one).
-    with gsp.socket(proto, raw=raw, send_buffer=send_buffer, linger=0, send_timeout=60) as s:
-        t0 = time.monotonic()
-        for _ in range(100):
-            s.send(b"ABC")
-        assert s.stats["dropped"] == 0  # no pipes: nothing to queue, nothing dropped
-        with RawPeer(s.listen(TCP).url, peer_number) as stalled:
-            wait_for(lambda: s.pipes, what="the stalled peer")
-            huge = b"h" * (1 << 18)
-            for _ in range(200):  # 50 MiB: far more than kernel buffers take
-                s.send(huge)
-            assert time.monotonic() - t0 < 3
-            assert s.stats["dropped"] > 0
-            assert stalled.recv() == huge  # no header on the wire
+    s = gsp_socket(proto, raw=raw, send_buffer=send_buffer, linger=0, send_timeout=60)
+    t0 = time.monotonic()
+    for _ in range(100):
+        s.send(b"ABC")
+    assert s.stats["dropped"] == 0  # no pipes: nothing to queue, nothing dropped
+    with RawPeer(s.listen(TCP).url, peer_number) as stalled:
+        wait_for(lambda: s.pipes, what="the stalled peer")
+        huge = b"h" * (1 << 18)
+        for _ in range(200):  # 50 MiB: far more than kernel buffers take
+            s.send(huge)
+        assert time.monotonic() - t0 < scaled(3)
+        assert s.stats["dropped"] > 0
+        assert stalled.recv() == huge  # no header on the wire
 
 
 def test_pub_broadcast():
@@ -96,14 +96,14 @@ def test_pub_recv_discard():
         assert sub.recv() == b"still here"
 
 
-def test_raw_pub_header_passthrough():
+def test_raw_pub_header_passthrough(gsp_socket):
     # Raw PUB puts a given header on the wire unchanged (pub/sub itself has none).
-    with gsp.socket("pub", raw=True) as pub:
-        with RawPeer(pub.listen(TCP).url, 0x21) as peer:
-            wait_for(lambda: pub.pipes, what="the pipe")
-            pub.send_msg(gsp.Message(b"body", b"HEAD"))
-            pub.send(b"plain")
-            assert [peer.recv(), peer.recv()] == [b"HEADbody", b"plain"]
+    pub = gsp_socket("pub", raw=True)
+    with RawPeer(pub.listen(TCP).url, 0x21) as peer:
+        wait_for(lambda: pub.pipes, what="the pipe")
+        pub.send_msg(gsp.Message(b"body", b"HEAD"))
+        pub.send(b"plain")
+        assert [peer.recv(), peer.recv()] == [b"HEADbody", b"plain"]
 
 
 def test_pub_fifty_subs_prefixes_and_a_slow_sub():
@@ -131,7 +131,7 @@ def test_pub_fifty_subs_prefixes_and_a_slow_sub():
             expected[i].append(msg)
             sent.append(msg)
             pub.send(msg)
-        assert time.monotonic() - t0 < 2, "PUB waited for someone"
+        assert time.monotonic() - t0 < scaled(2), "PUB waited for someone"
         assert pub.stats["dropped"] == 0
         for i, s in enumerate(subs):
             assert [s.recv() for _ in range(per)] == expected[i]

@@ -24,14 +24,14 @@ class TestPullProtocol(ProtocolSuite):
     can_send = False
 
 
-def test_a_pull_that_hangs_up_hands_what_it_never_got_to_the_other_pulls(mk: Any) -> None:
+def test_a_pull_that_hangs_up_hands_what_it_never_got_to_the_other_pulls(gsp_socket: Any) -> None:
     # push's promise: an accepted message goes to a pull unless it was written into a
     # connection that then ended. a never reads: its queue, then both TCP buffers fill, then
     # the push's queue for it (send_buffer 8). Then b dials in and a hangs up: the 8 messages
     # still queued for a, never written, go to b, once each, in order (stats["requeued"]).
-    a = mk("pull", recv_buffer=1)
-    b = mk("pull", recv_timeout=5)
-    push = mk("push", send_buffer=8, send_timeout=5)
+    a = gsp_socket("pull", recv_buffer=1)
+    b = gsp_socket("pull", recv_timeout=5)
+    push = gsp_socket("push", send_buffer=8, send_timeout=5)
     push.dial(a.listen("tcp://127.0.0.1:0").url, block=True)
     wait_for(lambda: push.pipes and a.pipes, what="the pipe to a")
     body = b"x" * 65536

@@ -1,4 +1,4 @@
-"""REQ/REP statistics (issue 27): per req socket and context, requests resent, timed out and
+"""REQ/REP statistics: per req socket and context, requests resent, timed out and
 canceled, and a round-trip time histogram; per rep, replies dropped because the requester's pipe
 was gone. Read as snapshots (``stats``, ``histograms``, :func:`gsp.stats`) and exported by
 :mod:`gsp.prometheus` (a Prometheus histogram)."""
@@ -18,9 +18,9 @@ from tests.support import TCP
 Mk = Callable[..., gsp.Socket]
 
 
-def _req_rep(mk: Mk, **req_opts: object) -> tuple[gsp.Socket, gsp.Socket]:
-    rep = mk("rep", recv_timeout=WAIT)
-    req = mk("req", recv_timeout=WAIT, **req_opts)
+def _req_rep(gsp_socket: Mk, **req_opts: object) -> tuple[gsp.Socket, gsp.Socket]:
+    rep = gsp_socket("rep", recv_timeout=WAIT)
+    req = gsp_socket("req", recv_timeout=WAIT, **req_opts)
     req.dial(rep.listen(TCP).url, block=True)
     return req, rep
 
@@ -32,8 +32,8 @@ def _echo(req: gsp.Socket | gsp.Context, rep: gsp.Socket, n: int) -> None:
         assert req.recv() == b"q%d" % i
 
 
-def test_round_trips_fill_the_histogram_of_the_socket_and_its_context(mk: Mk) -> None:
-    req, rep = _req_rep(mk)
+def test_round_trips_fill_the_histogram_of_the_socket_and_its_context(gsp_socket: Mk) -> None:
+    req, rep = _req_rep(gsp_socket)
     t0 = time.perf_counter()
     _echo(req, rep, 20)
     took = time.perf_counter() - t0
@@ -47,8 +47,8 @@ def test_round_trips_fill_the_histogram_of_the_socket_and_its_context(mk: Mk) ->
     assert req.stats["requests_resent"] == req.stats["requests_timed_out"] == 0
 
 
-def test_contexts_count_their_own_and_the_socket_all_even_after_a_close(mk: Mk) -> None:
-    req, rep = _req_rep(mk)
+def test_contexts_count_their_own_and_the_socket_all_even_after_a_close(gsp_socket: Mk) -> None:
+    req, rep = _req_rep(gsp_socket)
     a, b = req.open_context(), req.open_context()
     _echo(a, rep, 3)
     _echo(b, rep, 2)
@@ -63,8 +63,8 @@ def test_contexts_count_their_own_and_the_socket_all_even_after_a_close(mk: Mk) 
     assert req.stats["requests_canceled"] == 1
 
 
-def test_resends_timeouts_and_cancellations_are_counted(mk: Mk) -> None:
-    req, rep = _req_rep(mk, resend_time=0.05)
+def test_resends_timeouts_and_cancellations_are_counted(gsp_socket: Mk) -> None:
+    req, rep = _req_rep(gsp_socket, resend_time=0.05)
     ctx = req.open_context()
     ctx.send(b"nobody answers")
     assert rep.recv() == b"nobody answers"
@@ -81,8 +81,8 @@ def test_resends_timeouts_and_cancellations_are_counted(mk: Mk) -> None:
     assert req.stats["requests_resent"] >= 1
 
 
-def test_rep_counts_a_reply_whose_requester_is_gone(mk: Mk) -> None:
-    req, rep = _req_rep(mk)
+def test_rep_counts_a_reply_whose_requester_is_gone(gsp_socket: Mk) -> None:
+    req, rep = _req_rep(gsp_socket)
     req.send(b"q")
     assert rep.recv() == b"q"
     req.close()
@@ -92,8 +92,9 @@ def test_rep_counts_a_reply_whose_requester_is_gone(mk: Mk) -> None:
     assert rep.stats["dropped"] == 1
 
 
-def test_a_best_effort_rep_counts_a_gone_requester_as_gone_not_as_a_full_queue(mk: Mk) -> None:
-    req, rep = _req_rep(mk)
+def test_a_best_effort_rep_counts_a_gone_requester_as_gone_not_as_a_full_queue(
+        gsp_socket: Mk) -> None:
+    req, rep = _req_rep(gsp_socket)
     rep.best_effort = True
     req.send(b"q")
     assert rep.recv() == b"q"
@@ -104,9 +105,9 @@ def test_a_best_effort_rep_counts_a_gone_requester_as_gone_not_as_a_full_queue(m
 
 
 @pytest.mark.parametrize("best_effort", [False, True])
-def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(mk: Mk, best_effort: bool) -> None:
-    rep = mk("rep", raw=True, recv_timeout=WAIT, best_effort=best_effort)
-    req = mk("req", recv_timeout=WAIT)
+def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(gsp_socket: Mk, best_effort: bool) -> None:
+    rep = gsp_socket("rep", raw=True, recv_timeout=WAIT, best_effort=best_effort)
+    req = gsp_socket("req", recv_timeout=WAIT)
     req.dial(rep.listen(TCP).url, block=True)
     req.send(b"q")
     m = rep.recv_msg()
@@ -116,7 +117,7 @@ def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(mk: Mk, best_effort: bool)
     assert (rep.stats["dropped_peer_gone"], rep.stats["dropped_queue_full"]) == (1, 0)
 
 
-def test_prometheus_exports_the_round_trip_histogram_and_the_counters(mk: Mk) -> None:
+def test_prometheus_exports_the_round_trip_histogram_and_the_counters(gsp_socket: Mk) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -125,7 +126,7 @@ def test_prometheus_exports_the_round_trip_histogram_and_the_counters(mk: Mk) ->
     registry = CollectorRegistry()
     collector = gsp.prometheus.register(registry)
     try:
-        req, rep = _req_rep(mk)
+        req, rep = _req_rep(gsp_socket)
         _echo(req, rep, 5)
         req.send(b"a")
         req.send(b"b")  # one canceled

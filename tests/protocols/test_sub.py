@@ -14,7 +14,7 @@ import pytest
 
 import gsp
 from gsp.testing import WAIT, ProtocolSuite, wait_for
-from tests.support import TCP, pub_sub, recv_across_resize
+from tests.support import TCP, pub_sub, recv_across_resize, scaled
 from tests.support import silent as drained
 
 
@@ -33,7 +33,7 @@ def test_sub_recv_deadline(raw):
         t0 = time.monotonic()
         with pytest.raises(gsp.Timeout):
             s.recv()
-        assert time.monotonic() - t0 < 1
+        assert time.monotonic() - t0 < scaled(1)
 
 
 def test_sub_subscribe():
@@ -87,7 +87,7 @@ def test_sub_unsubscribe_drops():
 
 
 def queued(sub: gsp.Socket) -> int:
-    return len(sub._proto._main.inbox)
+    return sub.stats["recv_queue"]
 
 
 def test_sub_unsubscribe_load():
@@ -293,33 +293,32 @@ def test_raw_sub_recv_qlen_resize():
         recv_across_resize(sub, pub, 5, b"five")
 
 
-def test_raw_sub_pound_pipes_and_close():
+def test_raw_sub_pound_pipes_and_close(gsp_socket):
     # Many publishers flooding one raw SUB; closing everything mid-flood leaves nothing behind.
-    with ExitStack() as st:
-        sub = st.enter_context(gsp.socket("sub", raw=True, recv_buffer=8))
-        url = sub.listen(TCP).url
-        pubs = [st.enter_context(gsp.socket("pub", send_buffer=4)) for _ in range(10)]
-        for p in pubs:
-            p.dial(url, block=True)
-        wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
-        stop = False
+    sub = gsp_socket("sub", raw=True, recv_buffer=8)
+    url = sub.listen(TCP).url
+    pubs = [gsp_socket("pub", send_buffer=4) for _ in range(10)]
+    for p in pubs:
+        p.dial(url, block=True)
+    wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
+    stop = False
 
-        def flood(p: gsp.Socket) -> None:
-            while not stop:
-                try:
-                    p.send(b"yes")
-                except gsp.Closed:
-                    return
-                gevent.sleep(0)
+    def flood(p: gsp.Socket) -> None:
+        while not stop:
+            try:
+                p.send(b"yes")
+            except gsp.Closed:
+                return
+            gevent.sleep(0)
 
-        floods = [gevent.spawn(flood, p) for p in pubs]
-        gevent.sleep(0.05)
-        assert sub.recv() == b"yes"
-        sub.close()
-        gevent.sleep(0.02)
-        stop = True
-        gevent.joinall(floods, timeout=WAIT)
-        assert all(g.successful() for g in floods)
+    floods = [gevent.spawn(flood, p) for p in pubs]
+    gevent.sleep(0.05)
+    assert sub.recv() == b"yes"
+    sub.close()
+    gevent.sleep(0.02)
+    stop = True
+    gevent.joinall(floods, timeout=WAIT)
+    assert all(g.successful() for g in floods)
 
 
 @pytest.mark.parametrize("sub_raw", [False, True], ids=["cooked", "raw"])

@@ -99,30 +99,6 @@ def raw_connect(url: str) -> Any:
     return gsocket.create_connection((parts.hostname, parts.port), timeout=WAIT)
 
 
-@contextlib.contextmanager
-def sockets(*specs: tuple[str, dict[str, Any]]) -> Iterator[list[gsp.Socket]]:
-    """Open several gsp sockets, closing every one afterwards whatever happens."""
-    socks: list[gsp.Socket] = []
-    try:
-        for proto, opts in specs:
-            socks.append(gsp.socket(proto, **opts))
-        yield socks
-    finally:
-        for s in socks:
-            s.close()
-
-
-def pair_up(stack: ExitStack, proto: str, a_opts: dict[str, Any] | None = None,
-            b_opts: dict[str, Any] | None = None, *, a_raw: bool = False,
-            b_raw: bool = False) -> tuple[gsp.Socket, gsp.Socket]:
-    """Two sockets with one attached pipe: ``a`` listens on tcp, ``b`` dials."""
-    a = stack.enter_context(gsp.socket(proto, raw=a_raw, **(a_opts or {})))
-    b = stack.enter_context(gsp.socket(proto, raw=b_raw, **(b_opts or {})))
-    b.dial(a.listen(TCP).url, block=True)
-    wait_for(lambda: len(a.pipes) == 1 and len(b.pipes) == 1, what="the pipe")
-    return a, b
-
-
 def connect(server: gsp.Socket, client: gsp.Socket, url: str = TCP) -> str:
     """``server`` listens on ``url``, ``client`` dials; returns the bound URL once both sides
     have the new pipe."""
@@ -166,12 +142,12 @@ def echo_forever(sock: Any) -> None:
         pass
 
 
-def backlog_pair(mk: Callable[..., gsp.Socket], proto: str, peer: str,
+def backlog_pair(gsp_socket: Callable[..., gsp.Socket], proto: str, peer: str,
                  **opts: Any) -> tuple[gsp.Socket, gsp.Socket]:
     """A responder and a raw requester that never reads its replies, over inproc, so the
     responder's pipe queue fills up (back-pressure)."""
-    s = mk(proto, send_buffer=1, recv_timeout=2, linger=0, **opts)
-    p = mk(peer, raw=True, recv_buffer=1, linger=0)
+    s = gsp_socket(proto, send_buffer=1, recv_timeout=2, linger=0, **opts)
+    p = gsp_socket(peer, raw=True, recv_buffer=1, linger=0)
     connect(s, p, inproc_url())
     return s, p
 

@@ -1,8 +1,9 @@
 """The fixtures every test shares, in tests/ and in each plugin's tests (their conftest.py
 files import them from here).
 
-Most build on gsp's own pytest plugin (gsp.testing.plugin): ``gsp_socket``, ``gsp_spawn`` and
-``gsp_leak_check``, which every test runs under.
+Most build on gsp's own pytest plugin (gsp.testing.plugin): ``gsp_spawn`` and ``gsp_leak_check``,
+which every test runs under. Sockets are made with that plugin's ``gsp_socket``, the one socket
+fixture: each is closed at teardown, before the leak check looks.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import pytest
 if TYPE_CHECKING:
     import gevent
 
-    import gsp
     from tests.support.browser_support import Browser
     from tests.support.certs import PKI
 
-__all__ = ["browser", "ipc_dir", "ipc_url", "mk", "no_leaks", "pki", "spawn"]
+__all__ = ["browser", "ipc_dir", "ipc_url", "no_leaks", "pki", "spawn"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,12 +28,6 @@ def no_leaks(request: pytest.FixtureRequest) -> None:
     """Every test must leave no live greenlet and no socket fd behind."""
     if request.node.get_closest_marker("allow_leaks") is None:
         request.getfixturevalue("gsp_leak_check")
-
-
-@pytest.fixture
-def mk(gsp_socket: Callable[..., gsp.Socket]) -> Callable[..., gsp.Socket]:
-    """Make sockets that are closed at teardown (before the leak check runs)."""
-    return gsp_socket
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def _call(n: ast.Call, out: dict[str, Any]) -> None:
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     if name == "sleep" and n.args and (_const(n.args[0]) or 0) >= 0.1:
         out["sleeps"].append(n.lineno)
-    if name in ("mk", "gsp_socket", "sockets", "pair_up"):
+    if name in ("mk", "gsp_socket", "sockets", "pair_up") and isinstance(f, ast.Name):
         out["sockets"][name] += 1
     if name == "socket" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
             and f.value.id == "gsp":

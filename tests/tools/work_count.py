@@ -444,7 +444,7 @@ RUNNERS: dict[str, Callable[[int], None]] = {
 # -- the counting, in the parent --------------------------------------------------------------
 
 
-def _env(tree: str | None) -> dict[str, str]:
+def run_env(tree: str | None) -> dict[str, str]:
     env = dict(os.environ, PYTHONHASHSEED="0", GSP_DISABLE_PLUGIN_AUTOLOAD="1")
     if tree:
         env["PYTHONPATH"] = os.path.abspath(tree) + os.pathsep + env.get("PYTHONPATH", "")
@@ -458,7 +458,7 @@ def _under(tool: list[str], python: str, tree: str | None, workload: str, n: int
         out = subprocess.run(
             [*(a.format(d=d) for a in tool), python, os.path.abspath(__file__), "--inner",
              workload, str(n)],
-            env=_env(tree), cwd=d, capture_output=True, text=True, timeout=3600)
+            env=run_env(tree), cwd=d, capture_output=True, text=True, timeout=3600)
         if out.returncode:
             raise SystemExit(f"{workload} under {tool[0]} failed:\n{out.stderr[-3000:]}")
         report = os.path.join(d, "out")
@@ -501,7 +501,7 @@ def _callgrind(python: str, tree: str | None, workload: str, n: int,
     return int(found.group(1)), share
 
 
-def _instructions(python: str, tree: str | None, workload: str, n: int) -> int:
+def instructions(python: str, tree: str | None, workload: str, n: int) -> int:
     return _callgrind(python, tree, workload, n)[0]
 
 
@@ -532,14 +532,14 @@ def count(python: str, tree: str | None, workload: str, n: int = 0,
     return got
 
 
-def _build(python: str, tree: str | None) -> str:
+def build_of(python: str, tree: str | None) -> str:
     code = ("import gsp\ntry:\n    from gsp._mypyc import compiled\n    c = compiled() or 'pure'\n"
             "except ImportError:  # a gsp older than gsp._mypyc.compiled: ask gsp.chan\n"
             "    import gsp.chan\n"
             "    c = 'pure' if gsp.chan.__file__.endswith('.py') else 'gsp.chan compiled'\n"
             "print(c, gsp.__file__)")
     # (cwd: not a checkout, whose gsp ``-c`` would import ahead of ``--tree``'s)
-    out = subprocess.run([python, "-c", code], env=_env(tree), capture_output=True, text=True,
+    out = subprocess.run([python, "-c", code], env=run_env(tree), capture_output=True, text=True,
                          cwd=tempfile.gettempdir())
     return out.stdout.strip() or out.stderr.strip().splitlines()[-1]
 
@@ -569,9 +569,9 @@ def main() -> None:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     got = {w: count(a.python, a.tree, w, a.n, a.interpreter) for w in chosen}
     if a.json:
-        print(json.dumps({"build": _build(a.python, a.tree), "per": got}))
+        print(json.dumps({"build": build_of(a.python, a.tree), "per": got}))
         return
-    print(f"gsp: {_build(a.python, a.tree)}")
+    print(f"gsp: {build_of(a.python, a.tree)}")
     for w, c in got.items():
         share = (f" ({c['interpreter']:.0f} in the bytecode loop)" if "interpreter" in c
                  else "")

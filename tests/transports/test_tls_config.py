@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pynng
 import pytest
@@ -23,26 +23,18 @@ URLS = {"tls+tcp": "tls+tcp://127.0.0.1:0", "wss": "wss://127.0.0.1:0/sp"}
 SCHEMES = list(URLS)
 
 
-@pytest.fixture
-def sockets() -> Iterator[list[gsp.Socket]]:
-    made: list[gsp.Socket] = []
-    yield made
-    for s in made:
-        s.close()
+Mk = Callable[..., gsp.Socket]
 
 
-def _pair(made: list[gsp.Socket], **kw: Any) -> tuple[gsp.Socket, gsp.Socket]:
-    a = gsp.socket("pair", recv_timeout=5, send_timeout=5, **kw)
-    made.append(a)
-    b = gsp.socket("pair", recv_timeout=5, send_timeout=5, **kw)
-    made.append(b)
+def _pair(gsp_socket: Mk, **kw: Any) -> tuple[gsp.Socket, gsp.Socket]:
+    a = gsp_socket("pair", recv_timeout=5, send_timeout=5, **kw)
+    b = gsp_socket("pair", recv_timeout=5, send_timeout=5, **kw)
     return a, b
 
 
-def _served(url: str, made: list[gsp.Socket], **dial: Any) -> dict[str, Any]:
+def _served(url: str, gsp_socket: Mk, **dial: Any) -> dict[str, Any]:
     """Dial ``url`` with a fresh socket (a new handshake); the pipe's properties."""
-    s = gsp.socket("pair", recv_timeout=5)
-    made.append(s)
+    s = gsp_socket("pair", recv_timeout=5)
     s.dial(url, block=True, **dial)
     props: dict[str, Any] = s.pipes[0].properties
     s.close()
@@ -103,26 +95,26 @@ def test_min_above_max_is_refused_at_listen_and_dial(
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_tls12_client_is_refused_by_a_listener_with_minimum_13(
-        pki: PKI, scheme: str, sockets: list[gsp.Socket]) -> None:
-    a, b = _pair(sockets)
+        pki: PKI, scheme: str, gsp_socket: Mk) -> None:
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **pki.listen_options(tls_min_version="1.3")).url
     with pytest.raises(TLSHandshakeError):
         b.dial(url, block=True, **pki.dial_options(tls_max_version="1.2"))
     assert not a.pipes and not b.pipes
-    assert _served(url, sockets, **pki.dial_options())["tls_version"] == "TLSv1.3"
+    assert _served(url, gsp_socket, **pki.dial_options())["tls_version"] == "TLSv1.3"
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_maximum_version_and_ciphers_apply(pki: PKI, scheme: str,
-                                           sockets: list[gsp.Socket]) -> None:
-    a, _ = _pair(sockets)
+                                           gsp_socket: Mk) -> None:
+    a, _ = _pair(gsp_socket)
     cipher = "ECDHE-ECDSA-AES256-GCM-SHA384"  # trustme's keys are ECDSA
     url = a.listen(URLS[scheme], **pki.listen_options(tls_max_version="1.2",
                                                       tls_ciphers=cipher)).url
-    props = _served(url, sockets, **pki.dial_options())
+    props = _served(url, gsp_socket, **pki.dial_options())
     assert (props["tls_version"], props["tls_cipher"]) == ("TLSv1.2", cipher)
     with pytest.raises(TLSHandshakeError):  # no cipher in common
-        _served(url, sockets, **pki.dial_options(tls_ciphers="ECDHE-ECDSA-AES128-GCM-SHA256"))
+        _served(url, gsp_socket, **pki.dial_options(tls_ciphers="ECDHE-ECDSA-AES128-GCM-SHA256"))
 
 
 # -- the key's password ---------------------------------------------------------------------
@@ -130,9 +122,9 @@ def test_maximum_version_and_ciphers_apply(pki: PKI, scheme: str,
 @pytest.mark.parametrize("password", ["s3cret", b"s3cret"], ids=["str", "bytes"])
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_password_protected_key_loads(pki: PKI, tmp_path: Path, scheme: str,
-                                        password: Any, sockets: list[gsp.Socket]) -> None:
+                                        password: Any, gsp_socket: Mk) -> None:
     key = encrypt_key(pki.server_key_file, tmp_path / "server.key", b"s3cret")
-    a, b = _pair(sockets)
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **pki.listen_options(tls_key_file=key,
                                                       tls_key_password=password)).url
     b.dial(url, block=True, **pki.dial_options())
@@ -162,11 +154,11 @@ def test_a_wrong_or_missing_password_is_a_clear_error(
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_revoked_client_certificate_is_refused(pki: PKI, tmp_path: Path, scheme: str,
-                                                 sockets: list[gsp.Socket]) -> None:
+                                                 gsp_socket: Mk) -> None:
     revoked_cert, revoked_key = issue(pki.ca, tmp_path, "revoked", "client.example",
                                       common_name="revoked-client")
     crl = write_crl(pki.ca, tmp_path / "ca.crl", revoked_cert)
-    a, b = _pair(sockets)
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **pki.listen_options(
         tls_client_auth="required", tls_ca_file=pki.ca_file, tls_crl_file=crl)).url
     with pytest.raises(TLSHandshakeError):
@@ -174,21 +166,21 @@ def test_a_revoked_client_certificate_is_refused(pki: PKI, tmp_path: Path, schem
                                                    tls_key_file=revoked_key))
     assert not a.pipes
     # A certificate the CRL does not name passes.
-    good = _served(url, sockets, **pki.dial_options(tls_cert_file=pki.client_cert_file,
+    good = _served(url, gsp_socket, **pki.dial_options(tls_cert_file=pki.client_cert_file,
                                                     tls_key_file=pki.client_key_file))
     assert good["tls_version"]
     wait_for(lambda: not a.pipes, what="the good client's pipe to go")
 
 
 def test_a_dialer_checks_the_servers_certificate_against_its_crl(
-        pki: PKI, tmp_path: Path, sockets: list[gsp.Socket]) -> None:
-    a, b = _pair(sockets)
+        pki: PKI, tmp_path: Path, gsp_socket: Mk) -> None:
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS["tls+tcp"], **pki.listen_options()).url
     revoking = write_crl(pki.ca, tmp_path / "revoking.crl", pki.server_cert_file)
     with pytest.raises(TLSHandshakeError, match="certificate verification failed: .*revoked"):
         b.dial(url, block=True, **pki.dial_options(tls_crl_file=revoking))
     empty = write_crl(pki.ca, tmp_path / "empty.crl")
-    assert _served(url, sockets, **pki.dial_options(tls_crl_file=empty))["tls_version"]
+    assert _served(url, gsp_socket, **pki.dial_options(tls_crl_file=empty))["tls_version"]
 
 
 # -- reload ---------------------------------------------------------------------------------
@@ -205,8 +197,8 @@ def live(pki: PKI, tmp_path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_certificate_replaced_on_disk_is_served_to_the_next_handshake(
         pki: PKI, tmp_path: Path, live: dict[str, str], scheme: str,
-        sockets: list[gsp.Socket], caplog: pytest.LogCaptureFixture) -> None:
-    a, b = _pair(sockets)
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **live).url
     b.dial(url, block=True, **pki.dial_options())  # this pipe stays up throughout
     assert b.pipes[0].properties["peer_certificate_der"] == cert_der(pki.server_cert_file)
@@ -214,7 +206,7 @@ def test_a_certificate_replaced_on_disk_is_served_to_the_next_handshake(
     caplog.set_level(logging.INFO, logger="gsp.listener")
     replace(live["tls_key_file"], new_key)
     replace(live["tls_cert_file"], new_cert)
-    props = _served(url, sockets, **pki.dial_options())
+    props = _served(url, gsp_socket, **pki.dial_options())
     assert props["peer_certificate_der"] == cert_der(new_cert)
     assert props["peer_subject"]["commonName"] == "renewed"
     assert any("the TLS files changed; new handshakes use them" in r.getMessage()
@@ -226,13 +218,13 @@ def test_a_certificate_replaced_on_disk_is_served_to_the_next_handshake(
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_broken_replacement_keeps_the_last_good_certificate(
         pki: PKI, tmp_path: Path, live: dict[str, str], scheme: str,
-        sockets: list[gsp.Socket], caplog: pytest.LogCaptureFixture) -> None:
-    a, _ = _pair(sockets)
+        gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
+    a, _ = _pair(gsp_socket)
     listener = a.listen(URLS[scheme], **live)
     replace(live["tls_cert_file"], b"-----BEGIN CERTIFICATE-----\nbroken\n")
     with caplog.at_level(logging.WARNING, logger="gsp.listener"):
         for _ in range(3):  # served with the last good one; warned once for this version
-            props = _served(listener.url, sockets, **pki.dial_options())
+            props = _served(listener.url, gsp_socket, **pki.dial_options())
             assert props["peer_certificate_der"] == cert_der(pki.server_cert_file)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
@@ -242,25 +234,25 @@ def test_a_broken_replacement_keeps_the_last_good_certificate(
     assert isinstance(warnings[0].gsp_error, gsp.BadOption)  # type: ignore[attr-defined]
     with pytest.raises(gsp.BadOption, match="cannot load the TLS certificate"):
         listener.reload()  # an explicit reload says so to the caller
-    assert _served(listener.url, sockets, **pki.dial_options())["peer_certificate_der"] == \
+    assert _served(listener.url, gsp_socket, **pki.dial_options())["peer_certificate_der"] == \
         cert_der(pki.server_cert_file)
     # Fixed: the next handshake uses it.
     new_cert, new_key = issue(pki.ca, tmp_path, "fixed")
     replace(live["tls_key_file"], new_key)
     replace(live["tls_cert_file"], new_cert)
     listener.reload()
-    assert _served(listener.url, sockets, **pki.dial_options())["peer_certificate_der"] == \
+    assert _served(listener.url, gsp_socket, **pki.dial_options())["peer_certificate_der"] == \
         cert_der(new_cert)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_dialer_redials_against_a_new_ca(pki: PKI, tmp_path: Path, live: dict[str, str],
-                                           scheme: str, sockets: list[gsp.Socket]) -> None:
+                                           scheme: str, gsp_socket: Mk) -> None:
     """The server moves to a certificate of another CA; the dialer's tls_ca_file is replaced
     with that CA: the dialer's next handshake (a redial) trusts it, without a new dialer."""
     trusted = tmp_path / "trusted-ca.pem"
     shutil.copy(pki.ca_file, trusted)
-    a, b = _pair(sockets, reconnect_time=0.05, reconnect_time_max=0.1)
+    a, b = _pair(gsp_socket, reconnect_time=0.05, reconnect_time_max=0.1)
     url = a.listen(URLS[scheme], **live).url
     dialer = b.dial(url, block=True, tls_ca_file=str(trusted))
     other = trustme.CA()
@@ -276,17 +268,17 @@ def test_a_dialer_redials_against_a_new_ca(pki: PKI, tmp_path: Path, live: dict[
     dialer.reload()  # loads: nothing to report
 
 
-def test_reload_on_an_endpoint_without_files_does_nothing(sockets: list[gsp.Socket]) -> None:
-    a, _ = _pair(sockets)
+def test_reload_on_an_endpoint_without_files_does_nothing(gsp_socket: Mk) -> None:
+    a, _ = _pair(gsp_socket)
     listener = a.listen("tcp://127.0.0.1:0")
     listener.reload()
     a.dial(listener.url).reload()
 
 
 def test_a_crl_of_another_ca_refuses_every_peer(pki: PKI, tmp_path: Path,
-                                                sockets: list[gsp.Socket]) -> None:
+                                                gsp_socket: Mk) -> None:
     """OpenSSL needs the CRL of the peer's issuer: without it the peer is refused (docs/tls.md)."""
-    a, b = _pair(sockets)
+    a, b = _pair(gsp_socket)
     url = a.listen(URLS["tls+tcp"], **pki.listen_options()).url
     stranger = write_crl(trustme.CA(), tmp_path / "stranger.crl")
     with pytest.raises(TLSHandshakeError, match="unable to get certificate CRL"):
@@ -296,14 +288,13 @@ def test_a_crl_of_another_ca_refuses_every_peer(pki: PKI, tmp_path: Path,
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_new_path_set_on_the_socket_is_used_by_the_next_handshake(
         pki: PKI, tmp_path: Path, live: dict[str, str], scheme: str,
-        sockets: list[gsp.Socket]) -> None:
-    a = gsp.socket("pair", **live)
-    sockets.append(a)
+        gsp_socket: Mk) -> None:
+    a = gsp_socket("pair", **live)
     url = a.listen(URLS[scheme]).url
     new_cert, new_key = issue(pki.ca, tmp_path, "moved")
     a.set_option("tls_key_file", new_key)
     a.set_option("tls_cert_file", new_cert)
-    assert _served(url, sockets, **pki.dial_options())["peer_certificate_der"] == \
+    assert _served(url, gsp_socket, **pki.dial_options())["peer_certificate_der"] == \
         cert_der(new_cert)
 
 
