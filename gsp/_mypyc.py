@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["COMPILED", "build", "compiled", "mypyc_attr"]
 
-#: The modules the wheel compiles (docs/performance.md, "The compiled build (mypyc)"). setup.py
+#: The modules the wheel compiles (docs/measuring.md, "The compiled build (mypyc)"). setup.py
 #: reads this assignment without importing gsp: keep it a literal tuple of strings.
 COMPILED = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
             "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream",

@@ -1,3 +1,7 @@
+"""Messages: :class:`Message` (a header and a body) and the :class:`PipeHandle` a protocol sends
+them through.
+"""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

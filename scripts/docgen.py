@@ -1,5 +1,7 @@
-"""The generated references: options (docs/options.md, from the option specs) and plugin hooks
-(docs/plugin-reference.md, from the SDK's docstrings: :func:`reference_markdown`, below).
+"""The generated references: options (docs/options.md, from the option specs), plugin hooks
+(docs/plugin-reference.md, from the SDK's docstrings: :func:`reference_markdown`, below) and the
+layers and module map of docs/architecture.md (from the import-linter contracts in pyproject.toml
+and the modules' docstrings: :func:`architecture_markdown`).
 
 Socket-wide options come from :data:`gsp.options.SOCKET_OPTIONS` (those in
 :data:`gsp.options.ENDPOINT_OPTIONS` are also accepted by ``listen``/``dial``), protocol and
@@ -9,8 +11,10 @@ validator says about itself (:class:`gsp.options.Check`).
 
 Regenerate with ``python scripts/docgen.py options -o docs/options.md`` and
 ``python scripts/docgen.py hooks -o docs/plugin-reference.md`` at the repository root (``--all``
-adds every installed plugin's options); tests/project/test_options_doc.py and
-tests/project/test_plugin_reference.py fail while either file is stale. A docs build imports this module
+adds every installed plugin's options), and ``python scripts/docgen.py architecture -o
+docs/architecture.md`` (which rewrites only the page's generated blocks);
+tests/project/test_options_doc.py, tests/project/test_plugin_reference.py and
+tests/project/test_architecture_doc.py fail while a file is stale. A docs build imports this module
 from the repository root (``from scripts import docgen``) and calls :func:`options_markdown` and
 :func:`reference_markdown`. It is a tool of the repository, not part of the installed ``gsp``.
 """
@@ -25,9 +29,15 @@ import re
 import sys
 import textwrap
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Iterable
 
 from gsp.options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Option
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the docs extra installs tomli there (and import-linter, of the test extra, needs it)
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 #: The command that writes docs/options.md (quoted by the file and by its staleness test).
 COMMAND = "python scripts/docgen.py options -o docs/options.md"
@@ -406,8 +416,138 @@ def reference_markdown() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+# -- the layers and module map of docs/architecture.md ---------------------------------------------
+
+#: The command that rewrites the generated blocks of docs/architecture.md.
+ARCHITECTURE_COMMAND = "python scripts/docgen.py architecture -o docs/architecture.md"
+ROOT = Path(__file__).resolve().parent.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+#: Where a root package of the contracts other than gsp lives, under the repository root.
+PACKAGE_DIRS = ("plugins/*", "plugins/*/src", "examples/plugins/*")
+_BLOCK = re.compile(r"(<!-- begin generated: (\w+)[^\n]*-->\n).*?(<!-- end generated: \2 -->)",
+                    re.S)
+
+
+def contracts(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, Any]:
+    """The ``[tool.importlinter]`` table of ``pyproject``."""
+    table: dict[str, Any] = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"][
+        "importlinter"]
+    return table
+
+
+def module_file(name: str) -> Path:
+    """The source of module ``name`` in the repository (a package's ``__init__.py``); a name no
+    file answers raises LookupError, so a contract naming a renamed module fails the page."""
+    top, *rest = name.split(".")
+    bases = [ROOT] if top == "gsp" else [d for g in PACKAGE_DIRS for d in sorted(ROOT.glob(g))]
+    for base in bases:
+        path = base.joinpath(top, *rest)
+        if (path / "__init__.py").is_file():
+            return path / "__init__.py"
+        if path.with_suffix(".py").is_file():
+            return path.with_suffix(".py")
+    raise LookupError(f"the import contracts name {name}, which no file in the repository is")
+
+
+def submodules(name: str) -> list[str]:
+    """``name`` and, for a package, every module in it, depth first, by name."""
+    path = module_file(name)
+    out = [name]
+    if path.name == "__init__.py":
+        for child in sorted(path.parent.iterdir()):
+            stem = child.stem if child.suffix == ".py" else child.name
+            if child.name == "__init__.py" or not stem.isidentifier():
+                continue
+            if child.suffix == ".py" or (child / "__init__.py").is_file():
+                out += submodules(f"{name}.{stem}")
+    return out
+
+
+def summary(name: str) -> str:
+    """The first sentence of module ``name``'s docstring, as Markdown for one table cell."""
+    path = module_file(name)
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    if not doc:
+        raise LookupError(f"{path.relative_to(ROOT)} has no docstring to say what it is for")
+    para = " ".join(doc.split("\n\n")[0].split())
+    m = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", para)
+    first = para[:m.start() + 1] if m else para
+    if first.count("(") > first.count(")"):
+        first += ")"
+    return _cell(_ROLE.sub(r"`\1`", first).replace("``", "`"))
+
+
+def _layers(table: dict[str, Any]) -> list[list[str]]:
+    [layers] = [c for c in table["contracts"] if c["type"] == "layers"]
+    return [[m.strip() for m in layer.split("|")] for layer in layers["layers"]]
+
+
+def layers_markdown(table: dict[str, Any]) -> list[str]:
+    """The layers as a Mermaid diagram, top to bottom, and the other contracts as rules."""
+    layers = _layers(table)
+    out = ["```mermaid", "flowchart TB"]
+    for i, layer in enumerate(layers):
+        for name in layer:
+            module_file(name)
+        out.append(f'  L{i}["{"<br>".join(layer)}"]')
+    out += [f"  L{i} --> L{i + 1}" for i in range(len(layers) - 1)]
+    out += ["```", "", "A layer imports only the layers below it (an arrow points down to what may "
+            "be imported). Across the layers:", ""]
+    for c in table["contracts"]:
+        if c["type"] != "forbidden":
+            continue
+        for name in [*c["source_modules"], *c["forbidden_modules"]]:
+            module_file(name)
+        src = ", ".join(f"`{m}`" for m in c["source_modules"])
+        bad = ", ".join(f"`{m}`" for m in c["forbidden_modules"])
+        out.append(f"- **{c['name']}**: {src} never import {bad}.")
+    return out
+
+
+def modules_markdown(table: dict[str, Any]) -> list[str]:
+    """Every module of gsp/ by layer, top first, with its docstring's first sentence; then what
+    no layer names, then the plugin packages."""
+    out = _table(["layer", "module", "what it is"], [])
+    named: set[str] = set()
+    for i, layer in enumerate(_layers(table), 1):
+        for top in layer:
+            for name in submodules(top):
+                named.add(name)
+                out.append(f"| {i} | `{name}` | {summary(name)} |")
+    rest = [n for n in submodules("gsp") if n not in named and
+            not any(n.startswith(f"{m}.") for m in named)]
+    out += [f"| above | `{name}` | {summary(name)} |" for name in rest]
+    out += ["", "The plugin distributions, each only a user of the public modules above:", ""]
+    out += _table(["package", "where", "what it is"], (
+        [f"`{p}`", f"`{module_file(p).parent.relative_to(ROOT)}/`", summary(p)]
+        for p in table["root_packages"] if p != "gsp"))
+    return out
+
+
+def architecture_markdown(page: str | None = None) -> str:
+    """docs/architecture.md with its generated blocks written afresh from the contracts: each
+    ``<!-- begin generated: NAME -->`` ... ``<!-- end generated: NAME -->`` (NAME ``layers`` or
+    ``modules``)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8") if page is None else page
+    table = contracts()
+    makers = {"layers": layers_markdown, "modules": modules_markdown}
+    found: list[str] = []
+
+    def fill(m: re.Match[str]) -> str:
+        found.append(m.group(2))
+        body = "\n".join(makers[m.group(2)](table))
+        return f"{m.group(1)}{body}\n{m.group(3)}"
+
+    out = _BLOCK.sub(fill, text)
+    if sorted(found) != sorted(makers):
+        raise LookupError(f"docs/architecture.md has the generated blocks {found}, "
+                          f"not one each of {sorted(makers)}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python scripts/docgen.py options|hooks [-o FILE]``: write a reference (default: stdout)."""
+    """``python scripts/docgen.py options|hooks|architecture [-o FILE]``: write a reference
+    (default: stdout)."""
     ap = argparse.ArgumentParser(prog="python scripts/docgen.py",
                                  description="gsp's generated references, in Markdown")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -415,10 +555,13 @@ def main(argv: list[str] | None = None) -> int:
     opts.add_argument("--all", action="store_true",
                       help="include every installed plugin, not only gsp's own and shipped ones")
     hooks = sub.add_parser("hooks", help="the plugin hook reference (docs/plugin-reference.md)")
-    for p in (opts, hooks):
+    arch = sub.add_parser("architecture", help="docs/architecture.md with its layers and module "
+                          "map generated afresh from the import contracts")
+    for p in (opts, hooks, arch):
         p.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
     a = ap.parse_args(argv)
-    text = options_markdown(include_all=a.all) if a.cmd == "options" else reference_markdown()
+    text = options_markdown(include_all=a.all) if a.cmd == "options" else \
+        architecture_markdown() if a.cmd == "architecture" else reference_markdown()
     if a.output:
         with open(a.output, "w", encoding="utf-8") as f:
             f.write(text)

@@ -9,7 +9,10 @@
   docstring;
 - ``options.md`` and ``plugin-reference.md``: written afresh from the option specs and the SDK's
   docstrings by the repository's generator (the files in docs/ are its output, kept for readers
-  of the repository and checked fresh by tests/project/test_options_doc.py and test_plugin_reference.py).
+  of the repository and checked fresh by tests/project/test_options_doc.py and test_plugin_reference.py);
+- ``architecture.md``: its layers and module map written afresh from the import-linter contracts
+  and the modules' docstrings (a contract naming a module that is not there fails the build;
+  tests/project/test_architecture_doc.py checks the file in docs/ fresh).
 
 Nothing here is kept by hand: a docstring or an argument changed in the code changes the page.
 """
@@ -130,7 +133,8 @@ def generator() -> ModuleType:
 def generated_references() -> None:
     docgen = generator()
     for page, text in (("options.md", docgen.options_markdown()),
-                       ("plugin-reference.md", docgen.reference_markdown())):
+                       ("plugin-reference.md", docgen.reference_markdown()),
+                       ("architecture.md", docgen.architecture_markdown())):
         with mkdocs_gen_files.open(page, "w") as f:
             f.write(text)
 

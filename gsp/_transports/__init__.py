@@ -1,0 +1,2 @@
+"""The built-in transports, registered through gsp's own entry points like any plugin.
+"""

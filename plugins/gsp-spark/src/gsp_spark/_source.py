@@ -47,7 +47,7 @@ _POLL = 0.1  # seconds the receiver waits per recv before looking at its stop fl
 _REBIND = 20.0  # seconds a listener retries an address its predecessor process still holds
 # Fewest messages a micro-batch's partition gets: every Spark task that reads one costs a fixed
 # round of task launch, Python worker hand-off and Arrow stream set-up, and on a small machine two
-# decoding at once only contend with the receiver and the JVM. Measured on local[2] (issue 46):
+# decoding at once only contend with the receiver and the JVM. Measured on local[2]
 # 500,000-row micro-batches in one task gave the benchmark 2x the rate of 200,000 in two.
 _PART_ROWS = 1 << 18
 
