@@ -65,10 +65,12 @@ def test_surveyor_cancel_discard(gsp_socket):
 
 
 def test_surveyor_close_rx(gsp_socket, spawn):
-    s = gsp_socket("surveyor", survey_time=1)
+    # survey_time outlasts any stall of a loaded machine: the close, not the expiry, ends recv
+    s = gsp_socket("surveyor", survey_time=60)
     s.send(b"first")
     g = spawn(s.recv)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # g runs until it blocks in recv
+    assert not g.dead
     s.close()
     with pytest.raises(gsp.Closed):
         g.get(timeout=2)

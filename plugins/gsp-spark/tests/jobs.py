@@ -204,7 +204,7 @@ def regular_install(job: Job) -> dict[str, Any]:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and os.path.abspath(p) != venv_bin)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(hide)])  # workers inherit it
-    steps["ran"] = job.run([sys.executable, str(script)], 150, cwd=elsewhere, env=env)
+    steps["ran"] = job.run([sys.executable, str(script)], 300, cwd=elsewhere, env=env)
     return steps
 
 

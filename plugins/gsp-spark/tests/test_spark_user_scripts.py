@@ -52,9 +52,9 @@ def test_format_gsp_from_any_thread_without_importing_gsp_spark():
         outcome["receiver_stderr"][-3000:]
 
 
-@pytest.mark.timeout(480)  # the job: a wheel build (pip fetches setuptools), an install, a Spark
+@pytest.mark.timeout(720)  # the job: a wheel build (pip fetches setuptools), an install, a Spark
 def test_format_gsp_is_found_with_a_regular_install_and_python_by_path():
-    steps = background.get("regular-install").result(460)
+    steps = background.get("regular-install").result(700)
     for step in ("built", "installed", "ran"):
         assert steps[step].returncode == 0, (step, steps[step].stderr[-3000:])
     site = steps["site"]
