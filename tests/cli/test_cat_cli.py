@@ -124,7 +124,7 @@ def test_file_and_stdin_data(cats: Cats, gsp_free_url: Callable[[str], str],
     ("msgpack", b"x" * 3, b"\xc4\x03xxx"),
     ("msgpack", b"x" * 70000, b"\xc6\x00\x01\x11\x70" + b"x" * 70000),
     ("raw", b"\x00", b"\x00"),
-])
+], ids=["quoted", "hex", "msgpack-bin8", "msgpack-bin32", "raw"])
 def test_formats_match_nngcat_byte_for_byte(cats: Cats, fmt: str, body: bytes, printed: bytes,
                                             gsp_free_url: Callable[[str], str]) -> None:
     assert received_by_cat(cats, gsp_free_url("tcp"), fmt, [body]) == printed
