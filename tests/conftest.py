@@ -33,6 +33,63 @@ pytest_plugins = ("pytester",)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "allow_leaks: skip the greenlet/fd leak check")
+    config.addinivalue_line("markers", "forks_beside_threads: this test's forks meet other "
+                            "threads on purpose (no_fork_beside_threads)")
+    # GSP_EXPECT_BUILD=compiled (noxfile.py): the run tests that build of gsp, or stops here.
+    expected = os.environ.get("GSP_EXPECT_BUILD")
+    if expected and _build() != expected:
+        raise pytest.UsageError(f"GSP_EXPECT_BUILD={expected}, but this run imports the "
+                                f"{_build()} build of gsp ({_gsp_file()})")
+
+
+def _build() -> str:
+    from gsp._mypyc import build
+
+    return build()
+
+
+def _gsp_file() -> str:
+    import gsp
+
+    return str(gsp.__file__)
+
+
+def pytest_report_header() -> str:
+    return f"gsp: the {_build()} build, from {_gsp_file()}"
+
+
+def _os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+#: The OS threads this process had when the running test started (the harness's, such as
+#: pytest-xdist's I/O thread, and any an earlier test left, such as gsp.blocking's shared hub),
+#: and the forks since then that met more.
+THREADS_AT_START = [_os_threads()]
+FORKS_BESIDE_THREADS: list[str] = []
+
+
+def _before_fork() -> None:
+    more = _os_threads() - THREADS_AT_START[0]
+    if more > 0:
+        FORKS_BESIDE_THREADS.append(f"{os.environ.get('PYTEST_CURRENT_TEST', '(no test)')}: "
+                                    f"forked beside {more} thread(s) the test started")
+
+
+os.register_at_fork(before=_before_fork)
+
+
+@pytest.fixture(autouse=True)
+def no_fork_beside_threads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A fork in this process meets no thread that the test started: the child would get only
+    the forking one (Python 3.12+ warns, DeprecationWarning). gsp starts no thread before it
+    forks (gsp.prefork, gsp.per_process); a test that forks beside one on purpose is marked
+    ``forks_beside_threads``."""
+    THREADS_AT_START[0] = _os_threads()
+    del FORKS_BESIDE_THREADS[:]
+    yield
+    if FORKS_BESIDE_THREADS and request.node.get_closest_marker("forks_beside_threads") is None:
+        pytest.fail("\n".join(FORKS_BESIDE_THREADS), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,155 @@
+"""The interpreter matrix (docs/release.md, "What CI proves"): ``nox -s tests-3.12`` and the rest.
+
+Each ``tests-X.Y`` session builds gevent-sp's compiled wheel with CPython X.Y (setup.py compiles
+gsp's hot modules with mypyc), installs it non-editable into a fresh venv with the plugins
+(non-editable too) and the test tools, and runs the suite's tiers that need neither Java nor a
+browser from a copy of the tree outside it: the core tier, and the interop tier where that
+interpreter has wheels for the peers. ``lowest`` does the same on the oldest interpreter with
+the lowest versions of the runtime dependencies that the distributions allow.
+
+A session whose interpreter is missing fails, naming it: it never skips. Interpreters are found
+on PATH (``python3.12``) or, where PATH has none that runs, in pyenv's versions.
+
+``nox -s tests-3.12 -- tests/test_chan.py`` runs those files only (the marker expression still
+applies); ``nox -l`` lists the sessions. The noxfile itself needs Python 3.11+ (tomllib).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import nox
+import tomllib
+
+ROOT = Path(__file__).resolve().parent
+
+nox.options.error_on_missing_interpreters = True  # a missing interpreter fails, never skips
+nox.options.download_python = "never"  # the interpreters are the machine's own
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "no"  # every run starts from a fresh venv
+
+#: The interpreters tested: requires-python's floor up to the newest this machine has.
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+#: The tiers the matrix runs (pytest markers; tests/conftest.py): all but the browser, Spark,
+#: native-tool and network-namespace tiers, whose tools are the machine's, not the interpreter's.
+TIERS = "not browser and not spark and not native and not netns"
+
+#: The test tools not installed: PySpark and pyarrow (the spark tier), Playwright and Pillow
+#: (the browser tier).
+NOT_INSTALLED = {"pyspark", "pyarrow", "playwright", "pillow"}
+
+#: Test tools with no wheel (and no build) for an interpreter, the test files that need them,
+#: and why. These files are not collected on that interpreter; every other one is.
+NO_WHEEL = {
+    "3.10": {
+        "nng-ssl": ("nng-ssl 0.2.0 (nng 2.0) requires Python >= 3.11",
+                    ["tests/test_interop_nng2.py", "tests/test_admit.py", "tests/test_peer.py",
+                     "tests/test_udp.py"]),
+    },
+}
+
+#: The plugins installed beside gevent-sp (non-editable), as the suite loads them.
+PLUGINS = ["plugins/gsp-star", "plugins/gsp-ws", "plugins/gsp-bench",
+           "examples/plugins/gsp-example-zlib", "examples/plugins/gsp-example-gather"]
+
+
+def find_python(version: str) -> str:
+    """The interpreter for ``version``: ``pythonX.Y`` on PATH when it runs (a pyenv shim for a
+    version that is not active does not), else pyenv's newest X.Y.*, else the bare version
+    (nox then fails the session: "Python interpreter X.Y not found")."""
+    on_path = shutil.which(f"python{version}")
+    if on_path and subprocess.run([on_path, "-c", ""], capture_output=True).returncode == 0:
+        return on_path
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")),
+                   key=lambda p: [int(n) for n in re.findall(r"\d+", p.split("/")[-3])])
+    return found[-1] if found else version
+
+
+def project(path: str = ".") -> dict[str, object]:
+    with open(ROOT / path / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]  # type: ignore[no-any-return]
+
+
+def test_tools(version: str) -> list[str]:
+    """The test extra of gevent-sp, less the tools of the tiers not run here and those with no
+    wheel for this interpreter."""
+    skip = NOT_INSTALLED | set(NO_WHEEL.get(version, {}))
+    tools = project()["optional-dependencies"]["test"]  # type: ignore[index]
+    return [r for r in tools if re.match(r"[A-Za-z0-9._-]+", r)[0].lower() not in skip]  # type: ignore[index]
+
+
+def lowest_pins() -> list[str]:
+    """``name==floor`` for every runtime dependency that gevent-sp and the installed plugins
+    give a floor (``name>=floor``), gevent-sp itself excepted."""
+    pins = {}
+    for path in [".", *PLUGINS]:
+        for req in project(path)["dependencies"]:  # type: ignore[attr-defined]
+            m = re.fullmatch(r"([A-Za-z0-9._-]+)>=([0-9.]+)", req)
+            if m and m[1] != "gevent-sp":
+                pins[m[1].lower()] = f"{m[1]}=={m[2]}"
+    return sorted(pins.values())
+
+
+def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> None:
+    work = Path(tempfile.mkdtemp(prefix=f"gsp-nox-{session.name}-"))
+    try:
+        # The tree, copied outside itself: the wheel is built from the copy (mypyc's C and the
+        # build directory stay there), and the suite runs in it, so that nothing of the
+        # checkout's is the package tested.
+        tree = work / "tree"
+        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+            ".git", ".nox", "venv", "node", "build", "dist", "site", "__pycache__",
+            "*.egg-info", "*.so", ".pytest_cache", ".hypothesis"))
+        session.chdir(tree)
+        session.run("python", "-m", "pip", "install", "-q", "--upgrade", "pip")
+        # The wheel, as a user's `pip install .` builds it: an isolated build with this
+        # interpreter (mypyc compiles; setup.py says so on stderr).
+        session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work), ".")
+        wheel = next(work.glob("gevent_sp-*.whl"))
+        session.log(f"built {wheel.name}")
+        session.run("python", "-m", "pip", "install", "-q", str(wheel), *PLUGINS,
+                    *test_tools(version), *pins)
+        # The suite's pytest puts its rootdir last on sys.path (--import-mode=append), and
+        # GSP_EXPECT_BUILD makes tests/conftest.py stop the run unless the compiled build is
+        # the one imported; CHECK says so first, for any process of this venv.
+        session.run("python", "-I", "-c", CHECK)
+        session.run("gsp", "info")
+        ignored = []
+        for why, files in NO_WHEEL.get(version, {}).values():
+            session.warn(f"{session.name}: {why}: not collected: {', '.join(files)}")
+            ignored += [f"--ignore={f}" for f in files]
+        session.run("pytest", "-p", "no:cacheprovider", "--import-mode=append", "-m", TIERS,
+                    *ignored, *session.posargs, env={"GSP_EXPECT_BUILD": "compiled"})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+#: The installed gsp is the venv's, and every module of gsp._mypyc.COMPILED imported compiled.
+CHECK = """
+import gsp, sysconfig
+from gsp._mypyc import COMPILED, compiled
+print('gsp', gsp.__version__, 'from', gsp.__file__, '- compiled:', ', '.join(compiled()))
+assert gsp.__file__.startswith(sysconfig.get_paths()['platlib'] + '/'), gsp.__file__
+assert compiled() == list(COMPILED), compiled()
+"""
+
+
+for _version in PYTHONS:
+    @nox.session(name=f"tests-{_version}", python=find_python(_version))
+    def _tests(session: nox.Session, version: str = _version) -> None:
+        run_matrix_session(session, version, [])
+
+
+@nox.session(python=find_python(PYTHONS[0]))
+def lowest(session: nox.Session) -> None:
+    """The oldest interpreter with the floors of the runtime dependencies (pyproject.toml's
+    and the plugins'): gevent, pluggy, msgpack, wsproto, websockets."""
+    run_matrix_session(session, PYTHONS[0], lowest_pins())
