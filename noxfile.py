@@ -109,14 +109,20 @@ def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> N
             ".git", ".nox", "venv", "node", "build", "dist", "site", "__pycache__",
             "*.egg-info", "*.so", ".pytest_cache", ".hypothesis"))
         session.chdir(tree)
-        session.run("python", "-m", "pip", "install", "-q", "--upgrade", "pip")
-        # The wheel, as a user's `pip install .` builds it: an isolated build with this
-        # interpreter (mypyc compiles; setup.py says so on stderr).
-        session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work), ".")
+        pip = ("python", "-m", "pip", "install", "-q", "--prefer-binary")  # (an old wheel
+        # rather than a newer release that this interpreter would build from source)
+        session.run(*pip, "--upgrade", "pip")
+        session.run(*pip, *test_tools(version), *pins)
+        # gevent-sp's sdist, then its wheel built from it with this interpreter, as a user's
+        # `pip install gevent-sp` builds it where no wheel fits: an isolated build in which
+        # mypyc compiles (setup.py says so on stderr).
+        session.run("python", "-m", "build", "-q", "--sdist", "--no-isolation", "--skip-dependency-check",
+                    "--outdir", str(work), ".")
+        sdist = next(work.glob("gevent_sp-*.tar.gz"))
+        session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work), str(sdist))
         wheel = next(work.glob("gevent_sp-*.whl"))
-        session.log(f"built {wheel.name}")
-        session.run("python", "-m", "pip", "install", "-q", str(wheel), *PLUGINS,
-                    *test_tools(version), *pins)
+        session.log(f"built {wheel.name} from {sdist.name}")
+        session.run(*pip, str(wheel), *PLUGINS, *pins)
         # The suite's pytest puts its rootdir last on sys.path (--import-mode=append), and
         # GSP_EXPECT_BUILD makes tests/conftest.py stop the run unless the compiled build is
         # the one imported; CHECK says so first, for any process of this venv.
@@ -152,4 +158,6 @@ for _version in PYTHONS:
 def lowest(session: nox.Session) -> None:
     """The oldest interpreter with the floors of the runtime dependencies (pyproject.toml's
     and the plugins'): gevent, pluggy, msgpack, wsproto, websockets."""
-    run_matrix_session(session, PYTHONS[0], lowest_pins())
+    pins = lowest_pins()
+    session.log(f"the floors: {', '.join(pins)}")
+    run_matrix_session(session, PYTHONS[0], pins)
