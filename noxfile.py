@@ -111,7 +111,6 @@ def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> N
         session.chdir(tree)
         pip = ("python", "-m", "pip", "install", "-q", "--prefer-binary")  # (an old wheel
         # rather than a newer release that this interpreter would build from source)
-        session.run(*pip, "--upgrade", "pip")
         session.run(*pip, *test_tools(version), *pins)
         # gevent-sp's sdist, then its wheel built from it with this interpreter, as a user's
         # `pip install gevent-sp` builds it where no wheel fits: an isolated build in which
