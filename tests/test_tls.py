@@ -120,8 +120,9 @@ def _push_peer(pki: PKI, pull: gsp.Socket, strict: bool) -> Any:
 def test_a_peer_gone_without_close_notify_closed_the_connection(
         pki: PKI, mk: Callable[..., gsp.Socket], reset: bool) -> None:
     """A TCP stream that ends without TLS's close_notify (a FIN, or a reset) is the peer closing
-    the connection, not a timeout: OpenSSL reports both like the kernel giving up on an
-    unanswering peer, which TCP_INFO tells apart (tests/test_tcp_blackhole.py has that case)."""
+    the connection, not a timeout, on every Python: OpenSSL reports both like the kernel giving
+    up on an unanswering peer, which TCP_INFO tells apart (tests/test_tcp_blackhole.py has that
+    case), and Python's ssl from 3.13 on reports the reset as the kernel's ECONNRESET."""
     pull = mk("pull")
     peer = _push_peer(pki, pull, strict=False)
     (pipe,) = pull.pipes
