@@ -1,10 +1,11 @@
-"""The interpreter matrix (docs/release.md, "What CI proves"): ``nox -s tests-3.12`` and the rest.
+"""The interpreter matrix (docs/release.md, "Supported versions"): ``nox -s tests-3.12`` and the
+rest.
 
-Each ``tests-X.Y`` session builds gevent-sp's compiled wheel with CPython X.Y (setup.py compiles
-gsp's hot modules with mypyc), installs it non-editable into a fresh venv with the plugins
-(non-editable too) and the test tools, and runs the suite's tiers that need neither Java nor a
-browser from a copy of the tree outside it: the core tier, and the interop tier where that
-interpreter has wheels for the peers. ``lowest`` does the same on the oldest interpreter with
+Each ``tests-X.Y`` session builds gevent-sp's sdist and, from it with CPython X.Y, the compiled
+wheel (setup.py compiles gsp's hot modules with mypyc), installs that wheel non-editable into a
+fresh venv with the plugins (non-editable too) and the test tools, and runs the suite's tiers
+that need no browser, Spark, native tools or network namespaces from a copy of the tree outside
+it: the core tier, and the interop tier where that interpreter has wheels for the peers. ``lowest`` does the same on the oldest interpreter with
 the lowest versions of the runtime dependencies that the distributions allow.
 
 A session whose interpreter is missing fails, naming it: it never skips. Interpreters are found
