@@ -65,6 +65,8 @@ FULL_RUN_ONLY = {
     "tests/test_architecture.py": "imports every plugin's modules, gsp-spark's with PySpark",
     "tests/test_distribution.py": "needs gevent-sp-spark installed, with PySpark",
     "tests/test_fuzz.py": "atheris instruments the pure modules; two targets import gsp-spark",
+    "tests/test_release.py": "builds every distribution; each session builds gevent-sp's sdist "
+                             "and, from it, its wheel itself",
     "tests/test_bench.py::test_table_repeat_and_progress":
         "its gsp bench runs from the tree's root, which imports the source gsp",
     "tests/test_bench.py::test_json_repeat_keeps_every_run_and_reports_the_median":
