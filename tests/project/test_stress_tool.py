@@ -27,9 +27,12 @@ def test_always_fails():
 
 def test_the_runner_lists_each_failure_with_how_often_it_failed(tmp_path: Path) -> None:
     (tmp_path / "test_tiny.py").write_text(SUITE)
+    ini = tmp_path / "pytest.ini"  # the tiny suite's own root and options, not the repository's
+    ini.write_text("[pytest]\n")
     out = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, str(TOOL), "--quiet", "1", "--hog", "1",
-                           "--out", str(out), "--", str(tmp_path)],
+                           "--out", str(out), "--", "-c", str(ini), "--rootdir", str(tmp_path),
+                           str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
