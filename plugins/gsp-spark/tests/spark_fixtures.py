@@ -100,7 +100,7 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def in_thread(fn: Callable[[], Any], timeout: float = 120) -> Any:
+def in_thread(fn: Callable[[], Any], timeout: float = 240) -> Any:
     """``fn()`` in a new plain ``threading.Thread`` (a JVM thread of its own under PySpark's pinned
     threads, with no active session); returns its result or raises its exception."""
     box: dict[str, Any] = {}

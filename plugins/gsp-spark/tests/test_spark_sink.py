@@ -184,17 +184,19 @@ def test_refused_connection_fails_save_with_gsps_message(spark):
 
 # -- any thread: PySpark resolves format("gsp") through the JVM thread's active session, which a
 # new Python thread lacks; this session has no register() either (auto-discovery only).
-@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+# Spark on 2 shared cores: its own waits bound it, and each of the two threads gets 240 s (a
+# batch write took over 120 s on a machine at load 10)
+@pytest.mark.timeout(600)
 def test_read_and_write_from_a_plain_thread(spark, ipc_dir, tmp_path):
     got = spark_fixtures.through_gsp(spark, spark_fixtures.in_thread, f"ipc://{ipc_dir}/t.sock",
                                      str(tmp_path), "from_thread")
     assert got == list(range(100))
 
 
-@pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
+@pytest.mark.timeout(600)  # Spark on 2 shared cores: its own waits bound it (as above)
 def test_read_and_write_from_a_thread_pool(spark, ipc_dir, tmp_path):
     with ThreadPoolExecutor(2, thread_name_prefix="user-pool") as pool:
-        got = spark_fixtures.through_gsp(spark, lambda fn: pool.submit(fn).result(120),
+        got = spark_fixtures.through_gsp(spark, lambda fn: pool.submit(fn).result(240),
                                          f"ipc://{ipc_dir}/p.sock", str(tmp_path), "from_pool")
     assert got == list(range(100))
 
