@@ -37,7 +37,7 @@ APPS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "apps")
 APP = "serving_app:application"
 CONCURRENT = 300
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(90)
 
 
 class Backend:
@@ -191,7 +191,7 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
 
     load = Load(port, "term")
     load.flowing()
-    code = srv.stop(signal.SIGTERM, timeout=80)
+    code = srv.stop(signal.SIGTERM, timeout=40)
     results = load.stop()
     counts = check(results, backend, f"{case}: TERM under load")
     assert counts["answered"] > 0, counts

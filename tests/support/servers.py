@@ -213,7 +213,7 @@ def uwsgi(app: str, *, pythonpath: str, processes: int = 3, gevent: int = 100,
             "--callable", callable_ or "application", "--pythonpath", pythonpath,
             "--listen", str(min(1024, somaxconn())), "--die-on-term",
             "--hook-master-start", "unix_signal:15 gracefully_kill_them_all",
-            "--worker-reload-mercy", "60", "--reload-mercy", "60", "--need-app",
+            "--worker-reload-mercy", "20", "--reload-mercy", "20", "--need-app",
             "--disable-logging", "--hook-accepting", f"print:{_WORKER_READY}"]
     if lazy_apps:
         argv.append("--lazy-apps")
