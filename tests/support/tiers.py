@@ -53,9 +53,6 @@ TIERS: dict[str, tuple[str, ...]] = {
     "plugins": ("gsp_ws", "gsp_star", "gsp_bench", "gsp_examples"),
 }
 
-#: The marker expression of the core tier.
-CORE = " and ".join(f"not {t}" for t in TIERS)
-
 _SBIN = "/usr/sbin:/sbin"
 
 
