@@ -1,4 +1,5 @@
-"""Shared fixtures (tests/support/fixtures.py) and the suite's tiers (tests/support/tiers.py).
+"""Shared fixtures (tests/support/fixtures.py); the suite's tiers (tests/support/tiers.py) load
+as a plugin for every run (pyproject.toml's addopts).
 
 Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all().
 """
@@ -13,10 +14,6 @@ if os.environ.get("GSP_TEST_MONKEY"):
     monkey.patch_all()
 
 from tests.support.fixtures import *  # noqa: E402,F403
-from tests.support.tiers import (  # noqa: E402,F401
-    pytest_collection_modifyitems,
-    pytest_runtest_setup,
-)
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
 

@@ -101,8 +101,10 @@ class TLSConnection(StreamConnection):
             refusal = tls_refusal(exc, f"TLS with {self.remote_address}")
             if refusal is not None:
                 return refusal
-        if not self._closed and isinstance(exc, ssl.SSLEOFError):
-            # OpenSSL reports a read the kernel failed (ETIMEDOUT) as an EOF; TCP_INFO tells.
+        if not self._closed and isinstance(exc, (ssl.SSLEOFError, ConnectionResetError)):
+            # Python's ssl reports a peer's reset as an EOF up to 3.12, as the kernel's
+            # ECONNRESET from 3.13 on: either is the peer closing. OpenSSL reports a read the
+            # kernel failed (ETIMEDOUT) as an EOF too; TCP_INFO tells.
             if _timed_out(self.sock):
                 return ConnectionBroken(f"{what} on {self.remote_address}: "
                                         f"{os.strerror(errno.ETIMEDOUT)}")

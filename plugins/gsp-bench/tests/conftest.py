@@ -1,4 +1,3 @@
-"""gsp-bench's tests share the suite's fixtures and tiers (tests/support/)."""
+"""gsp-bench's tests share the suite's fixtures (tests/support/); the tiers load for every run."""
 
 from tests.support.fixtures import *  # noqa: F403
-from tests.support.tiers import pytest_runtest_setup  # noqa: F401
