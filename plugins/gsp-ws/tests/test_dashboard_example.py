@@ -67,7 +67,7 @@ def test_the_mounts_refuse_pages_without_a_session_or_from_elsewhere(
     script = """
         const gsp = await import(arg.module);
         const sub = gsp.socket("sub");
-        try { await sub.dial(arg.url); } catch (e) { return e.name; }
+        try { await sub.dial(arg.url, {failFast: true}); } catch (e) { return e.name; }
         sub.close();
         return "connected";
     """
