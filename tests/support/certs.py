@@ -237,7 +237,7 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
     """gsp plays role ``gsp_role`` of ``PAIRS[pair]`` against pynng over ``scheme``;
     ``nng_server``/``nng_client``: the nng side's TLS arguments (``PKI.nng_server_args``). Over
     wss the nng socket runs in a process of its own (:class:`tests.support.nng_process.NngProcess`): its
-    close path can abort the process there (nng issue 2110)."""
+    close path can abort the process there (nanomsg/nng#2110)."""
     kinds = PAIRS[pair]
     gk, nk = kinds[gsp_role], kinds[1 - gsp_role]
     need_protocol(gk)

@@ -1,11 +1,11 @@
-"""A flood of connections against a gsp server that keeps serving an existing peer (issue 27,
-admission control: ``max_pipes`` and ``max_handshakes``).
+"""A flood of connections against a gsp server that keeps serving an existing peer (admission
+control: ``max_pipes`` and ``max_handshakes``).
 
     python tests/tools/flood_probe.py -n 5000 [--max-pipes 64] [--max-handshakes 256] [--json]
     python tests/tools/flood_probe.py -n 1000 --source 127.0.0.2 --admit-cidr 127.0.0.1/32
 
 With ``--source`` the flood's connections come from that (loopback) address; with
-``--admit-cidr`` the rep socket admits only that network (issue 44, ``admit=``): the flood from
+``--admit-cidr`` the rep socket admits only that network (``admit=``): the flood from
 a refused address is closed at accept.
 
 This process is the server: a rep socket listening on tcp with ``max_pipes`` and

@@ -1,5 +1,5 @@
 """gsp's protocols through a network that misbehaves: random loss, a partition that heals, a peer
-whose host vanishes (no RST), a rate limit (issue 41, item 2).
+whose host vanishes (no RST), a rate limit.
 
     unshare -rn python tests/tools/netfault_probe.py SCENARIO [--scheme tcp] [--loss 10] ...
 
