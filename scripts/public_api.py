@@ -85,19 +85,19 @@ def private(path: str) -> bool:
                for p in path.split("."))
 
 
-def deprecated_names(module: griffe.Module) -> dict[str, str]:
+def deprecated_names(module: griffe.Module, renamer: str = RENAMER) -> dict[str, str]:
     """A module's renamed names (old name -> the new one's dotted spelling): the literal table
-    of its ``__getattr__ = renamed(__name__, {"Old": "New"})`` (:data:`RENAMER`)."""
+    of its ``__getattr__ = renamed(__name__, {"Old": "New"})`` (``renamed``: ``renamer``)."""
     hook = module.members.get("__getattr__")
     call = hook.value if isinstance(hook, griffe.Attribute) else None
     if not (isinstance(call, griffe.ExprCall) and isinstance(call.function, griffe.ExprName)
-            and call.function.canonical_path == RENAMER):
+            and call.function.canonical_path == renamer):
         return {}
     table = call.arguments[1] if len(call.arguments) > 1 else None
     value = ast.literal_eval(str(table)) if isinstance(table, griffe.ExprDict) else None
     if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise TypeError(f"{module.path}: {RENAMER}'s table is not a literal dict of str -> str")
+        raise TypeError(f"{module.path}: {renamer}'s table is not a literal dict of str -> str")
     return {old: f"{module.path}.{new}" for old, new in value.items()}
 
 
@@ -287,9 +287,10 @@ class Surface:
     read from source, with ``homes``: the modules a user imports from, listed first."""
 
     def __init__(self, packages: Mapping[str, Path] = PACKAGES,
-                 homes: tuple[str, ...] = HOMES) -> None:
+                 homes: tuple[str, ...] = HOMES, renamer: str = RENAMER) -> None:
         self.packages = dict(packages)
         self.homes = homes
+        self.renamer = renamer
         loader = griffe.GriffeLoader(search_paths=sorted({str(p) for p in packages.values()}),
                                      allow_inspection=False)
         for package in packages:
@@ -321,7 +322,7 @@ class Surface:
         for module in self.public_modules():
             at = module.path
             yield Entry("module", at, "", module, module=at)
-            renamed = deprecated_names(module)
+            renamed = deprecated_names(module, self.renamer)
             for old in sorted(renamed):
                 yield Entry("deprecated", f"{at}.{old}", f" = {renamed[old]}", module=at)
             for name in exported(module):
@@ -348,11 +349,10 @@ class Surface:
 
     def home(self, module: str) -> bool:
         """Whether a user imports from ``module`` (docs/api-guide.md, "Where a name lives"): a
-        home, or a public module inside a home package but ``gsp`` (whose other modules are
-        homes of nothing: ``gsp.options`` is not where a user imports from,
-        ``gsp.transport.wire`` is)."""
+        home, or a module inside a home that is a subpackage (an SDK: ``gsp.transport.wire``;
+        a top-level package is the home of its own names only: ``gsp.options`` is not one)."""
         return module in self.homes or any(
-            module.startswith(f"{h}.") for h in self.homes if h != "gsp")
+            module.startswith(f"{h}.") for h in self.homes if "." in h)
 
     def internals(self) -> dict[str, list[tuple[str, str]]]:
         """Listed name -> the internals its signature shows, each as (the name as written, the
@@ -376,9 +376,10 @@ class Surface:
                     except (KeyError, ValueError):
                         target = None
                     where = target.path if target is not None else path
-                    ours = where.split(".")[0] in self.packages
+                    constant = where.split(".")[0] in self.packages and not (
+                        target is not None and target.is_module)
                     if (private(written) or (private(where) and where not in public) or
-                            (role == "default" and ours and where not in at_home)) and \
+                            (role == "default" and constant and where not in at_home)) and \
                             (written, where) not in bad:
                         bad.append((written, where))
             if bad:
