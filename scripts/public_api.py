@@ -72,10 +72,6 @@ SPECIAL = frozenset({
     "__call__", "__bool__", "__await__",
 })
 
-#: The function whose ``__getattr__`` gives a module's renamed names their old spelling, with a
-#: DeprecationWarning (docs/api-guide.md, "Renamed names").
-RENAMER = "gsp._renamed.renamed"
-
 _IDENT = re.compile(r"[A-Za-z_][\w.]*")
 
 
@@ -85,20 +81,42 @@ def private(path: str) -> bool:
                for p in path.split("."))
 
 
-def deprecated_names(module: griffe.Module, renamer: str = RENAMER) -> dict[str, str]:
+def _table(value: object) -> dict[str, str] | None:
+    """A literal table of renamed names: old -> new (a name in the same module) or -> (module,
+    name); None if ``value`` is not one."""
+    if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
+        return None
+    out = {}
+    for old, new in value.items():
+        if isinstance(new, str):
+            out[old] = new
+        elif isinstance(new, tuple) and len(new) == 2 and all(isinstance(x, str) for x in new):
+            out[old] = ".".join(new)
+        else:
+            return None
+    return out
+
+
+def deprecated_names(module: griffe.Module) -> dict[str, str]:
     """A module's renamed names (old name -> the new one's dotted spelling): the literal table
-    of its ``__getattr__ = renamed(__name__, {"Old": "New"})`` (``renamed``: ``renamer``)."""
-    hook = module.members.get("__getattr__")
-    call = hook.value if isinstance(hook, griffe.Attribute) else None
-    if not (isinstance(call, griffe.ExprCall) and isinstance(call.function, griffe.ExprName)
-            and call.function.canonical_path == renamer):
-        return {}
-    table = call.arguments[1] if len(call.arguments) > 1 else None
-    value = ast.literal_eval(str(table)) if isinstance(table, griffe.ExprDict) else None
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise TypeError(f"{module.path}: {renamer}'s table is not a literal dict of str -> str")
-    return {old: f"{module.path}.{new}" for old, new in value.items()}
+    given to the function that makes its ``__getattr__`` (``__getattr__ = renamed(__name__,
+    {"Old": "New"})``; ``{"old": ("module", "new")}`` for a name that moved to another module;
+    a keyword argument as well: ``attach(__name__, renamed={...})``)."""
+    for node in ast.parse(module.source).body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
+                "__getattr__" in [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
+                for t in node.targets)):
+            continue
+        call = node.value
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            try:
+                table = _table(ast.literal_eval(arg))
+            except ValueError:
+                continue
+            if table is not None:
+                return {old: new if "." in new else f"{module.path}.{new}"
+                        for old, new in table.items()}
+    return {}
 
 
 def exported(module: griffe.Module) -> list[str]:
@@ -287,14 +305,13 @@ class Surface:
     read from source, with ``homes``: the modules a user imports from, listed first."""
 
     def __init__(self, packages: Mapping[str, Path] = PACKAGES,
-                 homes: tuple[str, ...] = HOMES, renamer: str = RENAMER) -> None:
+                 homes: tuple[str, ...] = HOMES) -> None:
         self.packages = dict(packages)
         self.homes = homes
-        self.renamer = renamer
         loader = griffe.GriffeLoader(search_paths=sorted({str(p) for p in packages.values()}),
                                      allow_inspection=False)
         for package in packages:
-            loader.load(package)
+            loader.load(package, try_relative_path=False)
         loader.resolve_aliases(external=False, implicit=False)
         self.modules = loader.modules_collection
 
@@ -322,7 +339,7 @@ class Surface:
         for module in self.public_modules():
             at = module.path
             yield Entry("module", at, "", module, module=at)
-            renamed = deprecated_names(module, self.renamer)
+            renamed = deprecated_names(module)
             for old in sorted(renamed):
                 yield Entry("deprecated", f"{at}.{old}", f" = {renamed[old]}", module=at)
             for name in exported(module):

@@ -200,7 +200,7 @@ def demo(tmp_path: Path) -> Iterator[Surface]:
         (tmp_path / "demo_api" / name).write_text(textwrap.dedent(text), encoding="utf-8")
     sys.path.insert(0, str(tmp_path))
     try:
-        yield Surface({"demo_api": tmp_path}, ("demo_api",), "demo_api._renamed.renamed")
+        yield Surface({"demo_api": tmp_path}, ("demo_api",))
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m == "demo_api" or m.startswith("demo_api.")]:
