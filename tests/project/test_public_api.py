@@ -141,7 +141,7 @@ DEMO = {
         from ._impl import Engine, Hidden, _Base
         from ._renamed import renamed
 
-        __all__ = ["Engine", "LIMIT", "Public", "start"]
+        __all__ = ["Engine", "LIMIT", "Public", "later", "start"]
 
         LIMIT = 5
         _SENTINEL = object()
@@ -231,6 +231,7 @@ def test_the_listing_lists_names_signatures_aliases_and_renames(demo: Surface) -
         "method demo_api.Public.run(n: int = LIMIT, *, how: Hidden | None = None) -> Engine",
         "method demo_api.Public.shared() -> str",
         "property demo_api.Public.size: int",
+        "name demo_api.later (from the module's __getattr__)",
         "function demo_api.start(timeout: float = _SENTINEL, /, big: int = consts.BIG) -> None",
         "module demo_api.consts",
         "attribute demo_api.consts.BIG = 1 << 20",
