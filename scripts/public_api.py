@@ -116,7 +116,7 @@ def deprecated_names(module: griffe.Module) -> dict[str, str]:
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             try:
                 table = _table(ast.literal_eval(arg))
-            except ValueError:
+            except (ValueError, TypeError):
                 continue
             if table is not None:
                 return {old: new if "." in new else f"{module.path}.{new}"
