@@ -134,7 +134,7 @@ def connect_socket(url: str, family: int, address: Any,
 def _caused(err: Exception, cause: OSError) -> Exception:
     """``err`` with ``cause`` as its ``__cause__``, which a listener reads (a peer that left, or
     a shortage of fds). Set by hand: in this module compiled by mypyc, ``raise err from cause``
-    leaves ``__cause__`` unset (mypy 2.4, CPython 3.11 and 3.12)."""
+    alone leaves ``__cause__`` unset (mypy 2.4, CPython 3.11 and 3.12)."""
     err.__cause__ = cause
     return err
 
@@ -727,13 +727,13 @@ class SocketListener(TransportListener):
         except OSError as exc:
             if self._closed:
                 raise Closed("listener closed") from None
-            raise _caused(map_socket_error(exc, "accept"), exc)  # (the errno: out of fds?)
+            raise _caused(map_socket_error(exc, "accept"), exc) from exc  # (out of fds?)
         try:
             self.configure(sock)
             return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:  # the peer left before we looked at it (reset in the backlog)
             sock.close()
-            raise _caused(ConnectionBroken(f"accept: {exc}"), exc)
+            raise _caused(ConnectionBroken(f"accept: {exc}"), exc) from exc
 
     def address_name(self, addr: Any) -> str:
         """Optional: a socket address as users see it (a pipe's local and remote address;
