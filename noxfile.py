@@ -147,7 +147,7 @@ def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> N
         unavailable = "; ".join(f"{k}: {v}" for k, v in UNAVAILABLE.get(version, {}).items())
         if unavailable:
             session.warn(f"{session.name}: unavailable here, its tests deselected: {unavailable}")
-        session.run("pytest", "-p", "no:cacheprovider", "-m", TIERS,
+        session.run("pytest", "-p", "no:cacheprovider", "--durations=15", "-m", TIERS,
                     *(session.posargs or PATHS),
                     env={"GSP_EXPECT_BUILD": "compiled", "GSP_UNAVAILABLE": unavailable})
     finally:
