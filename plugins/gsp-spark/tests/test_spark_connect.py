@@ -28,9 +28,10 @@ from typing import Any, Iterator
 import msgpack
 import pytest
 import spark_fixtures
+import spark_standalone as standalone
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, standalone, unpack
+from gsp_spark import Deduplicator, HubThread, unpack
 from gsp_spark._local import connect_url
 
 pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
