@@ -275,6 +275,7 @@ def test_bench_runs_every_path_and_counts_every_row(spark):
     yields a rate and a line; the source path with a ``--source-option`` (one partition a
     micro-batch). No timing is checked."""
     import spark_bench_internals as internals
+
     from gsp_bench import spark as bench
 
     for table, options in ((bench.PATHS, {"partitions": "1"}), (internals.PATHS, None)):
