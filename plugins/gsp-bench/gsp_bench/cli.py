@@ -17,6 +17,8 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
   ``--transport`` (default: all six, tcp, ipc, inproc, tls+tcp, ws, wss)
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
   one side each, for runs across machines
+* ``spark``   the gsp PySpark data source's sink and source, rows per second beside Spark's own
+  ceiling on a local Spark (:mod:`.spark`; ``gsp bench spark --help``; needs gevent-sp-spark)
 
 ``--transport`` takes a comma-separated list (``--transport ws,wss``): each transport is a case
 of its own; a library that does not speak one shows n/a there (pyzmq and zmq.green speak tcp,
@@ -148,6 +150,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"messages per throughput run (default: by size, at most {THR_COUNT:,})")
     t.add_argument("--lat-count", type=int, default=5_000, help="timed round trips")
     t.add_argument("--lat-size", type=parse_size, default=16, help="round trips' message size")
+    # Listed here; its arguments are gsp_bench.spark's own (main hands them over unparsed).
+    sub.add_parser("spark", add_help=False,
+                   help="the gsp PySpark data source, beside Spark's own ceiling "
+                        "(gsp bench spark --help; needs gevent-sp-spark)")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")
@@ -190,6 +196,17 @@ def one_sided(a: argparse.Namespace) -> int:
     return 0
 
 
+def spark(argv: list[str]) -> int:
+    """``gsp bench spark ARGS``: :func:`gsp_bench.spark.main`, if gevent-sp-spark is here."""
+    try:
+        from . import spark as spark_bench
+    except ImportError as exc:
+        print(f"gsp bench spark: needs gevent-sp-spark and pyspark: pip install "
+              f"'gevent-sp-bench[spark]' ({exc})", file=sys.stderr)
+        return 2
+    return spark_bench.main(argv)
+
+
 def skip_native(libs: list[str], info: dict[str, Any], quiet: bool) -> None:
     """Build the native libraries' tools among ``libs`` (C nng, Go mangos); drop each that cannot
     be, saying why on stderr and in ``info["skipped"]`` (the table's header shows it too)."""
@@ -205,6 +222,9 @@ def skip_native(libs: list[str], info: dict[str, Any], quiet: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["spark"]:
+        return spark(args[1:])
     a = parser().parse_args(argv)
     if a.cmd in ONE_SIDED:
         return one_sided(a)

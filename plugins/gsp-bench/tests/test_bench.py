@@ -302,10 +302,32 @@ def test_sizes_and_ratios_in_the_table() -> None:
 def test_help_lists_the_commands_and_hides_the_worker() -> None:
     p = run("--help", timeout=60)
     assert p.returncode == 0, p.stderr
-    for cmd in ("suite", "thr", "lat", "pubsub", "reqrep", "conns", "local_thr", "remote_lat"):
+    for cmd in ("suite", "thr", "lat", "pubsub", "reqrep", "conns", "local_thr", "remote_lat",
+                "spark"):
         assert cmd in p.stdout
     assert "_worker" not in p.stdout and "SUPPRESS" not in p.stdout
     assert run("_worker", "{}", timeout=60).returncode == 2  # not a command at all
+
+
+@pytest.mark.spark
+def test_gsp_bench_spark_takes_the_spark_benchmarks_arguments() -> None:
+    # Its arguments go to gsp_bench.spark unparsed: a bad path fails in its parser, naming the
+    # paths, before any Spark starts; --help is its own.
+    p = run("spark", "--paths", "no-such-path", timeout=120)
+    assert p.returncode == 2
+    assert "gsp bench spark: error: unknown path(s) no-such-path; choose from ceiling-sink, " \
+           "sink-push," in p.stderr, p.stderr
+    p = run("spark", "--help", timeout=120)
+    assert p.returncode == 0 and "--source-option KEY=VALUE" in p.stdout, p.stderr
+
+
+def test_gsp_bench_spark_without_pyspark_says_what_to_install(tmp_path: Any) -> None:
+    (tmp_path / "pyspark").mkdir()  # a pyspark that cannot be imported, first on the path
+    (tmp_path / "pyspark" / "__init__.py").write_text("raise ImportError('no pyspark here')\n")
+    p = run("spark", timeout=120, env={"PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 2
+    assert "gsp bench spark: needs gevent-sp-spark and pyspark: pip install " \
+           "'gevent-sp-bench[spark]'" in p.stderr, p.stderr
 
 
 def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
