@@ -1,4 +1,6 @@
-"""How gsp finds the optional hooks a plugin's classes override: :func:`overrides`."""
+"""How gsp finds the optional hooks a plugin's classes override: :func:`overrides` (its home is
+:mod:`gsp.protocol`; this private module is where the core, the SDKs and :mod:`gsp.context`
+import it from)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ def overrides(obj: object, base: type, name: str) -> bool:
 
     The one way gsp finds an optional fast path: each interface lists the optional hooks it
     looks for in its ``OPTIONAL_HOOKS`` (:attr:`gsp.protocol.Protocol.OPTIONAL_HOOKS`,
-    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.context.Context.OPTIONAL_HOOKS`,
+    :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, :attr:`gsp.protocol.ProtocolContext.OPTIONAL_HOOKS`,
     ...), whose defaults are always correct, and uses an override where a class has one (once,
     when it sets up: not per call). Raises ``ValueError`` for a name ``base`` does not list."""
     if name not in vars(base).get("OPTIONAL_HOOKS", ()):

@@ -520,43 +520,14 @@ class Listener:
             g.kill(block=True)
         self._host.gone(self)
 
-    # -- fork (Socket.after_fork) ------------------------------------------------------------
-    def keeps_after_fork(self) -> bool:
+    # -- fork (Socket._after_fork: the functions at the end of this module) -------------------
+    def _keeps_after_fork(self) -> bool:
         """Whether the listener accepts on in a forked child (its transport keeps it:
         ``TransportListener.keep_after_fork``) rather than staying the parent's."""
         try:
             return bool(self._tl.keep_after_fork())
         except Exception:  # a transport's bug must not break the fork: leave it to the parent
             return False
-
-    def forget_after_fork(self) -> bool:
-        """In a forked child: close the child's copies of the parent's descriptors (nothing
-        sent): the connections in their handshake and, unless the listener keeps accepting in
-        the child (:meth:`keeps_after_fork`), the listening one, closing the listener here.
-        Returns whether it keeps accepting."""
-        keep = self.keeps_after_fork()
-        if not keep:
-            self._closed = True
-            self._tl.forget()
-        for conn in list(self._pending):
-            conn.forget()
-        self._pending.clear()
-        self._fresh.clear()
-        if not keep:
-            self._accepter = None
-        return keep
-
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`
-        for a listener the child does not keep; one it keeps is left untouched."""
-        if not self.keeps_after_fork():
-            self.forget_after_fork()
-
-    def accept_after_fork(self) -> None:
-        """In a forked child, for a listener kept there: its accept loop (the parent's greenlet
-        is gone) starts again."""
-        if self._accepter is not None:
-            self._accepter = self._host.spawn(self._accept_loop)
 
     def __repr__(self) -> str:
         return f"<gsp.Listener {self.url}>"
@@ -770,28 +741,63 @@ class Dialer:
             self.pipe.close()
         self._host.gone(self)
 
-    # -- fork (Socket.after_fork) ------------------------------------------------------------
-    def forget_after_fork(self) -> None:
-        """In a forked child: close the child's copies of the parent's descriptors (nothing
-        sent): the transport's and the connection in its handshake."""
-        self._td.forget()
-        conn = self._handshaking
-        if conn is not None:
-            self._handshaking = None
-            conn.forget()
-
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`,
-        and the dialer is closed."""
-        self._closed = True
-        self.forget_after_fork()
-
-    def redial_after_fork(self) -> None:
-        """In a forked child: start over in the background (the parent's greenlets are gone)."""
-        self.pipe = None
-        self._wake = Event()
-        if self._loop_g is not None:  # (else its first attempt is under way and starts the loop)
-            self._loop_g = self._host.spawn(self._redial_loop, None)
-
     def __repr__(self) -> str:
         return f"<gsp.Dialer {self.url}>"
+
+
+# -- fork: what Socket._after_fork does to its endpoints (see gsp._core.fork) --------------
+def forget_listener_after_fork(lst: "Listener") -> bool:
+    """In a forked child: close the child's copies of the parent's descriptors (nothing
+    sent): the connections in their handshake and, unless the listener keeps accepting in
+    the child (``TransportListener.keep_after_fork``), the listening one, closing the listener here.
+    Returns whether it keeps accepting."""
+    keep = lst._keeps_after_fork()
+    if not keep:
+        lst._closed = True
+        lst._tl.forget()
+    for conn in list(lst._pending):
+        conn.forget()
+    lst._pending.clear()
+    lst._fresh.clear()
+    if not keep:
+        lst._accepter = None
+    return keep
+
+
+def orphan_listener_after_fork(lst: "Listener") -> None:
+    """In a forked child, for a socket of another OS thread: as :func:`forget_listener_after_fork`
+    for a listener the child does not keep; one it keeps is left untouched."""
+    if not lst._keeps_after_fork():
+        forget_listener_after_fork(lst)
+
+
+def accept_after_fork(lst: "Listener") -> None:
+    """In a forked child, for a listener kept there: its accept loop (the parent's greenlet
+    is gone) starts again."""
+    if lst._accepter is not None:
+        lst._accepter = lst._host.spawn(lst._accept_loop)
+
+
+def forget_dialer_after_fork(dialer: "Dialer") -> None:
+    """In a forked child: close the child's copies of the parent's descriptors (nothing
+    sent): the transport's and the connection in its handshake."""
+    dialer._td.forget()
+    conn = dialer._handshaking
+    if conn is not None:
+        dialer._handshaking = None
+        conn.forget()
+
+
+def orphan_dialer_after_fork(dialer: "Dialer") -> None:
+    """In a forked child, for a socket of another OS thread: as :func:`forget_dialer_after_fork`,
+    and the dialer is closed."""
+    dialer._closed = True
+    forget_dialer_after_fork(dialer)
+
+
+def redial_after_fork(dialer: "Dialer") -> None:
+    """In a forked child: start over in the background (the parent's greenlets are gone)."""
+    dialer.pipe = None
+    dialer._wake = Event()
+    if dialer._loop_g is not None:  # (else its first attempt is under way and starts the loop)
+        dialer._loop_g = dialer._host.spawn(dialer._redial_loop, None)

@@ -12,10 +12,10 @@ import gevent
 from gevent.event import Event
 from gevent.hub import Waiter
 
+from .._overrides import overrides
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
 from ..handles import LendingWait
-from ..overrides import overrides
 from ..protocol.waiting import ChangeNotice
 from ..transport.interface import Connection
 from ..transport.peer import Peer, peer_of
@@ -249,7 +249,7 @@ class Pipe:
         if self._writer is None and not self.closed and not self._host.hot.closed:
             self._writer = self._host.spawn(self._write_loop)
 
-    def read_loop(self, idle: Waiter) -> "ReadPipe | None":
+    def _read_loop(self, idle: Waiter) -> "ReadPipe | None":
         """For a reader greenlet (see :class:`~gsp._core.readers.Readers`): read and deliver
         (first what :attr:`held`) until the pipe ends or its connection parks (nothing to read
         now); then wait with ``idle`` among the socket's idle readers and return the next pipe to
@@ -293,7 +293,7 @@ class Pipe:
             self._fail(exc)
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
-    def read_lent(self, wait: LendingWait) -> None:
+    def _read_lent(self, wait: LendingWait) -> None:
         """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
         read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
         greenlet. Nothing here may wait (delivery does not, by the lending wait's promise). A
@@ -380,10 +380,10 @@ class Pipe:
     def _fail(self, exc: Exception) -> None:
         """The one failure path of the pipe's reads: ``exc`` (as :func:`_pipe_error` maps it)
         ends the pipe; no reader reads it any more."""
-        self.end_read()
+        self._end_read()
         self._shutdown(_pipe_error(exc, "receiving"))
 
-    def end_read(self) -> None:
+    def _end_read(self) -> None:
         """Once the pipe failed, or closed while the readers handed it on: nobody reads it,
         nothing is held for a reader."""
         self.held = None
@@ -440,25 +440,29 @@ class Pipe:
         for t in self._tallies:
             counters.pipe_gone(t, self.traffic, self.attached, self.error)
 
-    def forget_after_fork(self) -> None:
-        """In a forked child: close the child's copy of the connection's descriptor (nothing
-        sent: the parent's connection stays up there) and stop queueing."""
-        self.closed = True
-        self._q.close()
-        if self._room is not None:
-            self._room.close()
-        self._conn.forget()
 
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: close the child's copy of the
-        descriptor, and touch nothing else (its queue and waiters belong to a hub that is gone)."""
-        self.closed = True
-        self._conn.forget()
+# -- fork: what Socket._after_fork does to its pipes (see gsp._core.fork) -------------------
+def forget_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child: close the child's copy of the connection's descriptor (nothing
+    sent: the parent's connection stays up there) and stop queueing."""
+    pipe.closed = True
+    pipe._q.close()
+    if pipe._room is not None:
+        pipe._room.close()
+    pipe._conn.forget()
 
-    def dropped_after_fork(self) -> None:
-        """In a forked child, once the socket dropped the pipe: its greenlets were the parent's,
-        its id is free, its tallies count it, and whoever waits for it to close is woken."""
-        self.reader = self._writer = None
-        _live_pipes.pop(self.id, None)
-        self._count_gone()
-        self._done.set()
+
+def orphan_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child, for a socket of another OS thread: close the child's copy of the
+    descriptor, and touch nothing else (its queue and waiters belong to a hub that is gone)."""
+    pipe.closed = True
+    pipe._conn.forget()
+
+
+def dropped_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child, once the socket dropped the pipe: its greenlets were the parent's,
+    its id is free, its tallies count it, and whoever waits for it to close is woken."""
+    pipe.reader = pipe._writer = None
+    _live_pipes.pop(pipe.id, None)
+    pipe._count_gone()
+    pipe._done.set()

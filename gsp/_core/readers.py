@@ -12,7 +12,7 @@ blocked in a read is; a new greenlet is spawned only when every reader is busy.
 
 A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
 :class:`gsp.protocol.Wakeup`) comes before the idle readers: it is handed the pipe's read
-(``Pipe.read_lent``) and delivers what it reads itself, so that a request or reply reaches the
+(``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
 greenlet waiting for it without a reader's switch and a wakeup in between. Only pipes whose
 connections park are lent (``Pipe.parks``): only they promised to lose nothing when a read is
 given up after one loop turn (see ``Connection.recv_or_park``).
@@ -63,7 +63,9 @@ WOULD_WAIT = WouldWait()
 
 
 class ReadPipe(_Typing):
-    """What the readers need of a pipe (:class:`gsp._core.pipe.Pipe` is one)."""
+    """What the readers need of a pipe (:class:`gsp._core.pipe.Pipe` is one): the core's own
+    protocol between the two modules, so its methods are private to the core (not on the
+    user's :class:`gsp.Pipe` surface)."""
 
     #: The greenlet reading the pipe now (:data:`LENT` during a lent read), or None: the readers
     #: set it as they hand the pipe on.
@@ -75,9 +77,9 @@ class ReadPipe(_Typing):
     def parks(self) -> bool: ...
     @property
     def held(self) -> list[bytes] | None: ...
-    def read_loop(self, idle: Waiter) -> "ReadPipe | None": ...
-    def read_lent(self, wait: "LendingWait") -> None: ...
-    def end_read(self) -> None: ...
+    def _read_loop(self, idle: Waiter) -> "ReadPipe | None": ...
+    def _read_lent(self, wait: "LendingWait") -> None: ...
+    def _end_read(self) -> None: ...
 
 
 class Readers:
@@ -131,7 +133,7 @@ class Readers:
             self._borrower = None
             pipe.reader = LENT
             self.lent_batches = self._batches
-            borrower.switch(pipe.read_lent)
+            borrower.switch(pipe._read_lent)
         else:
             self._give(pipe)
 
@@ -204,7 +206,7 @@ class Readers:
         # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
         # still marked LENT, so that nothing else hands it out meanwhile.
         if pipe.closed:
-            pipe.end_read()
+            pipe._end_read()
         else:
             self._give(pipe)
 
@@ -230,4 +232,4 @@ class Readers:
     def _run(self, pipe: "ReadPipe | None") -> None:
         waiter = Waiter(self._hub)  # this reader's, for every wait (one at a time)
         while pipe is not None:
-            pipe = pipe.read_loop(waiter)  # the next pipe, or None once this reader should end
+            pipe = pipe._read_loop(waiter)  # the next pipe, or None once this reader should end
