@@ -60,6 +60,7 @@ from .pipe import (
     dropped_pipe_after_fork,
     forget_pipe_after_fork,
     orphan_pipe_after_fork,
+    writer_of,
 )
 from .readers import Readers
 from .registry import registry
@@ -593,7 +594,7 @@ class Socket(ObjectCalls):
         for p in pipes:
             p.sendq.close()  # writers drain what is queued, then stop
         if linger > 0:
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=linger)
         # Concurrently: a transport's close may wait on its peer (ws waits for the closing frame).
         gevent.joinall([self._spawn(p.close) for p in pipes if not p.closed])
@@ -651,7 +652,7 @@ class Socket(ObjectCalls):
             pipes = list(self._pipes.values())
             for p in pipes:
                 p.sendq.close()  # writers flush what is queued, then stop (as in close())
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
                 raise Timeout("the send queues were not flushed in time")
