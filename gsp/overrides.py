@@ -1,5 +1,5 @@
-"""Where ``overrides`` was: it is :func:`gsp.protocol.overrides` (``gsp.overrides.overrides``
-still works, with a ``DeprecationWarning``)."""
+"""The old home of ``overrides``, which is :func:`gsp.protocol.overrides` (the old spelling still
+works, with a ``DeprecationWarning``)."""
 
 from __future__ import annotations
 
