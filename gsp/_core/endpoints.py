@@ -222,7 +222,7 @@ class Listener:
         kind, its pipes and their traffic (every key: docs/stats.md)."""
         out = counters.owner_stats(self._tally, self._host.pipes_of(self))
         out["handshakes"] = self.handshakes
-        for reason, n in self.transport_sheds().items():  # (gsp-ws: upgrade requests)
+        for reason, n in self._transport_sheds().items():  # (gsp-ws: upgrade requests)
             key = f"handshakes_shed_{reason}"
             if key in out:
                 out[key] += n
@@ -234,20 +234,13 @@ class Listener:
         """Connections in their SP handshake now (at most ``max_handshakes``)."""
         return len(self._pending)
 
-    def transport_sheds(self) -> dict[str, int]:
+    def _transport_sheds(self) -> dict[str, int]:
         """Connections the transport closed before handing them over, to make room (its
         optional ``handshakes_shed`` hook: gsp-ws's HTTP server), by reason."""
         try:
             return {str(k): int(n) for k, n in self._tl.handshakes_shed().items()}
         except Exception:
             return {}
-
-    def start(self) -> None:
-        """Accept in the background (the socket calls this once, as it listens)."""
-        if listener_log.isEnabledFor(logging.INFO):
-            listener_log.info("%s %s: listening", self.socket.protocol, self.url,
-                              extra=log.fields(self.socket, self.url))
-        self._accepter = self._host.spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
         turns = 0
@@ -743,6 +736,14 @@ class Dialer:
 
     def __repr__(self) -> str:
         return f"<gsp.Dialer {self.url}>"
+
+
+def start_listener(lst: "Listener") -> None:
+    """Accept in the background (the socket calls this once, as it listens)."""
+    if listener_log.isEnabledFor(logging.INFO):
+        listener_log.info("%s %s: listening", lst.socket.protocol, lst.url,
+                          extra=log.fields(lst.socket, lst.url))
+    lst._accepter = lst._host.spawn(lst._accept_loop)
 
 
 # -- fork: what Socket._after_fork does to its endpoints (see gsp._core.fork) --------------

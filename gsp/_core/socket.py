@@ -51,6 +51,7 @@ from .endpoints import (
     orphan_dialer_after_fork,
     orphan_listener_after_fork,
     redial_after_fork,
+    start_listener,
 )
 from .events import PipeEvent
 from .handle import CoreSocketHandle
@@ -403,7 +404,7 @@ class Socket(ObjectCalls):
         self._limit_sends(transport)
         lst = Listener(self, self._endpoint_host, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
-        lst.start()
+        start_listener(lst)
         return lst
 
     def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
