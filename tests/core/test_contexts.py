@@ -210,11 +210,11 @@ def test_rep_receiver_timing_out_leaves_the_request_to_others(gsp_socket, spawn)
 
 
 # -- ContextHost for a third party's protocol ------------------------------------------------------
-class _LoopContext(ProtocolContext):
-    """A context that gives back what was sent on it (implements only do_send and do_recv)."""
+class _Keeps:
+    """A context's hooks that give back what was sent on it (do_send and do_recv only)."""
 
     def __init__(self, handle: Any) -> None:
-        super().__init__(handle)
+        super().__init__(handle)  # type: ignore[call-arg]
         self.kept: list[Message] = []
 
     def do_send(self, msg: Message, timeout: float | None) -> None:
@@ -227,6 +227,10 @@ class _LoopContext(ProtocolContext):
 
     def on_close(self) -> None:
         self.kept.clear()
+
+
+class _LoopContext(_Keeps, ProtocolContext):
+    """A context that gives back what was sent on it (implements only do_send and do_recv)."""
 
 
 class _Loop(ContextHost, Protocol):
@@ -301,18 +305,8 @@ def test_a_context_written_against_the_old_base_works_and_warns() -> None:
     # gsp.protocol.Context), as the SDK had it: it is made a ProtocolContext, with a warning
     # that names the new base.
     with pytest.warns(DeprecationWarning, match="gsp.protocol.ProtocolContext"):
-        class OldLoopContext(gsp.Context):
-            def __init__(self, handle: Any) -> None:
-                super().__init__(handle)  # type: ignore[call-arg]
-                self.kept: list[Message] = []
-
-            def do_send(self, msg: Message, timeout: float | None) -> None:
-                self.kept.append(msg)
-
-            def do_recv(self, timeout: float | None) -> Message:
-                if not self.kept:
-                    raise gsp.WouldBlock("nothing sent")
-                return self.kept.pop(0)
+        class OldLoopContext(_Keeps, gsp.Context):
+            pass
     assert issubclass(OldLoopContext, ProtocolContext)
     with pytest.warns(DeprecationWarning, match=r"gsp.protocol.Context is deprecated: use "
                                                 r"gsp.protocol.ProtocolContext"):
