@@ -213,3 +213,22 @@ def test_each_lazy_name_is_written_once_and_exported(package: str) -> None:
         assert getattr(pkg, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         pkg.nothing_here  # noqa: B018
+
+
+def test_the_users_classes_show_no_plumbing() -> None:
+    # What the core's modules ask of each other's objects (select wake-ups, a pipe's reads and
+    # counters, the steps after a fork) and the hooks a protocol implements are not on the
+    # classes a user is given (docs/api-guide.md, "What is user API and what is SDK").
+    import gsp
+
+    plumbing = {"can", "wake_cases", "read_loop", "read_lent", "end_read", "reader", "held",
+                "parks", "traffic", "send_queue", "writer", "transport_sheds", "closing_case",
+                "own_options"}
+    for cls in (gsp.Socket, gsp.Context, gsp.Pipe, gsp.Listener, gsp.Dialer):
+        public = {n for n in dir(cls) if not n.startswith("_")}
+        assert public & plumbing == set(), cls
+        hooks = {n for n in public if n.endswith("_after_fork") or n.startswith(("do_", "on_"))}
+        assert hooks - {"on_pipe_event"} == set(), cls
+    with gsp.socket("req") as sock:  # and on the objects, not only their classes
+        ctx = sock.open_context()
+        assert not hasattr(sock, "wake_cases") and not hasattr(ctx, "wake_cases")
