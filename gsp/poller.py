@@ -39,12 +39,14 @@ POLLOUT = 2
 
 class Selectable(Protocol):
     """What :func:`select` and :class:`Poller` need of an object besides a channel
-    (:class:`gsp.Socket` and :class:`gsp.Context` are such objects)."""
+    (:class:`gsp.Socket` and :class:`gsp.Context` are such objects). ``_wake_cases`` is gsp's
+    own: how a socket or a context tells this module what to wait on (from its protocol's
+    :meth:`gsp.protocol.Protocol.wake_cases`)."""
 
     def poll(self, op: Op) -> bool:
         """Whether ``op`` with ``block=False`` would not raise :class:`gsp.WouldBlock` now."""
 
-    def wake_cases(self, op: Op) -> list[Recv]:
+    def _wake_cases(self, op: Op) -> list[Recv]:
         """Select cases that become ready when :meth:`poll` may have turned true."""
 
     def recv(self, timeout: Any = ..., block: bool = True) -> Any:
@@ -112,7 +114,7 @@ def select(cases: Sequence[Recv | Send],
                 waits.append(c)
                 owner.append(i)
             else:
-                wake = c.chan.wake_cases("recv" if type(c) is Recv else "send")
+                wake = c.chan._wake_cases("recv" if type(c) is Recv else "send")
                 waits += wake
                 owner += [-1] * len(wake)
         k, value = _wait(waits, deadline, t, "select")
@@ -186,7 +188,7 @@ class Poller:
             cases: list[Recv | Send] = []
             for obj, flags in self._objs.items():
                 for op in _ops(flags):
-                    cases += obj.wake_cases(op)
+                    cases += obj._wake_cases(op)
             try:
                 _wait(cases, deadline, t, "poll")
             except Timeout:

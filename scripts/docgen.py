@@ -190,7 +190,7 @@ REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("The protocol SDK (`gsp.protocol`)", "gsp.protocol",
      ("overrides", "check_op", "ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle",
       "PipeHandle", "RecvQueue",
-      "LendingWait", "Context", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
+      "LendingWait", "ProtocolContext", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
     ("The transport SDK (`gsp.transport`)", "gsp.transport",
      ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
       "SocketListener", "SocketDialer")),
@@ -200,8 +200,9 @@ REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 MEMBERS: dict[str, tuple[str, ...]] = {
     "ProtocolSpec": (),
     "RejectPipe": (),
-    "Context": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body", "do_poll",
-                "do_wake_cases", "on_close", "closing_case", "own_options", "closed"),
+    "ProtocolContext": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body",
+                        "do_poll", "do_wake_cases", "on_close", "closing_case", "own_options",
+                        "closed"),
     "ContextHost": ("closed", "host_contexts", "new_context", "send_body", "recv_body", "forget",
                     "close_contexts"),
 }
@@ -380,7 +381,7 @@ def reference_markdown() -> str:
         "it may raise, as the docstrings in the source say it. The guide is",
         "[plugins.md](plugins.md); the conformance kit is [testing.md](testing.md). *Optional*",
         "hooks have a default that is always correct; a class's `OPTIONAL_HOOKS` lists the fast",
-        "paths gsp uses only where a plugin overrides them (`gsp.overrides.overrides`).",
+        "paths gsp uses only where a plugin overrides them (`gsp.protocol.overrides`).",
         "",
     ]
     by_name = {e[0]: e for e in reference_entries()}

@@ -6,7 +6,7 @@ import gevent
 
 from ..errors import BadOption, Closed, NotSupported, Timeout
 from ..message import Message
-from .socket import Socket
+from .socket import Socket, can
 
 
 class Device:
@@ -19,7 +19,7 @@ class Device:
         self.sockets = (s1, s2)
         self.forwarded = 0
         pairs = [(s1, s2)] if s1 is s2 else [(s1, s2), (s2, s1)]
-        pairs = [(a, b) for a, b in pairs if a.can("recv") and b.can("send")]
+        pairs = [(a, b) for a, b in pairs if can(a, "recv") and can(b, "send")]
         if not pairs:
             raise NotSupported(f"nothing can flow between {s1.protocol} and {s2.protocol}")
         self._greenlets = [gevent.spawn(self._forward, a, b) for a, b in pairs]

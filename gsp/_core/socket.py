@@ -13,6 +13,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.pool import Group
 
+from .._overrides import overrides
 from ..chan import thread_ident
 from ..errors import (
     BadOption,
@@ -34,14 +35,34 @@ from ..options import (
     call_timeout,
     duration,
 )
-from ..overrides import overrides
 from ..protocol.interface import Protocol, RejectPipe
 from ..transport.limits import RecvLimits
 from . import attrs, counters, fork, log
-from .endpoints import AcceptGate, Dialer, EndpointHost, Listener, PipeSlots, endpoint_options
+from .endpoints import (
+    AcceptGate,
+    Dialer,
+    EndpointHost,
+    Listener,
+    PipeSlots,
+    accept_after_fork,
+    endpoint_options,
+    forget_dialer_after_fork,
+    forget_listener_after_fork,
+    orphan_dialer_after_fork,
+    orphan_listener_after_fork,
+    redial_after_fork,
+    start_listener,
+)
 from .events import PipeEvent
 from .handle import CoreSocketHandle
-from .pipe import Pipe, PipeHost
+from .pipe import (
+    Pipe,
+    PipeHost,
+    dropped_pipe_after_fork,
+    forget_pipe_after_fork,
+    orphan_pipe_after_fork,
+    writer_of,
+)
 from .readers import Readers
 from .registry import registry
 from .sendrecv import SendRecvState, hot_field, recv_many
@@ -78,7 +99,7 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
-    #: Set in a forked child when the socket's only endpoints stayed the parent's (after_fork).
+    #: Set in a forked child when the socket's only endpoints stayed the parent's (_after_fork).
     _inherited: Closed | None = None  # the error of a socket closed by a fork
 
     def _set_closed(self, value: bool) -> None:
@@ -339,14 +360,9 @@ class Socket(ObjectCalls):
             return True
         return self._proto.poll(op)
 
-    def can(self, op: "Op") -> bool:
-        """Whether the socket's protocol does ``op`` ("send" or "recv") at all: a pub socket
-        never receives, a sub never sends (what :func:`gsp.device` asks). Never waits."""
-        check_op(op)
-        return type(self._proto).can(op)
-
-    def wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
-        """Select cases that become ready when :meth:`poll` may have turned true."""
+    def _wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
+        """Select cases that become ready when :meth:`poll` may have turned true (what
+        :func:`gsp.select` waits on: see :class:`gsp.poller.Selectable`)."""
         check_op(op)
         return [] if self._closed else self._proto.wake_cases(op)
 
@@ -388,7 +404,7 @@ class Socket(ObjectCalls):
         self._limit_sends(transport)
         lst = Listener(self, self._endpoint_host, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
-        lst.start()
+        start_listener(lst)
         return lst
 
     def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
@@ -579,7 +595,7 @@ class Socket(ObjectCalls):
         for p in pipes:
             p.sendq.close()  # writers drain what is queued, then stop
         if linger > 0:
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=linger)
         # Concurrently: a transport's close may wait on its peer (ws waits for the closing frame).
         gevent.joinall([self._spawn(p.close) for p in pipes if not p.closed])
@@ -637,7 +653,7 @@ class Socket(ObjectCalls):
             pipes = list(self._pipes.values())
             for p in pipes:
                 p.sendq.close()  # writers flush what is queued, then stop (as in close())
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
                 raise Timeout("the send queues were not flushed in time")
@@ -663,7 +679,7 @@ class Socket(ObjectCalls):
         return WrongThread("socket", self._hot.tid, thread_ident())
 
     # -- fork: what the socket does in a child process made by fork (gsp._core.fork) ---------
-    def after_fork(self, parent: int) -> None:
+    def _after_fork(self, parent: int) -> None:
         """In a child forked from process ``parent``, before any greenlet runs: make the socket
         the child's own (gsp calls this from its fork hook; see :mod:`gsp._core.fork`). Its
         pipes go without a word to the parent's peers, dialers redial, listeners stay the
@@ -676,11 +692,11 @@ class Socket(ObjectCalls):
         # 1. Nothing of this process may reach the parent's connections any more: the child's
         #    copy of every descriptor goes first, before any code of the socket's can run.
         for p in pipes:
-            p.forget_after_fork()
-        kept = [lst for lst in list(self._listeners) if lst.forget_after_fork()]
+            forget_pipe_after_fork(p)
+        kept = [lst for lst in list(self._listeners) if forget_listener_after_fork(lst)]
         left = [lst for lst in self._listeners if lst not in kept]
         for d in dialers:
-            d.forget_after_fork()
+            forget_dialer_after_fork(d)
         # 2. The inherited greenlets: killed (not before their next turn, and with every
         #    descriptor they could use closed), except the one forking.
         current = gevent.getcurrent()
@@ -695,15 +711,15 @@ class Socket(ObjectCalls):
 
     def _restart_after_fork(self, parent: int, pipes: int, dialers: "list[Dialer]",
                             left: "list[Listener]", kept: "list[Listener]") -> None:
-        """The last step of :meth:`after_fork`: dialers redial in the background; listeners
+        """The last step of :meth:`_after_fork`: dialers redial in the background; listeners
         stay the parent's (and the socket closes here when they were all it had)."""
         for d in dialers:
-            d.redial_after_fork()
+            redial_after_fork(d)
         for lst in left:
             if lst in self._listeners:
                 self._listeners.remove(lst)
         for lst in kept:  # its accept loop went with the inherited greenlets
-            lst.accept_after_fork()
+            accept_after_fork(lst)
         urls = [lst.url for lst in left]
         closed = bool(urls and not dialers and not kept)
         if closed:
@@ -719,7 +735,7 @@ class Socket(ObjectCalls):
                 pass
         self._pipes.pop(pipe.id, None)
         self._endpoint_host.sources.discard(pipe)
-        pipe.dropped_after_fork()
+        dropped_pipe_after_fork(pipe)
         if pipe.attached:
             if log.pipe_log.isEnabledFor(logging.DEBUG):
                 url = log.pipe_url(pipe)
@@ -735,11 +751,11 @@ class Socket(ObjectCalls):
         waiters are left untouched (they belong to a hub that is gone), and every call on it
         raises :class:`gsp.Closed`, saying why."""
         for p in list(self._pipes.values()):
-            p.orphan_after_fork()
+            orphan_pipe_after_fork(p)
         for lst in list(self._listeners):
-            lst.orphan_after_fork()
+            orphan_listener_after_fork(lst)
         for d in list(self._dialers):
-            d.orphan_after_fork()
+            orphan_dialer_after_fork(d)
         self._closed_by_fork(Closed(
             f"this {self.protocol} socket belongs to OS thread {self._hot.tid} of process "
             f"{parent}, which does not exist in this forked child (pid {os.getpid()}): it is "
@@ -817,6 +833,13 @@ def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | No
     return sock
 
 
+def can(sock: Socket, op: "Op") -> bool:
+    """Whether ``sock``'s protocol does ``op`` ("send" or "recv") at all: a pub socket never
+    receives, a sub never sends (what :func:`gsp.device` asks). Never waits."""
+    check_op(op)
+    return type(sock._proto).can(op)
+
+
 def _urls(v: str | Iterable[str] | None) -> list[str]:
     if v is None:
         return []
@@ -873,7 +896,7 @@ def _after_fork_in_child(parent: int) -> None:
     gevent.reinit()
     for sock in socks:
         try:
-            sock.after_fork(parent)
+            sock._after_fork(parent)
         except Exception:  # never break the user's fork; the log says what went wrong
             log.socket_log.exception("%s: could not make the socket the child's own after fork",
                                      sock.protocol, extra=log.fields(sock, None))

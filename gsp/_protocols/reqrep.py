@@ -15,7 +15,6 @@ from typing import Any
 import gevent
 
 from ..chan import Recv, select_channels
-from ..context import Context, ContextHost, ContextOption
 from ..errors import (
     Canceled,
     Closed,
@@ -31,12 +30,15 @@ from ..options import Option, duration
 from ..protocol import (
     Alarm,
     ChangeNotice,
+    ContextHost,
+    ContextOption,
     Deadline,
     DrainingContext,
     Histogram,
     IdMap,
     Op,
     PipeHandle,
+    ProtocolContext,
     ProtocolSpec,
     Requester,
     RoundRobin,
@@ -62,7 +64,7 @@ class XReq(Requester, RoundRobin):
     (``changed`` also fires when the cooked send queue changes.)"""
 
 
-class ReqContext(Context):
+class ReqContext(ProtocolContext):
     """One outstanding request at a time: ``send`` a request, then ``recv`` its reply.
 
     A new ``send`` cancels the outstanding request (a late reply to it is discarded and a ``recv``

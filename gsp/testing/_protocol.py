@@ -29,8 +29,8 @@ class ProtocolSuite(ProtocolSuiteBase):
     # -- the checks --------------------------------------------------------------------------------
     @pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
     def test_identity(self, raw: bool) -> None:
-        assert self.protocol in gsp.protocols(), f"{self.protocol} is not installed"
-        assert self.peer in gsp.protocols(), f"its peer {self.peer} is not installed"
+        assert self.protocol in gsp.protocol_names(), f"{self.protocol} is not installed"
+        assert self.peer in gsp.protocol_names(), f"its peer {self.peer} is not installed"
         s = self.socket(self.protocol, raw=raw)
         assert (s.protocol, s.raw) == (self.protocol, raw)
         assert s.spec.peer_name == self.peer

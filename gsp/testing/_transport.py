@@ -23,7 +23,7 @@ class TransportSuite(TransportSuiteBase):
 
     # -- the checks --------------------------------------------------------------------------------
     def test_scheme_is_installed(self) -> None:
-        assert self.scheme in gsp.transports()
+        assert self.scheme in gsp.transport_schemes()
         s = self.socket("pair")
         lst = self.listen(s)
         assert lst.url.startswith(f"{self.scheme}://")
@@ -350,7 +350,7 @@ class TransportSuite(TransportSuiteBase):
         assert s.listeners == [] and s.dialers == []
         with pytest.raises(gsp.InvalidAddress) as info:
             s.dial("nosuch://x")
-        for name in gsp.transports():
+        for name in gsp.transport_schemes():
             assert name in str(info.value)
 
     def test_bad_options(self) -> None:

@@ -24,6 +24,7 @@ import gevent
 from gevent import socket as gsocket
 
 from .._mypyc import mypyc_attr  # (mypyc reads it when the wheel compiles this module)
+from .._overrides import overrides
 from ..errors import (
     AddressInUse,
     Closed,
@@ -35,7 +36,6 @@ from ..errors import (
     Timeout,
 )
 from ..message import message_bytes
-from ..overrides import overrides
 from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener

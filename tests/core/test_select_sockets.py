@@ -148,8 +148,8 @@ def test_select_does_not_spin_while_waiting(gsp_socket: Mk, spawn: Any) -> None:
             asked[op] += 1
             return bool(pull.poll(op))  # type: ignore[arg-type]
 
-        def wake_cases(self, op: Any) -> list[gsp.Recv]:
-            return pull.wake_cases(op)
+        def _wake_cases(self, op: Any) -> list[gsp.Recv]:
+            return pull._wake_cases(op)  # (gsp's own part of gsp.poller.Selectable)
 
         def recv(self, timeout: Any = ..., block: bool = True) -> bytes:
             return pull.recv(timeout, block)

@@ -164,7 +164,7 @@ PAIRS = {"reqrep": ("req", "rep"), "pubsub": ("pub", "sub"), "pushpull": ("push"
 
 def need_protocol(name: str) -> None:
     """Fail (not skip) clearly when a protocol this interop test needs is not installed."""
-    assert name in gsp.protocols(), f"protocol {name!r} is not installed: {gsp.protocols()}"
+    assert name in gsp.protocol_names(), f"protocol {name!r} is not installed: {gsp.protocol_names()}"
 
 
 # A subscriber polls with a short timeout while the publisher repeats its first message.

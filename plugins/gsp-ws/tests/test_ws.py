@@ -314,8 +314,8 @@ def test_interop_nng(pki, scheme, pair, gsp_role, gsp_listens):
 def test_plugin_is_found_only_through_entry_points():
     eps = [ep for ep in importlib.metadata.entry_points(group="gsp") if ep.value == "gsp_ws.transport"]
     assert len(eps) == 1 and eps[0].dist is not None and eps[0].dist.name == "gevent-sp-ws"
-    assert {"ws", "wss", "ws+wsgi"} <= set(gsp.transports())
-    code = "import gsp, sys; print(','.join(gsp.transports())); print('gsp_ws' in sys.modules)"
+    assert {"ws", "wss", "ws+wsgi"} <= set(gsp.transport_schemes())
+    code = "import gsp, sys; print(','.join(gsp.transport_schemes())); print('gsp_ws' in sys.modules)"
     env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()

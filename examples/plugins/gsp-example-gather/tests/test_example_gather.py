@@ -83,7 +83,7 @@ def close_all(ws: list[Worker]) -> None:
 # -- tests --------------------------------------------------------------------------------------
 
 def test_identity(gsp_socket: Callable[..., gsp.Socket]) -> None:
-    assert {"scatter", "gather"} <= set(gsp.protocols())
+    assert {"scatter", "gather"} <= set(gsp.protocol_names())
     s = gsp_socket("scatter")
     g = gsp_socket("gather")
     assert (s.protocol, g.protocol) == ("scatter", "gather")

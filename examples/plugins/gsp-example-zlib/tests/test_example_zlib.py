@@ -100,7 +100,7 @@ def mixed(size: int) -> bytes:
 # -- tests --------------------------------------------------------------------------------------
 
 def test_scheme_is_installed() -> None:
-    assert "tcp+zlib" in gsp.transports()
+    assert "tcp+zlib" in gsp.transport_schemes()
 
 
 BY_HAND = """\
@@ -111,9 +111,9 @@ gsp.register_plugin(gsp_example_zlib)      # gsp.unregister_plugin(...) undoes i
 
 def test_registered_by_hand_when_autoload_is_off() -> None:
     """docs/plugins.md shows BY_HAND: with GSP_DISABLE_PLUGIN_AUTOLOAD set it is how to load."""
-    code = ("import gsp\nassert 'tcp+zlib' not in gsp.transports()\n" + BY_HAND +
-            "assert 'tcp+zlib' in gsp.transports()\n"
-            "gsp.unregister_plugin(gsp_example_zlib)\nassert 'tcp+zlib' not in gsp.transports()\n")
+    code = ("import gsp\nassert 'tcp+zlib' not in gsp.transport_schemes()\n" + BY_HAND +
+            "assert 'tcp+zlib' in gsp.transport_schemes()\n"
+            "gsp.unregister_plugin(gsp_example_zlib)\nassert 'tcp+zlib' not in gsp.transport_schemes()\n")
     env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
 
