@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv, thread_ident
-from .errors import Closed, GspError, NotSupported, Timeout, WrongThread
+from .errors import Closed, GspError, NotSupported, Timeout, WouldBlock, WrongThread
 from .handles import check_op
 from .message import Message, as_bytes
 from .objects import ObjectCalls
@@ -204,7 +204,7 @@ class Context(ObjectCalls):
             t = call_timeout(timeout, block)
         try:
             self.do_send_body(data, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
     def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
@@ -220,7 +220,7 @@ class Context(ObjectCalls):
             t = call_timeout(timeout, block)
         try:
             return self.do_recv_body(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
     def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
@@ -242,7 +242,7 @@ class Context(ObjectCalls):
         t = self._timeout("send_timeout", timeout, block)
         try:
             self.do_send(msg, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
     def _call_recv(self, timeout: Any, block: bool) -> Message:
@@ -250,7 +250,7 @@ class Context(ObjectCalls):
         t = self._timeout("recv_timeout", timeout, block)
         try:
             return self.do_recv(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
     def _timeout(self, option: str, timeout: Any, block: bool) -> float | None:
@@ -262,7 +262,7 @@ class Context(ObjectCalls):
             return t
         return call_timeout(timeout, block)
 
-    def _call_failed(self, exc: Timeout | WrongThread, op: str, t: float | None, timeout: Any,
+    def _call_failed(self, exc: Timeout | WouldBlock | WrongThread, op: str, t: float | None, timeout: Any,
                      block: bool) -> GspError:
         """What a call that waited raises for ``exc``: the timeout, told as asked for, or the
         wrong thread, naming this context."""

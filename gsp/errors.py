@@ -36,15 +36,22 @@ class Timeout(GspError, TimeoutError):
         self.timeout = timeout
 
 
-class WouldBlock(Timeout):
-    """A non-blocking call (``block=False``, ``timeout=0``, ``*_nowait``) could not complete at
-    once."""
+class WouldBlock(GspError):
+    """A call that may not wait (``block=False``, or ``timeout=0``) could not complete at once.
+
+    Not a :class:`Timeout`: no time passed (``except gsp.Timeout`` does not catch it; catch
+    both where a call may be either). ``timeout`` is ``0.0``, as for the zero timeout it
+    stands for."""
+
+    def __init__(self, message: str = "would block", *, timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.timeout = timeout
 
 
 _WHY = {"recv": "no message queued", "send": "no peer can take the message now"}
 
 
-def timed_out(op: str, timeout: float, source: str) -> Timeout:
+def timed_out(op: str, timeout: float, source: str) -> Timeout | WouldBlock:
     """The error of a ``send``/``recv`` whose wait ran out, in the caller's terms: the timeout
     asked for and where it came from (``source``, e.g. ``"recv_timeout=2"``):
     ``recv timed out after 2 s (recv_timeout=2)``; for a zero timeout a :class:`WouldBlock`,

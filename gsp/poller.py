@@ -128,7 +128,7 @@ def _wait(cases: list[Recv | Send], deadline: Deadline, t: float | None,
             Event().wait(left)
             raise Timeout(timeout=t)
         return select_channels(cases, left)
-    except Timeout:
+    except (Timeout, WouldBlock):
         raise _expired(t, what) from None
 
 
@@ -189,7 +189,7 @@ class Poller:
                     cases += obj.wake_cases(op)
             try:
                 _wait(cases, deadline, t, "poll")
-            except Timeout:
+            except (Timeout, WouldBlock):
                 return []
 
 

@@ -21,6 +21,7 @@ from ..errors import (
     MessageTooLarge,
     NotSupported,
     Timeout,
+    WouldBlock,
     WrongThread,
 )
 from ..handles import check_op
@@ -249,7 +250,7 @@ class Socket(ObjectCalls):
                 hot.send_body(data, t)
             else:
                 hot.proto.send(Message(data), t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -286,7 +287,7 @@ class Socket(ObjectCalls):
             if hot.recv_body is not None:
                 return hot.recv_body(t)
             return hot.proto.recv(t).body
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -311,7 +312,7 @@ class Socket(ObjectCalls):
             raise self._too_large(len(out.body) + len(out.header))
         try:
             self._proto.send(out, t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -325,7 +326,7 @@ class Socket(ObjectCalls):
             else call_timeout(timeout, block)
         try:
             return self._proto.recv(t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -641,7 +642,7 @@ class Socket(ObjectCalls):
             gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
                 raise Timeout("the send queues were not flushed in time")
-        except Timeout:
+        except (Timeout, WouldBlock):
             within = "in time" if t is None else f"within {t:g} s"
             error = Timeout(f"drain did not finish {within}; the socket is closed anyway",
                             timeout=t)

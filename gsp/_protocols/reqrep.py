@@ -24,6 +24,7 @@ from ..errors import (
     NoPeers,
     ProtocolStateError,
     Timeout,
+    WouldBlock,
 )
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -154,7 +155,7 @@ class ReqContext(Context):
                 raise self._ended_error()
             try:
                 select_channels([self._changed.case()], deadline.remaining())
-            except Timeout:
+            except (Timeout, WouldBlock):
                 self._timed_out()
                 raise
 
@@ -193,7 +194,7 @@ class ReqContext(Context):
                         deadline = Deadline(timeout)
                     try:
                         left = deadline.remaining()
-                    except Timeout:
+                    except (Timeout, WouldBlock):
                         self._timed_out()  # nng: a failed recv ends the request
                         raise
                 self._wakeup.wait(left)

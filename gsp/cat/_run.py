@@ -54,7 +54,7 @@ class _Cat:
             self.sock.recv_timeout = timeout
         try:
             return self.sock.recv()
-        except (gsp.Timeout, gsp.ProtocolStateError):
+        except (gsp.Timeout, gsp.WouldBlock, gsp.ProtocolStateError):
             return None
         except gsp.NotSupported:
             if self.sent:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 import gevent
 
 from ..chan import Recv, Send, select_channels
-from ..errors import Closed, GspError
+from ..errors import Closed
 from ..message import Message
 from .interface import Op, PipeHandle, Protocol, SocketHandle
 from .waiting import ChangeNotice, Deadline
@@ -39,11 +39,8 @@ def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHan
             continue
         missed += 1
         if drop_oldest:
-            try:
-                p.sendq.recv_nowait()
-            except GspError:
-                continue
-            p.try_send(msg)
+            if p.sendq.drop_oldest():
+                p.try_send(msg)
     return missed
 
 

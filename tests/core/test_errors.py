@@ -186,7 +186,7 @@ def test_channels_take_timedelta_and_say_what_would_block() -> None:
     ch: Chan[int] = Chan()
     with pytest.raises(gsp.WouldBlock,
                        match=esc("channel recv would block: the channel is empty (timeout 0)")):
-        ch.recv_nowait()
+        ch.recv(block=False)
     with pytest.raises(gsp.WouldBlock,
                        match=esc("channel send would block: the channel is full (timeout 0)")):
         ch.send(1, timedelta(0))

@@ -235,14 +235,14 @@ def test_a_reply_already_in_is_still_received_after_the_last_pipe_went(gsp_socke
 
 def _fill(sender: gsp.Socket, timeout: float | None = None) -> None:
     """Send with block=False (or a short timeout) until the peer's queues are full (it does not
-    read): WouldBlock (Timeout), never NoPeers."""
+    read): WouldBlock (or Timeout), never NoPeers."""
     for _ in range(100_000):
         try:
             if timeout is None:
                 sender.send(b"x" * 1000, block=False)
             else:
                 sender.send(b"x" * 1000, timeout=timeout)
-        except gsp.Timeout:
+        except (gsp.WouldBlock, gsp.Timeout):
             return
     raise AssertionError("the queues never filled")
 

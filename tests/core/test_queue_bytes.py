@@ -264,7 +264,9 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
     q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
     q.ensure_consumer()  # started (there is none in this test): every offer queues
     assert q.offer(b"a" * 6) and q.offer(b"b" * 6)  # 6 < 10: let in; 12: full
-    assert not q.has_room() and not q.offer(b"c") and not q.try_send(b"c")
+    assert not q.has_room() and not q.offer(b"c")
+    with pytest.raises(gsp.WouldBlock):
+        q.send(b"c", block=False)
     assert q.queued_bytes == 12
     q.recv()
     q.took()  # the consumer sets the count right
@@ -276,6 +278,19 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
     p.took()
     assert p.queued_bytes == 4
     assert p.recv() is FLUSH
+
+
+def test_outbox_drop_oldest_makes_room_and_keeps_the_byte_count() -> None:
+    from gsp.chan import Outbox
+
+    q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
+    q.ensure_consumer()
+    assert not q.drop_oldest()  # nothing queued
+    assert q.offer(b"a" * 6) and q.offer(b"b" * 6) and not q.has_room()
+    assert q.drop_oldest() and q.queued_bytes == 6 and q.has_room()
+    with pytest.warns(DeprecationWarning, match=r"drop_oldest"):
+        assert q.recv_nowait() == b"b" * 6  # the old spelling: works, warns, counts
+    assert q.queued_bytes == 0
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "inproc"])
