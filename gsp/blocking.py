@@ -333,8 +333,11 @@ class BlockingSocket(_Proxy):
         """Listen on ``url``; returns the URL listened on (with the port a ``:0`` was given)."""
         return str(self._hub.call(lambda: self._obj.listen(url, **options).url))
 
-    def dial(self, url: str, *, block: bool | None = None, **options: Any) -> None:
-        self._hub.call(lambda: self._obj.dial(url, block=block, **options))
+    def dial(self, url: str, *, fail_fast: bool = False, background: bool = False,
+             **options: Any) -> None:
+        """:meth:`gsp.Socket.dial`."""
+        self._hub.call(lambda: self._obj.dial(url, fail_fast=fail_fast, background=background,
+                                              **options))
 
     def __repr__(self) -> str:
         return f"<gsp.blocking.BlockingSocket {self._obj!r}>"

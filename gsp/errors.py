@@ -113,7 +113,7 @@ class AddressInUse(GspError):
 
 
 class ConnectionRefused(GspError):
-    """Nothing accepted a ``dial(..., block=True)`` at that address, or the listening socket
+    """Nothing accepted a ``dial(..., fail_fast=True)`` at that address, or the listening socket
     is at its ``max_pipes``."""
 
 

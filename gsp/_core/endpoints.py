@@ -652,15 +652,17 @@ class Dialer:
                                 f"{refusal_text(refusal, rule)}") from refusal.error
 
     def start(self, block: bool | None) -> None:
-        """Dial (the socket calls this once, as it dials): now (``block`` None or True) and then
-        in the background, or only in the background (False)."""
+        """Dial (the socket calls this once, as it dials): now and then in the background
+        (``block`` None), now and raise if that fails (True: ``fail_fast``), or only in the
+        background (False: ``background``)."""
         if dialer_log.isEnabledFor(logging.INFO):
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
         why: str | None = None  # why the first attempt failed
         if block and self._slots.full():
             raise ConnectionRefused(f"dial {self.url}: the socket is at max_pipes "
-                                    f"({self._slots.limit()}); block=None dials once a pipe goes")
+                                    f"({self._slots.limit()}); without fail_fast=True the dialer "
+                                    f"dials once a pipe goes")
         if block is not False and not self._slots.full():
             try:
                 if self._connect_once() is None:

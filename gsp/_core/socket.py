@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import warnings
 import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -392,15 +393,17 @@ class Socket(ObjectCalls):
         lst.start()
         return lst
 
-    def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
-        """Connect to ``url``; redial whenever the connection is lost.
+    def dial(self, url: str, *, fail_fast: bool = False, background: bool = False,
+             **options: Any) -> "Dialer":
+        """Connect to ``url``; redial whenever the connection is lost, until the socket closes.
 
-        ``block=None`` tries once now and, on failure, keeps redialing in the background;
-        ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
+        By default it tries once now and, if that fails, keeps redialing in the background (the
+        error is the dialer's ``last_error``). ``fail_fast=True`` raises the first attempt's
+        error instead (and dials no more); ``background=True`` returns before the first attempt.
+        ``options`` are the dialer's own (transport options, ``reconnect_time``, ...).
         """
+        block = _dial_mode(fail_fast, background, options.pop("block", _NO_BLOCK), "dial")
         self._check_can_grow()
-        if block not in (None, True, False):
-            raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
@@ -801,21 +804,58 @@ class Socket(ObjectCalls):
 
 
 def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | None = None,
-           dial: str | Iterable[str] | None = None, **options: Any) -> Socket:
+           dial: str | Iterable[str] | None = None, fail_fast: bool = False,
+           background: bool = False, **options: Any) -> Socket:
     """Open a socket of ``protocol`` ("pair", "push", "pull", ...), optionally listening/dialing.
 
-    ``listen``/``dial`` take a URL or a list of URLs; dialing uses the default ``block=None``.
+    ``listen``/``dial`` take a URL or a list of URLs. Each ``dial`` is
+    :meth:`Socket.dial` with ``fail_fast`` and ``background`` (by default: try now, keep
+    redialing); ``options`` are the socket's. Per-endpoint options need :meth:`Socket.listen`
+    and :meth:`Socket.dial`.
     """
+    block = _dial_mode(fail_fast, background, options.pop("block", _NO_BLOCK), "socket")
+    if block is not None and dial is None:
+        raise BadOption(f"{'fail_fast' if block else 'background'}=True says how to dial, and "
+                        f"there is no dial=: pass dial=url, or call sock.dial(url, "
+                        f"{'fail_fast' if block else 'background'}=True)")
     sock = Socket(protocol, raw=raw, **options)
     try:
         for url in _urls(listen):
             sock.listen(url)
         for url in _urls(dial):
-            sock.dial(url)
+            sock.dial(url, fail_fast=block is True, background=block is False)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+_NO_BLOCK: Any = object()  # dial()'s block= not given
+
+
+def _dial_mode(fail_fast: bool, background: bool, block: Any, caller: str) -> bool | None:
+    """How a dial starts, as :meth:`Dialer.start` takes it: None (try now, then keep
+    redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
+    still works, with a DeprecationWarning naming the new one."""
+    if block is not _NO_BLOCK:
+        if block is not None and type(block) is not bool:
+            raise BadOption(f"block must be None, True or False, not {block!r}")
+        if fail_fast or background:
+            raise BadOption("block= is the old spelling of fail_fast=/background=: give only "
+                            "the new one")
+        new = {None: "no block= (the default: try now, keep redialing)",
+               True: "fail_fast=True", False: "background=True"}[block]
+        warnings.warn(f"{caller}(..., block={block!r}) is deprecated for dialing; use {new}",
+                      DeprecationWarning, stacklevel=3)
+        return block  # type: ignore[no-any-return]
+    if type(fail_fast) is not bool or type(background) is not bool:
+        raise BadOption(f"fail_fast and background must be True or False, not "
+                        f"{fail_fast!r} and {background!r}")
+    if fail_fast and background:
+        raise BadOption("fail_fast=True and background=True cannot go together: background "
+                        "returns before the first attempt, so there is no error to raise at "
+                        "once; choose one")
+    return True if fail_fast else False if background else None
 
 
 def _urls(v: str | Iterable[str] | None) -> list[str]:

@@ -151,7 +151,7 @@ def test_endpoint_options_inherit_from_the_socket(gsp_socket):
     pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
     inherit = pull.listen(TCP)
     own = pull.listen(TCP, recv_max_size=1000)
-    d = pull.dial(free_url("inproc"), block=False, reconnect_time_max=7)
+    d = pull.dial(free_url("inproc"), background=True, reconnect_time_max=7)
     assert inherit.options["recv_max_size"] == 100 and own.options["recv_max_size"] == 1000
     assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
     pull.recv_max_size = 200  # later socket changes reach endpoints that did not override
@@ -249,7 +249,7 @@ def test_close_with_a_stalled_peer_returns_after_linger(linger):
     push = gsp.socket("push", send_timeout=0.3, linger=linger, send_buffer=8)
     conn = None
     try:
-        push.dial("tcp://127.0.0.1:%d" % srv.getsockname()[1], block=False)
+        push.dial("tcp://127.0.0.1:%d" % srv.getsockname()[1], background=True)
         conn, _ = srv.accept()
         conn.settimeout(WAIT)
         conn.sendall(HDR_PULL)

@@ -284,7 +284,7 @@ def test_wrong_protocol_names_both_protocols(scheme: str) -> None:
     with gsp.socket("rep", listen=url) as rep, gsp.socket("push") as push:
         with pytest.raises(gsp.WrongProtocol, match=esc(
                 "peer speaks rep (0x31), this push socket needs pull (0x51)")) as ei:
-            push.dial(rep.listeners[0].url, block=True)
+            push.dial(rep.listeners[0].url, fail_fast=True)
         assert (ei.value.expected, ei.value.got) == (0x51, 0x31)
 
 
@@ -329,7 +329,7 @@ def test_an_endpoint_option_for_the_other_kind_of_endpoint_is_refused(
 
 def test_scoped_options_set_on_the_socket_apply_where_they_fit() -> None:
     with gsp.socket("pair", tls_client_auth="required", tls_verify=False) as s:
-        d = s.dial("tls+tcp://127.0.0.1:1", block=False)
+        d = s.dial("tls+tcp://127.0.0.1:1", background=True)
         assert d.options["tls_client_auth"] == "required"  # inherited, harmless on a dialer
 
 

@@ -157,7 +157,7 @@ def test_a_stalled_message_closes_its_pipe_and_others_are_served(gsp_socket, sch
         st.callback(bad.close)
         announce(bad, url, 100_000, b"half a message" * 10)
         good = gsp_socket("push")
-        good.dial(url, block=True, **(pki.dial_options() if scheme == "tls+tcp" else {}))
+        good.dial(url, fail_fast=True, **(pki.dial_options() if scheme == "tls+tcp" else {}))
         for i in range(5):  # the good peer is served meanwhile
             good.send(b"%d" % i)
             assert pull.recv() == b"%d" % i
@@ -263,7 +263,7 @@ def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(gsp_socket, room
         wait_for(lambda: held_bytes(pull) >= 300 * 1024 + 20000, what="the second's first piece held")
         second.sendall(frame(body)[20000:])  # all of it sent; the socket reads no further
         small = gsp_socket("push")
-        small.dial(url, block=True)
+        small.dial(url, fail_fast=True)
         small.send(b"small messages still flow")  # a pipe between messages always reads
         assert pull.recv() == b"small messages still flow"
         assert silent(pull, 0.3)  # the second message waits for room

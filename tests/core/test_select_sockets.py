@@ -33,7 +33,7 @@ def linked(gsp_socket: Mk, a_proto: str, b_proto: str, a_opts: dict[str, Any] | 
     a = gsp_socket(a_proto, **(a_opts or {}))
     u = a.listen(where or url()).url
     b = gsp_socket(b_proto, **b_opts)
-    b.dial(u, block=True)
+    b.dial(u, fail_fast=True)
     wait_for(lambda: a.pipes and b.pipes, what="the pipe")
     if b_proto == "sub":
         b.subscribe(b"")

@@ -49,7 +49,7 @@ def _gsp_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
         lst = s.listen(url, **(pki.listen_options() if tls else {}))
         print(lst.url, flush=True)
     else:
-        s.dial(url, block=True, **(pki.dial_options(tls_server_name="localhost") if tls else {}))
+        s.dial(url, fail_fast=True, **(pki.dial_options(tls_server_name="localhost") if tls else {}))
     _loop(role, s.send, s.recv, size, count)
     time.sleep(0.5)
     s.close()

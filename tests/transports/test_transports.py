@@ -121,7 +121,7 @@ def test_tcp_ipv6_literal(gsp_socket):
         finally:
             raw.close()
     with pytest.raises(gsp.WrongProtocol):
-        pair.dial(lst.url, block=True)
+        pair.dial(lst.url, fail_fast=True)
     assert events == [] and srv.pipes == []
     connected(srv, lst.url, push)
     push.send(b"after garbage")
@@ -275,11 +275,11 @@ def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(gsp_socket, 
 
     a, b, c, d = gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair")
     url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer=300_000).url
-    b.dial(url, block=True)  # the option's default, 512 KiB
+    b.dial(url, fail_fast=True)  # the option's default, 512 KiB
     assert sndbuf(a) == 2 * min(300_000, wmem_max)  # Linux grants twice what it allows
     assert sndbuf(b) == 2 * min(512 * 1024, wmem_max)
     url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer=0).url
-    d.dial(url, block=True, ipc_send_buffer=0)
+    d.dial(url, fail_fast=True, ipc_send_buffer=0)
     assert sndbuf(c) == sndbuf(d) == wmem_default
 
 

@@ -229,7 +229,7 @@ def test_address_in_use_and_connection_refused(gsp_socket: Callable[..., gsp.Soc
         b.listen(url)
     a.listeners[0].close()
     with pytest.raises(gsp.ConnectionRefused):
-        b.dial(url, block=True)
+        b.dial(url, fail_fast=True)
 
 
 @pytest.mark.parametrize("size", [100, 1000, 10_000])

@@ -35,6 +35,9 @@ class Gsp(SPLib):
             options["recv_timeout"] = timeout
         return self.gsp.socket(kind, **options)
 
+    def _dial_how(self, block: bool | None) -> dict[str, Any]:
+        return {"fail_fast": block is True, "background": block is False}
+
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
         s = self._open(kind)
         try:
