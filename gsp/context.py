@@ -14,6 +14,7 @@ The protocol keeps its open contexts and calls :meth:`close` on each when the so
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from .chan import Chan, Recv, thread_ident
@@ -186,7 +187,7 @@ class Context(ObjectCalls):
     # -- messages --------------------------------------------------------------------------------
     # ``timeout`` (seconds or a timedelta; None = forever; absent = this context's option) and
     # ``block`` (False = timeout 0: gsp.WouldBlock) as on :class:`gsp.Socket`.
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
@@ -197,7 +198,7 @@ class Context(ObjectCalls):
         if type(data) is not bytes:
             data = as_bytes(data)
         # (_call_send's work, inline: the usual call costs no second Python call)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own  # (ContextOption's storage, read without the descriptor's call)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
@@ -207,13 +208,13 @@ class Context(ObjectCalls):
         except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
         # (_call_recv's work, inline, as in send)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
@@ -223,7 +224,7 @@ class Context(ObjectCalls):
         except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
-    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: Message, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
@@ -231,7 +232,7 @@ class Context(ObjectCalls):
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
                         block)
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
         msg: Message = self._call_recv(timeout, block)

@@ -96,8 +96,8 @@ class NotSupported(GspError):
 
 
 class BadOption(GspError, ValueError):
-    """An unknown option name, a value of the wrong type or out of range (an int timeout above
-    3600: milliseconds, docs/errors.md), or an option given to a ``listen``/``dial`` it does
+    """An unknown option name, a value of the wrong type or out of range (a negative timeout),
+    or an option given to a ``listen``/``dial`` it does
     nothing on (``tls_verify`` on a listener); a descriptor given to ``listen_fd`` or
     ``Listener.adopt`` that is not an open stream socket, listening or connected as needed."""
 

@@ -9,7 +9,7 @@ hand-written validator with :func:`described` to say the same.
 
 from __future__ import annotations
 
-import logging
+import math
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
@@ -19,7 +19,7 @@ from .errors import BadOption, timed_out
 __all__ = [
     "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
     "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS", "Scope",
-    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source", "call_timed_out",
+    "seconds", "whole_seconds", "FROM_OPTION", "call_timeout", "call_source", "call_timed_out",
 ]
 
 _UNSET: Any = object()
@@ -113,48 +113,14 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-#: An int timeout above this many seconds (an hour) is refused as almost certainly milliseconds.
-MS_GUESS = 3600
-#: An int timeout of this many seconds or more (up to :data:`MS_GUESS`) is likely milliseconds
-#: too: taken, and logged once per option name at WARNING on ``gsp.options``.
-MS_WARN = 100
-_log = logging.getLogger("gsp.options")
-_warned: set[str] = set()  # the names warned about in this process
-
-
-def _warn_ms(name: str, v: int) -> None:
-    _warned.add(name)
-    _log.warning("%s=%d is %d seconds (%s); gsp timeouts are seconds: did you mean %g (%d ms)? "
-                 "Pass %d.0 or a timedelta to mean seconds (logged once per option name)",
-                 name, v, v, _span(v), v / 1000, v, v, extra={"gsp_option": name, "gsp_value": v})
-
-
-def _span(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{minutes:.0f} minutes"
-    hours = minutes / 60
-    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
-
-
 def seconds(name: str, v: Any, *, allow_none: bool = True, allow_zero: bool = True) -> float | None:
     """``v`` as float seconds: an int, a float or a :class:`datetime.timedelta`, >= 0 (or > 0);
-    ``None`` (forever) when allowed. An ``int`` above :data:`MS_GUESS` (3600, an hour) is
-    refused: it is almost certainly milliseconds (nng and pynng count in ms). A longer timeout
-    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). An ``int`` of
-    :data:`MS_WARN` (100) or more is taken but logged once per ``name`` at WARNING on
-    ``gsp.options``, with the fix. Raises :class:`gsp.BadOption` naming ``name``."""
+    ``None`` (forever) when allowed. Seconds, however large: gsp has no milliseconds (docs/api-guide.md).
+    Raises :class:`gsp.BadOption` naming ``name``."""
     if v is None and allow_none:
         return None
     if isinstance(v, timedelta):
         v = v.total_seconds()
-    elif type(v) is int and v >= MS_WARN:
-        if v > MS_GUESS:
-            raise BadOption(
-                f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
-                f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
-        if name not in _warned:
-            _warn_ms(name, v)
     if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
         want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
         raise BadOption(f"{name} must be {want} or a timedelta{' or None' if allow_none else ''}"
@@ -201,12 +167,25 @@ def call_timed_out(exc: Any, op: str, t: float | None, timeout: Any, block: bool
 
 def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Check:
     """Validator of a duration in seconds (see :func:`seconds`): int/float or timedelta >= 0
-    (or > 0); ``None`` means forever when allowed; an int over an hour is refused as
-    milliseconds."""
+    (or > 0); ``None`` means forever when allowed."""
     def check(name: str, v: Any) -> Any:
         return seconds(name, v, allow_none=allow_none, allow_zero=allow_zero)
     return Check(check, "float or None" if allow_none else "float", "s",
                  ">= 0" if allow_zero else "> 0")
+
+
+def whole_seconds(lo: int, hi: int) -> Check:
+    """Validator of a duration the kernel takes in whole seconds (TCP keepalive): an int, a
+    float or a :class:`datetime.timedelta`, a fraction rounded up, in ``lo..hi`` seconds once
+    rounded. The value kept is the int."""
+    def check(name: str, v: Any) -> Any:
+        t = seconds(name, v, allow_none=False)
+        n = math.ceil(t) if t is not None else 0
+        if n < lo or n > hi:
+            raise BadOption(f"{name} must be a number of seconds in {lo}..{hi} (or a timedelta; "
+                            f"a fraction is rounded up to whole seconds), not {v!r}")
+        return n
+    return Check(check, "float", "s", f"{lo}..{hi}, rounded up to whole seconds")
 
 
 def integer(lo: int, hi: int | None = None, *, unit: str = "", range: str = "") -> Check:

@@ -47,10 +47,10 @@ class Selectable(Protocol):
     def wake_cases(self, op: Op) -> list[Recv]:
         """Select cases that become ready when :meth:`poll` may have turned true."""
 
-    def recv(self, timeout: Any = ..., block: bool = True) -> Any:
+    def recv(self, timeout: float | timedelta | None = ..., block: bool = True) -> Any:
         """Receive (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
-    def send(self, data: Any, timeout: Any = ..., block: bool = True) -> None:
+    def send(self, data: Any, timeout: float | timedelta | None = ..., block: bool = True) -> None:
         """Send (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
 
@@ -59,7 +59,7 @@ def _timeout(timeout: float | timedelta | None) -> float | None:
     return t if t is None else float(t)
 
 
-def _expired(t: float | None, what: str) -> Timeout:
+def _expired(t: float | None, what: str) -> Timeout | WouldBlock:
     if t == 0:
         return WouldBlock(f"{what} would block: no case is ready (timeout=0)", timeout=0.0)
     return Timeout(f"{what} timed out after {t:g} s (timeout={t:g})", timeout=t)

@@ -7,6 +7,7 @@ import logging
 import os
 import warnings
 import weakref
+from datetime import timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -229,7 +230,7 @@ class Socket(ObjectCalls):
     # complete at once). The hot path (neither given) costs two identity checks with
     # constants (``...`` is FROM_OPTION). They are positional-or-keyword on purpose: a
     # keyword-only parameter keeps CPython 3.11 from specialising the call (~60 ns more).
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         """Send one message; waits up to ``timeout`` seconds (default: ``send_timeout``) when the
         protocol must wait. ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
@@ -244,8 +245,8 @@ class Socket(ObjectCalls):
             raise self._too_large(len(data))
         if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
             raise self._wrong_thread()
-        t = hot.send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (hot.send_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             if hot.send_body is not None:
                 hot.send_body(data, t)
@@ -273,7 +274,7 @@ class Socket(ObjectCalls):
             self._handle.stop_direct()
             self._hot.send_direct = None
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
         ``block=False`` takes a message only if one is queued (else :class:`gsp.WouldBlock`)."""
         hot = self._hot
@@ -282,8 +283,8 @@ class Socket(ObjectCalls):
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
-        t = hot.recv_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (hot.recv_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             if hot.recv_body is not None:
                 return hot.recv_body(t)
@@ -293,21 +294,21 @@ class Socket(ObjectCalls):
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
 
-    def recv_many(self, limit: int, timeout: Any = FROM_OPTION, block: bool = True) -> list[bytes]:
+    def recv_many(self, limit: int, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> list[bytes]:
         """Receive up to ``limit`` message bodies in one call, oldest first: waits for the first
         as :meth:`recv` does (``timeout``, ``block``), then takes those already queued without
         waiting. The bodies are those :meth:`recv` would return one by one, at less cost each."""
         return recv_many(self._hot, self.recv, limit, timeout, block)
 
-    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: Message, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
         and ``block`` as for :meth:`send`."""
         if self._closed:
             raise self._closed_error()
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
-        t = self._send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (self._send_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         out = Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe)
         if self._hot.send_max and len(out.body) + len(out.header) > self._hot.send_max:
             raise self._too_large(len(out.body) + len(out.header))
@@ -318,13 +319,13 @@ class Socket(ObjectCalls):
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
         and ``block`` as for :meth:`recv`."""
         if self._closed:
             raise self._closed_error()
-        t = self._recv_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (self._recv_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             return self._proto.recv(t)
         except (Timeout, WouldBlock) as exc:
@@ -591,7 +592,7 @@ class Socket(ObjectCalls):
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)
 
-    def drain(self, timeout: Any = None) -> None:
+    def drain(self, timeout: float | timedelta | None = None) -> None:
         """Close gracefully: finish the work in hand, take no new work, then close.
 
         At once: listeners and dialers stop (the pipes up stay), new contexts, endpoints and
@@ -847,7 +848,7 @@ def _dial_mode(fail_fast: bool, background: bool, block: Any, caller: str) -> bo
                True: "fail_fast=True", False: "background=True"}[block]
         warnings.warn(f"{caller}(..., block={block!r}) is deprecated for dialing; use {new}",
                       DeprecationWarning, stacklevel=3)
-        return block  # type: ignore[no-any-return]
+        return block
     if type(fail_fast) is not bool or type(background) is not bool:
         raise BadOption(f"fail_fast and background must be True or False, not "
                         f"{fail_fast!r} and {background!r}")

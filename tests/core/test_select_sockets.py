@@ -134,8 +134,8 @@ def test_select_timeout_names_the_timeout(gsp_socket: Mk) -> None:
     from datetime import timedelta
     with pytest.raises(gsp.Timeout, match=r"after 0.02 s"):
         gsp.select([gsp.Recv(pull)], timeout=timedelta(milliseconds=20))
-    with pytest.raises(gsp.BadOption, match="timeout is in seconds: 5000 s"):
-        gsp.select([gsp.Recv(pull)], timeout=5000)
+    with pytest.raises(gsp.BadOption, match="timeout must be a number of seconds"):
+        gsp.select([gsp.Recv(pull)], timeout=-1)
 
 
 def test_select_does_not_spin_while_waiting(gsp_socket: Mk, spawn: Any) -> None:

@@ -7,6 +7,7 @@ import os
 import pathlib
 import socket as stdsocket
 import stat
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -189,6 +190,23 @@ def test_tcp_keepalive_timing_notices_a_dead_peer_in_a_minute_or_as_configured(g
         stdsocket.TCP_KEEPIDLE, stdsocket.TCP_KEEPINTVL, stdsocket.TCP_KEEPCNT)] == [30, 2, 4]
     with pytest.raises(gsp.BadOption, match="tcp_keepalive_idle"):
         gsp.socket("pair", tcp_keepalive_idle=0)
+
+
+def test_tcp_keepalive_times_take_any_duration_and_round_a_fraction_up(gsp_socket):
+    """The kernel counts keepalive times in whole seconds: a float or a timedelta is taken as
+    every duration is, a fraction rounded up (never down to 0, which the kernel refuses)."""
+    s = gsp_socket("pair", tcp_keepalive_idle=30.0, tcp_keepalive_interval=timedelta(seconds=2))
+    assert (s.tcp_keepalive_idle, s.tcp_keepalive_interval) == (30, 2)
+    s.tcp_keepalive_idle = 0.2
+    s.tcp_keepalive_interval = timedelta(milliseconds=1500)
+    assert (s.tcp_keepalive_idle, s.tcp_keepalive_interval) == (1, 2)
+    t = gsp_socket("pair")
+    connected(s, s.listen(TCP).url, t)
+    assert [_sockopt(s.pipes[0], stdsocket.IPPROTO_TCP, o) for o in (
+        stdsocket.TCP_KEEPIDLE, stdsocket.TCP_KEEPINTVL)] == [1, 2]
+    for bad in (-1, 32768, "30", None):
+        with pytest.raises(gsp.BadOption, match="tcp_keepalive_interval"):
+            s.tcp_keepalive_interval = bad
 
 
 def test_tcp_user_timeout_is_off_by_default_and_set_in_milliseconds_on_both_ends(gsp_socket):
