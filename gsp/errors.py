@@ -77,7 +77,7 @@ class ConnectionBroken(GspError):
 class FrameStalled(ConnectionBroken):
     """A pipe was closed because a message it had begun to receive made no progress for
     ``recv_partial_timeout`` seconds: the peer stopped sending mid-message, or the socket's
-    ``recv_partial_max`` held the pipe back that long. A :class:`ConnectionBroken`."""
+    ``max_recv_partial`` held the pipe back that long. A :class:`ConnectionBroken`."""
 
 
 class ProtocolStateError(GspError):
@@ -131,7 +131,7 @@ class WireError(GspError):
 
 
 class MessageTooLarge(WireError):
-    """A frame announced more bytes than the receive limit (``recv_max_size``).
+    """A frame announced more bytes than the receive limit (``max_recv_size``).
 
     ``size`` is the size the peer announced (or the most that was seen) and ``limit`` the limit
     in force, each ``None`` when the transport could not say.

@@ -21,7 +21,7 @@ from ..errors import (
     HandshakeError,
     Timeout,
 )
-from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options, renamed_options, warn_renamed
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
 from ..transport.peer import peer_of
@@ -85,6 +85,12 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
     transport's or an endpoint option, and do something on that kind of endpoint."""
     allowed = dict(transport.options)
     allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
+    if any(name not in allowed for name in options):  # old names: their new ones, with a warning
+        old = renamed_options(allowed)
+        for name in options:
+            if name in old:
+                warn_renamed(name, old[name])
+        options = {old.get(n, n): v for n, v in options.items()}
     for name in options:
         spec = allowed.get(name)
         if spec is None:

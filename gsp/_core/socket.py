@@ -36,6 +36,7 @@ from ..options import (
     call_timed_out,
     call_timeout,
     duration,
+    renamed_options,
 )
 from ..overrides import overrides
 from ..protocol.interface import Protocol, RejectPipe
@@ -100,8 +101,9 @@ class Socket(ObjectCalls):
         # Options and protocol methods are the instance's attributes through its class (see
         # gsp._core.attrs): a class of this one's, made for the protocol and its options.
         spec = registry.protocol(protocol)
-        klass = attrs.with_attrs(cls, _option_specs(spec), spec.methods,
-                                 registry.protocol_methods())
+        specs = _option_specs(spec)
+        klass = attrs.with_attrs(cls, specs, spec.methods, registry.protocol_methods(),
+                                 renamed_options(specs))
         sock: Socket = object.__new__(klass)
         return sock
 
@@ -124,8 +126,8 @@ class Socket(ObjectCalls):
         self._watch("send_timeout", lambda v: setattr(self._hot, "send_timeout", v))
         self._watch("recv_timeout", lambda v: setattr(self._hot, "recv_timeout", v))
         limits = self._recv_limits = RecvLimits(  # what pipes hold of messages still arriving
-            self._options["recv_partial_max"], self._options["recv_partial_timeout"])
-        self._watch("recv_partial_max", limits.set_max_bytes)
+            self._options["max_recv_partial"], self._options["recv_partial_timeout"])
+        self._watch("max_recv_partial", limits.set_max_bytes)
         self._watch("recv_partial_timeout", limits.set_stall_timeout)
         self._group = Group()
         self._readers = Readers(self._spawn)
@@ -171,11 +173,11 @@ class Socket(ObjectCalls):
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
-        self._options.check_name(name)
-        return self._options[name]
+        return self._options[self._options.resolve(name)]
 
     def set_option(self, name: str, value: Any) -> None:
-        value = self._options.check_name(name).validate(name, value)
+        name = self._options.resolve(name)
+        value = self._options.specs[name].validate(name, value)
         self._proto.set_option(name, value)  # the protocol may refuse it
         self._options[name] = value
         for callback in self._watchers.get(name, ()):
@@ -201,9 +203,11 @@ class Socket(ObjectCalls):
         opts = self.__dict__.get("_options")
         if opts is not None and name in opts.specs:
             self.set_option(name, value)
-        elif opts is not None and not name.startswith("_") and not hasattr(self, name):
-            # A typo such as ``sock.recv_timeot = 1`` must not pass silently.
-            opts.check_name(name)
+        elif opts is not None and not name.startswith("_") and (
+                opts.renamed(name) is not None or not hasattr(self, name)):
+            # An old name is set as its new one (with a warning); a typo such as
+            # ``sock.recv_timeot = 1`` must not pass silently.
+            self.set_option(name, value)
         else:
             object.__setattr__(self, name, value)
 

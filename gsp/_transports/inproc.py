@@ -169,8 +169,8 @@ class InprocDialer(TransportDialer):
         # Each carries the handshake (a protocol number), then lists of message bytes.
         a2b: Chan[Any] = Chan(_QUEUE_BATCHES)
         b2a: Chan[Any] = Chan(_QUEUE_BATCHES)
-        ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["recv_max_size"])
-        theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["recv_max_size"])
+        ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["max_recv_size"])
+        theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["max_recv_size"])
         try:
             lst._accepts.send(theirs, block=False)
         except Exception:

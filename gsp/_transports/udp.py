@@ -404,7 +404,7 @@ def _resolve(scheme: str, host: str, port: int) -> tuple[int, Any]:
 
 
 def _rcvmax(options: Mapping[str, Any]) -> int:
-    limit = options["recv_max_size"]
+    limit = options["max_recv_size"]
     return min(limit, UDP_MAX) if limit else UDP_MAX
 
 

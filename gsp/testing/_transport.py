@@ -75,7 +75,7 @@ class TransportSuite(TransportSuiteBase):
 
     def test_message_sizes(self) -> None:
         self._sizes_both_ways(SIZES)  # up to exactly the default limit, 1 MiB
-        self._sizes_both_ways([MiB + 1, self.unlimited_size], recv_max_size=0)
+        self._sizes_both_ways([MiB + 1, self.unlimited_size], max_recv_size=0)
 
     def test_oversize_message_closes_only_its_pipe(self) -> None:
         detached: list[gsp.Pipe] = []
@@ -83,7 +83,7 @@ class TransportSuite(TransportSuiteBase):
         srv = self.socket("pull", recv_timeout=WAIT)
         a, b = self.socket("push", **fast), self.socket("push", **fast)
         srv.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
-        lst = self.listen(srv, recv_max_size=1000)
+        lst = self.listen(srv, max_recv_size=1000)
         da = self.connect(srv, lst.url, a)
         self.connect(srv, lst.url, b)
         a.send(b"a" * 1000)  # exactly the limit is fine
@@ -105,7 +105,7 @@ class TransportSuite(TransportSuiteBase):
         pull = self.socket("pull", recv_timeout=WAIT, reconnect_time=5)
         pull.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
         lst = self.listen(push)
-        self.connect(push, lst.url, pull, recv_max_size=10)
+        self.connect(push, lst.url, pull, max_recv_size=10)
         push.send(b"x" * 10)
         assert pull.recv() == b"x" * 10
         push.send(b"x" * 11)
@@ -357,7 +357,7 @@ class TransportSuite(TransportSuiteBase):
         url = self.listen_url()
         own = set(registry().transport_for(url).options)
         foreign = {n for t in registry().transports.values() for n in t.options} - own
-        bad_common = {"recv_max_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
+        bad_common = {"max_recv_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
                       "handshake_timeout": 0}
         socket_only = ("recv_timeout", "send_timeout", "linger", "send_buffer")
         a, b = self.socket("pair"), self.socket("pair")
@@ -392,7 +392,7 @@ class TransportSuite(TransportSuiteBase):
                     wrong(a, url, **{name: spec.default})
         assert a.listeners == [] and a.dialers == []
         good = {n: g for n, (g, _) in self.options.items()}
-        lst = self.listen(a, url, recv_max_size=10,  # nothing was bound before
+        lst = self.listen(a, url, max_recv_size=10,  # nothing was bound before
                           **{n: v for n, v in good.items() if specs[n].scope != "dial"})
         self.connect(a, lst.url, b, reconnect_time=0.5,
                      **{n: v for n, v in good.items() if specs[n].scope != "listen"})

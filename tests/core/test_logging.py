@@ -165,7 +165,7 @@ def test_tls_handshake_failure(logs, gsp_socket: Mk, pki: Any):
 
 
 def test_oversize_message_closes_the_receivers_pipe_with_a_warning(logs, gsp_socket: Mk):
-    pull = gsp_socket("pull", recv_max_size=1000, recv_timeout=0.3)
+    pull = gsp_socket("pull", max_recv_size=1000, recv_timeout=0.3)
     push = gsp_socket("push", reconnect_time=WAIT)
     url = pull.listen(TCP).url
     push.dial(url, fail_fast=True)
@@ -177,7 +177,7 @@ def test_oversize_message_closes_the_receivers_pipe_with_a_warning(logs, gsp_soc
     rec = one(logs, "gsp.pipe", f"pipe {pipe.id} (peer", logging.WARNING, "pull", url)
     assert "detached: MessageTooLarge" in rec.getMessage()
     assert "5000" in rec.getMessage() and "1000" in rec.getMessage()
-    assert "recv_max_size" in rec.getMessage()
+    assert "max_recv_size" in rec.getMessage()
     assert (rec.gsp_size, rec.gsp_limit) == (5000, 1000) and rec.gsp_pipe == pipe.id
     assert isinstance(pipe.error, gsp.MessageTooLarge)
 

@@ -195,7 +195,7 @@ def test_rep_counts_requests_over_ttl(gsp_socket: Mk):
 def test_oversize_is_counted_on_the_receiver_and_logged(
         gsp_socket: Mk, caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.WARNING, logger="gsp.pipe")
-    pull = gsp_socket("pull", recv_max_size=1 << 20, recv_timeout=0.2)
+    pull = gsp_socket("pull", max_recv_size=1 << 20, recv_timeout=0.2)
     push = gsp_socket("push", reconnect_time=WAIT)
     lst = pull.listen(TCP)
     push.dial(lst.url, fail_fast=True)

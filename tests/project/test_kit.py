@@ -195,7 +195,7 @@ BROKEN = textwrap.dedent("""
 
 
     class Unlimited:
-        \"\"\"testunl://: inproc that ignores recv_max_size (its connections never refuse).\"\"\"
+        \"\"\"testunl://: inproc that ignores max_recv_size (its connections never refuse).\"\"\"
 
         def __init__(self, conn):
             self.conn = conn

@@ -46,7 +46,7 @@ class TestTCPTransport(TransportSuite):
 class TestIPCTransport(TransportSuite):
     scheme = "ipc"
     bad_urls = ("ipc://", "ipc:///" + "x" * 120, "ipc:///tmp/a\x00b")
-    options = {"ipc_file_mode": (0o600, 0o10000), "ipc_send_buffer": (1 << 20, -1)}
+    options = {"ipc_file_mode": (0o600, 0o10000), "ipc_send_buffer_size": (1 << 20, -1)}
 
     def raw_connect(self, url: str) -> Any:
         return raw_connect(url)
@@ -68,7 +68,7 @@ class TestAbstractTransport(TransportSuite):
 
     scheme = "abstract"
     bad_urls = ("abstract://a%zz", "abstract://%4", "abstract://" + "x" * 108)
-    options = {"ipc_send_buffer": (1 << 20, "big")}
+    options = {"ipc_send_buffer_size": (1 << 20, "big")}
 
     def raw_connect(self, url: str) -> Any:
         return raw_connect(url)
@@ -283,7 +283,7 @@ def test_ipc_file_mode(gsp_socket, ipc_dir):
 
 def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(gsp_socket, ipc_dir):
     """A big message fits in flight (the sender does not wait for the receiver in its middle):
-    each ipc connection asks for ipc_send_buffer; 0 leaves the kernel's default."""
+    each ipc connection asks for ipc_send_buffer_size; 0 leaves the kernel's default."""
     wmem_max = int(pathlib.Path("/proc/sys/net/core/wmem_max").read_text())
     wmem_default = int(pathlib.Path("/proc/sys/net/core/wmem_default").read_text())
 
@@ -292,12 +292,12 @@ def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(gsp_socket, 
         return _sockopt(s.pipes[0], stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF)
 
     a, b, c, d = gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair")
-    url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer=300_000).url
+    url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer_size=300_000).url
     b.dial(url, fail_fast=True)  # the option's default, 512 KiB
     assert sndbuf(a) == 2 * min(300_000, wmem_max)  # Linux grants twice what it allows
     assert sndbuf(b) == 2 * min(512 * 1024, wmem_max)
-    url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer=0).url
-    d.dial(url, fail_fast=True, ipc_send_buffer=0)
+    url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer_size=0).url
+    d.dial(url, fail_fast=True, ipc_send_buffer_size=0)
     assert sndbuf(c) == sndbuf(d) == wmem_default
 
 

@@ -179,8 +179,8 @@ def test_push_measures_every_send_once_a_datagram_endpoint_is_added(
 
 
 def test_peer_recv_limit_is_honoured(gsp_socket: Callable[..., gsp.Socket]) -> None:
-    """The limit each side offers (recv_max_size, at most 65,000) is the one the other sends to."""
-    rx = gsp_socket("pull", recv_timeout=T, recv_max_size=1000)
+    """The limit each side offers (max_recv_size, at most 65,000) is the one the other sends to."""
+    rx = gsp_socket("pull", recv_timeout=T, max_recv_size=1000)
     tx = gsp_socket("push", send_timeout=T)
     tx.dial(rx.listen("udp://127.0.0.1:0").url, fail_fast=True)
     wait_for(lambda: len(rx.pipes) == 1, T)

@@ -28,7 +28,7 @@ class Gsp(SPLib):
 
     def _open(self, kind: str, timeout: float | None = None) -> Any:
         # No size limit (the 1 MiB runs); a sender may take its time to flush at close.
-        options: dict[str, Any] = {"recv_max_size": 0, **self.extra}
+        options: dict[str, Any] = {"max_recv_size": 0, **self.extra}
         if kind == "push":
             options["linger"] = 30
         if timeout is not None:
@@ -81,7 +81,7 @@ class Gsp(SPLib):
             echo_forever(sock.send, sock.recv)  # until the drain on "stop" closes it
 
         with self.gsp.Prefork("rep", url, serve, procs=procs, drain_timeout=5,
-                              recv_max_size=0) as server:
+                              max_recv_size=0) as server:
             server.start()
             ctl.ready(url=server.url, pids=list(server.pids.values()))
 
