@@ -818,6 +818,9 @@ def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | No
     redialing); ``options`` are the socket's. Per-endpoint options need :meth:`Socket.listen`
     and :meth:`Socket.dial`.
     """
+    if "accept_gate" in options:
+        raise BadOption("accept_gate is an argument of listen(), not a socket option: make the "
+                        "socket, then call sock.listen(url, accept_gate=...)")
     block = _dial_mode(fail_fast, background, options.pop("block", _NO_BLOCK), "socket")
     if block is not None and dial is None:
         raise BadOption(f"{'fail_fast' if block else 'background'}=True says how to dial, and "

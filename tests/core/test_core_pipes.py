@@ -187,3 +187,5 @@ def test_socket_dial_keyword_takes_fail_fast_and_background(gsp_socket):
         gsp.socket("push", dial=url, block=True)
     with pytest.raises(gsp.BadOption, match=r"no dial=.*sock\.dial\(url, fail_fast=True\)"):
         gsp.socket("push", listen=url, fail_fast=True)
+    with pytest.raises(gsp.BadOption, match=r"sock\.listen\(url, accept_gate=\.\.\.\)"):
+        gsp.socket("push", listen=url, accept_gate=lambda listener: None)
