@@ -1,5 +1,6 @@
 """Renamed options: the old name still works everywhere the new one does, with a
-DeprecationWarning naming the new one and pointing at the line that used it."""
+DeprecationWarning naming the new one and pointing at the line that used it (gsp-ws's
+``ws_recv_frame_max``: plugins/gsp-ws/tests/test_ws.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ RENAMED = {
     "recv_max_size": ("max_recv_size", 1234, "pull"),
     "recv_partial_max": ("max_recv_partial", 4321, "pull"),
     "ipc_send_buffer": ("ipc_send_buffer_size", 65536, "pull"),
-    "ws_recv_frame_max": ("ws_max_frame_size", 2048, "pull"),
 }
 
 
