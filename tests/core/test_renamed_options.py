@@ -69,7 +69,7 @@ def test_the_old_name_on_an_endpoint_and_read_by_a_plugin(
     with _warns("recv_max_size", "max_recv_size"):
         assert lst.options["recv_max_size"] == 99
     with _warns("recv_partial_max", "max_recv_partial"):
-        assert s._options["recv_partial_max"] == 64 << 20
+        assert lst.options["recv_partial_max"] == 64 << 20  # (a socket-wide one, too)
 
 
 def test_old_and_new_names_together_and_unknown_names_are_refused(
