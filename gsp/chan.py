@@ -83,7 +83,7 @@ def _nowait(timeout: float | timedelta | None, block: bool) -> float | timedelta
         raise BadOption(f"block must be True or False, not {block!r}")
     if timeout is not None and timeout != 0:
         raise BadOption(f"block=False means timeout 0; it cannot go with timeout={timeout!r}")
-    return 0
+    return 0.0
 
 
 def _deprecated(old: str, new: str) -> None:
