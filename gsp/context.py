@@ -17,11 +17,12 @@ The protocol keeps its open contexts and calls :meth:`close` on each when the so
 from __future__ import annotations
 
 import warnings
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._overrides import overrides
 from .chan import Chan, Recv, thread_ident
-from .errors import Closed, GspError, NotSupported, Timeout, WrongThread
+from .errors import Closed, GspError, NotSupported, Timeout, WouldBlock, WrongThread
 from .handles import check_op
 from .message import Message, as_bytes
 from .objects import ObjectCalls
@@ -282,7 +283,7 @@ class ProtocolContext(Context):
     # -- messages --------------------------------------------------------------------------------
     # ``timeout`` (seconds or a timedelta; None = forever; absent = this context's option) and
     # ``block`` (False = timeout 0: gsp.WouldBlock) as on :class:`gsp.Socket`.
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
@@ -293,33 +294,33 @@ class ProtocolContext(Context):
         if type(data) is not bytes:
             data = as_bytes(data)
         # (_call_send's work, inline: the usual call costs no second Python call)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own  # (ContextOption's storage, read without the descriptor's call)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
         try:
             self.do_send_body(data, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
         # (_call_recv's work, inline, as in send)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)
         try:
             return self.do_recv_body(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
-    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: Message, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
@@ -327,7 +328,7 @@ class ProtocolContext(Context):
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
                         block)
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
         msg: Message = self._call_recv(timeout, block)
@@ -338,7 +339,7 @@ class ProtocolContext(Context):
         t = self._timeout("send_timeout", timeout, block)
         try:
             self.do_send(msg, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
     def _call_recv(self, timeout: Any, block: bool) -> Message:
@@ -346,7 +347,7 @@ class ProtocolContext(Context):
         t = self._timeout("recv_timeout", timeout, block)
         try:
             return self.do_recv(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
     def _timeout(self, option: str, timeout: Any, block: bool) -> float | None:
@@ -358,7 +359,7 @@ class ProtocolContext(Context):
             return t
         return call_timeout(timeout, block)
 
-    def _call_failed(self, exc: Timeout | WrongThread, op: str, t: float | None, timeout: Any,
+    def _call_failed(self, exc: Timeout | WouldBlock | WrongThread, op: str, t: float | None, timeout: Any,
                      block: bool) -> GspError:
         """What a call that waited raises for ``exc``: the timeout, told as asked for, or the
         wrong thread, naming this context."""

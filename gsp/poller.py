@@ -49,10 +49,10 @@ class Selectable(Protocol):
     def _wake_cases(self, op: Op) -> list[Recv]:
         """Select cases that become ready when :meth:`poll` may have turned true."""
 
-    def recv(self, timeout: Any = ..., block: bool = True) -> Any:
+    def recv(self, timeout: float | timedelta | None = ..., block: bool = True) -> Any:
         """Receive (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
-    def send(self, data: Any, timeout: Any = ..., block: bool = True) -> None:
+    def send(self, data: Any, timeout: float | timedelta | None = ..., block: bool = True) -> None:
         """Send (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
 
@@ -61,7 +61,7 @@ def _timeout(timeout: float | timedelta | None) -> float | None:
     return t if t is None else float(t)
 
 
-def _expired(t: float | None, what: str) -> Timeout:
+def _expired(t: float | None, what: str) -> Timeout | WouldBlock:
     if t == 0:
         return WouldBlock(f"{what} would block: no case is ready (timeout=0)", timeout=0.0)
     return Timeout(f"{what} timed out after {t:g} s (timeout={t:g})", timeout=t)
@@ -130,7 +130,7 @@ def _wait(cases: list[Recv | Send], deadline: Deadline, t: float | None,
             Event().wait(left)
             raise Timeout(timeout=t)
         return select_channels(cases, left)
-    except Timeout:
+    except (Timeout, WouldBlock):
         raise _expired(t, what) from None
 
 
@@ -191,7 +191,7 @@ class Poller:
                     cases += obj._wake_cases(op)
             try:
                 _wait(cases, deadline, t, "poll")
-            except Timeout:
+            except (Timeout, WouldBlock):
                 return []
 
 

@@ -143,8 +143,10 @@ def options_markdown(include_all: bool = False) -> str:
         "",
         "Options are keyword arguments of `gsp.socket(...)`, attributes of the socket",
         "(`sock.recv_timeout = 5`) or `get_option`/`set_option`; a bad value raises",
-        "`gsp.BadOption` and changes nothing. Durations are seconds (int or float). *Range* is what",
-        "the option's validator accepts; `None` is accepted only where *Type* says so.",
+        "`gsp.BadOption` and changes nothing. Durations are seconds, however large: an int, a",
+        "float or a `datetime.timedelta` (nng's options are milliseconds; gsp's are not).",
+        "*Range* is what the option's validator accepts; `None` is accepted only where *Type*",
+        "says so.",
         "",
         "## Every socket",
         "",
@@ -167,8 +169,9 @@ def options_markdown(include_all: bool = False) -> str:
 
     out += per_owner("protocol", [
         "Sockets of these protocols have these options too. `resend_time` (req) and `survey_time`",
-        "(surveyor) are per context as well: a context follows the socket's value until set on",
-        "the context (`ctx.resend_time = 2`), as do `recv_timeout` and `send_timeout`.",
+        "(surveyor) are per context as well, as are `recv_timeout` and `send_timeout`: a context",
+        "copies the socket's value when it opens (a later change on the socket does not reach it)",
+        "and is changed on the context itself (`ctx.resend_time = 2`).",
     ], protocol_rows)
     out += per_owner("transport", [
         "`listen`/`dial` on a URL of these schemes take these options; every socket takes them",

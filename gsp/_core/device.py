@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gevent
 
-from ..errors import BadOption, Closed, NotSupported, Timeout
+from ..errors import BadOption, Closed, NotSupported, Timeout, WouldBlock
 from ..message import Message
 from .socket import Socket, can
 
@@ -29,12 +29,12 @@ class Device:
             while True:
                 try:
                     m = src.recv_msg()
-                except Timeout:
+                except (Timeout, WouldBlock):
                     continue  # the socket has a recv_timeout; a device waits forever
                 try:
                     # A fresh Message: the pipe of the other socket means nothing here.
                     dst.send_msg(Message(m.body, m.header))
-                except Timeout:
+                except (Timeout, WouldBlock):
                     continue  # no peer took it in time: dropped, like any best-effort hop
                 self.forwarded += 1
         except (Closed, NotSupported):

@@ -21,7 +21,7 @@ from ..errors import (
     HandshakeError,
     Timeout,
 )
-from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options, renamed_options, warn_renamed
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
 from ..transport.peer import peer_of
@@ -85,6 +85,12 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
     transport's or an endpoint option, and do something on that kind of endpoint."""
     allowed = dict(transport.options)
     allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
+    if any(name not in allowed for name in options):  # old names: their new ones, with a warning
+        old = renamed_options(allowed)
+        for name in options:
+            if name in old:
+                warn_renamed(name, old[name])
+        options = {old.get(n, n): v for n, v in options.items()}
     for name in options:
         spec = allowed.get(name)
         if spec is None:
@@ -616,15 +622,17 @@ class Dialer:
                                 f"{refusal_text(refusal, rule)}") from refusal.error
 
     def start(self, block: bool | None) -> None:
-        """Dial (the socket calls this once, as it dials): now (``block`` None or True) and then
-        in the background, or only in the background (False)."""
+        """Dial (the socket calls this once, as it dials): now and then in the background
+        (``block`` None), now and raise if that fails (True: ``fail_fast``), or only in the
+        background (False: ``background``)."""
         if dialer_log.isEnabledFor(logging.INFO):
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
         why: str | None = None  # why the first attempt failed
         if block and self._slots.full():
             raise ConnectionRefused(f"dial {self.url}: the socket is at max_pipes "
-                                    f"({self._slots.limit()}); block=None dials once a pipe goes")
+                                    f"({self._slots.limit()}); without fail_fast=True the dialer "
+                                    f"dials once a pipe goes")
         if block is not False and not self._slots.full():
             try:
                 if self._connect_once() is None:

@@ -210,7 +210,7 @@ class Pipe:
     def stats(self) -> dict[str, int]:
         """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
         sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once
-        closed for a message over ``recv_max_size``)."""
+        closed for a message over ``max_recv_size``)."""
         return counters.pipe_stats(self._traffic, self._send_queue, self.error)
 
     @property

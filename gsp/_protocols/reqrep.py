@@ -23,6 +23,7 @@ from ..errors import (
     NoPeers,
     ProtocolStateError,
     Timeout,
+    WouldBlock,
 )
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -156,7 +157,7 @@ class ReqContext(ProtocolContext):
                 raise self._ended_error()
             try:
                 select_channels([self._changed.case()], deadline.remaining())
-            except Timeout:
+            except (Timeout, WouldBlock):
                 self._timed_out()
                 raise
 
@@ -195,7 +196,7 @@ class ReqContext(ProtocolContext):
                         deadline = Deadline(timeout)
                     try:
                         left = deadline.remaining()
-                    except Timeout:
+                    except (Timeout, WouldBlock):
                         self._timed_out()  # nng: a failed recv ends the request
                         raise
                 self._wakeup.wait(left)

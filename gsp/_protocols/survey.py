@@ -142,7 +142,7 @@ class SurveyContext(ProtocolContext):
         survey = self._survey
         if survey is not None and survey.id == sid:
             try:
-                survey.replies.send_nowait(reply)
+                survey.replies.send(reply, block=False)
             except (WouldBlock, Closed):
                 return  # queue full: like nng, drop rather than stall the pipe
             self._changed.fire()

@@ -140,7 +140,7 @@ class TLSListener(TCPListener):
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         # No TLS here: accept() must stay fast; the handshake greenlet does it.
-        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+        return TLSConnection(sock, self.options["max_recv_size"], local, remote,
                              self.tls, True, None)
 
 
@@ -156,7 +156,7 @@ class TLSDialer(TCPDialer):
         self.tls.reload()
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
-        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+        return TLSConnection(sock, self.options["max_recv_size"], local, remote,
                              self.tls, False, self.server_hostname)
 
 

@@ -248,7 +248,7 @@ def _check_role(ap: argparse.ArgumentParser, ns: argparse.Namespace, cfg: Config
 def _set_options(ns: argparse.Namespace, opts: dict[str, Any]) -> None:
     """The socket options the flags give (``--option`` last: it overrides)."""
     for name, value in (("recv_timeout", ns.recv_timeout), ("send_timeout", ns.send_timeout),
-                        ("recv_max_size", ns.recv_maxsz), ("tls_cert_file", ns.cert),
+                        ("max_recv_size", ns.recv_maxsz), ("tls_cert_file", ns.cert),
                         ("tls_key_file", ns.key), ("tls_ca_file", ns.cacert)):
         if value is not None:
             opts[name] = value

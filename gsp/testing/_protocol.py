@@ -259,14 +259,14 @@ class ProtocolSuite(ProtocolSuiteBase):
         url = this.listen(self.url()).url
         peers = [self.open(self.peer, reconnect_time=0.01) for _ in range(10)]
         for p in peers:
-            p.dial(url, block=False)
+            p.dial(url, background=True)
         gevent.sleep(0)  # some mid-handshake, some attached
         this.close()
         assert this.pipes == []
         wait_for(lambda: not any(p.pipes for p in peers), what="the peers to lose their pipes")
         dialer_side = self.open(self.protocol)
         for p in peers:
-            dialer_side.dial(p.listen(self.url()).url, block=False)
+            dialer_side.dial(p.listen(self.url()).url, background=True)
         gevent.sleep(0)
         dialer_side.close()
         assert dialer_side.pipes == []

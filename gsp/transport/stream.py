@@ -421,7 +421,7 @@ class StreamConnection(Connection):
             raise decoder.error.with_traceback(None)  # reported after the good messages before it
         holding = self._holding
         while True:
-            if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
+            if holding.held:  # mid-message: wait while at max_recv_partial; bound the read
                 holding.before_read()
             try:
                 data = self._read_next(decoder)
@@ -699,9 +699,9 @@ class SocketListener(TransportListener):
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of an accepted socket (default: a
-        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``recv_max_size``).
+        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``max_recv_size``).
         May raise ``OSError`` (as :meth:`configure`)."""
-        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+        return StreamConnection(sock, self.framing, self.options["max_recv_size"], local, remote)
 
     def bind(self) -> None:
         fd = self.options["listen_fd"] if self.listen_families else None
@@ -791,7 +791,7 @@ class SocketDialer(TransportDialer):
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of the connected socket (as
         :meth:`SocketListener.wrap`); may raise ``OSError``, which fails the dial."""
-        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+        return StreamConnection(sock, self.framing, self.options["max_recv_size"], local, remote)
 
     def dial(self) -> Connection:
         sock = self.connect()

@@ -180,7 +180,7 @@ def _transports(pki: Any) -> dict[str, Any]:
     urls = [lst.url for lst in rep.listeners]
     req = gsp.socket("req", recv_timeout=10)
     for url in urls:
-        req.dial(url, block=True, **(pki.dial_options() if "tls" in url or "wss" in url else {}))
+        req.dial(url, fail_fast=True, **(pki.dial_options() if "tls" in url or "wss" in url else {}))
     round_trips(req, "before", 9)
     parent_pipes = sorted(p.id for p in req.pipes)
     rep_pipes = sorted(p.id for p in rep.pipes)
@@ -276,7 +276,7 @@ def scenario_midflight() -> dict[str, Any]:
         workers = serve(rep, 2)
         req = gsp.socket("req", recv_timeout=10)
         for _ in range(3):
-            req.dial(rep.listeners[0].url, block=False)
+            req.dial(rep.listeners[0].url, background=True)
         for i in range(turns):
             gevent.sleep(0 if i % 2 else 0.0005)
         state = (len(req.pipes), len(rep.pipes))

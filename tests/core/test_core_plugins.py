@@ -192,7 +192,7 @@ def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout(gsp_sock
         s = gsp_socket("push", handshake_timeout=0.2)
         t0 = time.monotonic()
         with pytest.raises(gsp.Timeout):
-            s.dial("teststall://nowhere", block=True)
+            s.dial("teststall://nowhere", fail_fast=True)
         assert time.monotonic() - t0 < scaled(1.0)
     finally:
         gsp.unregister_plugin(plugin)
@@ -241,7 +241,7 @@ def test_close_shuts_pipes_down_concurrently(gsp_socket):
         push = gsp.socket("push", linger=0)
         try:
             for _ in range(5):
-                push.dial(url, block=True)
+                push.dial(url, fail_fast=True)
             wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
         finally:
             push.close()

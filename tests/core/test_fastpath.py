@@ -183,7 +183,7 @@ def test_big_and_small_messages_interleaved(
     # Big bodies are read in place or as the message itself; small ones parsed from chunks.
     sizes = [1 << 20, 3, 1 << 20, 1 << 20, 0, 40000, 5, 200000, 1 << 20, 17]
     msgs = [bytes([i]) * n for i, n in enumerate(sizes)]
-    opts = {"recv_timeout": WAIT, "recv_max_size": 0}
+    opts = {"recv_timeout": WAIT, "max_recv_size": 0}
     a = gsp_socket("pair", **opts)
     b = gsp_socket("pair", send_timeout=WAIT)
     connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)

@@ -357,7 +357,7 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         got: list[bytes] = []
         g = gevent.spawn(lambda: got.append(rep.recv()))  # waiting (lending) as the pipe starts
         gevent.sleep(0.01)
-        req.dial(bound, block=True)
+        req.dial(bound, fail_fast=True)
         wait_for(lambda: len(rep.pipes) == 1, what="rep's pipe")
         lent = counting_lent_reads(monkeypatch, rep, req)
         req.send(b"hello")

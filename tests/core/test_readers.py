@@ -77,7 +77,7 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(
 def test_pipes_park_after_big_messages_too(
         gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     big = b"b" * wire.DIRECT_SIZE * 4
-    a = gsp_socket("pair", recv_timeout=WAIT, recv_max_size=0)
+    a = gsp_socket("pair", recv_timeout=WAIT, max_recv_size=0)
     b = gsp_socket("pair", recv_timeout=WAIT)
     connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
     pipe = a.pipes[0]

@@ -186,7 +186,7 @@ def pub_sub(st: ExitStack, n_subs: int = 1, pub_opts: dict | None = None,
     for _ in range(n_subs):
         opts = {"recv_timeout": WAIT} | (sub_opts or {})
         s = st.enter_context(gsp.socket("sub", raw=sub_raw, **opts))
-        s.dial(url, block=True)
+        s.dial(url, fail_fast=True)
         subs.append(s)
     wait_for(lambda: len(pub.pipes) == n_subs, what="every subscriber attached")
     return pub, subs

@@ -262,7 +262,7 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
             else:
                 url = nng.bound_url(nng.run(n.listen, f"{scheme}://127.0.0.1:0{path}"),
                                     scheme) + path
-            g.dial(url, block=True, **(gsp_dial_options or {}))
+            g.dial(url, fail_fast=True, **(gsp_dial_options or {}))
         exchange(gk, g, n)
     finally:
         if isinstance(n, NngProcess):

@@ -125,7 +125,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
                     **limits) as rep, \
             gsp.socket("req", recv_timeout=5, send_timeout=5, resend_time=None) as req:
         lst = rep.listen("tcp://127.0.0.1:0")
-        req.dial(lst.url, block=True)
+        req.dial(lst.url, fail_fast=True)
         port = int(lst.url.rsplit(":", 1)[1])
 
         def echo() -> None:

@@ -49,7 +49,7 @@ def mounted(server: PageServer) -> Iterator[Callable[..., gsp.Socket]]:
     socks: list[gsp.Socket] = []
 
     def make(protocol: str, path: str, **options: Any) -> gsp.Socket:
-        s = gsp.socket(protocol, recv_max_size=0, recv_timeout=10, send_timeout=10)
+        s = gsp.socket(protocol, max_recv_size=0, recv_timeout=10, send_timeout=10)
         socks.append(s)
         server.mount(path, s, **options)
         return s
@@ -637,7 +637,7 @@ def test_the_codec_matches_gsps_own(page: Page) -> None:
 
 def test_page_against_gsp_ws_listeners(page: Page) -> None:
     """Not only the mount: a gsp socket's own ws:// listener (its own HTTP server)."""
-    rep = gsp.socket("rep", recv_max_size=0)
+    rep = gsp.socket("rep", max_recv_size=0)
     pub = gsp.socket("pub")
     try:
         rep_url = rep.listen("ws://127.0.0.1:0/rep").url
