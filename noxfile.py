@@ -48,6 +48,11 @@ PATHS = ["tests/wire", "tests/core", "tests/protocols", "tests/transports", "tes
          "tests/serving", "tests/cli", "plugins/gsp-ws/tests", "plugins/gsp-star/tests"]
 TIERS = "not browser and not spark and not native and not netns and not slow"
 
+#: What ``lowest`` runs: the folders whose code calls gevent, pluggy and msgpack (the floors it
+#: tests); the interop, serving and command-line folders call them through the same code.
+LOWEST_PATHS = ["tests/wire", "tests/core", "tests/protocols", "tests/transports",
+                "plugins/gsp-ws/tests", "plugins/gsp-star/tests"]
+
 #: Test tools not installed: those of the tiers not run, and the repository checks'.
 NOT_INSTALLED = {"playwright", "pillow", "atheris", "matplotlib", "mypy", "import-linter", "ruff"}
 
@@ -111,7 +116,8 @@ def lowest_pins() -> list[str]:
     return sorted(pins.values())
 
 
-def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> None:
+def run_matrix_session(session: nox.Session, version: str, pins: list[str],
+                       paths: list[str] = PATHS) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"gsp-nox-{session.name}-"))
     try:
         # The tree, copied outside itself: the wheel and the plugins are built from the copy
@@ -148,7 +154,7 @@ def run_matrix_session(session: nox.Session, version: str, pins: list[str]) -> N
         if unavailable:
             session.warn(f"{session.name}: unavailable here, its tests deselected: {unavailable}")
         session.run("pytest", "-p", "no:cacheprovider", "--durations=15", "-m", TIERS,
-                    *(session.posargs or PATHS),
+                    *(session.posargs or paths),
                     env={"GSP_EXPECT_BUILD": "compiled", "GSP_UNAVAILABLE": unavailable})
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -176,4 +182,4 @@ def lowest(session: nox.Session) -> None:
     and the plugins'): gevent, pluggy, msgpack, wsproto, websockets."""
     pins = lowest_pins()
     session.log(f"the floors: {', '.join(pins)}")
-    run_matrix_session(session, PYTHONS[0], pins)
+    run_matrix_session(session, PYTHONS[0], pins, LOWEST_PATHS)
