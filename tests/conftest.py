@@ -1,5 +1,4 @@
-"""Shared fixtures (tests/support/fixtures.py); the suite's tiers (tests/support/tiers.py) load
-as a plugin for every run (pyproject.toml's addopts).
+"""Shared fixtures (tests/support/fixtures.py) and the suite's tiers (tests/support/tiers.py).
 
 Set GSP_TEST_MONKEY=1 to run under gevent.monkey.patch_all().
 """
@@ -14,6 +13,12 @@ if os.environ.get("GSP_TEST_MONKEY"):
     monkey.patch_all()
 
 from tests.support.fixtures import *  # noqa: E402,F403
+from tests.support.tiers import (  # noqa: E402,F401
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_report_header,
+    pytest_runtest_setup,
+)
 
 MONKEY = bool(os.environ.get("GSP_TEST_MONKEY"))
 
