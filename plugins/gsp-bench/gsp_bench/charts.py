@@ -1,4 +1,4 @@
-"""The charts of a run (``gsp bench charts``; ``--plot`` draws the size sweep alone).
+"""The charts of a run (``gsp bench charts``), and the size sweep of ``--plot`` (:func:`plot`).
 
 ``gsp bench charts --out DIR`` runs the workloads :func:`plan` lists and writes into ``DIR``:
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CHARTS", "RUN_FILE", "files", "plan", "write"]
+__all__ = ["CHARTS", "RUN_FILE", "files", "plan", "plot", "write"]
 
 #: Each chart's file name (without its extension), in the order they are written.
 CHARTS = ("throughput", "round-trip", "transports-throughput", "transports-round-trip")
@@ -319,3 +319,27 @@ def write(out: str, layout: dict[str, dict[str, list[str]]], results: list[dict[
             save(DRAW[chart](cases, layout[chart]["libs"], by, info), path)
             written.append(path)
     return written
+
+
+def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, Any]],
+         info: dict[str, Any]) -> None:
+    """msg/s against message size, one panel per transport swept (tcp, ipc), one line per
+    library (log-log), drawn as the charts are (PNG or SVG, as ``path`` ends)."""
+    import matplotlib.pyplot as plt
+
+    sizes_of: dict[str, dict[str, int]] = {}  # transport -> {case label: size}
+    for c in cases:
+        if c.workload == "thr":
+            sizes_of.setdefault(c.params["transport"], {})[c.label] = c.params["size"]
+    swept = [t for t, labels in sizes_of.items() if len(labels) > 1] or list(sizes_of)[:1]
+    by = figures_by(results)
+    with style():
+        fig, axes = plt.subplots(1, len(swept), figsize=(8 * len(swept), 5), dpi=110,
+                                 squeeze=False)
+        for ax, transport in zip(axes[0], swept):
+            sweep(ax, sizes_of[transport], libs, by, "msg_s", "messages per second (receiver)")
+            ax.set_title(f"push/pull over {transport}")
+            ax.legend()
+        fig.suptitle(caption(info), fontsize=9)
+        fig.tight_layout()
+        save(fig, path)

@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         skip_native(libs, info, a.quiet)
         results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet, a.malloc)
     if a.plot:
-        report.plot(a.plot, cases, libs, results, info)
+        charts.plot(a.plot, cases, libs, results, info)
     if a.json:
         report.dump(sys.stdout, info, argv if argv is not None else sys.argv[1:], libs, results)
         if not a.quiet:  # the table too, beside the progress: one run gives both

@@ -1,5 +1,5 @@
 """Showing results: the machine they came from, the table (each figure with its ratio to
-gsp's), the JSON document (``--json``, read back by ``--from-json``) and the plot (``--plot``).
+gsp's), the JSON document (``--json``, read back by ``--from-json``); :mod:`.charts` draws them.
 
 The JSON document is ``{"machine": {...}, "argv": [...], "libs": [...], "results": [...]}``;
 each result is ``{"case", "workload", "params", "lib", "figures"}`` plus ``"na": true`` or
@@ -172,29 +172,3 @@ def load_doc(path: str) -> dict[str, Any]:
         doc: dict[str, Any] = json.load(f)
     return doc
 
-
-def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, Any]],
-         info: dict[str, Any]) -> None:
-    """msg/s against message size, one panel per transport swept (tcp, ipc), one line per
-    library (log-log), drawn as :mod:`.charts` draws (PNG or SVG, as ``path`` ends)."""
-    import matplotlib.pyplot as plt
-
-    from . import charts
-
-    sizes_of: dict[str, dict[str, int]] = {}  # transport -> {case label: size}
-    for c in cases:
-        if c.workload == "thr":
-            sizes_of.setdefault(c.params["transport"], {})[c.label] = c.params["size"]
-    swept = [t for t, labels in sizes_of.items() if len(labels) > 1] or list(sizes_of)[:1]
-    by = charts.figures_by(results)
-    with charts.style():
-        fig, axes = plt.subplots(1, len(swept), figsize=(8 * len(swept), 5), dpi=110,
-                                 squeeze=False)
-        for ax, transport in zip(axes[0], swept):
-            charts.sweep(ax, sizes_of[transport], libs, by, "msg_s",
-                         "messages per second (receiver)")
-            ax.set_title(f"push/pull over {transport}")
-            ax.legend()
-        fig.suptitle(charts.caption(info), fontsize=9)
-        fig.tight_layout()
-        charts.save(fig, path)

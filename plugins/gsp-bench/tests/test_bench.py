@@ -268,7 +268,7 @@ def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
 
 def test_the_plot_has_a_panel_for_each_transport_swept(tmp_path: Any) -> None:
     from gsp_bench.cases import thr_case
-    from gsp_bench.report import plot
+    from gsp_bench.charts import plot
 
     cases = [thr_case(t, s, 100) for t in ("tcp", "ipc") for s in (16, 1024)] + \
         [thr_case("inproc", 16, 100)]
