@@ -13,6 +13,7 @@ import pytest
 
 from gsp_bench.cases import Case, parse_size
 from gsp_bench.report import fmt, table
+from gsp_bench.runner import PERCENTILES
 
 pytestmark = pytest.mark.allow_leaks  # worker processes only; this process opens no sockets
 
@@ -156,8 +157,11 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     again = run("suite", "--from-json", str(saved), timeout=60)
     assert again.returncode == 0, again.stderr
     rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
-    assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
-                                                                         "p99_us", "cpu_us_rt")]
+    assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in (
+        "mean_us", "p50_us", "p90_us", "p99_us", "cpu_us_rt")]
+    # the round trips' distribution, for the round-trip chart: percentiles in order
+    pct = [r["figures"][f"{k}_us"] for k in PERCENTILES]
+    assert pct == sorted(pct) and pct[0] > 0, pct
 
 
 @pytest.mark.timeout(300)
@@ -264,7 +268,7 @@ def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
 
 def test_the_plot_has_a_panel_for_each_transport_swept(tmp_path: Any) -> None:
     from gsp_bench.cases import thr_case
-    from gsp_bench.report import plot
+    from gsp_bench.charts import plot
 
     cases = [thr_case(t, s, 100) for t in ("tcp", "ipc") for s in (16, 1024)] + \
         [thr_case("inproc", 16, 100)]
