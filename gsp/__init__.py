@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
 
-__version__ = "0.1.0"
+__version__ = "1.0.0rc1"
 
 # Library convention: gsp logs under the "gsp" hierarchy (gsp.socket, gsp.listener, gsp.dialer,
 # gsp.pipe) and prints nothing unless the application configures logging.

@@ -15,4 +15,4 @@ from .auth import Headers, Refusal, UpgradeRequest
 
 __all__ = ["UpgradeRefused", "Refusal", "UpgradeRequest", "Headers", "WS_OPTIONS", "SUFFIX",
            "subprotocol"]
-__version__ = "0.1.0"
+__version__ = "1.0.0rc1"
