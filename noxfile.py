@@ -73,6 +73,10 @@ IGNORE = shutil.ignore_patterns(".git", ".nox", ".ci", "venv", "node_modules", "
 RUN_FILES = ["pyproject.toml", "README.md", "tests", "examples", "docs",
              "plugins/gsp-ws/tests", "plugins/gsp-star/tests"]
 
+#: Test tools pinned beside the floors: gunicorn 24 and newer refuse gevent before 24.10.1 in
+#: their gevent workers, so the serving tests take the last gunicorn that runs gevent 23.9.
+OLD_GEVENT_TOOLS = ["gunicorn==23.0.0"]
+
 #: The plugins installed beside gevent-sp (non-editable), as the suite loads them.
 PLUGINS = ["plugins/gsp-star", "plugins/gsp-ws", "plugins/gsp-bench",
            "examples/plugins/gsp-example-zlib", "examples/plugins/gsp-example-gather"]
@@ -180,6 +184,6 @@ for _version in PYTHONS:
 def lowest(session: nox.Session) -> None:
     """The oldest interpreter with the floors of the runtime dependencies (pyproject.toml's
     and the plugins'): gevent, pluggy, msgpack, wsproto, websockets."""
-    pins = lowest_pins()
+    pins = lowest_pins() + OLD_GEVENT_TOOLS
     session.log(f"the floors: {', '.join(pins)}")
     run_matrix_session(session, PYTHONS[0], pins, LOWEST_PATHS)

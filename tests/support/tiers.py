@@ -43,8 +43,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -160,6 +162,28 @@ def unavailable() -> dict[str, str]:
     return out
 
 
+#: The needs that are Python modules a test file may import at its top.
+_MODULES = {"pynng": "pynng", "nng": "nng", "playwright": "playwright", "pyspark": "pyspark"}
+
+#: Test files left out because they import an unavailable module (GSP_UNAVAILABLE), for the header.
+IGNORED: list[str] = []
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out a test file that imports, at its top, a module GSP_UNAVAILABLE names: it could
+    not be imported (its tests that need the module are deselected anyway)."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    gone = {_MODULES[n] for n in unavailable() if n in _MODULES}
+    if not gone:
+        return None
+    text = collection_path.read_text(encoding="utf-8", errors="replace")
+    if any(re.search(rf"^(import {m}\b|from {m} import)", text, re.M) for m in gone):
+        IGNORED.append(str(collection_path))
+        return True
+    return None
+
+
 def _build() -> tuple[str, str]:
     import gsp
     from gsp._mypyc import build
@@ -179,8 +203,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header() -> list[str]:
     build, where = _build()
     lines = [f"gsp: the {build} build, from {where}"]
-    lines += [f"unavailable here, its tests deselected: {need} ({why})"
-              for need, why in unavailable().items()]
+    lines += [f"unavailable here, its tests deselected: {need} ({why}); files that import it "
+              "are not collected" for need, why in unavailable().items()]
     return lines
 
 
