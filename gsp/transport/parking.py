@@ -79,6 +79,7 @@ class ParkingConnection(Connection):
         #: counted from :attr:`heard_at`, which :meth:`read_ready` and :meth:`recv_messages` then
         #: keep (``time.monotonic()`` when bytes last came).
         self.idle_wake: float | None = None
+        #: ``time.monotonic()`` when bytes last came, where :attr:`idle_wake` is set.
         self.heard_at = monotonic()
         self._park: Any = None  # the io watcher, made on first need and left armed by reads
         self._idle: Any = None  # the timer of idle_wake, while parked
