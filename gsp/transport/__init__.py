@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
-    from .parking import ParkingConnection
+    from .parking import ParkingConnection, nonblocking_socket
     from .peer import Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
     from .stream import (
         SocketDialer,
@@ -64,7 +64,7 @@ __all__ = [
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
     "connect_socket", "map_socket_error", "forget_socket",
     # the parking reader
-    "ParkingConnection",
+    "ParkingConnection", "nonblocking_socket",
     # adopted descriptors
     "LISTEN_FD", "adopt_listening_socket", "adopt_connected_socket", "family_name",
     # tls, urls, limits, the codec

@@ -13,12 +13,20 @@ from time import monotonic
 from typing import Any, Callable
 
 import gevent
+from gevent import socket as gsocket
 
 from .._mypyc import mypyc_attr  # (mypyc reads it when the wheel compiles this module)
 from ..errors import Closed
 from .interface import Connection
 
-__all__ = ["ParkingConnection"]
+__all__ = ["ParkingConnection", "nonblocking_socket"]
+
+
+def nonblocking_socket(sock: Any) -> Any:
+    """The non-blocking socket under a plain gevent socket ``sock`` (what
+    :attr:`ParkingConnection.nowait_socket` reads), or None for any other (a TLS socket, whose
+    records a read without waiting cannot take apart). Raises nothing."""
+    return getattr(sock, "_sock", None) if type(sock) is gsocket.socket else None
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # transports subclass it
@@ -29,10 +37,10 @@ class ParkingConnection(Connection):
 
     A subclass calls ``super().__init__()``, implements :meth:`recv_messages` (the read that
     waits) and :meth:`read_ready` (the read that does not), and sets :attr:`nowait_socket` once
-    reads may start (after the handshake): the non-blocking socket under a plain gevent socket
-    (gevent's ``sock._sock``), which says ``EAGAIN`` where gevent's would wait. Left None (a
-    TLS socket, whose records a read without waiting cannot take apart; a subclass that reads
-    its own way), the connection never parks: :meth:`recv_or_park` is :meth:`recv_messages`.
+    reads may start (after the handshake) to :func:`nonblocking_socket` of its gevent socket:
+    the non-blocking socket underneath, which says ``EAGAIN`` where gevent's would wait. Left
+    None (a TLS socket; a subclass that reads its own way), the connection never parks:
+    :meth:`recv_or_park` is :meth:`recv_messages`.
     Its ``close()`` and ``forget()`` call :meth:`stop_parking` before the descriptor goes.
 
     The promises (the core relies on each):

@@ -40,7 +40,7 @@ from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
-from .parking import ParkingConnection
+from .parking import ParkingConnection, nonblocking_socket
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -255,7 +255,7 @@ class StreamConnection(ParkingConnection):
         a header (its end may be there). A subclass with a handshake of its own (TLS) does
         nothing here."""
         sock = self.sock
-        raw = getattr(sock, "_sock", None) if type(sock) is gsocket.socket else None
+        raw = nonblocking_socket(sock)
         if raw is None or self._hs_got or overrides(self, StreamConnection, "handshake"):
             return False
         got = b""
@@ -286,7 +286,7 @@ class StreamConnection(ParkingConnection):
         # gevent's socket wraps a non-blocking one: a read there says EAGAIN instead of waiting.
         # Not for a subclass that reads its own way (its recv_messages): it never parks.
         own = not overrides(self, StreamConnection, "recv_messages")
-        self.nowait_socket = getattr(self.sock, "_sock", None) if self._plain and own else None
+        self.nowait_socket = nonblocking_socket(self.sock) if own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 
     def handshake_progress(self) -> int:

@@ -26,6 +26,7 @@ from gsp.transport import (
     RecvLimits,
     TLSContextSource,
     forget_socket,
+    nonblocking_socket,
     tls_close_notify,
     tls_handshake,
     tls_refusal,
@@ -310,7 +311,7 @@ class WSConnection(ParkingConnection):
             try:
                 self._ws = self._upgrade(spec)
                 self._plain = type(self.sock) is gsocket.socket
-                self.nowait_socket = getattr(self.sock, "_sock", None) if self._plain else None
+                self.nowait_socket = nonblocking_socket(self.sock)
             except ProtocolError as err:
                 raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
             except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
