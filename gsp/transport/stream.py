@@ -333,7 +333,7 @@ class StreamConnection(ParkingConnection):
         cache = self._cache  # (inline: a request or a reply is small, its prefix made already)
         data = (cache[n] if n < len(cache) else self._prefix(n)) + \
             (msg if type(msg) is bytes else message_bytes(msg))
-        raw = self.nowait_socket  # the non-blocking socket under gevent's, when it is there: one call less
+        raw = self.nowait_socket  # (the socket under gevent's, when it is there: one call less)
         try:  # timeout 0: EAGAIN raises instead of waiting
             sent = self.sock.send(data, 0, 0.0) if raw is None else raw.send(data)
         except BlockingIOError:
