@@ -19,7 +19,7 @@ __all__ = ["COMPILED", "build", "compiled", "mypyc_attr"]
 COMPILED = ("gsp.chan", "gsp.transport.wire", "gsp.protocol.waiting", "gsp.protocol.inbox.queue",
             "gsp._core.readers", "gsp._core.pipe", "gsp.transport.stream",
             "gsp.protocol.backtrace", "gsp.protocol.inbox.ledger", "gsp.protocol.inbox.backlog",
-            "gsp.transport.limits")
+            "gsp.transport.limits", "gsp.transport.parking")
 
 
 def compiled() -> list[str]:

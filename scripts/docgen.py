@@ -195,8 +195,8 @@ REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "PipeHandle", "RecvQueue",
       "LendingWait", "ProtocolContext", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
     ("The transport SDK (`gsp.transport`)", "gsp.transport",
-     ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
-      "SocketListener", "SocketDialer")),
+     ("Transport", "TransportListener", "TransportDialer", "Connection", "ParkingConnection",
+      "StreamConnection", "SocketListener", "SocketDialer")),
 )
 #: The members shown of a class, where not every public name it defines (plus its
 #: ``OPTIONAL_HOOKS`` and ``#:``-commented attributes): a class that is also user API.

@@ -411,6 +411,62 @@ class TransportSuite(TransportSuiteBase):
         a.send(b"both ways")
         assert b.recv() == b"both ways"
 
+    def test_parking_reader(self) -> None:
+        """The promises of :class:`gsp.transport.ParkingConnection`, held on each end of a
+        connection pair: nothing arrived, a read parks (the watcher armed, no wake yet); bytes
+        wake it, and so do bytes that come after a read that did not wait (the watcher is
+        level-triggered, left armed by such reads); :meth:`park` arms it without a read after a
+        whole message; a read that may wait stops it; the peer's close wakes a parked reader,
+        whose read then raises :class:`gsp.ConnectionBroken`; and a closed connection is never
+        armed, its close reaching the peer. A connection that cannot park (TLS) returns an empty
+        list from ``recv_nowait`` and False from ``park``, and reads as ``recv_messages``."""
+        from gsp.transport import ParkingConnection
+
+        dialed, accepted, tl = self.connection_pair()
+        try:
+            if not (isinstance(dialed, ParkingConnection)
+                    and isinstance(accepted, ParkingConnection)):
+                self._cannot_run("test_parking_reader")
+                return
+            self._check_applies("test_parking_reader")
+            for reader, writer in ((accepted, dialed), (dialed, accepted)):
+                _check_parks(reader, writer)
+            # The peer's close wakes a parked reader. (Parked anew: a watcher still armed keeps
+            # the wake it was armed with, and recv_or_park stops it first.)
+            woke: list[int] = []
+            if dialed.parked and dialed.recv_or_park(lambda: woke.append(1)) is None:
+                closing = self.spawn(accepted.close)  # (ws's close waits a moment for an answer)
+                wait_for(lambda: woke, what="a parked reader's wake at the peer's close")
+                with pytest.raises(gsp.ConnectionBroken):
+                    _read_to_the_end(dialed)
+                closing.join(WAIT)
+        finally:
+            dialed.close()
+            accepted.close()
+            tl.close()
+        # A closed connection is never armed, and its close reaches the peer.
+        dialed, accepted, tl = self.connection_pair()
+        try:
+            woke = []
+            parks = dialed.recv_nowait(lambda: woke.append(1)) is None
+            assert dialed.parked is parks
+            dialed.close()
+            assert not dialed.parked, "close left the read watcher armed"
+            assert not dialed.park(lambda: woke.append(2)), "a closed connection parked"
+            try:
+                assert dialed.recv_nowait(lambda: woke.append(3)) == [], \
+                    "recv_nowait parked (or read) on a closed connection"
+            except gsp.Closed:
+                pass  # (the read met the close)
+            assert not dialed.parked, "a closed connection's read watcher was armed"
+            with pytest.raises((gsp.ConnectionBroken, gsp.Closed)):
+                _read_to_the_end(accepted)  # the close reached the peer
+            assert woke == [], "a closed connection's wake was called"
+        finally:
+            dialed.close()
+            accepted.close()
+            tl.close()
+
     def test_pipe_addresses(self) -> None:
         a, b = self.socket("pair"), self.socket("pair")
         lst = self.listen(a)
@@ -422,6 +478,74 @@ class TransportSuite(TransportSuiteBase):
         assert lp.local_address == dp.remote_address
         # The listener's address is its URL (which may add a path to it).
         assert lst.url == lp.local_address or lst.url.startswith(lp.local_address + "/")
+
+
+def _read_woken(reader: Any, wake: Any, woke: list[int]) -> list[bytes]:
+    """What a parked ``reader`` reads once woken, as the core reads it: ``recv_nowait`` after
+    each wake (it may park again: a read before took all there was), ``recv_or_park`` for the
+    rest of a message."""
+    with gevent.Timeout(WAIT, AssertionError("a parked reader was not woken by what came")):
+        while True:
+            wait_for(lambda: woke, what="the wake")
+            woke.clear()
+            msgs = reader.recv_nowait(wake)
+            if msgs is None:
+                continue  # parked again, without a read: the watcher wakes it
+            if not msgs:
+                msgs = reader.recv_or_park(wake)  # part of a message: waits for the rest
+                assert msgs is not None, "recv_or_park parked with part of a message held"
+            return list(msgs)
+
+
+def _read_to_the_end(conn: Any) -> None:
+    """Read ``conn`` as the core does (parked between reads) until it raises, which it must
+    within :data:`WAIT` seconds."""
+    woke: list[int] = []
+    with gevent.Timeout(WAIT, AssertionError("the connection's end did not reach its reader")):
+        while True:
+            if conn.recv_or_park(lambda: woke.append(1)) is None:
+                wait_for(lambda: woke, what="the wake")
+                woke.clear()
+
+
+def _check_parks(reader: Any, writer: Any) -> None:
+    """``reader``'s parking, ``writer`` its peer (see ``test_parking_reader``)."""
+    woke: list[int] = []
+
+    def wake() -> None:
+        woke.append(1)
+
+    first = reader.recv_nowait(wake)
+    if first is not None:  # it cannot park here (TLS): it reads as recv_messages does
+        assert first == [], f"recv_nowait returned {first!r} with nothing sent"
+        assert not reader.park(wake) and not reader.parked
+        writer.send_messages([b"unparked"])
+        with gevent.Timeout(WAIT, AssertionError("recv_or_park did not read what came")):
+            assert reader.recv_or_park(wake) == [b"unparked"]
+        return
+    assert reader.parked, "recv_nowait returned None (parked) with no read watcher armed"
+    gevent.sleep(0.01)
+    assert woke == [], "a parked reader was woken with nothing sent"
+    writer.send_messages([b"one"])
+    assert _read_woken(reader, wake, woke) == [b"one"]
+    # Bytes that come after a read that did not wait wake it too (level-triggered).
+    writer.send_messages([b"two"])
+    assert _read_woken(reader, wake, woke) == [b"two"]
+    # After a whole message, park arms without a read; the next message wakes it.
+    assert reader.park(wake) and reader.parked
+    writer.send_messages([b"three"])
+    assert _read_woken(reader, wake, woke) == [b"three"]
+    # A read that may wait (a reader greenlet's) stops the watcher first.
+    assert reader.park(wake)
+    writer.send_messages([b"four"])
+    wait_for(lambda: woke, what="the wake")
+    got = reader.recv_or_park(wake)
+    if got is None:  # (parked again: what woke it was not all there yet)
+        got = _read_woken(reader, wake, woke)
+    else:
+        assert not reader.parked, "recv_or_park read on with the read watcher armed"
+    assert got == [b"four"]
+    assert reader.recv_or_park(wake) is None and reader.parked  # nothing more: parks again
 
 
 # ================================ protocols =====================================================

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gevent
 import pytest
 
 import gsp
 
-from ._helpers import connected
+from ._helpers import WAIT, connected, registry
 from ._kit import MiB, _Kit
 
 #: The checks that need more than the transport itself: check name -> what it needs. Each is
@@ -18,6 +19,8 @@ from ._kit import MiB, _Kit
 CHECK_NEEDS: dict[str, str] = {
     "test_garbage_headers_refused": "raw_connect(url) (a plain socket to a listener, to send "
                                     "garbage SP headers on its byte stream)",
+    "test_parking_reader": "connections built on gsp.transport.ParkingConnection (the parking "
+                           "reader, whose promises the check holds them to)",
 }
 
 
@@ -39,16 +42,20 @@ class TransportSuiteBase(_Kit):
     Only :attr:`scheme` is required when ``gsp_free_url(scheme)`` can make URLs for it (tcp,
     tls+tcp, ipc, inproc, or a transport with a ``free_url(scheme, directory)`` method).
 
-    Every check runs on every transport except the one that needs more than the transport
-    itself:
+    Every check runs on every transport except those that need more than the transport itself:
 
     - ``test_garbage_headers_refused`` needs :meth:`raw_connect` (a plain socket to a listener,
       for a transport that puts SP's 8-byte header straight on a byte stream).
+    - ``test_parking_reader`` needs connections built on
+      :class:`gsp.transport.ParkingConnection` (as tcp's, ipc's and ws's are): it holds them to
+      the parking reader's promises, on connections made by the transport's own listener and
+      dialer.
 
     Where a transport does not provide it, the check is *skipped*, and pytest reports it with the
     reason (``pytest -rs`` lists them). A transport that cannot provide it at all (no byte
-    stream: inproc, ws) says so in :attr:`not_applicable`; the check then passes after asserting
-    that the transport indeed lacks it.
+    stream: inproc, ws; connections that park their own way: inproc) says so in
+    :attr:`not_applicable`; the check then passes after asserting that the transport indeed
+    lacks it.
     """
 
     #: The URL scheme under test.
@@ -136,6 +143,41 @@ class TransportSuiteBase(_Kit):
                 **options: Any) -> gsp.Dialer:
         """Dial and wait until both ends have the pipe."""
         return connected(listener_sock, url, dialer_sock, **{**self.dial_options(), **options})
+
+    def connection_pair(self, protocol: str = "pair") -> tuple[Any, Any, Any]:
+        """``(dialed, accepted, listener)``: two connections of the transport's own dialer and
+        listener, handshaken as ``protocol`` (a protocol that is its own peer), and the
+        :class:`gsp.transport.TransportListener` that accepted one. The caller closes all
+        three."""
+        url = self.listen_url()
+        transport = registry().transport_for(url)
+        tl = transport.listener(url, self.transport_options(protocol, self.listen_options()))
+        conns: list[Any] = []
+        spec = registry().protocol(protocol)
+        shakes = []
+        try:
+            tl.bind()
+            accept = self._spawn(tl.accept)
+            td = transport.dialer(tl.url, self.transport_options(protocol, self.dial_options()))
+            try:
+                with gevent.Timeout(WAIT, AssertionError(f"the transport's dial of {tl.url} "
+                                                         f"and its accept hung")):
+                    conns.append(td.dial())
+                    # (ws: the listener accepts once the dialer's handshake sent its request)
+                    shakes.append(self._spawn(conns[0].handshake, spec, WAIT))
+                    conns.append(accept.get())
+                    shakes.append(self._spawn(conns[1].handshake, spec, WAIT))
+            finally:
+                td.close()
+                accept.kill()
+            gevent.joinall(shakes, timeout=2 * WAIT, raise_error=True)
+            assert all(g.successful() for g in shakes), "the handshakes did not finish"
+        except BaseException:
+            for c in conns:
+                c.close()
+            tl.close()
+            raise
+        return conns[0], conns[1], tl
 
     def transport_options(self, protocol: str, extra: dict[str, Any]) -> dict[str, Any]:
         """The option mapping the core would hand the transport for an endpoint of a

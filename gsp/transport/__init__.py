@@ -5,6 +5,8 @@
 * Byte-stream transports (:mod:`.stream`): :class:`StreamConnection`, :class:`SocketListener`
   and :class:`SocketDialer` (tcp, ipc, tls+tcp and ws are made of them) and the socket calls with
   their errors mapped to gsp's.
+* The parking reader (:mod:`.parking`): :class:`ParkingConnection`, a connection whose idle
+  reads hold no greenlet (tcp, ipc and ws read so), for any transport over a gevent socket.
 * Sockets given rather than made (:mod:`.fds`): an inherited listening descriptor (the
   :data:`LISTEN_FD` option) and an already-connected one (the ``socket://`` transport).
 * TLS (:mod:`.tls`), URLs (:mod:`.urls`), the receive bounds of a socket's pipes
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
+    from .parking import ParkingConnection, nonblocking_socket
     from .peer import Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
     from .stream import (
         SocketDialer,
@@ -59,6 +62,8 @@ __all__ = [
     # byte streams
     "StreamConnection", "SocketListener", "SocketDialer", "resolve", "bind_stream_socket",
     "connect_socket", "map_socket_error", "forget_socket",
+    # the parking reader
+    "ParkingConnection", "nonblocking_socket",
     # adopted descriptors
     "LISTEN_FD", "adopt_listening_socket", "adopt_connected_socket", "family_name",
     # tls, urls, limits, the codec

@@ -5,7 +5,9 @@ asks a transport for a :class:`TransportListener` or :class:`TransportDialer` pe
 produce :class:`Connection` objects, which the core turns into pipes after ``handshake``.
 
 Helpers for writing one: :mod:`gsp.transport.urls` (parsing URLs), :mod:`gsp.transport.stream` (SP over any byte
-stream socket: the connection, listener and dialer tcp and ipc are made of), :mod:`gsp.transport.tls` (TLS
+stream socket: the connection, listener and dialer tcp and ipc are made of), :mod:`gsp.transport.parking`
+(the parking reader: :meth:`Connection.recv_or_park`, :meth:`Connection.recv_nowait` and
+:meth:`Connection.park` for any connection over a gevent socket), :mod:`gsp.transport.tls` (TLS
 contexts and handshakes), :mod:`gsp.options` (option specs), :mod:`gsp.transport.wire` (the codec).
 
 Greenlet rules: ``handshake`` runs in a greenlet of its own under ``handshake_timeout``; after it,
@@ -115,7 +117,9 @@ class Connection(ABC):
         loop turns until the next read (as an io watcher left armed does; the core's ``wake``
         does nothing for a pipe it has handed to a reader already). The core's reader greenlet
         then ends its turn, so an idle pipe holds no greenlet. ``wake`` is not called after
-        :meth:`close`. Raises as :meth:`recv_messages`. The default never parks.
+        :meth:`close`. Raises as :meth:`recv_messages`. The default never parks;
+        :class:`gsp.transport.ParkingConnection` implements it (with :meth:`recv_nowait` and
+        :meth:`park`) for a connection over a gevent socket.
 
         The core may call it (on a connection that overrides it, but not :meth:`recv_nowait`)
         from a greenlet that gives up waiting after one turn of the event loop, by an exception

@@ -40,6 +40,7 @@ from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
 from .limits import Holding, RecvLimits
+from .parking import ParkingConnection, nonblocking_socket
 
 if TYPE_CHECKING:
     from ..message import Message
@@ -197,12 +198,14 @@ def forget_socket(sock: Any) -> None:
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # transports subclass it
-class StreamConnection(Connection):
+class StreamConnection(ParkingConnection):
     """SP over a byte stream (a gevent socket, plain or TLS) with :mod:`gsp.transport.wire` framing.
 
     Reads parse every complete frame out of each ``recv``; a big body is read as it arrives. Writes
     put a whole batch of messages on the wire with as few ``send`` calls as possible, and a pipe
-    whose writer is idle may write a message at once with :meth:`send_now`.
+    whose writer is idle may write a message at once with :meth:`send_now`. On a plain socket an
+    idle pipe parks (:class:`gsp.transport.ParkingConnection`); a subclass that overrides
+    :meth:`recv_messages` never parks, nor does TLS.
     """
 
     #: :attr:`gsp.transport.Connection.OPTIONAL_HOOKS`, and ``recv_messages``: a subclass that
@@ -213,13 +216,13 @@ class StreamConnection(Connection):
 
     # Slots for what every read and write reads (a subclass's own attributes go in its dict).
     __slots__ = ("sock", "framing", "decoder", "local_address", "remote_address", "properties",
-                 "_prefix", "_cache", "_tail", "_plain", "_raw", "_park", "_lowat", "_body_wait",
-                 "_big", "_known", "_body_buf", "_body_got", "_holding", "_closed", "_drained",
-                 "_hs_got", "_hs_head")
+                 "_prefix", "_cache", "_tail", "_plain", "_lowat", "_body_wait", "_big", "_known",
+                 "_body_buf", "_body_got", "_holding", "_closed", "_hs_got", "_hs_head")
 
     def __init__(self, sock: Any, framing: wire.Framing, max_size: int,
                  local_address: str, remote_address: str,
                  properties: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
         self.sock = sock
         self.framing = framing
         self.decoder = wire.FrameDecoder(framing, max_size)
@@ -230,14 +233,9 @@ class StreamConnection(Connection):
         self._cache = wire.prefix_cache(framing)
         self._tail: memoryview | None = None  # what send_now could not write yet
         self._plain = False  # a plain gevent socket (not TLS): send_now and FIONREAD work on it
-        self._raw: Any = None  # a plain socket's non-blocking socket underneath (recv_or_park)
-        self._park: Any = None  # the io watcher recv_or_park leaves armed (made on first need)
         self._lowat = False  # a plain TCP socket: readiness honours SO_RCVLOWAT (see _await_body)
         self._body_wait: Any = None  # the io watcher _await_body waits on (close() cancels it)
         self._big = False  # the last message was big (see recv_messages)
-        #: The last read of recv_nowait took less than it asked for, ending between messages:
-        #: the kernel held nothing more then, so the next recv_nowait parks without a read.
-        self._drained = False
         #: Bytes the kernel holds for this socket at least: the last FIONREAD count less what was
         #: read since (below 0: unknown). A big body known to be there needs no count of its own.
         self._known = 0
@@ -265,7 +263,7 @@ class StreamConnection(Connection):
         a header (its end may be there). A subclass with a handshake of its own (TLS) does
         nothing here."""
         sock = self.sock
-        raw = getattr(sock, "_sock", None) if type(sock) is gsocket.socket else None
+        raw = nonblocking_socket(sock)
         if raw is None or self._hs_got or overrides(self, StreamConnection, "handshake"):
             return False
         got = b""
@@ -296,7 +294,7 @@ class StreamConnection(Connection):
         # gevent's socket wraps a non-blocking one: a read there says EAGAIN instead of waiting.
         # Not for a subclass that reads its own way (its recv_messages): it never parks.
         own = not overrides(self, StreamConnection, "recv_messages")
-        self._raw = getattr(self.sock, "_sock", None) if self._plain and own else None
+        self.nowait_socket = nonblocking_socket(self.sock) if own else None
         self._lowat = self._plain and self.sock.family in (gsocket.AF_INET, gsocket.AF_INET6)
 
     def handshake_progress(self) -> int:
@@ -343,7 +341,7 @@ class StreamConnection(Connection):
         cache = self._cache  # (inline: a request or a reply is small, its prefix made already)
         data = (cache[n] if n < len(cache) else self._prefix(n)) + \
             (msg if type(msg) is bytes else message_bytes(msg))
-        raw = self._raw  # the non-blocking socket under gevent's, when it is there: one call less
+        raw = self.nowait_socket  # (the socket under gevent's, when it is there: one call less)
         try:  # timeout 0: EAGAIN raises instead of waiting
             sent = self.sock.send(data, 0, 0.0) if raw is None else raw.send(data)
         except BlockingIOError:
@@ -513,43 +511,21 @@ class StreamConnection(Connection):
         self._body_got = 0
         return bytes(memoryview(buf)[:size])
 
-    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
-        """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
-        arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits).
-        A subclass overriding :meth:`recv_messages` never parks unless it overrides this too."""
-        park = self._park
-        if park is not None and park.active:
-            park.stop()  # a reader greenlet reads from here on (see _park_on)
-        msgs = self.recv_nowait(wake)
-        if msgs is not None and not msgs:
-            return self.recv_messages()  # part of a frame: wait for the rest as any read does
-        return msgs
-
-    def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
-        """:meth:`recv_or_park` without a wait: on a plain socket between messages, one read of
-        what is there (the whole messages it completes), or park when nothing is, or was at the
-        read before (one that took less than it asked for emptied the kernel's buffer: parking
-        saves a read that would fail, and the level-triggered watcher still sees bytes that came
-        since); an empty list when a read would wait (part of a frame is held, before or after
-        this read: its rest is waited for in :meth:`recv_messages`, under the stall timer), on a
-        TLS socket, and before an error still to report."""
+    def read_ready(self, raw: Any) -> list[bytes] | None:
+        """One read of what is there, without waiting (see
+        :meth:`gsp.transport.ParkingConnection.read_ready`), between messages only: the whole
+        messages it completes. After a big message it reads only its successor's prefix, as
+        :meth:`recv_messages` does. A read that took less than it asked for, ending between
+        messages, emptied the kernel's buffer: it sets :attr:`drained`."""
         decoder = self.decoder
-        raw = self._raw
-        if raw is None or decoder.buffered or decoder.error is not None:
+        if decoder.buffered or decoder.error is not None:
+            self.between = False
             return []
-        if self._drained:
-            # The read before this one found less than it asked for: a read now would most
-            # likely fail (EAGAIN), a system call for nothing. The watcher is level-triggered,
-            # so bytes that came since wake the pipe in the next turn of the loop.
-            self._drained = False
-            self._park_on(raw, wake)
-            return None
-        # after a big message only its successor's prefix, as recv_messages reads it
         want = self.framing.prefix_size if self._big else _RECV_CHUNK
         try:
             data = raw.recv(want)
         except BlockingIOError:
-            self._park_on(raw, wake)
+            self.between = True
             return None
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
@@ -559,44 +535,18 @@ class StreamConnection(Connection):
         self._known -= n
         msgs = decoder.feed(data)
         holding = self._holding
-        if decoder.buffered or holding.held:  # (holding nothing before or after: nothing to do)
-            holding.hold(decoder.buffered)
-        elif n < want:
-            self._drained = True
+        buffered = decoder.buffered
+        if buffered or holding.held:  # (holding nothing before or after: nothing to do)
+            holding.hold(buffered)
+            self.between = not buffered and decoder.error is None
+        elif decoder.error is not None:
+            self.between = False
+        else:
+            self.between = True
+            self.drained = n < want
         if msgs:
             self._big = len(msgs[-1]) >= wire.DIRECT_SIZE
         return msgs
-
-    def park(self, wake: Callable[[], None]) -> bool:
-        """Arm the read watcher without reading first, on a plain socket between messages and
-        open (False when closed: the next read meets the close)."""
-        raw = self._raw
-        if raw is None or self._closed or self.decoder.buffered or self.decoder.error is not None:
-            return False
-        self._drained = False  # (the next read follows a wake: it reads)
-        park = self._park
-        if park is None or not park.active:  # (armed still, after a read that did not wait)
-            self._park_on(raw, wake)
-        return True
-
-    def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
-        """Arm the read watcher, which calls ``wake`` itself: no Python frame in between. An io
-        watcher fires in every turn of the loop while the socket is readable, so it is left
-        armed by reads that do not wait (:meth:`recv_nowait`: a lent read takes what is there),
-        and a read that may wait stops it first (:meth:`recv_or_park`: a reader greenlet takes
-        the pipe on). Until then ``wake`` may be called more than once, and the core's wake
-        does nothing for a pipe it has given a reader already. An armed watcher keeps the wake
-        it was armed with: the core passes the same one (the pipe's) every time. A closed
-        connection is never armed (its watcher would hold the descriptor open, and the close
-        would not reach the peer): the read meets the close instead, raising
-        :class:`~gsp.errors.Closed`."""
-        if self._closed:
-            raise Closed("connection closed locally")
-        park = self._park
-        if park is None:
-            park = self._park = gevent.get_hub().loop.io(raw.fileno(), 1)
-        if not park.active:
-            park.start(wake)
 
     def _eof(self) -> Exception:
         if self._closed:
@@ -632,8 +582,7 @@ class StreamConnection(Connection):
         self._closed = True
         self._holding.release()
         self._body_buf = None
-        if self._park is not None:
-            self._park.close()  # before the fd goes: no wake after close
+        self.stop_parking()  # before the fd goes: no wake after close
         if self._body_wait is not None:
             # The reader waits on its own watcher of this fd: a socket closed under an active
             # watcher is closed late by gevent (after the next event on the fd), so wake the
@@ -659,11 +608,11 @@ class StreamConnection(Connection):
         """In a child after fork: stop this process's watchers and close its copy of the
         descriptor; nothing is sent, nothing shut down (see :func:`forget_socket`)."""
         self._closed = True
-        for watcher in (self._park, self._body_wait):
-            if watcher is not None:
-                watcher.close()
-        self._park = self._body_wait = None
-        self._raw = None
+        self.stop_parking()
+        if self._body_wait is not None:
+            self._body_wait.close()
+        self._body_wait = None
+        self.nowait_socket = None
         forget_socket(self.sock)
 
 

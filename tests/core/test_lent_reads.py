@@ -43,9 +43,9 @@ def readers(sock: gsp.Socket) -> Any:
 
 
 def armed(pipe: gsp.Pipe) -> bool:
-    """Whether the pipe's connection has its read watcher armed."""
-    watcher = pipe._conn._park
-    return watcher is not None and bool(watcher.active)
+    """Whether the pipe's connection (a :class:`gsp.transport.ParkingConnection`) has its read
+    watcher armed."""
+    return bool(pipe._conn.parked)
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc", "inproc"])

@@ -42,14 +42,13 @@ def idle_readers(sock: gsp.Socket) -> int:
 
 def armed(conn: StreamConnection) -> bool:
     """Whether the connection's read watcher is armed (it calls the wake once bytes come)."""
-    watcher = conn._park
-    return watcher is not None and bool(watcher.active)
+    return conn.parked
 
 
 def count_reads(conn: StreamConnection) -> CountingRaw:
     """Count the reads the connection makes on its socket from now on."""
-    raw = CountingRaw(conn._raw)
-    conn._raw = raw
+    raw = CountingRaw(conn.nowait_socket)
+    conn.nowait_socket = raw
     return raw
 
 
@@ -260,9 +259,12 @@ def test_park_arms_the_watcher_without_a_read_that_would_find_nothing() -> None:
         a.send_messages([b"next"])
         wait_for(lambda: woke, what="the wake")
         assert b.recv_or_park(lambda: None) == [b"next"]
-        # Part of a frame held: it cannot park (the rest is read as recv_or_park reads it).
+        # Part of a frame held after a read: it cannot park (the rest is read as recv_or_park
+        # reads it).
         frame = b"".join(wire.encode_frames(wire.TCP, [(b"", b"partial")]))
-        assert b.decoder.feed(frame[:5]) == [] and b.decoder.buffered
+        a.sock.sendall(frame[:5])
+        wait_for(lambda: b.recv_nowait(lambda: None) == [], what="part of a frame, read")
+        assert b.decoder.buffered == 5
         assert not b.park(lambda: woke.append(2))
         a.sock.sendall(frame[5:])
         assert b.recv_or_park(lambda: None) == [b"partial"]

@@ -336,7 +336,8 @@ def test_a_check_the_transport_cannot_run_is_reported_skipped_with_its_reason(
 def test_gsp_runs_every_check_on_its_transports_but_those_declared_not_applicable() -> None:
     """gsp's own kit runs skip nothing: every transport gsp tests with the kit provides what
     each check needs, except these, declared with their reason (the zlib example's suite, in
-    examples/plugins, provides raw_connect too; gsp-ws's suites are checked in its tests)."""
+    examples/plugins, provides raw_connect too; gsp-ws's suites are checked in its tests). Only
+    inproc's connections are not built on the parking reader."""
     from tests.transports.test_tls import TestTLSTransport
     from tests.transports.test_transports import (
         TestInprocTransport,
@@ -346,7 +347,7 @@ def test_gsp_runs_every_check_on_its_transports_but_those_declared_not_applicabl
 
     suites = [TestTCPTransport, TestIPCTransport, TestInprocTransport, TestTLSTransport]
     declared = {s.scheme: sorted(s.not_applicable) for s in suites if s.not_applicable}
-    assert declared == {"inproc": ["test_garbage_headers_refused"]}
+    assert declared == {"inproc": ["test_garbage_headers_refused", "test_parking_reader"]}
     for suite in suites:  # the rest provide raw_connect
         if suite.scheme in ("tcp", "ipc", "tls+tcp"):
             assert suite.raw_connect is not gsp.testing.TransportSuite.raw_connect, suite

@@ -21,11 +21,12 @@ from wsproto.utilities import ProtocolError
 import gsp
 from gsp.message import message_bytes
 from gsp.transport import (
-    Connection,
     Holding,
+    ParkingConnection,
     RecvLimits,
     TLSContextSource,
     forget_socket,
+    nonblocking_socket,
     tls_close_notify,
     tls_handshake,
     tls_refusal,
@@ -62,11 +63,14 @@ _CLOSE_WAIT = 0.5  # seconds a closing side spends on the close handshake at mos
 
 # -- connections ------------------------------------------------------------------------------
 
-class WSConnection(Connection):
-    """One WebSocket carrying SP messages; subclasses do the upgrade in ``_upgrade``."""
+class WSConnection(ParkingConnection):
+    """One WebSocket carrying SP messages; subclasses do the upgrade in ``_upgrade``. On a plain
+    socket an idle pipe parks (:class:`gsp.transport.ParkingConnection`), woken after
+    ``ws_ping_interval`` of silence too, so that its reader pings the peer."""
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str,
                  path: str) -> None:
+        super().__init__()
         self.sock = sock
         self.local_address = local
         self.remote_address = remote
@@ -77,6 +81,7 @@ class WSConnection(Connection):
         self._tx_frame: int = options["ws_send_frame_max"]
         self._text_ok: bool = options["ws_recv_text"]
         self._ping_every: float | None = options["ws_ping_interval"]
+        self.idle_wake = self._ping_every  # (a parked pipe's reader pings after that silence)
         self._ping_wait: float = options["ws_ping_timeout"]
         self._ws: Framer | None = None
         self._lock = Semaphore()  # one writer at a time: frames must not interleave
@@ -85,11 +90,7 @@ class WSConnection(Connection):
         self._reader: Any = None  # the greenlet inside recv_messages, if any
         self._early = b""  # frames that came with the upgrade, for the first recv_messages
         self._plain = False  # a plain gevent socket (not TLS): sendmsg writes pieces as they are
-        self._raw: Any = None  # a plain socket's non-blocking socket underneath (send_now)
         self._tail: memoryview | None = None  # what send_now could not write yet
-        self._park: Any = None  # the io watcher recv_or_park leaves armed (made on first need)
-        self._idle: Any = None  # the timer that wakes a parked pipe for ws_ping_interval
-        self._rx_at = monotonic()  # when bytes last came (ws_ping_interval's silence)
         self._error: gsp.GspError | None = None
         self._holding = Holding(None, remote)  # see use_recv_limits
         #: What a client's big messages are masked into before they are written (see
@@ -175,13 +176,13 @@ class WSConnection(Connection):
             return self.sock.recv(size) if room is None else self.sock.recv_into(room)
         pinged = False
         # (silence counts from the last bytes received: a parked pipe was silent meanwhile)
-        first = max(0.0, every - (monotonic() - self._rx_at))
+        first = max(0.0, every - (monotonic() - self.heard_at))
         while True:
             timer = gevent.Timeout(self._ping_wait if pinged else first)
             timer.start()
             try:
                 data = self._read(room, size)
-                self._rx_at = monotonic()
+                self.heard_at = monotonic()
                 return data
             except gevent.Timeout as exc:
                 if exc is not timer:
@@ -207,7 +208,7 @@ class WSConnection(Connection):
         writer is idle (no greenlet switch): 2 written, 0 not (queue it), 1 in part (the rest
         goes first in the next write). A plain socket only, as on tcp."""
         ws = self._ws
-        raw = self._raw
+        raw = self.nowait_socket
         if raw is None or self._tail is not None or ws is None or ws.state != OPEN \
                 or self._lock.locked():
             return 0
@@ -310,7 +311,7 @@ class WSConnection(Connection):
             try:
                 self._ws = self._upgrade(spec)
                 self._plain = type(self.sock) is gsocket.socket
-                self._raw = getattr(self.sock, "_sock", None) if self._plain else None
+                self.nowait_socket = nonblocking_socket(self.sock)
             except ProtocolError as err:
                 raise gsp.BadFrame(f"bad HTTP upgrade with {self.remote_address}: {err}") from None
             except UnicodeDecodeError:  # wsproto decodes some header values as ASCII
@@ -433,29 +434,19 @@ class WSConnection(Connection):
             self._reader = None
         return out
 
-    def recv_or_park(self, wake: Callable[[], None]) -> list[bytes] | None:
-        """:meth:`recv_messages`; but on a plain socket between messages, when nothing has
-        arrived, arm a read watcher that calls ``wake()`` and return None (no greenlet waits),
-        as gsp's tcp does. A parked pipe's ``ws_ping_interval`` is kept by a timer that wakes
-        it once the silence has lasted that long: its reader then pings, as any reader does."""
-        self._unpark()
-        msgs = self.recv_nowait(wake)
-        if msgs is not None and not msgs:
-            return self.recv_messages()  # part of a frame, or silence to check: wait as a read
-        return msgs
-
-    def recv_nowait(self, wake: Callable[[], None]) -> list[bytes] | None:
-        """:meth:`recv_or_park` without a wait: on a plain socket between frames, one read of
-        what is there (the messages it completes, control frames answered), or park when nothing
-        is; an empty list where a read would wait (part of a frame held, the peer silent for
-        ``ws_ping_interval``), on a TLS socket, and before an error still to report."""
+    def read_ready(self, raw: Any) -> list[bytes] | None:
+        """One read of what is there, without waiting (see
+        :meth:`gsp.transport.ParkingConnection.read_ready`), between frames of an open
+        WebSocket only: the messages it completes, control frames answered; an empty list where
+        a read would wait (part of a frame held, the peer silent for ``ws_ping_interval``: then
+        :meth:`recv_messages` pings it)."""
         ws = self._ws
-        raw = self._raw
-        if raw is None or ws is None or self._error is not None or self._early \
-                or not ws.between_frames or ws.held or ws.state != OPEN:
+        if ws is None or self._error is not None or self._early or not ws.between_frames \
+                or ws.held or ws.state != OPEN:
+            self.between = False
             return []
         every = self._ping_every
-        if every is not None and monotonic() - self._rx_at >= every:
+        if every is not None and monotonic() - self.heard_at >= every:
             return []  # silent for long enough: recv_messages pings it
         # (between big messages: the next one's header and body in one read, into its buffer)
         room = None if ws.big_buffer is None else ws.room()
@@ -466,14 +457,14 @@ class WSConnection(Connection):
             else:
                 got = raw.recv_into(room)
         except BlockingIOError:
-            self._park_on(raw, wake)
+            self.between = True
             return None
         except OSError as exc:
             raise self._io_error(exc, "recv") from None
         if not got:
             raise self._eof()
         if every is not None:
-            self._rx_at = monotonic()
+            self.heard_at = monotonic()
         out: list[bytes] = []
         try:
             if room is None:
@@ -484,46 +475,9 @@ class WSConnection(Connection):
             if not out:
                 raise
             self._error = exc  # deliver what came before the failure first
+        self.between = self._error is None and ws.state == OPEN and not ws.held \
+            and ws.between_frames
         return out
-
-    def park(self, wake: Callable[[], None]) -> bool:
-        """Arm the read watcher without reading first, on a plain socket between frames and
-        open."""
-        ws = self._ws
-        raw = self._raw
-        if raw is None or ws is None or self._closed or self._error is not None or self._early \
-                or not ws.between_frames or ws.held or ws.state != OPEN:
-            return False
-        park = self._park
-        if park is None or not park.active:
-            self._park_on(raw, wake)
-        return True
-
-    def _park_on(self, raw: Any, wake: Callable[[], None]) -> None:
-        """Arm the read watcher (it calls ``wake`` in every loop turn while bytes wait, until a
-        reader stops it), and the ``ws_ping_interval`` timer if not armed. Never on a closed
-        connection (the read meets the close instead)."""
-        if self._closed:
-            raise gsp.Closed("connection closed locally")
-        loop = gevent.get_hub().loop
-        park = self._park
-        if park is None:
-            park = self._park = loop.io(raw.fileno(), 1)
-        if not park.active:
-            park.start(wake)
-        every = self._ping_every
-        if every is not None and (self._idle is None or not self._idle.active):
-            self._idle = loop.timer(max(0.0, every - (monotonic() - self._rx_at)))
-            self._idle.start(wake)
-
-    def _unpark(self) -> None:
-        park = self._park
-        if park is not None and park.active:
-            park.stop()  # a reader greenlet reads from here on
-        idle = self._idle
-        if idle is not None:
-            idle.close()
-            self._idle = None
 
     def _take(self, ws: Framer, data: bytes, out: list[bytes]) -> None:
         """Feed ``data`` to the framing: the messages it completes go to ``out`` (before any
@@ -588,10 +542,7 @@ class WSConnection(Connection):
             return
         self._closed = True
         self._holding.release()
-        self._unpark()
-        if self._park is not None:
-            self._park.close()  # before the fd goes: no wake after close
-            self._park = None
+        self.stop_parking()  # before the fd goes: no wake after close
         try:
             ws = self._ws
             if ws is not None and ws.state == OPEN:
@@ -601,7 +552,7 @@ class WSConnection(Connection):
                     # Our reader sees the peer's answering close frame; closing TCP after it
                     # ends the WebSocket cleanly on both sides.
                     self._peer_closed.wait(_CLOSE_WAIT)
-                elif reader is None and self._raw is not None:
+                elif reader is None and self.nowait_socket is not None:
                     self._await_close_answer(ws)  # a parked pipe: no reader to see it
         finally:
             self._release()
@@ -635,10 +586,7 @@ class WSConnection(Connection):
         """In a child after fork: close this process's copy of the socket only; no close frame
         (the parent still uses the connection)."""
         self._closed = True
-        self._unpark()
-        if self._park is not None:
-            self._park.close()
-            self._park = None
+        self.stop_parking()
         forget_socket(self.sock)
 
 
