@@ -149,7 +149,13 @@ class ParkTCPListener(SocketListener):
         return _name(addr)
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
-        return ParkTCPConnection(sock, self.options["max_recv_size"], local, remote)
+        conn = ParkTCPConnection(sock, self.options["max_recv_size"], local, remote)
+        ACCEPTED.append(conn)
+        return conn
+
+
+#: The connections the listeners made, newest last (what the test looks at).
+ACCEPTED: list[ParkTCPConnection] = []
 
 
 class ParkTCPDialer(SocketDialer):
@@ -213,6 +219,7 @@ def test_its_idle_pipes_park_and_a_waiting_greenlet_reads_them(
     rep = gsp_socket("rep", recv_timeout=WAIT)
     reqs = [gsp_socket("req", recv_timeout=WAIT) for _ in range(5)]
     url = rep.listen("parktcp://127.0.0.1:0").url
+    del ACCEPTED[:]
     for r in reqs:
         connected(rep, url, r)
     for rnd in range(2):
@@ -220,7 +227,8 @@ def test_its_idle_pipes_park_and_a_waiting_greenlet_reads_them(
             r.send(b"%d.%d" % (rnd, i))
             rep.send(rep.recv() + b"!")
             assert r.recv() == b"%d.%d!" % (rnd, i)
-        wait_for(lambda: all(p.reader is None for p in rep.pipes), what="every pipe parked")
+        wait_for(lambda: len(ACCEPTED) == 5 and all(c.parked for c in ACCEPTED),
+                 what="every pipe parked")
     plain = gsp_socket("req", recv_timeout=WAIT)
     connected(rep, "tcp://" + url[len("parktcp://"):], plain)
     plain.send(b"from tcp")

@@ -82,7 +82,7 @@ def _pair_sockets(**listen: Any) -> tuple[gsp.Socket, gsp.Socket, str]:
 def test_roundtrip_headers_and_properties():
     a, b, url = _pair_sockets(ws_response_headers={"X-Served-By": "gsp"})
     try:
-        b.dial(url, block=True, ws_request_headers={"X-Token": "t1"})
+        b.dial(url, fail_fast=True, ws_request_headers={"X-Token": "t1"})
         b.send(b"ping")
         assert a.recv() == b"ping"
         a.send(b"")  # empty messages are messages too
@@ -112,8 +112,8 @@ def test_paths_share_one_port_unknown_path_is_404(gsp_socket):
     assert url2 == f"ws://127.0.0.1:{port}/two"
     with pytest.raises(gsp.AddressInUse):
         p2.listen(f"ws://127.0.0.1:{port}/one")
-    s1.dial(url1, block=True)
-    s2.dial(url2, block=True)
+    s1.dial(url1, fail_fast=True)
+    s2.dial(url2, fail_fast=True)
     s1.send(b"to one")
     s2.send(b"to two")
     assert p1.recv() == b"to one" and p2.recv() == b"to two"
@@ -138,7 +138,7 @@ def test_wrong_or_missing_protocol_is_400(gsp_socket):
     wrong = gsp_socket("push")
     url = lst_sock.listen("ws://127.0.0.1:0/sp").url
     with pytest.raises(UpgradeRefused) as info:
-        wrong.dial(url, block=True)  # offers pull.sp.nanomsg.org to a push listener
+        wrong.dial(url, fail_fast=True)  # offers pull.sp.nanomsg.org to a push listener
     assert info.value.status == 400 and "push.sp.nanomsg.org" in str(info.value)
     assert isinstance(info.value, gsp.HandshakeError)
     for offered in ((), ("pair.sp.nanomsg.org",)):
@@ -165,7 +165,7 @@ def test_full_listener_answers_503(gsp_socket, pki, scheme):
     second = gsp_socket("pair", recv_timeout=5, send_timeout=5, reconnect_time=0.05,
                         **pki.dial_options())
     url = lst.listen(f"{scheme}://127.0.0.1:0/sp").url
-    first.dial(url, block=True)
+    first.dial(url, fail_fast=True)
     if scheme == "ws":  # a bare HTTP client reads the answer itself
         raw = RawClient(port_of(url))
         try:
@@ -176,7 +176,7 @@ def test_full_listener_answers_503(gsp_socket, pki, scheme):
         finally:
             raw.close()
     with pytest.raises(UpgradeRefused) as info:
-        second.dial(url, block=True)
+        second.dial(url, fail_fast=True)
     assert info.value.status == 503 and "max_pipes" in info.value.reason
     assert lst.listeners[0].stats["pipes_refused_full"] >= 1
     second.dial(url)  # in the background: it gets in once the first leaves
@@ -190,7 +190,7 @@ def test_origin_allow_list_is_403(gsp_socket):
     b = gsp_socket("pair")
     url = a.listen("ws://127.0.0.1:0/sp", ws_origins=["https://good.example"]).url
     with pytest.raises(UpgradeRefused) as info:
-        b.dial(url, block=True, ws_request_headers={"Origin": "https://evil.example"})
+        b.dial(url, fail_fast=True, ws_request_headers={"Origin": "https://evil.example"})
     assert info.value.status == 403
     port = port_of(url)
     for origin, status in (("https://evil.example", 403), ("https://good.example", 101)):
@@ -199,7 +199,7 @@ def test_origin_allow_list_is_403(gsp_socket):
             assert raw.status == status
         finally:
             raw.close()
-    b.dial(url, block=True)  # no Origin (a non-browser client, like nng): allowed
+    b.dial(url, fail_fast=True)  # no Origin (a non-browser client, like nng): allowed
     assert len(b.pipes) == 1
 
 
@@ -230,7 +230,7 @@ def test_stalled_http_client_delays_nobody(gsp_socket):
     stalled = gsocket.create_connection(("127.0.0.1", port_of(url)))
     try:
         stalled.sendall(b"GET /sp HTTP/1.1\r\nHost: x\r\n")  # and never finishes
-        b.dial(url, block=True)
+        b.dial(url, fail_fast=True)
         b.send(b"through")
         assert a.recv() == b"through"
         stalled.settimeout(3)
@@ -247,15 +247,15 @@ def test_wss_tls_options_and_identity(gsp_socket, pki):
     url = a.listen("wss://127.0.0.1:0/sp", tls_client_auth="required",
                    **pki.listen_options(tls_ca_file=pki.ca_file)).url
     with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-        b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+        b.dial(url, fail_fast=True, tls_ca_file=pki.rogue_ca_file)
     # No client certificate for a mutual-TLS listener: a TLS refusal, as on tls+tcp (the
     # alert arrives while the dialer reads the upgrade's answer).
     with pytest.raises(TLSHandshakeError, match="failed: .*CERTIFICATE"):
-        b.dial(url, block=True, **pki.dial_options())
+        b.dial(url, fail_fast=True, **pki.dial_options())
     with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
-        b.dial(url, block=True, **pki.dial_options(
+        b.dial(url, fail_fast=True, **pki.dial_options(
             tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
-    b.dial(url, block=True, **pki.dial_options(
+    b.dial(url, fail_fast=True, **pki.dial_options(
         tls_cert_file=pki.client_cert_file, tls_key_file=pki.client_key_file))
     b.send(b"secure")
     assert a.recv() == b"secure"
@@ -292,7 +292,7 @@ def test_nng_listener_refuses_the_wrong_protocol(gsp_socket):
         lst = nng.run(n.listen, "ws://127.0.0.1:0/sp")
         g = gsp_socket("push")
         with pytest.raises(UpgradeRefused):
-            g.dial(nng.bound_url(lst, "ws") + "/sp", block=True)
+            g.dial(nng.bound_url(lst, "ws") + "/sp", fail_fast=True)
         g.close()
     finally:
         n.close()

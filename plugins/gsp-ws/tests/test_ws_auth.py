@@ -106,16 +106,16 @@ def test_gsp_dialer_sees_401_and_403_then_a_good_token_gets_in(pull, pki, scheme
     url, dial = listen(pull, scheme, pki, ws_authorize=gate)
     with gsp.socket("push", send_timeout=5) as push, caplog.at_level(logging.WARNING, "gsp"):
         with pytest.raises(UpgradeRefused) as info:
-            push.dial(url, block=True, **dial)
+            push.dial(url, fail_fast=True, **dial)
         assert info.value.status == 401 and info.value.reason == "a bearer token is needed"
         assert "HTTP 401: a bearer token is needed" in str(info.value)
         with pytest.raises(UpgradeRefused) as info:
-            push.dial(url, block=True, ws_request_headers={"Authorization": "Bearer nope"},
+            push.dial(url, fail_fast=True, ws_request_headers={"Authorization": "Bearer nope"},
                       **dial)
         assert info.value.status == 403 and info.value.reason == "that token opens nothing here"
         assert push.pipes == [] and pull.pipes == []
 
-        push.dial(url, block=True, ws_request_headers={
+        push.dial(url, fail_fast=True, ws_request_headers={
             "Authorization": f"Bearer {TOKEN}", "Cookie": 'session=abc; theme="dark"'}, **dial)
         push.send(b"let in")
         msg = pull.recv_msg()
@@ -195,10 +195,10 @@ def test_a_failing_check_answers_500_and_the_listener_serves_on(pull, caplog):
     with gsp.socket("push", send_timeout=5) as push, caplog.at_level(logging.DEBUG, "gsp"):
         for mode in ("raise", "true", "raise"):
             with pytest.raises(UpgradeRefused) as info:
-                push.dial(url, block=True, ws_request_headers={"X-Mode": mode})
+                push.dial(url, fail_fast=True, ws_request_headers={"X-Mode": mode})
             assert info.value.status == 500
             assert "token store" not in info.value.reason  # no detail for the client
-        push.dial(url, block=True)  # the next good peer
+        push.dial(url, fail_fast=True)  # the next good peer
         push.send(b"still serving")
         assert pull.recv() == b"still serving"
     errors = [r for r in caplog.records if r.name == "gsp.listener" and r.levelno >= logging.ERROR]
@@ -221,7 +221,7 @@ def test_bad_values_are_refused(pull):
         with pytest.raises(gsp.BadOption):
             pull.set_option("ws_authorize", bad)
     with pytest.raises(gsp.BadOption, match="listen"):  # a dialer has nothing to authorize
-        pull.dial("ws://127.0.0.1:1/sp", block=False, ws_authorize=Gate())
+        pull.dial("ws://127.0.0.1:1/sp", background=True, ws_authorize=Gate())
     assert pull.listeners == [] and pull.dialers == []
     for status in (200, 302, 600, "401", True):
         with pytest.raises(ValueError):
@@ -265,10 +265,10 @@ def test_wsgi_mount_under_pywsgi(gsp_socket, caplog):
     try:
         push = gsp_socket("push", send_timeout=5)
         with pytest.raises(UpgradeRefused) as info:
-            push.dial(url, block=True)
+            push.dial(url, fail_fast=True)
         assert (info.value.status, info.value.reason) == (401, "a bearer token is needed")
         with pytest.raises(UpgradeRefused) as info:
-            push.dial(url, block=True, ws_request_headers={"Authorization": "Bearer no"})
+            push.dial(url, fail_fast=True, ws_request_headers={"Authorization": "Bearer no"})
         assert (info.value.status, info.value.reason) == (403, "that token opens nothing here")
         assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
         status, headers, body = raw_upgrade(server.server_port, "/sp?t=1",
@@ -281,7 +281,7 @@ def test_wsgi_mount_under_pywsgi(gsp_socket, caplog):
         assert req.peer is not None and req.peer[0] == "127.0.0.1" and req.tls is None
         assert sock.pipes == []
 
-        push.dial(url, block=True, ws_request_headers={"Authorization": f"Bearer {TOKEN}"})
+        push.dial(url, fail_fast=True, ws_request_headers={"Authorization": f"Bearer {TOKEN}"})
         push.send(b"through the mount")
         msg = sock.recv_msg()
         assert msg.body == b"through the mount"
@@ -309,7 +309,7 @@ def test_wsgi_mount_over_https_shows_tls(gsp_socket, pki):
     server.start()
     try:
         push = gsp_socket("push", send_timeout=5)
-        push.dial(f"wss://127.0.0.1:{server.server_port}/sp", block=True,
+        push.dial(f"wss://127.0.0.1:{server.server_port}/sp", fail_fast=True,
                   **pki.dial_options())
         push.send(b"tls")
         assert sock.recv() == b"tls"
@@ -326,6 +326,6 @@ def test_wsgi_mount_over_https_shows_tls(gsp_socket, pki):
 def test_a_background_dialer_counts_its_refusals(gsp_socket, pull):
     url = pull.listen("ws://127.0.0.1:0/sp", ws_authorize=check_token).url
     push = gsp_socket("push", reconnect_time=0.05, reconnect_time_max=0.1)
-    d = push.dial(url, block=False)
+    d = push.dial(url, background=True)
     wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
     assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []

@@ -210,14 +210,14 @@ def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly(gsp_socket):
         raw.send(BytesMessage(data=b"one"))
         assert pull.recv() == b"one"
         (pipe,) = pull.pipes
-        assert pipe.parks
-        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+        assert pipe._parks
+        wait_for(lambda: pipe._reader is None, what="the pipe parked")
         t0 = time.monotonic()
         assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
         assert time.monotonic() - t0 < 5
         raw.send(BytesMessage(data=b"two"))
         assert pull.recv() == b"two"
-        wait_for(lambda: pipe.reader is None, what="the pipe parked again")
+        wait_for(lambda: pipe._reader is None, what="the pipe parked again")
         close_from_gsp(raw, pipe)
     finally:
         raw.close()

@@ -95,7 +95,7 @@ def test_message_in_the_same_segment_as_the_101(gsp_socket):
     g = gevent.spawn(fake_server)
     try:
         s = gsp_socket("pair", recv_timeout=5)
-        s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", block=True)
+        s.dial(f"ws://127.0.0.1:{srv.getsockname()[1]}/sp", fail_fast=True)
         assert s.recv() == b"early bird"
         s.close()
         g.get(timeout=5)
@@ -207,7 +207,7 @@ def big_messages_both_ways(pki: Any, scheme: str, frame_max: int) -> None:
             gsp.socket("pair", recv_timeout=20, send_timeout=20) as b:
         url = a.listen(f"{scheme}://127.0.0.1:0/sp", **opts,
                        **(pki.listen_options() if tls else {})).url
-        b.dial(url, block=True, **opts, **(pki.dial_options() if tls else {}))
+        b.dial(url, fail_fast=True, **opts, **(pki.dial_options() if tls else {}))
         for sender, receiver in ((b, a), (a, b)):
             payloads = [os.urandom(n) for n in sizes]
             g = gevent.spawn(lambda s=sender, ps=payloads: [s.send(p) for p in ps])

@@ -130,7 +130,7 @@ def test_refusals_and_gsp_dialer(gsp_socket):
             while sock.pipes:  # the accepted raw upgrade went away with its client
                 gevent.sleep(0.01)
         peer = gsp_socket("pair", recv_timeout=5)
-        peer.dial(f"ws://127.0.0.1:{port}/sp", block=True)
+        peer.dial(f"ws://127.0.0.1:{port}/sp", fail_fast=True)
         peer.send(b"via wsgi")
         assert sock.recv() == b"via wsgi"
         sock.send(b"and back")
@@ -154,7 +154,7 @@ def test_full_mount_closes_with_try_again_later(gsp_socket):
     c = gsocket.create_connection(("127.0.0.1", server.server_port), timeout=5)
     try:
         first = gsp_socket("pair", recv_timeout=5, send_timeout=5)
-        first.dial(f"ws://127.0.0.1:{server.server_port}/sp", block=True)
+        first.dial(f"ws://127.0.0.1:{server.server_port}/sp", fail_fast=True)
         ws = WSConnection(ConnectionType.CLIENT)
         c.sendall(ws.send(Request(host="127.0.0.1", target="/sp",
                                   subprotocols=["pair.sp.nanomsg.org"])))

@@ -131,7 +131,7 @@ def test_gsp_and_nng_reach_the_mount_beside_the_app(
         status, body = http_get(port, "/health")
         assert status == 200 and body.startswith(b"ok ")
         req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
-        req.dial(ws_url(srv), block=True)
+        req.dial(ws_url(srv), fail_fast=True)
         for msg in [b"one", b"", b"x" * MiB + b"!", bytes(range(256)) * 12_000, b"last"]:
             req.send(msg)
             assert req.recv() == msg
@@ -147,7 +147,7 @@ def test_gsp_and_nng_reach_the_mount_beside_the_app(
         finally:
             nng.run(n.close)
         push = gsp_socket("push")
-        push.dial(ws_url(srv, "/pull"), block=True)
+        push.dial(ws_url(srv, "/pull"), fail_fast=True)
         for size in (10, 2 * MiB, 0):
             push.send(b"p" * size)
         assert pulled(port, 3) == [10, 2 * MiB, 0]
@@ -164,13 +164,13 @@ def test_refused_upgrades_carry_the_http_status(
         port = port_of(srv)
         push = gsp_socket("push")  # offers pull.sp.nanomsg.org to the REP endpoint
         with pytest.raises(gsp.UpgradeRefused) as info:
-            push.dial(ws_url(srv), block=True)
+            push.dial(ws_url(srv), fail_fast=True)
         push.close()
         assert info.value.status == 400 and "rep.sp.nanomsg.org" in info.value.reason
         assert isinstance(info.value, gsp.HandshakeError)
         req = gsp_socket("req")
         with pytest.raises(gsp.UpgradeRefused) as info:
-            req.dial(ws_url(srv, "/elsewhere"), block=True)  # the app's own 404
+            req.dial(ws_url(srv, "/elsewhere"), fail_fast=True)  # the app's own 404
         req.close()
         assert info.value.status == 404 and gsp_ws.UpgradeRefused is gsp.UpgradeRefused
         copy = pickle.loads(pickle.dumps(info.value))  # e.g. from a multiprocessing worker
@@ -194,14 +194,14 @@ def test_ws_authorize_refuses_before_the_upgrade(
         url = ws_url(srv, "/private")
         req = gsp_socket("req", recv_timeout=10)
         with pytest.raises(gsp.UpgradeRefused) as info:
-            req.dial(url, block=True)
+            req.dial(url, fail_fast=True)
         assert (info.value.status, info.value.reason) == (401, "no entry without the token")
         n = nng.socket("req")
         try:
             assert nng.raises(pynng.NNGException, n.dial, url, block=True) is not None
         finally:
             nng.run(n.close)
-        req.dial(url, block=True, ws_request_headers={"Authorization": "Bearer t0ken"})
+        req.dial(url, fail_fast=True, ws_request_headers={"Authorization": "Bearer t0ken"})
         req.send(b"who am I?")
         assert req.recv() == b"Bearer t0ken"  # the header, from the pipe's properties
         req.close()
@@ -218,7 +218,7 @@ def test_a_mount_made_before_the_fork_serves_in_every_worker(name: str) -> None:
         reqs = [gsp.socket("req", recv_timeout=10) for _ in range(12)]
         try:
             for req in reqs:
-                req.dial(ws_url(srv, "/who"), block=True)
+                req.dial(ws_url(srv, "/who"), fail_fast=True)
             pids = set()
             for _ in range(3):
                 for req in reqs:
@@ -238,7 +238,7 @@ def test_wss_through_gunicorn_with_tls(gsp_socket: Callable[..., gsp.Socket], pk
             "--certfile", pki.server_cert_file, "--keyfile", pki.server_key_file)) as srv:
         url = srv.url.replace("https://", "wss://") + "/sp"
         req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
-        req.dial(url, block=True, **pki.dial_options())
+        req.dial(url, fail_fast=True, **pki.dial_options())
         for msg in [b"over tls", b"t" * (MiB + 3)]:
             req.send(msg)
             assert req.recv() == msg
@@ -301,7 +301,7 @@ def test_uwsgi_http_router_with_websockets(gsp_socket: Callable[..., gsp.Socket]
             "--http-websockets")) as srv:
         url = f"ws://127.0.0.1:{router}/sp"
         req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
-        req.dial(url, block=True)
+        req.dial(url, fail_fast=True)
         for msg in [b"via the router", b"r" * (2 * MiB)]:
             req.send(msg)
             assert req.recv() == msg
