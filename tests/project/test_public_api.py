@@ -26,7 +26,6 @@ KNOWN_INTERNALS = {
     "gsp._core.endpoints.EndpointHost",  # gsp.Dialer(), gsp.Listener()
     "gsp._core.endpoints.PipeSlots",  # gsp.Dialer(), gsp.Listener()
     "gsp._core.pipe.PipeHost",  # gsp.Pipe()
-    "gsp._core.readers.ReadPipe",  # gsp.Pipe.read_loop
     "gsp._core.socket.PipeCallback",  # gsp.Socket.on_pipe_event
     "gsp._core.views.EndpointView",  # gsp.Pipe()
     "gsp._core.views.PipeView",  # gsp.hookspecs.gsp_pipe_event
