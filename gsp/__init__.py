@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from .allocator import tune_allocator
     from .chan import CLOSED, Chan, Recv, Send
     from .context import Context
+    from .options import FROM_OPTION
     from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
 
@@ -82,7 +83,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device", "sockets", "stats",
-    "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT", "tune_allocator",
+    "FROM_OPTION", "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT", "tune_allocator",
     "hookimpl", "register_plugin", "unregister_plugin", "protocol_names", "transport_schemes",
     "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",

@@ -33,7 +33,6 @@ KNOWN_INTERNALS = {
     "gsp.allocator.MAX_BIG",  # gsp.tune_allocator(big=MAX_BIG)
     "gsp.allocator.MiB",  # gsp.tune_allocator(keep=128 * MiB)
     "gsp.blocking._Proxy",  # the base of gsp.blocking.BlockingSocket, BlockingContext
-    "gsp.options.FROM_OPTION",  # timeout=FROM_OPTION: send/recv of sockets and contexts
     "gsp.testing._protocol_base.ProtocolSuiteBase",  # the base of gsp.testing.ProtocolSuite
     "gsp.testing._transport_base.TransportSuiteBase",  # the base of gsp.testing.TransportSuite
     "gsp_spark._sink._WriteMixin",  # the base of gsp_spark.BatchWriter, StreamWriter
