@@ -157,14 +157,14 @@ class EndpointHost:
         return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
 
     def judge(self, rule: admit.Rule, conn: "Connection", final: bool
-              ) -> "tuple[admit.Verdict, admit.Refusal | None]":
+              ) -> "tuple[admit.Verdict, admit.Denial | None]":
         """An endpoint's ``admit`` rule on ``conn``'s peer (:func:`gsp.admit.judge`): per
         connection, at accept or dial and, when that could not tell, again before it attaches."""
         return admit.judge(rule, peer_of(conn.remote_address, conn.properties), final,
                            self.sources.count)
 
 
-def refusal_text(refusal: "admit.Refusal", rule: "admit.Rule") -> str:
+def refusal_text(refusal: "admit.Denial", rule: "admit.Rule") -> str:
     """Why a peer was refused, for the log and errors: the rule that refused it, the whole
     ``admit`` rule when it is more, and the error of a rule that raised."""
     text = f"not admitted by {refusal.rule!r}"
@@ -358,7 +358,7 @@ class Listener:
                              extra=log.fields(self.socket, self.url, remote=conn.remote_address,
                                               gsp_limit=limit, gsp_suppressed=held))
 
-    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+    def _deny(self, conn: Connection, refusal: admit.Denial, rule: admit.Rule) -> None:
         """Close a connection the ``admit`` rule refused, before any message; count it by the
         reason of the rule that refused it and log it: INFO at most once per
         ``log.REPEAT_INTERVAL``, DEBUG otherwise (a rule that raised: WARNING,
@@ -642,7 +642,7 @@ class Dialer:
         self.pipe = pipe
         return pipe
 
-    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+    def _deny(self, conn: Connection, refusal: admit.Denial, rule: admit.Rule) -> None:
         """Close a connection to a server the ``admit`` rule refused, count it and raise: the
         redial loop logs it (rate limited) and backs off as after any failed attempt."""
         conn.close()

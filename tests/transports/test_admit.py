@@ -145,6 +145,18 @@ def test_a_rule_that_raises_refuses_and_says_why() -> None:
     assert refusal.reason == "callable"
 
 
+def test_the_record_of_a_refused_peer_is_a_denial_and_its_old_name_warns() -> None:
+    _, denial = admit.judge(admit.cidr("10.0.0.0/8"), peer("tcp://127.0.0.1:1"), True,
+                            lambda s: 0)
+    assert isinstance(denial, admit.Denial) and repr(denial).startswith("<Denial address")
+    with pytest.warns(DeprecationWarning, match=r"gsp\.admit\.Refusal is renamed "
+                                                r"gsp\.admit\.Denial"):
+        old = admit.Refusal
+    assert old is admit.Denial
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        admit.Nothing  # noqa: B018
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda: admit.cidr("10.0.0.0/33"), "cidr"),
     (lambda: admit.cidr(), "at least one"),

@@ -121,7 +121,7 @@ class Worker:
         self._err.close()
 
 
-class Run:
+class BenchRun:
     """The workers of one measurement; all of them are stopped (or killed) on exit."""
 
     def __init__(self, lib: str, timeout: float, tmpdir: str, malloc: str = "default") -> None:
@@ -149,7 +149,7 @@ class Run:
             return f"{transport}://127.0.0.1:{free_port()}/bench"
         raise ValueError(f"no address for {transport!r}")
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> "BenchRun":
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -167,7 +167,7 @@ def free_port() -> int:
 
 # -- workloads: each returns a dict of figures ------------------------------------------------------
 
-def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
+def thr(run: BenchRun, transport: str, size: int, count: int) -> dict[str, Any]:
     """Push/pull throughput, nng local_thr/remote_thr semantics (receiver times first..last)."""
     n = count - 1  # messages timed (the first one starts the clock)
     if transport == "inproc":  # one process: its CPU time is both sides'
@@ -189,7 +189,7 @@ def thr(run: Run, transport: str, size: int, count: int) -> dict[str, Any]:
             **cpu}
 
 
-def lat(run: Run, transport: str, size: int, count: int, warmup: int = 100) -> dict[str, Any]:
+def lat(run: BenchRun, transport: str, size: int, count: int, warmup: int = 100) -> dict[str, Any]:
     """Req/rep round trips, nng local_lat/remote_lat semantics plus percentiles."""
     if transport == "inproc":  # one process: its CPU time is both ends'
         r = run.start("inproc_lat", size=size, count=count, warmup=warmup).expect("result")
@@ -216,7 +216,7 @@ def _both(client: dict[str, Any], server: dict[str, Any] | None) -> float | None
     return float(client["cpu"]) + float(server["cpu"])
 
 
-def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[str, Any]:
+def pubsub(run: BenchRun, transport: str, size: int, count: int, subs: int) -> dict[str, Any]:
     """1 PUB → ``subs`` SUBs (in one process): messages delivered per second over all subs."""
     pub = run.start("pub", url=run.address(transport), size=size, count=count)
     url = pub.expect("ready")["url"]
@@ -229,7 +229,7 @@ def pubsub(run: Run, transport: str, size: int, count: int, subs: int) -> dict[s
             "delivered_pct": 100.0 * r["delivered"] / r["expected"], "subs": subs}
 
 
-def reqrep(run: Run, transport: str, size: int, count: int, clients: int,
+def reqrep(run: BenchRun, transport: str, size: int, count: int, clients: int,
            procs: int | None = None, client_procs: int = 1,
            conns: int | None = None) -> dict[str, Any]:
     """One REP echoing for ``clients`` concurrent REQ clients: requests answered per second.
@@ -264,7 +264,7 @@ def together(srv: Worker, workers: list[Worker]) -> tuple[list[Any], Any]:
     return results, srv.expect("result")
 
 
-def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, procs: int,
+def reqrep_procs(run: BenchRun, transport: str, size: int, count: int, clients: int, procs: int,
                  client_procs: int, conns: int) -> dict[str, Any]:
     if procs > 1 and transport != "tcp":
         raise NotApplicable("several processes share a tcp address only (tcp_reuseport)")
@@ -286,7 +286,7 @@ def reqrep_procs(run: Run, transport: str, size: int, count: int, clients: int, 
             "clients": clients, "procs": procs, "client_procs": len(workers)}
 
 
-def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:
+def conns(run: BenchRun, transport: str, conns: int, per_process: int = 2500) -> dict[str, Any]:
     """``conns`` dialers (spread over processes of at most ``per_process``) on one REP: time until
     each has had a reply, and the listener's RSS growth per pipe."""
     srv = run.start("conns_server", url=run.address(transport))
@@ -304,7 +304,7 @@ def conns(run: Run, transport: str, conns: int, per_process: int = 2500) -> dict
             "served": sum(x["served"] for x in reports), "pipes": r["pipes"], "conns": conns}
 
 
-def storm(run: Run, transport: str, seconds: float, clients: int,
+def storm(run: BenchRun, transport: str, seconds: float, clients: int,
           greenlets: int) -> dict[str, Any]:
     """``clients`` processes of ``greenlets`` greenlets each open connections to one listener
     as fast as they go for ``seconds``, closing each at once (a FIN, a RST, or after sending
@@ -341,7 +341,7 @@ def measure(lib: str, workload: str, params: dict[str, Any], timeout: float,
             tls.make(tmpdir)
             os.environ[tls.ENV] = tmpdir
         for _ in range(repeat):
-            with Run(lib, timeout, tmpdir, malloc) as run:
+            with BenchRun(lib, timeout, tmpdir, malloc) as run:
                 runs.append(fn(run, **params))
     finally:
         if secure:
