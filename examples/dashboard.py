@@ -136,8 +136,8 @@ class Dashboard:
         self.device = gsp.device(self.front, self.back)
         self.app = SPWebSocketApp(self.routes)
         allowed = {"ws_origins": frozenset(origins), "ws_authorize": self.authorize}
-        self.app.mount("/sp", self.figures, **allowed)  # also serves /sp/gsp.js
-        self.app.mount("/sp/commands", self.front, serve_js=False, **allowed)
+        self.app.mount(self.figures, "/sp", **allowed)  # also serves /sp/gsp.js
+        self.app.mount(self.front, "/sp/commands", serve_js=False, **allowed)
         p = self.pipeline
         self.greenlets += [gevent.spawn(p.source), gevent.spawn(p.reporter, self.figures),
                            *(gevent.spawn(p.worker, pull) for pull in p.pulls)]

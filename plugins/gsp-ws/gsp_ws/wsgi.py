@@ -3,11 +3,17 @@
 ::
 
     app = SPWebSocketApp(my_wsgi_app)      # everything else still goes to my_wsgi_app
-    app.mount("/sp", rep_socket)           # rep_socket gets a listener: ws://<server>/sp
+    app.mount(rep_socket, "/sp")           # rep_socket gets a listener: ws://<server>/sp
     WSGIServer(("0.0.0.0", 8080), app).serve_forever()
 
-or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. Any protocol works; ``mount`` takes the ws
-listener options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
+or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. The socket comes first in both (as in every
+call of gsp that takes a socket); the function returns the app to serve, the method the
+:class:`gsp.Listener` (``close()`` unmounts). Any protocol works; both take the ws listener
+options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
+
+A mount serves the pages of its own origin: an upgrade request whose ``Origin`` is another
+site's gets 403 unless ``ws_origins`` names it (clients that send no Origin, such as gsp, nng
+and pynng, are not browsers and are not asked).
 
 The mount also serves the browser SP client, the ES module ``gsp.js`` shipped in this package,
 at ``GET <path>/gsp.js`` (``/sp/gsp.js`` above); ``mount(..., serve_js=False)`` turns it off
@@ -46,6 +52,7 @@ import itertools
 import logging
 import os
 import sys
+import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 from typing import Protocol as _Typing
@@ -105,13 +112,16 @@ class SPWebSocketApp:
         self._warned = False
         _apps[self.name] = self
 
-    def mount(self, path: str, sock: gsp.Socket, *, serve_js: bool = True,
+    def mount(self, sock: gsp.Socket, path: str, *, serve_js: bool = True,
               **options: Any) -> gsp.Listener:
         """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it. With
         ``serve_js`` (the default) ``GET <path>/gsp.js`` answers the browser client module.
+        ``options`` are the ws listener options (``ws_origins``: the other sites whose pages
+        may connect).
 
         Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
         WebSocket pipes (see the module's doc)."""
+        sock, path = _socket_first("app.mount(sock, path)", sock, path)
         if not isinstance(path, str) or not path.startswith("/") or "?" in path:
             raise gsp.InvalidAddress(f"a mount path starts with '/' and has no query: {path!r}")
         refusal = _startup_refusal()
@@ -148,13 +158,40 @@ class SPWebSocketApp:
 def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, *, serve_js: bool = True,
           **options: Any) -> SPWebSocketApp:
     """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``
-    (``serve_js``: also answer ``GET <path>/gsp.js`` with the browser client).
+    (``serve_js``: also answer ``GET <path>/gsp.js`` with the browser client; ``options``: the
+    ws listener options, as :meth:`SPWebSocketApp.mount`).
 
     Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
     WebSocket pipes (see the module's doc)."""
+    if not isinstance(sock, gsp.Socket):
+        raise TypeError(f"mount(sock, app, path) takes the gsp socket first, not {sock!r}: "
+                        f"{_CALLS}")
+    if not isinstance(path, str):
+        raise TypeError(f"mount(sock, app, path) takes the mount path third (a str such as "
+                        f"'/sp'), not {path!r}: {_CALLS}")
+    if isinstance(app, (str, gsp.Socket)) or (app is not None and not callable(app)):
+        raise TypeError(f"mount(sock, app, path) takes the WSGI app second (or None), not "
+                        f"{app!r}: {_CALLS}")
     sp_app = app if isinstance(app, SPWebSocketApp) else SPWebSocketApp(app)
-    sp_app.mount(path, sock, serve_js=serve_js, **options)
+    sp_app.mount(sock, path, serve_js=serve_js, **options)
     return sp_app
+
+
+_CALLS = ("the calls are mount(sock, app, '/sp') (returns the app to serve) and "
+          "app.mount(sock, '/sp') (returns the listener)")
+
+
+def _socket_first(call: str, sock: Any, path: Any) -> tuple[gsp.Socket, str]:
+    """``(sock, path)`` of a call written socket first; the old order (path, socket) still
+    works for one minor version, with a DeprecationWarning."""
+    if isinstance(sock, str) and isinstance(path, gsp.Socket):
+        warnings.warn(f"{call} takes the socket first now: app.mount({sock!r}, sock) is "
+                      f"app.mount(sock, {sock!r}); the old order goes in the next minor "
+                      "version", DeprecationWarning, stacklevel=3)
+        return path, sock
+    if not isinstance(sock, gsp.Socket):
+        raise TypeError(f"{call} takes the gsp socket first, not {sock!r}: {_CALLS}")
+    return sock, path
 
 
 def _refuse(start_response: Callable[..., Any], status: int, text: str,

@@ -49,7 +49,7 @@ def mounted(server: PageServer) -> Iterator[Callable[..., gsp.Socket]]:
     def make(protocol: str, path: str, **options: Any) -> gsp.Socket:
         s = gsp.socket(protocol, recv_max_size=0, recv_timeout=10, send_timeout=10)
         socks.append(s)
-        server.mount(path, s, **options)
+        server.mount(s, path, **options)
         return s
     yield make
     for s in socks:
@@ -413,7 +413,7 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
     srv = PageServer()
     port = srv.port
     silent = gsp.socket("rep")  # receives the request and never answers it
-    srv.mount("/slow", silent)
+    srv.mount(silent, "/slow")
     page = browser.page(srv.url)
     try:
         page.run("""
@@ -437,7 +437,7 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
         page.wait_for("window.events.includes('disconnect')")
         srv = PageServer(port)  # the same address, a new server and new sockets
         echo = gsp.socket("rep")
-        srv.mount("/slow", echo)
+        srv.mount(echo, "/slow")
         answer = gevent.spawn(lambda: echo.send(b"answered " + echo.recv(timeout=20)))
         got = page.run("""
             await window.req.send("after");
