@@ -142,7 +142,7 @@ class Dashboard:
         self.greenlets += [gevent.spawn(p.source), gevent.spawn(p.reporter, self.figures),
                            *(gevent.spawn(p.worker, pull) for pull in p.pulls)]
 
-    def authorize(self, request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    def authorize(self, request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
         """Only pages with a session this server handed out may open the SP endpoints."""
         if request.cookies.get("session") not in self.sessions:
             return gsp_ws.Refusal(401, "log in first: /login")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
-    from .peer import Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
+    from .peer import Headers, Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
     from .stream import (
         SocketDialer,
         SocketListener,
@@ -69,7 +69,7 @@ __all__ = [
     # admission: shedding connections in their handshake
     "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",
     # who the peer is (pipe.peer)
-    "Peer", "PeerCertificate", "WSRequest", "peer_of", "parse_cookies",
+    "Peer", "PeerCertificate", "WSRequest", "Headers", "peer_of", "parse_cookies",
     # options and registration
     "Option", "hookimpl", "overrides",
 ]

@@ -46,7 +46,7 @@ def _pull(body: bytes) -> None:
     pulled.append(len(body))
 
 
-def _token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+def _token(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
     if request.headers.get("authorization") != f"Bearer {TOKEN}":
         return gsp_ws.Refusal(401, "no entry without the token",
                               headers={"WWW-Authenticate": "Bearer"})

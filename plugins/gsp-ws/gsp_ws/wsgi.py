@@ -61,11 +61,11 @@ from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
 
 import gsp
-from gsp.transport import tls_properties
+from gsp.transport import Headers, WSRequest, tls_properties
 
 from ._conn import WSConnection, WSGIConnection
 from ._http import check_upgrade, status_line, subprotocol
-from .auth import Authorize, UpgradeRequest
+from .auth import UpgradeGate
 from .js import serve_client
 
 
@@ -75,7 +75,7 @@ class _Route(_Typing):
 
     protocol: str | None
     options: Mapping[str, Any]
-    authorize: Authorize
+    gate: UpgradeGate
 
     def deliver(self, conn: WSConnection) -> None: ...
 
@@ -394,9 +394,9 @@ def _upgrade(app: SPWebSocketApp, route: "_Route", environ: dict[str, Any],
         return _refuse(start_response, 503, "this endpoint is being set up")
     offered = [p.strip() for p in environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL", "").split(",")
                if p.strip()]
-    refusal = check_upgrade(offered, environ.get("HTTP_ORIGIN"), route.protocol, route.options)
+    refusal = check_upgrade(offered, route.protocol)
     if refusal is not None:
-        return _refuse(start_response, *refusal)
+        return _refuse(start_response, 400, refusal)
     server = _server_of(app, environ)
     if server is None:
         return _refuse(start_response, 500, "this WSGI server cannot hand the connection over "
@@ -406,7 +406,8 @@ def _upgrade(app: SPWebSocketApp, route: "_Route", environ: dict[str, Any],
         return _refuse(start_response, 500, why)
     headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
                if k.startswith("HTTP_")]
-    refused = route.authorize(lambda: _request(environ, server, path, headers), route.protocol)
+    request = _request(environ, server, path, headers)
+    refused = route.gate(request, route.protocol)
     if refused is not None:
         return _refuse(start_response, refused.status, refused.reason, refused.headers)
     write = start_response("101 Switching Protocols", [
@@ -414,7 +415,7 @@ def _upgrade(app: SPWebSocketApp, route: "_Route", environ: dict[str, Any],
         ("Sec-WebSocket-Accept", generate_accept_token(key.encode("latin-1")).decode("ascii")),
         ("Sec-WebSocket-Protocol", subprotocol(route.protocol)),
         *(route.options["ws_response_headers"] or ())])
-    return _serve(route, server, environ, write, path, headers)
+    return _serve(route, server, environ, write, request)
 
 
 def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
@@ -434,8 +435,9 @@ def _socket_names(sock: Any) -> tuple[Any, Any]:
 
 
 def _request(environ: dict[str, Any], server: _Server, path: str,
-             headers: list[tuple[str, str]]) -> UpgradeRequest:
-    """What the ``ws_authorize`` check sees of this request (before the socket is taken)."""
+             headers: list[tuple[str, str]]) -> WSRequest:
+    """The upgrade request, before the socket is taken: what the ``ws_authorize`` check sees,
+    and the pipe's ``peer.ws_request``."""
     sock = server.socket(environ)
     tls = hasattr(sock, "getpeercert")
     scheme = "wss" if tls else "ws"  # as the pipe's addresses will say
@@ -444,17 +446,16 @@ def _request(environ: dict[str, Any], server: _Server, path: str,
         port = str(environ.get("REMOTE_PORT") or "")
         peer = (environ.get("REMOTE_ADDR") or "?", int(port) if port.isdigit() else 0)
     query = environ.get("QUERY_STRING") or ""
-    return UpgradeRequest(
+    return WSRequest(
         method=environ.get("REQUEST_METHOD") or "GET", target=path + ("?" + query if query else ""),
-        headers=headers, remote_address=_address(peer, None, None, scheme),
+        headers=Headers(headers), remote_address=_address(peer, None, None, scheme),
         local_address=_address(local, environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
                                scheme),
         peer=(str(peer[0]), int(peer[1])), tls=tls_properties(sock) if tls else None)
 
 
 def _serve(route: "_Route", server: _Server, environ: dict[str, Any],
-           write: Callable[[bytes], Any], path: str,
-           headers: list[tuple[str, str]]) -> Iterator[bytes]:
+           write: Callable[[bytes], Any], request: WSRequest) -> Iterator[bytes]:
     # A generator: the server iterates it after start_response, so the 101 goes out from here
     # and the request greenlet stays parked in it for the life of the pipe.
     conn = taken = None
@@ -468,11 +469,9 @@ def _serve(route: "_Route", server: _Server, environ: dict[str, Any],
                          environ.get("SERVER_PORT"), scheme)
         remote = _address(sock.getpeername(), environ.get("REMOTE_ADDR"),
                           environ.get("REMOTE_PORT"), scheme)
-        query = environ.get("QUERY_STRING") or ""
-        conn = WSGIConnection(sock, taken.release, route.options, local, remote, path, headers,
+        conn = WSGIConnection(sock, taken.release, route.options, local, remote, request,
                               route.protocol or "", taken.trailing,
-                              tls_properties(sock) if tls else {},
-                              target=path + ("?" + query if query else ""))
+                              tls_properties(sock) if tls else {})
         route.deliver(conn)
         conn.done.wait()
     except OSError:
