@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ._renamed import renamed as _renamed
@@ -461,9 +462,14 @@ def ws_query(name: str, value: str | None = None) -> Rule:
 
 
 def ws_origin(*origins: str) -> Rule:
-    """The upgrade request's ``Origin`` is one of ``origins`` (``"https://app.example.com"``;
-    scheme and host compared in lower case). A request without an Origin (not from a browser)
-    does not match. (gsp-ws's ``ws_origins`` listener option refuses with 403 before this.)"""
+    """Deprecated: which web pages may connect is gsp-ws's ``ws_origins`` listener option
+    (403 before the upgrade; by default the endpoint's own origin only). As a rule: the
+    upgrade request's ``Origin`` is one of ``origins`` (compared in lower case); a request
+    without an Origin (not from a browser) does not match."""
+    warnings.warn("admit.ws_origin() is the ws_origins listener option now (gsp-ws: "
+                  "listen(url, ws_origins={...}) or mount(sock, app, path, ws_origins={...})); "
+                  "admit.ws_origin goes in the next minor version", DeprecationWarning,
+                  stacklevel=2)
     want = frozenset(_text("admit.ws_origin()'s origins", o, False).lower().rstrip("/")
                      for o in _values("ws_origin", origins))
     return _WS(lambda r: (r.header("origin") or "").lower().rstrip("/") in want,
