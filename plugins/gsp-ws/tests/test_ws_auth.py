@@ -27,7 +27,7 @@ TOKEN = "s3cret"
 TOKENS = {"s3cret": "alice"}  # token -> user
 
 
-def check_token(request: WSRequest) -> gsp_ws.Refusal | None:
+def check_token(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
     """Let in a peer with a known bearer token (or, from a browser, session cookie)."""
     auth = request.headers.get("Authorization", "")
     token = auth[7:] if auth.startswith("Bearer ") else request.cookies.get("session")
