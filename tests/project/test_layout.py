@@ -174,9 +174,10 @@ def _public_classes(files: list[pathlib.Path]) -> dict[str, list[str]]:
 
 
 def _shipped_sources() -> list[pathlib.Path]:
-    """The Python files of gsp and of every plugin's installed package (not their tests)."""
+    """The Python files of gsp and of every plugin's installed package (not their tests), the
+    example plugins' too."""
     files = list(GSP.rglob("*.py"))
-    for plugin in sorted((ROOT / "plugins").iterdir()):
+    for plugin in sorted([*(ROOT / "plugins").iterdir(), *(ROOT / "examples/plugins").iterdir()]):
         for top in (plugin, plugin / "src"):
             for package in sorted(top.glob("gsp_*/")):
                 files += package.rglob("*.py")
@@ -189,8 +190,8 @@ def test_no_two_public_classes_in_the_repository_share_a_name() -> None:
     # record and gsp-ws's refusal exception; the protocol SDK's SocketHandle interface and the
     # core's implementation of it, CoreSocketHandle).
     files = _shipped_sources()
-    assert {p.parts[len(ROOT.parts) + 1] for p in files if p.parts[len(ROOT.parts)] ==
-            "plugins"} >= {"gsp-ws", "gsp-star", "gsp-spark"}
+    assert {p.parent.name for p in files} >= {"gsp_ws", "gsp_star", "gsp_spark",
+                                               "gsp_example_zlib"}
     found = _public_classes(files)
     assert "SocketHandle" in found and "CoreSocketHandle" in found
     assert {name: where for name, where in found.items() if len(where) > 1} == {}
