@@ -132,7 +132,7 @@ class Dashboard:
             backend_url = f"inproc://dashboard-backend-{os.getpid()}-{id(self)}"
             self.service = gsp.socket("rep", listen=backend_url)
             self.greenlets.append(gevent.spawn(backend, self.service, self.pipeline))
-        self.back.dial(backend_url, block=False)
+        self.back.dial(backend_url, background=True)
         self.device = gsp.device(self.front, self.back)
         self.app = SPWebSocketApp(self.routes)
         allowed = {"ws_origins": frozenset(origins), "ws_authorize": self.authorize}

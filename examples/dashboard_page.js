@@ -3,7 +3,7 @@
 // and commands sent to the backend on a REQ socket, both over the app's own WebSocket mount.
 // No framework, no CDN: the SP client is the gsp.js module the mount serves at /sp/gsp.js.
 // CI type-checks this file against gsp.d.ts (tsc --noEmit -p examples/tsconfig.dashboard.json).
-import { socket, Timeout, ConnectionRefused } from "/sp/gsp.js";
+import { socket, Timeout } from "/sp/gsp.js";
 
 const canvas = /** @type {HTMLCanvasElement} */ (document.getElementById("chart"));
 const statusLine = /** @type {HTMLElement} */ (document.getElementById("status"));
@@ -67,13 +67,14 @@ for (const button of document.querySelectorAll("button[data-command]")) {
   button.addEventListener("click", () => command(name));
 }
 
-try {
-  await figures.dial("/sp");           // relative to the page: ws://<this host>/sp
-  await commands.dial("/sp/commands");
-} catch (e) {
-  statusLine.textContent = e instanceof ConnectionRefused
-    ? "refused: log in at /login first" : `cannot connect: ${e}`;
-  throw e;
+// Each dial tries now, then keeps redialing until it connects: a page opened while the server
+// restarts goes live when it is back. Browsers do not tell a page why an upgrade failed, so the
+// status line names the likely causes until a connection comes up (sessions live in the
+// server's memory: after a restart, only a new login gets in).
+await figures.dial("/sp");           // relative to the page: ws://<this host>/sp
+await commands.dial("/sp/commands");
+if (!figures.pipes.length) {
+  statusLine.textContent = "not connected (the server is down, or log in again at /login): retrying…";
 }
 for await (const msg of figures) {
   const text = new TextDecoder().decode(msg).slice("figures ".length);

@@ -11,7 +11,7 @@
 #   examples/spark_standalone.sh lose-worker [ROWS] [PATHS]   # one machine: master + 2 workers;
 #       the gsp sink (push, req) and source (pull, rep) each move ROWS (100000) rows while a
 #       worker is SIGKILLed; reports rows/s, recovery and duplicates; cleans up (all on
-#       127.0.0.1, random ports; python -m gsp_spark.standalone, which the tests run too)
+#       127.0.0.1, random ports; plugins/gsp-spark/tests/spark_standalone.py, which the tests run too)
 #
 # Every machine needs Java 17+ and the same Python with gsp, gevent-sp-spark and pyspark
 # installed at the same path (executors start Python workers with the driver's PYSPARK_PYTHON);
@@ -72,7 +72,8 @@ stop)
     ;;
 lose-worker)
     rows=${2:-100000}
-    exec "$PYTHON" -m gsp_spark.standalone --rows "$rows" ${3:+--paths "$3"}
+    exec "$PYTHON" "$(dirname "$0")/../plugins/gsp-spark/tests/spark_standalone.py" \
+        --rows "$rows" ${3:+--paths "$3"}
     ;;
 demo)
     host=${2:-127.0.0.1}

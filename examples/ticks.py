@@ -19,7 +19,7 @@ PAGE = b"""<!doctype html><pre id="out">waiting for a tick</pre><script type="mo
 import { socket } from "/sp/gsp.js";
 const sub = socket("sub");
 sub.subscribe("tick ");
-await sub.dial(`ws://${location.host}/sp`);
+await sub.dial("/sp");  // this page's host, ws:// or wss:// as the page; redials until it connects
 for (;;) document.getElementById("out").textContent = await sub.recvText();
 </script>"""
 

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from .perprocess import PerProcess, per_process
     from .poller import POLLIN, POLLOUT, Poller, select
 
-__version__ = "0.1.0"
+__version__ = "1.0.0rc1"
 
 # Library convention: gsp logs under the "gsp" hierarchy (gsp.socket, gsp.listener, gsp.dialer,
 # gsp.pipe) and prints nothing unless the application configures logging.
@@ -83,7 +83,8 @@ __all__ = [
     "socket", "Socket", "Dialer", "Listener", "Pipe", "PipeEvent", "Message",
     "Context", "device", "Device", "sockets", "stats",
     "Chan", "Recv", "Send", "select", "CLOSED", "Poller", "POLLIN", "POLLOUT", "tune_allocator",
-    "hookimpl", "register_plugin", "unregister_plugin", "protocols", "transports", "registry",
+    "hookimpl", "register_plugin", "unregister_plugin", "protocol_names", "transport_schemes",
+    "registry",
     "GspError", "Timeout", "WouldBlock", "Closed", "ConnectionBroken", "ProtocolStateError",
     "Canceled", "NotSupported", "BadOption", "InvalidAddress", "AddressInUse", "ConnectionRefused",
     "UnknownPlugin", "WireError", "MessageTooLarge", "BadFrame", "HandshakeError", "BadMagic",
@@ -100,7 +101,8 @@ __all__ = [
 __getattr__, __dir__ = attach(__name__, submodules=(
     "errors", "chan", "options", "message", "hookspecs", "handles", "overrides", "protocol",
     "transport", "context", "testing", "objects", "cat", "poller", "prometheus",
-    "allocator", "perprocess", "blocking", "admit"))
+    "allocator", "perprocess", "blocking", "admit"),
+    renamed={"protocols": ("gsp", "protocol_names"), "transports": ("gsp", "transport_schemes")})
 
 
 def register_plugin(plugin: object, name: str | None = None) -> None:
@@ -114,13 +116,13 @@ def unregister_plugin(plugin: object) -> None:
     registry.unregister(plugin)
 
 
-def protocols() -> list[str]:
-    """Names of the installed protocols."""
+def protocol_names() -> list[str]:
+    """Names of the installed protocols (what :func:`gsp.socket` takes), sorted."""
     from ._core.registry import registry
     return sorted(registry.protocols)
 
 
-def transports() -> list[str]:
-    """URL schemes of the installed transports."""
+def transport_schemes() -> list[str]:
+    """URL schemes of the installed transports (``tcp``, ``ipc``, ...), sorted."""
     from ._core.registry import registry
     return sorted(registry.transports)

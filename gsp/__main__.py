@@ -10,6 +10,7 @@ exit status: ``bench = "gsp_bench.cli:main"`` makes ``gsp bench ARGS`` call
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 
@@ -29,7 +30,19 @@ def commands() -> dict[str, EntryPoint]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """``gsp``: the command line. A reader that stops early (``gsp info | head -1``) ends it
+    quietly, as other command-line tools end."""
+    try:
+        code = _main(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # Python's own advice: point stdout at /dev/null so that the flush at exit fails no more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     plugged = commands()
     ap = argparse.ArgumentParser(prog="gsp", description="gsp — Scalability Protocols on gevent")
     ap.add_argument("--version", action="version", version=f"gsp {gsp.__version__}")

@@ -6,6 +6,10 @@
 ``import gsp`` alone neither imports gevent nor creates a hub, and a name added to the block is
 all there is to add (``__all__`` stays a literal list for the tools that read it; a test checks
 that it names the same).
+
+:func:`moved` makes the ``__getattr__`` of a package's renamed or moved names: the old spelling
+still works, with a ``DeprecationWarning`` that names the new one (docs/api-guide.md, "Renamed
+names").
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
-from typing import Any, Callable, Iterable
+import warnings
+from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["attach", "lazy_names"]
+__all__ = ["attach", "lazy_names", "moved"]
 
 
 def lazy_names(source: str) -> dict[str, tuple[str, str | None]]:
@@ -35,10 +40,13 @@ def lazy_names(source: str) -> dict[str, tuple[str, str | None]]:
     return names
 
 
-def attach(package: str, submodules: Iterable[str] = ()
+def attach(package: str, submodules: Iterable[str] = (),
+           renamed: Mapping[str, tuple[str, str]] | None = None,
            ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` (call from its ``__init__``); its
-    ``submodules`` (names) load on first use as attributes too."""
+    ``submodules`` (names) load on first use as attributes too, and its ``renamed`` names as
+    :func:`moved` has them (``__dir__`` leaves them out)."""
+    old = dict(renamed or {})
     module = sys.modules[package]
     with open(module.__file__ or "", encoding="utf-8") as f:
         lazy = lazy_names(f.read())
@@ -48,6 +56,8 @@ def attach(package: str, submodules: Iterable[str] = ()
     def __getattr__(name: str) -> Any:
         where = lazy.get(name)
         if where is None:
+            if name in old:
+                return _renamed(package, name, old[name])
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         imported = importlib.import_module(where[0], package)
         value = imported if where[1] is None else getattr(imported, where[1])
@@ -58,3 +68,26 @@ def attach(package: str, submodules: Iterable[str] = ()
         return sorted(set(namespace) | set(lazy))
 
     return __getattr__, __dir__
+
+
+def moved(package: str, names: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``package``'s old spellings: ``names`` maps each to its new home
+    (a module) and its name there. Each access warns (``DeprecationWarning``, naming the new
+    spelling) and returns the new name's value; any other name raises ``AttributeError``."""
+
+    def __getattr__(name: str) -> Any:
+        where = names.get(name)
+        if where is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return _renamed(package, name, where)
+
+    return __getattr__
+
+
+def _renamed(package: str, name: str, where: tuple[str, str]) -> Any:
+    """An old spelling's value, with its warning (pointing at the line that named it: the
+    caller of the module's ``__getattr__``, which calls this)."""
+    module, new = where
+    warnings.warn(f"{package}.{name} is deprecated: use {module}.{new}", DeprecationWarning,
+                  stacklevel=3)
+    return getattr(importlib.import_module(module), new)

@@ -31,7 +31,7 @@ import ipaddress
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
-from ._renamed import renamed as _renamed
+from ._lazy import moved
 from .errors import BadOption
 
 if TYPE_CHECKING:
@@ -629,4 +629,4 @@ def judge(rule: Rule, peer: "Peer", final: bool,
     return verdict, (Denial(leaf, leaf.reason) if verdict is False else None)
 
 
-__getattr__ = _renamed(__name__, {"Refusal": "Denial"})
+__getattr__ = moved(__name__, {"Refusal": ("gsp.admit", "Denial")})

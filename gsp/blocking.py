@@ -36,6 +36,7 @@ import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import Any, Callable, Iterable, TypeVar
 
 import gevent
@@ -264,25 +265,25 @@ class _Proxy:
         else:
             self._hub.call(setattr, self._obj, name, value)
 
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         self._hub.call(self._obj.send, bytes(data), timeout, block)
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         body: bytes = self._hub.call(self._obj.recv, timeout, block)
         return body
 
-    def send_msg(self, msg: "gsp.Message", timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: "gsp.Message", timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         self._hub.call(self._obj.send_msg, msg, timeout, block)
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> "gsp.Message":
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> "gsp.Message":
         msg: gsp.Message = self._hub.call(self._obj.recv_msg, timeout, block)
         return msg
 
-    def send_obj(self, obj: Any, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_obj(self, obj: Any, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         self._hub.call(self._obj.send_obj, obj, timeout, block)
 
-    def recv_obj(self, timeout: Any = FROM_OPTION, block: bool = True) -> Any:
+    def recv_obj(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Any:
         return self._hub.call(self._obj.recv_obj, timeout, block)
 
     @property
@@ -321,7 +322,7 @@ class BlockingSocket(_Proxy):
     def hub(self) -> Hub:
         return self._hub
 
-    def recv_many(self, limit: int, timeout: Any = FROM_OPTION,
+    def recv_many(self, limit: int, timeout: float | timedelta | None = FROM_OPTION,
                   block: bool = True) -> list[bytes]:
         bodies: list[bytes] = self._hub.call(self._obj.recv_many, limit, timeout, block)
         return bodies
@@ -333,8 +334,11 @@ class BlockingSocket(_Proxy):
         """Listen on ``url``; returns the URL listened on (with the port a ``:0`` was given)."""
         return str(self._hub.call(lambda: self._obj.listen(url, **options).url))
 
-    def dial(self, url: str, *, block: bool | None = None, **options: Any) -> None:
-        self._hub.call(lambda: self._obj.dial(url, block=block, **options))
+    def dial(self, url: str, *, fail_fast: bool = False, background: bool = False,
+             **options: Any) -> None:
+        """:meth:`gsp.Socket.dial`."""
+        self._hub.call(lambda: self._obj.dial(url, fail_fast=fail_fast, background=background,
+                                              **options))
 
     def __repr__(self) -> str:
         return f"<gsp.blocking.BlockingSocket {self._obj!r}>"

@@ -16,8 +16,8 @@ Semantics:
   closed is woken with :class:`gsp.Closed` and its item is not delivered.
 * ``recv`` on a closed channel drains what is buffered, then raises :class:`gsp.Closed`.
 * ``timeout`` is in seconds (int, float or :class:`datetime.timedelta`); ``None`` waits forever;
-  ``timeout`` elapsed raises :class:`gsp.Timeout`; ``0`` and the ``*_nowait`` forms raise
-  :class:`gsp.WouldBlock` (a subclass of ``Timeout``) instead of waiting.
+  ``timeout`` elapsed raises :class:`gsp.Timeout`; ``block=False`` (or ``timeout=0``) raises
+  :class:`gsp.WouldBlock` (not a ``Timeout``: no time passed) instead of waiting.
 * ``select_channels`` picks uniformly at random among the cases ready at the same moment (no case starves);
   a :class:`Recv` case on a closed, drained channel is ready and yields :data:`CLOSED`.
 * A channel belongs to the OS thread that made it (its gevent hub): waiting on it, waking a
@@ -27,6 +27,7 @@ Semantics:
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from datetime import timedelta
 from random import random, shuffle
@@ -36,7 +37,7 @@ from gevent import Timeout as _GTimeout
 from gevent.hub import Waiter, get_hub
 from gevent.monkey import get_original
 
-from .errors import Closed, Timeout, WouldBlock, WrongThread
+from .errors import BadOption, Closed, Timeout, WouldBlock, WrongThread
 
 __all__ = ["Chan", "Outbox", "Recv", "Send", "select_channels", "CLOSED", "FLUSH", "thread_ident"]
 
@@ -74,7 +75,22 @@ def _wait_secs(timeout: float | timedelta | None, op: str, why: str) -> float | 
     return t
 
 
-def _zero(op: str, timeout: float, why: str) -> Timeout:
+def _nowait(timeout: float | timedelta | None, block: bool) -> float | timedelta | None:
+    """The timeout of a call given ``block`` (False: 0, and then no other timeout)."""
+    if block is True:
+        return timeout
+    if block is not False:
+        raise BadOption(f"block must be True or False, not {block!r}")
+    if timeout is not None and timeout != 0:
+        raise BadOption(f"block=False means timeout 0; it cannot go with timeout={timeout!r}")
+    return 0.0
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"Chan.{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+
+
+def _zero(op: str, timeout: float, why: str) -> Timeout | WouldBlock:
     """The error of an operation that cannot complete now under a timeout <= 0."""
     if timeout == 0:
         return WouldBlock(f"{op} would block: {why} (timeout 0)", timeout=0.0)
@@ -220,27 +236,35 @@ class Chan(Generic[T]):
 
     # -- public operations ---------------------------------------------------------------------
     def try_send(self, item: T) -> bool:
-        """Send ``item`` if that can complete now (room in the buffer, or a waiting receiver);
-        False otherwise, and False on a closed channel. Never blocks, never raises."""
+        """Deprecated: ``send(item, block=False)``, which raises :class:`gsp.WouldBlock` (or
+        :class:`gsp.Closed`) where this returned False."""
+        _deprecated("try_send(item)", "send(item, block=False)")
         if self._closed:
             return False
         return self._try_send(item)
 
-    def send(self, item: T, timeout: float | timedelta | None = None) -> None:
-        """Send ``item``, waiting while the channel is full (or, unbuffered, has no receiver)."""
+    def send(self, item: T, timeout: float | timedelta | None = None, block: bool = True) -> None:
+        """Send ``item``, waiting while the channel is full (or, unbuffered, has no receiver):
+        up to ``timeout`` seconds (default: forever; then :class:`gsp.Timeout`).
+        ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
         if self._closed:
             raise Closed("send on a closed channel")
         if self._try_send(item):
             return
+        if block is not True:
+            timeout = _nowait(timeout, block)
         t = _wait_secs(timeout, "channel send", "the channel is full")
         _block(((self, True, item),), t)
 
     def send_nowait(self, item: T) -> None:
-        """Send ``item`` if that can complete now, else raise :class:`gsp.WouldBlock`."""
+        """Deprecated: ``send(item, block=False)``."""
+        _deprecated("send_nowait(item)", "send(item, block=False)")
         self.send(item, 0)
 
-    def recv(self, timeout: float | timedelta | None = None) -> T:
-        """Receive an item, waiting while none is available."""
+    def recv(self, timeout: float | timedelta | None = None, block: bool = True) -> T:
+        """Receive an item, waiting while none is available: up to ``timeout`` seconds
+        (default: forever; then :class:`gsp.Timeout`). ``block=False`` never waits
+        (:class:`gsp.WouldBlock`)."""
         buf = self._buf
         if buf and not self._sendq:  # fast path: no blocked sender to move in behind it
             return buf.popleft()
@@ -249,6 +273,8 @@ class Chan(Generic[T]):
             return cast(T, item)
         if self._closed:
             raise Closed("recv on a closed, drained channel")
+        if block is not True:
+            timeout = _nowait(timeout, block)
         t = _wait_secs(timeout, "channel recv", "the channel is empty")
         _, value = _block(((self, False, None),), t)
         if value is CLOSED:
@@ -256,7 +282,8 @@ class Chan(Generic[T]):
         return cast(T, value)
 
     def recv_nowait(self) -> T:
-        """Receive an item if one is available now, else raise :class:`gsp.WouldBlock`."""
+        """Deprecated: ``recv(block=False)``."""
+        _deprecated("recv_nowait()", "recv(block=False)")
         return self.recv(0)
 
     def notify_ready(self, callback: Callable[[], None] | None) -> None:
@@ -400,8 +427,19 @@ class Outbox(Chan[T]):
         buf: Any = self._buf
         self._bytes = sum([len(x) for x in buf if x is not FLUSH]) if buf else 0
 
+    def drop_oldest(self) -> bool:
+        """Take the oldest item queued and drop it (a sender that must make room: nng's PUB);
+        False if none is queued."""
+        item = self._try_recv()
+        if item is _EMPTY:
+            return False
+        if item is not FLUSH:
+            self._bytes = max(self._bytes - len(item), 0)
+        return True
+
     def recv_nowait(self) -> T:
-        """Take the oldest item now (e.g. to drop it), :class:`gsp.WouldBlock` if none."""
+        """Deprecated: :meth:`drop_oldest`, or ``recv(block=False)``."""
+        _deprecated("recv_nowait()", "recv(block=False), or Outbox.drop_oldest()")
         item = Chan.recv(self, 0)
         if item is not FLUSH:
             self._bytes = max(self._bytes - len(item), 0)  # type: ignore[arg-type]

@@ -1,6 +1,8 @@
 """Contexts: independent protocol state machines sharing one socket (and its pipes).
 
-A protocol that offers contexts subclasses :class:`Context` and returns an instance from
+:class:`Context` is the user's class (``gsp.Context``): what a user calls on a context.
+:class:`ProtocolContext` is the protocol author's base (``gsp.protocol.ProtocolContext``): a
+protocol that offers contexts subclasses it and returns an instance from
 ``Protocol.open_context()``. The base class does the user-facing part (closed checks, timeouts,
 message wrapping, ``with`` support); the subclass implements three hooks:
 
@@ -14,15 +16,17 @@ The protocol keeps its open contexts and calls :meth:`close` on each when the so
 
 from __future__ import annotations
 
+import warnings
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._overrides import overrides
 from .chan import Chan, Recv, thread_ident
-from .errors import Closed, GspError, NotSupported, Timeout, WrongThread
+from .errors import Closed, GspError, NotSupported, Timeout, WouldBlock, WrongThread
 from .handles import check_op
 from .message import Message, as_bytes
 from .objects import ObjectCalls
 from .options import FROM_OPTION, call_timed_out, call_timeout, duration
-from .overrides import overrides
 
 if TYPE_CHECKING:
     from .handles import Op, SocketHandle
@@ -36,9 +40,10 @@ _FOLLOW: Any = object()
 class ContextOption:
     """A per-context option backed by the socket option of the same name: a context follows the
     socket's value until it is given its own (set on the context, validated with ``validate``,
-    or copied by :meth:`Context.own_options`). Declare it on a :class:`Context` subclass::
+    or copied by :meth:`ProtocolContext.own_options`). Declare it on a
+    :class:`ProtocolContext` subclass::
 
-        class SurveyContext(Context):
+        class SurveyContext(ProtocolContext):
             survey_time = ContextOption(duration())
     """
 
@@ -49,13 +54,13 @@ class ContextOption:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, ctx: "Context | None", owner: type | None = None) -> Any:
+    def __get__(self, ctx: "ProtocolContext | None", owner: type | None = None) -> Any:
         if ctx is None:
             return self
         value = ctx.__dict__.get(self.name, _FOLLOW)
         return ctx.handle.options[self.name] if value is _FOLLOW else value
 
-    def __set__(self, ctx: "Context", value: Any) -> None:
+    def __set__(self, ctx: "ProtocolContext", value: Any) -> None:
         ctx.__dict__[self.name] = self.validate(self.name, value)
 
 
@@ -70,7 +75,7 @@ class ContextHost:
     #: Whether the protocol closed (the protocol sets it; :meth:`open_context` then refuses).
     closed: bool
 
-    def host_contexts(self, default: "Context") -> None:
+    def host_contexts(self, default: "ProtocolContext") -> None:
         """Make ``default`` the context behind the socket's own ``send``/``recv`` (call once,
         from ``__init__``). Raises nothing."""
         self._contexts: set[Any] = set()
@@ -83,18 +88,18 @@ class ContextHost:
     # subclass may override them with methods of its own.)
     @property
     def send_body(self) -> "Callable[[Any, float | None], None]":
-        """The socket's body-only send: the default context's :meth:`Context.do_send_body`
+        """The socket's body-only send: the default context's :meth:`ProtocolContext.do_send_body`
         itself (it takes bytes only: a Message goes through ``send``; typed ``Any`` as a raw
         base class's ``send_body`` may take a Message, as RoundRobin's does)."""
         return self._default.do_send_body
 
     @property
     def recv_body(self) -> "Callable[[float | None], bytes]":
-        """The socket's body-only recv: the default context's :meth:`Context.do_recv_body`
+        """The socket's body-only recv: the default context's :meth:`ProtocolContext.do_recv_body`
         itself."""
         return self._default.do_recv_body
 
-    def new_context(self) -> "Context":
+    def new_context(self) -> "ProtocolContext":
         """Required: make a new context of this protocol (:meth:`open_context` tracks it; it
         raises :class:`gsp.Closed` on a closed socket before calling this). May raise what the
         context's constructor does."""
@@ -110,21 +115,21 @@ class ContextHost:
         return self._default.poll(op)
 
     def wake_cases(self, op: "Op") -> list[Recv]:
-        return self._default.wake_cases(op)
+        return self._default._wake_cases(op)
 
-    def open_context(self) -> "Context":
+    def open_context(self) -> "ProtocolContext":
         if self.closed:
             raise Closed("socket closed")
         ctx = self.new_context()
         self._contexts.add(ctx)
         return ctx
 
-    def forget(self, ctx: "Context") -> None:
+    def forget(self, ctx: "ProtocolContext") -> None:
         """A context closed: stop tracking it (contexts call this from their ``on_close``).
         Raises nothing."""
         self._contexts.discard(ctx)
 
-    def contexts(self) -> "list[Context]":
+    def contexts(self) -> "list[ProtocolContext]":
         """The default context and every open one (a new list). Raises nothing."""
         return [self._default, *self._contexts]
 
@@ -136,16 +141,113 @@ class ContextHost:
 
 
 class Context(ObjectCalls):
-    """An independent state machine of a socket's protocol (e.g. one outstanding request each).
+    """An independent state machine of a socket's protocol (e.g. one outstanding request
+    each), opened with :meth:`gsp.Socket.open_context`.
 
     ``recv_timeout`` and ``send_timeout`` start as the socket's values at open time and can then
     be set per context. After :meth:`close` (or the socket's close) every operation raises
     :class:`gsp.Closed`, and calls blocked at that moment are woken with it.
+
+    A context is an instance of its protocol's class, which derives from
+    :class:`gsp.protocol.ProtocolContext`; this class names what a user calls.
     """
 
     # Slots for what every call reads (attributes of an instance dict cost more to read); the
     # instance dict (from ObjectCalls) keeps ContextOption values and a subclass's attributes.
+    # (Here, not on ProtocolContext, so that the two classes have one layout: see
+    # __init_subclass__.)
     __slots__ = ("handle", "socket", "_closed", "_closing", "noun", "_tid", "_own")
+
+    #: The :class:`gsp.Socket` this context was opened on.
+    socket: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A protocol's context derives from ProtocolContext. One written against gsp.Context
+        # (which was the protocol author's base too) still works: it is made a ProtocolContext
+        # (the two share one layout), with a DeprecationWarning.
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__ and cls.__qualname__ == "ProtocolContext" or \
+                issubclass(cls, ProtocolContext):
+            return
+        warnings.warn(f"{cls.__qualname__} derives from gsp.Context, the user's class; a "
+                      f"protocol's context derives from gsp.protocol.ProtocolContext",
+                      DeprecationWarning, stacklevel=2)
+        cls.__bases__ = tuple(ProtocolContext if b is Context else b for b in cls.__bases__)
+
+    #: Seconds ``recv`` waits on this context; None = forever.
+    recv_timeout = ContextOption(_check_duration)
+    #: Seconds ``send`` waits on this context; None = forever.
+    send_timeout = ContextOption(_check_duration)
+
+    # ``timeout`` (seconds or a timedelta; None = forever; absent = this context's option) and
+    # ``block`` (False = timeout 0: gsp.WouldBlock) as on :class:`gsp.Socket`. (ProtocolContext
+    # implements each call.)
+    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+             block: bool = True) -> None:
+        """Send one message body on this context; waits up to ``timeout`` seconds (default: the
+        context's ``send_timeout``) when it must. ``block=False`` never waits."""
+        raise NotImplementedError
+
+    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+        """Receive one message body on this context; waits up to ``timeout`` seconds (default:
+        the context's ``recv_timeout``). ``block=False`` never waits."""
+        raise NotImplementedError
+
+    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+        """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
+        raise NotImplementedError
+
+    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+        """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
+        raise NotImplementedError
+
+    def poll(self, op: "Op") -> bool:
+        """Whether ``op`` ("recv" or "send") called now with ``block=False`` would not raise
+        :class:`gsp.WouldBlock` (it would complete, or fail at once). Never waits."""
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran (on the context, or on its socket)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close this context only (idempotent); blocked calls on it raise :class:`gsp.Closed`."""
+        raise NotImplementedError
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """This context's own counters, a snapshot (req: requests resent, timed out, canceled;
+        docs/stats.md); ``{}`` for a protocol that counts nothing per context. The socket's
+        ``stats`` include every context's."""
+        return {}
+
+    @property
+    def histograms(self) -> dict[str, dict[str, Any]]:
+        """This context's own histograms, by name (req: ``request_rtt_seconds``); ``{}`` for a
+        protocol that keeps none per context. See :meth:`gsp.protocol.Protocol.histograms`."""
+        return {}
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ProtocolContext(Context):
+    """The base of a protocol's contexts (:class:`gsp.Context` is what a user sees of them).
+
+    It does the user-facing part (closed checks, timeouts, message wrapping, ``with``
+    support, selects) and calls the hooks a protocol implements: :meth:`do_send` and
+    :meth:`do_recv` (and, optionally, :meth:`do_send_body`, :meth:`do_recv_body`,
+    :meth:`do_poll`, :meth:`do_wake_cases`), :meth:`on_close`. A protocol that counts per
+    context overrides ``stats`` and ``histograms``; a per-context option is a
+    :class:`ContextOption` declared on the subclass. The constructor takes the socket's
+    :class:`gsp.protocol.SocketHandle`.
+    """
+
+    __slots__ = ()  # (every slot is Context's)
 
     #: The hooks whose override gsp looks for (:func:`gsp.protocol.overrides`): a context
     #: offers ``send``/``recv`` (to :meth:`poll` and selects) where it overrides
@@ -170,11 +272,6 @@ class Context(ObjectCalls):
         self.own_options("recv_timeout", "send_timeout")  # the socket's values at open time
 
     # -- per-context options ---------------------------------------------------------------------
-    #: Seconds ``recv`` waits on this context; None = forever.
-    recv_timeout = ContextOption(_check_duration)
-    #: Seconds ``send`` waits on this context; None = forever.
-    send_timeout = ContextOption(_check_duration)
-
     def own_options(self, *names: str) -> None:
         """Give this context its own copy of the socket's current value of each
         :class:`ContextOption` in ``names`` (otherwise it follows the socket's as it changes).
@@ -186,7 +283,7 @@ class Context(ObjectCalls):
     # -- messages --------------------------------------------------------------------------------
     # ``timeout`` (seconds or a timedelta; None = forever; absent = this context's option) and
     # ``block`` (False = timeout 0: gsp.WouldBlock) as on :class:`gsp.Socket`.
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         """Send one message body on this context; waits up to ``timeout`` seconds (default: the
         context's ``send_timeout``) when it must. ``block=False`` never waits."""
@@ -197,33 +294,33 @@ class Context(ObjectCalls):
         if type(data) is not bytes:
             data = as_bytes(data)
         # (_call_send's work, inline: the usual call costs no second Python call)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own  # (ContextOption's storage, read without the descriptor's call)
             t = own["send_timeout"] if "send_timeout" in own else self.send_timeout
         else:
             t = call_timeout(timeout, block)
         try:
             self.do_send_body(data, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body on this context; waits up to ``timeout`` seconds (default:
         the context's ``recv_timeout``). ``block=False`` never waits."""
         if self._closed or self.handle.closed:
             raise self._closed_error()
         # (_call_recv's work, inline, as in send)
-        if timeout is ... and block is True:
+        if timeout is ... and block is True:  # type: ignore[comparison-overlap]
             own = self._own
             t = own["recv_timeout"] if "recv_timeout" in own else self.recv_timeout
         else:
             t = call_timeout(timeout, block)
         try:
             return self.do_recv_body(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
-    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: Message, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`send`)."""
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
@@ -231,7 +328,7 @@ class Context(ObjectCalls):
         self._call_send(Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe), timeout,
                         block)
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` on this context (``timeout``/``block`` as :meth:`recv`)."""
         self._check_open()
         msg: Message = self._call_recv(timeout, block)
@@ -242,7 +339,7 @@ class Context(ObjectCalls):
         t = self._timeout("send_timeout", timeout, block)
         try:
             self.do_send(msg, t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "send", t, timeout, block) from None
 
     def _call_recv(self, timeout: Any, block: bool) -> Message:
@@ -250,7 +347,7 @@ class Context(ObjectCalls):
         t = self._timeout("recv_timeout", timeout, block)
         try:
             return self.do_recv(t)
-        except (Timeout, WrongThread) as exc:
+        except (Timeout, WouldBlock, WrongThread) as exc:
             raise self._call_failed(exc, "recv", t, timeout, block) from None
 
     def _timeout(self, option: str, timeout: Any, block: bool) -> float | None:
@@ -262,7 +359,7 @@ class Context(ObjectCalls):
             return t
         return call_timeout(timeout, block)
 
-    def _call_failed(self, exc: Timeout | WrongThread, op: str, t: float | None, timeout: Any,
+    def _call_failed(self, exc: Timeout | WouldBlock | WrongThread, op: str, t: float | None, timeout: Any,
                      block: bool) -> GspError:
         """What a call that waited raises for ``exc``: the timeout, told as asked for, or the
         wrong thread, naming this context."""
@@ -277,19 +374,6 @@ class Context(ObjectCalls):
         """True once :meth:`close` ran (on the context, or on its socket)."""
         return self._closed
 
-    @property
-    def stats(self) -> dict[str, int]:
-        """This context's own counters, a snapshot (req: requests resent, timed out, canceled;
-        docs/stats.md); ``{}`` for a protocol that counts nothing per context. The socket's
-        ``stats`` include every context's."""
-        return {}
-
-    @property
-    def histograms(self) -> dict[str, dict[str, Any]]:
-        """This context's own histograms, by name (req: ``request_rtt_seconds``); ``{}`` for a
-        protocol that keeps none per context. See :meth:`gsp.protocol.Protocol.histograms`."""
-        return {}
-
     # -- readiness: what gsp.select and gsp.Poller use --------------------------------------------
     def poll(self, op: "Op") -> bool:
         """Whether ``op`` ("recv" or "send") called now with ``block=False`` would not raise
@@ -299,8 +383,9 @@ class Context(ObjectCalls):
             return True
         return self.do_poll(op)
 
-    def wake_cases(self, op: "Op") -> list[Recv]:
-        """Select cases that become ready when :meth:`poll` may have turned true."""
+    def _wake_cases(self, op: "Op") -> list[Recv]:
+        """Select cases that become ready when :meth:`poll` may have turned true (what
+        :func:`gsp.select` waits on: see :class:`gsp.poller.Selectable`)."""
         check_op(op)
         if self._closed or self.handle.closed:
             return []
@@ -334,12 +419,6 @@ class Context(ObjectCalls):
 
     def _closed_error(self) -> Closed:
         return Closed(f"{self.noun} is closed" if self._closed else "socket is closed")
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -394,11 +473,11 @@ class Context(ObjectCalls):
         raise self._unselectable(op, "do_wake_cases")
 
     def _offers(self, op: "Op") -> bool:
-        return overrides(self, Context, "do_" + op)
+        return overrides(self, ProtocolContext, "do_" + op)
 
     def _unselectable(self, op: "Op", hook: str) -> NotSupported:
         return NotSupported(f"{self.handle.protocol} {self.noun}s cannot be polled or selected on "
-                            f"for {op} (the protocol does not implement Context.{hook})")
+                            f"for {op} (the protocol does not implement ProtocolContext.{hook})")
 
     def on_close(self) -> None:
         """Optional: release protocol state (pending requests, a registration on the protocol);

@@ -36,15 +36,22 @@ class Timeout(GspError, TimeoutError):
         self.timeout = timeout
 
 
-class WouldBlock(Timeout):
-    """A non-blocking call (``block=False``, ``timeout=0``, ``*_nowait``) could not complete at
-    once."""
+class WouldBlock(GspError):
+    """A call that may not wait (``block=False``, or ``timeout=0``) could not complete at once.
+
+    Not a :class:`Timeout`: no time passed (``except gsp.Timeout`` does not catch it; catch
+    both where a call may be either). ``timeout`` is ``0.0``, as for the zero timeout it
+    stands for."""
+
+    def __init__(self, message: str = "would block", *, timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.timeout = timeout
 
 
 _WHY = {"recv": "no message queued", "send": "no peer can take the message now"}
 
 
-def timed_out(op: str, timeout: float, source: str) -> Timeout:
+def timed_out(op: str, timeout: float, source: str) -> Timeout | WouldBlock:
     """The error of a ``send``/``recv`` whose wait ran out, in the caller's terms: the timeout
     asked for and where it came from (``source``, e.g. ``"recv_timeout=2"``):
     ``recv timed out after 2 s (recv_timeout=2)``; for a zero timeout a :class:`WouldBlock`,
@@ -70,7 +77,7 @@ class ConnectionBroken(GspError):
 class FrameStalled(ConnectionBroken):
     """A pipe was closed because a message it had begun to receive made no progress for
     ``recv_partial_timeout`` seconds: the peer stopped sending mid-message, or the socket's
-    ``recv_partial_max`` held the pipe back that long. A :class:`ConnectionBroken`."""
+    ``max_recv_partial`` held the pipe back that long. A :class:`ConnectionBroken`."""
 
 
 class ProtocolStateError(GspError):
@@ -89,8 +96,8 @@ class NotSupported(GspError):
 
 
 class BadOption(GspError, ValueError):
-    """An unknown option name, a value of the wrong type or out of range (an int timeout above
-    3600: milliseconds, docs/errors.md), or an option given to a ``listen``/``dial`` it does
+    """An unknown option name, a value of the wrong type or out of range (a negative timeout),
+    or an option given to a ``listen``/``dial`` it does
     nothing on (``tls_verify`` on a listener); a descriptor given to ``listen_fd`` or
     ``Listener.adopt`` that is not an open stream socket, listening or connected as needed."""
 
@@ -106,7 +113,7 @@ class AddressInUse(GspError):
 
 
 class ConnectionRefused(GspError):
-    """Nothing accepted a ``dial(..., block=True)`` at that address, or the listening socket
+    """Nothing accepted a ``dial(..., fail_fast=True)`` at that address, or the listening socket
     is at its ``max_pipes``."""
 
 
@@ -124,7 +131,7 @@ class WireError(GspError):
 
 
 class MessageTooLarge(WireError):
-    """A frame announced more bytes than the receive limit (``recv_max_size``).
+    """A frame announced more bytes than the receive limit (``max_recv_size``).
 
     ``size`` is the size the peer announced (or the most that was seen) and ``limit`` the limit
     in force, each ``None`` when the transport could not say.

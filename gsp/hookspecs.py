@@ -1,5 +1,5 @@
 """The plugin contract: the hook specifications pluggy calls. (How gsp finds the optional hooks a
-plugin's classes override is :func:`gsp.overrides.overrides`.)
+plugin's classes override is :func:`gsp.protocol.overrides`.)
 
 A plugin is a module (or object) with functions marked ``@gsp.hookimpl``, registered through the
 ``gsp`` entry-point group in its distribution's metadata::

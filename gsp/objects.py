@@ -7,6 +7,7 @@ nothing before or after it: any msgpack library in any language reads and writes
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Protocol
 
 import msgpack
@@ -43,20 +44,28 @@ def unpack(body: bytes) -> Any:
 
 
 class _Endpoint(Protocol):
-    def send(self, data: bytes, timeout: Any = ..., block: bool = True) -> None: ...
+    def send(self, data: bytes, timeout: float | timedelta | None = ...,
+             block: bool = True) -> None: ...
 
-    def recv(self, timeout: Any = ..., block: bool = True) -> bytes: ...
+    def recv(self, timeout: float | timedelta | None = ...,
+             block: bool = True) -> bytes: ...
 
 
 class ObjectCalls:
     """``send_obj``/``recv_obj`` for sockets and contexts, on top of their ``send``/``recv``."""
 
-    def send_obj(self: _Endpoint, obj: Any, timeout: Any = ..., block: bool = True) -> None:
+    # (``...``: the default of the socket's or context's own send/recv; gsp.options, which
+    # names it FROM_OPTION, is not importable from here)
+    def send_obj(self: _Endpoint, obj: Any,
+                 timeout: float | timedelta | None = ...,  # type: ignore[assignment]
+                 block: bool = True) -> None:
         """Send ``obj`` as one msgpack-encoded message (docs/objects.md); ``timeout`` and
         ``block`` as for ``send``."""
         self.send(pack(obj), timeout, block)
 
-    def recv_obj(self: _Endpoint, timeout: Any = ..., block: bool = True) -> Any:
+    def recv_obj(self: _Endpoint,
+                 timeout: float | timedelta | None = ...,  # type: ignore[assignment]
+                 block: bool = True) -> Any:
         """Receive one message and decode its msgpack body (:class:`gsp.BadMessage` if it is
         not one msgpack object); ``timeout`` and ``block`` as for ``recv``."""
         return unpack(self.recv(timeout, block))

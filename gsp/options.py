@@ -9,7 +9,10 @@ hand-written validator with :func:`described` to say the same.
 
 from __future__ import annotations
 
-import logging
+import math
+import os
+import sys
+import warnings
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Literal, Mapping, MutableMapping
 
@@ -19,7 +22,7 @@ from .errors import BadOption, timed_out
 __all__ = [
     "Option", "Options", "Validator", "Check", "described", "duration", "integer", "boolean",
     "anything", "optional", "instance_of", "SOCKET_OPTIONS", "ENDPOINT_OPTIONS", "Scope",
-    "seconds", "MS_GUESS", "FROM_OPTION", "call_timeout", "call_source", "call_timed_out",
+    "seconds", "whole_seconds", "warn_renamed", "renamed_options", "FROM_OPTION", "call_timeout", "call_source", "call_timed_out",
 ]
 
 _UNSET: Any = object()
@@ -79,12 +82,16 @@ class Option:
     ``tls_client_auth``) or ``None`` (both). ``Socket.dial``/``listen`` refuse an option given to
     an endpoint it does nothing on, with :class:`gsp.BadOption`; set on the socket, it applies to
     the endpoints it fits.
+
+    ``renamed_from`` lists the option's old names: each still works wherever the name does (a
+    keyword, an attribute, ``get_option``/``set_option``, ``options[...]``), with a
+    :class:`DeprecationWarning` naming the new one (docs/api-guide.md, "Renamed names").
     """
 
-    __slots__ = ("name", "default", "validate", "doc", "scope")
+    __slots__ = ("name", "default", "validate", "doc", "scope", "renamed_from")
 
     def __init__(self, name: str, default: Any, validate: Validator, doc: str = "",
-                 scope: Scope | None = None) -> None:
+                 scope: Scope | None = None, renamed_from: tuple[str, ...] = ()) -> None:
         if scope not in (None, "dial", "listen"):
             raise ValueError(f"scope must be None, 'dial' or 'listen', not {scope!r}")
         self.name = name
@@ -92,6 +99,7 @@ class Option:
         self.validate = validate
         self.doc = doc
         self.scope = scope
+        self.renamed_from = tuple(renamed_from)
 
     @property
     def type(self) -> str:
@@ -109,52 +117,36 @@ class Option:
         return f"<Option {self.name}={self.default!r}>"
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))  # gsp's own files: not a use site
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Warn (:class:`DeprecationWarning`) that option ``old`` is now ``new``, pointing at the
+    first caller outside gsp: the use site."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(f"option {old!r} is renamed {new!r}; the old name still works for now",
+                  DeprecationWarning, stacklevel=level)
+
+
+def renamed_options(specs: Mapping[str, Option]) -> dict[str, str]:
+    """``{old name: new name}`` of the options in ``specs`` (their ``renamed_from``)."""
+    return {old: o.name for o in specs.values() for old in o.renamed_from}
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-#: An int timeout above this many seconds (an hour) is refused as almost certainly milliseconds.
-MS_GUESS = 3600
-#: An int timeout of this many seconds or more (up to :data:`MS_GUESS`) is likely milliseconds
-#: too: taken, and logged once per option name at WARNING on ``gsp.options``.
-MS_WARN = 100
-_log = logging.getLogger("gsp.options")
-_warned: set[str] = set()  # the names warned about in this process
-
-
-def _warn_ms(name: str, v: int) -> None:
-    _warned.add(name)
-    _log.warning("%s=%d is %d seconds (%s); gsp timeouts are seconds: did you mean %g (%d ms)? "
-                 "Pass %d.0 or a timedelta to mean seconds (logged once per option name)",
-                 name, v, v, _span(v), v / 1000, v, v, extra={"gsp_option": name, "gsp_value": v})
-
-
-def _span(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 120:
-        return f"{minutes:.0f} minutes"
-    hours = minutes / 60
-    return f"{hours:.0f} hours" if hours < 48 else f"{hours / 24:.0f} days"
-
-
 def seconds(name: str, v: Any, *, allow_none: bool = True, allow_zero: bool = True) -> float | None:
     """``v`` as float seconds: an int, a float or a :class:`datetime.timedelta`, >= 0 (or > 0);
-    ``None`` (forever) when allowed. An ``int`` above :data:`MS_GUESS` (3600, an hour) is
-    refused: it is almost certainly milliseconds (nng and pynng count in ms). A longer timeout
-    is written as a float (``7200.0``) or a timedelta (``timedelta(hours=2)``). An ``int`` of
-    :data:`MS_WARN` (100) or more is taken but logged once per ``name`` at WARNING on
-    ``gsp.options``, with the fix. Raises :class:`gsp.BadOption` naming ``name``."""
+    ``None`` (forever) when allowed. Seconds, however large: gsp has no milliseconds (docs/api-guide.md).
+    Raises :class:`gsp.BadOption` naming ``name``."""
     if v is None and allow_none:
         return None
     if isinstance(v, timedelta):
         v = v.total_seconds()
-    elif type(v) is int and v >= MS_WARN:
-        if v > MS_GUESS:
-            raise BadOption(
-                f"{name} is in seconds: {v} s is {_span(v)}; for {v / 1000:g} s pass {v / 1000:g} "
-                f"(or timedelta(milliseconds={v})); for {v} s pass {v}.0 or a timedelta")
-        if name not in _warned:
-            _warn_ms(name, v)
     if not _is_number(v) or v != v or v < 0 or (v == 0 and not allow_zero):
         want = "a number of seconds " + (">= 0" if allow_zero else "> 0")
         raise BadOption(f"{name} must be {want} or a timedelta{' or None' if allow_none else ''}"
@@ -201,12 +193,25 @@ def call_timed_out(exc: Any, op: str, t: float | None, timeout: Any, block: bool
 
 def duration(*, allow_none: bool = True, allow_zero: bool = True) -> Check:
     """Validator of a duration in seconds (see :func:`seconds`): int/float or timedelta >= 0
-    (or > 0); ``None`` means forever when allowed; an int over an hour is refused as
-    milliseconds."""
+    (or > 0); ``None`` means forever when allowed."""
     def check(name: str, v: Any) -> Any:
         return seconds(name, v, allow_none=allow_none, allow_zero=allow_zero)
     return Check(check, "float or None" if allow_none else "float", "s",
                  ">= 0" if allow_zero else "> 0")
+
+
+def whole_seconds(lo: int, hi: int) -> Check:
+    """Validator of a duration the kernel takes in whole seconds (TCP keepalive): an int, a
+    float or a :class:`datetime.timedelta`, a fraction rounded up, in ``lo..hi`` seconds once
+    rounded. The value kept is the int."""
+    def check(name: str, v: Any) -> Any:
+        t = seconds(name, v, allow_none=False)
+        n = math.ceil(t) if t is not None else 0
+        if n < lo or n > hi:
+            raise BadOption(f"{name} must be a number of seconds in {lo}..{hi} (or a timedelta; "
+                            f"a fraction is rounded up to whole seconds), not {v!r}")
+        return n
+    return Check(check, "float", "s", f"{lo}..{hi}, rounded up to whole seconds")
 
 
 def integer(lo: int, hi: int | None = None, *, unit: str = "", range: str = "") -> Check:
@@ -270,7 +275,8 @@ def _spin_check(name: str, v: Any) -> Any:
 SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("recv_timeout", None, duration(), "seconds recv() waits; None = forever"),
     Option("send_timeout", None, duration(), "seconds send() waits; None = forever"),
-    Option("recv_max_size", 1 << 20, integer(0, unit="bytes"), "largest message accepted, bytes; 0 = unlimited"),
+    Option("max_recv_size", 1 << 20, integer(0, unit="bytes"),
+           "largest message accepted, bytes; 0 = unlimited", renamed_from=("recv_max_size",)),
     Option("reconnect_time", 0.1, duration(allow_none=False, allow_zero=False),
            "first redial delay, seconds"),
     Option("reconnect_time_max", 10.0, duration(allow_none=False),
@@ -287,12 +293,13 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("best_effort", False, boolean, "drop instead of blocking when no peer can take a message"),
     Option("handshake_timeout", 10.0, duration(allow_zero=False),
            "seconds a new connection may take to finish its SP handshake"),
-    Option("recv_partial_max", 64 << 20, integer(0, unit="bytes"),
+    Option("max_recv_partial", 64 << 20, integer(0, unit="bytes"),
            "bytes all pipes may hold in messages still arriving; at the bound a pipe in the "
-           "middle of one reads no further until others finish; 0 = no bound"),
+           "middle of one reads no further until others finish; 0 = no bound",
+           renamed_from=("recv_partial_max",)),
     Option("recv_partial_timeout", 30.0, duration(allow_zero=False),
            "seconds a message still arriving may go without new bytes (or held back by "
-           "recv_partial_max) before its pipe is closed with FrameStalled; None = never"),
+           "max_recv_partial) before its pipe is closed with FrameStalled; None = never"),
     Option("max_pipes", 0, integer(0, unit="pipes"),
            "pipes the socket (or, given to listen(), that listener) may have at once, dialed "
            "and accepted; beyond it a new connection is closed right after accept, before its "
@@ -325,7 +332,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
 
 # Options that listen()/dial() accept besides their transport's own.
 ENDPOINT_OPTIONS = frozenset(
-    {"recv_max_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
+    {"max_recv_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
      "max_handshakes", "max_handshakes_per_address", "admit"}
 )
 
@@ -342,15 +349,32 @@ class Options(MutableMapping[str, Any]):
         self._values: dict[str, Any] = {}
         self.parent = parent
 
-    def check_name(self, name: str) -> Option:
-        spec = self.specs.get(name)
-        if spec is None:
+    def renamed(self, name: str) -> str | None:
+        """The current name of an option once called ``name`` (None: not an old name)."""
+        return renamed_options(self.specs).get(name)
+
+    def resolve(self, name: str) -> str:
+        """``name``, or the new name of an old one (with a DeprecationWarning); an unknown name
+        raises :class:`gsp.BadOption` listing the known ones."""
+        if name in self.specs:
+            return name
+        new = self.renamed(name)
+        if new is None:
             known = ", ".join(sorted(self.specs))
             raise BadOption(f"unknown option {name!r}; known options: {known}")
+        warn_renamed(name, new)
+        return new
+
+    def check_name(self, name: str) -> Option:
+        """The spec of option ``name`` (an old name: of its new one, with a warning)."""
+        spec = self.specs.get(name)
+        if spec is None:
+            return self.specs[self.resolve(name)]
         return spec
 
     def __setitem__(self, name: str, value: Any) -> None:
-        self._values[name] = self.check_name(name).validate(name, value)
+        name = self.resolve(name)
+        self._values[name] = self.specs[name].validate(name, value)
 
     def __getitem__(self, name: str) -> Any:
         # Plain dict look-ups (a ChainMap costs ~250 ns per read: protocols read options per send).
@@ -358,10 +382,12 @@ class Options(MutableMapping[str, Any]):
         if value is not _UNSET:
             return value
         if self.parent is not None:
+            if name not in self.specs:  # an old name: its new one's value here
+                return self[self.resolve(name)]
             return self.parent[name]
         spec = self.specs.get(name)
         if spec is None:
-            raise BadOption(f"unknown option {name!r}")
+            return self[self.resolve(name)]
         return spec.default
 
     def __delitem__(self, name: str) -> None:
@@ -375,5 +401,9 @@ class Options(MutableMapping[str, Any]):
 
     def update_checked(self, values: Mapping[str, Any]) -> None:
         """Validate all of ``values`` first, then apply them: a bad one changes nothing."""
-        checked = {n: self.check_name(n).validate(n, v) for n, v in values.items()}
+        named = {self.resolve(n): v for n, v in values.items()}
+        if len(named) < len(values):
+            raise BadOption(f"an option is given twice, by its new name and its old one: "
+                            f"{', '.join(sorted(values))}")
+        checked = {n: self.specs[n].validate(n, v) for n, v in named.items()}
         self._values.update(checked)

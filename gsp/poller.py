@@ -39,18 +39,20 @@ POLLOUT = 2
 
 class Selectable(Protocol):
     """What :func:`select` and :class:`Poller` need of an object besides a channel
-    (:class:`gsp.Socket` and :class:`gsp.Context` are such objects)."""
+    (:class:`gsp.Socket` and :class:`gsp.Context` are such objects). ``_wake_cases`` is gsp's
+    own: how a socket or a context tells this module what to wait on (from its protocol's
+    :meth:`gsp.protocol.Protocol.wake_cases`)."""
 
     def poll(self, op: Op) -> bool:
         """Whether ``op`` with ``block=False`` would not raise :class:`gsp.WouldBlock` now."""
 
-    def wake_cases(self, op: Op) -> list[Recv]:
+    def _wake_cases(self, op: Op) -> list[Recv]:
         """Select cases that become ready when :meth:`poll` may have turned true."""
 
-    def recv(self, timeout: Any = ..., block: bool = True) -> Any:
+    def recv(self, timeout: float | timedelta | None = ..., block: bool = True) -> Any:
         """Receive (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
-    def send(self, data: Any, timeout: Any = ..., block: bool = True) -> None:
+    def send(self, data: Any, timeout: float | timedelta | None = ..., block: bool = True) -> None:
         """Send (``block=False``: :class:`gsp.WouldBlock` rather than wait)."""
 
 
@@ -59,7 +61,7 @@ def _timeout(timeout: float | timedelta | None) -> float | None:
     return t if t is None else float(t)
 
 
-def _expired(t: float | None, what: str) -> Timeout:
+def _expired(t: float | None, what: str) -> Timeout | WouldBlock:
     if t == 0:
         return WouldBlock(f"{what} would block: no case is ready (timeout=0)", timeout=0.0)
     return Timeout(f"{what} timed out after {t:g} s (timeout={t:g})", timeout=t)
@@ -112,7 +114,7 @@ def select(cases: Sequence[Recv | Send],
                 waits.append(c)
                 owner.append(i)
             else:
-                wake = c.chan.wake_cases("recv" if type(c) is Recv else "send")
+                wake = c.chan._wake_cases("recv" if type(c) is Recv else "send")
                 waits += wake
                 owner += [-1] * len(wake)
         k, value = _wait(waits, deadline, t, "select")
@@ -128,7 +130,7 @@ def _wait(cases: list[Recv | Send], deadline: Deadline, t: float | None,
             Event().wait(left)
             raise Timeout(timeout=t)
         return select_channels(cases, left)
-    except Timeout:
+    except (Timeout, WouldBlock):
         raise _expired(t, what) from None
 
 
@@ -186,10 +188,10 @@ class Poller:
             cases: list[Recv | Send] = []
             for obj, flags in self._objs.items():
                 for op in _ops(flags):
-                    cases += obj.wake_cases(op)
+                    cases += obj._wake_cases(op)
             try:
                 _wait(cases, deadline, t, "poll")
-            except Timeout:
+            except (Timeout, WouldBlock):
                 return []
 
 

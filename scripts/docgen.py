@@ -143,8 +143,10 @@ def options_markdown(include_all: bool = False) -> str:
         "",
         "Options are keyword arguments of `gsp.socket(...)`, attributes of the socket",
         "(`sock.recv_timeout = 5`) or `get_option`/`set_option`; a bad value raises",
-        "`gsp.BadOption` and changes nothing. Durations are seconds (int or float). *Range* is what",
-        "the option's validator accepts; `None` is accepted only where *Type* says so.",
+        "`gsp.BadOption` and changes nothing. Durations are seconds, however large: an int, a",
+        "float or a `datetime.timedelta` (nng's options are milliseconds; gsp's are not).",
+        "*Range* is what the option's validator accepts; `None` is accepted only where *Type*",
+        "says so.",
         "",
         "## Every socket",
         "",
@@ -167,8 +169,9 @@ def options_markdown(include_all: bool = False) -> str:
 
     out += per_owner("protocol", [
         "Sockets of these protocols have these options too. `resend_time` (req) and `survey_time`",
-        "(surveyor) are per context as well: a context follows the socket's value until set on",
-        "the context (`ctx.resend_time = 2`), as do `recv_timeout` and `send_timeout`.",
+        "(surveyor) are per context as well, as are `recv_timeout` and `send_timeout`: a context",
+        "copies the socket's value when it opens (a later change on the socket does not reach it)",
+        "and is changed on the context itself (`ctx.resend_time = 2`).",
     ], protocol_rows)
     out += per_owner("transport", [
         "`listen`/`dial` on a URL of these schemes take these options; every socket takes them",
@@ -190,7 +193,7 @@ REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("The protocol SDK (`gsp.protocol`)", "gsp.protocol",
      ("overrides", "check_op", "ProtocolSpec", "Protocol", "RejectPipe", "SocketHandle",
       "PipeHandle", "RecvQueue",
-      "LendingWait", "Context", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
+      "LendingWait", "ProtocolContext", "ContextHost", "Wakeup", "RoundRobin", "PipeMap", "routing.*")),
     ("The transport SDK (`gsp.transport`)", "gsp.transport",
      ("Transport", "TransportListener", "TransportDialer", "Connection", "StreamConnection",
       "SocketListener", "SocketDialer")),
@@ -200,8 +203,9 @@ REFERENCE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 MEMBERS: dict[str, tuple[str, ...]] = {
     "ProtocolSpec": (),
     "RejectPipe": (),
-    "Context": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body", "do_poll",
-                "do_wake_cases", "on_close", "closing_case", "own_options", "closed"),
+    "ProtocolContext": ("OPTIONAL_HOOKS", "do_send", "do_recv", "do_send_body", "do_recv_body",
+                        "do_poll", "do_wake_cases", "on_close", "closing_case", "own_options",
+                        "closed"),
     "ContextHost": ("closed", "host_contexts", "new_context", "send_body", "recv_body", "forget",
                     "close_contexts"),
 }
@@ -380,7 +384,7 @@ def reference_markdown() -> str:
         "it may raise, as the docstrings in the source say it. The guide is",
         "[plugins.md](plugins.md); the conformance kit is [testing.md](testing.md). *Optional*",
         "hooks have a default that is always correct; a class's `OPTIONAL_HOOKS` lists the fast",
-        "paths gsp uses only where a plugin overrides them (`gsp.overrides.overrides`).",
+        "paths gsp uses only where a plugin overrides them (`gsp.protocol.overrides`).",
         "",
     ]
     by_name = {e[0]: e for e in reference_entries()}

@@ -15,6 +15,9 @@ if os.environ.get("GSP_TEST_MONKEY"):
 from tests.support.fixtures import *  # noqa: E402,F403
 from tests.support.tiers import (  # noqa: E402,F401
     pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_ignore_collect,
+    pytest_report_header,
     pytest_runtest_setup,
 )
 

@@ -17,7 +17,9 @@ watchers).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
+
+from ..options import warn_renamed
 
 
 class _Host(Protocol):
@@ -44,6 +46,22 @@ class OptionAttr:
         return sock._options[self.name]
 
 
+class RenamedAttr:
+    """An option's old name read as an attribute: the new one's value, with a warning."""
+
+    __slots__ = ("old", "new")
+
+    def __init__(self, old: str, new: str) -> None:
+        self.old = old
+        self.new = new
+
+    def __get__(self, sock: _Host | None, owner: type | None = None) -> Any:
+        if sock is None:
+            return self
+        warn_renamed(self.old, self.new)
+        return sock._options[self.new]
+
+
 class MethodAttr:
     """A protocol's method as the socket's (checked for a closed socket at each call), or, for a
     name only other installed protocols offer, a call that raises :class:`gsp.NotSupported`."""
@@ -61,22 +79,28 @@ class MethodAttr:
         return sock._protocol_method(self.name, method)
 
 
-_classes: dict[tuple[type, frozenset[str], frozenset[str], frozenset[str]], type] = {}
+_Key = tuple[type, frozenset[str], frozenset[str], frozenset[str], frozenset[tuple[str, str]]]
+_classes: dict[_Key, type] = {}
 
 
 def with_attrs(base: type, options: Iterable[str], methods: Iterable[str],
-               known_methods: Iterable[str]) -> type:
+               known_methods: Iterable[str], renamed: Mapping[str, str]) -> type:
     """``base``'s subclass whose instances have ``options`` (names) and ``methods`` (the
-    protocol's) as attributes, and every other name in ``known_methods`` (any installed
-    protocol's) as a method raising NotSupported; made once, then reused."""
+    protocol's) as attributes, every other name in ``known_methods`` (any installed
+    protocol's) as a method raising NotSupported, and each old option name of ``renamed``
+    (old: new) reading its new one; made once, then reused."""
     base = base.__dict__.get("_attrs_base", base)  # (a class made here: its base again)
-    key = (base, frozenset(options), frozenset(methods), frozenset(known_methods))
+    key = (base, frozenset(options), frozenset(methods), frozenset(known_methods),
+           frozenset(renamed.items()))
     cls = _classes.get(key)
     if cls is None:
         names: dict[str, Any] = {}
         for name in sorted(key[1]):  # options before methods, as the old lookup went
             if not hasattr(base, name):
                 names[name] = OptionAttr(name)
+        for old, new in sorted(key[4]):
+            if old not in names and not hasattr(base, old):
+                names[old] = RenamedAttr(old, new)
         for name in sorted(key[3] | key[2]):
             if name not in names and not hasattr(base, name):
                 names[name] = MethodAttr(name, name in key[2])

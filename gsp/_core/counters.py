@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..message import Message
     from ..protocol.interface import Protocol
 
-#: The traffic of a pipe, in the order of its counters (``Pipe.traffic``).
+#: The traffic of a pipe, in the order of its counters (``Pipe._traffic``).
 TRAFFIC = ("messages_received", "bytes_received", "messages_sent", "bytes_sent")
 #: An owner's counters (a socket's or an endpoint's), by name: see :func:`tally`.
 Tally = dict[str, int]
@@ -159,12 +159,13 @@ def connect_reason(exc: BaseException) -> str:
 
 # -- snapshots -------------------------------------------------------------------------------------
 class PipeCounts(_Typing):
-    """What a snapshot reads of a pipe (a :class:`gsp.Pipe`'s read-only properties)."""
+    """What a snapshot reads of a pipe (a :class:`gsp.Pipe`'s read-only properties; the two
+    private ones are the core's own, declared here for the pipe to have)."""
 
     @property
-    def traffic(self) -> Traffic: ...
+    def _traffic(self) -> Traffic: ...
     @property
-    def send_queue(self) -> tuple[int, int]: ...
+    def _send_queue(self) -> tuple[int, int]: ...
     attached: bool
     closed: bool
 
@@ -182,12 +183,12 @@ def owner_stats(t: Tally, pipes: Iterable[PipeCounts]) -> dict[str, int]:
     out = dict(t)
     mi = bi = mo = bo = queued = qbytes = live = 0
     for p in pipes:
-        a, b, c, d = p.traffic
+        a, b, c, d = p._traffic
         mi += a
         bi += b
         mo += c
         bo += d
-        n, nbytes = p.send_queue
+        n, nbytes = p._send_queue
         queued += n
         qbytes += nbytes
         live += p.attached and not p.closed

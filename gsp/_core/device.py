@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gevent
 
-from ..errors import BadOption, Closed, NotSupported, Timeout
+from ..errors import BadOption, Closed, NotSupported, Timeout, WouldBlock
 from ..message import Message
-from .socket import Socket
+from .socket import Socket, can
 
 
 class Device:
@@ -19,7 +19,7 @@ class Device:
         self.sockets = (s1, s2)
         self.forwarded = 0
         pairs = [(s1, s2)] if s1 is s2 else [(s1, s2), (s2, s1)]
-        pairs = [(a, b) for a, b in pairs if a.can("recv") and b.can("send")]
+        pairs = [(a, b) for a, b in pairs if can(a, "recv") and can(b, "send")]
         if not pairs:
             raise NotSupported(f"nothing can flow between {s1.protocol} and {s2.protocol}")
         self._greenlets = [gevent.spawn(self._forward, a, b) for a, b in pairs]
@@ -29,12 +29,12 @@ class Device:
             while True:
                 try:
                     m = src.recv_msg()
-                except Timeout:
+                except (Timeout, WouldBlock):
                     continue  # the socket has a recv_timeout; a device waits forever
                 try:
                     # A fresh Message: the pipe of the other socket means nothing here.
                     dst.send_msg(Message(m.body, m.header))
-                except Timeout:
+                except (Timeout, WouldBlock):
                     continue  # no peer took it in time: dropped, like any best-effort hop
                 self.forwarded += 1
         except (Closed, NotSupported):

@@ -21,7 +21,7 @@ from ..errors import (
     HandshakeError,
     Timeout,
 )
-from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options
+from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options, renamed_options, warn_renamed
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
 from . import counters, log
@@ -85,6 +85,12 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
     transport's or an endpoint option, and do something on that kind of endpoint."""
     allowed = dict(transport.options)
     allowed.update({n: SOCKET_OPTIONS[n] for n in ENDPOINT_OPTIONS})
+    if any(name not in allowed for name in options):  # old names: their new ones, with a warning
+        old = renamed_options(allowed)
+        for name in options:
+            if name in old:
+                warn_renamed(name, old[name])
+        options = {old.get(n, n): v for n, v in options.items()}
     for name in options:
         spec = allowed.get(name)
         if spec is None:
@@ -176,7 +182,7 @@ class Listener:
         kind, its pipes and their traffic (every key: docs/stats.md)."""
         out = counters.owner_stats(self._tally, self._host.pipes_of(self))
         out["handshakes"] = self.handshakes
-        for reason, n in self.transport_sheds().items():  # (gsp-ws: upgrade requests)
+        for reason, n in self._transport_sheds().items():  # (gsp-ws: upgrade requests)
             key = f"handshakes_shed_{reason}"
             if key in out:
                 out[key] += n
@@ -188,20 +194,13 @@ class Listener:
         """Connections in their SP handshake now (at most ``max_handshakes``)."""
         return len(self._pending)
 
-    def transport_sheds(self) -> dict[str, int]:
+    def _transport_sheds(self) -> dict[str, int]:
         """Connections the transport closed before handing them over, to make room (its
         optional ``handshakes_shed`` hook: gsp-ws's HTTP server), by reason."""
         try:
             return {str(k): int(n) for k, n in self._tl.handshakes_shed().items()}
         except Exception:
             return {}
-
-    def start(self) -> None:
-        """Accept in the background (the socket calls this once, as it listens)."""
-        if listener_log.isEnabledFor(logging.INFO):
-            listener_log.info("%s %s: listening", self.socket.protocol, self.url,
-                              extra=log.fields(self.socket, self.url))
-        self._accepter = self._host.spawn(self._accept_loop)
 
     def _accept_loop(self) -> None:
         turns = 0
@@ -473,43 +472,14 @@ class Listener:
             g.kill(block=True)
         self._host.gone(self)
 
-    # -- fork (Socket.after_fork) ------------------------------------------------------------
-    def keeps_after_fork(self) -> bool:
+    # -- fork (Socket._after_fork: the functions at the end of this module) -------------------
+    def _keeps_after_fork(self) -> bool:
         """Whether the listener accepts on in a forked child (its transport keeps it:
         ``TransportListener.keep_after_fork``) rather than staying the parent's."""
         try:
             return bool(self._tl.keep_after_fork())
         except Exception:  # a transport's bug must not break the fork: leave it to the parent
             return False
-
-    def forget_after_fork(self) -> bool:
-        """In a forked child: close the child's copies of the parent's descriptors (nothing
-        sent): the connections in their handshake and, unless the listener keeps accepting in
-        the child (:meth:`keeps_after_fork`), the listening one, closing the listener here.
-        Returns whether it keeps accepting."""
-        keep = self.keeps_after_fork()
-        if not keep:
-            self._closed = True
-            self._tl.forget()
-        for conn in list(self._pending):
-            conn.forget()
-        self._pending.clear()
-        self._fresh.clear()
-        if not keep:
-            self._accepter = None
-        return keep
-
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`
-        for a listener the child does not keep; one it keeps is left untouched."""
-        if not self.keeps_after_fork():
-            self.forget_after_fork()
-
-    def accept_after_fork(self) -> None:
-        """In a forked child, for a listener kept there: its accept loop (the parent's greenlet
-        is gone) starts again."""
-        if self._accepter is not None:
-            self._accepter = self._host.spawn(self._accept_loop)
 
     def __repr__(self) -> str:
         return f"<gsp.Listener {self.url}>"
@@ -606,15 +576,17 @@ class Dialer:
                                 f"{denial_text(refusal, rule)}") from refusal.error
 
     def start(self, block: bool | None) -> None:
-        """Dial (the socket calls this once, as it dials): now (``block`` None or True) and then
-        in the background, or only in the background (False)."""
+        """Dial (the socket calls this once, as it dials): now and then in the background
+        (``block`` None), now and raise if that fails (True: ``fail_fast``), or only in the
+        background (False: ``background``)."""
         if dialer_log.isEnabledFor(logging.INFO):
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
         why: str | None = None  # why the first attempt failed
         if block and self._slots.full():
             raise ConnectionRefused(f"dial {self.url}: the socket is at max_pipes "
-                                    f"({self._slots.limit()}); block=None dials once a pipe goes")
+                                    f"({self._slots.limit()}); without fail_fast=True the dialer "
+                                    f"dials once a pipe goes")
         if block is not False and not self._slots.full():
             try:
                 if self._connect_once() is None:
@@ -724,28 +696,71 @@ class Dialer:
             self.pipe.close()
         self._host.gone(self)
 
-    # -- fork (Socket.after_fork) ------------------------------------------------------------
-    def forget_after_fork(self) -> None:
-        """In a forked child: close the child's copies of the parent's descriptors (nothing
-        sent): the transport's and the connection in its handshake."""
-        self._td.forget()
-        conn = self._handshaking
-        if conn is not None:
-            self._handshaking = None
-            conn.forget()
-
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: as :meth:`forget_after_fork`,
-        and the dialer is closed."""
-        self._closed = True
-        self.forget_after_fork()
-
-    def redial_after_fork(self) -> None:
-        """In a forked child: start over in the background (the parent's greenlets are gone)."""
-        self.pipe = None
-        self._wake = Event()
-        if self._loop_g is not None:  # (else its first attempt is under way and starts the loop)
-            self._loop_g = self._host.spawn(self._redial_loop, None)
-
     def __repr__(self) -> str:
         return f"<gsp.Dialer {self.url}>"
+
+
+def start_listener(lst: "Listener") -> None:
+    """Accept in the background (the socket calls this once, as it listens)."""
+    if listener_log.isEnabledFor(logging.INFO):
+        listener_log.info("%s %s: listening", lst.socket.protocol, lst.url,
+                          extra=log.fields(lst.socket, lst.url))
+    lst._accepter = lst._host.spawn(lst._accept_loop)
+
+
+# -- fork: what Socket._after_fork does to its endpoints (see gsp._core.fork) --------------
+def forget_listener_after_fork(lst: "Listener") -> bool:
+    """In a forked child: close the child's copies of the parent's descriptors (nothing
+    sent): the connections in their handshake and, unless the listener keeps accepting in
+    the child (``TransportListener.keep_after_fork``), the listening one, closing the listener here.
+    Returns whether it keeps accepting."""
+    keep = lst._keeps_after_fork()
+    if not keep:
+        lst._closed = True
+        lst._tl.forget()
+    for conn in list(lst._pending):
+        conn.forget()
+    lst._pending.clear()
+    lst._fresh.clear()
+    if not keep:
+        lst._accepter = None
+    return keep
+
+
+def orphan_listener_after_fork(lst: "Listener") -> None:
+    """In a forked child, for a socket of another OS thread: as :func:`forget_listener_after_fork`
+    for a listener the child does not keep; one it keeps is left untouched."""
+    if not lst._keeps_after_fork():
+        forget_listener_after_fork(lst)
+
+
+def accept_after_fork(lst: "Listener") -> None:
+    """In a forked child, for a listener kept there: its accept loop (the parent's greenlet
+    is gone) starts again."""
+    if lst._accepter is not None:
+        lst._accepter = lst._host.spawn(lst._accept_loop)
+
+
+def forget_dialer_after_fork(dialer: "Dialer") -> None:
+    """In a forked child: close the child's copies of the parent's descriptors (nothing
+    sent): the transport's and the connection in its handshake."""
+    dialer._td.forget()
+    conn = dialer._handshaking
+    if conn is not None:
+        dialer._handshaking = None
+        conn.forget()
+
+
+def orphan_dialer_after_fork(dialer: "Dialer") -> None:
+    """In a forked child, for a socket of another OS thread: as :func:`forget_dialer_after_fork`,
+    and the dialer is closed."""
+    dialer._closed = True
+    forget_dialer_after_fork(dialer)
+
+
+def redial_after_fork(dialer: "Dialer") -> None:
+    """In a forked child: start over in the background (the parent's greenlets are gone)."""
+    dialer.pipe = None
+    dialer._wake = Event()
+    if dialer._loop_g is not None:  # (else its first attempt is under way and starts the loop)
+        dialer._loop_g = dialer._host.spawn(dialer._redial_loop, None)

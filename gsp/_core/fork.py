@@ -24,8 +24,8 @@ A socket of another OS thread (a :mod:`gsp.blocking` hub's, a worker thread's) c
 child, where only the forking thread lives on: its copies of the descriptors are closed the same
 way and the socket is closed, its calls raising :class:`gsp.Closed` that says why.
 
-This module installs the hook; what each object does is its own method (``Socket.after_fork``,
-and the ``*_after_fork`` methods of listeners, dialers and pipes). Nothing here runs in the
+This module installs the hook; what each object does is the socket's (``Socket._after_fork``,
+calling the ``*_after_fork`` functions of :mod:`gsp._core.pipe` and :mod:`gsp._core.endpoints`). Nothing here runs in the
 parent, and nothing runs per message. See docs/serving.md.
 """
 

@@ -60,7 +60,7 @@ def describe(exc: BaseException | None, spec: "ProtocolSpec | None" = None) -> s
     if isinstance(exc, Timeout):
         return f"timed out ({exc})"
     if isinstance(exc, MessageTooLarge):
-        return f"{type(exc).__name__}: {exc} (the receiving socket's recv_max_size)"
+        return f"{type(exc).__name__}: {exc} (the receiving socket's max_recv_size)"
     return f"{type(exc).__name__}: {exc}"
 
 

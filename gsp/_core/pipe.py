@@ -12,10 +12,10 @@ import gevent
 from gevent.event import Event
 from gevent.hub import Waiter
 
+from .._overrides import overrides
 from ..chan import FLUSH, Outbox, Recv
 from ..errors import Closed, ConnectionBroken, GspError
 from ..handles import LendingWait
-from ..overrides import overrides
 from ..protocol.waiting import ChangeNotice
 from ..transport.interface import Connection
 from ..transport.peer import Peer, peer_of
@@ -99,9 +99,9 @@ class Pipe:
     """
 
     __slots__ = ("id", "_socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
-                 "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "held",
-                 "parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
+                 "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
+                 "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
+                 "_parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
 
     def __init__(self, socket: SocketView, host: PipeHost, conn: Connection, send_buffer: int,
                  dialer: EndpointView | None = None, listener: EndpointView | None = None,
@@ -122,7 +122,7 @@ class Pipe:
         direct = conn.send_now if overrides(conn, Connection, "send_now") else None
         #: The connection can park (see Connection.recv_or_park): only such a pipe's reads are
         #: lent to a waiting greenlet (see gsp._core.readers), under recv_or_park's promises.
-        self.parks = overrides(conn, Connection, "recv_or_park")
+        self._parks = overrides(conn, Connection, "recv_or_park")
         #: How a lent read reads: the connection's recv_nowait, or recv_or_park under the
         #: readers' one-turn guard.
         self._recv_lent = conn.recv_nowait if overrides(conn, Connection, "recv_nowait") \
@@ -150,13 +150,13 @@ class Pipe:
         self.error: BaseException | None = None
         #: The greenlet reading the pipe now (a reader's; :data:`~gsp._core.readers.LENT` during
         #: a lent read), or None while it is parked: the readers set it as they hand it on.
-        self.reader: gevent.Greenlet | None = None
+        self._reader: gevent.Greenlet | None = None
         self._writer: gevent.Greenlet | None = None
         self._done = Event()
         self._room: ChangeNotice | None = None  # made by room_case(); fired as the writer takes items
         #: Messages read and not delivered yet (by a lent read, or a reader between turns), for
         #: the next reader to deliver first.
-        self.held: list[bytes] | None = None
+        self._held: list[bytes] | None = None
 
     # -- what users and protocols see ----------------------------------------------------------
     @property
@@ -210,25 +210,20 @@ class Pipe:
     def stats(self) -> dict[str, int]:
         """A snapshot of this pipe's counters (docs/stats.md): messages and bytes received and
         sent, ``send_queue`` (messages queued or being written now), ``dropped_oversize`` (1 once
-        closed for a message over ``recv_max_size``)."""
-        return counters.pipe_stats(self.traffic, self.send_queue, self.error)
+        closed for a message over ``max_recv_size``)."""
+        return counters.pipe_stats(self._traffic, self._send_queue, self.error)
 
     @property
-    def traffic(self) -> tuple[int, int, int, int]:
+    def _traffic(self) -> tuple[int, int, int, int]:
         """Messages and bytes received, messages and bytes sent (the order of
         :data:`gsp._core.counters.TRAFFIC`)."""
         return (self._in_msgs, self._in_bytes, self._wrote_msgs + self._q.direct_items,
                 self._wrote_bytes + self._q.direct_bytes)
 
     @property
-    def send_queue(self) -> tuple[int, int]:
+    def _send_queue(self) -> tuple[int, int]:
         """Messages queued or being written now, and the bytes queued."""
         return len(self._q) + self._writing, self._q.queued_bytes
-
-    @property
-    def writer(self) -> gevent.Greenlet | None:
-        """The greenlet writing the pipe's send queue, once something had to be queued."""
-        return self._writer
 
     def close(self) -> None:
         """Close this pipe only; the socket (and a dialer) carry on."""
@@ -249,9 +244,9 @@ class Pipe:
         if self._writer is None and not self.closed and not self._host.hot.closed:
             self._writer = self._host.spawn(self._write_loop)
 
-    def read_loop(self, idle: Waiter) -> "ReadPipe | None":
+    def _read_loop(self, idle: Waiter) -> "ReadPipe | None":
         """For a reader greenlet (see :class:`~gsp._core.readers.Readers`): read and deliver
-        (first what :attr:`held`) until the pipe ends or its connection parks (nothing to read
+        (first what :attr:`_held`) until the pipe ends or its connection parks (nothing to read
         now); then wait with ``idle`` among the socket's idle readers and return the next pipe to
         read, or None when this reader should end."""
         recv = self._conn.recv_or_park
@@ -262,21 +257,21 @@ class Pipe:
         ahead = 0  # bytes read in big bodies since this reader last yielded
         try:
             while True:
-                msgs = self.held
+                msgs = self._held
                 if msgs is None:
                     msgs = recv(wake)
                     if msgs is None:  # parked: the watcher calls wake when bytes come
-                        self.reader = None
+                        self._reader = None
                         nxt = readers.wait(idle)
                         if nxt is not self:
                             return nxt
                         continue  # this pipe woke again: everything above still holds
                 else:
-                    self.held = None
+                    self._held = None
                 if len(others) > 1 and len(msgs) > _READ_TURN - turn:
                     # A deep backlog on one pipe must not starve the others: deliver what is
                     # left of this turn, and the rest after they had theirs.
-                    self.held = msgs[_READ_TURN - turn:]
+                    self._held = msgs[_READ_TURN - turn:]
                     msgs = msgs[:_READ_TURN - turn]
                 nbytes = self._deliver(msgs)
                 turn += len(msgs)
@@ -293,7 +288,7 @@ class Pipe:
             self._fail(exc)
         return None  # the pipe ended: a kill may be on its way to this reader, which must end
 
-    def read_lent(self, wait: LendingWait) -> None:
+    def _read_lent(self, wait: LendingWait) -> None:
         """Read this pipe in a user greenlet parked in a lending wait (``wait``), handed the
         read by :meth:`Readers.wake <gsp._core.readers.Readers.wake>` in place of a reader
         greenlet. Nothing here may wait (delivery does not, by the lending wait's promise). A
@@ -301,21 +296,21 @@ class Pipe:
         ``recv_nowait`` says so at once, or a guard stops ``recv_or_park`` after one loop turn
         (:meth:`_recv_guarded`). The first message read (every one, for a wait lending with
         ``batches``) is delivered here; then the pipe parks again, or the rest and what a second
-        read brought (:attr:`held`) go to a reader greenlet."""
+        read brought (:attr:`_held`) go to a reader greenlet."""
         readers = self._readers
         recv = self._recv_lent
         try:
             msgs = recv(self._wake)
             if msgs is None:  # parked again: its watcher wakes it when bytes come
-                self.reader = None
+                self._reader = None
                 return
             if not msgs:
                 raise WOULD_WAIT  # part of a frame: a reader greenlet waits for the rest
             if len(msgs) > 1 and not readers.lent_batches:
-                self.held = msgs[1:]
+                self._held = msgs[1:]
                 msgs = msgs[:1]
             self._deliver(msgs)
-            if self.held is None:
+            if self._held is None:
                 # One message read and delivered, and it was what the wait waited for: a
                 # request or a reply, whose peer waits for the answer, so park without a read
                 # that would find nothing (a failed recv a message on tcp and ipc). A batch
@@ -323,13 +318,13 @@ class Pipe:
                 # nobody (a late reply, say: more may be queued behind it, which a reader
                 # greenlet reads on, not one a loop turn here).
                 if len(msgs) == 1 and wait.woken and self._conn.park(self._wake):
-                    self.reader = None
+                    self._reader = None
                     return
                 more = recv(self._wake)
                 if more is None:  # parked
-                    self.reader = None
+                    self._reader = None
                     return
-                self.held = more or None  # (empty: part of a frame, as above)
+                self._held = more or None  # (empty: part of a frame, as above)
         except WouldWait:
             pass  # a reader greenlet waits for the rest
         except Exception as exc:
@@ -380,14 +375,14 @@ class Pipe:
     def _fail(self, exc: Exception) -> None:
         """The one failure path of the pipe's reads: ``exc`` (as :func:`_pipe_error` maps it)
         ends the pipe; no reader reads it any more."""
-        self.end_read()
+        self._end_read()
         self._shutdown(_pipe_error(exc, "receiving"))
 
-    def end_read(self) -> None:
+    def _end_read(self) -> None:
         """Once the pipe failed, or closed while the readers handed it on: nobody reads it,
         nothing is held for a reader."""
-        self.held = None
-        self.reader = None
+        self._held = None
+        self._reader = None
 
     def _write_loop(self) -> None:
         q = self._q
@@ -427,7 +422,7 @@ class Pipe:
             self._room.close()
         self._conn.close()
         current = gevent.getcurrent()
-        for g in (self.reader, self._writer):
+        for g in (self._reader, self._writer):
             if g is not None and g is not current and not g.dead:
                 g.kill(block=False)
         _live_pipes.pop(self.id, None)
@@ -438,27 +433,37 @@ class Pipe:
     def _count_gone(self) -> None:
         """Fold the pipe's traffic into its socket's and its endpoint's tallies."""
         for t in self._tallies:
-            counters.pipe_gone(t, self.traffic, self.attached, self.error)
+            counters.pipe_gone(t, self._traffic, self.attached, self.error)
 
-    def forget_after_fork(self) -> None:
-        """In a forked child: close the child's copy of the connection's descriptor (nothing
-        sent: the parent's connection stays up there) and stop queueing."""
-        self.closed = True
-        self._q.close()
-        if self._room is not None:
-            self._room.close()
-        self._conn.forget()
 
-    def orphan_after_fork(self) -> None:
-        """In a forked child, for a socket of another OS thread: close the child's copy of the
-        descriptor, and touch nothing else (its queue and waiters belong to a hub that is gone)."""
-        self.closed = True
-        self._conn.forget()
+def writer_of(pipe: "Pipe") -> gevent.Greenlet | None:
+    """The greenlet writing ``pipe``'s send queue, once something had to be queued (what the
+    socket joins as it closes or drains)."""
+    return pipe._writer
 
-    def dropped_after_fork(self) -> None:
-        """In a forked child, once the socket dropped the pipe: its greenlets were the parent's,
-        its id is free, its tallies count it, and whoever waits for it to close is woken."""
-        self.reader = self._writer = None
-        _live_pipes.pop(self.id, None)
-        self._count_gone()
-        self._done.set()
+
+# -- fork: what Socket._after_fork does to its pipes (see gsp._core.fork) -------------------
+def forget_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child: close the child's copy of the connection's descriptor (nothing
+    sent: the parent's connection stays up there) and stop queueing."""
+    pipe.closed = True
+    pipe._q.close()
+    if pipe._room is not None:
+        pipe._room.close()
+    pipe._conn.forget()
+
+
+def orphan_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child, for a socket of another OS thread: close the child's copy of the
+    descriptor, and touch nothing else (its queue and waiters belong to a hub that is gone)."""
+    pipe.closed = True
+    pipe._conn.forget()
+
+
+def dropped_pipe_after_fork(pipe: "Pipe") -> None:
+    """In a forked child, once the socket dropped the pipe: its greenlets were the parent's,
+    its id is free, its tallies count it, and whoever waits for it to close is woken."""
+    pipe._reader = pipe._writer = None
+    _live_pipes.pop(pipe.id, None)
+    pipe._count_gone()
+    pipe._done.set()

@@ -12,9 +12,9 @@ blocked in a read is; a new greenlet is spawned only when every reader is busy.
 
 A user greenlet waiting in a lending wait (:meth:`Readers.lend`, from
 :class:`gsp.protocol.Wakeup`) comes before the idle readers: it is handed the pipe's read
-(``Pipe.read_lent``) and delivers what it reads itself, so that a request or reply reaches the
+(``Pipe._read_lent``) and delivers what it reads itself, so that a request or reply reaches the
 greenlet waiting for it without a reader's switch and a wakeup in between. Only pipes whose
-connections park are lent (``Pipe.parks``): only they promised to lose nothing when a read is
+connections park are lent (``Pipe._parks``): only they promised to lose nothing when a read is
 given up after one loop turn (see ``Connection.recv_or_park``).
 """
 
@@ -45,7 +45,7 @@ IDLE_READERS = 16
 
 
 class _Lent:
-    """``Pipe.reader`` while a user greenlet reads the pipe (see :meth:`Readers.wake`): the pipe
+    """``Pipe._reader`` while a user greenlet reads the pipe (see :meth:`Readers.wake`): the pipe
     has a reader, and closing the pipe must not kill it (it is not the pipe's to kill)."""
 
     dead = True
@@ -63,21 +63,23 @@ WOULD_WAIT = WouldWait()
 
 
 class ReadPipe(_Typing):
-    """What the readers need of a pipe (:class:`gsp._core.pipe.Pipe` is one)."""
+    """What the readers need of a pipe (:class:`gsp._core.pipe.Pipe` is one): the core's own
+    protocol between the two modules, so its methods are private to the core (not on the
+    user's :class:`gsp.Pipe` surface)."""
 
     #: The greenlet reading the pipe now (:data:`LENT` during a lent read), or None: the readers
     #: set it as they hand the pipe on.
-    reader: "gevent.Greenlet | None"
+    _reader: "gevent.Greenlet | None"
 
     @property
     def closed(self) -> bool: ...
     @property
-    def parks(self) -> bool: ...
+    def _parks(self) -> bool: ...
     @property
-    def held(self) -> list[bytes] | None: ...
-    def read_loop(self, idle: Waiter) -> "ReadPipe | None": ...
-    def read_lent(self, wait: "LendingWait") -> None: ...
-    def end_read(self) -> None: ...
+    def _held(self) -> list[bytes] | None: ...
+    def _read_loop(self, idle: Waiter) -> "ReadPipe | None": ...
+    def _read_lent(self, wait: "LendingWait") -> None: ...
+    def _end_read(self) -> None: ...
 
 
 class Readers:
@@ -121,17 +123,17 @@ class Readers:
 
     def wake(self, pipe: "ReadPipe") -> None:
         """Give ``pipe`` a reader now; called in the event loop (a watcher or callback)."""
-        if pipe.closed or pipe.reader is not None:
+        if pipe.closed or pipe._reader is not None:
             return
         borrower = self._borrower
         # Not while another lent read is under way (it waits out its loop turn, under the one
         # guard timer): a second would take the guard over, and the first would never be told.
-        if borrower is not None and pipe.parks and not self.guard.active and \
+        if borrower is not None and pipe._parks and not self.guard.active and \
                 borrower in self._offers:
             self._borrower = None
-            pipe.reader = LENT
+            pipe._reader = LENT
             self.lent_batches = self._batches
-            borrower.switch(pipe.read_lent)
+            borrower.switch(pipe._read_lent)
         else:
             self._give(pipe)
 
@@ -196,7 +198,7 @@ class Readers:
 
     def carry(self, pipe: "ReadPipe") -> None:
         """From a lent read (any greenlet), which must not deliver more nor wait: give ``pipe``
-        to a reader greenlet in the next loop turn, to deliver ``pipe.held`` (read already)
+        to a reader greenlet in the next loop turn, to deliver ``pipe._held`` (read already)
         first."""
         self._hub.loop.run_callback(self._carried, pipe)
 
@@ -204,7 +206,7 @@ class Readers:
         # As wake, but never to a lending wait, which just gave the pipe up; and with the pipe
         # still marked LENT, so that nothing else hands it out meanwhile.
         if pipe.closed:
-            pipe.end_read()
+            pipe._end_read()
         else:
             self._give(pipe)
 
@@ -212,10 +214,10 @@ class Readers:
         """To an idle reader greenlet, or a new one (in the event loop)."""
         if self._idle:
             waiter = self._idle.pop()
-            pipe.reader = waiter.greenlet
+            pipe._reader = waiter.greenlet
             waiter.switch(pipe)
         else:
-            pipe.reader = self._spawn(self._run, pipe)
+            pipe._reader = self._spawn(self._run, pipe)
 
     def wait(self, waiter: Waiter) -> "ReadPipe | None":
         """For a reader whose pipe just parked: wait idle on ``waiter`` (the reader's own) and
@@ -230,4 +232,4 @@ class Readers:
     def _run(self, pipe: "ReadPipe | None") -> None:
         waiter = Waiter(self._hub)  # this reader's, for every wait (one at a time)
         while pipe is not None:
-            pipe = pipe.read_loop(waiter)  # the next pipe, or None once this reader should end
+            pipe = pipe._read_loop(waiter)  # the next pipe, or None once this reader should end

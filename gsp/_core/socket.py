@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import warnings
 import weakref
+from datetime import timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -13,6 +15,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.pool import Group
 
+from .._overrides import overrides
 from ..chan import thread_ident
 from ..errors import (
     BadOption,
@@ -21,6 +24,7 @@ from ..errors import (
     MessageTooLarge,
     NotSupported,
     Timeout,
+    WouldBlock,
     WrongThread,
 )
 from ..handles import check_op
@@ -33,15 +37,36 @@ from ..options import (
     call_timed_out,
     call_timeout,
     duration,
+    renamed_options,
 )
-from ..overrides import overrides
 from ..protocol.interface import Protocol, RejectPipe
 from ..transport.limits import RecvLimits
 from . import attrs, counters, fork, log
-from .endpoints import AcceptGate, Dialer, EndpointHost, Listener, PipeSlots, endpoint_options
+from .endpoints import (
+    AcceptGate,
+    Dialer,
+    EndpointHost,
+    Listener,
+    PipeSlots,
+    accept_after_fork,
+    endpoint_options,
+    forget_dialer_after_fork,
+    forget_listener_after_fork,
+    orphan_dialer_after_fork,
+    orphan_listener_after_fork,
+    redial_after_fork,
+    start_listener,
+)
 from .events import PipeEvent
 from .handle import CoreSocketHandle
-from .pipe import Pipe, PipeHost
+from .pipe import (
+    Pipe,
+    PipeHost,
+    dropped_pipe_after_fork,
+    forget_pipe_after_fork,
+    orphan_pipe_after_fork,
+    writer_of,
+)
 from .readers import Readers
 from .registry import registry
 from .sendrecv import SendRecvState, hot_field, recv_many
@@ -78,7 +103,7 @@ class Socket(ObjectCalls):
 
     #: A process-wide id (1, 2, ...), as nng's; labels the socket in :func:`gsp.stats`.
     id: int = 0
-    #: Set in a forked child when the socket's only endpoints stayed the parent's (after_fork).
+    #: Set in a forked child when the socket's only endpoints stayed the parent's (_after_fork).
     _inherited: Closed | None = None  # the error of a socket closed by a fork
 
     def _set_closed(self, value: bool) -> None:
@@ -97,8 +122,9 @@ class Socket(ObjectCalls):
         # Options and protocol methods are the instance's attributes through its class (see
         # gsp._core.attrs): a class of this one's, made for the protocol and its options.
         spec = registry.protocol(protocol)
-        klass = attrs.with_attrs(cls, _option_specs(spec), spec.methods,
-                                 registry.protocol_methods())
+        specs = _option_specs(spec)
+        klass = attrs.with_attrs(cls, specs, spec.methods, registry.protocol_methods(),
+                                 renamed_options(specs))
         sock: Socket = object.__new__(klass)
         return sock
 
@@ -121,8 +147,8 @@ class Socket(ObjectCalls):
         self._watch("send_timeout", lambda v: setattr(self._hot, "send_timeout", v))
         self._watch("recv_timeout", lambda v: setattr(self._hot, "recv_timeout", v))
         limits = self._recv_limits = RecvLimits(  # what pipes hold of messages still arriving
-            self._options["recv_partial_max"], self._options["recv_partial_timeout"])
-        self._watch("recv_partial_max", limits.set_max_bytes)
+            self._options["max_recv_partial"], self._options["recv_partial_timeout"])
+        self._watch("max_recv_partial", limits.set_max_bytes)
         self._watch("recv_partial_timeout", limits.set_stall_timeout)
         self._group = Group()
         self._readers = Readers(self._spawn)
@@ -168,11 +194,11 @@ class Socket(ObjectCalls):
 
     # -- options -------------------------------------------------------------------------------
     def get_option(self, name: str) -> Any:
-        self._options.check_name(name)
-        return self._options[name]
+        return self._options[self._options.resolve(name)]
 
     def set_option(self, name: str, value: Any) -> None:
-        value = self._options.check_name(name).validate(name, value)
+        name = self._options.resolve(name)
+        value = self._options.specs[name].validate(name, value)
         self._proto.set_option(name, value)  # the protocol may refuse it
         self._options[name] = value
         for callback in self._watchers.get(name, ()):
@@ -198,9 +224,11 @@ class Socket(ObjectCalls):
         opts = self.__dict__.get("_options")
         if opts is not None and name in opts.specs:
             self.set_option(name, value)
-        elif opts is not None and not name.startswith("_") and not hasattr(self, name):
-            # A typo such as ``sock.recv_timeot = 1`` must not pass silently.
-            opts.check_name(name)
+        elif opts is not None and not name.startswith("_") and (
+                opts.renamed(name) is not None or not hasattr(self, name)):
+            # An old name is set as its new one (with a warning); a typo such as
+            # ``sock.recv_timeot = 1`` must not pass silently.
+            self.set_option(name, value)
         else:
             object.__setattr__(self, name, value)
 
@@ -227,7 +255,7 @@ class Socket(ObjectCalls):
     # complete at once). The hot path (neither given) costs two identity checks with
     # constants (``...`` is FROM_OPTION). They are positional-or-keyword on purpose: a
     # keyword-only parameter keeps CPython 3.11 from specialising the call (~60 ns more).
-    def send(self, data: bytes | bytearray | memoryview, timeout: Any = FROM_OPTION,
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | timedelta | None = FROM_OPTION,
              block: bool = True) -> None:
         """Send one message; waits up to ``timeout`` seconds (default: ``send_timeout``) when the
         protocol must wait. ``block=False`` never waits (:class:`gsp.WouldBlock`)."""
@@ -242,14 +270,14 @@ class Socket(ObjectCalls):
             raise self._too_large(len(data))
         if hot.tid != thread_ident():  # (not on the fast path above: a foreign thread is caught here)
             raise self._wrong_thread()
-        t = hot.send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (hot.send_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             if hot.send_body is not None:
                 hot.send_body(data, t)
             else:
                 hot.proto.send(Message(data), t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -271,7 +299,7 @@ class Socket(ObjectCalls):
             self._handle.stop_direct()
             self._hot.send_direct = None
 
-    def recv(self, timeout: Any = FROM_OPTION, block: bool = True) -> bytes:
+    def recv(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> bytes:
         """Receive one message body; waits up to ``timeout`` seconds (default: ``recv_timeout``).
         ``block=False`` takes a message only if one is queued (else :class:`gsp.WouldBlock`)."""
         hot = self._hot
@@ -280,52 +308,52 @@ class Socket(ObjectCalls):
         if hot.ready:  # a message is queued: no call into the protocol at all
             body: bytes = hot.ready.popleft() if hot.bare else hot.ready.popleft()[0]
             return body
-        t = hot.recv_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (hot.recv_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             if hot.recv_body is not None:
                 return hot.recv_body(t)
             return hot.proto.recv(t).body
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
 
-    def recv_many(self, limit: int, timeout: Any = FROM_OPTION, block: bool = True) -> list[bytes]:
+    def recv_many(self, limit: int, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> list[bytes]:
         """Receive up to ``limit`` message bodies in one call, oldest first: waits for the first
         as :meth:`recv` does (``timeout``, ``block``), then takes those already queued without
         waiting. The bodies are those :meth:`recv` would return one by one, at less cost each."""
         return recv_many(self._hot, self.recv, limit, timeout, block)
 
-    def send_msg(self, msg: Message, timeout: Any = FROM_OPTION, block: bool = True) -> None:
+    def send_msg(self, msg: Message, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> None:
         """Send a :class:`gsp.Message`; raw sockets put its header on the wire as-is. ``timeout``
         and ``block`` as for :meth:`send`."""
         if self._closed:
             raise self._closed_error()
         if not isinstance(msg, Message):
             raise TypeError(f"send_msg takes a gsp.Message, not {type(msg).__name__}")
-        t = self._send_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (self._send_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         out = Message(as_bytes(msg.body), as_bytes(msg.header), msg.pipe)
         if self._hot.send_max and len(out.body) + len(out.header) > self._hot.send_max:
             raise self._too_large(len(out.body) + len(out.header))
         try:
             self._proto.send(out, t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "send", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
 
-    def recv_msg(self, timeout: Any = FROM_OPTION, block: bool = True) -> Message:
+    def recv_msg(self, timeout: float | timedelta | None = FROM_OPTION, block: bool = True) -> Message:
         """Receive a :class:`gsp.Message` with its header and the pipe it came on. ``timeout``
         and ``block`` as for :meth:`recv`."""
         if self._closed:
             raise self._closed_error()
-        t = self._recv_timeout if timeout is ... and block is True \
-            else call_timeout(timeout, block)
+        t = (self._recv_timeout if timeout is ... and block is True  # type: ignore[comparison-overlap]
+             else call_timeout(timeout, block))
         try:
             return self._proto.recv(t)
-        except Timeout as exc:
+        except (Timeout, WouldBlock) as exc:
             raise call_timed_out(exc, "recv", t, timeout, block) from None
         except WrongThread:  # from a wait below: say which object was used
             raise self._wrong_thread() from None
@@ -339,14 +367,9 @@ class Socket(ObjectCalls):
             return True
         return self._proto.poll(op)
 
-    def can(self, op: "Op") -> bool:
-        """Whether the socket's protocol does ``op`` ("send" or "recv") at all: a pub socket
-        never receives, a sub never sends (what :func:`gsp.device` asks). Never waits."""
-        check_op(op)
-        return type(self._proto).can(op)
-
-    def wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
-        """Select cases that become ready when :meth:`poll` may have turned true."""
+    def _wake_cases(self, op: "Op" = "recv") -> "list[Recv]":
+        """Select cases that become ready when :meth:`poll` may have turned true (what
+        :func:`gsp.select` waits on: see :class:`gsp.poller.Selectable`)."""
         check_op(op)
         return [] if self._closed else self._proto.wake_cases(op)
 
@@ -388,18 +411,20 @@ class Socket(ObjectCalls):
         self._limit_sends(transport)
         lst = Listener(self, self._endpoint_host, tl, opts, self._slots, accept_gate)
         self._listeners.append(lst)
-        lst.start()
+        start_listener(lst)
         return lst
 
-    def dial(self, url: str, *, block: bool | None = None, **options: Any) -> "Dialer":
-        """Connect to ``url``; redial whenever the connection is lost.
+    def dial(self, url: str, *, fail_fast: bool = False, background: bool = False,
+             **options: Any) -> "Dialer":
+        """Connect to ``url``; redial whenever the connection is lost, until the socket closes.
 
-        ``block=None`` tries once now and, on failure, keeps redialing in the background;
-        ``block=True`` raises if the first attempt fails; ``block=False`` dials only in background.
+        By default it tries once now and, if that fails, keeps redialing in the background (the
+        error is the dialer's ``last_error``). ``fail_fast=True`` raises the first attempt's
+        error instead (and dials no more); ``background=True`` returns before the first attempt.
+        ``options`` are the dialer's own (transport options, ``reconnect_time``, ...).
         """
+        block = _dial_mode(fail_fast, background, options.pop("block", _NO_BLOCK), "dial")
         self._check_can_grow()
-        if block not in (None, True, False):
-            raise BadOption(f"block must be None, True or False, not {block!r}")
         transport = registry.transport_for(url)
         opts = endpoint_options(self._options, transport, options, "dial")
         td = transport.dialer(url, opts)
@@ -579,7 +604,7 @@ class Socket(ObjectCalls):
         for p in pipes:
             p.sendq.close()  # writers drain what is queued, then stop
         if linger > 0:
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=linger)
         # Concurrently: a transport's close may wait on its peer (ws waits for the closing frame).
         gevent.joinall([self._spawn(p.close) for p in pipes if not p.closed])
@@ -587,7 +612,7 @@ class Socket(ObjectCalls):
         others = [g for g in self._group if g is not current]
         gevent.killall(others, block=True)
 
-    def drain(self, timeout: Any = None) -> None:
+    def drain(self, timeout: float | timedelta | None = None) -> None:
         """Close gracefully: finish the work in hand, take no new work, then close.
 
         At once: listeners and dialers stop (the pipes up stay), new contexts, endpoints and
@@ -637,11 +662,11 @@ class Socket(ObjectCalls):
             pipes = list(self._pipes.values())
             for p in pipes:
                 p.sendq.close()  # writers flush what is queued, then stop (as in close())
-            writers = [w for w in (p.writer for p in pipes) if w is not None]
+            writers = [w for w in (writer_of(p) for p in pipes) if w is not None]
             gevent.joinall(writers, timeout=left())
             if not all(w.dead for w in writers):
                 raise Timeout("the send queues were not flushed in time")
-        except Timeout:
+        except (Timeout, WouldBlock):
             within = "in time" if t is None else f"within {t:g} s"
             error = Timeout(f"drain did not finish {within}; the socket is closed anyway",
                             timeout=t)
@@ -663,7 +688,7 @@ class Socket(ObjectCalls):
         return WrongThread("socket", self._hot.tid, thread_ident())
 
     # -- fork: what the socket does in a child process made by fork (gsp._core.fork) ---------
-    def after_fork(self, parent: int) -> None:
+    def _after_fork(self, parent: int) -> None:
         """In a child forked from process ``parent``, before any greenlet runs: make the socket
         the child's own (gsp calls this from its fork hook; see :mod:`gsp._core.fork`). Its
         pipes go without a word to the parent's peers, dialers redial, listeners stay the
@@ -676,11 +701,11 @@ class Socket(ObjectCalls):
         # 1. Nothing of this process may reach the parent's connections any more: the child's
         #    copy of every descriptor goes first, before any code of the socket's can run.
         for p in pipes:
-            p.forget_after_fork()
-        kept = [lst for lst in list(self._listeners) if lst.forget_after_fork()]
+            forget_pipe_after_fork(p)
+        kept = [lst for lst in list(self._listeners) if forget_listener_after_fork(lst)]
         left = [lst for lst in self._listeners if lst not in kept]
         for d in dialers:
-            d.forget_after_fork()
+            forget_dialer_after_fork(d)
         # 2. The inherited greenlets: killed (not before their next turn, and with every
         #    descriptor they could use closed), except the one forking.
         current = gevent.getcurrent()
@@ -695,15 +720,15 @@ class Socket(ObjectCalls):
 
     def _restart_after_fork(self, parent: int, pipes: int, dialers: "list[Dialer]",
                             left: "list[Listener]", kept: "list[Listener]") -> None:
-        """The last step of :meth:`after_fork`: dialers redial in the background; listeners
+        """The last step of :meth:`_after_fork`: dialers redial in the background; listeners
         stay the parent's (and the socket closes here when they were all it had)."""
         for d in dialers:
-            d.redial_after_fork()
+            redial_after_fork(d)
         for lst in left:
             if lst in self._listeners:
                 self._listeners.remove(lst)
         for lst in kept:  # its accept loop went with the inherited greenlets
-            lst.accept_after_fork()
+            accept_after_fork(lst)
         urls = [lst.url for lst in left]
         closed = bool(urls and not dialers and not kept)
         if closed:
@@ -719,7 +744,7 @@ class Socket(ObjectCalls):
                 pass
         self._pipes.pop(pipe.id, None)
         self._endpoint_host.sources.discard(pipe)
-        pipe.dropped_after_fork()
+        dropped_pipe_after_fork(pipe)
         if pipe.attached:
             if log.pipe_log.isEnabledFor(logging.DEBUG):
                 url = log.pipe_url(pipe)
@@ -735,11 +760,11 @@ class Socket(ObjectCalls):
         waiters are left untouched (they belong to a hub that is gone), and every call on it
         raises :class:`gsp.Closed`, saying why."""
         for p in list(self._pipes.values()):
-            p.orphan_after_fork()
+            orphan_pipe_after_fork(p)
         for lst in list(self._listeners):
-            lst.orphan_after_fork()
+            orphan_listener_after_fork(lst)
         for d in list(self._dialers):
-            d.orphan_after_fork()
+            orphan_dialer_after_fork(d)
         self._closed_by_fork(Closed(
             f"this {self.protocol} socket belongs to OS thread {self._hot.tid} of process "
             f"{parent}, which does not exist in this forked child (pid {os.getpid()}): it is "
@@ -800,21 +825,68 @@ class Socket(ObjectCalls):
 
 
 def socket(protocol: str, *, raw: bool = False, listen: str | Iterable[str] | None = None,
-           dial: str | Iterable[str] | None = None, **options: Any) -> Socket:
+           dial: str | Iterable[str] | None = None, fail_fast: bool = False,
+           background: bool = False, **options: Any) -> Socket:
     """Open a socket of ``protocol`` ("pair", "push", "pull", ...), optionally listening/dialing.
 
-    ``listen``/``dial`` take a URL or a list of URLs; dialing uses the default ``block=None``.
+    ``listen``/``dial`` take a URL or a list of URLs. Each ``dial`` is
+    :meth:`Socket.dial` with ``fail_fast`` and ``background`` (by default: try now, keep
+    redialing); ``options`` are the socket's. Per-endpoint options need :meth:`Socket.listen`
+    and :meth:`Socket.dial`.
     """
+    if "accept_gate" in options:
+        raise BadOption("accept_gate is an argument of listen(), not a socket option: make the "
+                        "socket, then call sock.listen(url, accept_gate=...)")
+    block = _dial_mode(fail_fast, background, options.pop("block", _NO_BLOCK), "socket")
+    if block is not None and dial is None:
+        raise BadOption(f"{'fail_fast' if block else 'background'}=True says how to dial, and "
+                        f"there is no dial=: pass dial=url, or call sock.dial(url, "
+                        f"{'fail_fast' if block else 'background'}=True)")
     sock = Socket(protocol, raw=raw, **options)
     try:
         for url in _urls(listen):
             sock.listen(url)
         for url in _urls(dial):
-            sock.dial(url)
+            sock.dial(url, fail_fast=block is True, background=block is False)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def can(sock: Socket, op: "Op") -> bool:
+    """Whether ``sock``'s protocol does ``op`` ("send" or "recv") at all: a pub socket never
+    receives, a sub never sends (what :func:`gsp.device` asks). Never waits."""
+    check_op(op)
+    return type(sock._proto).can(op)
+
+
+_NO_BLOCK: Any = object()  # dial()'s block= not given
+
+
+def _dial_mode(fail_fast: bool, background: bool, block: Any, caller: str) -> bool | None:
+    """How a dial starts, as :meth:`Dialer.start` takes it: None (try now, then keep
+    redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
+    still works, with a DeprecationWarning naming the new one."""
+    if block is not _NO_BLOCK:
+        if block is not None and type(block) is not bool:
+            raise BadOption(f"block must be None, True or False, not {block!r}")
+        if fail_fast or background:
+            raise BadOption("block= is the old spelling of fail_fast=/background=: give only "
+                            "the new one")
+        new = {None: "no block= (the default: try now, keep redialing)",
+               True: "fail_fast=True", False: "background=True"}[block]
+        warnings.warn(f"{caller}(..., block={block!r}) is deprecated for dialing; use {new}",
+                      DeprecationWarning, stacklevel=3)
+        return block
+    if type(fail_fast) is not bool or type(background) is not bool:
+        raise BadOption(f"fail_fast and background must be True or False, not "
+                        f"{fail_fast!r} and {background!r}")
+    if fail_fast and background:
+        raise BadOption("fail_fast=True and background=True cannot go together: background "
+                        "returns before the first attempt, so there is no error to raise at "
+                        "once; choose one")
+    return True if fail_fast else False if background else None
 
 
 def _urls(v: str | Iterable[str] | None) -> list[str]:
@@ -873,7 +945,7 @@ def _after_fork_in_child(parent: int) -> None:
     gevent.reinit()
     for sock in socks:
         try:
-            sock.after_fork(parent)
+            sock._after_fork(parent)
         except Exception:  # never break the user's fork; the log says what went wrong
             log.socket_log.exception("%s: could not make the socket the child's own after fork",
                                      sock.protocol, extra=log.fields(sock, None))

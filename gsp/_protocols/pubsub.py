@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..chan import Recv
-from ..context import Context
 from ..errors import BadOption, NotSupported
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -29,6 +28,7 @@ from ..protocol import (
     PipeHandle,
     PipeMap,
     Protocol,
+    ProtocolContext,
     ProtocolSpec,
     SocketHandle,
     broadcast,
@@ -179,7 +179,7 @@ class Sub(_Subscribes, Protocol):
 _check_buffer = integer(1, 1 << 24)
 
 
-class SubContext(_Subscribes, Context):
+class SubContext(_Subscribes, ProtocolContext):
     """An independent subscriber on a SUB socket: its own subscriptions and queue.
 
     Starts with no subscriptions (receives nothing) and the socket's ``recv_buffer`` and

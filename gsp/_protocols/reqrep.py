@@ -15,7 +15,6 @@ from typing import Any
 import gevent
 
 from ..chan import Recv, select_channels
-from ..context import Context, ContextHost, ContextOption
 from ..errors import (
     Canceled,
     Closed,
@@ -24,6 +23,7 @@ from ..errors import (
     NoPeers,
     ProtocolStateError,
     Timeout,
+    WouldBlock,
 )
 from ..hookspecs import hookimpl
 from ..message import Message
@@ -31,12 +31,15 @@ from ..options import Option, duration
 from ..protocol import (
     Alarm,
     ChangeNotice,
+    ContextHost,
+    ContextOption,
     Deadline,
     DrainingContext,
     Histogram,
     IdMap,
     Op,
     PipeHandle,
+    ProtocolContext,
     ProtocolSpec,
     Requester,
     RoundRobin,
@@ -62,7 +65,7 @@ class XReq(Requester, RoundRobin):
     (``changed`` also fires when the cooked send queue changes.)"""
 
 
-class ReqContext(Context):
+class ReqContext(ProtocolContext):
     """One outstanding request at a time: ``send`` a request, then ``recv`` its reply.
 
     A new ``send`` cancels the outstanding request (a late reply to it is discarded and a ``recv``
@@ -154,7 +157,7 @@ class ReqContext(Context):
                 raise self._ended_error()
             try:
                 select_channels([self._changed.case()], deadline.remaining())
-            except Timeout:
+            except (Timeout, WouldBlock):
                 self._timed_out()
                 raise
 
@@ -193,7 +196,7 @@ class ReqContext(Context):
                         deadline = Deadline(timeout)
                     try:
                         left = deadline.remaining()
-                    except Timeout:
+                    except (Timeout, WouldBlock):
                         self._timed_out()  # nng: a failed recv ends the request
                         raise
                 self._wakeup.wait(left)

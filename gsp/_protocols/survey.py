@@ -11,16 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..chan import CLOSED, Chan, Recv, select_channels
-from ..context import Context, ContextHost, ContextOption
 from ..errors import Canceled, Closed, ProtocolStateError, Timeout, WouldBlock
 from ..hookspecs import hookimpl
 from ..message import Message
 from ..options import Option, duration
 from ..protocol import (
     ChangeNotice,
+    ContextHost,
+    ContextOption,
     IdMap,
     Op,
     PipeHandle,
+    ProtocolContext,
     ProtocolSpec,
     Requester,
     SocketHandle,
@@ -92,7 +94,7 @@ def _expired(survey: _Survey) -> Timeout:
                    "send a new survey to receive again")
 
 
-class SurveyContext(Context):
+class SurveyContext(ProtocolContext):
     """One survey at a time: ``send`` a survey, then ``recv`` replies until it expires."""
 
     #: Seconds a survey collects replies; None = until the next survey. The default context
@@ -140,7 +142,7 @@ class SurveyContext(Context):
         survey = self._survey
         if survey is not None and survey.id == sid:
             try:
-                survey.replies.send_nowait(reply)
+                survey.replies.send(reply, block=False)
             except (WouldBlock, Closed):
                 return  # queue full: like nng, drop rather than stall the pipe
             self._changed.fire()

@@ -12,6 +12,7 @@ from ..errors import (
     ConnectionRefused,
     InvalidAddress,
     MessageTooLarge,
+    WouldBlock,
 )
 from ..hookspecs import hookimpl
 from ..message import message_bytes
@@ -67,10 +68,13 @@ class InprocConnection(Connection):
     def send_now(self, msg: "Message | bytes") -> int:
         """Hand ``msg`` to the peer at once if its channel has room (the pipe's writer is idle):
         2 done, 0 no room (queue it); 1 when the peer is gone, so the writer meets that."""
-        out = self._out
-        if out.try_send([msg if type(msg) is bytes else message_bytes(msg)]):
-            return 2
-        return 1 if out.closed else 0
+        try:
+            self._out.send([msg if type(msg) is bytes else message_bytes(msg)], None, False)
+        except WouldBlock:
+            return 0
+        except Closed:
+            return 1
+        return 2
 
     def recv_messages(self) -> list[bytes]:
         try:
@@ -165,10 +169,10 @@ class InprocDialer(TransportDialer):
         # Each carries the handshake (a protocol number), then lists of message bytes.
         a2b: Chan[Any] = Chan(_QUEUE_BATCHES)
         b2a: Chan[Any] = Chan(_QUEUE_BATCHES)
-        ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["recv_max_size"])
-        theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["recv_max_size"])
+        ours = InprocConnection(self.name, b2a, a2b, "dialer", self.options["max_recv_size"])
+        theirs = InprocConnection(self.name, a2b, b2a, "listener", lst.options["max_recv_size"])
         try:
-            lst._accepts.send_nowait(theirs)
+            lst._accepts.send(theirs, block=False)
         except Exception:
             raise ConnectionRefused(f"inproc://{self.name} is not accepting") from None
         return ours

@@ -55,9 +55,10 @@ IPC_OPTIONS = {o.name: o for o in [
            scope="listen"),
     # The kernel's default (net.core.wmem_default, 208 KiB on most machines) holds less than a
     # 256 KiB message: its sender then waits for the receiver in the middle of every message.
-    Option("ipc_send_buffer", 512 * 1024, integer(0, unit="bytes"),
+    Option("ipc_send_buffer_size", 512 * 1024, integer(0, unit="bytes"),
            "SO_SNDBUF asked for each connection: the bytes it may have in flight (Linux grants "
-           "up to twice net.core.wmem_max); 0 = the kernel's default"),
+           "up to twice net.core.wmem_max); 0 = the kernel's default",
+           renamed_from=("ipc_send_buffer",)),
     LISTEN_FD,
 ]}
 
@@ -119,7 +120,7 @@ class _IPCEndpoint:
             f"{self.scheme}://{self.address}")
 
     def configure(self, sock: Any) -> None:
-        size = self.options["ipc_send_buffer"]
+        size = self.options["ipc_send_buffer_size"]
         if size:
             sock.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_SNDBUF, size)
 
@@ -127,7 +128,7 @@ class _IPCEndpoint:
         return self.name
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
-        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote,
+        return StreamConnection(sock, self.framing, self.options["max_recv_size"], local, remote,
                                 peer_credentials(sock))
 
 

@@ -86,7 +86,7 @@ class SocketFdListener(TransportListener):
             if self._closed:  # killed by close(): what was being handed over went back
                 self.close()
             raise
-        return StreamConnection(sock, wire.TCP, self.options["recv_max_size"], self.url,
+        return StreamConnection(sock, wire.TCP, self.options["max_recv_size"], self.url,
                                 _peer_name(sock))
 
     def close(self) -> None:

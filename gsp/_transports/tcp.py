@@ -8,7 +8,7 @@ from gevent import socket as gsocket
 
 from ..errors import InvalidAddress
 from ..hookspecs import hookimpl
-from ..options import Option, boolean, duration, integer
+from ..options import Option, boolean, duration, integer, whole_seconds
 from ..transport import (
     LISTEN_FD,
     SocketDialer,
@@ -27,9 +27,9 @@ TCP_OPTIONS = {o.name: o for o in [
     Option("tcp_keepalive", True, boolean, "send TCP keepalive probes on idle connections"),
     # A peer that vanishes without a FIN (power loss, a dead router) is noticed after about
     # idle + interval * count seconds (60 s with these) instead of the OS's two hours and more.
-    Option("tcp_keepalive_idle", 30, integer(1, 32767, unit="s"),
+    Option("tcp_keepalive_idle", 30, whole_seconds(1, 32767),
            "seconds a connection is idle before the first keepalive probe"),
-    Option("tcp_keepalive_interval", 10, integer(1, 32767, unit="s"),
+    Option("tcp_keepalive_interval", 10, whole_seconds(1, 32767),
            "seconds between keepalive probes"),
     Option("tcp_keepalive_count", 3, integer(1, 127, unit="probes"),
            "unanswered keepalive probes before the connection is declared dead"),

@@ -101,8 +101,10 @@ class TLSConnection(StreamConnection):
             refusal = tls_refusal(exc, f"TLS with {self.remote_address}")
             if refusal is not None:
                 return refusal
-        if not self._closed and isinstance(exc, ssl.SSLEOFError):
-            # OpenSSL reports a read the kernel failed (ETIMEDOUT) as an EOF; TCP_INFO tells.
+        if not self._closed and isinstance(exc, (ssl.SSLEOFError, ConnectionResetError)):
+            # Python's ssl reports a peer's reset as an EOF up to 3.12, as the kernel's
+            # ECONNRESET from 3.13 on: either is the peer closing. OpenSSL reports a read the
+            # kernel failed (ETIMEDOUT) as an EOF too; TCP_INFO tells.
             if _timed_out(self.sock):
                 return ConnectionBroken(f"{what} on {self.remote_address}: "
                                         f"{os.strerror(errno.ETIMEDOUT)}")
@@ -138,7 +140,7 @@ class TLSListener(TCPListener):
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
         # No TLS here: accept() must stay fast; the handshake greenlet does it.
-        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+        return TLSConnection(sock, self.options["max_recv_size"], local, remote,
                              self.tls, True, None)
 
 
@@ -154,7 +156,7 @@ class TLSDialer(TCPDialer):
         self.tls.reload()
 
     def wrap(self, sock: Any, local: str, remote: str) -> TLSConnection:
-        return TLSConnection(sock, self.options["recv_max_size"], local, remote,
+        return TLSConnection(sock, self.options["max_recv_size"], local, remote,
                              self.tls, False, self.server_hostname)
 
 

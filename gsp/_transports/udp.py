@@ -49,6 +49,7 @@ from ..errors import (
     InvalidAddress,
     MessageTooLarge,
     Timeout,
+    WouldBlock,
 )
 from ..hookspecs import hookimpl
 from ..message import message_bytes
@@ -403,7 +404,7 @@ def _resolve(scheme: str, host: str, port: int) -> tuple[int, Any]:
 
 
 def _rcvmax(options: Mapping[str, Any]) -> int:
-    limit = options["recv_max_size"]
+    limit = options["max_recv_size"]
     return min(limit, UDP_MAX) if limit else UDP_MAX
 
 
@@ -458,7 +459,9 @@ class UDPListener(TransportListener):
             return
         conn = UDPConnection(ep, addr, dialer=False)
         conn.agree(proto, recvmax, refresh)
-        if not self._accepts.try_send(conn):  # the core is not keeping up: let it retry
+        try:
+            self._accepts.send(conn, block=False)
+        except (WouldBlock, Closed):  # the core is not keeping up: let it retry
             self.refused += 1
             ep.send_header(addr, DISC, 0, DISC_NOBUF)
             return

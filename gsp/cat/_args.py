@@ -99,7 +99,7 @@ def _protocol_flags() -> dict[str, list[str]]:
     """protocol -> its flags: every installed protocol as --NAME and --NAME0 (nngcat's --req0),
     and nngcat's --pair, which means pair1 (gsp's "pair" is pair v0: --pair0)."""
     flags: dict[str, list[str]] = {}
-    for name in gsp.protocols():
+    for name in gsp.protocol_names():
         own = flags[name] = [f"--{name}"]
         if not name[-1].isdigit():
             own.append(f"--{name}0")
@@ -123,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
         g.add_argument(*proto_flags, dest="protocol", action=_Once, nargs=0, const=name,
                        help=f"a {name} socket{note}")
     g.add_argument("--protocol", dest="protocol", action=_Once, metavar="NAME",
-                   help=f"any installed protocol ({', '.join(gsp.protocols())})")
+                   help=f"any installed protocol ({', '.join(gsp.protocol_names())})")
     g = ap.add_argument_group("addresses (one or more, in order; any installed transport)")
     addr_flags: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
             (("--dial", "--connect"), "dial", "{}", "URL"),
@@ -211,8 +211,8 @@ def parse(argv: Sequence[str]) -> Config:
     ns = ap.parse_args(list(argv))
     if ns.protocol is None:
         ap.error("no protocol given: --push, --pull, --req, ... or --protocol NAME")
-    if ns.protocol not in gsp.protocols():
-        ap.error(f"unknown protocol {ns.protocol!r}; installed: {', '.join(gsp.protocols())}")
+    if ns.protocol not in gsp.protocol_names():
+        ap.error(f"unknown protocol {ns.protocol!r}; installed: {', '.join(gsp.protocol_names())}")
     if not ns.addrs:
         ap.error("no address given: --dial URL or --listen URL (repeatable)")
     try:
@@ -248,7 +248,7 @@ def _check_role(ap: argparse.ArgumentParser, ns: argparse.Namespace, cfg: Config
 def _set_options(ns: argparse.Namespace, opts: dict[str, Any]) -> None:
     """The socket options the flags give (``--option`` last: it overrides)."""
     for name, value in (("recv_timeout", ns.recv_timeout), ("send_timeout", ns.send_timeout),
-                        ("recv_max_size", ns.recv_maxsz), ("tls_cert_file", ns.cert),
+                        ("max_recv_size", ns.recv_maxsz), ("tls_cert_file", ns.cert),
                         ("tls_key_file", ns.key), ("tls_ca_file", ns.cacert)):
         if value is not None:
             opts[name] = value

@@ -54,7 +54,7 @@ class _Cat:
             self.sock.recv_timeout = timeout
         try:
             return self.sock.recv()
-        except (gsp.Timeout, gsp.ProtocolStateError):
+        except (gsp.Timeout, gsp.WouldBlock, gsp.ProtocolStateError):
             return None
         except gsp.NotSupported:
             if self.sent:
@@ -149,7 +149,7 @@ def run(cfg: Config, out: BinaryIO, err: TextIO) -> None:
                 if cfg.verbose > 0:
                     print(f"Listening at: {listener.url}", file=err, flush=True)
             else:
-                sock.dial(url, block=None if cfg.async_dial else True)
+                sock.dial(url, fail_fast=not cfg.async_dial)
                 if cfg.verbose > 0 and not cfg.async_dial:
                     print(f"Connected to: {url}", file=err, flush=True)
         _Cat(cfg, sock, out, err).run()

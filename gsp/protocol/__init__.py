@@ -4,7 +4,7 @@
 * The interface (:mod:`.interface`): :class:`Protocol`, :class:`ProtocolSpec`, the handles a
   protocol sees the socket and its pipes through (:class:`SocketHandle`, :class:`PipeHandle`),
   :func:`overrides` (how an optional hook is found) and the small types around them.
-* Contexts: :class:`Context` (the base of a protocol's contexts; also the user's
+* Contexts: :class:`ProtocolContext` (the base of a protocol's contexts, which a user sees as
   :class:`gsp.Context`), :class:`ContextHost`, :class:`ContextOption`, :class:`Wakeup`.
 * Routing (:mod:`.routing`): :class:`RoundRobin` and :class:`PipeMap`, the bases of the two ways
   SP protocols route a message out, and :func:`broadcast`.
@@ -13,16 +13,16 @@
   and surveyor/respondent.
 * The receive queue (:mod:`.inbox`): :class:`Inbox`; waiting helpers (:mod:`.waiting`):
   :class:`ChangeNotice`, :class:`Deadline`, :class:`Alarm`, :func:`call_later`.
-* Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`); registering:
-  :data:`hookimpl`.
+* Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`). A plugin
+  registers with :data:`gsp.hookimpl`.
 
 The conformance kit for a protocol is :class:`gsp.testing.ProtocolSuite`.
 """
 
 from __future__ import annotations
 
-from ..context import Context, ContextHost, ContextOption
-from ..hookspecs import hookimpl
+from .._lazy import moved
+from ..context import ContextHost, ContextOption, ProtocolContext
 from ..message import JOIN_MAX, Message
 from ..options import Option
 from .backtrace import HIGH_BIT, MAX_HOPS, TTL_OPTION, IdMap, reply, split_backtrace, u32
@@ -58,7 +58,7 @@ __all__ = [
     "Protocol", "ProtocolSpec", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
     "LendingWait", "Op", "check_op", "overrides", "raw_or_cooked",
     # contexts
-    "Context", "ContextHost", "ContextOption",
+    "ProtocolContext", "ContextHost", "ContextOption",
     # routing
     "RoundRobin", "PipeMap", "broadcast", "send_wake_cases",
     # request/reply
@@ -69,6 +69,10 @@ __all__ = [
     "Inbox", "Policy", "ChangeNotice", "Deadline", "Alarm", "call_later", "Wakeup",
     # statistics
     "Histogram", "LATENCY_BOUNDS",
-    # options, messages, registration
-    "Option", "Message", "JOIN_MAX", "hookimpl",
+    # options, messages
+    "Option", "Message", "JOIN_MAX",
 ]
+
+# Old spellings (docs/api-guide.md, "Renamed names").
+__getattr__ = moved(__name__, {"Context": ("gsp.protocol", "ProtocolContext"),
+                               "hookimpl": ("gsp", "hookimpl")})

@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
+from .._overrides import overrides
 from ..errors import Closed, GspError, NoPeers, NotSupported
 from ..handles import LendingWait, Op, RecvQueue, SocketHandle, check_op
 from ..message import Message, PipeHandle
-from ..overrides import overrides
 
 if TYPE_CHECKING:
 
     from ..chan import Recv
-    from ..context import Context
+    from ..context import ProtocolContext
     from ..options import Option
 
 __all__ = ["overrides", "ProtocolSpec", "Protocol", "SocketHandle", "PipeHandle", "RejectPipe", "RecvQueue",
@@ -199,10 +199,10 @@ class Protocol:
         exactly as that, and raises as :meth:`recv`."""
         return self.recv(timeout).body
 
-    def open_context(self) -> "Context":
-        """A new :class:`gsp.context.Context` of this socket (the user's ``open_context``). Must
+    def open_context(self) -> "ProtocolContext":
+        """A new :class:`gsp.protocol.ProtocolContext` of this socket (the user's ``open_context``). Must
         not block. Raises :class:`gsp.Closed` once closed; the default raises
-        :class:`gsp.NotSupported` (no contexts; :class:`gsp.context.ContextHost` implements it)."""
+        :class:`gsp.NotSupported` (no contexts; :class:`gsp.protocol.ContextHost` implements it)."""
         raise NotSupported(f"{self.handle.protocol} sockets have no contexts")
 
     # -- readiness (optional: gsp.select and gsp.Poller over sockets) ---------------------------

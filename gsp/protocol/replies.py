@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import gevent
 
 from ..chan import Recv, select_channels
-from ..context import Context, ContextHost
+from ..context import ContextHost, ProtocolContext
 from ..errors import Closed, ProtocolStateError
 from ..message import Message
 from ..options import Option
@@ -167,7 +167,7 @@ class XResponder(PipeMap):
         self._recvq.close()
 
 
-class ResponderContext(Context):
+class ResponderContext(ProtocolContext):
     """One rep/respondent state machine: ``recv`` a request, then ``send`` its one reply."""
 
     __slots__ = ("_proto", "_route", "_receiving", "_got", "_wakeup")
@@ -347,7 +347,7 @@ class Responder(ContextHost, XResponder):
         self.close_contexts()
 
 
-class DrainingContext(Context):
+class DrainingContext(ProtocolContext):
     """Base of the class a draining host gives each of its open contexts from then on
     (``ctx.__class__ = ...``; req's and rep's drains): a subclass lists it before the context's
     own class and calls :meth:`ended` where the work the context holds ends; :meth:`ended` wakes

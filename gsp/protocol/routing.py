@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 import gevent
 
-from ..chan import Recv, Send, select_channels
+from ..chan import Chan, Outbox, Recv, Send, select_channels
 from ..errors import Closed, GspError
 from ..message import Message
 from .interface import Op, PipeHandle, Protocol, SocketHandle
@@ -38,13 +38,21 @@ def broadcast(pipes: Iterable[PipeHandle], msg: "Message | bytes", skip: PipeHan
         if p.closed or p.try_send(msg):
             continue
         missed += 1
-        if drop_oldest:
-            try:
-                p.sendq.recv_nowait()
-            except GspError:
-                continue
+        if drop_oldest and _drop_oldest(p.sendq):
             p.try_send(msg)
     return missed
+
+
+def _drop_oldest(q: "Chan[Any]") -> bool:
+    """Drop the oldest message queued on ``q``: False if there is none (an :class:`Outbox`,
+    a core pipe's queue, keeps its count of bytes queued right)."""
+    if isinstance(q, Outbox):
+        return q.drop_oldest()
+    try:
+        q.recv(block=False)
+    except GspError:  # WouldBlock: none queued; Closed: the pipe is gone
+        return False
+    return True
 
 
 class RoundRobin(Protocol):

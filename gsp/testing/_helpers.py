@@ -40,9 +40,9 @@ def wait_for(pred: Callable[[], Any], timeout: float = WAIT, what: str = "condit
 
 def connected(listener_sock: gsp.Socket, url: str, dialer_sock: gsp.Socket,
               **dial_options: Any) -> gsp.Dialer:
-    """``dialer_sock`` dials ``url`` (``block=True``); returns once both ends have the new pipe."""
+    """``dialer_sock`` dials ``url`` (``fail_fast=True``); returns once both ends have the new pipe."""
     n_l, n_d = len(listener_sock.pipes), len(dialer_sock.pipes)
-    d = dialer_sock.dial(url, block=True, **dial_options)
+    d = dialer_sock.dial(url, fail_fast=True, **dial_options)
     wait_for(lambda: len(listener_sock.pipes) > n_l and len(dialer_sock.pipes) > n_d,
              what="both ends of the new pipe to attach")
     return d

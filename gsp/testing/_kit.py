@@ -17,7 +17,7 @@ from ._watchdog import Watchdog
 __all__ = ["read_to_eof"]
 
 MiB = 1 << 20
-#: Message sizes of :meth:`TransportSuite.test_message_sizes` at the default ``recv_max_size``
+#: Message sizes of :meth:`TransportSuite.test_message_sizes` at the default ``max_recv_size``
 #: (1 MiB): the edges of 1-byte, 8-byte, 64 KiB, 256 KiB and 1 MiB buffers.
 SIZES = (0, 1, 2, 7, 8, 9, 100, 1023, 1024, 4096, 65535, 65536, 65537, 262143, 262144,
          262145, 1 << 19, MiB - 1, MiB)

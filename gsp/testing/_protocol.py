@@ -29,8 +29,8 @@ class ProtocolSuite(ProtocolSuiteBase):
     # -- the checks --------------------------------------------------------------------------------
     @pytest.mark.parametrize("raw", [False, True], ids=["cooked", "raw"])
     def test_identity(self, raw: bool) -> None:
-        assert self.protocol in gsp.protocols(), f"{self.protocol} is not installed"
-        assert self.peer in gsp.protocols(), f"its peer {self.peer} is not installed"
+        assert self.protocol in gsp.protocol_names(), f"{self.protocol} is not installed"
+        assert self.peer in gsp.protocol_names(), f"its peer {self.peer} is not installed"
         s = self.socket(self.protocol, raw=raw)
         assert (s.protocol, s.raw) == (self.protocol, raw)
         assert s.spec.peer_name == self.peer
@@ -259,14 +259,14 @@ class ProtocolSuite(ProtocolSuiteBase):
         url = this.listen(self.url()).url
         peers = [self.open(self.peer, reconnect_time=0.01) for _ in range(10)]
         for p in peers:
-            p.dial(url, block=False)
+            p.dial(url, background=True)
         gevent.sleep(0)  # some mid-handshake, some attached
         this.close()
         assert this.pipes == []
         wait_for(lambda: not any(p.pipes for p in peers), what="the peers to lose their pipes")
         dialer_side = self.open(self.protocol)
         for p in peers:
-            dialer_side.dial(p.listen(self.url()).url, block=False)
+            dialer_side.dial(p.listen(self.url()).url, background=True)
         gevent.sleep(0)
         dialer_side.close()
         assert dialer_side.pipes == []

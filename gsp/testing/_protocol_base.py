@@ -206,7 +206,7 @@ class ProtocolSuiteBase(_Kit):
         peers = [self.open(self.peer, reconnect_time=0.01, linger=0, send_timeout=0.01)
                  for _ in range(5)]
         for p in peers:
-            p.dial(url, block=False)
+            p.dial(url, background=True)
         for _ in range(rnd % 3):
             gevent.sleep(0)
         peers[0].close()  # likely before it attached

@@ -23,7 +23,7 @@ class TransportSuite(TransportSuiteBase):
 
     # -- the checks --------------------------------------------------------------------------------
     def test_scheme_is_installed(self) -> None:
-        assert self.scheme in gsp.transports()
+        assert self.scheme in gsp.transport_schemes()
         s = self.socket("pair")
         lst = self.listen(s)
         assert lst.url.startswith(f"{self.scheme}://")
@@ -75,7 +75,7 @@ class TransportSuite(TransportSuiteBase):
 
     def test_message_sizes(self) -> None:
         self._sizes_both_ways(SIZES)  # up to exactly the default limit, 1 MiB
-        self._sizes_both_ways([MiB + 1, self.unlimited_size], recv_max_size=0)
+        self._sizes_both_ways([MiB + 1, self.unlimited_size], max_recv_size=0)
 
     def test_oversize_message_closes_only_its_pipe(self) -> None:
         detached: list[gsp.Pipe] = []
@@ -83,7 +83,7 @@ class TransportSuite(TransportSuiteBase):
         srv = self.socket("pull", recv_timeout=WAIT)
         a, b = self.socket("push", **fast), self.socket("push", **fast)
         srv.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
-        lst = self.listen(srv, recv_max_size=1000)
+        lst = self.listen(srv, max_recv_size=1000)
         da = self.connect(srv, lst.url, a)
         self.connect(srv, lst.url, b)
         a.send(b"a" * 1000)  # exactly the limit is fine
@@ -105,7 +105,7 @@ class TransportSuite(TransportSuiteBase):
         pull = self.socket("pull", recv_timeout=WAIT, reconnect_time=5)
         pull.on_pipe_event(lambda ev, p: _detached(ev, p, detached))
         lst = self.listen(push)
-        self.connect(push, lst.url, pull, recv_max_size=10)
+        self.connect(push, lst.url, pull, max_recv_size=10)
         push.send(b"x" * 10)
         assert pull.recv() == b"x" * 10
         push.send(b"x" * 11)
@@ -117,7 +117,7 @@ class TransportSuite(TransportSuiteBase):
         srv = self.socket("pull", recv_timeout=WAIT)
         lst = self.listen(srv)
         clients = [self.socket("push", send_timeout=WAIT) for _ in range(n)]
-        dials = [self.spawn(self.dial, c, lst.url, block=True) for c in clients]
+        dials = [self.spawn(self.dial, c, lst.url, fail_fast=True) for c in clients]
         gevent.joinall(dials, timeout=WAIT, raise_error=True)
         assert all(g.successful() for g in dials)
         wait_for(lambda: len(srv.pipes) == n and all(c.pipes for c in clients),
@@ -189,7 +189,7 @@ class TransportSuite(TransportSuiteBase):
         try:
             push = self.socket("push", handshake_timeout=0.25, reconnect_time=5)
             with pytest.raises(gsp.Timeout):
-                self.dial(push, tl.url, block=True)
+                self.dial(push, tl.url, fail_fast=True)
             assert push.dialers == [] and push.pipes == []
         finally:
             g.kill()
@@ -236,7 +236,7 @@ class TransportSuite(TransportSuiteBase):
         srv.on_pipe_event(lambda ev, p: events.append(ev))
         lst = self.listen(srv)
         with pytest.raises(self.wrong_protocol_error):
-            self.dial(pair, lst.url, block=True)
+            self.dial(pair, lst.url, fail_fast=True)
         assert issubclass(self.wrong_protocol_error, gsp.HandshakeError)
         assert events == [] and srv.pipes == [] and pair.pipes == [] and pair.dialers == []
         self.connect(srv, lst.url, push)  # and the listener still serves good peers
@@ -317,21 +317,21 @@ class TransportSuite(TransportSuiteBase):
         url = self.unused_url()
         s = self.socket("pair", reconnect_time=5.0)
         with pytest.raises(gsp.ConnectionRefused):
-            self.dial(s, url, block=True)
+            self.dial(s, url, fail_fast=True)
         assert s.dialers == []
-        d = self.dial(s, url)  # block=None: the failure is kept, redialing goes on in background
+        d = self.dial(s, url)  # the default: the failure is kept, redialing goes on in background
         assert isinstance(d.last_error, gsp.ConnectionRefused)
         assert s.dialers == [d] and s.pipes == []
 
-    @pytest.mark.parametrize("block", [None, False])
-    def test_dial_before_listen(self, block: bool | None) -> None:
+    @pytest.mark.parametrize("background", [False, True])
+    def test_dial_before_listen(self, background: bool) -> None:
         url = self.unused_url()
         fast: dict[str, Any] = {"reconnect_time": 0.05, "reconnect_time_max": 0.2}
         push = self.socket("push", send_timeout=WAIT, **fast)
         pull = self.socket("pull", recv_timeout=WAIT)
-        d = self.dial(push, url, block=block)
+        d = self.dial(push, url, background=background)
         gevent.sleep(0.3)
-        if block is None:
+        if not background:
             assert isinstance(d.last_error, gsp.ConnectionRefused)
         assert push.pipes == []
         self.listen(pull, url)
@@ -350,14 +350,14 @@ class TransportSuite(TransportSuiteBase):
         assert s.listeners == [] and s.dialers == []
         with pytest.raises(gsp.InvalidAddress) as info:
             s.dial("nosuch://x")
-        for name in gsp.transports():
+        for name in gsp.transport_schemes():
             assert name in str(info.value)
 
     def test_bad_options(self) -> None:
         url = self.listen_url()
         own = set(registry().transport_for(url).options)
         foreign = {n for t in registry().transports.values() for n in t.options} - own
-        bad_common = {"recv_max_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
+        bad_common = {"max_recv_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
                       "handshake_timeout": 0}
         socket_only = ("recv_timeout", "send_timeout", "linger", "send_buffer")
         a, b = self.socket("pair"), self.socket("pair")
@@ -392,7 +392,7 @@ class TransportSuite(TransportSuiteBase):
                     wrong(a, url, **{name: spec.default})
         assert a.listeners == [] and a.dialers == []
         good = {n: g for n, (g, _) in self.options.items()}
-        lst = self.listen(a, url, recv_max_size=10,  # nothing was bound before
+        lst = self.listen(a, url, max_recv_size=10,  # nothing was bound before
                           **{n: v for n, v in good.items() if specs[n].scope != "dial"})
         self.connect(a, lst.url, b, reconnect_time=0.5,
                      **{n: v for n, v in good.items() if specs[n].scope != "listen"})
@@ -405,7 +405,7 @@ class TransportSuite(TransportSuiteBase):
         lst.close()
         assert a.listeners == []
         with pytest.raises(gsp.ConnectionRefused):
-            self.dial(c, lst.url, block=True)
+            self.dial(c, lst.url, fail_fast=True)
         b.send(b"still up")  # the pipe made before the close carries on
         assert a.recv() == b"still up"
         a.send(b"both ways")

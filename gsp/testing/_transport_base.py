@@ -62,7 +62,7 @@ class TransportSuiteBase(_Kit):
     wrong_protocol_error: ClassVar[type[BaseException]] = gsp.WrongProtocol
     #: How many dialers :meth:`test_many_pipes` connects to one listener.
     many_pipes: ClassVar[int] = 50
-    #: Largest message :meth:`test_message_sizes` sends with ``recv_max_size=0`` (no limit).
+    #: Largest message :meth:`test_message_sizes` sends with ``max_recv_size=0`` (no limit).
     unlimited_size: ClassVar[int] = 2 * MiB + 1
     #: Checks of :data:`CHECK_NEEDS` that cannot apply to this transport: check name -> why. Such
     #: a check passes (after asserting the transport lacks what it needs) instead of being

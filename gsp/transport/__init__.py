@@ -10,8 +10,9 @@
 * TLS (:mod:`.tls`), URLs (:mod:`.urls`), the receive bounds of a socket's pipes
   (:mod:`.limits`), and the sans-IO SP codec, :mod:`gsp.transport.wire` (handshake, framing,
   incremental decoder).
-* Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`); registering:
-  :data:`hookimpl`; finding a class's optional hooks: :func:`overrides`.
+* Declaring an option: :class:`Option` (its validators are in :mod:`gsp.options`). A plugin
+  registers with :data:`gsp.hookimpl`; :func:`gsp.protocol.overrides` finds a class's optional
+  hooks.
 
 The conformance kit for a transport is :class:`gsp.testing.TransportSuite`.
 """
@@ -23,9 +24,7 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
-    from ..hookspecs import hookimpl
     from ..options import Option
-    from ..overrides import overrides
     from . import wire
     from .admission import SHED_REASONS, HandshakeRoom, bytes_received, source_of
     from .fds import LISTEN_FD, adopt_connected_socket, adopt_listening_socket, family_name
@@ -70,11 +69,12 @@ __all__ = [
     "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",
     # who the peer is (pipe.peer)
     "Peer", "PeerCertificate", "WSRequest", "Headers", "peer_of", "parse_cookies",
-    # options and registration
-    "Option", "hookimpl", "overrides",
+    # options
+    "Option",
 ]
 
 # The names imported above for type checkers load on first use (PEP 562, gsp._lazy), so that
 # importing one module of the package (the sans-IO codec, an interface) loads no more than it
 # needs.
-__getattr__, __dir__ = attach(__name__)
+__getattr__, __dir__ = attach(__name__, renamed={
+    "hookimpl": ("gsp", "hookimpl"), "overrides": ("gsp.protocol", "overrides")})

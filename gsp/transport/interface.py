@@ -88,7 +88,7 @@ class Connection(ABC):
         """Optional: the socket's :class:`gsp.transport.limits.RecvLimits`, given before the first
         ``recv_messages``. A transport that buffers messages still arriving keeps its account
         there with a :class:`gsp.transport.limits.Holding`: it reports what it holds, waits while the
-        socket is at ``recv_partial_max``, and ends a message that makes no progress for
+        socket is at ``max_recv_partial``, and ends a message that makes no progress for
         ``recv_partial_timeout`` with :class:`gsp.FrameStalled`. The default ignores them. Must
         not block or raise."""
 

@@ -4,7 +4,7 @@ A peer can announce a big message and then send it slowly, or not at all. Transp
 what arrived (see :class:`gsp.transport.wire.FrameDecoder`), and every socket bounds the rest with two
 options:
 
-* ``recv_partial_max`` — bytes held in incomplete messages across all the socket's pipes. At the
+* ``max_recv_partial`` — bytes held in incomplete messages across all the socket's pipes. At the
   bound a pipe in the middle of a message reads no further until the total drops (messages
   complete, pipes close), unless it holds the most (so pipes never wait for each other in a
   ring); a pipe between messages always reads, so small messages keep flowing. The bound is
@@ -33,7 +33,7 @@ __all__ = ["RecvLimits", "Holding"]
 class RecvLimits:
     """One socket's bound on bytes held in incomplete messages, shared by its connections.
 
-    ``max_bytes`` is ``recv_partial_max`` (0: no bound), ``stall_timeout`` is
+    ``max_bytes`` is ``max_recv_partial`` (0: no bound), ``stall_timeout`` is
     ``recv_partial_timeout`` (seconds, None: never); the socket passes changes of the options on
     with :meth:`set_max_bytes` and :meth:`set_stall_timeout`, so they apply to pipes already up.
     """
@@ -131,7 +131,7 @@ class Holding:
 
     def before_read(self) -> None:
         """Before reading more of an incomplete message: wait while the socket is at
-        ``recv_partial_max``, then arm the stall timer (if not yet) and set :attr:`reading`.
+        ``max_recv_partial``, then arm the stall timer (if not yet) and set :attr:`reading`.
 
         Raises :class:`gsp.FrameStalled` when the wait for room outlasts the timeout."""
         limits = self.limits
@@ -141,7 +141,7 @@ class Holding:
         if limits.must_wait(self) and not limits.wait_room(self, timeout):
             raise FrameStalled(
                 f"{self.remote}: a message still arriving was held back for {timeout:g} s by "
-                f"recv_partial_max={limits.max_bytes} ({limits.held} bytes held in incomplete "
+                f"max_recv_partial={limits.max_bytes} ({limits.held} bytes held in incomplete "
                 f"messages, {self.held} of them by this pipe)")
         self._reader = gevent.getcurrent()
         self.reading = True

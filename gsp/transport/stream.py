@@ -24,6 +24,7 @@ import gevent
 from gevent import socket as gsocket
 
 from .._mypyc import mypyc_attr  # (mypyc reads it when the wheel compiles this module)
+from .._overrides import overrides
 from ..errors import (
     AddressInUse,
     Closed,
@@ -35,7 +36,6 @@ from ..errors import (
     Timeout,
 )
 from ..message import message_bytes
-from ..overrides import overrides
 from . import wire
 from .fds import adopt_listening_socket
 from .interface import Connection, TransportDialer, TransportListener
@@ -129,6 +129,14 @@ def connect_socket(url: str, family: int, address: Any,
         if park is not None:
             park(None)
     return sock
+
+
+def _caused(err: Exception, cause: OSError) -> Exception:
+    """``err`` with ``cause`` as its ``__cause__``, which a listener reads (a peer that left, or
+    a shortage of fds). Set by hand: in this module compiled by mypyc, ``raise err from cause``
+    alone leaves ``__cause__`` unset (mypy 2.4, CPython 3.11 and 3.12)."""
+    err.__cause__ = cause
+    return err
 
 
 def map_socket_error(exc: OSError, what: str) -> Exception:
@@ -413,7 +421,7 @@ class StreamConnection(Connection):
             raise decoder.error.with_traceback(None)  # reported after the good messages before it
         holding = self._holding
         while True:
-            if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
+            if holding.held:  # mid-message: wait while at max_recv_partial; bound the read
                 holding.before_read()
             try:
                 data = self._read_next(decoder)
@@ -691,9 +699,9 @@ class SocketListener(TransportListener):
 
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of an accepted socket (default: a
-        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``recv_max_size``).
+        :class:`StreamConnection` with :attr:`framing` and the endpoint's ``max_recv_size``).
         May raise ``OSError`` (as :meth:`configure`)."""
-        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+        return StreamConnection(sock, self.framing, self.options["max_recv_size"], local, remote)
 
     def bind(self) -> None:
         fd = self.options["listen_fd"] if self.listen_families else None
@@ -719,13 +727,13 @@ class SocketListener(TransportListener):
         except OSError as exc:
             if self._closed:
                 raise Closed("listener closed") from None
-            raise map_socket_error(exc, "accept") from exc  # (the errno: out of fds?)
+            raise _caused(map_socket_error(exc, "accept"), exc) from exc  # (out of fds?)
         try:
             self.configure(sock)
             return self.wrap(sock, self.address_name(sock.getsockname()), self.address_name(sock.getpeername()))
         except OSError as exc:  # the peer left before we looked at it (reset in the backlog)
             sock.close()
-            raise ConnectionBroken(f"accept: {exc}") from exc
+            raise _caused(ConnectionBroken(f"accept: {exc}"), exc) from exc
 
     def address_name(self, addr: Any) -> str:
         """Optional: a socket address as users see it (a pipe's local and remote address;
@@ -783,7 +791,7 @@ class SocketDialer(TransportDialer):
     def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         """Optional: the :class:`gsp.transport.Connection` of the connected socket (as
         :meth:`SocketListener.wrap`); may raise ``OSError``, which fails the dial."""
-        return StreamConnection(sock, self.framing, self.options["recv_max_size"], local, remote)
+        return StreamConnection(sock, self.framing, self.options["max_recv_size"], local, remote)
 
     def dial(self) -> Connection:
         sock = self.connect()

@@ -34,9 +34,9 @@ def _ticks(sock: gsp.Socket) -> None:
         gevent.sleep(0.05)
 
 
-rep = gsp.socket("rep", recv_max_size=0)
+rep = gsp.socket("rep", max_recv_size=0)
 pub = gsp.socket("pub")
-pull = gsp.socket("pull", recv_max_size=0)
+pull = gsp.socket("pull", max_recv_size=0)
 application = SPWebSocketApp(routes)
 application.mount(rep, "/sp")
 application.mount(pub, "/ticks", serve_js=False)

@@ -112,7 +112,7 @@ def main() -> int:
     try:
         gsp.prefork(protocol, ("tls+tcp" if TLS else "tcp") + "://127.0.0.1:0", serve,
                     procs=PROCS, on_ready=ready, drain_timeout=10, max_restarts=2,
-                    recv_max_size=0, balance=BALANCE, **TLS)
+                    max_recv_size=0, balance=BALANCE, **TLS)
     except gsp.WorkerFailed as exc:
         print("failed", exc.index, exc.exitcode, flush=True)
         return 3

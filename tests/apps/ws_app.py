@@ -62,9 +62,9 @@ def _private(sock: gsp.Socket) -> None:
             return
 
 
-rep = gsp.socket("rep", recv_max_size=0)
+rep = gsp.socket("rep", max_recv_size=0)
 who = gsp.socket("rep")
-pull = gsp.socket("pull", recv_max_size=0)
+pull = gsp.socket("pull", max_recv_size=0)
 private = gsp.socket("rep")
 application = SPWebSocketApp(routes)
 application.mount(rep, "/sp")

@@ -25,7 +25,7 @@ tuned = gsp.tune_allocator() if sys.argv[1] == "tuned" else None
 size, burst, rounds = 256 * 1024, 40, 6
 payload = b"x" * size
 with gsp.socket("pull") as pull, gsp.socket("push") as push:
-    push.dial(pull.listen("tcp://127.0.0.1:0").url, block=True)
+    push.dial(pull.listen("tcp://127.0.0.1:0").url, fail_fast=True)
     for r in range(rounds):
         if r == 1:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

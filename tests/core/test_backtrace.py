@@ -132,7 +132,7 @@ def test_a_stalled_and_a_flooding_peer_do_not_stop_a_good_one(
     flood = gsp_socket(asker, raw=True)
     good = gsp_socket(asker, **ASKER_OPTIONS[asker], recv_timeout=1)
     for peer in (stalled, flood, good):
-        peer.dial(url, block=True)
+        peer.dial(url, fail_fast=True)
     spawn(echo_forever, server)
     big = b"x" * 65536
 
@@ -167,7 +167,7 @@ def test_a_request_that_waited_for_room_reaches_a_receiver_parked_meanwhile(
     server = gsp_socket(responder, recv_buffer=1)
     url = server.listen("tcp://127.0.0.1:0").url
     peer = gsp_socket(asker, raw=True)
-    peer.dial(url, block=True)
+    peer.dial(url, fail_fast=True)
     for i in (1, 2):
         peer.send_msg(gsp.Message(b"%d" % i, u32(0x80000000 | i)))
     wait_for(lambda: server.stats["recv_queue"] == 1, what="the first request queued")

@@ -70,9 +70,9 @@ def test_unbuffered_recv_blocks_until_a_sender_comes(spawn: Spawn) -> None:
 def test_unbuffered_nowait() -> None:
     ch = Chan()
     with pytest.raises(gsp.WouldBlock):
-        ch.send_nowait(1)
+        ch.send(1, block=False)
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
+        ch.recv(block=False)
     assert len(ch) == 0
     assert_clean(ch)
 
@@ -81,7 +81,7 @@ def test_unbuffered_send_nowait_to_waiting_receiver(spawn: Spawn) -> None:
     ch = Chan()
     receiver = spawn(ch.recv)
     wait_for(lambda: waiters(ch) == (1, 0))
-    ch.send_nowait("z")
+    ch.send("z", block=False)
     assert receiver.get(timeout=1) == "z"
 
 
@@ -89,7 +89,7 @@ def test_unbuffered_recv_nowait_from_waiting_sender(spawn: Spawn) -> None:
     ch = Chan()
     sender = spawn(ch.send, "w")
     wait_for(lambda: waiters(ch) == (0, 1))
-    assert ch.recv_nowait() == "w"
+    assert ch.recv(block=False) == "w"
     sender.join(timeout=1)
     assert sender.successful()
 
@@ -99,21 +99,21 @@ def test_unbuffered_recv_nowait_from_waiting_sender(spawn: Spawn) -> None:
 def test_buffered_capacity(spawn: Spawn) -> None:
     ch = Chan(3)
     for i in range(3):
-        ch.send_nowait(i)  # never blocks below capacity
+        ch.send(i, block=False)  # never blocks below capacity
     assert len(ch) == 3
     with pytest.raises(gsp.WouldBlock):
-        ch.send_nowait(3)
+        ch.send(3, block=False)
     assert len(ch) == 3
     sender = spawn(ch.send, 3)
     wait_for(lambda: waiters(ch) == (0, 1))
     gevent.sleep(0.01)
     assert not sender.ready(), "send on a full channel did not block"
-    assert ch.recv_nowait() == 0
+    assert ch.recv(block=False) == 0
     sender.join(timeout=1)  # the freed slot admitted the blocked sender
     assert sender.successful() and len(ch) == 3
     assert ch.drain(10) == [1, 2, 3]
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
+        ch.recv(block=False)
     assert_clean(ch)
 
 
@@ -186,14 +186,47 @@ def test_negative_timeout_is_immediate_timeout_not_wouldblock() -> None:
     assert_clean(ch)
 
 
-def test_nowait_raises_wouldblock_which_is_a_timeout() -> None:
+def test_block_false_raises_wouldblock_which_is_not_a_timeout() -> None:
     ch = Chan(1)
+    with pytest.raises(gsp.WouldBlock, match="would block"):
+        ch.recv(block=False)
+    ch.send(1, block=False)
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
-    ch.send_nowait(1)
+        ch.send(2, block=False)
     with pytest.raises(gsp.WouldBlock):
-        ch.send_nowait(2)
-    assert issubclass(gsp.WouldBlock, gsp.Timeout)
+        ch.send(2, 0)  # a zero timeout is the same: it may not wait
+    assert not issubclass(gsp.WouldBlock, gsp.Timeout)
+    assert issubclass(gsp.WouldBlock, gsp.GspError)
+
+
+def test_block_false_goes_with_no_other_timeout() -> None:
+    ch: Chan[int] = Chan(0)
+    with pytest.raises(gsp.BadOption, match="block=False"):
+        ch.recv(1, block=False)
+    # (the compiled build's own argument check says it first, as a TypeError)
+    with pytest.raises((gsp.BadOption, TypeError),
+                       match="block must be True or False|bool object expected"):
+        ch.send(1, block=None)  # type: ignore[arg-type]
+    assert_clean(ch)
+
+
+def test_old_nonblocking_spellings_work_and_warn() -> None:
+    ch: Chan[int] = Chan(1)
+    with pytest.warns(DeprecationWarning, match=r"send\(item, block=False\)"):
+        assert ch.try_send(1) is True
+    with pytest.warns(DeprecationWarning, match=r"send\(item, block=False\)"):
+        assert ch.try_send(2) is False  # full
+    with pytest.warns(DeprecationWarning, match=r"recv\(block=False\)"):
+        assert ch.recv_nowait() == 1
+    with pytest.warns(DeprecationWarning, match=r"send\(item, block=False\)"):
+        ch.send_nowait(3)
+    with pytest.warns(DeprecationWarning), pytest.raises(gsp.WouldBlock):
+        ch.send_nowait(4)
+    assert ch.recv(block=False) == 3
+    ch.close()
+    with pytest.warns(DeprecationWarning):
+        assert ch.try_send(5) is False  # closed: False, as it always said
+    assert_clean(ch)
 
 
 # -- close ---------------------------------------------------------------------------------------
@@ -204,11 +237,11 @@ def test_recv_drains_buffer_after_close_then_raises_closed() -> None:
     ch.send(2)
     ch.close()
     assert ch.recv() == 1
-    assert ch.recv_nowait() == 2
+    assert ch.recv(block=False) == 2
     with pytest.raises(gsp.Closed):
         ch.recv()
     with pytest.raises(gsp.Closed):
-        ch.recv_nowait()
+        ch.recv(block=False)
     with pytest.raises(gsp.Closed):
         ch.recv(timeout=1)
 
@@ -217,7 +250,7 @@ def test_send_on_closed_raises() -> None:
     ch = Chan(3)
     ch.close()
     ch.close()  # idempotent
-    for op in (lambda: ch.send(1), lambda: ch.send_nowait(1), lambda: ch.send(1, timeout=1)):
+    for op in (lambda: ch.send(1), lambda: ch.send(1, block=False), lambda: ch.send(1, timeout=1)):
         with pytest.raises(gsp.Closed):
             op()
     assert len(ch) == 0
@@ -247,7 +280,7 @@ def test_close_wakes_blocked_senders_without_delivering(spawn: Spawn, cap: int) 
         assert isinstance(s.exception, gsp.Closed)
     assert ch.drain(10) == list(range(cap)), "a sender woken by close delivered its item"
     with pytest.raises(gsp.Closed):
-        ch.recv_nowait()
+        ch.recv(block=False)
     assert_clean(ch)
 
 
@@ -333,7 +366,7 @@ def test_nowait_operations_match_a_deque_model(cap: int, ops: list[tuple[str, An
             else:
                 expect = gsp.WouldBlock
             try:
-                got: Any = ch.send_nowait(arg) if op == "send" else select_channels([Send(ch, arg)], 0)[1]
+                got: Any = ch.send(arg, block=False) if op == "send" else select_channels([Send(ch, arg)], 0)[1]
             except (gsp.Closed, gsp.WouldBlock) as exc:
                 got = type(exc)
             assert got is expect
@@ -345,7 +378,7 @@ def test_nowait_operations_match_a_deque_model(cap: int, ops: list[tuple[str, An
             else:
                 expect = gsp.WouldBlock
             try:
-                got = ch.recv_nowait() if op == "recv" else select_channels([Recv(ch)], 0)[1]
+                got = ch.recv(block=False) if op == "recv" else select_channels([Recv(ch)], 0)[1]
             except (gsp.Closed, gsp.WouldBlock) as exc:
                 got = type(exc)
             assert got == expect
@@ -402,7 +435,7 @@ def test_notify_ready_sees_every_way_an_item_or_the_end_comes(how: str) -> None:
     gevent.sleep(0)
     assert woke == [1]
     if how == "put_back":
-        assert ch.recv_nowait() == 3
+        assert ch.recv(block=False) == 3
 
 
 def test_notify_ready_none_withdraws_the_callback() -> None:

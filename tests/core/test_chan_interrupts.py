@@ -74,7 +74,7 @@ def test_external_timeout_interrupts_send(cap: int) -> None:
     assert ch.drain(5) == list(range(cap)), "an interrupted send delivered its item"
     if cap:
         ch.send("after")
-        assert ch.recv_nowait() == "after"
+        assert ch.recv(block=False) == "after"
 
 
 def test_external_timeout_interrupts_select() -> None:
@@ -84,7 +84,7 @@ def test_external_timeout_interrupts_select() -> None:
             select_channels([Recv(a), Send(b, 1)])
     assert_clean(a, b)
     with pytest.raises(gsp.WouldBlock):
-        b.recv_nowait()
+        b.recv(block=False)
 
 
 def test_external_timeout_shorter_than_own_timeout() -> None:
@@ -110,9 +110,9 @@ def test_kill_interrupts_blocked_operation(spawn: Spawn, op: str) -> None:
     assert_clean(a, b)
     # Both channels still work, and nothing leaked from the killed operation.
     with pytest.raises(gsp.WouldBlock):
-        a.recv_nowait()
+        a.recv(block=False)
     with pytest.raises(gsp.WouldBlock):
-        b.recv_nowait()
+        b.recv(block=False)
     r = spawn(a.recv)
     wait_for(lambda: waiters(a) == (1, 0))
     a.send("ok")
@@ -132,9 +132,9 @@ def test_item_handed_to_receiver_killed_at_that_moment_is_not_lost(spawn: Spawn,
     receiver.join(timeout=1)
     assert receiver.dead and got == []
     assert_clean(ch)
-    assert ch.recv_nowait() == "item"
+    assert ch.recv(block=False) == "item"
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
+        ch.recv(block=False)
 
 
 def test_kill_queued_after_the_wakeup_lets_the_receiver_finish(spawn: Spawn) -> None:
@@ -148,7 +148,7 @@ def test_kill_queued_after_the_wakeup_lets_the_receiver_finish(spawn: Spawn) -> 
     assert receiver.dead
     assert got == ["item"]
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
+        ch.recv(block=False)
     assert_clean(ch)
 
 
@@ -175,9 +175,9 @@ def test_item_of_killed_select_goes_back_to_its_channel(spawn: Spawn) -> None:
     sel.join(timeout=1)
     assert isinstance(sel.exception, Boom)
     assert_clean(a, b)
-    assert b.recv_nowait() == "item"
+    assert b.recv(block=False) == "item"
     with pytest.raises(gsp.WouldBlock):
-        a.recv_nowait()
+        a.recv(block=False)
 
 
 def test_returned_item_keeps_unbuffered_rendezvous(spawn: Spawn) -> None:
@@ -200,7 +200,7 @@ def test_returned_item_keeps_fifo_order_in_a_buffered_channel(spawn: Spawn) -> N
     ch = Chan(1)
     receiver = killed_receiver(ch, spawn)
     ch.send("first")
-    ch.send_nowait("second")  # buffered before the killed receiver gives "first" back
+    ch.send("second", block=False)  # buffered before the killed receiver gives "first" back
     receiver.join(timeout=1)
     assert ch.drain(5) == ["first", "second"]
 
@@ -211,9 +211,9 @@ def test_returned_item_survives_close(spawn: Spawn) -> None:
     ch.send("item")
     ch.close()
     receiver.join(timeout=1)
-    assert ch.recv_nowait() == "item"
+    assert ch.recv(block=False) == "item"
     with pytest.raises(gsp.Closed):
-        ch.recv_nowait()
+        ch.recv(block=False)
 
 
 def test_sender_killed_after_handover_delivers_once(spawn: Spawn) -> None:
@@ -221,11 +221,11 @@ def test_sender_killed_after_handover_delivers_once(spawn: Spawn) -> None:
     sender = spawn(ch.send, "item")
     wait_for(lambda: waiters(ch) == (0, 1))
     sender.kill(Boom, block=False)
-    assert ch.recv_nowait() == "item"
+    assert ch.recv(block=False) == "item"
     sender.join(timeout=1)
     assert isinstance(sender.exception, Boom)
     with pytest.raises(gsp.WouldBlock):
-        ch.recv_nowait()
+        ch.recv(block=False)
     assert_clean(ch)
 
 
@@ -234,7 +234,7 @@ def test_own_timer_losing_the_race_still_succeeds(spawn: Spawn) -> None:
     receiver = spawn(ch.recv, timeout=0.03)
     wait_for(lambda: waiters(ch) == (1, 0))
     busy_wait(0.06)  # the receiver's timer is now due, but the hub has not run
-    ch.send_nowait("item")  # completes the receive before the timer can fire
+    ch.send("item", block=False)  # completes the receive before the timer can fire
     assert receiver.get(timeout=1) == "item"
     assert_clean(ch)
 

@@ -34,7 +34,7 @@ def test_select_ready_cases_without_blocking() -> None:
     a.send("a")
     assert select_channels([Recv(b), Recv(a)], timeout=0) == (1, "a")
     assert select_channels([Recv(a), Send(b, "b")], timeout=0) == (1, None)
-    assert b.recv_nowait() == "b"
+    assert b.recv(block=False) == "b"
     with pytest.raises(gsp.WouldBlock):
         select_channels([Recv(a), Recv(b)], timeout=0)
     b.send(1)
@@ -54,7 +54,7 @@ def test_select_blocks_until_a_recv_case_is_ready(spawn: Spawn) -> None:
     assert_clean(a, b, c)
     # The losing cases took nothing: a has no hidden receiver, c still holds only its own item.
     with pytest.raises(gsp.WouldBlock):
-        a.send_nowait(1)
+        a.send(1, block=False)
     assert c.drain(5) == ["full"]
 
 
@@ -66,7 +66,7 @@ def test_select_blocks_until_a_send_case_is_ready(spawn: Spawn) -> None:
     assert sel.get(timeout=1) == (1, None)
     assert_clean(a, b)
     with pytest.raises(gsp.WouldBlock):
-        b.recv_nowait()
+        b.recv(block=False)
 
 
 def test_select_same_channel_twice(spawn: Spawn) -> None:
@@ -78,7 +78,7 @@ def test_select_same_channel_twice(spawn: Spawn) -> None:
     assert idx in (0, 1) and val == 7
     assert_clean(a)
     with pytest.raises(gsp.WouldBlock):
-        a.send_nowait(8)
+        a.send(8, block=False)
 
 
 def test_select_timeout() -> None:
@@ -174,7 +174,7 @@ def test_select_fairness_mixed_send_and_recv() -> None:
         if i == 0:
             src.send(0)
         else:
-            dst.recv_nowait()
+            dst.recv(block=False)
 
     counts = _shares([Recv(src), Send(blocked, 0), Send(dst, 1)], refill, 3000)
     assert counts[1] == 0

@@ -9,9 +9,8 @@ import gevent.event
 import pytest
 
 import gsp
-from gsp.context import Context, ContextHost
 from gsp.message import Message
-from gsp.protocol import Protocol, ProtocolSpec
+from gsp.protocol import ContextHost, Protocol, ProtocolContext, ProtocolSpec
 from gsp.testing import wait_for
 from tests.support import close_wakes, connect, u32
 
@@ -211,11 +210,11 @@ def test_rep_receiver_timing_out_leaves_the_request_to_others(gsp_socket, spawn)
 
 
 # -- ContextHost for a third party's protocol ------------------------------------------------------
-class _LoopContext(Context):
-    """A context that gives back what was sent on it (implements only do_send and do_recv)."""
+class _Keeps:
+    """A context's hooks that give back what was sent on it (do_send and do_recv only)."""
 
     def __init__(self, handle: Any) -> None:
-        super().__init__(handle)
+        super().__init__(handle)  # type: ignore[call-arg]
         self.kept: list[Message] = []
 
     def do_send(self, msg: Message, timeout: float | None) -> None:
@@ -230,14 +229,21 @@ class _LoopContext(Context):
         self.kept.clear()
 
 
+class _LoopContext(_Keeps, ProtocolContext):
+    """A context that gives back what was sent on it (implements only do_send and do_recv)."""
+
+
 class _Loop(ContextHost, Protocol):
+    context_class: Any = _LoopContext
+
     def __init__(self, handle: Any, raw: bool) -> None:
         super().__init__(handle, raw)
         self.closed = False
-        self.host_contexts(_LoopContext(handle))
+        self.host_contexts(self.context_class(handle))
 
-    def new_context(self) -> Context:
-        return _LoopContext(self.handle)
+    def new_context(self) -> ProtocolContext:
+        ctx: ProtocolContext = self.context_class(self.handle)
+        return ctx
 
     def close(self) -> None:
         self.closed = True
@@ -258,7 +264,8 @@ class _LoopPlugin:
 
 def test_context_host_socket_calls_reach_the_default_context_or_the_protocols_own():
     """The socket's send(bytes)/recv() of a ContextHost protocol call its default context's
-    do_send_body/do_recv_body; a context implementing only do_send/do_recv gets them from Context (a
+    do_send_body/do_recv_body; a context implementing only do_send/do_recv gets them from
+    ProtocolContext (a
     Message made and unmade); a protocol overriding recv_body keeps its own."""
     plugin = _LoopPlugin()
     gsp.register_plugin(plugin)
@@ -276,5 +283,55 @@ def test_context_host_socket_calls_reach_the_default_context_or_the_protocols_ow
             ctx = s.open_context()
             ctx.send(b"five")
             assert ctx.recv() == b"five"
+    finally:
+        gsp.unregister_plugin(plugin)
+
+
+def test_the_users_context_shows_the_users_calls_and_the_hooks_are_the_sdks() -> None:
+    # gsp.Context names what a user calls; the hooks a protocol implements are on
+    # gsp.protocol.ProtocolContext, which every protocol's context derives from.
+    user = {n for n in vars(gsp.Context) if not n.startswith("_")}
+    assert {"send", "recv", "send_msg", "recv_msg", "poll", "close", "closed"} <= user
+    assert not {n for n in user if n.startswith(("do_", "on_"))}
+    assert "closing_case" not in user and "own_options" not in user
+    assert {"do_send", "do_recv", "on_close", "closing_case"} <= set(vars(ProtocolContext))
+    with gsp.socket("req") as req:
+        ctx = req.open_context()
+        assert isinstance(ctx, gsp.Context) and isinstance(ctx, ProtocolContext)
+
+
+def test_a_context_written_against_the_old_base_works_and_warns() -> None:
+    # A third party's protocol whose context derives from gsp.Context (or names
+    # gsp.protocol.Context), as the SDK had it: it is made a ProtocolContext, with a warning
+    # that names the new base.
+    with pytest.warns(DeprecationWarning, match="gsp.protocol.ProtocolContext"):
+        class OldLoopContext(_Keeps, gsp.Context):
+            pass
+    assert issubclass(OldLoopContext, ProtocolContext)
+    with pytest.warns(DeprecationWarning, match=r"gsp.protocol.Context is deprecated: use "
+                                                r"gsp.protocol.ProtocolContext"):
+        old = gsp.protocol.Context
+    assert old is ProtocolContext
+
+    class OldLoop(_Loop):
+        context_class = OldLoopContext
+
+    class Plugin:
+        @gsp.hookimpl
+        def gsp_protocols(self) -> list[ProtocolSpec]:
+            return [ProtocolSpec("testoldloop", 0x7E2, "testoldloop", 0x7E2, OldLoop)]
+
+    plugin = Plugin()
+    gsp.register_plugin(plugin)
+    try:
+        with gsp.socket("testoldloop") as s:
+            s.send(b"one")
+            assert s.recv() == b"one"
+            ctx = s.open_context()
+            ctx.send(b"two")
+            assert ctx.recv() == b"two"
+            ctx.close()
+            with pytest.raises(gsp.Closed):
+                ctx.recv()
     finally:
         gsp.unregister_plugin(plugin)

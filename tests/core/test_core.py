@@ -97,14 +97,14 @@ def test_push_send_timeout_and_best_effort_without_peers(gsp_socket):
 # -- options ---------------------------------------------------------------------------------------
 
 OPTION_VALUES = {
-    "recv_timeout": 1.5, "send_timeout": 2, "recv_max_size": 4096, "reconnect_time": 0.2,
+    "recv_timeout": 1.5, "send_timeout": 2, "max_recv_size": 4096, "reconnect_time": 0.2,
     "reconnect_time_max": 3, "send_buffer": 7, "recv_buffer": 9, "linger": 0.25,
     "best_effort": True, "handshake_timeout": 4, "tcp_nodelay": False, "tcp_keepalive": False,
     "ipc_file_mode": 0o600,
 }
 BAD_VALUES = [
     ("recv_timeout", -1), ("recv_timeout", "1"), ("recv_timeout", float("nan")),
-    ("send_timeout", True), ("recv_max_size", -1), ("recv_max_size", 1.5),
+    ("send_timeout", True), ("max_recv_size", -1), ("max_recv_size", 1.5),
     ("reconnect_time", 0), ("reconnect_time", None), ("reconnect_time_max", -0.1),
     ("send_buffer", 0), ("recv_buffer", 0), ("linger", None), ("linger", -1),
     ("best_effort", 1), ("handshake_timeout", 0), ("tcp_nodelay", "yes"), ("ipc_file_mode", -1),
@@ -143,20 +143,20 @@ def test_bad_option_values_raise_bad_option(gsp_socket, name, value):
 def test_endpoint_options_inherit_from_the_socket(gsp_socket):
     detached: list[gsp.Pipe] = []
     socks = [
-        gsp_socket("pull", recv_max_size=100, reconnect_time=0.3, recv_timeout=WAIT),
+        gsp_socket("pull", max_recv_size=100, reconnect_time=0.3, recv_timeout=WAIT),
         gsp_socket("push", send_timeout=WAIT),
         gsp_socket("push", send_timeout=WAIT),
     ]
     pull, small, big = socks
     pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
     inherit = pull.listen(TCP)
-    own = pull.listen(TCP, recv_max_size=1000)
-    d = pull.dial(free_url("inproc"), block=False, reconnect_time_max=7)
-    assert inherit.options["recv_max_size"] == 100 and own.options["recv_max_size"] == 1000
+    own = pull.listen(TCP, max_recv_size=1000)
+    d = pull.dial(free_url("inproc"), background=True, reconnect_time_max=7)
+    assert inherit.options["max_recv_size"] == 100 and own.options["max_recv_size"] == 1000
     assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
-    pull.recv_max_size = 200  # later socket changes reach endpoints that did not override
+    pull.max_recv_size = 200  # later socket changes reach endpoints that did not override
     pull.reconnect_time = 0.4
-    assert inherit.options["recv_max_size"] == 200 and own.options["recv_max_size"] == 1000
+    assert inherit.options["max_recv_size"] == 200 and own.options["max_recv_size"] == 1000
     assert d.options["reconnect_time"] == 0.4
     connected(pull, inherit.url, small)
     connected(pull, own.url, big)
@@ -249,7 +249,7 @@ def test_close_with_a_stalled_peer_returns_after_linger(linger):
     push = gsp.socket("push", send_timeout=0.3, linger=linger, send_buffer=8)
     conn = None
     try:
-        push.dial("tcp://127.0.0.1:%d" % srv.getsockname()[1], block=False)
+        push.dial("tcp://127.0.0.1:%d" % srv.getsockname()[1], background=True)
         conn, _ = srv.accept()
         conn.settimeout(WAIT)
         conn.sendall(HDR_PULL)
@@ -294,7 +294,7 @@ def test_recv_msg_carries_the_pipe_and_send_msg_works(gsp_socket):
 def test_large_batches_are_written_without_joining_the_whole_batch(gsp_socket):
     # 16 x 1 MiB queued at once must arrive intact (large bodies bypass the join).
     big = [bytes([i]) * (1 << 20) for i in range(16)]
-    pull = gsp_socket("pull", recv_timeout=WAIT, recv_max_size=0)
+    pull = gsp_socket("pull", recv_timeout=WAIT, max_recv_size=0)
     push = gsp_socket("push", send_buffer=16)
     connected(pull, pull.listen(TCP).url, push)
     for m in big:

@@ -92,7 +92,9 @@ def test_dialer_reconnects_after_listener_process_is_killed(gsp_socket):
 # -- hostile peers ---------------------------------------------------------------------------------
 
 def test_stalled_handshakes_do_not_delay_good_peers_and_time_out(gsp_socket):
-    hto = 1.0
+    # The good peer must be served inside the stalled ones' handshake timeout, which starts as
+    # they are accepted: 200 connects and a dial take longer on a loaded machine.
+    hto = scaled(1.0)
     pull = gsp_socket("pull", recv_timeout=WAIT)
     push = gsp_socket("push", send_timeout=WAIT)
     lst = pull.listen(TCP, handshake_timeout=hto)
@@ -102,7 +104,7 @@ def test_stalled_handshakes_do_not_delay_good_peers_and_time_out(gsp_socket):
             r = raw_connect(lst.url)
             r.sendall(HDR_PUSH[:4])  # half a handshake, then silence
             raws.append((r, time.monotonic()))
-        push.dial(lst.url, block=True)
+        push.dial(lst.url, fail_fast=True)
         push.send(b"good")
         assert pull.recv() == b"good"
         # Served before any stalled handshake timed out (hto after it began).
@@ -119,7 +121,7 @@ def test_stalled_handshakes_do_not_delay_good_peers_and_time_out(gsp_socket):
             r.close()
     assert all(data == HDR_PULL for data, _ in results)
     waited = [t for _, t in results]
-    assert min(waited) >= hto * 0.95 and max(waited) < hto + 3.0, (min(waited), max(waited))
+    assert min(waited) >= hto * 0.95 and max(waited) < hto + scaled(3.0), (min(waited), max(waited))
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
@@ -132,7 +134,7 @@ def test_dial_to_a_peer_that_never_handshakes_times_out(gsp_socket, kind, ipc_ur
         push = gsp_socket("push", handshake_timeout=0.3, reconnect_time=5)
         t0 = time.monotonic()
         with pytest.raises(gsp.Timeout):
-            push.dial(url, block=True)
+            push.dial(url, fail_fast=True)
         assert 0.25 <= time.monotonic() - t0 < scaled(2.0)
         d = push.dial(url)
         assert isinstance(d.last_error, gsp.Timeout)

@@ -1,7 +1,7 @@
 """Behavioural acceptance tests of the socket core's pipes and pipe events: pipe ids and the order
 of ATTACHING / ATTACHED / DETACHED, rejecting a pipe at ATTACHING, a raising pipe callback
 contained, and a dialer whose pipe is rejected locally (by its own protocol or a hook) backing off,
-or failing dial(block=True). One of the core suites (see test_core.py)."""
+or failing dial(fail_fast=True). One of the core suites (see test_core.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 import gsp
-from gsp.testing import WAIT, connected, wait_for
+from gsp.testing import WAIT, connected, free_url, wait_for
 from tests.support import TCP
 
 # -- pipes and pipe events -------------------------------------------------------------------------
@@ -123,12 +123,69 @@ def test_dialer_whose_pipe_is_rejected_locally_backs_off(gsp_socket, how):
     assert time.monotonic() - t0 >= 0.35, Counter(seen)
 
 
-def test_dial_block_true_raises_when_its_own_protocol_rejects_the_pipe(gsp_socket):
+def test_dial_fail_fast_raises_when_its_own_protocol_rejects_the_pipe(gsp_socket):
     a = gsp_socket("pair")
     b = gsp_socket("pair")
     c = gsp_socket("pair")
     la, lb = a.listen(TCP), b.listen(TCP)
     connected(a, la.url, c)  # c's one pair peer
     with pytest.raises(gsp.ConnectionRefused):
-        c.dial(lb.url, block=True)
+        c.dial(lb.url, fail_fast=True)
     assert len(c.pipes) == 1
+
+
+def test_dial_fail_fast_raises_the_first_error_and_keeps_no_dialer(gsp_socket):
+    url = free_url("tcp")  # nothing listens there
+    s = gsp_socket("push", reconnect_time=5.0)
+    with pytest.raises(gsp.ConnectionRefused):
+        s.dial(url, fail_fast=True)
+    assert s.dialers == []
+    d = s.dial(url)  # the default: the failure is kept, redialing goes on
+    assert isinstance(d.last_error, gsp.ConnectionRefused) and s.dialers == [d]
+
+
+def test_dial_background_returns_before_the_first_attempt(gsp_socket):
+    url = free_url("tcp")
+    s = gsp_socket("push", reconnect_time=5.0)
+    d = s.dial(url, background=True)
+    assert d.last_error is None and s.dialers == [d]  # (no attempt made yet)
+
+
+def test_dial_fail_fast_and_background_together_are_refused(gsp_socket):
+    s = gsp_socket("push")
+    with pytest.raises(gsp.BadOption, match="cannot go together"):
+        s.dial(TCP, fail_fast=True, background=True)
+    with pytest.raises(gsp.BadOption, match="must be True or False"):
+        s.dial(TCP, fail_fast=1)
+    assert s.dialers == []
+
+
+@pytest.mark.parametrize("block, new", [(True, "fail_fast=True"), (False, "background=True"),
+                                        (None, "no block=")])
+def test_dial_block_still_works_and_warns_naming_the_new_spelling(gsp_socket, block, new):
+    url = free_url("tcp")
+    s = gsp_socket("push", reconnect_time=5.0)
+    with pytest.warns(DeprecationWarning, match=new) as caught:
+        if block:
+            with pytest.raises(gsp.ConnectionRefused):
+                s.dial(url, block=block)
+        else:
+            s.dial(url, block=block)
+    assert caught[0].filename == __file__  # points at the caller
+    with pytest.raises(gsp.BadOption, match="only the new one"):
+        s.dial(url, block=True, fail_fast=True)
+
+
+def test_socket_dial_keyword_takes_fail_fast_and_background(gsp_socket):
+    url = free_url("tcp")
+    with pytest.raises(gsp.ConnectionRefused):
+        gsp.socket("push", dial=url, fail_fast=True)
+    with gsp.socket("push", dial=url, background=True, reconnect_time=5.0) as s:
+        assert len(s.dialers) == 1 and s.dialers[0].last_error is None
+    with pytest.warns(DeprecationWarning, match="fail_fast=True"), \
+            pytest.raises(gsp.ConnectionRefused):
+        gsp.socket("push", dial=url, block=True)
+    with pytest.raises(gsp.BadOption, match=r"no dial=.*sock\.dial\(url, fail_fast=True\)"):
+        gsp.socket("push", listen=url, fail_fast=True)
+    with pytest.raises(gsp.BadOption, match=r"sock\.listen\(url, accept_gate=\.\.\.\)"):
+        gsp.socket("push", listen=url, accept_gate=lambda listener: None)

@@ -29,9 +29,33 @@ def test_unknown_protocol_lists_installed_ones():
     with pytest.raises(gsp.UnknownPlugin) as info:
         gsp.socket("no-such-protocol")
     assert isinstance(info.value, LookupError)
-    assert {"pair", "push", "pull"} <= set(gsp.protocols())
-    for name in gsp.protocols():
+    assert {"pair", "push", "pull"} <= set(gsp.protocol_names())
+    for name in gsp.protocol_names():
         assert name in str(info.value)
+
+
+@pytest.mark.parametrize(("old", "new", "value"), [
+    ("gsp.protocols", "gsp.protocol_names", lambda: gsp.protocol_names),
+    ("gsp.transports", "gsp.transport_schemes", lambda: gsp.transport_schemes),
+    ("gsp.protocol.hookimpl", "gsp.hookimpl", lambda: gsp.hookimpl),
+    ("gsp.transport.hookimpl", "gsp.hookimpl", lambda: gsp.hookimpl),
+    ("gsp.transport.overrides", "gsp.protocol.overrides", lambda: gsp.protocol.overrides),
+    ("gsp.overrides.overrides", "gsp.protocol.overrides", lambda: gsp.protocol.overrides),
+])
+def test_an_old_spelling_works_and_warns_naming_the_new_one(old: str, new: str,
+                                                            value: Any) -> None:
+    # The names that moved to their one home keep working for one minor version.
+    import importlib
+
+    module, _, name = old.rpartition(".")
+    with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated: use {new}$") as warned:
+        got = getattr(importlib.import_module(module), name)
+    assert got is value()
+    assert [w.filename for w in warned] == [__file__]  # the warning points at the caller
+    assert name not in getattr(importlib.import_module(module), "__all__", ())
+    if old == "gsp.protocols":
+        with pytest.warns(DeprecationWarning):
+            assert gsp.protocols() == gsp.protocol_names()  # type: ignore[attr-defined]
 
 
 class _RenamedListener(TransportListener):
@@ -74,10 +98,10 @@ class _MemPlugin:
 
 def test_registered_transport_plugin_is_usable_and_removable(gsp_socket):
     plugin = _MemPlugin()
-    assert "testmem" not in gsp.transports()
+    assert "testmem" not in gsp.transport_schemes()
     gsp.register_plugin(plugin)
     try:
-        assert "testmem" in gsp.transports()
+        assert "testmem" in gsp.transport_schemes()
         a = gsp_socket("pair", recv_timeout=WAIT)
         b = gsp_socket("pair")
         lst = a.listen("testmem://here")
@@ -87,7 +111,7 @@ def test_registered_transport_plugin_is_usable_and_removable(gsp_socket):
         assert a.recv() == b"through a plugin"
     finally:
         gsp.unregister_plugin(plugin)
-    assert "testmem" not in gsp.transports()
+    assert "testmem" not in gsp.transport_schemes()
     s = gsp_socket("pair")
     with pytest.raises(gsp.InvalidAddress):
         s.listen("testmem://here")
@@ -112,7 +136,7 @@ REPORT = textwrap.dedent("""
         with gsp.socket("push", dial="inproc://x") as push:
             push.send(b"ok")
             assert pull.recv() == b"ok"
-    print(json.dumps([gsp.transports(), gsp.protocols()]))
+    print(json.dumps([gsp.transport_schemes(), gsp.protocol_names()]))
 """)
 
 
@@ -168,7 +192,7 @@ def test_a_connect_that_never_completes_is_bounded_by_handshake_timeout(gsp_sock
         s = gsp_socket("push", handshake_timeout=0.2)
         t0 = time.monotonic()
         with pytest.raises(gsp.Timeout):
-            s.dial("teststall://nowhere", block=True)
+            s.dial("teststall://nowhere", fail_fast=True)
         assert time.monotonic() - t0 < scaled(1.0)
     finally:
         gsp.unregister_plugin(plugin)
@@ -217,7 +241,7 @@ def test_close_shuts_pipes_down_concurrently(gsp_socket):
         push = gsp.socket("push", linger=0)
         try:
             for _ in range(5):
-                push.dial(url, block=True)
+                push.dial(url, fail_fast=True)
             wait_for(lambda: len(push.pipes) == 5, what="5 pipes")
         finally:
             push.close()

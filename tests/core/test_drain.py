@@ -87,7 +87,7 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(gsp_socket
     req = gsp_socket("req", recv_timeout=10)
     url_a = a.listen(TCP).url
     url_b = b.listen(TCP).url
-    req.dial(url_a, block=True)
+    req.dial(url_a, fail_fast=True)
     took_a: list[bytes] = []
     took_b: list[bytes] = []
     in_hand: list[bytes] = []
@@ -101,7 +101,7 @@ def test_a_request_not_taken_before_drain_is_resent_to_another_server(gsp_socket
     gevent.sleep(0)  # the drain begins
     askers.append(spawn(ask, req.open_context(), b"4", out))  # reaches A, which is draining
     wait_for(lambda: a.stats["messages_received"] == 4, what="the fourth request to reach A")
-    req.dial(url_b, block=True)  # B comes up: where the REQ resends when A's pipe closes
+    req.dial(url_b, fail_fast=True)  # B comes up: where the REQ resends when A's pipe closes
     for _ in range(2):
         spawn(serve, b.open_context(), took_b, 0)
     drain.join(5)
@@ -309,7 +309,7 @@ def test_drain_stops_dialers_but_keeps_their_pipes(gsp_socket, spawn):
     pull = gsp_socket("pull", recv_timeout=5)
     push = gsp_socket("push")
     url = pull.listen(TCP).url
-    push.dial(url, block=True)
+    push.dial(url, fail_fast=True)
     assert push.dialers and push.pipes
     push.send(b"before")
     push.drain(5)
@@ -354,7 +354,7 @@ def test_sigterm_under_load_loses_no_request(spawn):
         req = gsp.socket("req", recv_timeout=10, send_timeout=10)
         try:
             for url in urls:
-                req.dial(url, block=True)
+                req.dial(url, fail_fast=True)
             answers: dict[bytes, bytes] = {}
 
             def client(i: int) -> None:

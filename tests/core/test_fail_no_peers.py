@@ -202,7 +202,7 @@ def test_req_without_the_option_resends_when_a_peer_comes_back(gsp_socket):
     rep = gsp_socket("rep", recv_timeout=5)
     req = gsp_socket("req", recv_timeout=5)
     rep.listen(url)
-    req.dial(url, block=True)
+    req.dial(url, fail_fast=True)
     req.send(b"q")
     assert rep.recv() == b"q"
     req.pipes[0].close()  # the dialer redials; the request goes again on the new pipe
@@ -235,14 +235,14 @@ def test_a_reply_already_in_is_still_received_after_the_last_pipe_went(gsp_socke
 
 def _fill(sender: gsp.Socket, timeout: float | None = None) -> None:
     """Send with block=False (or a short timeout) until the peer's queues are full (it does not
-    read): WouldBlock (Timeout), never NoPeers."""
+    read): WouldBlock (or Timeout), never NoPeers."""
     for _ in range(100_000):
         try:
             if timeout is None:
                 sender.send(b"x" * 1000, block=False)
             else:
                 sender.send(b"x" * 1000, timeout=timeout)
-        except gsp.Timeout:
+        except (gsp.WouldBlock, gsp.Timeout):
             return
     raise AssertionError("the queues never filled")
 
@@ -278,8 +278,8 @@ def test_polyamorous_pair1_fails_only_with_no_peer_at_all(gsp_socket):
     p1 = gsp_socket("pair1", polyamorous=True, recv_timeout=5)
     p2 = gsp_socket("pair1", polyamorous=True, recv_timeout=5)
     url = s.listen(inproc_url()).url
-    p1.dial(url, block=True)
-    p2.dial(url, block=True)
+    p1.dial(url, fail_fast=True)
+    p2.dial(url, fail_fast=True)
     gevent.sleep(0.05)
     gone = s.pipes[0]
     gone.close()

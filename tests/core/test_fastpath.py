@@ -11,6 +11,7 @@ import pytest
 from gevent import socket as gsocket
 
 import gsp
+from gsp._core.pipe import writer_of
 from gsp.message import Message
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
@@ -102,7 +103,7 @@ def test_request_reply_pipes_write_directly_and_need_no_writer(
         rep.send(rep.recv() + b"!")
         assert req.recv() == b"%d!" % i
     # Every message went out from the sender's greenlet: no writer greenlet was needed.
-    assert [p.writer for p in rep.pipes + req.pipes] == [None, None]
+    assert [writer_of(p) for p in rep.pipes + req.pipes] == [None, None]
 
 
 @contextmanager
@@ -129,7 +130,7 @@ def test_requests_of_many_contexts_share_writes(gsp_socket: Callable[..., gsp.So
         pipe = req.pipes[0]
         for i, c in enumerate(ctxs):
             c.send(b"%d" % i)
-        assert pipe.writer is not None and pipe.stats["messages_sent"] == 2
+        assert writer_of(pipe) is not None and pipe.stats["messages_sent"] == 2
         for _ in ctxs:
             rep.send(rep.recv() + b"!")
         assert sorted(c.recv() for c in ctxs) == sorted(b"%d!" % i for i in range(16))
@@ -149,14 +150,14 @@ def test_one_message_read_allows_a_direct_write_and_a_batch_holds_them(
         deliver([late])  # one message read
         sent = pipe.stats["messages_sent"]
         ctxs[0].send(b"a")
-        assert pipe.stats["messages_sent"] == sent + 1 and pipe.writer is None  # directly
+        assert pipe.stats["messages_sent"] == sent + 1 and writer_of(pipe) is None  # directly
         deliver([late])
         ctxs[1].send(b"b")  # the same turn, and yet directly: one message was read again
-        assert pipe.stats["messages_sent"] == sent + 2 and pipe.writer is None
+        assert pipe.stats["messages_sent"] == sent + 2 and writer_of(pipe) is None
         deliver([late, late])  # a batch
         ctxs[2].send(b"c")
         ctxs[0].send(b"d")  # (a context asking anew cancels "a")
-        assert pipe.stats["messages_sent"] == sent + 2 and pipe.writer is not None  # queued
+        assert pipe.stats["messages_sent"] == sent + 2 and writer_of(pipe) is not None  # queued
         got = [rep.recv() for _ in range(4)]
         assert got == [b"a", b"b", b"c", b"d"]  # in order, the held ones after the direct ones
         assert pipe.stats["messages_sent"] == sent + 4
@@ -173,7 +174,7 @@ def test_a_burst_goes_through_the_writer_in_order(
     got = [pull.recv() for _ in range(n)]
     g.get(timeout=WAIT)
     assert got == [b"%d" % i for i in range(n)]
-    assert push.pipes[0].writer is not None  # the burst needed the writer
+    assert writer_of(push.pipes[0]) is not None  # the burst needed the writer
 
 
 @pytest.mark.parametrize("kind", ["tcp", "ipc"])
@@ -182,7 +183,7 @@ def test_big_and_small_messages_interleaved(
     # Big bodies are read in place or as the message itself; small ones parsed from chunks.
     sizes = [1 << 20, 3, 1 << 20, 1 << 20, 0, 40000, 5, 200000, 1 << 20, 17]
     msgs = [bytes([i]) * n for i, n in enumerate(sizes)]
-    opts = {"recv_timeout": WAIT, "recv_max_size": 0}
+    opts = {"recv_timeout": WAIT, "max_recv_size": 0}
     a = gsp_socket("pair", **opts)
     b = gsp_socket("pair", send_timeout=WAIT)
     connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)

@@ -91,7 +91,7 @@ def test_a_lent_read_interrupted_while_gathering_loses_nothing(
     rep = gsp_socket("rep", recv_timeout=WAIT)
     url = rep.listen(f"ipc://{ipc_dir}/gather-lent.sock").url
     with roomy(RawPeer(url, REQ)) as peer:
-        wait_for(lambda: rep.pipes and rep.pipes[0].reader is None, what="the pipe, parked")
+        wait_for(lambda: rep.pipes and rep.pipes[0]._reader is None, what="the pipe, parked")
         conn = conn_of(rep.pipes[0])
         first = RID + os.urandom(300 * KiB)
         peer.sock.sendall(frame(peer, first))

@@ -47,7 +47,7 @@ def one(caplog: pytest.LogCaptureFixture, logger: str, text: str, level: int, pr
 def test_every_record_carries_protocol_url_pipe_and_remote(logs, gsp_socket: Mk):
     pull = gsp_socket("pull", recv_timeout=WAIT)
     push = gsp_socket("push", send_timeout=WAIT)
-    push.dial(pull.listen(TCP).url, block=True)
+    push.dial(pull.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pull.pipes and push.pipes, what="the pipe")
     push.close()
     wait_for(lambda: not pull.pipes, what="the pipe to go")
@@ -62,7 +62,7 @@ def test_listen_dial_accept_attach_and_detach(logs, gsp_socket: Mk):
     push = gsp_socket("push", send_timeout=WAIT)
     url = pull.listen(TCP).url
     one(logs, "gsp.listener", "listening", logging.INFO, "pull", url)
-    push.dial(url, block=True)
+    push.dial(url, fail_fast=True)
     one(logs, "gsp.dialer", "dialing", logging.INFO, "push", url)
     wait_for(lambda: pull.pipes and push.pipes, what="the pipe")
     [lp], [dp] = pull.pipes, push.pipes
@@ -165,10 +165,10 @@ def test_tls_handshake_failure(logs, gsp_socket: Mk, pki: Any):
 
 
 def test_oversize_message_closes_the_receivers_pipe_with_a_warning(logs, gsp_socket: Mk):
-    pull = gsp_socket("pull", recv_max_size=1000, recv_timeout=0.3)
+    pull = gsp_socket("pull", max_recv_size=1000, recv_timeout=0.3)
     push = gsp_socket("push", reconnect_time=WAIT)
     url = pull.listen(TCP).url
-    push.dial(url, block=True)
+    push.dial(url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     [pipe] = pull.pipes
     push.send(b"x" * 5000)
@@ -177,7 +177,7 @@ def test_oversize_message_closes_the_receivers_pipe_with_a_warning(logs, gsp_soc
     rec = one(logs, "gsp.pipe", f"pipe {pipe.id} (peer", logging.WARNING, "pull", url)
     assert "detached: MessageTooLarge" in rec.getMessage()
     assert "5000" in rec.getMessage() and "1000" in rec.getMessage()
-    assert "recv_max_size" in rec.getMessage()
+    assert "max_recv_size" in rec.getMessage()
     assert (rec.gsp_size, rec.gsp_limit) == (5000, 1000) and rec.gsp_pipe == pipe.id
     assert isinstance(pipe.error, gsp.MessageTooLarge)
 
@@ -197,7 +197,7 @@ def test_pipe_rejected_by_the_protocol(logs, gsp_socket: Mk):
     a = gsp_socket("pair")
     b, c = gsp_socket("pair"), gsp_socket("pair", reconnect_time=WAIT)
     url = a.listen(TCP).url
-    b.dial(url, block=True)
+    b.dial(url, fail_fast=True)
     wait_for(lambda: a.pipes, what="the first peer")
     c.dial(url)  # pair takes one peer: a refuses the second
     rec = one(logs, "gsp.socket", "rejected by the pair protocol", logging.INFO, "pair", url)
@@ -216,7 +216,7 @@ def test_raising_callback_is_logged_once_and_the_pipe_carries_on(logs, gsp_socke
     url = pull.listen(TCP).url
     pushers = [gsp_socket("push", send_timeout=WAIT, reconnect_time=WAIT) for _ in range(2)]
     for p in pushers:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(pull.pipes) == 2, what="both pipes attached")
     for i, p in enumerate(pushers):
         p.send(b"%d" % i)
@@ -237,7 +237,7 @@ def test_nothing_is_logged_per_message(
     caplog.set_level(level, logger="gsp")
     pull = gsp_socket("pull", recv_timeout=WAIT)
     push = gsp_socket("push", send_timeout=WAIT)
-    push.dial(pull.listen(TCP).url, block=True)
+    push.dial(pull.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pull.pipes and push.pipes, what="the pipe")
     caplog.clear()
     for i in range(1000):

@@ -2,7 +2,7 @@
 
 A hostile peer completes the handshake, announces a big message and sends nothing (or a
 trickle): the socket holds only what arrived, a pipe whose message stops arriving is closed with
-FrameStalled after recv_partial_timeout, and recv_partial_max bounds what all pipes hold
+FrameStalled after recv_partial_timeout, and max_recv_partial bounds what all pipes hold
 together. Big messages still arrive intact however their bytes are split.
 """
 
@@ -139,7 +139,7 @@ def test_peers_announcing_recv_max_size_cost_what_they_sent(gsp_socket, scheme, 
         wait_for(lambda: len(pull.pipes) == n, what="every peer attached")
         idle = traced()
         for p in peers:  # 1 MiB announced, one byte of it sent
-            announce(p, url, pull.recv_max_size, b"z")
+            announce(p, url, pull.max_recv_size, b"z")
         wait_for(lambda: held_bytes(pull) >= n * 9, what="every peer's prefix and byte read")
         assert len(pull.pipes) == n
         # A few KiB per pipe at most, not the n × 1 MiB (40 MiB) announced.
@@ -157,7 +157,7 @@ def test_a_stalled_message_closes_its_pipe_and_others_are_served(gsp_socket, sch
         st.callback(bad.close)
         announce(bad, url, 100_000, b"half a message" * 10)
         good = gsp_socket("push")
-        good.dial(url, block=True, **(pki.dial_options() if scheme == "tls+tcp" else {}))
+        good.dial(url, fail_fast=True, **(pki.dial_options() if scheme == "tls+tcp" else {}))
         for i in range(5):  # the good peer is served meanwhile
             good.send(b"%d" % i)
             assert pull.recv() == b"%d" % i
@@ -250,7 +250,7 @@ def test_a_shorter_stall_timeout_applies_to_a_timer_armed_already(gsp_socket):
 @pytest.mark.parametrize("room", ["the biggest holder goes", "the bound is lifted"])
 def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(gsp_socket, room):
     with ExitStack() as st:
-        pull = gsp_socket("pull", recv_timeout=WAIT, recv_partial_max=256 * 1024)
+        pull = gsp_socket("pull", recv_timeout=WAIT, max_recv_partial=256 * 1024)
         url = pull.listen("tcp://127.0.0.1:0").url
         big = hostile_peer(url, None)  # holds 300 KiB of a 1 MiB message: over the bound alone
         st.callback(big.close)
@@ -263,23 +263,23 @@ def test_recv_partial_max_holds_back_a_pipe_until_there_is_room(gsp_socket, room
         wait_for(lambda: held_bytes(pull) >= 300 * 1024 + 20000, what="the second's first piece held")
         second.sendall(frame(body)[20000:])  # all of it sent; the socket reads no further
         small = gsp_socket("push")
-        small.dial(url, block=True)
+        small.dial(url, fail_fast=True)
         small.send(b"small messages still flow")  # a pipe between messages always reads
         assert pull.recv() == b"small messages still flow"
         assert silent(pull, 0.3)  # the second message waits for room
         if room == "the biggest holder goes":
             big.close()  # its bytes are released
         else:
-            pull.recv_partial_max = 0  # an option changed applies to pipes already up
+            pull.max_recv_partial = 0  # an option changed applies to pipes already up
         assert pull.recv() == body
-    with pytest.raises(gsp.BadOption, match="recv_partial_max"):
-        gsp.socket("pull", recv_partial_max=-1)
+    with pytest.raises(gsp.BadOption, match="max_recv_partial"):
+        gsp.socket("pull", max_recv_partial=-1)
 
 
 def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed(gsp_socket):
     gone: list[gsp.Pipe] = []
     with ExitStack() as st:
-        pull = gsp_socket("pull", recv_partial_max=256 * 1024, recv_partial_timeout=0.5)
+        pull = gsp_socket("pull", max_recv_partial=256 * 1024, recv_partial_timeout=0.5)
         pull.on_pipe_event(lambda ev, p: gone.append(p) if ev is gsp.PipeEvent.DETACHED else None)
         url = pull.listen("tcp://127.0.0.1:0").url
         big = hostile_peer(url, None)
@@ -298,7 +298,7 @@ def test_a_pipe_held_back_too_long_by_recv_partial_max_is_closed(gsp_socket):
             gevent.sleep(0.1)
         (pipe,) = gone
         assert isinstance(pipe.error, gsp.FrameStalled)
-        assert "a message still arriving was held back for 0.5 s by recv_partial_max=262144 (" \
+        assert "a message still arriving was held back for 0.5 s by max_recv_partial=262144 (" \
                in str(pipe.error)
         held = re.search(r"\((\d+) bytes held in incomplete messages, (\d+) of them by this "
                          r"pipe\)$", str(pipe.error))

@@ -15,6 +15,7 @@ SUITES = ["core/test_core.py", "core/test_core_endpoints.py", "core/test_core_pi
           "core/test_core_plugins.py", "transports/test_transports.py", "core/test_smoke.py"]
 
 
+@pytest.mark.slow  # six suites again, in a process of their own (a minute and more)
 @pytest.mark.timeout(600)
 def test_core_suites_pass_under_monkey_patching():
     env = dict(os.environ, GSP_TEST_MONKEY="1")

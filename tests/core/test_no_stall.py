@@ -91,7 +91,7 @@ def test_push_keeps_feeding_a_good_puller(gsp_socket, raw, spawn):
     stalled = push.pipes[0]
     spawn(flood, raw(url, PULL), BIG)  # sends what push never wants
     good = gsp_socket("pull", recv_timeout=1)
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(push, 3)
 
     def pushing() -> None:
@@ -117,7 +117,7 @@ def test_pub_keeps_serving_a_good_subscriber(gsp_socket, raw):
     stalled = pub.pipes[0]
     good = gsp_socket("sub", recv_timeout=1)
     good.subscribe(b"")
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(pub, 2)
 
     def publish(k: int) -> None:
@@ -153,7 +153,7 @@ def test_a_flood_does_not_keep_a_good_sender_out(gsp_socket, raw, spawn, protoco
     attached(s, 2)
     bad = set(s.pipes)
     good = gsp_socket(sender)
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(s, 3)
     (mine,) = set(s.pipes) - bad
     front = min(FRONT_ITEMS, FRONT_BYTES // len(BIG))  # items in the front, less its last turn
@@ -178,7 +178,7 @@ def test_req_is_answered_beside_a_stalled_and_a_flooding_rep(gsp_socket, raw, sp
     stalled = req.pipes[0]
     spawn(flood, raw(url, REP), u32(0x80000001) + BIG)  # replies to no request of ours
     rep = gsp_socket("rep")
-    rep.dial(url, block=True)
+    rep.dial(url, fail_fast=True)
     attached(req, 3)
     spawn(echo_forever, rep)
     load = req.open_context()
@@ -202,7 +202,7 @@ def test_surveyor_hears_a_good_respondent_beside_stalled_and_flooding_ones(gsp_s
     raw(url, RESPONDENT)  # never reads
     spawn(flood, raw(url, RESPONDENT), u32(0x80000001) + BIG)  # answers to no survey
     good = gsp_socket("respondent")
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(sv, 3)
     spawn(echo_forever, good)
     load = sv.open_context()
@@ -241,7 +241,7 @@ def test_bus_and_star_serve_a_good_peer_beside_stalled_and_flooding_ones(
     raw(url, number)  # never reads
     spawn(flood, raw(url, number), (hops(0) if protocol == "star" else b"") + BIG)
     good = gsp_socket(protocol, recv_timeout=1)
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(hub, 3)
 
     def reply(m: gsp.Message) -> None:
@@ -287,7 +287,7 @@ def test_polyamorous_pair1_serves_a_good_peer_beside_stalled_and_flooding_ones(
     attached(hub, 1)
     spawn(flood, raw(url, PAIR1), hops(1) + BIG)
     good = gsp_socket("pair1", polyamorous=True, recv_timeout=1)
-    good.dial(url, block=True)
+    good.dial(url, fail_fast=True)
     attached(hub, 3)
 
     def reply(m: gsp.Message) -> None:

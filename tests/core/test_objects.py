@@ -135,7 +135,7 @@ def test_pynng_sends_msgpack_and_gsp_decodes_it_and_back(
         assert pull.recv_obj() == NESTED
         back = npull.listen("tcp://127.0.0.1:0")
         push = gsp_socket("push", send_timeout=5)
-        push.dial(nng.bound_url(back), block=True)
+        push.dial(nng.bound_url(back), fail_fast=True)
         push.send_obj(NESTED)
         body = nng.run(npull.recv)
         assert msgpack.unpackb(body, raw=False, strict_map_key=False) == NESTED

@@ -76,7 +76,7 @@ def test_tls_gives_the_peer_certificate_both_ways(scheme: str, pki: PKI) -> None
     with gsp.socket("pair") as server, gsp.socket("pair") as client:
         url = server.listen(f"{scheme}://127.0.0.1:0{path}", tls_client_auth="required",
                             tls_ca_file=pki.ca_file, **pki.listen_options()).url
-        client.dial(url, block=True, tls_cert_file=pki.client_cert_file,
+        client.dial(url, fail_fast=True, tls_cert_file=pki.client_cert_file,
                     tls_key_file=pki.client_key_file, **pki.dial_options())
         wait_for(lambda: len(server.pipes) == 1, T)
         theirs = server.pipes[0].peer.certificate  # the client's, seen by the server
@@ -100,7 +100,7 @@ def test_tls_gives_the_peer_certificate_both_ways(scheme: str, pki: PKI) -> None
 def test_unverified_certificate_has_der_and_fingerprint_only(pki: PKI) -> None:
     with gsp.socket("pair") as server, gsp.socket("pair") as client:
         url = server.listen("tls+tcp://127.0.0.1:0", **pki.listen_options()).url
-        client.dial(url, block=True, tls_verify=False)
+        client.dial(url, fail_fast=True, tls_verify=False)
         cert = client.pipes[0].peer.certificate
         assert cert is not None and not cert.verified
         assert cert.der == cert_der(pki.server_cert_file)

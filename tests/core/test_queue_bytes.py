@@ -210,7 +210,7 @@ def test_recv_buffer_bytes_is_a_validated_option(gsp_socket: Callable[..., gsp.S
 def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
         gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
     url = free_url(scheme)
-    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=MiB, recv_max_size=0)
+    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=MiB, max_recv_size=0)
     push = gsp_socket("push", dial=url)
     wait_for(lambda: push.pipes)
     body = b"m" * (256 * KiB)
@@ -240,7 +240,7 @@ def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
 
 def test_sub_drops_its_oldest_by_bytes(gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("inproc")
-    sub = gsp_socket("sub", listen=url, recv_buffer_bytes=100 * KiB, recv_max_size=0)
+    sub = gsp_socket("sub", listen=url, recv_buffer_bytes=100 * KiB, max_recv_size=0)
     sub.subscribe(b"")
     pub = gsp_socket("pub", dial=url)
     wait_for(lambda: sub.pipes)
@@ -264,7 +264,9 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
     q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
     q.ensure_consumer()  # started (there is none in this test): every offer queues
     assert q.offer(b"a" * 6) and q.offer(b"b" * 6)  # 6 < 10: let in; 12: full
-    assert not q.has_room() and not q.offer(b"c") and not q.try_send(b"c")
+    assert not q.has_room() and not q.offer(b"c")
+    with pytest.raises(gsp.WouldBlock):
+        q.send(b"c", block=False)
     assert q.queued_bytes == 12
     q.recv()
     q.took()  # the consumer sets the count right
@@ -278,13 +280,26 @@ def test_outbox_bytes_bound_room_and_recount() -> None:
     assert p.recv() is FLUSH
 
 
+def test_outbox_drop_oldest_makes_room_and_keeps_the_byte_count() -> None:
+    from gsp.chan import Outbox
+
+    q: Outbox[bytes] = Outbox(100, lambda: None, None, max_bytes=10)
+    q.ensure_consumer()
+    assert not q.drop_oldest()  # nothing queued
+    assert q.offer(b"a" * 6) and q.offer(b"b" * 6) and not q.has_room()
+    assert q.drop_oldest() and q.queued_bytes == 6 and q.has_room()
+    with pytest.warns(DeprecationWarning, match=r"drop_oldest"):
+        assert q.recv_nowait() == b"b" * 6  # the old spelling: works, warns, counts
+    assert q.queued_bytes == 0
+
+
 @pytest.mark.parametrize("scheme", ["tcp", "inproc"])
 def test_a_pusher_to_a_slow_puller_holds_both_byte_bounds(
         gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
     """Distinct 1 MiB messages: what both sides queue stays near their byte
     bounds, the sender is pushed back, and nothing is lost."""
     url = free_url(scheme)
-    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=2 * MiB, recv_max_size=0)
+    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=2 * MiB, max_recv_size=0)
     push = gsp_socket("push", dial=url, send_buffer_bytes=2 * MiB)
     wait_for(lambda: push.pipes)
     sent = [0]
@@ -334,7 +349,7 @@ def test_a_big_body_sent_slowly_is_received_and_its_progress_counts(
         gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("tcp")
     # Slower than the stall timeout in all, but never silent for that long.
-    pull = gsp_socket("pull", listen=url, recv_max_size=0, recv_partial_timeout=0.6)
+    pull = gsp_socket("pull", listen=url, max_recv_size=0, recv_partial_timeout=0.6)
     with RawPeer(url, 0x50) as peer:
         peer.sock.sendall(_frame(b"s" * 100))  # a small one first
         assert pull.recv(timeout=5) == b"s" * 100
@@ -359,7 +374,7 @@ def test_a_big_body_sent_slowly_is_received_and_its_progress_counts(
 def test_closing_while_a_big_body_is_awaited_is_prompt(
         gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("tcp")
-    pull = gsp_socket("pull", listen=url, recv_max_size=0)
+    pull = gsp_socket("pull", listen=url, max_recv_size=0)
     with RawPeer(url, 0x50) as peer:
         peer.sock.sendall(_frame(b"b" * (64 * KiB)))  # big: the next prefix is read alone
         assert len(pull.recv(timeout=5)) == 64 * KiB
@@ -375,7 +390,7 @@ def test_closing_while_a_big_body_is_awaited_is_prompt(
 def test_lowat_is_set_back_so_small_messages_flow_after_a_big_one(
         gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("tcp")
-    pull = gsp_socket("pull", listen=url, recv_max_size=0)
+    pull = gsp_socket("pull", listen=url, max_recv_size=0)
     with RawPeer(url, 0x50) as peer:
         big = b"B" * (wire.DIRECT_SIZE * 4)
         peer.sock.sendall(_frame(big))
@@ -397,7 +412,7 @@ def test_a_receiver_keeping_up_takes_each_big_body_before_the_next_is_read(
     it take each one first, so bodies live one or two at a time and their memory is reused (a
     deep read-ahead swings the heap and faults every body's pages in afresh)."""
     url = gsp_free_url(scheme)
-    pull = gsp_socket("pull", listen=url, recv_max_size=0)  # 16 MiB of room by default
+    pull = gsp_socket("pull", listen=url, max_recv_size=0)  # 16 MiB of room by default
     push = gsp_socket("push", dial=url)
     wait_for(lambda: push.pipes)
     body = b"b" * (256 * KiB)

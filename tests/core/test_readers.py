@@ -67,7 +67,7 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(
             r.send(b"%d.%d" % (rnd, i))
             rep.send(rep.recv() + b"!")
             assert r.recv() == b"%d.%d!" % (rnd, i)
-        wait_for(lambda: all(p.reader is None for p in rep.pipes), what="every pipe parked")
+        wait_for(lambda: all(p._reader is None for p in rep.pipes), what="every pipe parked")
         assert len(rep.pipes) == n
         # One reader served them all in turn and waits for the next pipe; none is per pipe.
         assert readers_of(rep) == idle_readers(rep) == 1
@@ -77,14 +77,14 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(
 def test_pipes_park_after_big_messages_too(
         gsp_socket: Callable[..., gsp.Socket], kind: str, ipc_dir: str) -> None:
     big = b"b" * wire.DIRECT_SIZE * 4
-    a = gsp_socket("pair", recv_timeout=WAIT, recv_max_size=0)
+    a = gsp_socket("pair", recv_timeout=WAIT, max_recv_size=0)
     b = gsp_socket("pair", recv_timeout=WAIT)
     connected(a, a.listen(url(kind, ipc_dir, "big")).url, b)
     pipe = a.pipes[0]
     for m in [big, b"", big, b"small", big]:
         b.send(m)
         assert a.recv() == m
-        wait_for(lambda: pipe.reader is None, what="the pipe parked")
+        wait_for(lambda: pipe._reader is None, what="the pipe parked")
 
 
 def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave(
@@ -96,7 +96,7 @@ def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave(
         b.send(m)
         assert a.recv() == m
         pipe = a.pipes[0]
-        wait_for(lambda p=pipe: p.reader is None, what="the inproc pipe parked")
+        wait_for(lambda p=pipe: p._reader is None, what="the inproc pipe parked")
     b.close()
     assert pipe.wait_closed(WAIT)
     assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
@@ -162,7 +162,7 @@ def test_a_parked_pipe_sees_its_peer_leave(
     b.send(b"x")
     assert a.recv() == b"x"
     pipe = a.pipes[0]
-    wait_for(lambda: pipe.reader is None, what="the pipe parked")
+    wait_for(lambda: pipe._reader is None, what="the pipe parked")
     b.close()
     assert pipe.wait_closed(WAIT)
     assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
@@ -179,9 +179,9 @@ def test_closing_a_parked_pipe_ends_it_on_both_sides(
     p1.send(b"one")
     assert pull.recv() == b"one"
     pipe = pull.pipes[0]
-    wait_for(lambda: pipe.reader is None, what="the pipe parked")
+    wait_for(lambda: pipe._reader is None, what="the pipe parked")
     pipe.close()
-    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe.reader is None
+    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe._reader is None
     # A read watcher left armed on the descriptor would keep it open: the peer would not see it.
     wait_for(lambda: not p1.pipes, what="the peer to see the close")
     connected(pull, bound, p2)  # the socket serves the next pipe
@@ -214,7 +214,7 @@ def test_readers_blocked_in_delivery_end_with_their_pipes(
     got: set[bytes] = set()
     while not expected <= got:
         got.add(pull.recv())
-    wait_for(lambda: all(pp.reader is None for pp in pull.pipes), what="every pipe parked")
+    wait_for(lambda: all(pp._reader is None for pp in pull.pipes), what="every pipe parked")
     assert readers_of(pull) == idle_readers(pull) <= IDLE_READERS
     for i, p in enumerate(pushes):  # every open pipe still delivers
         if i not in gone:

@@ -146,7 +146,7 @@ def test_takes_every_pipes_queued_messages(gsp_socket):
     url = pull.listen(inproc_url()).url
     pushers = [gsp_socket("push", send_timeout=WAIT) for _ in range(2)]
     for push in pushers:
-        push.dial(url, block=True)
+        push.dial(url, fail_fast=True)
     wait_for(lambda: len(pull.pipes) == 2, what="two pipes")
     for k, push in enumerate(pushers):
         for i in range(600):

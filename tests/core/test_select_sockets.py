@@ -33,7 +33,7 @@ def linked(gsp_socket: Mk, a_proto: str, b_proto: str, a_opts: dict[str, Any] | 
     a = gsp_socket(a_proto, **(a_opts or {}))
     u = a.listen(where or url()).url
     b = gsp_socket(b_proto, **b_opts)
-    b.dial(u, block=True)
+    b.dial(u, fail_fast=True)
     wait_for(lambda: a.pipes and b.pipes, what="the pipe")
     if b_proto == "sub":
         b.subscribe(b"")
@@ -134,8 +134,8 @@ def test_select_timeout_names_the_timeout(gsp_socket: Mk) -> None:
     from datetime import timedelta
     with pytest.raises(gsp.Timeout, match=r"after 0.02 s"):
         gsp.select([gsp.Recv(pull)], timeout=timedelta(milliseconds=20))
-    with pytest.raises(gsp.BadOption, match="timeout is in seconds: 5000 s"):
-        gsp.select([gsp.Recv(pull)], timeout=5000)
+    with pytest.raises(gsp.BadOption, match="timeout must be a number of seconds"):
+        gsp.select([gsp.Recv(pull)], timeout=-1)
 
 
 def test_select_does_not_spin_while_waiting(gsp_socket: Mk, spawn: Any) -> None:
@@ -148,8 +148,8 @@ def test_select_does_not_spin_while_waiting(gsp_socket: Mk, spawn: Any) -> None:
             asked[op] += 1
             return bool(pull.poll(op))  # type: ignore[arg-type]
 
-        def wake_cases(self, op: Any) -> list[gsp.Recv]:
-            return pull.wake_cases(op)
+        def _wake_cases(self, op: Any) -> list[gsp.Recv]:
+            return pull._wake_cases(op)  # (gsp's own part of gsp.poller.Selectable)
 
         def recv(self, timeout: Any = ..., block: bool = True) -> bytes:
             return pull.recv(timeout, block)

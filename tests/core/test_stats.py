@@ -32,7 +32,7 @@ def test_traffic_on_both_ends_per_pipe_endpoint_and_socket(gsp_socket: Mk, schem
     pull = gsp_socket("pull", recv_timeout=WAIT)
     push = gsp_socket("push", reconnect_time=0.01)
     url = pull.listen(_url(scheme)).url
-    dialer = push.dial(url, block=True)
+    dialer = push.dial(url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     for n in SIZES:
         push.send(b"m" * n)
@@ -68,7 +68,7 @@ def test_headers_count_as_bytes(gsp_socket: Mk):
     # REQ puts a 4-byte request id in front of each body; REP sends it back with the reply.
     rep = gsp_socket("rep", recv_timeout=WAIT)
     req = gsp_socket("req", recv_timeout=WAIT)
-    req.dial(rep.listen(TCP).url, block=True)
+    req.dial(rep.listen(TCP).url, fail_fast=True)
     for body in (b"ping", b"ping again"):
         req.send(body)
         assert rep.recv() == body
@@ -116,7 +116,7 @@ def test_stats_are_new_dicts(gsp_socket: Mk):
 def test_sub_counts_messages_no_subscription_matched(gsp_socket: Mk):
     pub = gsp_socket("pub")
     sub = gsp_socket("sub", recv_timeout=WAIT)
-    sub.dial(pub.listen(TCP).url, block=True)
+    sub.dial(pub.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pub.pipes, what="the subscriber")
     sub.subscribe(b"a")
     ctx = sub.open_context()
@@ -139,7 +139,7 @@ def test_pub_and_sub_count_full_queues(gsp_socket: Mk):
     pub = gsp_socket("pub", send_buffer=1, linger=0)
     sub = gsp_socket("sub", recv_buffer=2, recv_timeout=WAIT)
     sub.subscribe(b"")
-    sub.dial(pub.listen(TCP).url, block=True)
+    sub.dial(pub.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pub.pipes, what="the subscriber")
     for i in range(5):
         pub.send(b"%d" % i)
@@ -159,7 +159,7 @@ def test_pub_and_sub_count_full_queues(gsp_socket: Mk):
 def test_bus_counts_a_full_receive_queue(gsp_socket: Mk):
     a = gsp_socket("bus", recv_buffer=3)
     b = gsp_socket("bus")
-    b.dial(a.listen(TCP).url, block=True)
+    b.dial(a.listen(TCP).url, fail_fast=True)
     wait_for(lambda: a.pipes and b.pipes, what="the pipe")
     for i in range(8):
         b.send(b"%d" % i)
@@ -195,10 +195,10 @@ def test_rep_counts_requests_over_ttl(gsp_socket: Mk):
 def test_oversize_is_counted_on_the_receiver_and_logged(
         gsp_socket: Mk, caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.WARNING, logger="gsp.pipe")
-    pull = gsp_socket("pull", recv_max_size=1 << 20, recv_timeout=0.2)
+    pull = gsp_socket("pull", max_recv_size=1 << 20, recv_timeout=0.2)
     push = gsp_socket("push", reconnect_time=WAIT)
     lst = pull.listen(TCP)
-    push.dial(lst.url, block=True)
+    push.dial(lst.url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     [pipe] = pull.pipes
     push.send(b"x" * (2 << 20))
@@ -220,7 +220,7 @@ def test_dialer_counts_attempts_failures_and_reconnects(gsp_socket: Mk):
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
-    d = push.dial(url, block=False)
+    d = push.dial(url, background=True)
     wait_for(lambda: d.stats["dial_failures_refused"] >= 3, what="refused dials")
     with gsp.socket("pull", recv_timeout=WAIT) as pull:
         pull.listen(url)
@@ -244,7 +244,7 @@ def test_dialer_counts_attempts_failures_and_reconnects(gsp_socket: Mk):
 def test_dialer_counts_handshake_failures_by_kind(gsp_socket: Mk):
     wrong = gsp_socket("push")  # push dialing push: the wrong protocol
     push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
-    d = push.dial(wrong.listen(TCP).url, block=False)
+    d = push.dial(wrong.listen(TCP).url, background=True)
     wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 2, what="failed handshakes")
     st = d.stats
     assert st["dial_failures_handshake"] == st["handshake_failures"] \
@@ -255,9 +255,9 @@ def test_dialer_counts_handshake_failures_by_kind(gsp_socket: Mk):
 def test_dialer_counts_rejected_pipes(gsp_socket: Mk):
     a, b = gsp_socket("pair"), gsp_socket("pair")
     url = a.listen(TCP).url
-    b.dial(url, block=True)
+    b.dial(url, fail_fast=True)
     c = gsp_socket("pair", reconnect_time=0.01, reconnect_time_max=0.02)
-    d = c.dial(url, block=False)  # a pair takes one peer: a rejects c's pipes
+    d = c.dial(url, background=True)  # a pair takes one peer: a rejects c's pipes
     wait_for(lambda: a.stats["pipes_rejected"] >= 2, what="rejected pipes")
     assert a.listeners[0].stats["pipes_rejected"] == a.stats["pipes_rejected"]
     assert a.stats["pipes"] == 1 and d.stats["pipes_rejected"] == 0  # c's side saw a hang-up
@@ -306,7 +306,7 @@ def test_queue_depths(gsp_socket: Mk):
     pull = gsp_socket("pull", recv_buffer=4, recv_timeout=WAIT)
     # bounded in messages only
     push = gsp_socket("push", send_buffer=1000, send_buffer_bytes=0, linger=0)
-    push.dial(pull.listen(TCP).url, block=True)
+    push.dial(pull.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     big = b"b" * (1 << 18)
     for _ in range(100):  # 25 MiB: the puller's queue fills, then the kernel's, then ours
@@ -327,7 +327,7 @@ def test_sub_queue_depth_includes_contexts(gsp_socket: Mk):
     sub.subscribe(b"")
     ctx = sub.open_context()
     ctx.subscribe(b"a")
-    sub.dial(pub.listen(TCP).url, block=True)
+    sub.dial(pub.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pub.pipes, what="the subscriber")
     for m in (b"a", b"b", b"a"):
         pub.send(m)

@@ -40,7 +40,7 @@ def test_stats_lists_every_socket_with_its_pipes_and_endpoints(gsp_socket: Mk):
     pull = gsp_socket("pull", recv_timeout=WAIT)
     push = gsp_socket("push")
     lst = pull.listen(TCP)
-    dialer = push.dial(lst.url, block=True)
+    dialer = push.dial(lst.url, fail_fast=True)
     push.send(b"hello")
     assert pull.recv() == b"hello"
     listing = {e["id"]: e for e in gsp.stats()}
@@ -84,7 +84,7 @@ def test_prometheus_collector(gsp_socket: Mk):
     push = gsp_socket("push")
     sub = gsp_socket("sub")
     lst = pull.listen(TCP)
-    push.dial(lst.url, block=True)
+    push.dial(lst.url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     push.send(b"abc")
     push.send(b"defgh")

@@ -4,7 +4,7 @@ HTTP server reading the upgrade request (``_HTTPServer._serve``), the listener a
 dialer: reading the server's upgrade response (``WSClientConnection.handshake``), then frames.
 
 Input layout: byte 0 holds flags: bit 0 listener/dialer, bit 1 ``ws_recv_text``, bit 2 small
-limits (``recv_max_size`` 64, ``ws_recv_frame_max`` 32), bit 3 an origin allow-list, bit 4 close
+limits (``max_recv_size`` 64, ``ws_max_frame_size`` 32), bit 3 an origin allow-list, bit 4 close
 locally after the first messages (and go on reading: a closing side still reads the peer's
 answer), bits 5-7 the local protocol; byte 1 seeds how the bytes are cut into chunks; the rest is
 what the peer sends. The dialer's nonce is fixed (``dGhlIHNhbXBsZSBub25jZQ==``, RFC 6455's
@@ -12,7 +12,7 @@ example) so an input can carry a valid ``Sec-WebSocket-Accept``.
 
 A finding is: the HTTP server letting an exception escape its per-connection guard, or answering
 with anything but an HTTP/1.1 response; a connection raising anything but a :class:`gsp.GspError`
-from ``handshake`` or ``recv_messages``; a message over ``recv_max_size``; a read loop that does
+from ``handshake`` or ``recv_messages``; a message over ``max_recv_size``; a read loop that does
 not end when the bytes do. A hang is caught by libFuzzer's ``-timeout``.
 """
 
@@ -64,7 +64,7 @@ def options(flags: int) -> Options:
     opts = Options({**SOCKET_OPTIONS, **WS_OPTIONS})
     opts["ws_recv_text"] = bool(flags & 2)
     if flags & 4:
-        opts.update_checked({"recv_max_size": 64, "ws_recv_frame_max": 32})
+        opts.update_checked({"max_recv_size": 64, "ws_max_frame_size": 32})
     if flags & 8:
         opts["ws_origins"] = {"http://good.example"}
     return opts
@@ -83,7 +83,7 @@ def server_side(sock: harness.FakeSocket, opts: Options) -> WSConnection | None:
 
 
 def read_all(conn: WSConnection, opts: Options, close_after_first: bool, budget: int) -> None:
-    limit = opts["recv_max_size"]
+    limit = opts["max_recv_size"]
     for _ in range(budget):
         msgs: list[Any] = conn.recv_messages()
         harness.expect(bool(msgs), "recv_messages returned nothing")

@@ -83,7 +83,7 @@ def linked(gproto: str, nkind: str, transport: str, setup: str,
         if setup == "gsp_listens":
             nng.run(n.dial, g.listen(url).url, block=True)
         else:
-            g.dial(nng_url(n, url, transport), block=True)
+            g.dial(nng_url(n, url, transport), fail_fast=True)
         wait_for(lambda: len(g.pipes) == 1, T)
         yield g, n
     finally:
@@ -206,7 +206,7 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
         bad_added = nng.added_pipes(bad)
         bad_url = nng_url(bad, fresh_url(transport, ipc_dir, "bad"), transport)
         with pytest.raises(gsp.WrongProtocol):
-            g.dial(bad_url, block=True)
+            g.dial(bad_url, fail_fast=True)
         d = g.dial(bad_url)  # keeps redialing in the background, failing every time
         wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 3, T,
                  what="several redials, each refused")
@@ -217,7 +217,7 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
         assert nng.raises(pynng.Timeout, bad.send, b"nowhere")  # nng has no pipe either
         assert bad_added == []
         # A correct peer is still served, and gets only what was sent after it came.
-        g.dial(nng_url(good, fresh_url(transport, ipc_dir, "good"), transport), block=True)
+        g.dial(nng_url(good, fresh_url(transport, ipc_dir, "good"), transport), fail_fast=True)
         g.send(b"ok")
         assert nng.run(good.recv) == b"ok"
         assert len(g.pipes) == 1 and seen == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
@@ -293,7 +293,7 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
     try:
         added = nng.added_pipes(n)
         url = nng_url(n, fresh_url(transport, ipc_dir), transport)
-        first.dial(url, block=True)
+        first.dial(url, fail_fast=True)
         wait_for(lambda: len(added) == 1, T)
         dialer = second.dial(url)
         wait_for(lambda: dialer.stats["dial_attempts"] >= 3, T,

@@ -67,7 +67,7 @@ def linked(gproto: str, nkind: str, transport: str, setup: str, ipc_dir: str,
             nng2.dial(n, url, nng2.client_tls(pki) if secure else None)
         else:
             url = nng2.listen(n, url, nng2.server_tls(pki) if secure else None)
-            g.dial(url, block=True, **(pki.dial_options() if secure else {}))
+            g.dial(url, fail_fast=True, **(pki.dial_options() if secure else {}))
         wait_for(lambda: len(g.pipes) == 1 and nng2.active_pipes(n) == 1, T,
                  what="the pipe on both sides")
         yield g, n

@@ -163,7 +163,7 @@ def test_pair1_polyamorous_nng_hub_gsp_peers(transport, ipc_dir):
         url = nng.bound_url(nng.run(hub.listen, fresh_url(transport, ipc_dir)), transport)
         peers = [st.enter_context(gsp.socket("pair1", recv_timeout=T)) for _ in range(3)]
         for p in peers:
-            p.dial(url, block=True)
+            p.dial(url, fail_fast=True)
         wait_for(lambda: all(p.pipes for p in peers), what="every peer")
         for i, p in enumerate(peers):
             p.send(b"peer %d" % i)

@@ -40,7 +40,7 @@ def link(g: gsp.Socket, n: Any, scheme: str, who: str, ipc_dir: str) -> None:
         nng.run(n.dial, bound, block=True)
     else:
         lst = n.listen(url)
-        g.dial(nng.bound_url(lst, scheme), block=True)
+        g.dial(nng.bound_url(lst, scheme), fail_fast=True)
     wait_for(lambda: len(g.pipes) == 1 and len(n.pipes) == 1)
 
 

@@ -243,17 +243,17 @@ def test_plugins_use_no_private_name_of_gsp(path: pathlib.Path) -> None:
 
 
 def test_the_plugin_check_bites() -> None:
-    # A dialer reading SocketDialer's private state, a context reading Context's and
+    # A dialer reading SocketDialer's private state, a context reading its base's and
     # overriding one of its private methods: each is reported.
     import types
 
-    from gsp.context import Context
+    from gsp.protocol import ProtocolContext
     from gsp.transport import SocketDialer
 
     source = ("class D(SocketDialer):\n"
               "    def close(self):\n"
               "        s = self._inflight\n"
-              "class C(Context):\n"
+              "class C(ProtocolContext):\n"
               "    def do_recv(self, timeout):\n"
               "        if self._closed:\n"
               "            raise Closed('closed')\n"
@@ -261,11 +261,11 @@ def test_the_plugin_check_bites() -> None:
               "        return None\n")
     module = types.ModuleType("probe")
     module.D = type("D", (SocketDialer,), {})  # type: ignore[attr-defined]
-    module.C = type("C", (Context,), {})  # type: ignore[attr-defined]
+    module.C = type("C", (ProtocolContext,), {})  # type: ignore[attr-defined]
     found = plugin_private_uses(pathlib.Path("probe.py"), source, module)
     assert sorted(found) == ["probe.py:3 D uses gsp.transport.stream.SocketDialer._inflight",
-                             "probe.py:6 C uses gsp.context.Context._closed",
-                             "probe.py:8 C overrides gsp.context.Context._wrong_thread"]
+                             "probe.py:6 C uses gsp.context.ProtocolContext._closed",
+                             "probe.py:8 C overrides gsp.context.ProtocolContext._wrong_thread"]
 
 
 def method_identity_checks(tree: ast.AST) -> list[int]:
@@ -296,11 +296,10 @@ def test_optional_hooks_are_found_one_way() -> None:
     assert method_identity_checks(ast.parse(
         "x = cls.recv_body is not Protocol.recv_body")) == [1]
     # Every hook a table lists exists on its base; a name not listed is refused.
-    from gsp.context import Context
-    from gsp.protocol import Protocol
+    from gsp.protocol import Protocol, ProtocolContext
     from gsp.transport import Connection, StreamConnection
 
-    for base in (Protocol, Connection, StreamConnection, Context):
+    for base in (Protocol, Connection, StreamConnection, ProtocolContext):
         for name in base.OPTIONAL_HOOKS:
             assert callable(getattr(base, name)), (base, name)
             assert not overrides(base, base, name)

@@ -1,11 +1,14 @@
 """docs/browsers.md's "From zero" app (examples/ticks.py) is quoted from the file and runs as the
 page says: under gevent's WSGIServer and under gunicorn's gevent workers (two, with and without
-``--preload``), each serving the page, the browser module and the ticks of its PUB socket."""
+``--preload``), each serving the page, the browser module and the ticks of its PUB socket; and
+its page, opened in Chromium, shows the ticks."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from typing import TYPE_CHECKING, Iterator
 
 import gevent
 import pytest
@@ -13,6 +16,9 @@ from gevent import subprocess
 
 import gsp
 from tests.support import BLOCK, ROOT, http_get, servers, stop_server
+
+if TYPE_CHECKING:
+    from tests.support.browser_support import Browser
 
 pytestmark = pytest.mark.plugins("gsp_ws")
 
@@ -43,16 +49,35 @@ def serves_ticks(port: int) -> None:
     assert all(re.fullmatch(rb"tick \d\d:\d\d:\d\d", t) for t in ticks) and ticks[0] != ticks[1]
 
 
-def test_it_runs_under_gevents_wsgi_server() -> None:
+@contextlib.contextmanager
+def the_example() -> Iterator[int]:
+    """``python examples/ticks.py 0`` running; its port."""
     proc = subprocess.Popen([sys.executable, str(EXAMPLE), "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         with gevent.Timeout(30, AssertionError("the example did not start")):
             line = proc.stdout.readline()
         assert line.startswith("serving http://127.0.0.1:"), (line, proc.stderr.read())
-        serves_ticks(int(line.rsplit(":", 1)[1].strip(" /\n")))
+        yield int(line.rsplit(":", 1)[1].strip(" /\n"))
     finally:
         stop_server(proc)
+
+
+def test_it_runs_under_gevents_wsgi_server() -> None:
+    with the_example() as port:
+        serves_ticks(port)
+
+
+@pytest.mark.browser
+def test_its_page_shows_the_ticks_in_chromium(browser: Browser) -> None:
+    """The page itself, as a user opens it: its SUB dials the mount and shows each tick."""
+    with the_example() as port:
+        page = browser.page(f"http://127.0.0.1:{port}/", ready=False)
+        try:
+            page.wait_for(r"/^tick \d\d:\d\d:\d\d$/.test(document.getElementById('out')"
+                          ".textContent)", timeout=TICK_WAIT * 2)
+        finally:
+            page.close()
 
 
 @pytest.mark.parametrize("preload", [False, True], ids=["imported-by-workers", "preload"])

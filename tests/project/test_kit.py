@@ -75,7 +75,7 @@ def test_free_url(gsp_free_url, gsp_socket) -> None:
     s = gsp_socket("pair")
     for url in (tcp, ipc, gsp_free_url("inproc"), ws, gsp_free_url("tls+tcp")):
         with pytest.raises(gsp.ConnectionRefused):  # nothing listens there yet
-            s.dial(url, block=True)
+            s.dial(url, fail_fast=True)
     assert s.listen(ipc).url == ipc  # and it can be listened on
     with pytest.raises(gsp.InvalidAddress):
         gsp_free_url("nosuch")
@@ -195,7 +195,7 @@ BROKEN = textwrap.dedent("""
 
 
     class Unlimited:
-        \"\"\"testunl://: inproc that ignores recv_max_size (its connections never refuse).\"\"\"
+        \"\"\"testunl://: inproc that ignores max_recv_size (its connections never refuse).\"\"\"
 
         def __init__(self, conn):
             self.conn = conn

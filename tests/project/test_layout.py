@@ -27,13 +27,13 @@ GSP = ROOT / "gsp"
 TOP = {
     # the user API
     "__init__": "user", "__main__": "user (the gsp command)", "errors": "user",
-    "message": "user", "chan": "user", "context": "user (and the protocol SDK's Context base)",
+    "message": "user", "chan": "user", "context": "user (gsp.Context; and gsp.protocol's ProtocolContext)",
     "poller": "user", "objects": "user", "options": "user (and option specs for both SDKs)",
     "hookspecs": "user (gsp.register_plugin's hooks) and both SDKs", "blocking": "user",
     "perprocess": "user", "allocator": "user", "prometheus": "user",
     "admit": "user (pipe admission rules for admit=)",
     "handles": "both SDKs (what a protocol sees of its socket: gsp.protocol re-exports them)",
-    "overrides": "both SDKs (finding a plugin class's optional hooks)",
+    "overrides": "deprecated (gsp.overrides.overrides warns: gsp.protocol.overrides is its home)",
     # the two SDK packages
     "protocol": "protocol authors", "transport": "transport authors",
     # tools
@@ -41,14 +41,14 @@ TOP = {
     # private
     "_core": "private", "_mypyc": "private (the compiled build: its module list, mypyc's class marker)",
     "_lazy": "private (names loaded on first use, for gsp, gsp.transport and gsp.testing)",
-    "_renamed": "private (old spellings of renamed names, warning)",
+    "_overrides": "private (gsp.protocol.overrides, for the core, both SDKs and gsp.context)",
     "_protocols": "private (built-ins)", "_transports": "private (built-ins)",
 }
 
 #: What a plugin may import gsp names from.
 PLUGIN_IMPORTS = {
     "gsp", "gsp.errors", "gsp.message", "gsp.chan", "gsp.context", "gsp.options", "gsp.hookspecs",
-    "gsp.handles", "gsp.overrides",
+    "gsp.handles",
     "gsp.blocking", "gsp.protocol", "gsp.transport", "gsp.transport.wire", "gsp.testing",
 }
 
@@ -164,37 +164,39 @@ def test_the_plugin_import_check_bites() -> None:
         "gsp.protocol.routing", "gsp.transport.stream"]
 
 
-def _public_classes(files: list[pathlib.Path]) -> dict[str, list[str]]:
+def _public_classes(files: list[pathlib.Path], root: pathlib.Path = ROOT) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for p in files:
         for node in ast.walk(ast.parse(p.read_text())):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                found.setdefault(node.name, []).append(str(p.relative_to(ROOT)))
+                found.setdefault(node.name, []).append(str(p.relative_to(root)))
     return found
 
 
-def _shipped_sources() -> list[pathlib.Path]:
-    """The Python files of gsp and of every plugin's installed package (not their tests), the
-    example plugins' too."""
-    files = list(GSP.rglob("*.py"))
-    for plugin in sorted([*(ROOT / "plugins").iterdir(), *(ROOT / "examples/plugins").iterdir()]):
-        for top in (plugin, plugin / "src"):
-            for package in sorted(top.glob("gsp_*/")):
-                files += package.rglob("*.py")
-    return files
+def _package_files() -> list[pathlib.Path]:
+    """The source of gsp and of every distribution in plugins/ and examples/plugins/ (not their
+    tests)."""
+    return [*GSP.rglob("*.py"), *(p for p in _plugin_files() if p.is_relative_to(ROOT / "plugins")
+                                  or p.is_relative_to(ROOT / "examples"))]
 
 
 def test_no_two_public_classes_in_the_repository_share_a_name() -> None:
-    # One name, one class (docs/api-guide.md, "Names"), across gsp and its plugins: a reader of
-    # a traceback or of the docs cannot tell two classes of one name apart (gsp.admit's refusal
-    # record and gsp-ws's refusal exception; the protocol SDK's SocketHandle interface and the
-    # core's implementation of it, CoreSocketHandle).
-    files = _shipped_sources()
-    assert {p.parent.name for p in files} >= {"gsp_ws", "gsp_star", "gsp_spark",
-                                               "gsp_example_zlib"}
-    found = _public_classes(files)
+    # One name, one class, in gsp and in every plugin: the core's implementation of the protocol
+    # SDK's SocketHandle interface was once a second ``SocketHandle`` (now CoreSocketHandle),
+    # which a reader of a traceback or of the docs could not tell apart from the interface.
+    found = _public_classes(_package_files())
     assert "SocketHandle" in found and "CoreSocketHandle" in found
+    assert "WSConnection" in found and "Scatter" in found  # plugins/ and examples/plugins/
     assert {name: where for name, where in found.items() if len(where) > 1} == {}
+
+
+def test_the_class_name_check_bites(tmp_path: pathlib.Path) -> None:
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("class Refusal:\n    pass\nclass _Private:\n    pass\n")
+    b.write_text("class Refusal(Exception):\n    pass\nclass _Private:\n    pass\n")
+    found = {name: where for name, where in _public_classes([a, b], tmp_path).items()
+             if len(where) > 1}
+    assert found == {"Refusal": ["a.py", "b.py"]}
 
 
 @pytest.mark.parametrize("package", ["gsp", "gsp.transport", "gsp.testing"])
@@ -211,3 +213,22 @@ def test_each_lazy_name_is_written_once_and_exported(package: str) -> None:
         assert getattr(pkg, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         pkg.nothing_here  # noqa: B018
+
+
+def test_the_users_classes_show_no_plumbing() -> None:
+    # What the core's modules ask of each other's objects (select wake-ups, a pipe's reads and
+    # counters, the steps after a fork) and the hooks a protocol implements are not on the
+    # classes a user is given (docs/api-guide.md, "What is user API and what is SDK").
+    import gsp
+
+    plumbing = {"can", "wake_cases", "read_loop", "read_lent", "end_read", "reader", "held",
+                "parks", "traffic", "send_queue", "writer", "transport_sheds", "closing_case",
+                "own_options"}
+    for cls in (gsp.Socket, gsp.Context, gsp.Pipe, gsp.Listener, gsp.Dialer):
+        public = {n for n in dir(cls) if not n.startswith("_")}
+        assert public & plumbing == set(), cls
+        hooks = {n for n in public if n.endswith("_after_fork") or n.startswith(("do_", "on_"))}
+        assert hooks - {"on_pipe_event"} == set(), cls
+    with gsp.socket("req") as sock:  # and on the objects, not only their classes
+        ctx = sock.open_context()
+        assert not hasattr(sock, "wake_cases") and not hasattr(ctx, "wake_cases")

@@ -10,8 +10,7 @@ import re
 from typing import Any
 
 import gsp
-from gsp.context import Context
-from gsp.protocol import Protocol
+from gsp.protocol import Protocol, ProtocolContext
 from gsp.transport import Connection, StreamConnection
 from scripts import docgen as _docs
 
@@ -68,11 +67,11 @@ def test_the_check_bites_on_a_hook_that_does_not_say() -> None:
 
 def test_every_optional_and_do_hook_is_in_the_reference() -> None:
     text = _docs.reference_markdown()
-    for cls in (Protocol, Connection, StreamConnection, Context):
+    for cls in (Protocol, Connection, StreamConnection, ProtocolContext):
         for hook in cls.OPTIONAL_HOOKS:
             assert f"**`{hook}(" in text, (cls, hook)
-    shown = {n for n, *_ in _docs.hook_members(Context, _docs.MEMBERS["Context"])}
-    assert {n for n in vars(Context) if n.startswith("do_")} | {"on_close"} <= shown
+    shown = {n for n, *_ in _docs.hook_members(ProtocolContext, _docs.MEMBERS["ProtocolContext"])}
+    assert {n for n in vars(ProtocolContext) if n.startswith("do_")} | {"on_close"} <= shown
     for name in gsp.hookspecs.__all__ + ["gsp_transports", "gsp_protocols", "gsp_pipe_event"]:
         if name not in ("hookspec", "hookimpl"):
             assert f"### `{name}(" in text, name

@@ -54,3 +54,41 @@ def test_a_missing_tool_skips_with_its_fix_or_fails_under_require_all(
     else:
         result.assert_outcomes(passed=2, skipped=1)
         assert "needs nowhere (apt-get install nowhere)" in out, out
+
+
+def test_gsp_unavailable_deselects_what_needs_it_and_says_why(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter matrix names what an interpreter cannot have (noxfile.py): those tests
+    leave the run, counted and explained, and a misspelt need stops it."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("GSP_REQUIRE_ALL", "1")
+    monkeypatch.setenv("GSP_UNAVAILABLE", "nowhere: no wheel for this interpreter")
+    pytester.makeini("[pytest]\nmarkers =\n    native: a native tool\n")
+    pytester.makeconftest(CONFTEST + "from tests.support.tiers import (  # noqa: E402,F401\n"
+                          "    pytest_collection_modifyitems, pytest_configure, pytest_report_header)\n")
+    pytester.makepyfile(test_tiny=SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, deselected=1)
+    out = result.stdout.str()
+    assert "unavailable here, its tests deselected: nowhere (no wheel for this interpreter)" in out, out
+    assert "GSP_UNAVAILABLE: 1 tests deselected" in out, out
+    monkeypatch.setenv("GSP_UNAVAILABLE", "nowehre: a typo")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "GSP_UNAVAILABLE names 'nowehre'" in result.stderr.str(), result.stderr.str()
+
+
+def test_gsp_expect_build_stops_a_run_of_another_build(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A matrix session that meant to test the compiled wheel cannot test another gsp by mistake."""
+    from gsp._mypyc import build
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    other = "compiled" if build() == "pure" else "pure"
+    monkeypatch.setenv("GSP_EXPECT_BUILD", other)
+    pytester.makeconftest("from tests.support.tiers import pytest_configure  # noqa: F401\n")
+    pytester.makepyfile(test_tiny=SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"GSP_EXPECT_BUILD={other}, but this run imports the {build()} build of gsp" in err, err

@@ -46,10 +46,10 @@ def test_bus_device(gsp_socket):
         s1 = gsp_socket("bus", raw=True)
         s2 = gsp_socket("bus", raw=True)
         links += [s1, s2]
-        s1.dial(last.listen(TCP).url, block=True)
+        s1.dial(last.listen(TCP).url, fail_fast=True)
         devices.append(gsp.device(s1, s2))
         last = s2
-    tail.dial(last.listen(TCP).url, block=True)
+    tail.dial(last.listen(TCP).url, fail_fast=True)
     wait_for(lambda: head.pipes and tail.pipes, what="the chain")
     gevent.sleep(0.05)  # every link's far side attaches too
     rng = random.Random(32)
@@ -71,7 +71,7 @@ def test_bus_fan_out(gsp_socket):
     url = hub.listen(TCP).url
     peers = [gsp_socket("bus", recv_timeout=WAIT) for _ in range(n_peers)]
     for p in peers:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == n_peers, what="every peer")
     for i in range(count):
         hub.send(i.to_bytes(4, "big"))
@@ -87,7 +87,7 @@ def test_bus_fan_in(gsp_socket):
     url = hub.listen(TCP).url
     peers = [gsp_socket("bus") for _ in range(n_peers)]
     for p in peers:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == n_peers and all(p.pipes for p in peers),
              what="every peer")
 
@@ -181,7 +181,7 @@ def test_raw_bus_reflector_device_no_echo(gsp_socket):
     url = hub.listen(TCP).url
     peers = [gsp_socket("bus", recv_timeout=WAIT) for _ in range(3)]
     for p in peers:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == 3, what="three peers")
     reflector = gsp.device(hub)
     peers[0].send(b"from 0")

@@ -65,7 +65,7 @@ def test_reject_second_pipe(gsp_socket, proto, raw):
     connect(a, b)
     c = gsp_socket(proto, raw=raw, reconnect_time=5.0)
     c.on_pipe_event(lambda ev, p: events.append(ev))
-    c.dial(a.listeners[0].url, block=True)
+    c.dial(a.listeners[0].url, fail_fast=True)
     wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="the second pipe to be refused")
     assert events[:2] == [gsp.PipeEvent.ATTACHING, gsp.PipeEvent.ATTACHED]
     assert len(a.pipes) == 1 and a.pipes[0].remote_address == b.pipes[0].local_address
@@ -308,7 +308,7 @@ def test_pair1_monogamous_rejects_second_pipe(gsp_socket):
     c = gsp_socket("pair1", reconnect_time=5.0)
     events: list[gsp.PipeEvent] = []
     c.on_pipe_event(lambda ev, p: events.append(ev))
-    c.dial(a.listeners[0].url, block=True)
+    c.dial(a.listeners[0].url, fail_fast=True)
     wait_for(lambda: gsp.PipeEvent.DETACHED in events, what="rejection")
     assert len(a.pipes) == 1
 
@@ -318,7 +318,7 @@ def test_pair1_polyamorous_routes_by_pipe(gsp_socket):
     url = hub.listen(TCP).url
     peers = [gsp_socket("pair1", recv_timeout=WAIT) for _ in range(3)]
     for p in peers:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == 3, what="three peers")
     for i, p in enumerate(peers):
         p.send(b"I am %d" % i)
@@ -334,10 +334,10 @@ def test_pair1_polyamorous_no_pipe_goes_to_oldest_peer(gsp_socket):
     hub = gsp_socket("pair1", polyamorous=True)
     url = hub.listen(TCP).url
     first = gsp_socket("pair1", recv_timeout=WAIT)
-    first.dial(url, block=True)
+    first.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == 1, what="first peer")
     second = gsp_socket("pair1", recv_timeout=0.1)
-    second.dial(url, block=True)
+    second.dial(url, fail_fast=True)
     wait_for(lambda: len(hub.pipes) == 2, what="second peer")
     hub.send(b"to whoever came first")
     assert first.recv() == b"to whoever came first"
@@ -380,7 +380,7 @@ def test_pair1_polyamorous_only_before_start(gsp_socket):
         s.polyamorous = True  # unchanged value: fine
         assert s.polyamorous is True
     s = gsp_socket("pair1")
-    s.dial(TCP.replace(":0", ":1"), block=False)
+    s.dial(TCP.replace(":0", ":1"), background=True)
     with pytest.raises(gsp.ProtocolStateError):
         s.polyamorous = True
     assert s.polyamorous is False

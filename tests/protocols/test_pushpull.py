@@ -32,7 +32,7 @@ def test_a_pull_that_hangs_up_hands_what_it_never_got_to_the_other_pulls(gsp_soc
     a = gsp_socket("pull", recv_buffer=1)
     b = gsp_socket("pull", recv_timeout=5)
     push = gsp_socket("push", send_buffer=8, send_timeout=5)
-    push.dial(a.listen("tcp://127.0.0.1:0").url, block=True)
+    push.dial(a.listen("tcp://127.0.0.1:0").url, fail_fast=True)
     wait_for(lambda: push.pipes and a.pipes, what="the pipe to a")
     body = b"x" * 65536
     n = 0
@@ -45,7 +45,7 @@ def test_a_pull_that_hangs_up_hands_what_it_never_got_to_the_other_pulls(gsp_soc
             misses += 1  # (not accepted: its number is sent again)
         assert n < 10_000, "a pull that never reads took 650 MB?"
     assert push.pipes[0].stats["send_queue"] >= 8 and push.stats["requeued"] == 0
-    push.dial(b.listen("tcp://127.0.0.1:0").url, block=True)
+    push.dial(b.listen("tcp://127.0.0.1:0").url, fail_fast=True)
     wait_for(lambda: len(push.pipes) == 2, what="the pipe to b")
     a.close()
     got = [int(b.recv()[:6]) for _ in range(8)]

@@ -296,14 +296,14 @@ def test_req_rep_bodies_either_side_of_the_join_limit(gsp_socket, size):
     """A request or reply up to message.JOIN_MAX is queued as one bytes (id or backtrace joined
     to the body), a bigger one as a Message: either way the peer gets exactly the body, the
     same id on a resend, and recv_msg still tells the pipe a reply came on."""
-    req = gsp_socket("req", recv_timeout=5, resend_time=0.05, recv_max_size=0)
-    xrep = gsp_socket("rep", raw=True, recv_timeout=5, recv_max_size=0)
+    req = gsp_socket("req", recv_timeout=5, resend_time=0.05, max_recv_size=0)
+    xrep = gsp_socket("rep", raw=True, recv_timeout=5, max_recv_size=0)
     connect(xrep, req)
     body = bytes(range(256)) * (size // 256) + b"r" * (size % 256)
     req.send(body)
     first, second = xrep.recv_msg(), xrep.recv_msg()  # the request, then its resend
     assert first.body == second.body == body and first.header == second.header
-    rep = gsp_socket("rep", recv_timeout=5, recv_max_size=0)
+    rep = gsp_socket("rep", recv_timeout=5, max_recv_size=0)
     connect(rep, req)
     xrep.close()
     assert rep.recv() == body  # resent to the pipe that is left

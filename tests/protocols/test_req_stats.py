@@ -21,7 +21,7 @@ Mk = Callable[..., gsp.Socket]
 def _req_rep(gsp_socket: Mk, **req_opts: object) -> tuple[gsp.Socket, gsp.Socket]:
     rep = gsp_socket("rep", recv_timeout=WAIT)
     req = gsp_socket("req", recv_timeout=WAIT, **req_opts)
-    req.dial(rep.listen(TCP).url, block=True)
+    req.dial(rep.listen(TCP).url, fail_fast=True)
     return req, rep
 
 
@@ -108,7 +108,7 @@ def test_a_best_effort_rep_counts_a_gone_requester_as_gone_not_as_a_full_queue(
 def test_raw_rep_counts_a_reply_routed_to_a_gone_pipe(gsp_socket: Mk, best_effort: bool) -> None:
     rep = gsp_socket("rep", raw=True, recv_timeout=WAIT, best_effort=best_effort)
     req = gsp_socket("req", recv_timeout=WAIT)
-    req.dial(rep.listen(TCP).url, block=True)
+    req.dial(rep.listen(TCP).url, fail_fast=True)
     req.send(b"q")
     m = rep.recv_msg()
     req.close()

@@ -36,7 +36,11 @@ class _Pipe:
         self.closed = False
 
     def try_send(self, msg: Any) -> bool:
-        return self.sendq.try_send(msg)
+        try:
+            self.sendq.send(msg, block=False)
+        except gsp.WouldBlock:
+            return False
+        return True
 
 
 class _RR(RoundRobin):
@@ -57,7 +61,7 @@ def test_try_next_takes_turns_skips_a_full_pipe_and_wraps_the_cursor() -> None:
     used = [rr.try_next(i) for i in range(4)]
     assert used == [a, c, a, c]  # b skipped each time, the cursor wraps past the end
     assert rr.cursor == 3  # past c: the next turn starts at a again (modulo 3)
-    assert [a.sendq.recv_nowait(), c.sendq.recv_nowait()] == [0, 1]
+    assert [a.sendq.recv(block=False), c.sendq.recv(block=False)] == [0, 1]
 
 
 def test_try_next_without_room_returns_none_and_keeps_the_cursor() -> None:
@@ -70,9 +74,9 @@ def test_try_next_without_room_returns_none_and_keeps_the_cursor() -> None:
 def test_wait_next_queues_on_the_first_pipe_with_room_and_moves_the_cursor() -> None:
     rr, (a, b) = _rr(1, 1)
     assert rr.try_next(1) is a and rr.try_next(2) is b and rr.try_next(3) is None
-    gevent.spawn_later(0.01, b.sendq.recv_nowait)  # b's writer takes its message
+    gevent.spawn_later(0.01, b.sendq.recv, None, False)  # b's writer takes its message
     assert rr.wait_next(3, 2) is b
-    assert rr.cursor == 2 and b.sendq.recv_nowait() == 3
+    assert rr.cursor == 2 and b.sendq.recv(block=False) == 3
 
 
 def test_wait_next_returns_none_when_pipes_change() -> None:

@@ -299,7 +299,7 @@ def test_raw_sub_pound_pipes_and_close(gsp_socket):
     url = sub.listen(TCP).url
     pubs = [gsp_socket("pub", send_buffer=4) for _ in range(10)]
     for p in pubs:
-        p.dial(url, block=True)
+        p.dial(url, fail_fast=True)
     wait_for(lambda: len(sub.pipes) == 10 and all(p.pipes for p in pubs), what="all pipes")
     stop = False
 

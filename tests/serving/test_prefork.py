@@ -200,7 +200,7 @@ def test_tls_workers_take_turns_too(pki: Any) -> None:
         socks = [stack.enter_context(gsp.socket("req", recv_timeout=WAIT * 3))
                  for _ in range(4)]
         for s in socks:
-            s.dial(srv.url, block=True, **pki.dial_options())
+            s.dial(srv.url, fail_fast=True, **pki.dial_options())
         answered = Counter(who(s) for s in socks)
         assert sorted(answered.values()) == [2, 2] and set(answered) == set(srv.pids)
         stack.close()
@@ -283,7 +283,7 @@ def test_sigterm_lets_every_worker_answer_the_requests_it_took_then_all_exit() -
         assert srv.proc.stdout.read().decode().splitlines()[-1] == "done"
         assert all(gone(p) for p in srv.pids)
         with pytest.raises(gsp.ConnectionRefused):  # nothing listens there any more
-            stack.enter_context(gsp.socket("req")).dial(srv.url, block=True)
+            stack.enter_context(gsp.socket("req")).dial(srv.url, fail_fast=True)
 
 
 def test_workers_drain_and_exit_when_the_supervisor_is_killed() -> None:
@@ -364,7 +364,7 @@ def test_a_busier_workers_stall_is_timed_by_the_clock_even_when_its_hub_is_busy(
     with ExitStack() as stack:
         peer = stack.enter_context(gsp.socket("rep", listen="tcp://127.0.0.1:0"))
         sock = stack.enter_context(gsp.socket("req"))
-        sock.dial(peer.listeners[0].url, block=True)  # this worker holds one pipe
+        sock.dial(peer.listeners[0].url, fail_fast=True)  # this worker holds one pipe
         backlog = stack.enter_context(stdsocket.socket())
         backlog.bind(("127.0.0.1", 0))
         backlog.listen(8)

@@ -186,7 +186,7 @@ def pub_sub(st: ExitStack, n_subs: int = 1, pub_opts: dict | None = None,
     for _ in range(n_subs):
         opts = {"recv_timeout": WAIT} | (sub_opts or {})
         s = st.enter_context(gsp.socket("sub", raw=sub_raw, **opts))
-        s.dial(url, block=True)
+        s.dial(url, fail_fast=True)
         subs.append(s)
     wait_for(lambda: len(pub.pipes) == n_subs, what="every subscriber attached")
     return pub, subs
@@ -349,10 +349,10 @@ RID = (0x80000001).to_bytes(4, "big")
 
 def counting_lent_reads(monkeypatch: pytest.MonkeyPatch, *socks: gsp.Socket) -> list[object]:
     """Record each lent read (a pipe handed to a waiting greenlet) of the pipes ``socks`` have
-    now, from now on. A lent read is ``Pipe.read_lent``, which reads through the pipe's
+    now, from now on. A lent read is ``Pipe._read_lent``, which reads through the pipe's
     ``_recv_lent`` (once, or twice when it reads on) within one turn of the loop; so that each
     is counted once, a pipe read that way counts again only from the next turn. (The pipe's
-    attribute, not ``Pipe.read_lent`` itself: the compiled build's ``Pipe`` is a class whose
+    attribute, not ``Pipe._read_lent`` itself: the compiled build's ``Pipe`` is a class whose
     methods cannot be replaced.)"""
     lent: list[object] = []
     for pipe in [p for s in socks for p in s.pipes]:

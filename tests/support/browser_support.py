@@ -158,7 +158,7 @@ class PageServer:
     def __init__(self, port: int = 0, ssl_context: Any = None, **echo_options: Any) -> None:
         self.scheme = "https" if ssl_context is not None else "http"
         self.app = SPWebSocketApp(index_app)
-        self.echo = gsp.socket("rep", recv_max_size=0)
+        self.echo = gsp.socket("rep", max_recv_size=0)
         self.app.mount(self.echo, "/sp", **echo_options)
         self._echo = gevent.spawn(echo, self.echo)
         tls = {} if ssl_context is None else {"ssl_context": ssl_context}

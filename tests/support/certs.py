@@ -164,7 +164,7 @@ PAIRS = {"reqrep": ("req", "rep"), "pubsub": ("pub", "sub"), "pushpull": ("push"
 
 def need_protocol(name: str) -> None:
     """Fail (not skip) clearly when a protocol this interop test needs is not installed."""
-    assert name in gsp.protocols(), f"protocol {name!r} is not installed: {gsp.protocols()}"
+    assert name in gsp.protocol_names(), f"protocol {name!r} is not installed: {gsp.protocol_names()}"
 
 
 # A subscriber polls with a short timeout while the publisher repeats its first message.
@@ -237,7 +237,7 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
     """gsp plays role ``gsp_role`` of ``PAIRS[pair]`` against pynng over ``scheme``;
     ``nng_server``/``nng_client``: the nng side's TLS arguments (``PKI.nng_server_args``). Over
     wss the nng socket runs in a process of its own (:class:`tests.support.nng_process.NngProcess`): its
-    close path can abort the process there (nng issue 2110)."""
+    close path can abort the process there (nanomsg/nng#2110)."""
     kinds = PAIRS[pair]
     gk, nk = kinds[gsp_role], kinds[1 - gsp_role]
     need_protocol(gk)
@@ -262,7 +262,7 @@ def interop(pair: str, gsp_role: int, gsp_listens: bool, scheme: str, *, path: s
             else:
                 url = nng.bound_url(nng.run(n.listen, f"{scheme}://127.0.0.1:0{path}"),
                                     scheme) + path
-            g.dial(url, block=True, **(gsp_dial_options or {}))
+            g.dial(url, fail_fast=True, **(gsp_dial_options or {}))
         exchange(gk, g, n)
     finally:
         if isinstance(n, NngProcess):

@@ -8,6 +8,7 @@ fixture: each is closed at teardown, before the leak check looks.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from tests.support.browser_support import Browser
     from tests.support.certs import PKI
 
-__all__ = ["browser", "ipc_dir", "ipc_url", "no_leaks", "pki", "spawn"]
+__all__ = ["browser", "ipc_dir", "ipc_url", "no_fork_beside_threads", "no_leaks", "pki", "spawn"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +29,40 @@ def no_leaks(request: pytest.FixtureRequest) -> None:
     """Every test must leave no live greenlet and no socket fd behind."""
     if request.node.get_closest_marker("allow_leaks") is None:
         request.getfixturevalue("gsp_leak_check")
+
+
+def _os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+#: The OS threads this process had when the running test started (the harness's, such as
+#: pytest-xdist's I/O thread, and any an earlier test left, such as gsp.blocking's shared hub),
+#: and the forks since then that met more.
+_THREADS_AT_START = [_os_threads()]
+_FORKS_BESIDE_THREADS: list[str] = []
+
+
+def _before_fork() -> None:
+    more = _os_threads() - _THREADS_AT_START[0]
+    if more > 0:
+        _FORKS_BESIDE_THREADS.append(f"{os.environ.get('PYTEST_CURRENT_TEST', '(no test)')}: "
+                                     f"forked beside {more} thread(s) the test started")
+
+
+os.register_at_fork(before=_before_fork)
+
+
+@pytest.fixture(autouse=True)
+def no_fork_beside_threads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A fork in this process meets no thread that the test started: the child would get only
+    the forking one (Python 3.12+ warns, DeprecationWarning). gsp starts no thread before it
+    forks (gsp.prefork, gsp.per_process); a test that forks beside one on purpose is marked
+    ``forks_beside_threads``."""
+    _THREADS_AT_START[0] = _os_threads()
+    del _FORKS_BESIDE_THREADS[:]
+    yield
+    if _FORKS_BESIDE_THREADS and request.node.get_closest_marker("forks_beside_threads") is None:
+        pytest.fail("\n".join(_FORKS_BESIDE_THREADS), pytrace=False)
 
 
 @pytest.fixture

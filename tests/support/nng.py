@@ -70,7 +70,7 @@ def close_after(gsp_sock: Any, nng_sock: "pynng.Socket", timeout: float = 3.0) -
     """Close ``gsp_sock``, wait (up to ``timeout`` s) until nng has dropped every pipe to it,
     then close ``nng_sock``. nng 1.x can panic (``pthread_mutex_lock: Invalid argument``, an
     abort of the whole process) when its socket is closed while one of its pipes is still
-    being torn down, as after a peer's WebSocket close (nng issue 2110): a bug of nng's close
+    being torn down, as after a peer's WebSocket close (nanomsg/nng#2110): a bug of nng's close
     path, not of the exchange a test checks."""
     try:
         gsp_sock.close()

@@ -8,7 +8,7 @@ runs of plugins/gsp-ws/tests/test_wsgi.py's wss test in one process), and when g
 wss interop matrix, about once in 20 runs of plugins/gsp-ws/tests/test_ws.py). It is nng's alone: two pynng
 sockets in one process, a wss listener and a dialer closed after one message, abort the same way
 with no gsp involved (3 processes of 4 within 150 rounds), and gsp's end sending TLS's
-close_notify before it closes changes nothing. nng issue 2110 reports the same panic: a use
+close_notify before it closes changes nothing. nanomsg/nng#2110 reports the same panic: a use
 after free when a socket or listener closes while a pipe is still being torn down.
 In the test process that ends the whole pytest run, however far it got. Here :class:`NngProcess`
 runs the pynng socket in a child process (``python tests/support/nng_process.py KIND``); the test calls

@@ -67,6 +67,11 @@ class Server:
         with open(self._log.name, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
+    def ready_pids(self) -> set[int]:
+        """The pids of the workers that said they were ready (the pid ends the ready line)."""
+        return {int(line.rsplit(" ", 1)[1]) for line in self.output().splitlines()
+                if self.ready_line and self.ready_line in line}
+
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Until an HTTP request gets an answer (any status) and the output has
         ``ready_count`` lines holding ``ready_line``."""

@@ -27,6 +27,12 @@ Where something a test needs is missing, the test is skipped with what is missin
 get it. With ``GSP_REQUIRE_ALL=1`` (CI sets it) such a test fails instead: a run that should
 test everything can never skip silently.
 
+Two switches serve the interpreter matrix (noxfile.py). ``GSP_UNAVAILABLE="need: why; ..."``
+names needs that cannot exist on this interpreter (nng-ssl has no wheel for 3.10): the tests
+that need them are deselected at collection, and the run's header and summary say which and
+why. ``GSP_EXPECT_BUILD=compiled`` stops the run before it starts unless the imported gsp is that
+build (``gsp._mypyc.build()``); the header always names the build and where it came from.
+
 The core tier, which needs nothing but ``pip install -e ".[test]"``, is what the markers leave::
 
     python -m pytest tests -m "not interop and not browser and not spark and not native and not netns and not plugins"
@@ -37,8 +43,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -143,8 +151,88 @@ def _plugin_of(value: object) -> str | None:
     return PLUGIN_PARAMS.get(value)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each case of tests/ parametrized over a plugin's scheme or protocol ``plugins``."""
+def unavailable() -> dict[str, str]:
+    """``GSP_UNAVAILABLE``'s needs, each with why it cannot be had here."""
+    out = {}
+    for part in filter(None, (p.strip() for p in os.environ.get("GSP_UNAVAILABLE", "").split(";"))):
+        need, _, why = part.partition(":")
+        if need.strip() not in NEEDS:
+            raise pytest.UsageError(f"GSP_UNAVAILABLE names {need.strip()!r}; known: {', '.join(NEEDS)}")
+        out[need.strip()] = why.strip() or "unavailable here"
+    return out
+
+
+#: The needs that are Python modules a test file may import at its top.
+_MODULES = {"pynng": "pynng", "nng": "nng", "playwright": "playwright", "pyspark": "pyspark"}
+
+#: Test files left out because they import an unavailable module (GSP_UNAVAILABLE), for the header.
+IGNORED: list[str] = []
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out a test file that imports, at its top, a module GSP_UNAVAILABLE names: it could
+    not be imported (its tests that need the module are deselected anyway)."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    gone = {_MODULES[n] for n in unavailable() if n in _MODULES}
+    if not gone:
+        return None
+    text = collection_path.read_text(encoding="utf-8", errors="replace")
+    if any(re.search(rf"^(import {m}\b|from {m} import)", text, re.M) for m in gone):
+        IGNORED.append(str(collection_path))
+        return True
+    return None
+
+
+def _build() -> tuple[str, str]:
+    import gsp
+    from gsp._mypyc import build
+
+    return build(), str(gsp.__file__)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    expected = os.environ.get("GSP_EXPECT_BUILD")
+    build, where = _build()
+    if expected and build != expected:
+        raise pytest.UsageError(f"GSP_EXPECT_BUILD={expected}, but this run imports the {build} "
+                                f"build of gsp ({where})")
+    unavailable()  # a misspelt need stops the run here
+
+
+def pytest_report_header() -> list[str]:
+    build, where = _build()
+    lines = [f"gsp: the {build} build, from {where}"]
+    lines += [f"unavailable here, its tests deselected: {need} ({why}); files that import it "
+              "are not collected" for need, why in unavailable().items()]
+    return lines
+
+
+def _needs(item: pytest.Item) -> set[str]:
+    return {need for tier, default in TIERS.items()
+            for marker in item.iter_markers(tier) for need in marker.args or default}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each case of tests/ parametrized over a plugin's scheme or protocol ``plugins``;
+    deselect the tests that need what ``GSP_UNAVAILABLE`` names."""
+    _mark_plugin_params(items)
+    gone = unavailable()
+    if not gone:
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if _needs(item) & gone.keys() else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"GSP_UNAVAILABLE: {len(drop)} tests deselected "
+                                f"({'; '.join(f'{k}: {v}' for k, v in gone.items())})")
+
+
+def _mark_plugin_params(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is None or not item.nodeid.startswith("tests/"):

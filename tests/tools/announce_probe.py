@@ -1,5 +1,5 @@
 """What hostile announcements cost a gsp server: N peers each complete the handshake, announce a
-``recv_max_size`` message (1 MiB by default) and send nothing more.
+``max_recv_size`` message (1 MiB by default) and send nothing more.
 
     python tools/announce_probe.py --scheme tcp -n 1000
 

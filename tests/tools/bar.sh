@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 29's whole bar, each command three times, one after another:
+# The single-pipe performance bar (docs/performance.md), each command three times, one after another:
 #
 #     bash tests/tools/bar.sh VENV OUT
 #

@@ -24,7 +24,7 @@ import gsp
 
 def send(url: str, size: int, n: int) -> None:
     with gsp.socket("push") as push:
-        push.dial(url, block=True)
+        push.dial(url, fail_fast=True)
         payload = b"x" * size
         for _ in range(n):
             push.send(payload)

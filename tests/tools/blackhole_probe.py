@@ -64,7 +64,7 @@ class Link:
         self.ended_at: float | None = None
         url = self.server.listen(f"{scheme}://127.0.0.1:0", **listen_options).url
         self.client.on_pipe_event(self._event)
-        self.client.dial(url, block=True, **dial_options)
+        self.client.dial(url, fail_fast=True, **dial_options)
         self.cross(b"hello")
         (self.pipe,) = self.client.pipes
         (self.server_pipe,) = self.server.pipes

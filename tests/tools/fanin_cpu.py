@@ -21,7 +21,7 @@ import gsp
 
 def push(url: str, size: int, n: int) -> None:
     s = gsp.socket("push")
-    s.dial(url, block=True)
+    s.dial(url, fail_fast=True)
     body = b"x" * size
     for _ in range(n):
         s.send(body)

@@ -1,11 +1,11 @@
-"""A flood of connections against a gsp server that keeps serving an existing peer (issue 27,
-admission control: ``max_pipes`` and ``max_handshakes``).
+"""A flood of connections against a gsp server that keeps serving an existing peer (admission
+control: ``max_pipes`` and ``max_handshakes``).
 
     python tests/tools/flood_probe.py -n 5000 [--max-pipes 64] [--max-handshakes 256] [--json]
     python tests/tools/flood_probe.py -n 1000 --source 127.0.0.2 --admit-cidr 127.0.0.1/32
 
 With ``--source`` the flood's connections come from that (loopback) address; with
-``--admit-cidr`` the rep socket admits only that network (issue 44, ``admit=``): the flood from
+``--admit-cidr`` the rep socket admits only that network (``admit=``): the flood from
 a refused address is closed at accept.
 
 This process is the server: a rep socket listening on tcp with ``max_pipes`` and
@@ -125,7 +125,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 -- one meas
                     **limits) as rep, \
             gsp.socket("req", recv_timeout=5, send_timeout=5, resend_time=None) as req:
         lst = rep.listen("tcp://127.0.0.1:0")
-        req.dial(lst.url, block=True)
+        req.dial(lst.url, fail_fast=True)
         port = int(lst.url.rsplit(":", 1)[1])
 
         def echo() -> None:

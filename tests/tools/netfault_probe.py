@@ -1,5 +1,5 @@
 """gsp's protocols through a network that misbehaves: random loss, a partition that heals, a peer
-whose host vanishes (no RST), a rate limit (issue 41, item 2).
+whose host vanishes (no RST), a rate limit.
 
     unshare -rn python tests/tools/netfault_probe.py SCENARIO [--scheme tcp] [--loss 10] ...
 
@@ -153,7 +153,7 @@ class Setup:
         clients = []
         for _ in range(n):
             c = gsp.socket(dproto, **opts, **(client or {}))
-            c.dial(lst.url, block=True, **self.dial)
+            c.dial(lst.url, fail_fast=True, **self.dial)
             clients.append(c)
         deadline = time.monotonic() + 10
         while len(srv.pipes) < n and time.monotonic() < deadline:
@@ -285,7 +285,7 @@ def loss_udp() -> dict[str, Any]:
     pull = gsp.socket("pull", recv_timeout=None)
     url = pull.listen("udp://127.0.0.1:0").url
     push = gsp.socket("push", send_timeout=10)
-    push.dial(url, block=True)
+    push.dial(url, fail_fast=True)
     n = 500
     got: list[int] = []
 
@@ -317,7 +317,7 @@ def loss_udp_reqrep(resend: float | None, n: int = 50) -> dict[str, Any]:
     rep = gsp.socket("rep", recv_timeout=None, send_timeout=wait)
     url = rep.listen("udp://127.0.0.1:0").url
     req = gsp.socket("req", resend_time=resend, recv_timeout=wait, send_timeout=wait)
-    req.dial(url, block=True)
+    req.dial(url, fail_fast=True)
     server = gevent.spawn(_echo, rep)
     answered = wrong = failed = 0
     for i in range(n):
@@ -469,8 +469,8 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
     la = a.listen(_url(st.scheme), **st.listen)
     lb = b.listen(_url(st.scheme), **st.listen)
     push = gsp.socket("push", send_timeout=5, reconnect_time=0.1, reconnect_time_max=0.5)
-    push.dial(la.url, block=True, **st.dial)
-    push.dial(lb.url, block=True, **st.dial)
+    push.dial(la.url, fail_fast=True, **st.dial)
+    push.dial(lb.url, fail_fast=True, **st.dial)
     got: dict[str, Timed] = {"a": [], "b": []}
     workers = [gevent.spawn(_receiver, a, got["a"]), gevent.spawn(_receiver, b, got["b"])]
     sent = 0
@@ -633,7 +633,7 @@ def scenario_partition_others(st: Setup, net: Net, args: argparse.Namespace) -> 
     sur = gsp.socket("surveyor", survey_time=0.5, recv_timeout=None, send_timeout=0.05)
     for sock, targets in ((bus_c, (bus_a, bus_b)), (pair_q, (pair_p,)), (sur, resps)):
         for t in targets:
-            sock.dial(urls[t], block=True, **dial)
+            sock.dial(urls[t], fail_fast=True, **dial)
     gevent.sleep(0.2)
     got: dict[str, Timed] = {"bus_a": [], "bus_b": [], "pair1": []}
     due: dict[str, Timed] = {"bus": [], "pair1": []}
@@ -680,8 +680,8 @@ def scenario_vanish(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, 
     gone: list[float] = []
     req.on_pipe_event(lambda ev, p: gone.append(time.monotonic())
                       if ev is gsp.PipeEvent.DETACHED else None)
-    req.dial(la.url, block=True, **st.dial)
-    req.dial(lb.url, block=True, **st.dial)
+    req.dial(la.url, fail_fast=True, **st.dial)
+    req.dial(lb.url, fail_fast=True, **st.dial)
     served = {"a": 0, "b": 0}
 
     def serve(s: gsp.Socket, name: str) -> None:

@@ -30,7 +30,7 @@ def _pull(url: str, n: int, size: int, delay: float, out: "mp.Queue[tuple[str, f
 
     import gsp
 
-    pull = gsp.socket("pull", listen=url, recv_max_size=0)
+    pull = gsp.socket("pull", listen=url, max_recv_size=0)
     ready.set()
     base = _peak_mb()
     for i in range(n):

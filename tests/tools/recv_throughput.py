@@ -44,7 +44,7 @@ def main() -> None:
         for _ in range(3):
             with gsp.socket("pull") as pull, gsp.socket("push") as push:
                 bound = pull.listen(url, **lopts).url
-                push.dial(bound, block=True, **dopts)
+                push.dial(bound, fail_fast=True, **dopts)
                 push.send(payload)
                 pull.recv()
                 t, c = time.perf_counter(), time.process_time()

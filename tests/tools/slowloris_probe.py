@@ -1,5 +1,5 @@
 """A slowloris against a gsp REP while a good pynng REQ peer connects and makes round trips
-(issue 41: admission that sheds attackers, not good peers).
+(admission that sheds attackers, not good peers).
 
     python tests/tools/slowloris_probe.py [--scheme tcp|wss] [-n 2000] [--max-handshakes 256]
                                           [--handshake-timeout 1] [--json]

@@ -182,7 +182,7 @@ def good_peers(url: str, got: dict[bytes, float], timeout: float) -> dict[str, A
         token = os.urandom(8)
         with gsp.socket("push", send_timeout=timeout, handshake_timeout=timeout) as push:
             try:
-                push.dial(url, block=False)
+                push.dial(url, background=True)
                 push.send(token)
             except gsp.GspError as exc:
                 out["gsp_error"] = str(exc)

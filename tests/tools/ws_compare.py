@@ -43,13 +43,13 @@ def _pki(d: str) -> Any:
 def _gsp_side(role: str, url: str, size: int, count: int, pki: Any) -> None:
     import gsp
     kind = {"pull": "pull", "push": "push", "rep": "rep", "req": "req"}[role]
-    s = gsp.socket(kind, recv_max_size=0, recv_timeout=60, send_timeout=60)
+    s = gsp.socket(kind, max_recv_size=0, recv_timeout=60, send_timeout=60)
     tls = url.startswith("wss")
     if role in ("pull", "rep"):
         lst = s.listen(url, **(pki.listen_options() if tls else {}))
         print(lst.url, flush=True)
     else:
-        s.dial(url, block=True, **(pki.dial_options(tls_server_name="localhost") if tls else {}))
+        s.dial(url, fail_fast=True, **(pki.dial_options(tls_server_name="localhost") if tls else {}))
     _loop(role, s.send, s.recv, size, count)
     time.sleep(0.5)
     s.close()

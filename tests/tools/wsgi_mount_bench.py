@@ -90,7 +90,7 @@ def run(url: str, clients: int, seconds: float) -> float:
     socks = [gsp.socket("req", recv_timeout=10) for _ in range(clients)]
     try:
         for s in socks:
-            s.dial(url, block=True)
+            s.dial(url, fail_fast=True)
         for s in socks:  # warm: every pipe has carried a request
             s.send(b"w" * 16)
             s.recv()

@@ -76,8 +76,8 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     rep = gsp_socket("rep", max_pipes=2, recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen(TCP if scheme == "tcp" else f"ipc://{ipc_dir}/rep")
     a, b = gsp_socket("req", recv_timeout=WAIT), gsp_socket("req", recv_timeout=WAIT)
-    a.dial(lst.url, block=True)
-    b.dial(lst.url, block=True)
+    a.dial(lst.url, fail_fast=True)
+    b.dial(lst.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
     # The third peer: closed right after accept, before its handshake, so it reads an end of
     # stream and gets no header back; counted and logged.
@@ -104,7 +104,7 @@ def test_max_pipes_refuses_the_next_peer_and_serves_again_when_one_leaves(
     a.close()
     c = gsp_socket("req", recv_timeout=WAIT)
     wait_for(lambda: len(rep.pipes) == 1, what="a's pipe gone")
-    c.dial(lst.url, block=True)
+    c.dial(lst.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 2, what="c's pipe")
     round_trip(c, rep)
     round_trip(b, rep)
@@ -116,18 +116,18 @@ def test_a_listeners_own_max_pipes_and_the_socket_bound_changed_later(gsp_socket
     small = rep.listen(TCP, max_pipes=1)
     big = rep.listen(TCP)
     peers = [gsp_socket("req", recv_timeout=WAIT) for _ in range(4)]
-    peers[0].dial(small.url, block=True)
-    peers[1].dial(big.url, block=True)
+    peers[0].dial(small.url, fail_fast=True)
+    peers[1].dial(big.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
     with pytest.raises(gsp.ConnectionBroken):  # small is full: closed in the handshake
-        peers[2].dial(small.url, block=True, reconnect_time=5)
+        peers[2].dial(small.url, fail_fast=True, reconnect_time=5)
     wait_for(lambda: small.stats["pipes_refused_full"] == 1, what="the refusal counted")
     assert big.stats["pipes_refused_full"] == 0
     rep.max_pipes = 2  # now the socket is full for every listener
     assert closed_by_peer(raw_connect(big.url))
     assert big.stats["pipes_refused_full"] == 1 and rep.stats["pipes_refused_full"] == 2
     rep.max_pipes = 0
-    peers[3].dial(big.url, block=True)
+    peers[3].dial(big.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 3, what="a third pipe once the bound is lifted")
     round_trip(peers[3], rep)
 
@@ -136,9 +136,9 @@ def test_a_dialer_at_max_pipes_waits_for_room_instead_of_dialing(gsp_socket: Mk)
     pull = gsp_socket("pull", recv_timeout=WAIT)
     one, two = pull.listen(TCP), pull.listen(TCP)
     push = gsp_socket("push", max_pipes=1, send_timeout=WAIT, reconnect_time=0.01)
-    first = push.dial(one.url, block=True)
+    first = push.dial(one.url, fail_fast=True)
     with pytest.raises(gsp.ConnectionRefused, match="max_pipes"):
-        push.dial(two.url, block=True)
+        push.dial(two.url, fail_fast=True)
     waiting = push.dial(two.url)  # block=None: dials in background once there is room
     gevent.sleep(0.05)  # with reconnect_time 0.01 a dialer that retried would have tried ~5 times
     assert waiting.stats["dial_attempts"] == 0 and len(push.pipes) == 1
@@ -236,7 +236,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
     lst = rep.listen("tcprec://127.0.0.1:0", max_handshakes=4,
                      handshake_timeout=30)  # no timeouts here: sheds
     old = gsp_socket("req", recv_timeout=WAIT)
-    old.dial(lst.url, block=True)  # an existing peer
+    old.dial(lst.url, fail_fast=True)  # an existing peer
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     socks: list[Any] = []
     seen: list[int] = []  # the listener's handshakes under way, every 5 ms all along
@@ -266,7 +266,7 @@ def test_at_max_handshakes_the_least_advanced_handshake_is_shed_and_a_good_peer_
         # shed for it.
         newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
-            newcomer.dial(lst.url, block=True)
+            newcomer.dial(lst.url, fail_fast=True)
         round_trip(newcomer, rep)
         assert lst.stats["handshakes_shed_full"] in (1, 2)
         # The good peer left (or never took) a place in the room as a pipe: the next newcomer
@@ -327,7 +327,7 @@ def test_the_per_address_bound_sheds_within_the_address(gsp_socket: Mk) -> None:
         assert lst.stats["handshakes_shed_address"] == 1
         assert lst.stats["handshakes_shed_full"] == 0
         newcomer = gsp_socket("req", recv_timeout=WAIT)
-        newcomer.dial(lst.url, block=True)  # a good peer from a full address gets in too
+        newcomer.dial(lst.url, fail_fast=True)  # a good peer from a full address gets in too
         round_trip(newcomer, rep)
         if lst.stats["handshakes_shed_address"] == 2:  # it took a place: the address's oldest went
             assert shed(b)
@@ -358,7 +358,7 @@ def test_bad_admission_values_are_refused(gsp_socket: Mk, options: dict[str, Any
 @pytest.mark.parametrize("name", ["max_pipes", "max_handshakes"])
 def test_admission_options_are_for_listeners_not_dialers(gsp_socket: Mk, name: str) -> None:
     with pytest.raises(gsp.BadOption, match="listeners only"):
-        gsp_socket("req").dial("tcp://127.0.0.1:1", block=False, **{name: 4})
+        gsp_socket("req").dial("tcp://127.0.0.1:1", background=True, **{name: 4})
 
 
 # The two floods take the machine's CPU for seconds: never at once (pytest-xdist's loadgroup
@@ -421,7 +421,7 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
     rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("ws://127.0.0.1:0/sp", max_handshakes=4, handshake_timeout=30)
     old = gsp_socket("req", recv_timeout=WAIT)
-    old.dial(lst.url, block=True)
+    old.dial(lst.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 1, what="the existing pipe")
     tcp = "tcp://" + lst.url.split("://", 1)[1].split("/", 1)[0]
     half = raw_connect(tcp)
@@ -443,7 +443,7 @@ def test_a_ws_listener_sheds_the_least_advanced_upgrade_request_at_max_handshake
         gevent.sleep(0.1)
         newcomer = gsp_socket("req", recv_timeout=WAIT)
         with gevent.Timeout(WAIT, AssertionError("the good peer waited")):
-            newcomer.dial(lst.url, block=True)
+            newcomer.dial(lst.url, fail_fast=True)
         round_trip(newcomer, rep)
         assert shed(stalled[1]) and not shed(half, 0.2)
         assert lst.stats["handshakes_shed_full"] == 2

@@ -149,7 +149,7 @@ def test_the_record_of_a_refused_peer_is_a_denial_and_its_old_name_warns() -> No
     _, denial = admit.judge(admit.cidr("10.0.0.0/8"), peer("tcp://127.0.0.1:1"), True,
                             lambda s: 0)
     assert isinstance(denial, admit.Denial) and repr(denial).startswith("<Denial address")
-    with pytest.warns(DeprecationWarning, match=r"gsp\.admit\.Refusal is renamed "
+    with pytest.warns(DeprecationWarning, match=r"gsp\.admit\.Refusal is deprecated: use "
                                                 r"gsp\.admit\.Denial"):
         old = admit.Refusal
     assert old is admit.Denial
@@ -215,7 +215,7 @@ def test_cidr_on_tcp_refuses_other_addresses_before_the_handshake(
     assert nng2.active_pipes(bad) == 0 and len(rep.pipes) == 1
     assert v6.stats["handshake_failures"] == 0 and v6.handshakes == 0  # closed at accept
     ours = gsp_socket("req", recv_timeout=WAIT)
-    ours.dial(v4.url, block=True)
+    ours.dial(v4.url, fail_fast=True)
     round_trip(ours, rep)
     res = nng2.spawn(lambda: (good.send(b"hi"), good.recv().to_bytes())[1])
     rep.send(rep.recv())
@@ -251,7 +251,7 @@ def test_a_listeners_own_rule_and_a_callable(gsp_socket: Mk,
     assert seen and seen[0].ip == ipaddress.ip_address("127.0.0.1")
     assert nng2.active_pipes(n) == 0 and rep.stats["pipes_refused_callable"] >= 2
     ok = gsp_socket("req", recv_timeout=WAIT)
-    ok.dial(open_.url, block=True)
+    ok.dial(open_.url, fail_fast=True)
     round_trip(ok, rep)
 
 
@@ -265,7 +265,7 @@ def test_a_callable_that_raises_refuses_and_warns_with_its_traceback(
     lst = rep.listen("tcp://127.0.0.1:0")
     req = gsp_socket("req")
     with pytest.raises(gsp.ConnectionBroken):  # closed before the handshake
-        req.dial(lst.url, block=True)
+        req.dial(lst.url, fail_fast=True)
     wait_for(lambda: lst.stats["pipes_refused_callable"] == 1, what="refused")
     [rec] = [r for r in caplog.records if "refused a connection" in r.getMessage()]
     assert rec.levelno == logging.WARNING and rec.exc_info is not None
@@ -276,10 +276,10 @@ def test_per_address_lets_n_pipes_in_from_one_address(gsp_socket: Mk) -> None:
     rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT, admit=admit.per_address(2))
     lst = rep.listen("tcp://127.0.0.1:0")
     a, b, c = (gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.05) for _ in range(3))
-    a.dial(lst.url, block=True)
-    b.dial(lst.url, block=True)
+    a.dial(lst.url, fail_fast=True)
+    b.dial(lst.url, fail_fast=True)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
-    c.dial(lst.url, block=False)
+    c.dial(lst.url, background=True)
     wait_for(lambda: lst.stats["pipes_refused_per_address"] >= 1, what="the third refused")
     assert len(rep.pipes) == 2
     a.close()  # one leaves: c gets in on its next redial
@@ -313,14 +313,14 @@ def test_a_dialer_refuses_a_server_its_rule_does_not_admit_and_redials(gsp_socke
     lst = rep.listen("tcp://127.0.0.1:0")
     req = gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.02, reconnect_time_max=0.05)
     with pytest.raises(gsp.ConnectionRefused, match=r"not admitted by cidr\('10.0.0.0/8'\)"):
-        req.dial(lst.url, block=True, admit=admit.cidr("10.0.0.0/8"))
+        req.dial(lst.url, fail_fast=True, admit=admit.cidr("10.0.0.0/8"))
     d = req.dial(lst.url, admit=admit.cidr("10.0.0.0/8"))
     wait_for(lambda: d.stats["pipes_refused_address"] >= 3, what="refused on each redial")
     assert d.stats["dial_failures_rejected"] >= 3 and not req.pipes
     assert isinstance(d.last_error, gsp.ConnectionRefused)
     assert req.stats["pipes_refused_address"] >= 4
     d.close()
-    req.dial(lst.url, block=True, admit=admit.cidr("127.0.0.0/8"))
+    req.dial(lst.url, fail_fast=True, admit=admit.cidr("127.0.0.0/8"))
     round_trip(req, rep)
 
 
@@ -400,7 +400,7 @@ def test_credentials_on_local_transports(scheme: str, ipc_dir: str, gsp_socket: 
     assert nng2.active_pipes(bad) == 0 and not_us.stats["pipes_attached"] == 0
     other = gsp_socket("req")
     with pytest.raises(gsp.ConnectionBroken):  # closed at accept, before the handshake
-        other.dial(root_only.url, block=True)
+        other.dial(root_only.url, fail_fast=True)
     wait_for(lambda: root_only.stats["pipes_refused_credentials"] == 1, what="refused by uid")
     res = nng2.spawn(lambda: (good.send(b"hi"), good.recv().to_bytes())[1])
     rep.send(rep.recv())
@@ -431,15 +431,15 @@ def test_certificate_rules_on_a_listener(scheme: str, gsp_socket: Mk, pki: PKI,
                  **pki.dial_options()}
     # gsp clients: with the certificate, admitted by name and by fingerprint
     a, b = gsp_socket("req", recv_timeout=WAIT), gsp_socket("req", recv_timeout=WAIT)
-    a.dial(by_name.url, block=True, **with_cert)
-    b.dial(by_print.url, block=True, **with_cert)
+    a.dial(by_name.url, fail_fast=True, **with_cert)
+    b.dial(by_print.url, fail_fast=True, **with_cert)
     wait_for(lambda: len(rep.pipes) == 2, what="two pipes")
     round_trip(a, rep)
     round_trip(b, rep)
     # without a certificate, or with one of another fingerprint: refused
     anon, wrong = gsp_socket("req", reconnect_time=0.05), gsp_socket("req", reconnect_time=0.05)
-    anon.dial(by_name.url, block=False, **pki.dial_options())
-    wrong.dial(other_print.url, block=False, **with_cert)
+    anon.dial(by_name.url, background=True, **pki.dial_options())
+    wrong.dial(other_print.url, background=True, **with_cert)
     wait_for(lambda: by_name.stats["pipes_refused_certificate"] >= 1 and
              other_print.stats["pipes_refused_certificate"] >= 1, what="both refused")
     # an nng 2.0 client with the certificate is admitted by both
@@ -463,10 +463,10 @@ def test_a_dialer_pins_the_servers_certificate(gsp_socket: Mk, pki: PKI,
     url = nng2.listen(n, "tls+tcp://127.0.0.1:0", nng2.server_tls(pki))
     req = gsp_socket("req", recv_timeout=WAIT)
     with pytest.raises(gsp.ConnectionRefused, match="not admitted by certificate"):
-        req.dial(url, block=True, admit=admit.certificate(fingerprint="00" * 32),
+        req.dial(url, fail_fast=True, admit=admit.certificate(fingerprint="00" * 32),
                  **pki.dial_options())
     assert req.stats["pipes_refused_certificate"] == 1 and not req.pipes
-    req.dial(url, block=True, admit=admit.certificate(
+    req.dial(url, fail_fast=True, admit=admit.certificate(
         fingerprint=_fingerprint(pki.server_cert_file), san="localhost"), **pki.dial_options())
     res = nng2.spawn(lambda: n.send(n.recv().to_bytes()))
     req.send(b"pinned")
@@ -494,11 +494,11 @@ def test_ws_request_rules(case: str, gsp_socket: Mk) -> None:
     bad = gsp_socket("req")
     # refused at accept: its upgrade request is answered 403, without a word of the rule
     with pytest.raises(gsp.UpgradeRefused) as info:
-        bad.dial(lst.url + bad_q, block=True, ws_request_headers=bad_h or None)
+        bad.dial(lst.url + bad_q, fail_fast=True, ws_request_headers=bad_h or None)
     assert info.value.status == 403 and info.value.reason == "not admitted"
     wait_for(lambda: lst.stats["pipes_refused_ws_request"] == 1, what="refused")
     good = gsp_socket("req", recv_timeout=WAIT)
-    good.dial(lst.url + good_q, block=True, ws_request_headers=good_h or None)
+    good.dial(lst.url + good_q, fail_fast=True, ws_request_headers=good_h or None)
     round_trip(good, rep)
     assert lst.stats["pipes_refused"] == 1 and lst.stats["handshake_failures"] == 0
     if case == "query":  # the request target keeps its query
@@ -552,7 +552,7 @@ def test_a_ws_listeners_url_takes_no_query_a_dialers_does(gsp_socket: Mk) -> Non
         rep.listen("ws://127.0.0.1:0/sp?token=abc")
     lst = rep.listen("ws://127.0.0.1:0/sp")
     req = gsp_socket("req", recv_timeout=WAIT)
-    req.dial(lst.url + "?token=abc", block=True)  # routed by its path
+    req.dial(lst.url + "?token=abc", fail_fast=True)  # routed by its path
     round_trip(req, rep)
     with pytest.raises(gsp.InvalidAddress):
         req.dial("ws://[::1:5/sp?x=1")
@@ -574,11 +574,11 @@ def test_a_wsgi_mount_judges_the_request_with_its_query(gsp_socket: Mk) -> None:
     try:
         url = f"ws://127.0.0.1:{server.server_port}/sp"
         bad = gsp_socket("req", reconnect_time=0.05)
-        bad.dial(url + "?room=8", block=False, ws_request_headers={"Cookie": "sid=s3"})
+        bad.dial(url + "?room=8", background=True, ws_request_headers={"Cookie": "sid=s3"})
         lst = rep.listeners[0]
         wait_for(lambda: lst.stats["pipes_refused_ws_request"] >= 1, what="refused")
         good = gsp_socket("req", recv_timeout=WAIT)
-        good.dial(url + "?room=7&x=1", block=True, ws_request_headers={"Cookie": "sid=s3"})
+        good.dial(url + "?room=7&x=1", fail_fast=True, ws_request_headers={"Cookie": "sid=s3"})
         round_trip(good, rep)
         req = next(p for p in rep.pipes if p.listener is lst).peer.ws_request
         assert req is not None and req.target == "/sp?room=7&x=1" and req.cookies["sid"] == "s3"
@@ -595,13 +595,13 @@ def test_the_sockets_rule_changed_while_running_applies_to_the_next_connection(
     rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("tcp://127.0.0.1:0")  # no rule of its own: the socket's, read per accept
     first = gsp_socket("req", recv_timeout=WAIT)
-    first.dial(lst.url, block=True)
+    first.dial(lst.url, fail_fast=True)
     rep.admit = ~admit.cidr("127.0.0.0/8")
     with pytest.raises(gsp.ConnectionBroken):
-        gsp_socket("req").dial(lst.url, block=True)
+        gsp_socket("req").dial(lst.url, fail_fast=True)
     wait_for(lambda: lst.stats["pipes_refused_address"] == 1, what="refused")
     round_trip(first, rep)  # a pipe up is not judged again
     rep.admit = None
     second = gsp_socket("req", recv_timeout=WAIT)
-    second.dial(lst.url, block=True)
+    second.dial(lst.url, fail_fast=True)
     round_trip(second, rep)

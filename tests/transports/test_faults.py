@@ -117,7 +117,7 @@ def test_rep_killed_and_restarted_under_req_load_loses_no_reply(gsp_socket: Mk, 
     assert line(rep) == "ready"
     req = gsp_socket("req", resend_time=0.3, recv_timeout=15, reconnect_time=0.05,
              reconnect_time_max=0.2)
-    req.dial(url, block=False)
+    req.dial(url, background=True)
     answered = 0
     for i in range(300):
         if i in (100, 200):  # SIGKILL the server between a request and its reply ...
@@ -137,7 +137,7 @@ def test_pull_killed_under_push_load_pusher_recovers_unaided(gsp_socket: Mk, pro
                                                            spawn: Any) -> None:
     url = f"tcp://127.0.0.1:{free_port()}"
     push = gsp_socket("push", send_timeout=20, reconnect_time=0.05, reconnect_time_max=0.2)
-    push.dial(url, block=False)
+    push.dial(url, background=True)
     sent = [0]
 
     def pushing() -> None:
@@ -166,7 +166,7 @@ def proxied(gsp_socket: Mk) -> Iterator[tuple[gsp.Socket, gsp.Socket, FaultProxy
     pull = gsp_socket("pull", recv_timeout=5)
     proxy = FaultProxy(pull.listen("tcp://127.0.0.1:0").url)
     push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2)
-    push.dial(proxy.url, block=True)
+    push.dial(proxy.url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the proxied pipe")
     try:
         yield pull, push, proxy
@@ -193,7 +193,7 @@ def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(
     try:
         proxy.delay, proxy.jitter = 0.05, 0.02
         req = gsp_socket("req", recv_timeout=5, resend_time=2.0)
-        req.dial(proxy.url, block=True)
+        req.dial(proxy.url, fail_fast=True)
         server = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in iter(int, 1)])
         rtts: list[float] = []
         got: dict[int, list[bytes]] = {}
@@ -221,7 +221,7 @@ def test_a_link_of_50_ms_and_20_ms_jitter_delays_every_protocol_and_breaks_none(
         b = gsp_socket(dproto, recv_timeout=5)
         with FaultProxy(a.listen("tcp://127.0.0.1:0").url) as p:
             p.delay, p.jitter = 0.05, 0.02
-            b.dial(p.url, block=True)
+            b.dial(p.url, fail_fast=True)
             wait_for(lambda a=a: a.pipes, what="the proxied pipe")
             tx, rx = (b, a) if lproto == "pull" else (a, b)
             if dproto == "sub":
@@ -259,7 +259,7 @@ def test_a_cut_connection_is_replaced_without_help(proxied: Any, fault: str) -> 
 def test_a_black_holed_peer_does_not_stop_the_others(gsp_socket: Mk, proxied: Any) -> None:
     pull, push, proxy = proxied
     other = gsp_socket("push")
-    other.dial(pull.listeners[0].url, block=True)
+    other.dial(pull.listeners[0].url, fail_fast=True)
     wait_for(lambda: len(pull.pipes) == 2, what="the direct pipe")
     proxy.blackhole()
     push.send(b"into the void")  # queued and written; nothing arrives
@@ -308,7 +308,7 @@ def test_out_of_file_descriptors_no_spin_and_serves_again(procs: Any) -> None:
         s.close()
     push = gsp.socket("push", send_timeout=10, reconnect_time=0.05, reconnect_time_max=0.3)
     try:
-        push.dial(url, block=False)
+        push.dial(url, background=True)
         push.send(b"served again")
         assert line(child) == "got served again"
     finally:

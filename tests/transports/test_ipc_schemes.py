@@ -185,4 +185,4 @@ def test_bad_file_options_are_refused(name: str, bad: object) -> None:
 def test_file_options_are_for_listeners(gsp_socket: Mk, ipc_dir: str) -> None:
     a = gsp_socket("pair")
     with pytest.raises(gsp.BadOption, match="ipc_file_owner"):
-        a.dial(f"ipc://{ipc_dir}/x.sock", block=False, ipc_file_owner=os.getuid())
+        a.dial(f"ipc://{ipc_dir}/x.sock", background=True, ipc_file_owner=os.getuid())

@@ -106,7 +106,7 @@ def test_tls_listens_on_a_given_socket_too(gsp_socket: Any, tcp_fd: Any, pki: An
     lst = pull.listen("tls+tcp://", listen_fd=tcp_fd.fileno(), **pki.listen_options())
     assert lst.url == "tls+tcp://127.0.0.1:%d" % tcp_fd.getsockname()[1]
     push = gsp_socket("push", send_timeout=WAIT)
-    push.dial(lst.url, block=True, **pki.dial_options())
+    push.dial(lst.url, fail_fast=True, **pki.dial_options())
     push.send(b"over tls")
     assert pull.recv() == b"over tls"
 
@@ -139,7 +139,7 @@ def test_unusable_descriptors_are_refused_with_what_is_wrong(
         with pytest.raises(gsp.BadOption, match="listen_fd must be a file descriptor"):
             s.listen("tcp://", listen_fd=bad)
     with pytest.raises(gsp.BadOption, match="listen_fd does nothing on a dialer"):
-        s.dial(f"tcp://127.0.0.1:{port}", listen_fd=tcp_fd.fileno(), block=False)
+        s.dial(f"tcp://127.0.0.1:{port}", listen_fd=tcp_fd.fileno(), background=True)
     with pytest.raises(gsp.BadOption, match="not an option of this endpoint"):
         s.listen("inproc://x", listen_fd=tcp_fd.fileno())
     with pytest.raises(gsp.InvalidAddress):

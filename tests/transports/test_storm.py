@@ -83,7 +83,7 @@ def test_connections_reset_in_the_backlog_are_counted_and_logged_at_debug(
         s.setsockopt(gsocket.SOL_SOCKET, gsocket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
     push = gsp_socket("push", send_timeout=WAIT)
-    push.dial(lst.url, block=False)  # behind them in the backlog
+    push.dial(lst.url, background=True)  # behind them in the backlog
     go.set()
     push.send(b"after them")
     assert pull.recv() == b"after them"

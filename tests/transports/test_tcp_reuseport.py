@@ -50,7 +50,7 @@ def test_bad_values_and_dialers_are_refused(gsp_socket: Any) -> None:
         with pytest.raises(gsp.BadOption, match="tcp_reuseport must be True or False"):
             s.listen(TCP, tcp_reuseport=bad)
     with pytest.raises(gsp.BadOption, match="tcp_reuseport does nothing on a dialer"):
-        s.dial("tcp://127.0.0.1:1", tcp_reuseport=True, block=False)
+        s.dial("tcp://127.0.0.1:1", tcp_reuseport=True, background=True)
 
 
 def test_tls_listeners_share_a_port_too(gsp_socket: Any, pki: Any) -> None:
@@ -60,7 +60,7 @@ def test_tls_listeners_share_a_port_too(gsp_socket: Any, pki: Any) -> None:
     b = gsp_socket("pull", recv_timeout=WAIT)
     assert b.listen(url, tcp_reuseport=True, **pki.listen_options()).url == url
     with gsp_socket("push", send_timeout=WAIT) as push:
-        push.dial(url, block=True, **pki.dial_options())
+        push.dial(url, fail_fast=True, **pki.dial_options())
         push.send(b"over tls")
         got = gevent.wait([gevent.spawn(a.recv), gevent.spawn(b.recv)], count=1)
         assert got[0].get() == b"over tls"

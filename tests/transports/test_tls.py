@@ -63,7 +63,7 @@ def _pair(pki: PKI, listen: dict, dial: dict) -> tuple[gsp.Socket, gsp.Socket]:
     b = gsp.socket("pair", recv_timeout=5, send_timeout=5)
     try:
         url = a.listen(LOCAL, **listen).url
-        b.dial(url, block=True, **dial)
+        b.dial(url, fail_fast=True, **dial)
     except BaseException:
         a.close()
         b.close()
@@ -136,12 +136,12 @@ def test_untrusted_certificate_is_refused_clearly(gsp_socket, pki):
     b = gsp_socket("pair")
     url = a.listen(LOCAL, **pki.listen_options()).url
     with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-        b.dial(url, block=True, tls_ca_file=pki.rogue_ca_file)
+        b.dial(url, fail_fast=True, tls_ca_file=pki.rogue_ca_file)
     with pytest.raises(gsp.HandshakeError, match="certificate verification failed"):
-        b.dial(url, block=True)  # system CAs do not know the test CA either
+        b.dial(url, fail_fast=True)  # system CAs do not know the test CA either
     # A trusted certificate for another name fails too (host name checking is on).
     with pytest.raises(TLSHandshakeError, match="certificate verification failed"):
-        b.dial(url, block=True, tls_ca_file=pki.ca_file, tls_server_name="other.example")
+        b.dial(url, fail_fast=True, tls_ca_file=pki.ca_file, tls_server_name="other.example")
     assert not a.pipes and not b.pipes
 
 
@@ -162,9 +162,9 @@ def test_mutual_tls_listener_refuses_dialer_without_client_cert(gsp_socket, pki)
     b = gsp_socket("pair")
     url = a.listen(LOCAL, **listen).url
     with pytest.raises(TLSHandshakeError):
-        b.dial(url, block=True, **pki.dial_options())
+        b.dial(url, fail_fast=True, **pki.dial_options())
     with pytest.raises(TLSHandshakeError):  # a certificate from a CA the listener distrusts
-        b.dial(url, block=True, **pki.dial_options(
+        b.dial(url, fail_fast=True, **pki.dial_options(
             tls_cert_file=pki.rogue_cert_file, tls_key_file=pki.rogue_key_file))
     wait_for(lambda: a.listeners[0].stats["handshake_failures_tls"] == 2,
              what="the listener's two failed handshakes")
@@ -228,7 +228,7 @@ def test_interop_nng_mutual_tls_listener_refuses_gsp_without_cert(gsp_socket, pk
         lst = nng.run(n.listen, LOCAL)
         g = gsp_socket("push")
         with pytest.raises(gsp.GspError):
-            g.dial(nng.bound_url(lst, "tls+tcp"), block=True, **pki.dial_options())
+            g.dial(nng.bound_url(lst, "tls+tcp"), fail_fast=True, **pki.dial_options())
         g.close()
     finally:
         n.close()

@@ -35,7 +35,7 @@ def _pair(gsp_socket: Mk, **kw: Any) -> tuple[gsp.Socket, gsp.Socket]:
 def _served(url: str, gsp_socket: Mk, **dial: Any) -> dict[str, Any]:
     """Dial ``url`` with a fresh socket (a new handshake); the pipe's properties."""
     s = gsp_socket("pair", recv_timeout=5)
-    s.dial(url, block=True, **dial)
+    s.dial(url, fail_fast=True, **dial)
     props: dict[str, Any] = s.pipes[0].properties
     s.close()
     return props
@@ -67,7 +67,7 @@ def test_each_bad_value_is_refused_naming_the_option(
         elif where == "listen":
             s.listen(URLS["tls+tcp"], **pki.listen_options(**{name: value}))
         else:
-            s.dial("tls+tcp://127.0.0.1:1", block=False, **{name: value})
+            s.dial("tls+tcp://127.0.0.1:1", background=True, **{name: value})
     assert says in str(err.value)
     assert not s.listeners and not s.dialers
 
@@ -86,7 +86,7 @@ def test_min_above_max_is_refused_at_listen_and_dial(
         s.listen(URLS[scheme], **pki.listen_options(tls_min_version="1.3",
                                                     tls_max_version="1.2"))
     with pytest.raises(gsp.BadOption, match="tls_min_version '1.3' is above"):
-        s.dial(URLS[scheme].replace(":0", ":1"), block=False, tls_min_version="1.3",
+        s.dial(URLS[scheme].replace(":0", ":1"), background=True, tls_min_version="1.3",
                tls_max_version="1.2")
     assert not s.listeners and not s.dialers
 
@@ -99,7 +99,7 @@ def test_a_tls12_client_is_refused_by_a_listener_with_minimum_13(
     a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **pki.listen_options(tls_min_version="1.3")).url
     with pytest.raises(TLSHandshakeError):
-        b.dial(url, block=True, **pki.dial_options(tls_max_version="1.2"))
+        b.dial(url, fail_fast=True, **pki.dial_options(tls_max_version="1.2"))
     assert not a.pipes and not b.pipes
     assert _served(url, gsp_socket, **pki.dial_options())["tls_version"] == "TLSv1.3"
 
@@ -127,7 +127,7 @@ def test_a_password_protected_key_loads(pki: PKI, tmp_path: Path, scheme: str,
     a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **pki.listen_options(tls_key_file=key,
                                                       tls_key_password=password)).url
-    b.dial(url, block=True, **pki.dial_options())
+    b.dial(url, fail_fast=True, **pki.dial_options())
     b.send(b"ping")
     assert a.recv() == b"ping"
 
@@ -145,7 +145,7 @@ def test_a_wrong_or_missing_password_is_a_clear_error(
         s.listen(URLS["wss"], **pki.listen_options(tls_key_file=key))
     # A dialer's client key alike.
     with pytest.raises(gsp.BadOption, match="wrong password"):
-        s.dial("tls+tcp://127.0.0.1:1", block=False, tls_cert_file=pki.client_cert_file,
+        s.dial("tls+tcp://127.0.0.1:1", background=True, tls_cert_file=pki.client_cert_file,
                tls_key_file=key, tls_key_password=b"nope")
     assert not s.listeners and not s.dialers
 
@@ -162,7 +162,7 @@ def test_a_revoked_client_certificate_is_refused(pki: PKI, tmp_path: Path, schem
     url = a.listen(URLS[scheme], **pki.listen_options(
         tls_client_auth="required", tls_ca_file=pki.ca_file, tls_crl_file=crl)).url
     with pytest.raises(TLSHandshakeError):
-        b.dial(url, block=True, **pki.dial_options(tls_cert_file=revoked_cert,
+        b.dial(url, fail_fast=True, **pki.dial_options(tls_cert_file=revoked_cert,
                                                    tls_key_file=revoked_key))
     assert not a.pipes
     # A certificate the CRL does not name passes.
@@ -178,7 +178,7 @@ def test_a_dialer_checks_the_servers_certificate_against_its_crl(
     url = a.listen(URLS["tls+tcp"], **pki.listen_options()).url
     revoking = write_crl(pki.ca, tmp_path / "revoking.crl", pki.server_cert_file)
     with pytest.raises(TLSHandshakeError, match="certificate verification failed: .*revoked"):
-        b.dial(url, block=True, **pki.dial_options(tls_crl_file=revoking))
+        b.dial(url, fail_fast=True, **pki.dial_options(tls_crl_file=revoking))
     empty = write_crl(pki.ca, tmp_path / "empty.crl")
     assert _served(url, gsp_socket, **pki.dial_options(tls_crl_file=empty))["tls_version"]
 
@@ -200,7 +200,7 @@ def test_a_certificate_replaced_on_disk_is_served_to_the_next_handshake(
         gsp_socket: Mk, caplog: pytest.LogCaptureFixture) -> None:
     a, b = _pair(gsp_socket)
     url = a.listen(URLS[scheme], **live).url
-    b.dial(url, block=True, **pki.dial_options())  # this pipe stays up throughout
+    b.dial(url, fail_fast=True, **pki.dial_options())  # this pipe stays up throughout
     assert b.pipes[0].properties["peer_certificate_der"] == cert_der(pki.server_cert_file)
     new_cert, new_key = issue(pki.ca, tmp_path, "renewed", common_name="renewed")
     caplog.set_level(logging.INFO, logger="gsp.listener")
@@ -254,7 +254,7 @@ def test_a_dialer_redials_against_a_new_ca(pki: PKI, tmp_path: Path, live: dict[
     shutil.copy(pki.ca_file, trusted)
     a, b = _pair(gsp_socket, reconnect_time=0.05, reconnect_time_max=0.1)
     url = a.listen(URLS[scheme], **live).url
-    dialer = b.dial(url, block=True, tls_ca_file=str(trusted))
+    dialer = b.dial(url, fail_fast=True, tls_ca_file=str(trusted))
     other = trustme.CA()
     new_cert, new_key = issue(other, tmp_path, "other")
     replace(live["tls_key_file"], new_key)
@@ -282,7 +282,7 @@ def test_a_crl_of_another_ca_refuses_every_peer(pki: PKI, tmp_path: Path,
     url = a.listen(URLS["tls+tcp"], **pki.listen_options()).url
     stranger = write_crl(trustme.CA(), tmp_path / "stranger.crl")
     with pytest.raises(TLSHandshakeError, match="unable to get certificate CRL"):
-        b.dial(url, block=True, **pki.dial_options(tls_crl_file=stranger))
+        b.dial(url, fail_fast=True, **pki.dial_options(tls_crl_file=stranger))
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

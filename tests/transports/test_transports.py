@@ -7,6 +7,7 @@ import os
 import pathlib
 import socket as stdsocket
 import stat
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ class TestTCPTransport(TransportSuite):
 class TestIPCTransport(TransportSuite):
     scheme = "ipc"
     bad_urls = ("ipc://", "ipc:///" + "x" * 120, "ipc:///tmp/a\x00b")
-    options = {"ipc_file_mode": (0o600, 0o10000), "ipc_send_buffer": (1 << 20, -1)}
+    options = {"ipc_file_mode": (0o600, 0o10000), "ipc_send_buffer_size": (1 << 20, -1)}
 
     def raw_connect(self, url: str) -> Any:
         return raw_connect(url)
@@ -67,7 +68,7 @@ class TestAbstractTransport(TransportSuite):
 
     scheme = "abstract"
     bad_urls = ("abstract://a%zz", "abstract://%4", "abstract://" + "x" * 108)
-    options = {"ipc_send_buffer": (1 << 20, "big")}
+    options = {"ipc_send_buffer_size": (1 << 20, "big")}
 
     def raw_connect(self, url: str) -> Any:
         return raw_connect(url)
@@ -121,7 +122,7 @@ def test_tcp_ipv6_literal(gsp_socket):
         finally:
             raw.close()
     with pytest.raises(gsp.WrongProtocol):
-        pair.dial(lst.url, block=True)
+        pair.dial(lst.url, fail_fast=True)
     assert events == [] and srv.pipes == []
     connected(srv, lst.url, push)
     push.send(b"after garbage")
@@ -189,6 +190,23 @@ def test_tcp_keepalive_timing_notices_a_dead_peer_in_a_minute_or_as_configured(g
         stdsocket.TCP_KEEPIDLE, stdsocket.TCP_KEEPINTVL, stdsocket.TCP_KEEPCNT)] == [30, 2, 4]
     with pytest.raises(gsp.BadOption, match="tcp_keepalive_idle"):
         gsp.socket("pair", tcp_keepalive_idle=0)
+
+
+def test_tcp_keepalive_times_take_any_duration_and_round_a_fraction_up(gsp_socket):
+    """The kernel counts keepalive times in whole seconds: a float or a timedelta is taken as
+    every duration is, a fraction rounded up (never down to 0, which the kernel refuses)."""
+    s = gsp_socket("pair", tcp_keepalive_idle=30.0, tcp_keepalive_interval=timedelta(seconds=2))
+    assert (s.tcp_keepalive_idle, s.tcp_keepalive_interval) == (30, 2)
+    s.tcp_keepalive_idle = 0.2
+    s.tcp_keepalive_interval = timedelta(milliseconds=1500)
+    assert (s.tcp_keepalive_idle, s.tcp_keepalive_interval) == (1, 2)
+    t = gsp_socket("pair")
+    connected(s, s.listen(TCP).url, t)
+    assert [_sockopt(s.pipes[0], stdsocket.IPPROTO_TCP, o) for o in (
+        stdsocket.TCP_KEEPIDLE, stdsocket.TCP_KEEPINTVL)] == [1, 2]
+    for bad in (-1, 32768, "30", None):
+        with pytest.raises(gsp.BadOption, match="tcp_keepalive_interval"):
+            s.tcp_keepalive_interval = bad
 
 
 def test_tcp_user_timeout_is_off_by_default_and_set_in_milliseconds_on_both_ends(gsp_socket):
@@ -265,7 +283,7 @@ def test_ipc_file_mode(gsp_socket, ipc_dir):
 
 def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(gsp_socket, ipc_dir):
     """A big message fits in flight (the sender does not wait for the receiver in its middle):
-    each ipc connection asks for ipc_send_buffer; 0 leaves the kernel's default."""
+    each ipc connection asks for ipc_send_buffer_size; 0 leaves the kernel's default."""
     wmem_max = int(pathlib.Path("/proc/sys/net/core/wmem_max").read_text())
     wmem_default = int(pathlib.Path("/proc/sys/net/core/wmem_default").read_text())
 
@@ -274,12 +292,12 @@ def test_ipc_send_buffer_is_asked_of_the_kernel_for_each_connection(gsp_socket, 
         return _sockopt(s.pipes[0], stdsocket.SOL_SOCKET, stdsocket.SO_SNDBUF)
 
     a, b, c, d = gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair"), gsp_socket("pair")
-    url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer=300_000).url
-    b.dial(url, block=True)  # the option's default, 512 KiB
+    url = a.listen(f"ipc://{ipc_dir}/sndbuf.sock", ipc_send_buffer_size=300_000).url
+    b.dial(url, fail_fast=True)  # the option's default, 512 KiB
     assert sndbuf(a) == 2 * min(300_000, wmem_max)  # Linux grants twice what it allows
     assert sndbuf(b) == 2 * min(512 * 1024, wmem_max)
-    url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer=0).url
-    d.dial(url, block=True, ipc_send_buffer=0)
+    url = c.listen(f"ipc://{ipc_dir}/sndbuf0.sock", ipc_send_buffer_size=0).url
+    d.dial(url, fail_fast=True, ipc_send_buffer_size=0)
     assert sndbuf(c) == sndbuf(d) == wmem_default
 
 

@@ -72,7 +72,7 @@ def test_interop_nng2(gproto: str, nkind: str, setup: str) -> None:
         if setup == "gsp_listens":
             nng2.dial(n, g.listen("udp://127.0.0.1:0").url)
         else:
-            g.dial(nng2.listen(n, "udp://127.0.0.1:0"), block=True)
+            g.dial(nng2.listen(n, "udp://127.0.0.1:0"), fail_fast=True)
         wait_for(lambda: len(g.pipes) == 1 and nng2.active_pipes(n) == 1, T,
                  what="the pipe on both sides")
         pipe = g.pipes[0]
@@ -88,13 +88,13 @@ def test_gsp_to_gsp_and_wrong_protocol(gsp_socket: Callable[..., gsp.Socket]) ->
     b = gsp_socket("pair", recv_timeout=T, send_timeout=T)
     wrong = gsp_socket("push", send_timeout=T)
     url = a.listen("udp://127.0.0.1:0").url
-    b.dial(url, block=True)
+    b.dial(url, fail_fast=True)
     b.send(b"ping")
     assert a.recv() == b"ping"
     a.send(b"")
     assert b.recv() == b""
     with pytest.raises(gsp.WrongProtocol):
-        wrong.dial(url, block=True)
+        wrong.dial(url, fail_fast=True)
     assert len(a.pipes) == 1
 
 
@@ -121,7 +121,7 @@ def test_over_the_datagram_limit_raises_at_send(
     n = nng2.socket("rep", int(T * 1000))
     try:
         g = gsp_socket("req", send_timeout=T, recv_timeout=T)
-        g.dial(nng2.listen(n, "udp://127.0.0.1:0"), block=True)
+        g.dial(nng2.listen(n, "udp://127.0.0.1:0"), fail_fast=True)
         wait_for(lambda: nng2.active_pipes(n) == 1, T)
         with pytest.raises(gsp.MessageTooLarge, match="65001-byte message is over the "
                                                       "65000-byte limit") as err:
@@ -157,11 +157,11 @@ def test_push_measures_every_send_once_a_datagram_endpoint_is_added(
     rx = gsp_socket("pull", recv_timeout=T)
     tx = gsp_socket("push", send_timeout=T)
     if tcp_first:
-        tx.dial(rx.listen("tcp://127.0.0.1:0").url, block=True)
+        tx.dial(rx.listen("tcp://127.0.0.1:0").url, fail_fast=True)
         tx.send(b"x" * 70_000)  # no datagram endpoint yet: no limit
         assert len(rx.recv()) == 70_000
     urx = gsp_socket("pull", recv_timeout=T)
-    tx.dial(urx.listen("udp://127.0.0.1:0").url, block=True)
+    tx.dial(urx.listen("udp://127.0.0.1:0").url, fail_fast=True)
     with pytest.raises(gsp.MessageTooLarge, match="65001-byte message"):
         tx.send(b"x" * 65_001)
     tx.send(b"small")  # and one within the limit goes (to either pull)
@@ -179,10 +179,10 @@ def test_push_measures_every_send_once_a_datagram_endpoint_is_added(
 
 
 def test_peer_recv_limit_is_honoured(gsp_socket: Callable[..., gsp.Socket]) -> None:
-    """The limit each side offers (recv_max_size, at most 65,000) is the one the other sends to."""
-    rx = gsp_socket("pull", recv_timeout=T, recv_max_size=1000)
+    """The limit each side offers (max_recv_size, at most 65,000) is the one the other sends to."""
+    rx = gsp_socket("pull", recv_timeout=T, max_recv_size=1000)
     tx = gsp_socket("push", send_timeout=T)
-    tx.dial(rx.listen("udp://127.0.0.1:0").url, block=True)
+    tx.dial(rx.listen("udp://127.0.0.1:0").url, fail_fast=True)
     wait_for(lambda: len(rx.pipes) == 1, T)
     tx.send(b"x" * 1001)  # over rx's limit: never sent
     tx.send(b"y" * 1000)
@@ -250,7 +250,7 @@ def test_gsp_req_through_impaired_relay_to_nng2_rep(
     server = nng2.spawn(serve)
     with UDPRelay(_hostport(url), seed=44, **IMPAIRED) as relay:
         g = gsp_socket("req", recv_timeout=T, send_timeout=T, resend_time=0.3)
-        g.dial(relay.url, block=True)
+        g.dial(relay.url, fail_fast=True)
         for i in range(requests):
             q = b"request %d" % i
             g.send(q)
@@ -339,7 +339,7 @@ def test_an_ipv6_literal_in_any_form_dials_and_a_family_mismatch_is_refused(
     a = gsp_socket("pair", recv_timeout=T, send_timeout=T)
     b = gsp_socket("pair", recv_timeout=T, send_timeout=T)
     port = a.listen("udp6://[::1]:0").url.rsplit(":", 1)[1]
-    b.dial(f"udp://[0:0:0:0:0:0:0:1]:{port}", block=True)
+    b.dial(f"udp://[0:0:0:0:0:0:0:1]:{port}", fail_fast=True)
     b.send(b"long form")
     assert a.recv() == b"long form"
     for url in ("udp6://127.0.0.1:5555", "udp4://[::1]:5555"):

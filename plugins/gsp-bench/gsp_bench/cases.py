@@ -75,7 +75,8 @@ def thr_case(transport: str, size: int, count: int) -> Case:
 def lat_case(transport: str, size: int, count: int) -> Case:
     return Case(f"req/rep {transport} {show_size(size)} round trip", "lat",
                 {"transport": transport, "size": size, "count": count},
-                [("mean_us", "µs mean"), ("p50_us", "µs p50"), ("p99_us", "µs p99"),
+                [("mean_us", "µs mean"), ("p50_us", "µs p50"), ("p90_us", "µs p90"),
+                 ("p99_us", "µs p99"),
                  # CPU time a round trip (user + system, client and server processes): a
                  # latency won by burning a core shows here.
                  ("cpu_us_rt", "CPU µs/rt")])

@@ -15,8 +15,13 @@ Workloads (senders and receivers are separate processes for tcp and ipc):
 * ``suite``   all of the above at the documented sizes (``--plot`` adds the size sweep over tcp and ipc)
 * ``transports``  push/pull at each of ``--sizes`` and req/rep round trips over each of
   ``--transport`` (default: all six, tcp, ipc, inproc, tls+tcp, ws, wss)
+* ``charts``  the charts of the performance page (:mod:`.charts`): throughput by size against
+  the anchors, the round trip's distribution, the transports side by side; SVG files and the
+  run's JSON in ``--out DIR`` (``--from-json DIR/bench.json`` draws them again)
 * ``local_thr``/``remote_thr``/``local_lat``/``remote_lat`` URL SIZE COUNT: nng's perf tools,
   one side each, for runs across machines
+* ``spark``   the gsp PySpark data source's sink and source, rows per second beside Spark's own
+  ceiling on a local Spark (:mod:`.spark`; ``gsp bench spark --help``; needs gevent-sp-spark)
 
 ``--transport`` takes a comma-separated list (``--transport ws,wss``): each transport is a case
 of its own; a library that does not speak one shows n/a there (pyzmq and zmq.green speak tcp,
@@ -41,7 +46,7 @@ import os
 import sys
 from typing import Any
 
-from . import report
+from . import charts, report
 from .cases import (
     SWEEP_SIZES,
     THR_BYTES,
@@ -56,7 +61,7 @@ from .cases import (
 )
 from .libs import LIBS
 from .native import NATIVE, Unavailable, available
-from .runner import run_cases
+from .runner import run_cases, run_plan
 
 __all__ = ["main", "parser"]
 
@@ -148,6 +153,37 @@ def parser() -> argparse.ArgumentParser:
                    help=f"messages per throughput run (default: by size, at most {THR_COUNT:,})")
     t.add_argument("--lat-count", type=int, default=5_000, help="timed round trips")
     t.add_argument("--lat-size", type=parse_size, default=16, help="round trips' message size")
+    # Listed here; its arguments are gsp_bench.spark's own (main hands them over unparsed).
+    sub.add_parser("spark", add_help=False,
+                   help="the gsp PySpark data source, beside Spark's own ceiling "
+                        "(gsp bench spark --help; needs gevent-sp-spark)")
+    c = sub.add_parser("charts", help="run what the performance page draws and write its "
+                                      "charts and the run's JSON into --out")
+    c.add_argument("--out", required=True, metavar="DIR",
+                   help=f"where to write {', '.join(charts.files())} (made if missing)")
+    c.add_argument("--from-json", metavar="FILE",
+                   help="run nothing: draw the charts of an earlier charts run (its "
+                        f"{charts.RUN_FILE})")
+    c.add_argument("--format", choices=("svg", "png"), default="svg", help="the charts' format")
+    c.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is drawn")
+    c.add_argument("--sizes", type=parse_sizes, default=None,
+                   help="sizes of the throughput chart (default "
+                        f"{','.join(map(str, charts.SIZES))})")
+    c.add_argument("--transport", type=parse_transports, default=None,
+                   help=f"transports side by side (default {','.join(charts.TRANSPORTS)})")
+    c.add_argument("--transport-sizes", type=parse_sizes, default=None,
+                   help="sizes of the transports chart (default "
+                        f"{','.join(map(str, charts.TRANSPORT_SIZES))})")
+    c.add_argument("--count", type=int, default=100_000,
+                   help="most messages a throughput run sends")
+    c.add_argument("--sweep-bytes", type=int, default=256 * MiB,
+                   help="bytes a throughput run sends (count = this / size, at least 200, "
+                        "at most --count)")
+    c.add_argument("--lat-count", type=int, default=10_000, help="timed round trips")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds a single run may take")
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    c.add_argument("--malloc", choices=("default", "tuned"), default="default",
+                   help="as the other commands' --malloc")
     for name, (_, hlp) in ONE_SIDED.items():
         p = sub.add_parser(name, help=hlp)
         p.add_argument("url")
@@ -190,6 +226,17 @@ def one_sided(a: argparse.Namespace) -> int:
     return 0
 
 
+def spark(argv: list[str]) -> int:
+    """``gsp bench spark ARGS``: :func:`gsp_bench.spark.main`, if gevent-sp-spark is here."""
+    try:
+        from . import spark as spark_bench
+    except ImportError as exc:
+        print(f"gsp bench spark: needs gevent-sp-spark and pyspark: pip install "
+              f"'gevent-sp-bench[spark]' ({exc})", file=sys.stderr)
+        return 2
+    return spark_bench.main(argv)
+
+
 def skip_native(libs: list[str], info: dict[str, Any], quiet: bool) -> None:
     """Build the native libraries' tools among ``libs`` (C nng, Go mangos); drop each that cannot
     be, saying why on stderr and in ``info["skipped"]`` (the table's header shows it too)."""
@@ -204,10 +251,61 @@ def skip_native(libs: list[str], info: dict[str, Any], quiet: bool) -> None:
                 print(f"gsp bench: {name}: skipped ({exc})", file=sys.stderr)
 
 
+def draw_charts(a: argparse.Namespace, argv: list[str]) -> int:
+    """``gsp bench charts``: run :func:`.charts.plan` (or read an earlier run), then write its
+    charts and its JSON into ``--out``."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("gsp bench: charts need matplotlib (pip install 'gevent-sp-bench[plot]')",
+              file=sys.stderr)
+        return 2
+    run_file = os.path.join(a.out, charts.RUN_FILE)
+    if a.from_json:
+        doc = report.load_doc(a.from_json)
+        if "charts" not in doc:
+            print(f"gsp bench: {a.from_json} is not a run of gsp bench charts (it has no "
+                  "\"charts\")", file=sys.stderr)
+            return 2
+        info, libs, results, layout = doc["machine"], doc["libs"], doc["results"], doc["charts"]
+        argv = doc["argv"]
+    else:
+        plan, layout = charts.plan(a.sizes, a.transport, a.transport_sizes, a.count,
+                                   a.sweep_bytes, a.lat_count)
+        libs = list(dict.fromkeys(lib for _, each in plan for lib in each))
+        info = report.machine()
+        info.update(malloc=a.malloc, repeat=a.repeat)
+        skip_native(libs, info, a.quiet)
+        plan = [(case, [lib for lib in each if lib in libs]) for case, each in plan]
+        results = run_plan(plan, a.timeout, a.repeat, a.quiet, a.malloc)
+        report.run_ended(info)
+    os.makedirs(a.out, exist_ok=True)
+    written = charts.write(a.out, layout, results, info, a.format)
+    if not (a.from_json and os.path.abspath(a.from_json) == os.path.abspath(run_file)):
+        with open(run_file, "w") as f:
+            report.dump(f, info, argv, libs, results, charts=layout)
+        written.append(run_file)
+    print(report.header(info))
+    print(report.table(cases_of(results), libs, results))
+    print("\n" + "\n".join(f"wrote {p}" for p in written))
+    return 1 if any(r.get("error") for r in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["spark"]:
+        return spark(args[1:])
     a = parser().parse_args(argv)
     if a.cmd in ONE_SIDED:
         return one_sided(a)
+    if a.cmd == "charts":
+        return draw_charts(a, argv if argv is not None else sys.argv[1:])
+    return workloads(a, argv)
+
+
+def workloads(a: argparse.Namespace, argv: list[str] | None) -> int:
+    """The workload commands (``thr``, ``lat``, ``suite``, ...): run them and print the table
+    (or ``--json``); exit status 1 if a run failed."""
     libs: list[str] = a.libs or ([x for x in LIBS if x != "gsp-spin"] if a.compare else
                                  ["gsp", "raw-gevent"] if a.cmd == "storm" else ["gsp"])
     if a.spin is not None:  # to the gsp-spin workers (they inherit the environment)
@@ -235,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         skip_native(libs, info, a.quiet)
         results = run_cases(cases, libs, a.timeout, a.repeat, a.quiet, a.malloc)
     if a.plot:
-        report.plot(a.plot, cases, libs, results, info)
+        charts.plot(a.plot, cases, libs, results, info)
     if a.json:
         report.dump(sys.stdout, info, argv if argv is not None else sys.argv[1:], libs, results)
         if not a.quiet:  # the table too, beside the progress: one run gives both

@@ -1,5 +1,5 @@
 """Showing results: the machine they came from, the table (each figure with its ratio to
-gsp's), the JSON document (``--json``, read back by ``--from-json``) and the plot (``--plot``).
+gsp's), the JSON document (``--json``, read back by ``--from-json``); :mod:`.charts` draws them.
 
 The JSON document is ``{"machine": {...}, "argv": [...], "libs": [...], "results": [...]}``;
 each result is ``{"case", "workload", "params", "lib", "figures"}`` plus ``"na": true`` or
@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from typing import IO, Any
 
 from gsp._mypyc import build, compiled
 
-from .cases import Case, show_size
+from .cases import Case
 
 
 def machine() -> dict[str, Any]:
@@ -31,6 +32,8 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"nproc": os.cpu_count(), "cpu": model or platform.processor(),
                             "kernel": platform.release(), "python": platform.python_version(),
                             "gevent": gevent.__version__}
+    info["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    info["load"] = [load_average()]  # and at the end of the run (:func:`run_ended`)
     info["compiled"] = compiled()
     info["build"] = build(info["compiled"])
     for key, mod in (("gsp", "gsp"), ("zmq", "zmq"), ("pynng", "pynng"), ("nng2", "nng")):
@@ -46,6 +49,29 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def load_average() -> float | None:
+    """The machine's load average over the last minute (None where the system has none)."""
+    try:
+        return round(os.getloadavg()[0], 1)
+    except OSError:
+        return None
+
+
+def run_ended(info: dict[str, Any]) -> None:
+    """Add the load average at the end of the run to ``info`` (the one at its start is there)."""
+    info["load"] = [*info.get("load", [])[:1], load_average()]
+
+
+def when(info: dict[str, Any]) -> str:
+    """When the run was and how loaded the machine was (``2026-12-07 20:40 UTC, load average
+    17.2 → 16.9``); empty for a saved run that did not record them."""
+    load = [x for x in info.get("load") or [] if x is not None]
+    parts = [info["date"]] if info.get("date") else []
+    if load:
+        parts.append("load average " + " → ".join(f"{x:g}" for x in load))
+    return ", ".join(parts)
+
+
 #: The native libraries' languages (as :data:`gsp_bench.native.NATIVE`; the header says which ran).
 NATIVE_LANG = {"nng": "C nng", "mangos": "Go mangos"}
 
@@ -57,6 +83,7 @@ def header(info: dict[str, Any]) -> str:
             + (f", nng (nng 2.0) {info['nng2']}" if info.get("nng2") else "") + "\n"
             + ("malloc: tuned (every library's workers called gsp.tune_allocator())\n"
                if info.get("malloc") == "tuned" else "")
+            + (f"run: {when(info)}\n" if when(info) else "")
             + build_line(info) +
             "".join(f"{name}: {NATIVE_LANG.get(name, name)} {ver}\n"
                     for name, ver in info.get("native", {}).items()) +
@@ -126,51 +153,22 @@ def table(cases: list[Case], libs: list[str], results: list[dict[str, Any]]) -> 
 
 
 def dump(out: IO[str], info: dict[str, Any], argv: list[str], libs: list[str],
-         results: list[dict[str, Any]]) -> None:
-    """The ``--json`` document."""
-    json.dump({"machine": info, "argv": argv, "libs": libs, "results": results}, out, indent=1)
+         results: list[dict[str, Any]], **more: Any) -> None:
+    """The ``--json`` document (``more``: other keys, as ``charts``' layout)."""
+    json.dump({"machine": info, "argv": argv, "libs": libs, "results": results, **more}, out,
+              indent=1)
     out.write("\n")
 
 
 def load(path: str) -> tuple[dict[str, Any], list[str], list[dict[str, Any]]]:
     """Machine, libraries and results of a saved ``--json`` document."""
-    with open(path) as f:
-        doc = json.load(f)
+    doc = load_doc(path)
     return doc["machine"], doc["libs"], doc["results"]
 
 
-def plot(path: str, cases: list[Case], libs: list[str], results: list[dict[str, Any]],
-         info: dict[str, Any]) -> None:
-    """msg/s against message size, one panel per transport swept (tcp, ipc), one line per
-    library (log-log)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def load_doc(path: str) -> dict[str, Any]:
+    """A saved ``--json`` document, whole."""
+    with open(path) as f:
+        doc: dict[str, Any] = json.load(f)
+    return doc
 
-    sizes_of: dict[str, dict[str, int]] = {}  # transport -> {case label: size}
-    for c in cases:
-        if c.workload == "thr":
-            sizes_of.setdefault(c.params["transport"], {})[c.label] = c.params["size"]
-    swept = [t for t, labels in sizes_of.items() if len(labels) > 1] or list(sizes_of)[:1]
-    fig, axes = plt.subplots(1, len(swept), figsize=(8 * len(swept), 5), dpi=110, squeeze=False)
-    for ax, transport in zip(axes[0], swept):
-        labels = sizes_of[transport]
-        for lib in libs:
-            pts = sorted((labels[r["case"]], r["figures"]["msg_s"]) for r in results
-                         if r["lib"] == lib and r["case"] in labels and r["figures"])
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        sizes = sorted(set(labels.values()))
-        ax.set_xticks(sizes, [show_size(x) for x in sizes], fontsize=8)
-        ax.minorticks_off()
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("messages per second (receiver)")
-        ax.set_title(f"push/pull over {transport} — {info.get('nproc')} × {info.get('cpu')}",
-                     fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

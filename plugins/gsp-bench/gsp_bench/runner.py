@@ -25,7 +25,7 @@ from .cases import Case
 from .ctl import NotApplicable
 from .report import fmt
 
-__all__ = ["BenchError", "NotApplicable", "measure", "run_cases"]
+__all__ = ["BenchError", "NotApplicable", "measure", "run_cases", "run_plan"]
 
 
 class BenchError(Exception):
@@ -203,9 +203,21 @@ def lat(run: BenchRun, transport: str, size: int, count: int, warmup: int = 100)
         cpu = _both(r, srv.expect("result", within=10.0))
     s = sorted(r["samples"])
     us = 1e6
-    return {"mean_us": statistics.fmean(s) * us, "p50_us": s[len(s) // 2] * us,
-            "p99_us": s[min(len(s) - 1, int(len(s) * 0.99))] * us, "count": count,
-            "cpu_us_rt": None if cpu is None else cpu / count * us}
+    return {"mean_us": statistics.fmean(s) * us,
+            **{f"{name}_us": percentile(s, q) * us for name, q in PERCENTILES.items()},
+            "count": count, "cpu_us_rt": None if cpu is None else cpu / count * us}
+
+
+#: The round trips' percentiles ``lat`` records (``p50_us``, …): the distribution the round-trip
+#: chart draws (a box from p25 to p75, whiskers from p10 to p99).
+PERCENTILES = {"min": 0.0, "p10": 0.10, "p25": 0.25, "p50": 0.50, "p75": 0.75, "p90": 0.90,
+               "p99": 0.99, "p999": 0.999, "max": 1.0}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The sample below which a fraction ``q`` of the sorted samples lie (nearest rank: p50 of
+    an even count is the upper middle one, as nng's perf tools report it)."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def _both(client: dict[str, Any], server: dict[str, Any] | None) -> float | None:
@@ -380,9 +392,15 @@ class Progress:
 def run_cases(cases: list[Case], libs: list[str], timeout: float, repeat: int,
               quiet: bool = False, malloc: str = "default") -> list[dict[str, Any]]:
     """Every case with every library: one result record each (the JSON ``results``)."""
-    prog = Progress(len(cases) * len(libs), quiet)
+    return run_plan([(case, libs) for case in cases], timeout, repeat, quiet, malloc)
+
+
+def run_plan(plan: list[tuple[Case, list[str]]], timeout: float, repeat: int,
+             quiet: bool = False, malloc: str = "default") -> list[dict[str, Any]]:
+    """Each case with its own libraries: one result record each (the JSON ``results``)."""
+    prog = Progress(sum(len(libs) for _, libs in plan), quiet)
     results = []
-    for case in cases:
+    for case, libs in plan:
         for lib in libs:
             prog.show(f"{case.label} · {lib} …")
             rec: dict[str, Any] = {"case": case.label, "workload": case.workload,

@@ -13,6 +13,7 @@ import pytest
 
 from gsp_bench.cases import Case, parse_size
 from gsp_bench.report import fmt, table
+from gsp_bench.runner import PERCENTILES
 
 pytestmark = pytest.mark.allow_leaks  # worker processes only; this process opens no sockets
 
@@ -156,8 +157,11 @@ def test_json_repeat_keeps_every_run_and_reports_the_median(tmp_path: Any) -> No
     again = run("suite", "--from-json", str(saved), timeout=60)
     assert again.returncode == 0, again.stderr
     rows = [ln.split() for ln in again.stdout.splitlines() if ln.startswith("req/rep tcp 16 B")]
-    assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in ("mean_us", "p50_us",
-                                                                         "p99_us", "cpu_us_rt")]
+    assert [row[-1] for row in rows] == [fmt(r["figures"][k]) for k in (
+        "mean_us", "p50_us", "p90_us", "p99_us", "cpu_us_rt")]
+    # the round trips' distribution, for the round-trip chart: percentiles in order
+    pct = [r["figures"][f"{k}_us"] for k in PERCENTILES]
+    assert pct == sorted(pct) and pct[0] > 0, pct
 
 
 @pytest.mark.timeout(300)
@@ -264,7 +268,7 @@ def test_suite_plot_sweeps_every_size_over_tcp_and_ipc_once() -> None:
 
 def test_the_plot_has_a_panel_for_each_transport_swept(tmp_path: Any) -> None:
     from gsp_bench.cases import thr_case
-    from gsp_bench.report import plot
+    from gsp_bench.charts import plot
 
     cases = [thr_case(t, s, 100) for t in ("tcp", "ipc") for s in (16, 1024)] + \
         [thr_case("inproc", 16, 100)]
@@ -302,10 +306,32 @@ def test_sizes_and_ratios_in_the_table() -> None:
 def test_help_lists_the_commands_and_hides_the_worker() -> None:
     p = run("--help", timeout=60)
     assert p.returncode == 0, p.stderr
-    for cmd in ("suite", "thr", "lat", "pubsub", "reqrep", "conns", "local_thr", "remote_lat"):
+    for cmd in ("suite", "thr", "lat", "pubsub", "reqrep", "conns", "local_thr", "remote_lat",
+                "spark"):
         assert cmd in p.stdout
     assert "_worker" not in p.stdout and "SUPPRESS" not in p.stdout
     assert run("_worker", "{}", timeout=60).returncode == 2  # not a command at all
+
+
+@pytest.mark.spark
+def test_gsp_bench_spark_takes_the_spark_benchmarks_arguments() -> None:
+    # Its arguments go to gsp_bench.spark unparsed: a bad path fails in its parser, naming the
+    # paths, before any Spark starts; --help is its own.
+    p = run("spark", "--paths", "no-such-path", timeout=120)
+    assert p.returncode == 2
+    assert "gsp bench spark: error: unknown path(s) no-such-path; choose from ceiling-sink, " \
+           "sink-push," in p.stderr, p.stderr
+    p = run("spark", "--help", timeout=120)
+    assert p.returncode == 0 and "--source-option KEY=VALUE" in p.stdout, p.stderr
+
+
+def test_gsp_bench_spark_without_pyspark_says_what_to_install(tmp_path: Any) -> None:
+    (tmp_path / "pyspark").mkdir()  # a pyspark that cannot be imported, first on the path
+    (tmp_path / "pyspark" / "__init__.py").write_text("raise ImportError('no pyspark here')\n")
+    p = run("spark", timeout=120, env={"PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 2
+    assert "gsp bench spark: needs gevent-sp-spark and pyspark: pip install " \
+           "'gevent-sp-bench[spark]'" in p.stderr, p.stderr
 
 
 def test_the_header_says_which_modules_run_compiled(monkeypatch: pytest.MonkeyPatch) -> None:

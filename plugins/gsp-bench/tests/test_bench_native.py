@@ -145,7 +145,7 @@ def test_gsp_req_and_pull_talk_to_the_nng_tool(
             assert srv.stdout is not None and srv.stdin is not None
             url = json.loads(srv.stdout.readline())["ready"]["url"]
             req = gsp_socket("req", recv_timeout=10)
-            req.dial(url, block=True)
+            req.dial(url, fail_fast=True)
             for i in range(3):
                 req.send(b"ping %d" % i)
                 assert req.recv() == b"ping %d" % i

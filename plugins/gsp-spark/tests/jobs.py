@@ -12,7 +12,7 @@ work with processes of its own and returns what the test checks.
   activated, with no registration and no ``PYSPARK_PYTHON``;
 * ``connect-missing`` — a Spark Connect server whose Python workers lack the plugin: the write
   fails with ``gsp_spark.DataSourceNotInstalled``, naming the interpreter;
-* ``standalone-cluster`` — a Spark standalone master and two workers (``gsp_spark.standalone``).
+* ``standalone-cluster`` — a Spark standalone master and two workers (``spark_standalone``).
 
 The checks are in ``test_spark_user_scripts.py`` and ``test_spark_standalone.py``.
 """
@@ -26,9 +26,8 @@ import subprocess
 import sys
 from typing import Any, Callable
 
+import spark_standalone as standalone
 from background import Job
-
-from gsp_spark import standalone
 
 CASES = ("main", "thread", "pool", "foreachBatch")
 
@@ -221,8 +220,10 @@ spark = (SparkSession.builder.remote("local[1]")
 print("session", type(spark).__module__, flush=True)
 import msgpack
 import gsp
-from gsp_spark import HubThread, standalone
+from gsp_spark import HubThread
 from gsp_spark._missing import worker_python_of
+sys.path.insert(0, sys.argv[2])  # plugins/gsp-spark/tests, for its harness's receiver
+import spark_standalone as standalone
 
 print("workers", *worker_python_of(spark), flush=True)
 try:
@@ -286,7 +287,8 @@ def connect_venv(job: Job) -> Any:
     env = _no_venv_env()
     env["PATH"] += os.pathsep + os.pathsep.join(("/usr/sbin", "/sbin"))  # ip (iproute2)
     return job.run([unshare, "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
-                    sys.executable, script, job.tmp], 400, cwd=job.tmp, env=env)
+                    sys.executable, script, job.tmp, os.path.dirname(os.path.abspath(__file__))],
+                   400, cwd=job.tmp, env=env)
 
 
 MISSING = """

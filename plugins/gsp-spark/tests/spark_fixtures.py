@@ -20,11 +20,12 @@ from typing import Any, Callable, Iterable, Iterator
 
 import gevent
 import pytest
+import spark_standalone as standalone
 from pyspark.errors import StreamingQueryException
 from rep_driver import rep_query
 
 import gsp
-from gsp_spark import HubThread, local_session, standalone, unpack
+from gsp_spark import HubThread, local_session, unpack
 
 
 def _socket_fds() -> set[tuple[int, str]]:
@@ -147,7 +148,7 @@ def through_gsp(spark: Any, run: Callable[[Callable[[], Any]], Any], url: str, t
 
 
 class Receiver(standalone.Receiver):
-    """gsp_spark.standalone's receiver, with a bounded wait for what the test expects."""
+    """spark_standalone's receiver, with a bounded wait for what the test expects."""
 
     def wait_until(self, cond: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -457,7 +458,8 @@ def rows_with_executor_jvm(spark: Any, n: int) -> Any:
     row (0 if none)."""
     from pyspark.sql.types import LongType
 
-    jvm = standalone.python_udf(spark, lambda _: standalone.executor_jvm(), LongType())
+    executor_jvm = standalone.executor_jvm  # the lambda takes the function, not the module
+    jvm = standalone.python_udf(spark, lambda _: executor_jvm(), LongType())
     return spark.range(n, numPartitions=4).select("id", jvm("id").alias("jvm"))
 
 

@@ -28,9 +28,10 @@ from typing import Any, Iterator
 import msgpack
 import pytest
 import spark_fixtures
+import spark_standalone as standalone
 
 import gsp
-from gsp_spark import Deduplicator, HubThread, standalone, unpack
+from gsp_spark import Deduplicator, HubThread, unpack
 from gsp_spark._local import connect_url
 
 pytestmark = [pytest.mark.spark, spark_fixtures.LOCAL_GROUP]
@@ -197,11 +198,12 @@ def _rows(message: bytes) -> list[dict[str, Any]]:
     return out if isinstance(out, list) else [out]
 
 
+@pytest.mark.plugins("gsp_bench")
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_bench_runs_the_sink_and_source_paths_through_connect(spark: Any) -> None:
-    """``python -m gsp_spark.bench --connect`` on a few rows: each path raises when its receiver
-    or query saw another count than it sent. No timing is checked."""
-    from gsp_spark import bench
+    """``gsp bench spark --connect`` on a few rows: each path raises when its receiver or query
+    saw another count than it sent. No timing is checked."""
+    from gsp_bench import spark as bench
 
     paths = ["sink-push", "sink-req-100", "ceiling-source", "source"]
     lines: list[str] = []

@@ -267,14 +267,19 @@ def test_packer_encodes_spark_values():
                             "span": 90.0}
 
 
+@pytest.mark.plugins("gsp_bench")
 @pytest.mark.timeout(300)  # Spark on 2 shared cores: its own waits bound it
 def test_bench_runs_every_path_and_counts_every_row(spark):
-    """``python -m gsp_spark.bench`` on a few rows: each path (a bench raises when its receiver
-    or query saw another count than it sent) yields a rate and a line; the source path with a
-    ``--source-option`` (one partition a micro-batch). No timing is checked."""
-    from gsp_spark import bench
+    """``gsp bench spark`` (gevent-sp-bench) on a few rows, and the internals' tool of these
+    tests: each path (a bench raises when its receiver or query saw another count than it sent)
+    yields a rate and a line; the source path with a ``--source-option`` (one partition a
+    micro-batch). No timing is checked."""
+    import spark_bench_internals as internals
 
-    lines: list[str] = []
-    rates = bench.run(spark, 3000, 1, list(bench.PATHS), lines.append, {"partitions": "1"})
-    assert set(rates) == set(bench.PATHS) and all(r[0] > 0 for r in rates.values())
-    assert [ln.split()[0] for ln in lines] == list(bench.PATHS)
+    from gsp_bench import spark as bench
+
+    for table, options in ((bench.PATHS, {"partitions": "1"}), (internals.PATHS, None)):
+        lines: list[str] = []
+        rates = bench.run(spark, 3000, 1, list(table), lines.append, options, table=table)
+        assert set(rates) == set(table) and all(r[0] > 0 for r in rates.values())
+        assert [ln.split()[0] for ln in lines] == list(table)

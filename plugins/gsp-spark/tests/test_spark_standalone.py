@@ -2,7 +2,7 @@
 
 A master and two workers (2 cores, 1.5 GiB each: see below) run as processes of their own,
 started with the ``bin/spark-class`` of the pip-installed pyspark, all on 127.0.0.1
-(``gsp_spark.standalone``, which ``examples/spark_standalone.sh lose-worker`` runs by hand). One
+(``spark_standalone.py`` here, which ``examples/spark_standalone.sh lose-worker`` runs by hand). One
 cluster (a background job, ``jobs.py``, started with the first gsp-spark test) and one driver
 session serve the module. Each path moves 100,000 rows while one worker is SIGKILLed — its Worker JVM,
 executor JVM and Python workers, as if its machine died — at a point where its executor is
@@ -43,9 +43,8 @@ from typing import Any, Iterator
 import background
 import pytest
 import spark_fixtures
+import spark_standalone as standalone
 from pyspark.sql.functions import udf
-
-from gsp_spark import standalone
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_standalone,
               spark_fixtures.CLUSTER_GROUP]
@@ -150,7 +149,7 @@ def test_the_executors_scratch_space_is_in_the_clusters_workdir(
 
 
 def test_the_example_script_runs_this_module() -> None:
-    # examples/spark_standalone.sh lose-worker is `python -m gsp_spark.standalone`: a bad path
+    # examples/spark_standalone.sh lose-worker runs spark_standalone.py from a checkout: a bad path
     # name fails in its argument parser (naming the paths this module runs) before any cluster.
     script = os.path.join(ROOT, "examples", "spark_standalone.sh")
     r = subprocess.run(["bash", script, "lose-worker", "10", "no-such-path"],

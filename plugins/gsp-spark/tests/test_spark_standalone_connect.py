@@ -3,7 +3,7 @@ loses a worker.
 
 The cluster is ``test_spark_standalone.py``'s (a background job, ``jobs.py``: a master and two
 workers on 127.0.0.1). In front of it, pyspark's own ``sbin/start-connect-server.sh --wait``
-(``gsp_spark.standalone.ConnectServer``) runs a Spark Connect server — a process of its own, the
+(``spark_standalone.ConnectServer``) runs a Spark Connect server — a process of its own, the
 driver of an application on the cluster, one 1 GiB executor per worker, as the classic module's
 session — and this process is only its client (``SparkSession.builder.remote("sc://...")``): the
 gsp source's receiver runs beside the server's driver, the sinks and the decoding in the
@@ -27,8 +27,7 @@ from typing import Any, Iterator
 import background
 import pytest
 import spark_fixtures
-
-from gsp_spark import standalone
+import spark_standalone as standalone
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_standalone,
               spark_fixtures.CLUSTER_GROUP]

@@ -80,11 +80,11 @@ def test_star_three_nodes_exactly_once(topology):
     with ExitStack() as st:
         a, b, c = (st.enter_context(gsp.socket("star", recv_timeout=WAIT)) for _ in range(3))
         url_b = b.listen(TCP).url
-        a.dial(url_b, block=True)
+        a.dial(url_b, fail_fast=True)
         if topology == "hub":
-            c.dial(url_b, block=True)
+            c.dial(url_b, fail_fast=True)
         else:
-            b.dial(c.listen(TCP).url, block=True)
+            b.dial(c.listen(TCP).url, fail_fast=True)
         wait_for(lambda: len(b.pipes) == 2 and a.pipes and c.pipes, what="the links")
         nodes = {"a": a, "b": b, "c": c}
         for name, src in nodes.items():
@@ -103,7 +103,7 @@ def test_star_many_members():
         socks = [st.enter_context(gsp.socket("star", recv_timeout=WAIT)) for _ in range(num)]
         url = socks[0].listen(TCP).url
         for s in socks[1:]:
-            s.dial(url, block=True)
+            s.dial(url, fail_fast=True)
         wait_for(lambda: len(socks[0].pipes) == num - 1, what="every member")
 
         def sender(i: int) -> None:
@@ -199,8 +199,8 @@ def raw_line(st: ExitStack, mid: dict | None = None, **opts: object
                                               **(opts | (mid or {}) if i == 1 else opts)))
                   for i in range(3))
     url = s2.listen(TCP).url
-    s1.dial(url, block=True)
-    s3.dial(url, block=True)
+    s1.dial(url, fail_fast=True)
+    s3.dial(url, fail_fast=True)
     wait_for(lambda: len(s2.pipes) == 2 and s1.pipes and s3.pipes, what="the line")
     return s1, s2, s3
 

@@ -9,8 +9,9 @@ sees is a :class:`gsp.transport.WSRequest`, the one type of an upgrade request (
 also importable from here.
 """
 
+import importlib
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from gsp import UpgradeRefused
 
@@ -18,19 +19,22 @@ from ._http import SUFFIX, WS_OPTIONS, subprotocol
 from .auth import Refusal
 
 __all__ = ["UpgradeRefused", "Refusal", "WS_OPTIONS", "SUFFIX", "subprotocol"]
-__version__ = "0.1.0"
+__version__ = "1.0.0rc1"
 
-#: Old spellings: they work for one minor version and warn.
-_MOVED = {"UpgradeRequest": "WSRequest", "Headers": "Headers"}
+def _moved(names: dict[str, tuple[str, str]]) -> Callable[[str], Any]:
+    """The module's ``__getattr__`` for old spellings (old -> (new module, new name)): they work
+    for one minor version and warn, naming the new one."""
+
+    def __getattr__(name: str) -> Any:
+        where = names.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        warnings.warn(f"gsp_ws.{name} is deprecated: use {where[0]}.{where[1]} (the one type "
+                      "of an upgrade request)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(where[0]), where[1])
+
+    return __getattr__
 
 
-def __getattr__(name: str) -> Any:
-    new = _MOVED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"gsp_ws.{name} is gsp.transport.{new} now (the one type of an upgrade "
-                  f"request); gsp_ws.{name} goes in the next minor version",
-                  DeprecationWarning, stacklevel=2)
-    import gsp.transport
-
-    return getattr(gsp.transport, new)
+__getattr__ = _moved({"UpgradeRequest": ("gsp.transport", "WSRequest"),
+                      "Headers": ("gsp.transport", "Headers")})

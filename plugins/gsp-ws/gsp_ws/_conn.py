@@ -74,8 +74,8 @@ class WSConnection(Connection):
         self.remote_address = remote
         self.properties: dict[str, Any] = {"ws_path": path}
         self._options = options
-        self._max_msg: int = options["recv_max_size"]
-        self._max_frame: int = options["ws_recv_frame_max"]
+        self._max_msg: int = options["max_recv_size"]
+        self._max_frame: int = options["ws_max_frame_size"]
         self._tx_frame: int = options["ws_send_frame_max"]
         self._text_ok: bool = options["ws_recv_text"]
         self._ping_every: float | None = options["ws_ping_interval"]
@@ -412,7 +412,7 @@ class WSConnection(Connection):
                     self._take(ws, data, out)
                     if out:
                         break
-                if holding.held:  # mid-message: wait while at recv_partial_max; bound the read
+                if holding.held:  # mid-message: wait while at max_recv_partial; bound the read
                     holding.before_read()
                 room = ws.room()  # a big message's payload: received where it goes
                 try:

@@ -183,7 +183,7 @@ class Framer:
         self.controls: list[tuple[int, bytes]] = []
         #: The :class:`FrameError` that ended the stream (raised again by later feeds).
         self.error: FrameError | None = None
-        #: Payload bytes of the message in progress held here (for recv_partial_max).
+        #: Payload bytes of the message in progress held here (for max_recv_partial).
         self.held = 0
         self._buf = b""  # bytes of the next frame's header while it is incomplete
         self._parts: list[bytes] = []  # finished frames of the message in progress
@@ -396,10 +396,10 @@ class Framer:
         elif op == OP_TEXT and not self.text_ok:
             raise FrameError(UNSUPPORTED_DATA, "text frames are not accepted")
         if self.max_frame and n > self.max_frame:
-            raise FrameError(MESSAGE_TOO_BIG, f"frame over ws_recv_frame_max ({self.max_frame})",
+            raise FrameError(MESSAGE_TOO_BIG, f"frame over ws_max_frame_size ({self.max_frame})",
                              gsp.MessageTooLarge)
         if self.max_msg and self._msg_len + n > self.max_msg:
-            raise FrameError(MESSAGE_TOO_BIG, f"message over recv_max_size ({self.max_msg})",
+            raise FrameError(MESSAGE_TOO_BIG, f"message over max_recv_size ({self.max_msg})",
                              gsp.MessageTooLarge)
         return op
 

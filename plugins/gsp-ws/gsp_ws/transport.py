@@ -309,7 +309,7 @@ class RouteListener(TransportListener):
     def deliver(self, conn: WSConnection) -> None:
         """Queue an upgraded connection for :meth:`accept` (closed when the backlog is full)."""
         try:
-            self._incoming.send_nowait(conn)
+            self._incoming.send(conn, block=False)
         except (gsp.WouldBlock, gsp.Closed):
             conn.close()  # closed, or the backlog is full: the client will redial
 

@@ -69,7 +69,7 @@ from .auth import UpgradeGate
 from .js import serve_client
 
 
-class _Route(_Typing):
+class MountRoute(_Typing):
     """A mounted path's listener, as the app sees it (``gsp_ws.transport.WSGIRouteListener``):
     the subprotocol it answers to, its options, and where an upgraded connection goes."""
 
@@ -107,7 +107,7 @@ class SPWebSocketApp:
     def __init__(self, app: WSGIApp | None = None) -> None:
         self.app: WSGIApp = app if app is not None else _not_found
         self.name = f"app{next(_ids)}"
-        self._routes: dict[str, _Route] = {}
+        self._routes: dict[str, MountRoute] = {}
         self._client_js: dict[str, str] = {}  # "<path>/gsp.js" -> the mount path serving it
         self._warned = False
         _apps[self.name] = self
@@ -133,14 +133,14 @@ class SPWebSocketApp:
             self._client_js[path.rstrip("/") + "/gsp.js"] = path
         return lst
 
-    def add_route(self, path: str, lst: "_Route") -> None:
+    def add_route(self, path: str, lst: "MountRoute") -> None:
         """Route upgrades to ``path`` to ``lst`` (a ``ws+wsgi://`` listener binding: use
         :meth:`mount`). :class:`gsp.AddressInUse` when ``path`` is routed already."""
         if path in self._routes:
             raise gsp.AddressInUse(f"{path} is already mounted on this app")
         self._routes[path] = lst
 
-    def remove_route(self, path: str, lst: "_Route") -> None:
+    def remove_route(self, path: str, lst: "MountRoute") -> None:
         """Stop routing ``path`` to ``lst`` (its listener closed), if it still does."""
         if self._routes.get(path) is lst:
             del self._routes[path]
@@ -377,7 +377,7 @@ def _server_of(app: SPWebSocketApp, environ: dict[str, Any]) -> _Server | None:
     return None
 
 
-def _upgrade(app: SPWebSocketApp, route: "_Route", environ: dict[str, Any],
+def _upgrade(app: SPWebSocketApp, route: "MountRoute", environ: dict[str, Any],
              start_response: Callable[..., Any]) -> Iterable[bytes]:
     path = environ.get("PATH_INFO") or "/"
     tokens = {t.strip().lower() for t in environ.get("HTTP_CONNECTION", "").split(",")}
@@ -454,7 +454,7 @@ def _request(environ: dict[str, Any], server: _Server, path: str,
         peer=(str(peer[0]), int(peer[1])), tls=tls_properties(sock) if tls else None)
 
 
-def _serve(route: "_Route", server: _Server, environ: dict[str, Any],
+def _serve(route: "MountRoute", server: _Server, environ: dict[str, Any],
            write: Callable[[bytes], Any], request: WSRequest) -> Iterator[bytes]:
     # A generator: the server iterates it after start_response, so the 101 goes out from here
     # and the request greenlet stays parked in it for the life of the pipe.

@@ -14,10 +14,12 @@ import logging
 from typing import Any, Callable, Iterator
 
 import gevent
+import gevent.event
 import pytest
 
 import gsp
 from gsp_ws.js import client_source
+from tests.support import servers
 from tests.support.browser_support import Browser, Page, PageServer, page_server, wait_pipes
 
 pytestmark = pytest.mark.browser
@@ -48,7 +50,7 @@ def mounted(server: PageServer) -> Iterator[Callable[..., gsp.Socket]]:
     socks: list[gsp.Socket] = []
 
     def make(protocol: str, path: str, **options: Any) -> gsp.Socket:
-        s = gsp.socket(protocol, recv_max_size=0, recv_timeout=10, send_timeout=10)
+        s = gsp.socket(protocol, max_recv_size=0, recv_timeout=10, send_timeout=10)
         socks.append(s)
         server.mount(s, path, **options)
         return s
@@ -378,8 +380,11 @@ def test_errors_say_what_happened(page: Page, server: PageServer) -> None:
         names["context times"] = forever && ctx.recvTimeout === undefined ? "ok" : "wrong";
         await tryIt("no protocol", () => gsp.socket("nope"));
         await tryIt("bad url", () => req.dial("ftp://example.invalid/"));
-        await tryIt("nobody there", () => gsp.socket("req").dial(arg.dead));
-        await tryIt("wrong path", () => gsp.socket("req").dial(arg.wrong));
+        await tryIt("nobody there", () => gsp.socket("req").dial(arg.dead, {failFast: true}));
+        await tryIt("wrong path", () => gsp.socket("req").dial(arg.wrong, {failFast: true}));
+        await tryIt("unknown dial option", () => gsp.socket("req").dial(arg.url, {fail_fast: true}));
+        await tryIt("failFast and background", () => gsp.socket("req").dial(arg.url,
+                                                       {failFast: true, background: true}));
         const pull = gsp.socket("pull");
         const pending = pull.recv({timeout: 5}).catch((e) => e.name);
         pull.close();
@@ -396,6 +401,7 @@ def test_errors_say_what_happened(page: Page, server: PageServer) -> None:
         "bad option": "BadOption", "bad context time": "BadOption", "context times": "ok",
         "no protocol": "NotSupported", "bad url": "InvalidAddress",
         "nobody there": "ConnectionRefused", "wrong path": "ConnectionRefused",
+        "unknown dial option": "BadOption", "failFast and background": "BadOption",
         "recv when closed": "Closed", "send after close": "Closed"}
 
 
@@ -410,7 +416,7 @@ def test_refused_ws_authorize_is_an_error_in_the_page(browser: Browser, server: 
     mounted("rep", "/private", ws_authorize=by_cookie)
     script = """
         const req = gsp.socket("req", {recvTimeout: 5});
-        try { await req.dial(arg); } catch (e) { return `${e.name}: ${e.message}`; }
+        try { await req.dial(arg, {failFast: true}); } catch (e) { return `${e.name}: ${e.message}`; }
         req.close();
         return "connected";
     """
@@ -478,6 +484,124 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
         silent.close()
 
 
+# -- dialing: the default keeps redialing, failFast, background -------------------------------
+
+@pytest.mark.parametrize("comes_up", ["mount", "ws-listener"])
+def test_a_page_loaded_while_the_server_is_down_connects_when_it_comes_up(
+        page: Page, server: PageServer, comes_up: str) -> None:
+    """docs/browsers.md's first page, with dial()'s defaults, loaded while nothing listens at its
+    SP address (a deploy): dial() returns after the failed first attempt and keeps redialing;
+    once a WSGI mount (or a gsp ws:// listener) comes up there, the page connects and receives
+    what the PUB sends."""
+    port = servers.free_port()
+    url = f"ws://127.0.0.1:{port}/ticks"
+    first = page.run("""
+        const sub = gsp.socket("sub", {reconnectTime: 0.05, reconnectTimeMax: 0.5});
+        sub.subscribe("tick ");
+        window.sub = sub;
+        const d = await sub.dial(arg);  // the first attempt fails: nothing listens
+        window.tick = sub.recvText();
+        return {pipes: sub.pipes.length, url: d.url};
+    """, url)
+    assert first == {"pipes": 0, "url": url}
+    pub = gsp.socket("pub")
+    attached = gevent.event.Event()
+    pub.on_pipe_event(lambda ev, pipe: ev is gsp.PipeEvent.ATTACHED and attached.set())
+    origin = server.url.rstrip("/")  # the page's origin: another port, so another origin
+    up = None
+    try:
+        if comes_up == "mount":
+            up = PageServer(port)
+            up.mount(pub, "/ticks", ws_origins={origin})
+        else:
+            pub.listen(url, ws_origins={origin})
+        assert attached.wait(timeout=30), "the page did not redial (it redials every <= 0.5 s)"
+        pub.send(b"tick 1")
+        assert page.run("const t = await window.tick; window.sub.close(); return t;") == "tick 1"
+    finally:
+        pub.close()
+        if up is not None:
+            up.stop()
+
+
+def test_fail_fast_rejects_when_nothing_listens_and_stops(page: Page) -> None:
+    """{failFast: true} against an address whose server answers no upgrade rejects with
+    ConnectionRefused and dials no more, while a default dial of the same server (another path,
+    the same backoff) is still redialing."""
+    from gevent.server import StreamServer
+
+    paths: list[str] = []
+    redialed = gevent.event.Event()
+
+    def refuse(conn: Any, addr: Any) -> None:  # reads the upgrade request, answers nothing
+        request = conn.recv(4096).split(b" ", 2)
+        paths.append(request[1].decode() if len(request) > 1 else "?")
+        if paths.count("/default") >= 4:
+            redialed.set()
+        conn.close()
+    away = StreamServer(("127.0.0.1", 0), refuse)
+    away.start()
+    base = f"ws://127.0.0.1:{away.server_port}"
+    try:
+        got = page.run("""
+            const times = {reconnectTime: 0.02, reconnectTimeMax: 0.05};
+            const fast = gsp.socket("req", times);
+            let failed;
+            try { await fast.dial(arg.fast, {failFast: true}); failed = "resolved"; }
+            catch (e) { failed = `${e.name}: ${e.message}`; }
+            window.redialing = gsp.socket("req", times);
+            await window.redialing.dial(arg.default);
+            return {failed, pipes: fast.pipes.length};
+        """, {"fast": base + "/fast", "default": base + "/default"})
+        assert redialed.wait(timeout=30), paths
+        page.run("window.redialing.close();")
+    finally:
+        away.stop()
+    assert got["failed"].startswith(f"ConnectionRefused: dial {base}/fast: "), got
+    assert got["pipes"] == 0
+    assert paths.count("/fast") == 1, paths
+
+
+def test_background_returns_before_the_first_attempt_and_block_still_works(
+        page: Page, server: PageServer) -> None:
+    """The default dial resolves connected when the server is there; {background: true}
+    resolves before its first attempt and connects after; the old {block} option still works
+    ({block: true} is failFast, {block: false} background) and warns once that it is
+    deprecated, naming the new options."""
+    got = page.run("""
+        const warned = [], warn = console.warn;
+        console.warn = (...a) => warned.push(a.join(" "));
+        try {
+            const plain = gsp.socket("req");
+            await plain.dial(arg.url);
+            const bg = gsp.socket("req");
+            const up = new Promise((r) => bg.onPipe((ev) => ev.type === "connect" && r()));
+            await bg.dial(arg.url, {background: true});
+            const bgAtOnce = bg.pipes.length;
+            await up;
+            let blockTrue;
+            try { await gsp.socket("req").dial(arg.dead, {block: true}); blockTrue = "resolved"; }
+            catch (e) { blockTrue = e.name; }
+            const old = gsp.socket("req");
+            await old.dial(arg.url, {block: false});
+            const blockFalse = old.pipes.length;
+            await old.send("still works");
+            const reply = await old.recvText({timeout: 10});
+            const pipes = [plain.pipes.length, bgAtOnce, bg.pipes.length];
+            plain.close(); bg.close(); old.close();
+            return {pipes, blockTrue, blockFalse, reply, warned};
+        } finally {
+            console.warn = warn;
+        }
+    """, {"url": server.ws("/sp"), "dead": f"ws://127.0.0.1:{servers.free_port()}/sp"})
+    assert got["pipes"] == [1, 0, 1]
+    assert got["blockTrue"] == "ConnectionRefused"
+    assert got["blockFalse"] == 0 and got["reply"] == "still works"
+    assert len(got["warned"]) == 1, got["warned"]
+    assert "block option is deprecated" in got["warned"][0]
+    assert "failFast" in got["warned"][0] and "background" in got["warned"][0]
+
+
 # -- the codec, unit by unit (in the page: no Node) ---------------------------------------------
 
 def test_the_codec_matches_gsps_own(page: Page) -> None:
@@ -536,7 +660,7 @@ def test_the_codec_matches_gsps_own(page: Page) -> None:
 def test_page_against_gsp_ws_listeners(page: Page, server: PageServer) -> None:
     """Not only the mount: a gsp socket's own ws:// listener (its own HTTP server, another
     origin than the page's: named in ``ws_origins``)."""
-    rep = gsp.socket("rep", recv_max_size=0)
+    rep = gsp.socket("rep", max_recv_size=0)
     pub = gsp.socket("pub")
     pages = {server.url.rstrip("/")}
     try:
@@ -600,7 +724,7 @@ def test_redials_back_off_while_the_server_is_away(page: Page) -> None:
     try:
         got = page.run("""
             const req = gsp.socket("req");
-            await req.dial(arg, {block: false, reconnectTime: 0.02, reconnectTimeMax: 0.3});
+            await req.dial(arg, {background: true, reconnectTime: 0.02, reconnectTimeMax: 0.3});
             await new Promise((r) => setTimeout(r, 1500));
             req.close();
             return req.pipes.length;

@@ -40,7 +40,7 @@ class TestWSTransport(TransportSuite):
     # (a dialer's URL may have a query, sent in its upgrade request: a listener's may not)
     bad_urls = ("ws://127.0.0.1:99999/sp", "ws://127.0.0.1:x/sp", "ws://127.0.0.1:5/sp#q=1",
                 "ws://u:p@127.0.0.1:5/sp", "ws://[::1:5/sp", "ws://a b:5/sp")
-    options = {"ws_recv_text": (True, "yes"), "ws_recv_frame_max": (0, -1),
+    options = {"ws_recv_text": (True, "yes"), "ws_max_frame_size": (0, -1),
                "ws_send_frame_max": (1 << 15, 1.5),
                "ws_request_headers": ((("X-Kit", "1"),), {"X-Bad\n": "1"}),
                "ws_origins": (frozenset({"https://good.example"}), "https://good.example"),
@@ -210,7 +210,7 @@ def test_one_mib_messages_with_nng(pki, scheme):
     nng runs in a process of its own: its close can abort its process after a wss exchange with
     gsp (tests/support/nng_process.py); its calls run on a native thread, as the hub serves gsp's end."""
     tls_listen = pki.listen_options() if scheme == "wss" else {}
-    limit = {"recv_max_size": 2 * MiB}
+    limit = {"max_recv_size": 2 * MiB}
     payload = os.urandom(MiB)
     with gsp.socket("pair", recv_timeout=10, send_timeout=10, **limit) as g, \
             NngProcess("pair", recv_timeout=10000, recv_max_size=2 * MiB,
@@ -314,8 +314,8 @@ def test_interop_nng(pki, scheme, pair, gsp_role, gsp_listens):
 def test_plugin_is_found_only_through_entry_points():
     eps = [ep for ep in importlib.metadata.entry_points(group="gsp") if ep.value == "gsp_ws.transport"]
     assert len(eps) == 1 and eps[0].dist is not None and eps[0].dist.name == "gevent-sp-ws"
-    assert {"ws", "wss", "ws+wsgi"} <= set(gsp.transports())
-    code = "import gsp, sys; print(','.join(gsp.transports())); print('gsp_ws' in sys.modules)"
+    assert {"ws", "wss", "ws+wsgi"} <= set(gsp.transport_schemes())
+    code = "import gsp, sys; print(','.join(gsp.transport_schemes())); print('gsp_ws' in sys.modules)"
     env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
@@ -332,3 +332,17 @@ def test_ws_suites_declare_only_the_garbage_header_check_not_applicable() -> Non
     suites = [TestWSTransport, TestWSSTransport]
     assert {s.scheme: sorted(s.not_applicable) for s in suites} == {
         "ws": ["test_garbage_headers_refused"], "wss": ["test_garbage_headers_refused"]}
+
+
+def test_the_old_frame_limit_name_works_and_warns() -> None:
+    """``ws_recv_frame_max`` is ``ws_max_frame_size`` now; the old name warns and still works."""
+    with pytest.warns(DeprecationWarning, match="'ws_recv_frame_max' is renamed "
+                                                "'ws_max_frame_size'") as caught:
+        s = gsp.socket("pull", ws_recv_frame_max=4096)
+    try:
+        assert caught[0].filename == __file__ and s.ws_max_frame_size == 4096
+        with pytest.warns(DeprecationWarning, match="ws_max_frame_size"):
+            lst = s.listen("ws://127.0.0.1:0/old", ws_recv_frame_max=512)
+        assert lst.options["ws_max_frame_size"] == 512
+    finally:
+        s.close()

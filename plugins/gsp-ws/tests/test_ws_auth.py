@@ -251,8 +251,8 @@ def test_request_and_headers_are_read_only_and_case_insensitive():
 
 def test_the_old_names_of_the_request_types_work_and_warn():
     for old, new in (("UpgradeRequest", WSRequest), ("Headers", Headers)):
-        with pytest.warns(DeprecationWarning, match=rf"gsp_ws\.{old} is gsp\.transport\."
-                                                    rf"{new.__name__} now"):
+        with pytest.warns(DeprecationWarning, match=rf"gsp_ws\.{old} is deprecated: use "
+                                                    rf"gsp\.transport\.{new.__name__}"):
             assert getattr(gsp_ws, old) is new
     with pytest.raises(AttributeError):
         gsp_ws.Nothing  # noqa: B018

@@ -393,7 +393,7 @@ def test_a_big_message_is_held_as_the_bytes_received_not_as_announced():
 
 
 def test_an_announced_oversize_is_refused_before_a_buffer_is_made():
-    """recv_max_size and ws_recv_frame_max refuse a frame by its header: no buffer is made for
+    """max_recv_size and ws_max_frame_size refuse a frame by its header: no buffer is made for
     it (the first frame of a message), nor grown for it (a later one)."""
     key = os.urandom(4)
     f = Framer(False, max_msg=MiB)

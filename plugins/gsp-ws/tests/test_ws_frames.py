@@ -144,8 +144,8 @@ def test_close_handshake_both_ways():
 
 def test_over_the_limit_closes_only_that_pipe(gsp_socket):
     pull = gsp_socket("pull", recv_timeout=5)
-    url = pull.listen("ws://127.0.0.1:0/sp", recv_max_size=1000,
-                      ws_recv_frame_max=600).url
+    url = pull.listen("ws://127.0.0.1:0/sp", max_recv_size=1000,
+                      ws_max_frame_size=600).url
     big = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
     frame = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
     good = RawClient(port_of(url), protocols=("pull.sp.nanomsg.org",))
@@ -153,10 +153,10 @@ def test_over_the_limit_closes_only_that_pipe(gsp_socket):
         with gevent.Timeout(5):
             while len(pull.pipes) < 3:
                 gevent.sleep(0.01)
-        for i in range(3):  # 1500 bytes in frames of 500: over recv_max_size
+        for i in range(3):  # 1500 bytes in frames of 500: over max_recv_size
             big.send(BytesMessage(data=b"b" * 500, message_finished=i == 2))
         assert big.next_event(CloseConnection).code == 1009
-        frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_recv_frame_max
+        frame.send(BytesMessage(data=b"f" * 800))  # one frame over ws_max_frame_size
         assert frame.next_event(CloseConnection).code == 1009
         for i in range(2):  # 1000 bytes in frames of 500: within both limits
             good.send(BytesMessage(data=b"g" * 500, message_finished=i == 1))
@@ -201,7 +201,7 @@ def big_messages_both_ways(pki: Any, scheme: str, frame_max: int) -> None:
 
     tls = scheme == "wss"
     sizes = [DIRECT_MIN - 1, DIRECT_MIN, 65535, 65536, 0, 65537, 5, 300_001, (1 << 20) + 3, 16]
-    opts: dict[str, Any] = {"recv_max_size": 0, "ws_recv_frame_max": 0,
+    opts: dict[str, Any] = {"max_recv_size": 0, "ws_max_frame_size": 0,
                             "ws_send_frame_max": frame_max}
     with gsp.socket("pair", recv_timeout=20, send_timeout=20) as a, \
             gsp.socket("pair", recv_timeout=20, send_timeout=20) as b:

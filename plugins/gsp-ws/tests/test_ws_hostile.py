@@ -67,7 +67,7 @@ def test_frames_announcing_recv_max_size_cost_what_arrived(scheme, pki):
             wait_for(lambda: len(bus.pipes) == n, what="every client attached")
             idle = tracemalloc.get_traced_memory()[0]
             for c in clients:
-                c.sock.sendall(masked_header(bus.recv_max_size) + b"z")
+                c.sock.sendall(masked_header(bus.max_recv_size) + b"z")
             gevent.sleep(0.2)
             assert len(bus.pipes) == n
             assert tracemalloc.get_traced_memory()[0] - idle < n * 16 * 1024

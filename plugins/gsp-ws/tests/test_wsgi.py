@@ -31,7 +31,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "wsgi_app.py"
 
 def server_protocol() -> tuple[str, str]:
     """REP behind the app once gsp has it; PAIR until then. Returns (gsp side, nng side)."""
-    return ("rep", "req") if "rep" in gsp.protocols() else ("pair", "pair")
+    return ("rep", "req") if "rep" in gsp.protocol_names() else ("pair", "pair")
 
 
 def health_app(environ: dict, start_response: Any) -> list[bytes]:

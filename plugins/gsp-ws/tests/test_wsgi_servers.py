@@ -130,7 +130,7 @@ def test_gsp_and_nng_reach_the_mount_beside_the_app(
         port = port_of(srv)
         status, body = http_get(port, "/health")
         assert status == 200 and body.startswith(b"ok ")
-        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
         req.dial(ws_url(srv), block=True)
         for msg in [b"one", b"", b"x" * MiB + b"!", bytes(range(256)) * 12_000, b"last"]:
             req.send(msg)
@@ -237,7 +237,7 @@ def test_wss_through_gunicorn_with_tls(gsp_socket: Callable[..., gsp.Socket], pk
     with servers.gunicorn(APP, pythonpath=ROOT, workers=1, extra=(
             "--certfile", pki.server_cert_file, "--keyfile", pki.server_key_file)) as srv:
         url = srv.url.replace("https://", "wss://") + "/sp"
-        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
         req.dial(url, block=True, **pki.dial_options())
         for msg in [b"over tls", b"t" * (MiB + 3)]:
             req.send(msg)
@@ -300,7 +300,7 @@ def test_uwsgi_http_router_with_websockets(gsp_socket: Callable[..., gsp.Socket]
             "--socket", backend, "--http", f"127.0.0.1:{router}", "--http-to", backend,
             "--http-websockets")) as srv:
         url = f"ws://127.0.0.1:{router}/sp"
-        req = gsp_socket("req", recv_max_size=0, recv_timeout=10)
+        req = gsp_socket("req", max_recv_size=0, recv_timeout=10)
         req.dial(url, block=True)
         for msg in [b"via the router", b"r" * (2 * MiB)]:
             req.send(msg)

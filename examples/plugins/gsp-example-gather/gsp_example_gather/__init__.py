@@ -23,16 +23,17 @@ import gevent
 
 import gsp
 from gsp.chan import select_channels
-from gsp.context import Context, ContextHost
 from gsp.message import Message
 from gsp.options import Option, boolean
 from gsp.protocol import (
     MAX_HOPS,
     ChangeNotice,
+    ContextHost,
     Deadline,
     IdMap,
     Inbox,
     PipeHandle,
+    ProtocolContext,
     ProtocolSpec,
     RoundRobin,
     SocketHandle,
@@ -106,7 +107,7 @@ class _Task:
         self.pipe: PipeHandle | None = None  # the pipe holding it; None while waiting for one
 
 
-class ScatterContext(Context):
+class ScatterContext(ProtocolContext):
     """One stream of tasks and their results. ``send`` a task (any number of them), ``recv``
     results of this context's tasks only, in the order they finish."""
 

@@ -83,7 +83,7 @@ def close_all(ws: list[Worker]) -> None:
 # -- tests --------------------------------------------------------------------------------------
 
 def test_identity(gsp_socket: Callable[..., gsp.Socket]) -> None:
-    assert {"scatter", "gather"} <= set(gsp.protocols())
+    assert {"scatter", "gather"} <= set(gsp.protocol_names())
     s = gsp_socket("scatter")
     g = gsp_socket("gather")
     assert (s.protocol, g.protocol) == ("scatter", "gather")
@@ -364,13 +364,13 @@ def test_wrong_peers_are_refused(gsp_socket: Callable[..., gsp.Socket]) -> None:
     for other in ("scatter", "rep", "pull"):
         o = gsp_socket(other)
         with pytest.raises(gsp.WrongProtocol):
-            o.dial(url, block=True)
+            o.dial(url, fail_fast=True)
         o.close()
     s.close()
     g = gsp_socket("gather", listen=ANY_PORT)
     r = gsp_socket("req")
     with pytest.raises(gsp.WrongProtocol):
-        r.dial(g.listeners[0].url, block=True)
+        r.dial(g.listeners[0].url, fail_fast=True)
 
 
 def test_raw_scatter_shows_the_task_id(gsp_socket: Callable[..., gsp.Socket]) -> None:

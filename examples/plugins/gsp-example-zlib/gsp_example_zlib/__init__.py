@@ -5,10 +5,10 @@ way, once), then frames of ``<u64 BE length><zlib stream>``; one complete zlib s
 (RFC 1950) per message, holding the message's header and body. Every message is compressed on
 its own, so a receiver needs no state from earlier messages.
 
-Limits: ``recv_max_size`` bounds the *decompressed* message. A frame longer than zlib's bound for
+Limits: ``max_recv_size`` bounds the *decompressed* message. A frame longer than zlib's bound for
 a message of that size is refused before any of it is read, and inflating stops one byte past
 the limit, so a small frame that would inflate to gigabytes (a zlib bomb) costs at most
-``recv_max_size + 1`` bytes of memory. Either way the pipe closes with :class:`gsp.MessageTooLarge`.
+``max_recv_size + 1`` bytes of memory. Either way the pipe closes with :class:`gsp.MessageTooLarge`.
 
 This package uses only gsp's public plugin SDK (no ``gsp._*`` import).
 """
@@ -93,7 +93,7 @@ class ZlibConnection(StreamConnection):
     """
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str) -> None:
-        max_size: int = options["recv_max_size"]
+        max_size: int = options["max_recv_size"]
         # The frame limit is the largest stream a message of max_size bytes compresses to: the
         # decoder refuses a longer frame from its length prefix, before buffering any of it.
         super().__init__(sock, wire.TCP, compress_bound(max_size), local, remote)

@@ -100,7 +100,7 @@ def mixed(size: int) -> bytes:
 # -- tests --------------------------------------------------------------------------------------
 
 def test_scheme_is_installed() -> None:
-    assert "tcp+zlib" in gsp.transports()
+    assert "tcp+zlib" in gsp.transport_schemes()
 
 
 BY_HAND = """\
@@ -111,9 +111,9 @@ gsp.register_plugin(gsp_example_zlib)      # gsp.unregister_plugin(...) undoes i
 
 def test_registered_by_hand_when_autoload_is_off() -> None:
     """docs/plugins.md shows BY_HAND: with GSP_DISABLE_PLUGIN_AUTOLOAD set it is how to load."""
-    code = ("import gsp\nassert 'tcp+zlib' not in gsp.transports()\n" + BY_HAND +
-            "assert 'tcp+zlib' in gsp.transports()\n"
-            "gsp.unregister_plugin(gsp_example_zlib)\nassert 'tcp+zlib' not in gsp.transports()\n")
+    code = ("import gsp\nassert 'tcp+zlib' not in gsp.transport_schemes()\n" + BY_HAND +
+            "assert 'tcp+zlib' in gsp.transport_schemes()\n"
+            "gsp.unregister_plugin(gsp_example_zlib)\nassert 'tcp+zlib' not in gsp.transport_schemes()\n")
     env = dict(os.environ, GSP_DISABLE_PLUGIN_AUTOLOAD="1")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
 
@@ -229,7 +229,7 @@ def test_address_in_use_and_connection_refused(gsp_socket: Callable[..., gsp.Soc
         b.listen(url)
     a.listeners[0].close()
     with pytest.raises(gsp.ConnectionRefused):
-        b.dial(url, block=True)
+        b.dial(url, fail_fast=True)
 
 
 @pytest.mark.parametrize("size", [100, 1000, 10_000])
@@ -240,7 +240,7 @@ def test_compress_bound_holds_for_random_data(size: int) -> None:
 
 
 def test_message_at_the_limit_passes(gsp_socket: Callable[..., gsp.Socket]) -> None:
-    pull = gsp_socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT)
+    pull = gsp_socket("pull", listen=ANY_PORT, max_recv_size=1000, recv_timeout=WAIT)
     push = gsp_socket("push", dial=pull.listeners[0].url)
     exact = os.urandom(1000)  # compresses to more than 1000 bytes: the frame still fits
     push.send(exact)
@@ -255,7 +255,7 @@ def test_oversize_message_closes_the_pipe(
         gsp_socket: Callable[..., gsp.Socket], oversize: bytes, refused_by: str) -> None:
     frame_fits = len(zlib.compress(oversize, 6)) <= compress_bound(1000)
     assert frame_fits == (refused_by == "inflate")  # the case tests what it says it does
-    pull = gsp_socket("pull", listen=ANY_PORT, recv_max_size=1000, recv_timeout=WAIT)
+    pull = gsp_socket("pull", listen=ANY_PORT, max_recv_size=1000, recv_timeout=WAIT)
     errors = detached_errors(pull)
     push = gsp_socket("push", dial=pull.listeners[0].url, reconnect_time=0.01)
     wait_for(lambda: push.pipes)
@@ -275,13 +275,13 @@ def test_recv_max_size_of_a_dialer_and_zero_for_unlimited(
     a = gsp_socket("pair", listen=ANY_PORT)
     b = gsp_socket("pair", recv_timeout=WAIT)
     errors = detached_errors(b)
-    b.dial(a.listeners[0].url, recv_max_size=1000)  # the endpoint's own limit
+    b.dial(a.listeners[0].url, max_recv_size=1000)  # the endpoint's own limit
     wait_for(lambda: a.pipes)
     a.send(b"y" * 5000)
     wait_for(lambda: errors)
     assert isinstance(errors[0], gsp.MessageTooLarge)
     a.close()
-    a = gsp_socket("pair", listen=ANY_PORT, recv_max_size=0, recv_timeout=WAIT)
+    a = gsp_socket("pair", listen=ANY_PORT, max_recv_size=0, recv_timeout=WAIT)
     b = gsp_socket("pair", dial=a.listeners[0].url)
     b.send(big)
     assert a.recv() == big

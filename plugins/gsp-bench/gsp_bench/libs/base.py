@@ -430,6 +430,11 @@ class SPLib(Lib):
         returns the options its ``dial`` takes for them (none: plain URLs, or set on ``s``)."""
         return {}
 
+    def _dial_how(self, block: bool | None) -> dict[str, Any]:
+        """The arguments of the library's ``dial`` for ``block`` (pynng's spelling: None tries
+        now and keeps redialing, True fails fast, False dials in the background)."""
+        return {"block": block}
+
     def dial(self, kind: str, url: str, block: bool | None = None,
              timeout: float | None = None) -> Sock:
         s = self._open(kind, timeout)
@@ -437,7 +442,7 @@ class SPLib(Lib):
             options = self._dial_tls(s, url)
             if kind == "sub":
                 s.subscribe(b"")
-            s.dial(url, block=block, **options)
+            s.dial(url, **self._dial_how(block), **options)
         except BaseException:
             s.close()
             raise

@@ -28,12 +28,15 @@ class Gsp(SPLib):
 
     def _open(self, kind: str, timeout: float | None = None) -> Any:
         # No size limit (the 1 MiB runs); a sender may take its time to flush at close.
-        options: dict[str, Any] = {"recv_max_size": 0, **self.extra}
+        options: dict[str, Any] = {"max_recv_size": 0, **self.extra}
         if kind == "push":
             options["linger"] = 30
         if timeout is not None:
             options["recv_timeout"] = timeout
         return self.gsp.socket(kind, **options)
+
+    def _dial_how(self, block: bool | None) -> dict[str, Any]:
+        return {"fail_fast": block is True, "background": block is False}
 
     def listen(self, kind: str, url: str) -> tuple[Any, str]:
         s = self._open(kind)
@@ -78,7 +81,7 @@ class Gsp(SPLib):
             echo_forever(sock.send, sock.recv)  # until the drain on "stop" closes it
 
         with self.gsp.Prefork("rep", url, serve, procs=procs, drain_timeout=5,
-                              recv_max_size=0) as server:
+                              max_recv_size=0) as server:
             server.start()
             ctl.ready(url=server.url, pids=list(server.pids.values()))
 

@@ -11,7 +11,9 @@ Spark finds the source by itself through the ``pyspark_gsp`` module this distrib
 
 Importing this package also makes ``format("gsp")`` work from any Python thread (see
 :mod:`gsp_spark._session`); the distribution's ``gevent_sp_spark.pth`` has the first SparkSession
-of every driver import it (:mod:`pyspark_gsp._startup`), so that holds without an import too. See docs/spark.md for the options and the wire format.
+of every driver import it (:mod:`pyspark_gsp._startup`), so that holds without an import too
+(``GSP_SPARK_STARTUP=0`` turns that start-up hook off). See docs/spark.md for the options and the
+wire format.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def _check_scheme(url: str) -> None:
     scheme, sep, _ = url.partition("://")
     if not sep or not scheme or any(c.isspace() for c in url):
         raise gsp.InvalidAddress(f"not a URL: {url!r} (expected scheme://address)")
-    installed = gsp.transports()
+    installed = gsp.transport_schemes()
     if scheme.lower() not in installed:
         raise gsp.InvalidAddress(f"no transport for {scheme.lower()!r} in {url!r}; installed "
                                  f"schemes: {', '.join(installed) or 'none'}")

@@ -46,11 +46,6 @@ def own_server(session: Any, server: Any) -> None:
     _SERVERS[session] = server
 
 
-def server_of(session: Any) -> Any:
-    """The server :func:`own_server` gave ``session``, or None."""
-    return _SERVERS.get(session)
-
-
 def jvm_of(spark: Any) -> Any:
     """A classic session's py4j view of its JVM (pyspark's ``_jvm``); None on Spark Connect."""
     return getattr(spark, "_jvm", None)

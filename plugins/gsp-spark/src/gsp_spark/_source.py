@@ -87,7 +87,7 @@ class _Receiver(threading.Thread):
         # Raw rep: each request's routing header comes with it, so a whole group can be answered
         # after one fsync instead of one request at a time.
         sock = gsp.socket(cfg.protocol, raw=cfg.protocol == "rep", recv_timeout=_POLL,
-                          send_timeout=5.0, recv_buffer=_DRAIN, recv_max_size=cfg.recv_max_size)
+                          send_timeout=5.0, recv_buffer=_DRAIN, max_recv_size=cfg.recv_max_size)
         try:
             if cfg.protocol == "sub":
                 for prefix in cfg.subscribe:

@@ -26,6 +26,11 @@ cluster master, a user's own ``PYSPARK_PYTHON``, and a JVM that launched this pr
 
 Never raises: a failure to install leaves PySpark as it was (``import gsp_spark`` still installs
 the hooks by hand).
+
+This is the one place gsp-spark touches every interpreter. ``GSP_SPARK_STARTUP=0`` in the
+environment (or ``false``, ``no``, ``off``) turns it off: the ``.pth`` then imports this module
+and nothing else happens — no import hook, no wrapped ``SparkSession``, no ``PYSPARK_PYTHON``.
+A driver then gets gsp_spark's hooks by importing :mod:`gsp_spark`.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ _CLASSIC = "pyspark.sql.session"
 _CONNECT = "pyspark.sql.connect.session"
 _TARGETS = (_CLASSIC, _CONNECT)
 _MARK = "_gsp_startup"
+#: The environment variable that turns the start-up hook off, and the values that do.
+SWITCH = "GSP_SPARK_STARTUP"
+_OFF = ("0", "false", "no", "off")
 
 
 def _install_gsp_spark() -> None:
@@ -186,4 +194,13 @@ def install() -> None:
         sys.meta_path.insert(0, _Finder(waiting))
 
 
-install()
+def enabled() -> bool:
+    """Whether the start-up hook is on: unless :data:`SWITCH` is set to one of ``0``,
+    ``false``, ``no``, ``off`` (any case)."""
+    import os
+
+    return os.environ.get(SWITCH, "").strip().lower() not in _OFF
+
+
+if enabled():
+    install()

@@ -32,11 +32,19 @@ export interface SocketOptions {
   ttl?: number;
 }
 
+/** Every dial keeps redialing until its dialer or socket closes; by default its promise
+ * resolves after the first attempt, connected or not. */
 export interface DialOptions {
-  /** false: resolve at once and connect in the background; default true: resolve once
-   * connected, reject with ConnectionRefused if the first attempt fails. */
+  /** true: resolve once connected, or reject with ConnectionRefused when the first attempt
+   * fails (and stop). Default false. */
+  failFast?: boolean;
+  /** true: resolve at once, before the first attempt. Default false. */
+  background?: boolean;
+  /** @deprecated `{block: true}` is `{failFast: true}`, `{block: false}` is `{background: true}`. */
   block?: boolean;
+  /** This dial's first redial delay, seconds (default: the socket's). */
   reconnectTime?: number;
+  /** This dial's redial backoff ceiling, seconds (default: the socket's). */
   reconnectTimeMax?: number;
 }
 
@@ -94,7 +102,8 @@ export declare class Socket implements AsyncIterable<Uint8Array> {
   resendTime: number | null;
   surveyTime: number | null;
   setOption<K extends keyof SocketOptions>(name: K, value: SocketOptions[K]): void;
-  /** Connect to a ws:// or wss:// URL (http(s):// and paths are taken relative to the page). */
+  /** Connect to a ws:// or wss:// URL (http(s):// and paths are taken relative to the page)
+   * and keep it connected, redialing with backoff. */
   dial(url: string, opts?: DialOptions): Promise<Dialer>;
   send(data: Data, opts?: CallOptions): Promise<void>;
   recv(opts?: CallOptions): Promise<Uint8Array>;

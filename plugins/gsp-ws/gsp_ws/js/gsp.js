@@ -33,8 +33,9 @@ export class Closed extends GspError {}
 export class ProtocolError extends GspError {}
 /** The operation does not exist for this protocol (send on sub, recv on push, contexts on pull). */
 export class NotSupported extends GspError {}
-/** A dial's first connection failed: the server refused the upgrade (ws_authorize, ws_origins,
- * a wrong path or protocol) or could not be reached. Browsers do not tell pages which. */
+/** A dial with `failFast` whose first attempt failed: the server refused the upgrade
+ * (ws_authorize, ws_origins, a wrong path or protocol) or could not be reached. Browsers do not
+ * tell pages which. */
 export class ConnectionRefused extends GspError {}
 /** A bad option name or value. */
 export class BadOption extends GspError {}
@@ -214,21 +215,22 @@ class Pipe {
   }
 }
 
-/** Connects one URL and redials it whenever the connection is lost, as gsp's dialers do:
- * after a loss or a failed attempt wait `backoff` x random(0.5..1), doubling the backoff up to
- * reconnectTimeMax (0: no growth); a connection that comes up resets it to reconnectTime. */
+/** Connects one URL and redials it until it is closed, as gsp's dialers do: after a loss or a
+ * failed attempt wait `backoff` x random(0.5..1), doubling the backoff up to reconnectTimeMax
+ * (0: no growth); a connection that comes up resets it to reconnectTime. */
 class Dialer {
   constructor(sock, url, options) {
     this.socket = sock; this.url = url; this.options = options;
     this.backoff = options.reconnectTime;
     this.closed = false; this.ws = null; this.pipe = null; this.timer = null;
   }
-  /** Dial now; resolves once connected, rejects with ConnectionRefused if `block` and this
-   * first attempt fails. */
-  start(block) {
+  /** Dial now. The promise settles as dialMode() says; a URL the browser will not open at all
+   * rejects in every mode. */
+  start(mode) {
     return new Promise((resolve, reject) => {
-      this.first = { resolve, reject, block };
+      this.first = { resolve, reject, failFast: mode === "failFast" };
       this.connect();
+      if (mode === "background" && this.first) { this.first = null; resolve(this); }
     });
   }
   connect() {
@@ -239,7 +241,7 @@ class Dialer {
     try {
       ws = new WebSocket(this.url, [want]);
     } catch (e) {
-      this.failed(new InvalidAddress(`${this.url}: ${e.message}`));
+      this.failed(new InvalidAddress(`${this.url}: ${e.message}`), true);
       return;
     }
     ws.binaryType = "arraybuffer";
@@ -272,12 +274,13 @@ class Dialer {
     };
     ws.onmessage = (ev) => { if (this.pipe) sock._arrived(this.pipe, ev.data); };
   }
-  failed(err) {
-    if (this.first && this.first.block) {
-      this.first.reject(err); this.first = null; this.close();
-      return;
-    }
-    if (this.first) { this.first.resolve(this); this.first = null; }
+  /** An attempt failed: the first one of a failFast dial (or a `fatal` one) rejects the dial
+   * and stops; any other is redialed after the backoff. */
+  failed(err, fatal = false) {
+    const first = this.first;
+    this.first = null;
+    if (first && (fatal || first.failFast)) { first.reject(err); this.close(); return; }
+    if (first) first.resolve(this);
     this.redial();
   }
   redial() {
@@ -309,6 +312,35 @@ const SOCKET_DEFAULTS = {
   recvBufferMax: 1024, ttl: 8,
 };
 const TIMES = new Set(["recvTimeout", "sendTimeout", "resendTime", "surveyTime"]);
+const DIAL_OPTIONS = ["failFast", "background", "reconnectTime", "reconnectTimeMax", "block"];
+let warnedBlock = false;
+
+/** When dial()'s promise settles: "failFast" once connected, or rejected with the first
+ * attempt's error (and no redialing); "background" at once; "" (the default) after the first
+ * attempt, connected or not. Every dial then keeps redialing until it is closed. */
+function dialMode(opts) {
+  for (const k of Object.keys(opts)) {
+    if (!DIAL_OPTIONS.includes(k)) {
+      throw new BadOption(`unknown dial option ${k}; one of ${DIAL_OPTIONS.slice(0, 4).join(", ")}`);
+    }
+  }
+  let { failFast = false, background = false } = opts;
+  if (opts.block !== undefined) {
+    if (!warnedBlock) {
+      warnedBlock = true;
+      console.warn("gsp.js: dial()'s block option is deprecated: " +
+                   "{block: true} is {failFast: true}, {block: false} is {background: true}");
+    }
+    if (opts.block) failFast = true; else background = true;
+  }
+  if (typeof failFast !== "boolean" || typeof background !== "boolean") {
+    throw new BadOption(`dial's failFast and background are true or false: ${failFast}, ${background}`);
+  }
+  if (failFast && background) {
+    throw new BadOption("dial: failFast waits for the first attempt, background does not: pick one");
+  }
+  return failFast ? "failFast" : background ? "background" : "";
+}
 
 function checkOption(name, v) {
   if (!(name in SOCKET_DEFAULTS)) throw new BadOption(`unknown option ${name}`);
@@ -420,10 +452,13 @@ export class Socket {
   get surveyTime() { return this.options.surveyTime; }
   set surveyTime(v) { this.setOption("surveyTime", v); }
 
-  /** Connect to `url` and keep it connected. Resolves with the dialer once the first connection
-   * is up; with `block: false`, at once (connecting in the background). */
+  /** Connect to `url` and keep it connected, redialing until the dialer or socket closes.
+   * Resolves with the dialer after the first attempt, connected or not; `{failFast: true}`:
+   * once connected, else rejects with ConnectionRefused and stops; `{background: true}`: at
+   * once. */
   async dial(url, opts = {}) {
     if (this.closed) throw new Closed("socket is closed");
+    const mode = dialMode(opts);
     const options = {
       reconnectTime: checkOption("reconnectTime", opts.reconnectTime ?? this.options.reconnectTime),
       reconnectTimeMax: checkOption("reconnectTimeMax",
@@ -431,7 +466,7 @@ export class Socket {
     };
     const d = new Dialer(this, wsURL(url), options);
     this._dialers.add(d);
-    return d.start(opts.block !== false);
+    return d.start(mode);
   }
   send(data, opts) { return this._main.send(data, opts); }
   recv(opts) { return this._main.recv(opts); }
