@@ -136,13 +136,13 @@ class Dashboard:
         self.device = gsp.device(self.front, self.back)
         self.app = SPWebSocketApp(self.routes)
         allowed = {"ws_origins": frozenset(origins), "ws_authorize": self.authorize}
-        self.app.mount("/sp", self.figures, **allowed)  # also serves /sp/gsp.js
-        self.app.mount("/sp/commands", self.front, serve_js=False, **allowed)
+        self.app.mount(self.figures, "/sp", **allowed)  # also serves /sp/gsp.js
+        self.app.mount(self.front, "/sp/commands", serve_js=False, **allowed)
         p = self.pipeline
         self.greenlets += [gevent.spawn(p.source), gevent.spawn(p.reporter, self.figures),
                            *(gevent.spawn(p.worker, pull) for pull in p.pulls)]
 
-    def authorize(self, request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    def authorize(self, request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
         """Only pages with a session this server handed out may open the SP endpoints."""
         if request.cookies.get("session") not in self.sessions:
             return gsp_ws.Refusal(401, "log in first: /login")

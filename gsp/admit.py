@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
+from ._lazy import moved
 from .errors import BadOption
 
 if TYPE_CHECKING:
     from .transport.peer import Peer, WSRequest
 
 __all__ = [
-    "Rule", "Refusal", "REASONS", "cidr", "uid", "gid", "pid", "certificate", "ws_header",
+    "Rule", "Denial", "REASONS", "cidr", "uid", "gid", "pid", "certificate", "ws_header",
     "ws_cookie", "ws_origin", "ws_query", "ws_path", "ws_request", "per_address", "when",
     "as_rule", "judge", "check_option", "source", "source_of",
 ]
@@ -460,9 +462,14 @@ def ws_query(name: str, value: str | None = None) -> Rule:
 
 
 def ws_origin(*origins: str) -> Rule:
-    """The upgrade request's ``Origin`` is one of ``origins`` (``"https://app.example.com"``;
-    scheme and host compared in lower case). A request without an Origin (not from a browser)
-    does not match. (gsp-ws's ``ws_origins`` listener option refuses with 403 before this.)"""
+    """Deprecated: which web pages may connect is gsp-ws's ``ws_origins`` listener option
+    (403 before the upgrade; by default the endpoint's own origin only). As a rule: the
+    upgrade request's ``Origin`` is one of ``origins`` (compared in lower case); a request
+    without an Origin (not from a browser) does not match."""
+    warnings.warn("admit.ws_origin() is the ws_origins listener option now (gsp-ws: "
+                  "listen(url, ws_origins={...}) or mount(sock, app, path, ws_origins={...})); "
+                  "admit.ws_origin goes in the next minor version", DeprecationWarning,
+                  stacklevel=2)
     want = frozenset(_text("admit.ws_origin()'s origins", o, False).lower().rstrip("/")
                      for o in _values("ws_origin", origins))
     return _WS(lambda r: (r.header("origin") or "").lower().rstrip("/") in want,
@@ -590,8 +597,8 @@ def check_option(name: str, v: Any) -> Rule | None:
 
 
 # -- what the core calls -------------------------------------------------------------------------
-class Refusal:
-    """Why a peer was refused: the ``rule`` (a leaf) whose verdict refused it, its ``reason``
+class Denial:
+    """Why a peer was denied: the ``rule`` (a leaf) whose verdict refused it, its ``reason``
     (one of :data:`REASONS`) and, for a rule that raised, the ``error``."""
 
     __slots__ = ("rule", "reason", "error")
@@ -602,21 +609,24 @@ class Refusal:
         self.error = error
 
     def __repr__(self) -> str:
-        return f"<Refusal {self.reason}: {self.rule!r}>"
+        return f"<Denial {self.reason}: {self.rule!r}>"
 
 
 def judge(rule: Rule, peer: "Peer", final: bool,
-          pipes_from: Callable[[str], int]) -> tuple[Verdict, Refusal | None]:
-    """The core's one call: ``rule``'s verdict on ``peer``, and the :class:`Refusal` when it is
+          pipes_from: Callable[[str], int]) -> tuple[Verdict, Denial | None]:
+    """The core's one call: ``rule``'s verdict on ``peer``, and the :class:`Denial` when it is
     False. ``final``: every fact is in (else a verdict of None says: ask again once they are;
     when final, None does not happen). ``pipes_from(source)``: see :class:`Judging`. A rule
-    that raises refuses (fail closed), its error in the refusal."""
+    that raises refuses (fail closed), its error in the denial."""
     try:
         verdict, leaf = rule.decide(peer, Judging(final, pipes_from))
     except _Failed as failed:
-        return False, Refusal(failed.leaf, failed.leaf.reason, failed.error)
+        return False, Denial(failed.leaf, failed.leaf.reason, failed.error)
     except Exception as exc:  # a Rule subclass's own bug
-        return False, Refusal(rule, "callable", exc)
+        return False, Denial(rule, "callable", exc)
     if verdict is None and final:  # (no leaf here says None once final; a subclass might)
         verdict = False
-    return verdict, (Refusal(leaf, leaf.reason) if verdict is False else None)
+    return verdict, (Denial(leaf, leaf.reason) if verdict is False else None)
+
+
+__getattr__ = moved(__name__, {"Refusal": ("gsp.admit", "Denial")})

@@ -317,7 +317,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            scope="listen"),
     Option("admit", None, Check(_check_admit, "gsp.admit rule, callable (peer) -> bool, or None"),
            "who may become a pipe: a gsp.admit rule (cidr, uid/gid/pid, certificate, ws_header, "
-           "ws_cookie, ws_origin, ws_query, per_address; combined with &, |, ~) or a callable "
+           "ws_cookie, ws_query, ws_path, per_address; combined with &, |, ~) or a callable "
            "(peer) -> bool, judged before the pipe attaches; a refused connection is closed "
            "before any message (stats: pipes_refused_<reason>); given to listen() or dial(), "
            "that endpoint's own (docs/admission.md); None = everyone"),

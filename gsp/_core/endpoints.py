@@ -24,8 +24,8 @@ from ..errors import (
 from ..options import ENDPOINT_OPTIONS, SOCKET_OPTIONS, Options, renamed_options, warn_renamed
 from ..protocol.waiting import ChangeNotice
 from ..transport.admission import HandshakeRoom, source_of
-from ..transport.peer import peer_of
 from . import counters, log
+from .admission import ADMIT, DENIED, FULL, Admission, SourceCounts, denial_text
 from .log import dialer_log, listener_log
 from .views import SocketView
 
@@ -109,36 +109,6 @@ def endpoint_options(socket_options: Options, transport: "Transport", options: d
 AcceptGate = Callable[["Listener"], object]
 
 
-class SourceCounts:
-    """A socket's pipes by the source address of their peer (:func:`gsp.admit.source_of`),
-    kept as pipes come and go (the socket calls :meth:`add` and :meth:`discard`): what the
-    ``admit.per_address`` rule reads, in one look-up whatever the number of pipes."""
-
-    __slots__ = ("_of", "_count")
-
-    def __init__(self) -> None:
-        self._of: dict[int, str] = {}  # pipe id -> its source
-        self._count: dict[str, int] = {}
-
-    def add(self, pipe: "Pipe") -> None:
-        source = admit.source_of(pipe.remote_address)
-        self._of[pipe.id] = source
-        self._count[source] = self._count.get(source, 0) + 1
-
-    def discard(self, pipe: "Pipe") -> None:
-        source = self._of.pop(pipe.id, None)
-        if source is None:
-            return
-        n = self._count[source] - 1
-        if n:
-            self._count[source] = n
-        else:
-            del self._count[source]
-
-    def count(self, source: str) -> int:
-        return self._count.get(source, 0)
-
-
 class EndpointHost:
     """What a socket gives its listeners and dialers, made once by the socket: a spawn of its
     greenlets, the call that makes a pipe of a handshaken connection, the call that tells it an
@@ -161,24 +131,6 @@ class EndpointHost:
 
     def pipes_of(self, ep: "Listener | Dialer") -> "list[Pipe]":
         return [p for p in list(self.pipes.values()) if p.dialer is ep or p.listener is ep]
-
-    def judge(self, rule: admit.Rule, conn: "Connection", final: bool
-              ) -> "tuple[admit.Verdict, admit.Refusal | None]":
-        """An endpoint's ``admit`` rule on ``conn``'s peer (:func:`gsp.admit.judge`): per
-        connection, at accept or dial and, when that could not tell, again before it attaches."""
-        return admit.judge(rule, peer_of(conn.remote_address, conn.properties), final,
-                           self.sources.count)
-
-
-def refusal_text(refusal: "admit.Refusal", rule: "admit.Rule") -> str:
-    """Why a peer was refused, for the log and errors: the rule that refused it, the whole
-    ``admit`` rule when it is more, and the error of a rule that raised."""
-    text = f"not admitted by {refusal.rule!r}"
-    if refusal.rule is not rule:
-        text += f" (admit={rule!r})"
-    if refusal.error is not None:
-        text += f": it raised {type(refusal.error).__name__}: {refusal.error}"
-    return text
 
 
 def _peer_left(exc: GspError) -> bool:
@@ -204,8 +156,8 @@ class Listener:
         self._host = host
         self._slots = slots
         self._tl = tl
-        self._gate = accept_gate
-        self._gate_errors = log.Repeats()  # an accept gate that raised
+        self._pace = accept_gate
+        self._pace_errors = log.Repeats()  # an accept gate that raised
         self.url: str = tl.url
         self.options = options
         self._closed = False
@@ -221,6 +173,8 @@ class Listener:
         self._denials = log.Repeats()  # connections the admit rule refused
         self.id = counters.endpoint_id()
         self._tally = counters.listener_tally()
+        #: Who of those accepted becomes a pipe (max_pipes, the admit rule).
+        self._admission = Admission(options, slots, host.sources, self)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -254,7 +208,7 @@ class Listener:
             turns += 1
             if turns % 8 == 0:  # a full backlog accepts without waiting: let the loop poll
                 gevent.sleep(0.0001)  # the pipes' sockets (sleep(0) would not: a callback)
-            if self._gate is not None:
+            if self._pace is not None:
                 self._pass_gate()
                 if self._closed:
                     return
@@ -264,20 +218,14 @@ class Listener:
                 return
             if conn is None:
                 continue
-            if self._slots.full(self):  # before the handshake: no greenlet, no buffer
-                self._refuse(conn)
+            # Who may become a pipe, before the handshake: no greenlet, no buffer yet. ``again``:
+            # the rule to ask once more after the handshake, where it could not tell yet.
+            answer, denial, again = self._admission.on_arrival(conn)
+            if answer != ADMIT:
+                self._turn_away(conn, answer, denial, again)
                 continue
-            rule: admit.Rule | None = self.options["admit"]
-            again = None  # the rule to ask again after the handshake, where it could not tell
-            if rule is not None:  # the facts known at accept: an address, credentials, ...
-                verdict, refusal = self._host.judge(rule, conn, False)
-                if refusal is not None:
-                    self._deny(conn, refusal, rule)
-                    continue
-                if verdict is None:  # (a TLS certificate comes with the handshake)
-                    again = rule
             if not self._handshake_now(conn, again):
-                self._admit(conn, again)
+                self._enter_handshake(conn, again)
 
     def _accept(self) -> Connection | None:
         """The next connection from the transport; None when the accept failed (counted and
@@ -307,7 +255,7 @@ class Listener:
         ``handshake_nowait``): a peer that closed or sent no SP header is done with here, at
         the cost of that read and a close; one whose header had all come becomes a pipe here
         too (the pipe event hooks must not block, wherever they run). True if so; False for
-        one to wait for (:meth:`_admit`)."""
+        one to wait for (:meth:`_enter_handshake`)."""
         try:
             done = conn.handshake_nowait(self.socket.spec)
         except GspError as exc:
@@ -317,7 +265,7 @@ class Listener:
             self._attach(conn, again)
         return done
 
-    def _admit(self, conn: Connection, again: admit.Rule | None = None) -> None:
+    def _enter_handshake(self, conn: Connection, again: admit.Rule | None = None) -> None:
         """Start ``conn``'s handshake. At ``max_handshakes`` connections in their handshake (or
         ``max_handshakes_per_address`` from its source) first close the one that has made the
         least progress (fewest bytes received, then the oldest): the listener keeps accepting,
@@ -341,7 +289,7 @@ class Listener:
         self._host.spawn(self._handshake, conn, again)
 
     def _shed(self, conn: Connection, reason: str, limit: int) -> None:
-        """Close a connection in its handshake to make room (:meth:`_admit`), count it by
+        """Close a connection in its handshake to make room (:meth:`_enter_handshake`), count it by
         ``reason`` and log it: WARNING at most once per ``log.REPEAT_INTERVAL``,
         DEBUG otherwise."""
         progress = self._progress(conn)
@@ -357,7 +305,16 @@ class Listener:
                              extra=log.fields(self.socket, self.url, remote=conn.remote_address,
                                               gsp_limit=limit, gsp_suppressed=held))
 
-    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+    def _turn_away(self, conn: Connection, answer: int, denial: admit.Denial | None,
+                   rule: admit.Rule | None) -> None:
+        """Act on :class:`Admission`'s no: refuse at ``max_pipes``, or deny by the rule."""
+        if answer == FULL:
+            self._refuse(conn)
+        else:
+            assert denial is not None and rule is not None
+            self._deny(conn, denial, rule)
+
+    def _deny(self, conn: Connection, refusal: admit.Denial, rule: admit.Rule) -> None:
         """Close a connection the ``admit`` rule refused, before any message; count it by the
         reason of the rule that refused it and log it: INFO at most once per
         ``log.REPEAT_INTERVAL``, DEBUG otherwise (a rule that raised: WARNING,
@@ -371,7 +328,7 @@ class Listener:
         if listener_log.isEnabledFor(level):
             listener_log.log(level, "%s %s: refused a connection from %s: %s%s",
                              self.socket.protocol, self.url, conn.remote_address,
-                             refusal_text(refusal, rule), log.held_note(held),
+                             denial_text(refusal, rule), log.held_note(held),
                              exc_info=refusal.error if level > logging.INFO else None,
                              extra=log.fields(self.socket, self.url, remote=conn.remote_address,
                                               gsp_reason=refusal.reason, gsp_rule=repr(refusal.rule),
@@ -382,14 +339,14 @@ class Listener:
         listener may accept its next connection. A gate that raises lets the accept go ahead:
         the error is logged (WARNING, rate limited, with its traceback) and the listener serves
         on, as it does when a pipe event callback raises."""
-        assert self._gate is not None
+        assert self._pace is not None
         try:
-            self._gate(self)
+            self._pace(self)
         except Exception as exc:
-            level, held = self._gate_errors.level()
+            level, held = self._pace_errors.level()
             if listener_log.isEnabledFor(level):
                 listener_log.log(level, "%s %s: the accept gate %r raised %s: accepting anyway%s",
-                                 self.socket.protocol, self.url, self._gate,
+                                 self.socket.protocol, self.url, self._pace,
                                  type(exc).__name__, log.held_note(held),
                                  exc_info=level > logging.DEBUG,
                                  extra=log.fields(self.socket, self.url, gsp_error=exc,
@@ -449,13 +406,9 @@ class Listener:
         if self._closed:
             conn.close()
             return
-        if again is not None:  # every fact is in now: the last word before attaching
-            _, refusal = self._host.judge(again, conn, True)
-            if refusal is not None:
-                self._deny(conn, refusal, again)
-                return
-        if self._slots.full(self):  # filled up during the handshake
-            self._refuse(conn)
+        answer, denial, rule = self._admission.before_attach(conn, again)
+        if answer != ADMIT:  # denied now every fact is in, or filled up during the handshake
+            self._turn_away(conn, answer, denial, rule)
             return
         self._host.attach(conn, listener=self, tally=self._tally)
 
@@ -554,6 +507,8 @@ class Dialer:
         self._repeats = log.Repeats()  # failed attempts in a row, for the log
         self.id = counters.endpoint_id()
         self._tally = counters.dialer_tally()
+        #: Whether the server it reached becomes a pipe (the admit rule; room, once more).
+        self._admission = Admission(options, slots, host.sources)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -575,13 +530,12 @@ class Dialer:
         except GspError as exc:
             counters.dial_failed(t, counters.connect_reason(exc))
             raise
-        rule: admit.Rule | None = self.options["admit"]
-        undecided = False
-        if rule is not None:  # the server's address is known: judged before any handshake
-            verdict, refusal = self._host.judge(rule, conn, False)
-            if refusal is not None:
-                self._deny(conn, refusal, rule)
-            undecided = verdict is None
+        # The server's address is known: judged before any handshake. ``again``: the rule to
+        # ask once more after it (a certificate comes with it).
+        answer, denial, again = self._admission.on_arrival(conn)
+        if answer == DENIED:
+            assert denial is not None and again is not None
+            self._deny(conn, denial, again)
         self._handshaking = conn
         try:
             conn.handshake(self.socket.spec, limit)
@@ -596,11 +550,11 @@ class Dialer:
         if self._closed:
             conn.close()
             return None
-        if undecided and rule is not None:  # its certificate is known now
-            _, refusal = self._host.judge(rule, conn, True)
-            if refusal is not None:
-                self._deny(conn, refusal, rule)
-        if self._slots.full():  # the socket filled up meanwhile (a listener's pipes)
+        answer, denial, rule = self._admission.before_attach(conn, again)
+        if answer == DENIED:
+            assert denial is not None and rule is not None
+            self._deny(conn, denial, rule)
+        if answer == FULL:  # the socket filled up meanwhile (a listener's pipes)
             conn.close()
             counters.pipe_refused(self._host.tally, self._tally)
             counters.dial_failed(self._tally, "rejected")
@@ -612,14 +566,14 @@ class Dialer:
         self.pipe = pipe
         return pipe
 
-    def _deny(self, conn: Connection, refusal: admit.Refusal, rule: admit.Rule) -> None:
+    def _deny(self, conn: Connection, refusal: admit.Denial, rule: admit.Rule) -> None:
         """Close a connection to a server the ``admit`` rule refused, count it and raise: the
         redial loop logs it (rate limited) and backs off as after any failed attempt."""
         conn.close()
         counters.pipe_refused(self._host.tally, self._tally, refusal.reason)
         counters.dial_failed(self._tally, "rejected")
         raise ConnectionRefused(f"dial {self.url}: the server {conn.remote_address} is "
-                                f"{refusal_text(refusal, rule)}") from refusal.error
+                                f"{denial_text(refusal, rule)}") from refusal.error
 
     def start(self, block: bool | None) -> None:
         """Dial (the socket calls this once, as it dials): now and then in the background

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .interface import Connection, Transport, TransportDialer, TransportListener
     from .limits import Holding, RecvLimits
     from .parking import ParkingConnection, nonblocking_socket
-    from .peer import Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
+    from .peer import Headers, Peer, PeerCertificate, WSRequest, parse_cookies, peer_of
     from .stream import (
         SocketDialer,
         SocketListener,
@@ -73,7 +73,7 @@ __all__ = [
     # admission: shedding connections in their handshake
     "HandshakeRoom", "SHED_REASONS", "bytes_received", "source_of",
     # who the peer is (pipe.peer)
-    "Peer", "PeerCertificate", "WSRequest", "peer_of", "parse_cookies",
+    "Peer", "PeerCertificate", "WSRequest", "Headers", "peer_of", "parse_cookies",
     # options
     "Option",
 ]

@@ -46,7 +46,7 @@ def _pull(body: bytes) -> None:
     pulled.append(len(body))
 
 
-def _token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+def _token(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
     if request.headers.get("authorization") != f"Bearer {TOKEN}":
         return gsp_ws.Refusal(401, "no entry without the token",
                               headers={"WWW-Authenticate": "Bearer"})
@@ -67,10 +67,10 @@ who = gsp.socket("rep")
 pull = gsp.socket("pull", max_recv_size=0)
 private = gsp.socket("rep")
 application = SPWebSocketApp(routes)
-application.mount("/sp", rep)
-application.mount("/who", who)
-application.mount("/pull", pull)
-application.mount("/private", private, ws_authorize=_token)
+application.mount(rep, "/sp")
+application.mount(who, "/who")
+application.mount(pull, "/pull")
+application.mount(private, "/private", ws_authorize=_token)
 gevent.spawn(echo, rep)
 gevent.spawn(serve, who, _who)
 gevent.spawn(serve, pull, _pull)

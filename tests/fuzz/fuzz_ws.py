@@ -30,7 +30,7 @@ with atheris.instrument_imports(include=list(harness.INSTRUMENTED)):
     from gsp.options import SOCKET_OPTIONS, Options
     from gsp_ws._conn import WSClientConnection, WSConnection
     from gsp_ws._http import WS_OPTIONS
-    from gsp_ws.auth import Authorize
+    from gsp_ws.auth import UpgradeGate
     from gsp_ws.transport import _HTTPServer, _Upgrade
 
 NONCE = b"dGhlIHNhbXBsZSBub25jZQ=="
@@ -53,7 +53,7 @@ class Route:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.authorize = Authorize(options, "ws://127.0.0.1:5555/sp")  # no ws_authorize check set
+        self.gate = UpgradeGate(options, "ws://127.0.0.1:5555/sp")  # no ws_authorize check set
         self.delivered: list[WSConnection] = []
 
     def deliver(self, conn: WSConnection) -> None:

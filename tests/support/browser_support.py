@@ -159,7 +159,7 @@ class PageServer:
         self.scheme = "https" if ssl_context is not None else "http"
         self.app = SPWebSocketApp(index_app)
         self.echo = gsp.socket("rep", max_recv_size=0)
-        self.app.mount("/sp", self.echo, **echo_options)
+        self.app.mount(self.echo, "/sp", **echo_options)
         self._echo = gevent.spawn(echo, self.echo)
         tls = {} if ssl_context is None else {"ssl_context": ssl_context}
         self.server = WSGIServer(("127.0.0.1", port), self.app, log=None, **tls)
@@ -174,8 +174,8 @@ class PageServer:
         scheme = "wss" if self.scheme == "https" else "ws"
         return f"{scheme}://127.0.0.1:{self.port}{path}"
 
-    def mount(self, path: str, sock: gsp.Socket, **options: Any) -> gsp.Listener:
-        return self.app.mount(path, sock, **options)
+    def mount(self, sock: gsp.Socket, path: str, **options: Any) -> gsp.Listener:
+        return self.app.mount(sock, path, **options)
 
     def stop(self) -> None:
         self.server.stop(timeout=1)

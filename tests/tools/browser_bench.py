@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with page_server() as srv:
             push = gsp.socket("push", send_timeout=30)
-            srv.mount("/push", push)
+            srv.mount(push, "/push")
             page = browser.page(srv.url)
             try:
                 for _ in range(args.runs):

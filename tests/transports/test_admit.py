@@ -145,6 +145,18 @@ def test_a_rule_that_raises_refuses_and_says_why() -> None:
     assert refusal.reason == "callable"
 
 
+def test_the_record_of_a_refused_peer_is_a_denial_and_its_old_name_warns() -> None:
+    _, denial = admit.judge(admit.cidr("10.0.0.0/8"), peer("tcp://127.0.0.1:1"), True,
+                            lambda s: 0)
+    assert isinstance(denial, admit.Denial) and repr(denial).startswith("<Denial address")
+    with pytest.warns(DeprecationWarning, match=r"gsp\.admit\.Refusal is deprecated: use "
+                                                r"gsp\.admit\.Denial"):
+        old = admit.Refusal
+    assert old is admit.Denial
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        admit.Nothing  # noqa: B018
+
+
 @pytest.mark.parametrize("make, match", [
     (lambda: admit.cidr("10.0.0.0/33"), "cidr"),
     (lambda: admit.cidr(), "at least one"),
@@ -161,7 +173,6 @@ def test_a_rule_that_raises_refuses_and_says_why() -> None:
     (lambda: admit.certificate(fingerprint=[]), "empty"),
     (lambda: admit.ws_header(5), "str"),
     (lambda: admit.ws_cookie("a", 5), "str"),
-    (lambda: admit.ws_origin(), "at least one"),
     (lambda: admit.when(5), "callable"),
     (lambda: admit.when(print, early=1), "True or False"),
     (lambda: admit.cidr("10.0.0.0/8") & 5, "gsp.admit rule or a callable"),
@@ -470,8 +481,6 @@ WS_CASES = {
                ("", {"X-Token": "t0ken"}), ("", {"X-Token": "t0ke"})),
     "cookie": (lambda: admit.ws_cookie("sid", "s3cret"),
                ("", {"Cookie": 'theme=dark; sid="s3cret"'}), ("", {"Cookie": "sid=guess"})),
-    "origin": (lambda: admit.ws_origin("https://app.example.com"),
-               ("", {"Origin": "https://APP.example.com/"}), ("", {"Origin": "https://evil.example"})),
     "query": (lambda: admit.ws_query("token", "q1"), ("?token=q1&x=2", {}), ("?token=q2", {})),
 }
 
@@ -497,6 +506,25 @@ def test_ws_request_rules(case: str, gsp_socket: Mk) -> None:
         assert req is not None and req.target == "/sp?token=q1&x=2" and req.path == "/sp"
         assert req.request_line == "GET /sp?token=q1&x=2 HTTP/1.1"
         assert dict(req.query_params) == {"token": ["q1"], "x": ["2"]}
+
+
+@pytest.mark.plugins("gsp_ws")
+def test_ws_origin_is_the_ws_origins_option_now_and_warns(gsp_socket: Mk) -> None:
+    with pytest.warns(DeprecationWarning, match=r"admit.ws_origin\(\) is the ws_origins "
+                                                r"listener option now"):
+        rule = admit.ws_origin("https://app.example.com")
+    rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
+    # (ws_origins="*": every site's page reaches the rule, which still works)
+    lst = rep.listen("ws://127.0.0.1:0/sp", admit=rule, ws_origins="*")
+    with pytest.raises(gsp.UpgradeRefused) as info:
+        gsp_socket("req").dial(lst.url, block=True,
+                               ws_request_headers={"Origin": "https://evil.example"})
+    assert info.value.status == 403 and info.value.reason == "not admitted"
+    good = gsp_socket("req", recv_timeout=WAIT)
+    good.dial(lst.url, block=True, ws_request_headers={"Origin": "https://APP.example.com/"})
+    round_trip(good, rep)
+    with pytest.warns(DeprecationWarning), pytest.raises(gsp.BadOption, match="at least one"):
+        admit.ws_origin()
 
 
 @pytest.mark.interop("nng")

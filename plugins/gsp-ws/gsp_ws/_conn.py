@@ -21,10 +21,12 @@ from wsproto.utilities import ProtocolError
 import gsp
 from gsp.message import message_bytes
 from gsp.transport import (
+    Headers,
     Holding,
     ParkingConnection,
     RecvLimits,
     TLSContextSource,
+    WSRequest,
     forget_socket,
     nonblocking_socket,
     tls_close_notify,
@@ -46,7 +48,7 @@ from ._frames import (
     mask_into,
 )
 from ._http import _as_bytes_headers, check_upgrade, http_error, subprotocol
-from .auth import Authorize, Refusal, UpgradeRequest
+from .auth import Refusal, UpgradeGate
 
 if TYPE_CHECKING:
     from gsp.protocol import ProtocolSpec
@@ -667,37 +669,30 @@ class WSServerConnection(WSConnection):
 
     def __init__(self, sock: Any, options: Mapping[str, Any], local: str, remote: str,
                  hs: H11Handshake, request: Request, tls_props: Mapping[str, Any],
-                 trailing: bytes = b"", *, head: RequestHead, authorize: Authorize) -> None:
+                 trailing: bytes = b"", *, head: RequestHead, gate: UpgradeGate) -> None:
         path = request.target.split("?", 1)[0]
         super().__init__(sock, options, local, remote, path)
         self._hs = hs
         self._request = request
         self._trailing = trailing
-        self._head = head
-        self._authorize = authorize
-        self._tls_props = tls_props
+        self._gate = gate
         self.properties.update(tls_props)
         self.properties["ws_request_headers"] = head.headers
         self.properties["ws_target"] = request.target  # the path and its query
         self.properties["ws_origin"] = next((v for k, v in head.headers if k == "origin"), None)
-
-    def _upgrade_request(self) -> UpgradeRequest:
-        return UpgradeRequest(
-            method=self._head.method, target=self._request.target, headers=self._head.headers,
-            remote_address=self.remote_address, local_address=self.local_address,
-            peer=self._head.peer, tls=self._tls_props or None)  # wss: never empty
+        #: The request as the ws_authorize check and pipe.peer.ws_request see it.
+        self.properties["ws_request"] = self._ws_request = WSRequest(
+            method=head.method, target=request.target, headers=Headers(head.headers),
+            remote_address=remote, local_address=local, peer=head.peer,
+            tls=tls_props or None)  # wss: never empty
 
     def _upgrade(self, spec: "ProtocolSpec") -> Framer:
-        refusal = check_upgrade(self._request.subprotocols, self.properties["ws_origin"],
-                                spec.name, self._options)
+        refusal = check_upgrade(self._request.subprotocols, spec.name)
         if refusal is not None:
-            status, reason = refusal
-            self._send(http_error(status, reason))
-            if status == 400:
-                raise gsp.WrongProtocol(
-                    f"refused the WebSocket upgrade from {self.remote_address}: {reason}")
-            self._refuse(Refusal(status, reason))
-        refused = self._authorize(self._upgrade_request, spec.name)
+            self._send(http_error(400, refusal))
+            raise gsp.WrongProtocol(
+                f"refused the WebSocket upgrade from {self.remote_address}: {refusal}")
+        refused = self._gate(self._ws_request, spec.name)
         if refused is not None:
             self._send(http_error(refused.status, refused.reason, refused.headers))
             self._refuse(refused)
@@ -739,16 +734,16 @@ class WSGIConnection(WSConnection):
     ``release`` gives the socket back to the server that lent it (see gsp_ws.wsgi)."""
 
     def __init__(self, sock: Any, release: Callable[[], None], options: Mapping[str, Any],
-                 local: str, remote: str, path: str, headers: list[tuple[str, str]],
-                 protocol: str, trailing: bytes, tls_props: Mapping[str, Any],
-                 target: str = "") -> None:
-        super().__init__(sock, options, local, remote, path)
+                 local: str, remote: str, request: WSRequest, protocol: str, trailing: bytes,
+                 tls_props: Mapping[str, Any]) -> None:
+        super().__init__(sock, options, local, remote, request.path)
         self._give_back = release
         self._trailing = trailing
         self.properties.update(tls_props)
-        self.properties["ws_request_headers"] = headers
-        self.properties["ws_target"] = target or path  # the path and its query
-        self.properties["ws_origin"] = next((v for k, v in headers if k == "origin"), None)
+        self.properties["ws_request"] = request
+        self.properties["ws_request_headers"] = list(request.headers.raw)
+        self.properties["ws_target"] = request.target  # the path and its query
+        self.properties["ws_origin"] = request.header("origin")
         self.properties["ws_subprotocol"] = subprotocol(protocol)
 
     def _upgrade(self, spec: "ProtocolSpec") -> Framer:

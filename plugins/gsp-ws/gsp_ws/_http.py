@@ -1,5 +1,5 @@
-"""The HTTP side of SP over WebSocket: the ws options, the upgrade checks (subprotocol
-``<name>.sp.nanomsg.org``, origins) and the HTTP errors a refused upgrade gets."""
+"""The HTTP side of SP over WebSocket: the ws options, the subprotocol check
+(``<name>.sp.nanomsg.org``) and the HTTP errors a refused upgrade gets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gsp
 from gsp.options import Option, boolean, described, duration, optional
 from gsp.transport import TLS_OPTIONS
 
-from .auth import check_authorize
+from .auth import check_authorize, origin_key
 
 SUFFIX = ".sp.nanomsg.org"
 
@@ -42,12 +42,17 @@ def _header_pairs(name: str, v: Any) -> Any:
     return out
 
 
-@described("collection of str")
+@described("'*' or a collection of origins")
 def _origin_set(name: str, v: Any) -> Any:
+    if v == "*":
+        return "*"
     if isinstance(v, str) or not hasattr(v, "__iter__") or \
             not all(isinstance(o, str) for o in v):
-        raise gsp.BadOption(f"{name} must be a collection of origin strings, not {v!r}")
-    return frozenset(v)
+        raise gsp.BadOption(f"{name} takes the origins of the other sites whose pages may "
+                            f"connect, such as {{'https://app.example.com'}}, or '*' for any "
+                            f"site, not {v!r}")
+    origins = frozenset(origin_key(o) for o in v)
+    return "*" if "*" in origins else origins
 
 
 _headers = optional(_header_pairs)
@@ -61,11 +66,14 @@ WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
     Option("ws_response_headers", None, _headers,
            "listeners: extra HTTP headers for the 101 response", scope="listen"),
     Option("ws_origins", None, _origins,
-           "listeners: the Origin values allowed (others get 403); None = any. Requests without "
-           "Origin (non-browser clients such as nng) pass: Origin only guards against browsers",
+           "listeners: the other sites whose web pages may connect (Origin values such as "
+           "'https://app.example.com'; '*' = any site); others get 403. A page of the "
+           "endpoint's own origin (its host:port is the Host header's) always may; None = only "
+           "those. Requests without Origin (clients that are not browsers: gsp, nng) are not "
+           "asked: Origin only guards against other sites' pages",
            scope="listen"),
     Option("ws_authorize", None, optional(check_authorize),
-           "listeners: called with each upgrade request (a gsp_ws.UpgradeRequest: path, query, "
+           "listeners: called with each upgrade request (a gsp.transport.WSRequest: path, query, "
            "headers, cookies, peer, tls) before the 101; returns None to accept, or returns or "
            "raises a gsp_ws.Refusal(status, reason) to answer that 4xx/5xx instead; a check "
            "that fails otherwise answers 500 (logged). None = accept all (docs/webapp.md)",
@@ -85,16 +93,14 @@ WS_OPTIONS: dict[str, Option] = {o.name: o for o in [
 ]}
 
 
-def check_upgrade(offered: Sequence[str], origin: str | None, protocol: str,
-                  options: Mapping[str, Any]) -> tuple[int, str] | None:
-    """``(status, reason)`` if a listener of ``protocol`` must refuse this upgrade, else None."""
+def check_upgrade(offered: Sequence[str], protocol: str) -> str | None:
+    """Why a listener of ``protocol`` must answer this upgrade 400 (the subprotocols it
+    ``offered`` do not include the socket's), or None. (Who may connect:
+    :class:`gsp_ws.auth.UpgradeGate`.)"""
     want = subprotocol(protocol)
     if want not in offered:
         got = ", ".join(offered) or "no subprotocol"
-        return 400, f"this endpoint speaks {want}; the request offered {got}"
-    allowed = options["ws_origins"]
-    if allowed is not None and origin is not None and origin not in allowed:
-        return 403, f"origin {origin} is not allowed"
+        return f"this endpoint speaks {want}; the request offered {got}"
     return None
 
 

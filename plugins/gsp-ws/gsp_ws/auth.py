@@ -1,12 +1,13 @@
 """Authorization before the upgrade: the ``ws_authorize`` listener option.
 
-A ws/wss listener or a WSGI mount given ``ws_authorize=check`` calls ``check(request)`` with an
-:class:`UpgradeRequest` for every upgrade request that is otherwise acceptable (right path,
+A ws/wss listener or a WSGI mount given ``ws_authorize=check`` calls ``check(request)`` with the
+request, a :class:`gsp.transport.WSRequest` (what ``pipe.peer.ws_request`` and the
+``gsp.admit.ws_*`` rules read), for every upgrade request that is otherwise acceptable (right path,
 subprotocol and origin), before answering 101. ``check`` accepts by returning ``None`` and
 refuses by returning or raising a :class:`Refusal` (an HTTP status from 400 to 599 and a reason
 sent as the response's text)::
 
-    def check(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    def check(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
         if request.headers.get("authorization") != "Bearer " + TOKEN:
             return gsp_ws.Refusal(401, "a bearer token is needed",
                                   headers={"WWW-Authenticate": "Bearer"})
@@ -23,15 +24,14 @@ from __future__ import annotations
 
 import logging
 import time
-from types import MappingProxyType
-from typing import Any, Callable, Iterable, Iterator, Mapping
-from urllib.parse import parse_qs
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
 
 import gsp
 from gsp.options import described
-from gsp.transport import parse_cookies
+from gsp.transport import WSRequest
 
-__all__ = ["Refusal", "UpgradeRequest", "Headers"]
+__all__ = ["Refusal"]
 
 log = logging.getLogger("gsp.listener")
 
@@ -72,125 +72,119 @@ class Refusal(Exception):
         return f"HTTP {self.status}" + (f": {self.reason}" if self.reason else "")
 
 
-class Headers(Mapping[str, str]):
-    """The request's headers, read-only; names are case-insensitive. ``headers[name]`` is the
-    value (a header sent several times: its values joined with ``", "``); ``get_all(name)``
-    lists them; iterating gives the names in lower case; ``raw`` is every ``(name, value)`` pair
-    in the order sent, names in lower case."""
-
-    __slots__ = ("raw", "_map")
-
-    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
-        self.raw: tuple[tuple[str, str], ...] = tuple((k.lower(), v) for k, v in pairs)
-        grouped: dict[str, list[str]] = {}
-        for k, v in self.raw:
-            grouped.setdefault(k, []).append(v)
-        self._map = {k: tuple(vs) for k, vs in grouped.items()}
-
-    def __getitem__(self, name: str) -> str:
-        return ", ".join(self._map[name.lower()])
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._map
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._map)
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def get_all(self, name: str) -> list[str]:
-        return list(self._map.get(name.lower(), ()))
-
-    def __repr__(self) -> str:
-        return f"Headers({list(self.raw)!r})"
-
-
-def _cookies(headers: Headers) -> Mapping[str, str]:
-    return parse_cookies(headers.get_all("cookie"))  # as pipe.peer.ws_request.cookies reads them
-
-
-class UpgradeRequest:
-    """What a ``ws_authorize`` check sees of an upgrade request (read-only).
-
-    ``method`` (``"GET"``), ``path`` (without the query), ``query`` (the raw query string, ``""``
-    if none) and ``query_params`` (``{name: [values]}``), ``headers`` (:class:`Headers`:
-    case-insensitive), ``cookies`` (``{name: value}`` from the ``Cookie`` headers),
-    ``remote_address`` and ``local_address`` (as on the pipe: ``"ws://10.0.0.7:51234"``),
-    ``peer`` (the peer's ``(host, port)``; behind a proxy, the proxy's: look at its headers,
-    e.g. ``X-Forwarded-For``, if you trust it) and ``tls`` (wss: the TLS properties the pipe
-    will have, such as ``peer_certificate`` with client certificates, ``tls_version``;
-    ``None`` on ws).
-    """
-
-    __slots__ = ("method", "path", "query", "query_params", "headers", "cookies",
-                 "remote_address", "local_address", "peer", "tls")
-
-    method: str
-    path: str
-    query: str
-    query_params: Mapping[str, list[str]]
-    headers: Headers
-    cookies: Mapping[str, str]
-    remote_address: str
-    local_address: str
-    peer: tuple[str, int] | None
-    tls: Mapping[str, Any] | None
-
-    def __init__(self, *, method: str, target: str, headers: Iterable[tuple[str, str]],
-                 remote_address: str, local_address: str, peer: tuple[str, int] | None,
-                 tls: Mapping[str, Any] | None) -> None:
-        path, _, query = target.partition("?")
-        heads = Headers(headers)
-        for name, value in (
-                ("method", method), ("path", path or "/"), ("query", query),
-                ("query_params", MappingProxyType(parse_qs(query, keep_blank_values=True))),
-                ("headers", heads), ("cookies", _cookies(heads)),
-                ("remote_address", remote_address), ("local_address", local_address),
-                ("peer", peer), ("tls", None if tls is None else MappingProxyType(dict(tls)))):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"an UpgradeRequest is read-only ({name})")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"an UpgradeRequest is read-only ({name})")
-
-    def __repr__(self) -> str:
-        return f"<UpgradeRequest {self.method} {self.path} from {self.remote_address}>"
-
-
-@described("callable (gsp_ws.UpgradeRequest) -> gsp_ws.Refusal or None")
+@described("callable (gsp.transport.WSRequest) -> gsp_ws.Refusal or None")
 def check_authorize(name: str, v: Any) -> Any:
     """The ``ws_authorize`` option's validator."""
     if not callable(v):
-        raise gsp.BadOption(f"{name} must be a callable taking a gsp_ws.UpgradeRequest and "
+        raise gsp.BadOption(f"{name} must be a callable taking a gsp.transport.WSRequest and "
                             f"returning None (accept) or a gsp_ws.Refusal, not {v!r}")
     return v
 
 
 _FAILED = "the server could not check this request"
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
-class Authorize:
-    """Runs a listener's ``ws_authorize`` check (the option read at each request, so a change
-    on the socket applies to the next one) and logs a failing check, rate limited."""
 
-    __slots__ = ("options", "where", "_last_log", "_held")
+def _host_port(scheme: str, netloc: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``host[:port]`` (the port by default ``scheme``'s), lower case."""
+    try:
+        parts = urlsplit("//" + netloc)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    return None if not host else (host, port or _DEFAULT_PORTS[scheme])
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether a page of ``origin`` (``"http://127.0.0.1:8080"``) is the endpoint's own: its
+    host and port are those of the request's ``Host`` header (a port left out is the
+    origin's scheme's default)."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    if parts.scheme not in _DEFAULT_PORTS or not host or parts.path not in ("", "/"):
+        return False
+    mine = _host_port(parts.scheme, parts.netloc)
+    return mine is not None and mine == _host_port(parts.scheme, host)
+
+
+def origin_key(origin: str) -> str:
+    """An origin as ``ws_origins`` compares them: lower case, no trailing slash."""
+    return origin.strip().lower().rstrip("/")
+
+
+class _Every:
+    """A log line at ``level`` at most once per 10 s, DEBUG in between; counts those held."""
+
+    __slots__ = ("_last", "held")
+
+    def __init__(self) -> None:
+        self._last = -float("inf")
+        self.held = 0
+
+    def level(self, level: int) -> tuple[int, int]:
+        """The level of the next line and, when it is ``level``, how many were held since."""
+        now = time.monotonic()
+        if now - self._last < _LOG_EVERY:
+            self.held += 1
+            return logging.DEBUG, 0
+        held, self.held, self._last = self.held, 0, now
+        return level, held
+
+
+def _held_note(held: int, level: str) -> str:
+    return f" ({held} more like it since the last {level}, logged at DEBUG)" if held else ""
+
+
+class UpgradeGate:
+    """Who of the browsers and clients sending a listener's upgrade requests gets the 101,
+    before it is sent (per listener; the options read at each request, so a change on the
+    socket applies to the next one): the page's origin (``ws_origins``; by default only the
+    endpoint's own), then the ``ws_authorize`` check. Refusals of either are logged, rate
+    limited."""
+
+    __slots__ = ("options", "where", "_origins", "_failures")
 
     def __init__(self, options: Mapping[str, Any], where: str) -> None:
         self.options = options
         self.where = where
-        self._last_log = -float("inf")
-        self._held = 0
+        self._origins = _Every()
+        self._failures = _Every()
 
-    def __call__(self, make: Callable[[], UpgradeRequest], protocol: str) -> Refusal | None:
-        """None to accept; else the refusal to answer. ``make`` builds the request (only when
-        there is a check); ``protocol`` is the socket's, for the log."""
-        check: Callable[[UpgradeRequest], Any] | None = self.options["ws_authorize"]
+    def __call__(self, request: WSRequest, protocol: str) -> Refusal | None:
+        """None to let ``request`` in; else the refusal to answer. ``protocol`` is the
+        socket's, for the log."""
+        origin = request.header("origin")
+        if origin is not None:  # a browser's request (other clients send no Origin)
+            refusal = self._origin(request, origin, protocol)
+            if refusal is not None:
+                return refusal
+        return self._authorize(request, protocol)
+
+    def _origin(self, request: WSRequest, origin: str, protocol: str) -> Refusal | None:
+        allowed = self.options["ws_origins"]
+        if allowed == "*" or same_origin(origin, request.header("host")) or \
+                (allowed is not None and origin_key(origin) in allowed):
+            return None
+        how = (f"to let pages of {origin} connect, pass ws_origins={{{origin_key(origin)!r}}} "
+               "to mount() or listen() (ws_origins='*' lets any site's pages in)")
+        level, held = self._origins.level(logging.WARNING)
+        if log.isEnabledFor(level):
+            log.log(level, "%s %s: refused a WebSocket upgrade from a page of %s (Host %s; 403): "
+                    "this endpoint serves pages of its own origin%s; %s%s", protocol,
+                    self.where, origin, request.header("host"),
+                    "" if allowed is None else " and of ws_origins", how,
+                    _held_note(held, "warning"),
+                    extra={"gsp_protocol": protocol, "gsp_url": self.where, "gsp_pipe": None,
+                           "gsp_remote": request.remote_address, "gsp_suppressed": held})
+        return Refusal(403, f"a page of {origin} may not open this WebSocket endpoint; {how}")
+
+    def _authorize(self, request: WSRequest, protocol: str) -> Refusal | None:
+        check: Callable[[WSRequest], Any] | None = self.options["ws_authorize"]
         if check is None:
             return None
-        request = make()
         try:
             answer = check(request)
         except Refusal as refusal:
@@ -205,20 +199,13 @@ class Authorize:
             "gsp_ws.Refusal (or raise one)"))
         return Refusal(500, _FAILED)
 
-    def _failed(self, request: UpgradeRequest, protocol: str, exc: Exception) -> None:
-        now = time.monotonic()
-        held = 0
-        if now - self._last_log < _LOG_EVERY:
-            self._held += 1
-        else:
-            held, self._held, self._last_log = self._held, 0, now
+    def _failed(self, request: WSRequest, protocol: str, exc: Exception) -> None:
+        level, held = self._failures.level(logging.ERROR)
         extra = {"gsp_protocol": protocol, "gsp_url": self.where, "gsp_pipe": None,
                  "gsp_remote": request.remote_address, "gsp_error": exc, "gsp_suppressed": held}
-        if self._held:
+        if level == logging.DEBUG:
             log.debug("%s %s: ws_authorize failed on %r (answered 500): %r", protocol,
                       self.where, request, exc, extra=extra)
             return
         log.error("%s %s: ws_authorize failed on %r (answered 500)%s", protocol, self.where,
-                  request,
-                  f" ({held} more like it since the last error, logged at DEBUG)" if held else "",
-                  exc_info=exc, extra=extra)
+                  request, _held_note(held, "error"), exc_info=exc, extra=extra)

@@ -45,7 +45,7 @@ from gsp.transport import (
 
 from ._conn import RequestHead, WSClientConnection, WSConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error
-from .auth import Authorize
+from .auth import UpgradeGate
 
 _DEFAULT_PORTS = {"ws": 80, "wss": 443}
 _BACKLOG = 128  # upgraded connections a listener holds before the core accepts them
@@ -224,7 +224,7 @@ class _HTTPServer:
                 return
             lst.deliver(WSServerConnection(
                 sock, lst.options, local, remote, hs, request, props, trailing,
-                head=_head(head, sock.getpeername()), authorize=lst.authorize))
+                head=_head(head, sock.getpeername()), gate=lst.gate))
             sock = upgrade.sock = None  # the listener owns it now
         except (gsp.GspError, OSError, ProtocolError):
             pass  # this one connection failed; the server carries on
@@ -303,8 +303,8 @@ class RouteListener(TransportListener):
         self.options = options
         self._incoming: Chan[WSConnection] = Chan(_BACKLOG)
         self._closed = False
-        #: Runs the ``ws_authorize`` check of each upgrade request (gsp_ws.auth).
-        self.authorize = Authorize(options, url)
+        #: Who gets the 101: the page's origin and the ``ws_authorize`` check (gsp_ws.auth).
+        self.gate = UpgradeGate(options, url)
 
     def deliver(self, conn: WSConnection) -> None:
         """Queue an upgraded connection for :meth:`accept` (closed when the backlog is full)."""
@@ -363,7 +363,7 @@ class WSListener(RouteListener):
         srv.routes[self.path] = self
         self._server = srv
         self.url = f"{self.scheme}://{hostport(self.host or '0.0.0.0', srv.port)}{self.path}"
-        self.authorize.where = self.url
+        self.gate.where = self.url
         if srv.tls is not None and srv.tls is self.tls:
             srv.tls.url = self.url  # the bound port, for the log
 

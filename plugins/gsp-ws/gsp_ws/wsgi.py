@@ -3,11 +3,17 @@
 ::
 
     app = SPWebSocketApp(my_wsgi_app)      # everything else still goes to my_wsgi_app
-    app.mount("/sp", rep_socket)           # rep_socket gets a listener: ws://<server>/sp
+    app.mount(rep_socket, "/sp")           # rep_socket gets a listener: ws://<server>/sp
     WSGIServer(("0.0.0.0", 8080), app).serve_forever()
 
-or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. Any protocol works; ``mount`` takes the ws
-listener options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
+or ``app = mount(rep_socket, my_wsgi_app, "/sp")``. The socket comes first in both (as in every
+call of gsp that takes a socket); the function returns the app to serve, the method the
+:class:`gsp.Listener` (``close()`` unmounts). Any protocol works; both take the ws listener
+options (``ws_origins``, ``ws_response_headers``, ``recv_max_size``, ...).
+
+A mount serves the pages of its own origin: an upgrade request whose ``Origin`` is another
+site's gets 403 unless ``ws_origins`` names it (clients that send no Origin, such as gsp, nng
+and pynng, are not browsers and are not asked).
 
 The mount also serves the browser SP client, the ES module ``gsp.js`` shipped in this package,
 at ``GET <path>/gsp.js`` (``/sp/gsp.js`` above); ``mount(..., serve_js=False)`` turns it off
@@ -46,6 +52,7 @@ import itertools
 import logging
 import os
 import sys
+import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 from typing import Protocol as _Typing
@@ -54,21 +61,21 @@ from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
 
 import gsp
-from gsp.transport import tls_properties
+from gsp.transport import Headers, WSRequest, tls_properties
 
 from ._conn import WSConnection, WSGIConnection
 from ._http import check_upgrade, status_line, subprotocol
-from .auth import Authorize, UpgradeRequest
+from .auth import UpgradeGate
 from .js import serve_client
 
 
-class WSGIRouteListener(_Typing):
+class MountRoute(_Typing):
     """A mounted path's listener, as the app sees it (``gsp_ws.transport.WSGIRouteListener``):
     the subprotocol it answers to, its options, and where an upgraded connection goes."""
 
     protocol: str | None
     options: Mapping[str, Any]
-    authorize: Authorize
+    gate: UpgradeGate
 
     def deliver(self, conn: WSConnection) -> None: ...
 
@@ -100,18 +107,21 @@ class SPWebSocketApp:
     def __init__(self, app: WSGIApp | None = None) -> None:
         self.app: WSGIApp = app if app is not None else _not_found
         self.name = f"app{next(_ids)}"
-        self._routes: dict[str, WSGIRouteListener] = {}
+        self._routes: dict[str, MountRoute] = {}
         self._client_js: dict[str, str] = {}  # "<path>/gsp.js" -> the mount path serving it
         self._warned = False
         _apps[self.name] = self
 
-    def mount(self, path: str, sock: gsp.Socket, *, serve_js: bool = True,
+    def mount(self, sock: gsp.Socket, path: str, *, serve_js: bool = True,
               **options: Any) -> gsp.Listener:
         """Give ``sock`` a listener at ``path``; ``listener.close()`` unmounts it. With
         ``serve_js`` (the default) ``GET <path>/gsp.js`` answers the browser client module.
+        ``options`` are the ws listener options (``ws_origins``: the other sites whose pages
+        may connect).
 
         Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
         WebSocket pipes (see the module's doc)."""
+        sock, path = _socket_first("app.mount(sock, path)", sock, path)
         if not isinstance(path, str) or not path.startswith("/") or "?" in path:
             raise gsp.InvalidAddress(f"a mount path starts with '/' and has no query: {path!r}")
         refusal = _startup_refusal()
@@ -123,14 +133,14 @@ class SPWebSocketApp:
             self._client_js[path.rstrip("/") + "/gsp.js"] = path
         return lst
 
-    def add_route(self, path: str, lst: "WSGIRouteListener") -> None:
+    def add_route(self, path: str, lst: "MountRoute") -> None:
         """Route upgrades to ``path`` to ``lst`` (a ``ws+wsgi://`` listener binding: use
         :meth:`mount`). :class:`gsp.AddressInUse` when ``path`` is routed already."""
         if path in self._routes:
             raise gsp.AddressInUse(f"{path} is already mounted on this app")
         self._routes[path] = lst
 
-    def remove_route(self, path: str, lst: "WSGIRouteListener") -> None:
+    def remove_route(self, path: str, lst: "MountRoute") -> None:
         """Stop routing ``path`` to ``lst`` (its listener closed), if it still does."""
         if self._routes.get(path) is lst:
             del self._routes[path]
@@ -148,13 +158,40 @@ class SPWebSocketApp:
 def mount(sock: gsp.Socket, app: WSGIApp | None, path: str, *, serve_js: bool = True,
           **options: Any) -> SPWebSocketApp:
     """Mount ``sock`` at ``path`` of ``app``; serve the returned app instead of ``app``
-    (``serve_js``: also answer ``GET <path>/gsp.js`` with the browser client).
+    (``serve_js``: also answer ``GET <path>/gsp.js`` with the browser client; ``options``: the
+    ws listener options, as :meth:`SPWebSocketApp.mount`).
 
     Raises :class:`gsp.NotSupported` when the process is a WSGI server that cannot carry
     WebSocket pipes (see the module's doc)."""
+    if not isinstance(sock, gsp.Socket):
+        raise TypeError(f"mount(sock, app, path) takes the gsp socket first, not {sock!r}: "
+                        f"{_CALLS}")
+    if not isinstance(path, str):
+        raise TypeError(f"mount(sock, app, path) takes the mount path third (a str such as "
+                        f"'/sp'), not {path!r}: {_CALLS}")
+    if isinstance(app, (str, gsp.Socket)) or (app is not None and not callable(app)):
+        raise TypeError(f"mount(sock, app, path) takes the WSGI app second (or None), not "
+                        f"{app!r}: {_CALLS}")
     sp_app = app if isinstance(app, SPWebSocketApp) else SPWebSocketApp(app)
-    sp_app.mount(path, sock, serve_js=serve_js, **options)
+    sp_app.mount(sock, path, serve_js=serve_js, **options)
     return sp_app
+
+
+_CALLS = ("the calls are mount(sock, app, '/sp') (returns the app to serve) and "
+          "app.mount(sock, '/sp') (returns the listener)")
+
+
+def _socket_first(call: str, sock: Any, path: Any) -> tuple[gsp.Socket, str]:
+    """``(sock, path)`` of a call written socket first; the old order (path, socket) still
+    works for one minor version, with a DeprecationWarning."""
+    if isinstance(sock, str) and isinstance(path, gsp.Socket):
+        warnings.warn(f"{call} takes the socket first now: app.mount({sock!r}, sock) is "
+                      f"app.mount(sock, {sock!r}); the old order goes in the next minor "
+                      "version", DeprecationWarning, stacklevel=3)
+        return path, sock
+    if not isinstance(sock, gsp.Socket):
+        raise TypeError(f"{call} takes the gsp socket first, not {sock!r}: {_CALLS}")
+    return sock, path
 
 
 def _refuse(start_response: Callable[..., Any], status: int, text: str,
@@ -340,7 +377,7 @@ def _server_of(app: SPWebSocketApp, environ: dict[str, Any]) -> _Server | None:
     return None
 
 
-def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str, Any],
+def _upgrade(app: SPWebSocketApp, route: "MountRoute", environ: dict[str, Any],
              start_response: Callable[..., Any]) -> Iterable[bytes]:
     path = environ.get("PATH_INFO") or "/"
     tokens = {t.strip().lower() for t in environ.get("HTTP_CONNECTION", "").split(",")}
@@ -357,9 +394,9 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
         return _refuse(start_response, 503, "this endpoint is being set up")
     offered = [p.strip() for p in environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL", "").split(",")
                if p.strip()]
-    refusal = check_upgrade(offered, environ.get("HTTP_ORIGIN"), route.protocol, route.options)
+    refusal = check_upgrade(offered, route.protocol)
     if refusal is not None:
-        return _refuse(start_response, *refusal)
+        return _refuse(start_response, 400, refusal)
     server = _server_of(app, environ)
     if server is None:
         return _refuse(start_response, 500, "this WSGI server cannot hand the connection over "
@@ -369,7 +406,8 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
         return _refuse(start_response, 500, why)
     headers = [(k[5:].replace("_", "-").lower(), v) for k, v in environ.items()
                if k.startswith("HTTP_")]
-    refused = route.authorize(lambda: _request(environ, server, path, headers), route.protocol)
+    request = _request(environ, server, path, headers)
+    refused = route.gate(request, route.protocol)
     if refused is not None:
         return _refuse(start_response, refused.status, refused.reason, refused.headers)
     write = start_response("101 Switching Protocols", [
@@ -377,7 +415,7 @@ def _upgrade(app: SPWebSocketApp, route: "WSGIRouteListener", environ: dict[str,
         ("Sec-WebSocket-Accept", generate_accept_token(key.encode("latin-1")).decode("ascii")),
         ("Sec-WebSocket-Protocol", subprotocol(route.protocol)),
         *(route.options["ws_response_headers"] or ())])
-    return _serve(route, server, environ, write, path, headers)
+    return _serve(route, server, environ, write, request)
 
 
 def _address(sock_addr: Any, host: Any, port: Any, scheme: str) -> str:
@@ -397,8 +435,9 @@ def _socket_names(sock: Any) -> tuple[Any, Any]:
 
 
 def _request(environ: dict[str, Any], server: _Server, path: str,
-             headers: list[tuple[str, str]]) -> UpgradeRequest:
-    """What the ``ws_authorize`` check sees of this request (before the socket is taken)."""
+             headers: list[tuple[str, str]]) -> WSRequest:
+    """The upgrade request, before the socket is taken: what the ``ws_authorize`` check sees,
+    and the pipe's ``peer.ws_request``."""
     sock = server.socket(environ)
     tls = hasattr(sock, "getpeercert")
     scheme = "wss" if tls else "ws"  # as the pipe's addresses will say
@@ -407,17 +446,16 @@ def _request(environ: dict[str, Any], server: _Server, path: str,
         port = str(environ.get("REMOTE_PORT") or "")
         peer = (environ.get("REMOTE_ADDR") or "?", int(port) if port.isdigit() else 0)
     query = environ.get("QUERY_STRING") or ""
-    return UpgradeRequest(
+    return WSRequest(
         method=environ.get("REQUEST_METHOD") or "GET", target=path + ("?" + query if query else ""),
-        headers=headers, remote_address=_address(peer, None, None, scheme),
+        headers=Headers(headers), remote_address=_address(peer, None, None, scheme),
         local_address=_address(local, environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
                                scheme),
         peer=(str(peer[0]), int(peer[1])), tls=tls_properties(sock) if tls else None)
 
 
-def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
-           write: Callable[[bytes], Any], path: str,
-           headers: list[tuple[str, str]]) -> Iterator[bytes]:
+def _serve(route: "MountRoute", server: _Server, environ: dict[str, Any],
+           write: Callable[[bytes], Any], request: WSRequest) -> Iterator[bytes]:
     # A generator: the server iterates it after start_response, so the 101 goes out from here
     # and the request greenlet stays parked in it for the life of the pipe.
     conn = taken = None
@@ -431,11 +469,9 @@ def _serve(route: "WSGIRouteListener", server: _Server, environ: dict[str, Any],
                          environ.get("SERVER_PORT"), scheme)
         remote = _address(sock.getpeername(), environ.get("REMOTE_ADDR"),
                           environ.get("REMOTE_PORT"), scheme)
-        query = environ.get("QUERY_STRING") or ""
-        conn = WSGIConnection(sock, taken.release, route.options, local, remote, path, headers,
+        conn = WSGIConnection(sock, taken.release, route.options, local, remote, request,
                               route.protocol or "", taken.trailing,
-                              tls_properties(sock) if tls else {},
-                              target=path + ("?" + query if query else ""))
+                              tls_properties(sock) if tls else {})
         route.deliver(conn)
         conn.done.wait()
     except OSError:

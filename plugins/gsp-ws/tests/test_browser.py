@@ -10,6 +10,7 @@ frames, as nng does; the browser joins them).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Iterator
 
 import gevent
@@ -51,7 +52,7 @@ def mounted(server: PageServer) -> Iterator[Callable[..., gsp.Socket]]:
     def make(protocol: str, path: str, **options: Any) -> gsp.Socket:
         s = gsp.socket(protocol, max_recv_size=0, recv_timeout=10, send_timeout=10)
         socks.append(s)
-        server.mount(path, s, **options)
+        server.mount(s, path, **options)
         return s
     yield make
     for s in socks:
@@ -75,10 +76,31 @@ def test_the_mount_serves_the_module_the_page_imports(page: Page, server: PageSe
     assert len(client_source()) < 40 * 1024, "the module must stay under 40 KB unminified"
 
 
-def test_a_page_of_another_origin_imports_the_module(page: Page, server: PageServer) -> None:
-    """A page served elsewhere (another port: another origin) imports gsp.js from the mount and
-    dials it."""
-    with page_server() as other:
+#: Opens a bare WebSocket to ``arg`` from the page: "open" or "refused".
+OPEN_WEBSOCKET = """
+    return await new Promise((done) => {
+        const ws = new WebSocket(arg, "rep.sp.nanomsg.org");
+        ws.onopen = () => { ws.close(); done("open"); };
+        ws.onerror = () => done("refused");
+    });
+"""
+
+
+def test_a_page_of_another_origin_cannot_open_a_mount_unless_the_mount_allows_it(
+        page: Page, server: PageServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A mount serves its own origin's pages; a page of another origin (another port) is
+    refused its upgrade, and the server's log says how to allow it. With that origin in
+    ``ws_origins`` the page imports gsp.js from the mount and talks through it."""
+    mine = server.url.rstrip("/")
+    assert page.run(OPEN_WEBSOCKET, server.ws("/sp")) == "open"  # same origin
+    with page_server() as other, caplog.at_level(logging.WARNING, "gsp.listener"):
+        assert page.run(OPEN_WEBSOCKET, other.ws("/sp")) == "refused"
+        assert not other.echo.pipes
+    told = [r.getMessage() for r in caplog.records
+            if "refused a WebSocket upgrade from a page of " + mine in r.getMessage()]
+    assert told and f"pass ws_origins={{{mine!r}}} to mount() or listen()" in told[0]
+    with page_server(ws_origins={mine}) as allowing:
+        assert page.run(OPEN_WEBSOCKET, allowing.ws("/sp")) == "open"
         got = page.run("""
             const mod = await import(arg.module);
             const req = mod.socket("req", {recvTimeout: 10});
@@ -87,8 +109,8 @@ def test_a_page_of_another_origin_imports_the_module(page: Page, server: PageSer
             const reply = await req.recvText();
             req.close();
             return {reply, origin: location.origin};
-        """, {"module": other.url + "sp/gsp.js", "url": other.ws("/sp")})
-    assert got == {"reply": "from elsewhere", "origin": server.url.rstrip("/")}
+        """, {"module": allowing.url + "sp/gsp.js", "url": allowing.ws("/sp")})
+    assert got == {"reply": "from elsewhere", "origin": mine}
 
 
 # -- every protocol pair, both ways -------------------------------------------------------------
@@ -387,7 +409,7 @@ def test_refused_ws_authorize_is_an_error_in_the_page(browser: Browser, server: 
                                                       mounted: Callable[..., Any]) -> None:
     import gsp_ws
 
-    def by_cookie(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+    def by_cookie(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
         if request.cookies.get("session") != "s3cret":
             return gsp_ws.Refusal(401, "log in first")
         return None
@@ -419,7 +441,7 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
     srv = PageServer()
     port = srv.port
     silent = gsp.socket("rep")  # receives the request and never answers it
-    srv.mount("/slow", silent)
+    srv.mount(silent, "/slow")
     page = browser.page(srv.url)
     try:
         page.run("""
@@ -443,7 +465,7 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
         page.wait_for("window.events.includes('disconnect')")
         srv = PageServer(port)  # the same address, a new server and new sockets
         echo = gsp.socket("rep")
-        srv.mount("/slow", echo)
+        srv.mount(echo, "/slow")
         answer = gevent.spawn(lambda: echo.send(b"answered " + echo.recv(timeout=20)))
         got = page.run("""
             await window.req.send("after");
@@ -490,7 +512,7 @@ def test_a_page_loaded_while_the_server_is_down_connects_when_it_comes_up(
     try:
         if comes_up == "mount":
             up = PageServer(port)
-            up.mount("/ticks", pub, ws_origins={origin})
+            up.mount(pub, "/ticks", ws_origins={origin})
         else:
             pub.listen(url, ws_origins={origin})
         assert attached.wait(timeout=30), "the page did not redial (it redials every <= 0.5 s)"
@@ -635,13 +657,15 @@ def test_the_codec_matches_gsps_own(page: Page) -> None:
 
 # -- other gsp endpoints, wss, redial pacing ----------------------------------------------------
 
-def test_page_against_gsp_ws_listeners(page: Page) -> None:
-    """Not only the mount: a gsp socket's own ws:// listener (its own HTTP server)."""
+def test_page_against_gsp_ws_listeners(page: Page, server: PageServer) -> None:
+    """Not only the mount: a gsp socket's own ws:// listener (its own HTTP server, another
+    origin than the page's: named in ``ws_origins``)."""
     rep = gsp.socket("rep", max_recv_size=0)
     pub = gsp.socket("pub")
+    pages = {server.url.rstrip("/")}
     try:
-        rep_url = rep.listen("ws://127.0.0.1:0/rep").url
-        pub_url = pub.listen("ws://127.0.0.1:0/pub").url
+        rep_url = rep.listen("ws://127.0.0.1:0/rep", ws_origins=pages).url
+        pub_url = pub.listen("ws://127.0.0.1:0/pub", ws_origins=pages).url
         g = gevent.spawn(lambda: [rep.send(rep.recv()) for _ in PAYLOADS])
         ticker = gsp_sends(pub, [b"news " + p for p in PAYLOADS])
         got = page.run("""

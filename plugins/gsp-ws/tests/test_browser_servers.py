@@ -168,7 +168,7 @@ def test_nng_requests_reach_a_page_rep_through_a_device(browser: Browser) -> Non
         with page_server() as srv:
             port = servers.free_port()
             front.listen(f"ws://127.0.0.1:{port}/relay")
-            srv.mount("/back", back)
+            srv.mount(back, "/back")
             dev = gsp.device(front, back)
             page = browser.page(srv.url)
             try:

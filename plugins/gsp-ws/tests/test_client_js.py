@@ -33,9 +33,9 @@ def test_the_mount_serves_the_module_and_the_flag_turns_it_off() -> None:
     app = SPWebSocketApp(fallback)
     on, off, root = gsp.socket("rep"), gsp.socket("pub"), gsp.socket("sub")
     try:
-        app.mount("/sp", on)
-        app.mount("/quiet", off, serve_js=False)
-        lst = app.mount("/", root)
+        app.mount(on, "/sp")
+        app.mount(off, "/quiet", serve_js=False)
+        lst = app.mount(root, "/")
         status, headers, body = call(app, "/sp/gsp.js")
         assert status == "200 OK" and body == client_source()
         assert headers["Content-Type"] == "text/javascript; charset=utf-8"

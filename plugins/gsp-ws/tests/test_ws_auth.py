@@ -17,8 +17,8 @@ from gevent.pywsgi import WSGIServer
 import gsp
 import gsp_ws
 from gsp.testing import wait_for
-from gsp_ws import Refusal, UpgradeRefused, UpgradeRequest
-from gsp_ws.auth import Headers
+from gsp.transport import Headers, WSRequest
+from gsp_ws import Refusal, UpgradeRefused
 from gsp_ws.wsgi import mount
 from tests.support import nng
 from tests.support.certs import PKI
@@ -27,7 +27,7 @@ TOKEN = "s3cret"
 TOKENS = {"s3cret": "alice"}  # token -> user
 
 
-def check_token(request: gsp_ws.UpgradeRequest) -> gsp_ws.Refusal | None:
+def check_token(request: gsp.transport.WSRequest) -> gsp_ws.Refusal | None:
     """Let in a peer with a known bearer token (or, from a browser, session cookie)."""
     auth = request.headers.get("Authorization", "")
     token = auth[7:] if auth.startswith("Bearer ") else request.cookies.get("session")
@@ -43,9 +43,9 @@ class Gate:
     """check_token, recording what it saw; its 403 raised rather than returned."""
 
     def __init__(self) -> None:
-        self.seen: list[UpgradeRequest] = []
+        self.seen: list[WSRequest] = []
 
-    def __call__(self, request: UpgradeRequest) -> Refusal | None:
+    def __call__(self, request: WSRequest) -> Refusal | None:
         self.seen.append(request)
         answer = check_token(request)
         if answer is not None and answer.status == 403:
@@ -126,6 +126,7 @@ def test_gsp_dialer_sees_401_and_403_then_a_good_token_gets_in(pull, pki, scheme
     assert headers["sec-websocket-protocol"] == "pull.sp.nanomsg.org"
 
     req = gate.seen[-1]
+    assert req is msg.pipe.peer.ws_request  # one request: the check's and the pipe's
     assert (req.method, req.path, req.query) == ("GET", "/sp", "")
     assert req.cookies == {"session": "abc", "theme": "dark"}
     assert req.peer == ("127.0.0.1", int(msg.pipe.remote_address.rsplit(":", 1)[1]))
@@ -182,7 +183,7 @@ def test_what_a_bare_client_gets_and_what_the_check_sees(pull):
     assert len(gate.seen) == calls
 
 
-def broken(request: UpgradeRequest) -> Refusal | None:
+def broken(request: WSRequest) -> Refusal | None:
     if request.headers.get("x-mode") == "raise":
         raise RuntimeError("the token store is down")
     if request.headers.get("x-mode") == "true":
@@ -236,7 +237,7 @@ def test_request_and_headers_are_read_only_and_case_insensitive():
     h = Headers([("X-A", "1"), ("x-a", "2"), ("Cookie", "k=v; k=w; bare")])
     assert h["X-A"] == "1, 2" and h.get_all("x-A") == ["1", "2"] and "COOKIE" in h
     assert sorted(h) == ["cookie", "x-a"] and len(h) == 2 and h.get("missing") is None
-    req = UpgradeRequest(method="GET", target="/p?q=1", headers=h.raw,
+    req = WSRequest(method="GET", target="/p?q=1", headers=h.raw,
                          remote_address="ws://127.0.0.1:5", local_address="ws://127.0.0.1:6",
                          peer=("127.0.0.1", 5), tls=None)
     assert req.cookies == {"k": "v"} and req.query_params == {"q": ["1"]}
@@ -244,6 +245,17 @@ def test_request_and_headers_are_read_only_and_case_insensitive():
         req.path = "/other"  # type: ignore[misc]
     with pytest.raises(TypeError):
         req.cookies["k"] = "x"  # type: ignore[index]
+    assert req.path == "/p" and req.target == "/p?q=1" and req.headers == h
+    assert repr(req) == "<WSRequest GET /p from ws://127.0.0.1:5>"
+
+
+def test_the_old_names_of_the_request_types_work_and_warn():
+    for old, new in (("UpgradeRequest", WSRequest), ("Headers", Headers)):
+        with pytest.warns(DeprecationWarning, match=rf"gsp_ws\.{old} is deprecated: use "
+                                                    rf"gsp\.transport\.{new.__name__}"):
+            assert getattr(gsp_ws, old) is new
+    with pytest.raises(AttributeError):
+        gsp_ws.Nothing  # noqa: B018
 
 
 # -- the WSGI mount ---------------------------------------------------------------------------
@@ -302,7 +314,7 @@ def test_wsgi_mount_under_pywsgi(gsp_socket, caplog):
 
 
 def test_wsgi_mount_over_https_shows_tls(gsp_socket, pki):
-    seen: list[UpgradeRequest] = []
+    seen: list[WSRequest] = []
     sock = gsp.socket("pull", recv_timeout=5)
     server = WSGIServer(("127.0.0.1", 0), mount(sock, app404, "/sp", ws_authorize=seen.append),
                         log=None, ssl_context=pki.server_context(cooperative=True))
@@ -329,3 +341,74 @@ def test_a_background_dialer_counts_its_refusals(gsp_socket, pull):
     d = push.dial(url, background=True)
     wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
     assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []
+
+
+# -- which web pages may connect: ws_origins ------------------------------------------------------
+
+@pytest.fixture(params=["listener", "mount"])
+def endpoint(request, gsp_socket) -> Iterator[Any]:
+    """``endpoint(**options)``: a PULL on a ws listener, or mounted in a WSGI app under
+    gevent.pywsgi; returns its port and its socket."""
+    servers: list[WSGIServer] = []
+
+    def make(**options: Any) -> tuple[int, gsp.Socket]:
+        sock = gsp_socket("pull", recv_timeout=5)
+        if request.param == "listener":
+            return port_of(sock.listen("ws://127.0.0.1:0/sp", **options).url), sock
+        server = WSGIServer(("127.0.0.1", 0), mount(sock, app404, "/sp", **options), log=None)
+        server.start()
+        servers.append(server)
+        return server.server_port, sock
+    yield make
+    for server in servers:
+        server.stop(timeout=5)
+
+
+def test_a_page_of_another_site_is_refused_by_default_and_told_how_to_allow_it(endpoint, caplog):
+    port, _ = endpoint()
+    mine = f"http://127.0.0.1:{port}"
+    with caplog.at_level(logging.DEBUG, "gsp.listener"):
+        assert raw_upgrade(port, "/sp", {})[0] == 101  # no Origin: not a browser
+        assert raw_upgrade(port, "/sp", {"Origin": mine})[0] == 101  # the endpoint's own page
+        assert raw_upgrade(port, "/sp", {"Origin": mine.upper()})[0] == 101
+        status, _, body = raw_upgrade(port, "/sp", {"Origin": "http://127.0.0.1:1"})
+        assert status == 403
+        assert b"pass ws_origins={'http://127.0.0.1:1'} to mount() or listen()" in body
+        for other in ("http://localhost:%d" % port, "null", "http://127.0.0.1",
+                      f"http://127.0.0.1:{port}/x", "not a url"):
+            assert raw_upgrade(port, "/sp", {"Origin": other})[0] == 403, other
+    said = [r for r in caplog.records if "refused a WebSocket upgrade from a page" in
+            r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING] + [logging.DEBUG] * 5  # (for 10 s)
+    text = said[0].getMessage()
+    assert "refused a WebSocket upgrade from a page of http://127.0.0.1:1" in text
+    assert "pass ws_origins={'http://127.0.0.1:1'}" in text and "ws_origins='*'" in text
+
+
+def test_ws_origins_names_the_other_sites_allowed_or_any(endpoint):
+    port, _ = endpoint(ws_origins={"HTTPS://App.Example/"})
+    assert raw_upgrade(port, "/sp", {"Origin": "https://app.example"})[0] == 101
+    assert raw_upgrade(port, "/sp", {"Origin": f"http://127.0.0.1:{port}"})[0] == 101
+    assert raw_upgrade(port, "/sp", {"Origin": "https://evil.example"})[0] == 403
+    port, _ = endpoint(ws_origins="*")
+    assert raw_upgrade(port, "/sp", {"Origin": "https://evil.example"})[0] == 101
+
+
+def test_the_default_port_of_the_origins_scheme_counts():
+    from gsp_ws.auth import same_origin
+
+    assert same_origin("http://example.com", "example.com:80")
+    assert same_origin("http://example.com:80", "EXAMPLE.com")
+    assert same_origin("https://example.com", "example.com:443")
+    assert same_origin("http://[::1]:8080", "[::1]:8080")
+    assert not same_origin("https://example.com", "example.com:80")
+    assert not same_origin("http://example.com", None)
+    assert not same_origin("ws://example.com", "example.com")
+    assert not same_origin("http://example.com:99999", "example.com:99999")
+
+
+@pytest.mark.parametrize("value", ["https://one.example", 5, [5], ("a", 5)])
+def test_bad_ws_origins_values(pull, value):
+    with pytest.raises(gsp.BadOption, match=r"ws_origins takes the origins of the other sites"
+                                            r".*or '\*' for any site"):
+        pull.listen("ws://127.0.0.1:0/sp", ws_origins=value)

@@ -113,7 +113,7 @@ def test_health_and_sp_share_one_port():
 def test_refusals_and_gsp_dialer(gsp_socket):
     sock = gsp.socket("pair", recv_timeout=5)
     app = SPWebSocketApp(health_app)
-    app.mount("/sp", sock, ws_origins={"https://good.example"},
+    app.mount(sock, "/sp", ws_origins={"https://good.example"},
               ws_response_headers={"X-App": "1"})
     server = WSGIServer(("127.0.0.1", 0), app, log=None)
     server.start()
@@ -137,12 +137,65 @@ def test_refusals_and_gsp_dialer(gsp_socket):
         assert peer.recv() == b"and back"
         peer.close()
         with pytest.raises(gsp.AddressInUse):
-            app.mount("/sp", sock)
+            app.mount(sock, "/sp")
         sock.listeners[0].close()  # unmount: the path goes back to the app
         assert http_get(port, "/sp")[0] == 404
     finally:
         sock.close()
         server.stop(timeout=5)
+
+
+def test_the_socket_comes_first_and_the_old_order_works_with_a_warning(gsp_socket):
+    sock, old = gsp_socket("pair"), gsp_socket("pair")
+    app = SPWebSocketApp(health_app)
+    lst = app.mount(sock, "/sp")
+    assert isinstance(lst, gsp.Listener) and lst in sock.listeners
+    with pytest.warns(DeprecationWarning, match=r"takes the socket first now: "
+                                                r"app.mount\('/old', sock\) is "
+                                                r"app.mount\(sock, '/old'\)"):
+        was = app.mount("/old", old)
+    assert was in old.listeners and was.url.endswith("/old")
+    served = mount(gsp_socket("pair"), app, "/other")
+    assert served is app
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda s, app: mount(app, s, "/sp"), "takes the gsp socket first"),
+    (lambda s, app: mount("/sp", s, app), "takes the gsp socket first"),
+    (lambda s, app: mount(s, "/sp", app), "takes the mount path third"),
+    (lambda s, app: mount(s, "/sp", "/sp"), "takes the WSGI app second"),
+    (lambda s, app: app.mount(app, "/sp"), "takes the gsp socket first"),
+    (lambda s, app: app.mount("/sp", "/sp"), "takes the gsp socket first"),
+])
+def test_arguments_in_the_wrong_place_are_a_type_error_naming_the_calls(gsp_socket, call, names):
+    sock = gsp_socket("pair")
+    with pytest.raises(TypeError, match=names) as caught:
+        call(sock, SPWebSocketApp(health_app))
+    assert "mount(sock, app, '/sp')" in str(caught.value)
+    assert "app.mount(sock, '/sp')" in str(caught.value)
+    assert sock.listeners == []
+
+
+def test_an_app_is_kept_while_a_socket_is_mounted_on_it_and_freed_after(gsp_socket):
+    import gc
+    import weakref
+
+    from gsp_ws.wsgi import find_app
+
+    sock = gsp_socket("pair")
+    app = SPWebSocketApp(health_app)
+    name, ref = app.name, weakref.ref(app)
+    lst = app.mount(sock, "/sp")
+    del app
+    gc.collect()
+    assert ref() is not None and find_app(name) is ref()  # the listener's route holds it
+    lst.close()  # unmounted: nothing of gsp's holds the app any more
+    gc.collect()
+    assert ref() is None and find_app(name) is None
+    unmounted = SPWebSocketApp()
+    name, ref = unmounted.name, weakref.ref(unmounted)
+    del unmounted
+    assert ref() is None and find_app(name) is None  # (no cycle: freed at once)
 
 
 def test_full_mount_closes_with_try_again_later(gsp_socket):

@@ -352,7 +352,7 @@ def test_an_unknown_server_is_named_once_and_gets_500(
 
     sock = gsp_socket("pair")
     app = SPWebSocketApp()
-    app.mount("/sp", sock)
+    app.mount(sock, "/sp")
     statuses = []
     for _ in range(2):
         environ: dict[str, Any] = {
