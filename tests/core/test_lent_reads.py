@@ -24,6 +24,7 @@ from gsp.transport import (
     wire,
 )
 from tests.support import RID, counting_lent_reads, plugged_transports, scaled
+from tests.support.whitebox import reader_of
 
 pytestmark = pytest.mark.core
 
@@ -369,7 +370,7 @@ def test_pipes_that_cannot_park_keep_their_reader_and_are_never_lent(
         for s in (rep, req):
             pipe = s.pipes[0]
             assert not pipe._parks
-            assert pipe._reader is not None and not pipe._reader.dead  # a real reader
+            assert reader_of(pipe) is not None and not reader_of(pipe).dead  # a real reader
 
 
 def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
@@ -391,7 +392,7 @@ def test_what_woke_nobody_is_read_on_by_a_reader_not_a_loop_turn_each(
         rid = rep.recv()[:4]
         other = (int.from_bytes(rid, "big") ^ 0x5555).to_bytes(4, "big")
         pipe = req.pipes[0]
-        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        wait_for(lambda: reader_of(pipe) is None, what="the pipe parked")
         lent = counting_lent_reads(monkeypatch, req)
         rep.send(*[other + body] * late, rid + b"answer")  # (loopback takes it all at once)
         assert req.recv() == b"answer"
@@ -408,7 +409,7 @@ def test_no_second_lent_read_while_one_waits_out_its_loop_turn(
     a reader greenlet reads it."""
     rep = gsp_socket("rep", recv_timeout=WAIT)
     with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-        wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+        wait_for(lambda: len(rep.pipes) == 1 and reader_of(rep.pipes[0]) is None,
                  what="the pipe, parked")
         lent = counting_lent_reads(monkeypatch, rep)
         guard = readers(rep).guard
@@ -437,21 +438,21 @@ def test_the_watcher_left_armed_by_a_lent_read_stops_once_a_reader_reads_on(
     in delivery (a full queue) costs the event loop nothing, and nothing read is lost."""
     rep = gsp_socket("rep", recv_timeout=WAIT, recv_buffer=2)
     with RawPeer(rep.listen("tcp://127.0.0.1:0").url, REQ) as peer:
-        wait_for(lambda: len(rep.pipes) == 1 and rep.pipes[0]._reader is None,
+        wait_for(lambda: len(rep.pipes) == 1 and reader_of(rep.pipes[0]) is None,
                  what="the pipe, parked")
         pipe = rep.pipes[0]
         gevent.spawn_later(0.05, peer.send, RID + b"first")
         assert rep.recv() == b"first"  # read by this greenlet, waiting
-        assert armed(pipe) and pipe._reader is None  # parked, its watcher armed
+        assert armed(pipe) and reader_of(pipe) is None  # parked, its watcher armed
         rep.send(b"reply")
         assert peer.recv() == RID + b"reply"
         ids = [(0x80000100 + i).to_bytes(4, "big") for i in range(10)]
         peer.send(*[rid + b"more %d" % i for i, rid in enumerate(ids)])  # nobody waits
         wait_for(lambda: rep.stats["recv_queue"] == 2, what="the queue, full")
         # A reader blocked in delivery, and the watcher stopped.
-        wait_for(lambda: pipe._reader is not None and not armed(pipe),
+        wait_for(lambda: reader_of(pipe) is not None and not armed(pipe),
                  what="a reader reading on, the watcher stopped")
-        assert not pipe._reader.dead
+        assert not reader_of(pipe).dead
         for i, rid in enumerate(ids):
             assert rep.recv() == b"more %d" % i
             rep.send(b"reply %d" % i)

@@ -19,6 +19,7 @@ from gsp.errors import Closed
 from gsp.testing import WAIT, connected, wait_for
 from gsp.transport import StreamConnection, wire
 from tests.support import CountingRaw, handshaken
+from tests.support.whitebox import reader_of
 
 pytestmark = pytest.mark.core
 
@@ -66,7 +67,7 @@ def test_idle_pipes_hold_no_reader_and_wake_on_the_next_message(
             r.send(b"%d.%d" % (rnd, i))
             rep.send(rep.recv() + b"!")
             assert r.recv() == b"%d.%d!" % (rnd, i)
-        wait_for(lambda: all(p._reader is None for p in rep.pipes), what="every pipe parked")
+        wait_for(lambda: all(reader_of(p) is None for p in rep.pipes), what="every pipe parked")
         assert len(rep.pipes) == n
         # One reader served them all in turn and waits for the next pipe; none is per pipe.
         assert readers_of(rep) == idle_readers(rep) == 1
@@ -83,7 +84,7 @@ def test_pipes_park_after_big_messages_too(
     for m in [big, b"", big, b"small", big]:
         b.send(m)
         assert a.recv() == m
-        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        wait_for(lambda: reader_of(pipe) is None, what="the pipe parked")
 
 
 def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave(
@@ -95,7 +96,7 @@ def test_inproc_pipes_park_too_and_see_the_next_message_and_their_peer_leave(
         b.send(m)
         assert a.recv() == m
         pipe = a.pipes[0]
-        wait_for(lambda p=pipe: p._reader is None, what="the inproc pipe parked")
+        wait_for(lambda p=pipe: reader_of(p) is None, what="the inproc pipe parked")
     b.close()
     assert pipe.wait_closed(WAIT)
     assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
@@ -161,7 +162,7 @@ def test_a_parked_pipe_sees_its_peer_leave(
     b.send(b"x")
     assert a.recv() == b"x"
     pipe = a.pipes[0]
-    wait_for(lambda: pipe._reader is None, what="the pipe parked")
+    wait_for(lambda: reader_of(pipe) is None, what="the pipe parked")
     b.close()
     assert pipe.wait_closed(WAIT)
     assert isinstance(pipe.error, gsp.ConnectionBroken) and a.pipes == []
@@ -178,9 +179,9 @@ def test_closing_a_parked_pipe_ends_it_on_both_sides(
     p1.send(b"one")
     assert pull.recv() == b"one"
     pipe = pull.pipes[0]
-    wait_for(lambda: pipe._reader is None, what="the pipe parked")
+    wait_for(lambda: reader_of(pipe) is None, what="the pipe parked")
     pipe.close()
-    assert pipe.wait_closed(WAIT) and pipe.error is None and pipe._reader is None
+    assert pipe.wait_closed(WAIT) and pipe.error is None and reader_of(pipe) is None
     # A read watcher left armed on the descriptor would keep it open: the peer would not see it.
     wait_for(lambda: not p1.pipes, what="the peer to see the close")
     connected(pull, bound, p2)  # the socket serves the next pipe
@@ -213,7 +214,7 @@ def test_readers_blocked_in_delivery_end_with_their_pipes(
     got: set[bytes] = set()
     while not expected <= got:
         got.add(pull.recv())
-    wait_for(lambda: all(pp._reader is None for pp in pull.pipes), what="every pipe parked")
+    wait_for(lambda: all(reader_of(pp) is None for pp in pull.pipes), what="every pipe parked")
     assert readers_of(pull) == idle_readers(pull) <= IDLE_READERS
     for i, p in enumerate(pushes):  # every open pipe still delivers
         if i not in gone:

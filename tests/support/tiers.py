@@ -184,7 +184,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-def _build() -> tuple[str, str]:
+def gsp_build() -> tuple[str, str]:
+    """The build of the gsp this run imports (``pure`` or ``compiled``), and where from."""
     import gsp
     from gsp._mypyc import build
 
@@ -193,7 +194,7 @@ def _build() -> tuple[str, str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     expected = os.environ.get("GSP_EXPECT_BUILD")
-    build, where = _build()
+    build, where = gsp_build()
     if expected and build != expected:
         raise pytest.UsageError(f"GSP_EXPECT_BUILD={expected}, but this run imports the {build} "
                                 f"build of gsp ({where})")
@@ -201,7 +202,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header() -> list[str]:
-    build, where = _build()
+    build, where = gsp_build()
     lines = [f"gsp: the {build} build, from {where}"]
     lines += [f"unavailable here, its tests deselected: {need} ({why}); files that import it "
               "are not collected" for need, why in unavailable().items()]

@@ -9,6 +9,14 @@ holds every other test file to the public surface.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def reader_of(pipe: Any) -> Any:
+    """The greenlet reading ``pipe`` now, or None while it parks (no reader between messages):
+    what the reader tests of the files below watch, read in this one place."""
+    return pipe._reader
+
 #: path (from the repository's root) -> why that file reads internals
 WHITE_BOX: dict[str, str] = {}
 WHITE_BOX["plugins/gsp-ws/tests/test_ws_codec.py"] = "the ws frame codec: its buffers grow by what arrived (its read-ahead bound), and its pure-Python mask fallback matches the compiled one"
@@ -28,3 +36,4 @@ WHITE_BOX["plugins/gsp-spark/tests/test_spark_arrow.py"] = "gsp-spark's private 
 WHITE_BOX["plugins/gsp-spark/tests/test_spark_source.py"] = "the source's spool records and chunk decoding, which an executor reads and no public call shows"  # noqa: E501
 WHITE_BOX["plugins/gsp-spark/tests/test_spark_connect.py"] = "the Spark Connect server the test session starts (its URL helper is the test harness's)"  # noqa: E501
 WHITE_BOX["plugins/gsp-spark/tests/test_spark_lifecycle.py"] = "the JVM's own java.io.tmpdir, read through PySpark's gateway (sparkContext._jvm)"  # noqa: E501
+WHITE_BOX["tests/core/test_select_sockets.py"] = "an object of the test's own in gsp.select, made of a socket's private part of gsp.poller.Selectable (only gsp's objects implement it)"  # noqa: E501

@@ -19,6 +19,7 @@ import gsp
 from gsp.testing import wait_for
 from gsp_ws import _frames
 from gsp_ws._frames import FrameError, Framer
+from tests.support.whitebox import reader_of
 from tests.support.ws_support import RawClient, close_from_gsp, port_of
 
 MiB = 1 << 20
@@ -211,13 +212,13 @@ def test_an_idle_ws_pipe_parks_and_still_pings_and_closes_cleanly(gsp_socket):
         assert pull.recv() == b"one"
         (pipe,) = pull.pipes
         assert pipe._parks
-        wait_for(lambda: pipe._reader is None, what="the pipe parked")
+        wait_for(lambda: reader_of(pipe) is None, what="the pipe parked")
         t0 = time.monotonic()
         assert raw.next_event(Ping).payload == b"gsp"  # the parked pipe's timer woke it
         assert time.monotonic() - t0 < 5
         raw.send(BytesMessage(data=b"two"))
         assert pull.recv() == b"two"
-        wait_for(lambda: pipe._reader is None, what="the pipe parked again")
+        wait_for(lambda: reader_of(pipe) is None, what="the pipe parked again")
         close_from_gsp(raw, pipe)
     finally:
         raw.close()
