@@ -39,19 +39,20 @@ nox.options.reuse_venv = "no"  # every run starts from a fresh venv
 #: The interpreters tested: requires-python's floor up to the newest this machine has.
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
-#: What each session runs: the suite's folders that test gsp and its plugins through the
-#: interpreter (tests/project holds the repository's own checks: documentation, lint, budgets,
-#: builds; README's full run makes them once, on 3.11), less the tiers whose tools are the
-#: machine's and not the interpreter's (browser, Spark, native tools, network namespaces) and
-#: the slow tests (README's full run has them).
-PATHS = ["tests/wire", "tests/core", "tests/protocols", "tests/transports", "tests/interop",
-         "tests/serving", "tests/cli", "plugins/gsp-ws/tests", "plugins/gsp-star/tests"]
+#: What each session runs: the files that drive gsp's compiled modules (tests/compiled_drivers.txt,
+#: which .ci/run's compiled-wheel stage runs on 3.11), the interop folder (real nng peers), and
+#: the fork and prefork tests (Python 3.12+ warns of forks beside threads). README's full run on
+#: 3.11 has every other file: what it tests does not change with the interpreter (the
+#: repository's checks, the serving and command-line tools' behaviour) or takes longer than the
+#: matrix can afford in CI's time.
+DRIVERS = [line.strip() for line in (ROOT / "tests" / "compiled_drivers.txt").read_text().splitlines()
+           if line.strip() and not line.startswith("#")]
+PATHS = [*DRIVERS, "tests/interop", "tests/serving/test_fork.py", "tests/serving/test_prefork.py"]
 TIERS = "not browser and not spark and not native and not netns and not slow"
 
-#: What ``lowest`` runs: the folders whose code calls gevent, pluggy and msgpack (the floors it
-#: tests); the interop, serving and command-line folders call them through the same code.
-LOWEST_PATHS = ["tests/wire", "tests/core", "tests/protocols", "tests/transports",
-                "plugins/gsp-ws/tests", "plugins/gsp-star/tests"]
+#: What ``lowest`` runs: the same, less the interop folder (the peers' own versions are not the
+#: floors under test).
+LOWEST_PATHS = [*DRIVERS, "tests/serving/test_fork.py", "tests/serving/test_prefork.py"]
 
 #: Test tools not installed: those of the tiers not run, and the repository checks'.
 NOT_INSTALLED = {"playwright", "pillow", "atheris", "matplotlib", "mypy", "import-linter", "ruff"}
