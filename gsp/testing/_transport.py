@@ -424,8 +424,11 @@ class TransportSuite(TransportSuiteBase):
 
         dialed, accepted, tl = self.connection_pair()
         try:
-            if not (isinstance(dialed, ParkingConnection)
-                    and isinstance(accepted, ParkingConnection)):
+            # (By the MRO, which is what "built on" means: isinstance goes through ABCMeta's
+            # caches, which for the mypyc-compiled ParkingConnection have answered True for a
+            # connection that does not derive from it.)
+            if not (ParkingConnection in type(dialed).__mro__
+                    and ParkingConnection in type(accepted).__mro__):
                 self._cannot_run("test_parking_reader")
                 return
             self._check_applies("test_parking_reader")
