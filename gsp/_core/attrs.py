@@ -59,7 +59,7 @@ class RenamedAttr:
         if sock is None:
             return self
         warn_renamed(self.old, self.new)
-        return sock._options[self.new]
+        return getattr(sock, self.new)
 
 
 class MethodAttr:

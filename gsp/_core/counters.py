@@ -159,13 +159,11 @@ def connect_reason(exc: BaseException) -> str:
 
 # -- snapshots -------------------------------------------------------------------------------------
 class PipeCounts(_Typing):
-    """What a snapshot reads of a pipe (a :class:`gsp.Pipe`'s read-only properties; the two
-    private ones are the core's own, declared here for the pipe to have)."""
+    """What a snapshot reads of a pipe: its public counters (:meth:`gsp.Pipe.stats`, made by
+    :func:`pipe_stats`) and whether it is up."""
 
     @property
-    def _traffic(self) -> Traffic: ...
-    @property
-    def _send_queue(self) -> tuple[int, int]: ...
+    def stats(self) -> dict[str, int]: ...
     attached: bool
     closed: bool
 
@@ -181,25 +179,16 @@ def pipe_stats(traffic: Traffic, send_queue: tuple[int, int],
 def owner_stats(t: Tally, pipes: Iterable[PipeCounts]) -> dict[str, int]:
     """A snapshot of an owner of pipes: its tally and its live ``pipes`` added up."""
     out = dict(t)
-    mi = bi = mo = bo = queued = qbytes = live = 0
+    summed = (*TRAFFIC, "send_queue", "send_queue_bytes")
+    out.update(send_queue=0, send_queue_bytes=0)
+    live = 0
     for p in pipes:
-        a, b, c, d = p._traffic
-        mi += a
-        bi += b
-        mo += c
-        bo += d
-        n, nbytes = p._send_queue
-        queued += n
-        qbytes += nbytes
+        counts = p.stats
+        for key in summed:
+            out[key] += counts[key]
         live += p.attached and not p.closed
-    out["messages_received"] += mi
-    out["bytes_received"] += bi
-    out["messages_sent"] += mo
-    out["bytes_sent"] += bo
     out["pipes"] = live
     out["pipes_attached"] = out["pipes_detached"] + live
-    out["send_queue"] = queued
-    out["send_queue_bytes"] = qbytes
     return out
 
 
