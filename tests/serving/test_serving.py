@@ -175,6 +175,7 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
     load = Load(port, "hup")
     load.flowing()
     old = set(load.answered_by()) | {r[1] for r in results.values()}
+    ready = srv.ready_lines()
     srv.send_signal(signal.SIGHUP)
     # The reload under load: new workers (forked anew) answer a good share while it goes on.
     wait_for(lambda: sum(pid not in old for pid in load.answered_by()) >= 60, 60,
@@ -189,6 +190,12 @@ def exercise(srv: servers.Server, backend: Backend, case: str) -> None:
     assert counts["answered"] == 60, counts
     summary.append(f"after HUP {counts}")
 
+    # Every new worker has loaded the app before the TERM: a uWSGI --lazy-apps worker ignores
+    # the master's SIGHUP while it imports the app (SIGHUP is ignored from the fork until the
+    # worker's handlers are set), so a TERM then leaves the master waiting on it for good
+    # (docs/serving.md).
+    wait_for(lambda: srv.ready_lines() >= ready + srv.ready_count, 60,
+             what="every new worker ready")
     load = Load(port, "term")
     load.flowing()
     code = srv.stop(signal.SIGTERM, timeout=40)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -67,10 +68,17 @@ class Server:
         with open(self._log.name, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
+    def _ready(self) -> list[str]:
+        """The lines in which a worker said it was ready: each ends with ``ready_line``, or with
+        it and the worker's pid (not uWSGI's echo of the hook it runs, which quotes it)."""
+        if not self.ready_line:
+            return []
+        end = re.compile(re.escape(self.ready_line) + r"( \d+)?$")
+        return [line for line in self.output().splitlines() if end.search(line.rstrip())]
+
     def ready_pids(self) -> set[int]:
         """The pids of the workers that said they were ready (the pid ends the ready line)."""
-        return {int(line.rsplit(" ", 1)[1]) for line in self.output().splitlines()
-                if self.ready_line and self.ready_line in line}
+        return {int(line.rsplit(" ", 1)[1]) for line in self._ready()}
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Until an HTTP request gets an answer (any status) and the output has
@@ -85,8 +93,7 @@ class Server:
             left = max(deadline - time.monotonic(), 0.1)
             try:
                 with gevent.Timeout(left):
-                    if self._answers(left) and \
-                            self.output().count(self.ready_line) >= self.ready_count:
+                    if self._answers(left) and self.ready_lines() >= self.ready_count:
                         return
             except (OSError, gevent.Timeout):
                 pass
@@ -94,6 +101,10 @@ class Server:
                 raise RuntimeError(f"{self.argv[0]} did not answer within {timeout} s:\n"
                                    f"{self.output()}")
             gevent.sleep(0.1)
+
+    def ready_lines(self) -> int:
+        """How many times a worker said it was ready (each reload's new workers say it again)."""
+        return len(self._ready())
 
     def _answers(self, timeout: float) -> bool:
         with contextlib.ExitStack() as stack:
