@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -69,12 +68,12 @@ class Server:
             return f.read().decode("utf-8", "replace")
 
     def _ready(self) -> list[str]:
-        """The lines in which a worker said it was ready: each ends with ``ready_line``, or with
-        it and the worker's pid (not uWSGI's echo of the hook it runs, which quotes it)."""
+        """The lines in which a worker said it was ready: those holding ``ready_line``, less
+        uWSGI's echo of the hook that prints it (``running "print:..." (accepting)...``)."""
         if not self.ready_line:
             return []
-        end = re.compile(re.escape(self.ready_line) + r"( \d+)?$")
-        return [line for line in self.output().splitlines() if end.search(line.rstrip())]
+        return [line for line in self.output().splitlines()
+                if self.ready_line in line and not line.startswith('running "')]
 
     def ready_pids(self) -> set[int]:
         """The pids of the workers that said they were ready (the pid ends the ready line)."""
