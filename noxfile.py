@@ -18,6 +18,7 @@ applies); ``nox -l`` lists the sessions. The noxfile itself needs Python 3.11+ (
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import re
@@ -121,6 +122,21 @@ def lowest_pins() -> list[str]:
     return sorted(pins.values())
 
 
+#: The compiled wheel each interpreter built in this run of nox: a later session on the same
+#: interpreter (``lowest`` after ``tests-3.10``) installs it instead of compiling it again
+#: (the build does not depend on the runtime pins).
+_WHEELS: dict[str, Path] = {}
+_KEPT: list[Path] = []
+
+
+def built_wheels() -> Path:
+    """The folder that keeps this run's wheels; removed when nox exits."""
+    if not _KEPT:
+        _KEPT.append(Path(tempfile.mkdtemp(prefix="gsp-nox-wheels-")))
+        atexit.register(shutil.rmtree, _KEPT[0], ignore_errors=True)
+    return _KEPT[0]
+
+
 def run_matrix_session(session: nox.Session, version: str, pins: list[str],
                        paths: list[str] = PATHS) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"gsp-nox-{session.name}-"))
@@ -136,12 +152,19 @@ def run_matrix_session(session: nox.Session, version: str, pins: list[str],
         # gevent-sp's sdist, then its wheel built from it with this interpreter, as a user's
         # `pip install gevent-sp` builds it where no wheel fits: an isolated build in which
         # mypyc compiles (setup.py says so on stderr).
-        session.run("python", "-m", "build", "-q", "--sdist", "--no-isolation", "--skip-dependency-check",
-                    "--outdir", str(work), ".")
-        sdist = next(work.glob("gevent_sp-*.tar.gz"))
-        session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work), str(sdist))
-        wheel = next(work.glob("gevent_sp-*.whl"))
-        session.log(f"built {wheel.name} from {sdist.name}")
+        wheel = _WHEELS.get(version)
+        if wheel is not None:
+            session.log(f"installs {wheel.name}, built from the sdist by an earlier session of "
+                        "this run with the same interpreter")
+        else:
+            session.run("python", "-m", "build", "-q", "--sdist", "--no-isolation",
+                        "--skip-dependency-check", "--outdir", str(work), ".")
+            sdist = next(work.glob("gevent_sp-*.tar.gz"))
+            session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work),
+                        str(sdist))
+            built = next(work.glob("gevent_sp-*.whl"))
+            session.log(f"built {built.name} from {sdist.name}")
+            wheel = _WHEELS[version] = Path(shutil.copy(built, built_wheels()))
         session.run(*pip, str(wheel), *PLUGINS, *pins)
         # The suite runs from a folder of its own that holds the tests and what they read, but
         # no package (the suite's pytest puts its root on sys.path): the installed wheel and
