@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import random
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import gevent
 from gevent.event import Event
@@ -95,10 +95,14 @@ class Pipe:
 
     ``error`` is ``None`` after a local close, else the exception that ended the pipe (a
     :class:`gsp.ConnectionBroken`, :class:`gsp.MessageTooLarge`, ...). Protocols see it as a
-    :class:`gsp.protocol.PipeHandle`.
+    :class:`gsp.protocol.PipeHandle`. ``socket`` is its :class:`gsp.Socket`, as a dialer's and a
+    listener's is. Made by its socket only (no public constructor).
     """
 
-    __slots__ = ("id", "_socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
+    #: Made by gsp only: its constructor is not the API (docs/api-guide.md, "Classes gsp makes").
+    _no_public_constructor: ClassVar[bool] = True
+
+    __slots__ = ("id", "socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
                  "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
                  "_parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
@@ -107,7 +111,7 @@ class Pipe:
                  dialer: EndpointView | None = None, listener: EndpointView | None = None,
                  send_buffer_bytes: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
         self.id = _alloc_id()
-        self._socket = socket
+        self.socket = socket
         self._host = host
         self._readers = host.readers
         #: Where the pipe's traffic goes when it is gone: its socket's and its endpoint's tally.
@@ -159,10 +163,6 @@ class Pipe:
         self._held: list[bytes] | None = None
 
     # -- what users and protocols see ----------------------------------------------------------
-    @property
-    def socket(self) -> SocketView:
-        return self._socket
-
     @property
     def local_address(self) -> str:
         return self._conn.local_address

@@ -43,7 +43,6 @@ from ..protocol.interface import Protocol, RejectPipe
 from ..transport.limits import RecvLimits
 from . import attrs, counters, fork, log
 from .endpoints import (
-    AcceptGate,
     Dialer,
     EndpointHost,
     Listener,
@@ -55,6 +54,7 @@ from .endpoints import (
     orphan_dialer_after_fork,
     orphan_listener_after_fork,
     redial_after_fork,
+    start_dialer,
     start_listener,
 )
 from .events import PipeEvent
@@ -390,7 +390,7 @@ class Socket(ObjectCalls):
         return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def listen(self, url: str, *, accept_gate: AcceptGate | None = None,
+    def listen(self, url: str, *, accept_gate: "Callable[[Listener], object] | None" = None,
                **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background.
 
@@ -432,7 +432,7 @@ class Socket(ObjectCalls):
         d = Dialer(self, self._endpoint_host, url, td, opts, self._slots)
         self._dialers.append(d)
         try:
-            d.start(block)
+            start_dialer(d, block)
         except BaseException:
             self._dialers.remove(d)
             d.close()
@@ -453,7 +453,7 @@ class Socket(ObjectCalls):
     def dialers(self) -> list["Dialer"]:
         return list(self._dialers)
 
-    def on_pipe_event(self, callback: PipeCallback) -> Callable[[], None]:
+    def on_pipe_event(self, callback: Callable[[PipeEvent, Pipe], None]) -> Callable[[], None]:
         """Call ``callback(event, pipe)`` on every pipe event; returns an unsubscribe function.
 
         At ``PipeEvent.ATTACHING`` the callback may reject the pipe with ``pipe.close()``.
@@ -865,8 +865,8 @@ _NO_BLOCK: Any = object()  # dial()'s block= not given
 
 
 def _dial_mode(fail_fast: bool, background: bool, block: Any, caller: str) -> bool | None:
-    """How a dial starts, as :meth:`Dialer.start` takes it: None (try now, then keep
-    redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
+    """How a dial starts, as :func:`~gsp._core.endpoints.start_dialer` takes it: None (try now,
+    then keep redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
     still works, with a DeprecationWarning naming the new one."""
     if block is not _NO_BLOCK:
         if block is not None and type(block) is not bool:

@@ -11,10 +11,10 @@ from gevent.event import Event
 import gsp
 
 from ._helpers import WAIT, connected, wait_for
-from ._kit import _STATE, _caught, _Kit, _outcome
+from ._kit import _STATE, SuiteBase, _caught, _outcome
 
 
-class ProtocolSuiteBase(_Kit):
+class ProtocolSuiteBase(SuiteBase):
     """Conformance checks for a protocol, cooked and raw. Subclass it in a test module::
 
         from gsp.testing import ProtocolSuite
