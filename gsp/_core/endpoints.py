@@ -654,7 +654,7 @@ class Dialer:
                 delay = backoff * random.uniform(0.5, 1.0)
                 self._log_retry(why, delay)
                 self._sleep(delay)
-                cap = self.options["reconnect_time_max"]
+                cap = self.options["max_reconnect_time"]
                 backoff = min(backoff * 2, cap) if cap > 0 else base
                 if self._closed:
                     return

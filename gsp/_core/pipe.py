@@ -109,7 +109,7 @@ class Pipe:
 
     def __init__(self, socket: SocketView, host: PipeHost, conn: Connection, send_buffer: int,
                  dialer: EndpointView | None = None, listener: EndpointView | None = None,
-                 send_buffer_bytes: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
+                 send_buffer_size: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
         self.id = _alloc_id()
         self.socket = socket
         self._host = host
@@ -146,7 +146,7 @@ class Pipe:
         #: Bytes of the batch the reader is handing to ``pipe_recv_all`` now (see PipeHandle).
         self.recv_batch_bytes = 0
         self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct,
-                                                  send_buffer_bytes)
+                                                  send_buffer_size)
         #: Queue a message if there is room now; False when full or closed (never blocks).
         self.try_send = self._q.offer
         self.closed = False

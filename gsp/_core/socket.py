@@ -474,7 +474,7 @@ class Socket(ObjectCalls):
             return None
         conn.use_recv_limits(self._recv_limits)
         pipe = Pipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
-                    self._options["send_buffer_bytes"],
+                    self._options["send_buffer_size"],
                     (self._tally,) if tally is None else (self._tally, tally))
         self._pipes[pipe.id] = pipe
         self._endpoint_host.sources.add(pipe)  # (admit.per_address)

@@ -54,7 +54,7 @@ class _Out:
         self.cfg = cfg
         req = cfg.protocol == "req"
         opts: dict[str, Any] = {"send_timeout": cfg.send_timeout, "send_buffer": 1024,
-                                "reconnect_time_max": 1.0,
+                                "max_reconnect_time": 1.0,
                                 # push/pub: close() flushes queued messages for up to this long
                                 "linger": cfg.send_timeout}
         if req:
