@@ -47,7 +47,7 @@ class PipeSlots:
 
     __slots__ = ("_pipes", "_options", "_freed")
 
-    def __init__(self, pipes: "dict[int, Pipe]", options: Options) -> None:
+    def __init__(self, pipes: "Mapping[int, Pipe]", options: Options) -> None:
         self._pipes = pipes  # the socket's live pipes (attaching, attached, closing)
         self._options = options  # the socket's
         self._freed = ChangeNotice()

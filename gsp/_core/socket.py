@@ -60,6 +60,7 @@ from .endpoints import (
 from .events import PipeEvent
 from .handle import CoreSocketHandle
 from .pipe import (
+    CorePipe,
     Pipe,
     PipeHost,
     dropped_pipe_after_fork,
@@ -153,7 +154,7 @@ class Socket(ObjectCalls):
         self._group = Group()
         self._readers = Readers(self._spawn)
         self._closed = False
-        self._pipes: dict[int, Pipe] = {}
+        self._pipes: dict[int, CorePipe] = {}
         slots = self._slots = PipeSlots(self._pipes, self._options)  # max_pipes
         self._watch("max_pipes", lambda v: slots.freed())
         self._listeners: list[Listener] = []
@@ -473,7 +474,7 @@ class Socket(ObjectCalls):
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
-        pipe = Pipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
+        pipe = CorePipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
                     self._options["send_buffer_size"],
                     (self._tally,) if tally is None else (self._tally, tally))
         self._pipes[pipe.id] = pipe
@@ -736,7 +737,7 @@ class Socket(ObjectCalls):
         if log.socket_log.isEnabledFor(logging.INFO):
             self._log_forked(parent, pipes, [d.url for d in dialers], urls, kept, closed)
 
-    def _drop_forked_pipe(self, pipe: Pipe) -> None:
+    def _drop_forked_pipe(self, pipe: CorePipe) -> None:
         if pipe.attached:
             try:
                 self._proto.remove_pipe(pipe)
