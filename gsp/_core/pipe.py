@@ -161,7 +161,7 @@ class Pipe:
         #: the next reader to deliver first.
         self._held: list[bytes] | None = None
 
-    # -- what users see ------------------------------------------------------------------------------
+    # -- what users see ----------------------------------------------------------------------------
     @property
     def local_address(self) -> str:
         return self._conn.local_address
