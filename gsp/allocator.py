@@ -36,7 +36,7 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
-def tune_allocator(big: int = MAX_BIG, keep: int = 128 * MiB) -> bool:
+def tune_allocator(big: int = 32 * 2**20, keep: int = 128 * 2**20) -> bool:
     """Make glibc's ``malloc`` serve blocks up to ``big`` bytes from its heap (not one ``mmap``
     each) and keep up to ``keep`` bytes of free heap mapped (not return it to the kernel at once);
     process-wide, see the module's text. Returns True once applied, False where the C library is

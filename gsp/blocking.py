@@ -37,7 +37,7 @@ import weakref
 from collections import deque
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 import gevent
 from gevent.event import Event as _GEvent
@@ -48,10 +48,10 @@ from .chan import thread_ident
 from .errors import Closed, GspError
 from .options import FROM_OPTION
 
-__all__ = ["Hub", "hub", "socket", "BlockingSocket", "BlockingContext"]
+__all__ = ["Hub", "hub", "socket", "BlockingProxy", "BlockingSocket", "BlockingContext"]
 
 T = TypeVar("T")
-P = TypeVar("P", bound="_Proxy")
+P = TypeVar("P", bound="BlockingProxy")
 
 
 class Hub:
@@ -227,8 +227,13 @@ def _STOP() -> None:  # the job that stops the hub
     raise AssertionError("never called")
 
 
-class _Proxy:
-    """What BlockingSocket and BlockingContext share: every call runs in the hub."""
+class BlockingProxy:
+    """What :class:`BlockingSocket` and :class:`BlockingContext` share: every call runs in
+    the hub's thread while the caller waits. Made by gsp (:func:`socket`,
+    :meth:`BlockingSocket.open_context`), never by a user (no public constructor)."""
+
+    #: Made by gsp only: its constructor is not the API (docs/api-guide.md, "Classes gsp makes").
+    _no_public_constructor: ClassVar[bool] = True
 
     _hub: Hub
     _obj: Any
@@ -295,7 +300,7 @@ class _Proxy:
             self._hub.call(self._obj.close)
 
 
-class BlockingContext(_Proxy):
+class BlockingContext(BlockingProxy):
     """A :class:`gsp.Context` driven from any thread (see :meth:`BlockingSocket.open_context`):
     ``send``/``recv`` and the rest as the context's; :attr:`ctx` is the context itself, for
     functions run in the hub (:meth:`Hub.call`)."""
@@ -308,7 +313,7 @@ class BlockingContext(_Proxy):
         return f"<gsp.blocking.BlockingContext {self._obj!r}>"
 
 
-class BlockingSocket(_Proxy):
+class BlockingSocket(BlockingProxy):
     """A :class:`gsp.Socket` driven from any thread: every call runs in its hub's thread while
     the caller waits. Made by :func:`socket` (or :meth:`Hub.socket`). :attr:`sock` is the socket
     itself, for functions run in the hub (:meth:`Hub.call`); used from another thread it raises

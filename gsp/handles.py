@@ -7,8 +7,8 @@ module imports no other module of gsp at run time: gsp's modules all may use it.
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
-from typing import Protocol as _Typing
 
 if TYPE_CHECKING:
     import gevent
@@ -29,7 +29,7 @@ def check_op(op: object) -> None:
         raise ValueError(f"op must be 'recv' or 'send', not {op!r}")
 
 
-class RecvQueue(_Typing):
+class RecvQueue(typing.Protocol):
     """What :attr:`Protocol.recv_queue` needs of a receive queue (:class:`gsp.protocol.inbox.queue.Inbox`)."""
 
     def poll(self) -> bool:
@@ -49,7 +49,7 @@ class RecvQueue(_Typing):
         is not bounded in bytes)."""
 
 
-class LendingWait(_Typing):
+class LendingWait(typing.Protocol):
     """What the callable a lent read hands a waiting greenlet (see
     :meth:`SocketHandle.lend_reads`) is called with."""
 
@@ -59,7 +59,7 @@ class LendingWait(_Typing):
     woken: bool
 
 
-class SocketHandle(_Typing):
+class SocketHandle(typing.Protocol):
     """A protocol's view of its socket: the narrow handle passed to ``spec.factory``."""
 
     @property

@@ -12,13 +12,13 @@ gsp's own transports and protocols are registered exactly this way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
     from ._core.events import PipeEvent
-    from ._core.views import PipeView, SocketView
+    from ._core.pipe import Pipe
     from .protocol.interface import ProtocolSpec
     from .transport.interface import Transport
 
@@ -51,9 +51,11 @@ def gsp_protocols() -> "list[ProtocolSpec]":
 
 
 @hookspec
-def gsp_pipe_event(socket: "SocketView", event: "PipeEvent", pipe: "PipeView") -> None:
+def gsp_pipe_event(socket: Any, event: "PipeEvent", pipe: "Pipe") -> None:
     """Called for every pipe of every socket at ATTACHING, ATTACHED and DETACHED, with the
-    :class:`gsp.Socket`, the :class:`gsp.PipeEvent` and the :class:`gsp.Pipe`.
+    :class:`gsp.Socket`, the :class:`gsp.PipeEvent` and the :class:`gsp.Pipe`. (``socket`` is
+    typed ``Any``: the module of :class:`gsp.Socket` imports this one, and no import, not even
+    one for type checkers, goes both ways between two modules.)
 
     At ATTACHING an implementation may reject the pipe by calling ``pipe.close()``. It runs in the
     greenlet that set the pipe up, so it must not block. If it raises, the error is logged

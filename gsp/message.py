@@ -4,8 +4,8 @@ them through.
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING, Any
-from typing import Protocol as _Typing
 
 if TYPE_CHECKING:
     from .chan import Chan, Recv
@@ -18,7 +18,7 @@ __all__ = ["JOIN_MAX", "Message", "PipeHandle", "as_bytes", "message_bytes"]
 JOIN_MAX = 4096
 
 
-class PipeHandle(_Typing):
+class PipeHandle(typing.Protocol):
     """A protocol's view of one connection (the core's ``gsp.Pipe`` implements it).
 
     Invariant: once ``closed`` is true it stays true, ``try_send`` returns False and ``send``

@@ -279,16 +279,18 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
            "largest message accepted, bytes; 0 = unlimited", renamed_from=("recv_max_size",)),
     Option("reconnect_time", 0.1, duration(allow_none=False, allow_zero=False),
            "first redial delay, seconds"),
-    Option("reconnect_time_max", 10.0, duration(allow_none=False),
-           "redial backoff ceiling, seconds; 0 = no backoff"),
+    Option("max_reconnect_time", 10.0, duration(allow_none=False),
+           "redial backoff ceiling, seconds; 0 = no backoff", renamed_from=("reconnect_time_max",)),
     Option("send_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued per pipe for sending"),
-    Option("send_buffer_bytes", 4 << 20, integer(0, unit="bytes"),
+    Option("send_buffer_size", 4 << 20, integer(0, unit="bytes"),
            "bytes queued per pipe for sending; full at this or send_buffer, whichever comes "
-           "first (one message is always let in); 0 = no byte bound"),
+           "first (one message is always let in); 0 = no byte bound",
+           renamed_from=("send_buffer_bytes",)),
     Option("recv_buffer", 1024, integer(1, 1 << 24, unit="messages"), "messages queued on the socket for recv()"),
-    Option("recv_buffer_bytes", 16 << 20, integer(0, unit="bytes"),
+    Option("recv_buffer_size", 16 << 20, integer(0, unit="bytes"),
            "bytes queued on the socket for recv(); full at this or recv_buffer, whichever comes "
-           "first (one message is always let in); 0 = no byte bound"),
+           "first (one message is always let in); 0 = no byte bound",
+           renamed_from=("recv_buffer_bytes",)),
     Option("linger", 1.0, duration(allow_none=False), "seconds close() waits to flush queued messages"),
     Option("best_effort", False, boolean, "drop instead of blocking when no peer can take a message"),
     Option("handshake_timeout", 10.0, duration(allow_zero=False),
@@ -332,7 +334,7 @@ SOCKET_OPTIONS: dict[str, Option] = {o.name: o for o in [
 
 # Options that listen()/dial() accept besides their transport's own.
 ENDPOINT_OPTIONS = frozenset(
-    {"max_recv_size", "reconnect_time", "reconnect_time_max", "handshake_timeout", "max_pipes",
+    {"max_recv_size", "reconnect_time", "max_reconnect_time", "handshake_timeout", "max_pipes",
      "max_handshakes", "max_handshakes_per_address", "admit"}
 )
 

@@ -12,7 +12,8 @@ pyspark and one with it all give the same listing, and a signature is the one wr
 What is listed: every public module (no part of its dotted name starts with ``_``) of the
 packages in :data:`PACKAGES`, the homes of docs/api-guide.md (:data:`HOMES`) first, and in each
 the names it exports (its ``__all__``, else the names it defines without a leading ``_``). A
-class lists its constructor's parameters, its bases, its public methods, properties and
+class lists its constructor's parameters (a class that only gsp makes says so instead:
+:data:`NO_PUBLIC_CONSTRUCTOR`), its bases, its public methods, properties and
 attributes, inherited ones included, and the behaviour its special methods give (``with``,
 ``for``, ``len``, a call: :data:`SPECIAL`); a method is shown without ``self``; a value is shown
 when it is short. A name that an earlier module already listed is one ``alias`` line to that
@@ -253,11 +254,26 @@ def attribute_entry(name: str, attr: griffe.Attribute) -> Entry:
     return Entry(kind, name, ann + _value(attr), attr, exprs)
 
 
+#: The class attribute by which a class that only gsp makes says so (docs/api-guide.md,
+#: "Classes gsp makes"): its constructor is not listed.
+NO_PUBLIC_CONSTRUCTOR = "_no_public_constructor"
+
+
+def public_constructor(cls: griffe.Class) -> bool:
+    """Whether a user constructs ``cls``: not if it (or a base) sets
+    :data:`NO_PUBLIC_CONSTRUCTOR` to True."""
+    marker = cls.all_members.get(NO_PUBLIC_CONSTRUCTOR)
+    target = _final(marker) if marker is not None else None
+    return not (isinstance(target, griffe.Attribute) and _text(target.value) == "True")
+
+
 def class_entries(name: str, cls: griffe.Class) -> list[Entry]:
     init = cls.all_members.get("__init__")
     init_fn = _final(init) if init is not None else None
-    shown = _shown(init_fn.parameters, True) if isinstance(init_fn, griffe.Function) else None
-    signature = "" if shown is None else params(shown)
+    made = not public_constructor(cls)
+    shown = _shown(init_fn.parameters, True) \
+        if isinstance(init_fn, griffe.Function) and not made else None
+    signature = " (no public constructor)" if made else "" if shown is None else params(shown)
     bases = ", ".join(_text(b) for b in cls.bases)
     exprs: list[tuple[Role, str | griffe.Expr]] = [("annotation", b) for b in cls.bases]
     out = [Entry("class", name, signature + (f" bases {bases}" if bases else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import gevent
 from gevent.event import Event
@@ -47,7 +47,7 @@ class PipeSlots:
 
     __slots__ = ("_pipes", "_options", "_freed")
 
-    def __init__(self, pipes: "dict[int, Pipe]", options: Options) -> None:
+    def __init__(self, pipes: "Mapping[int, Pipe]", options: Options) -> None:
         self._pipes = pipes  # the socket's live pipes (attaching, attached, closing)
         self._options = options  # the socket's
         self._freed = ChangeNotice()
@@ -148,7 +148,11 @@ _UNREAD = 1 << 62
 
 
 class Listener:
-    """An address a socket accepts connections on. ``url`` is the bound URL."""
+    """An address a socket accepts connections on. ``url`` is the bound URL. Made by
+    :meth:`gsp.Socket.listen` (no public constructor)."""
+
+    #: Made by gsp only: its constructor is not the API (docs/api-guide.md, "Classes gsp makes").
+    _no_public_constructor: ClassVar[bool] = True
 
     def __init__(self, socket: SocketView, host: EndpointHost, tl: TransportListener,
                  options: Options, slots: PipeSlots, accept_gate: AcceptGate | None = None) -> None:
@@ -486,7 +490,11 @@ class Listener:
 
 
 class Dialer:
-    """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter."""
+    """Keeps one connection to ``url`` up, redialing with exponential backoff and jitter. Made
+    by :meth:`gsp.Socket.dial` (no public constructor)."""
+
+    #: Made by gsp only: its constructor is not the API (docs/api-guide.md, "Classes gsp makes").
+    _no_public_constructor: ClassVar[bool] = True
 
     def __init__(self, socket: SocketView, host: EndpointHost, url: str, td: TransportDialer,
                  options: Options, slots: PipeSlots) -> None:
@@ -575,10 +583,8 @@ class Dialer:
         raise ConnectionRefused(f"dial {self.url}: the server {conn.remote_address} is "
                                 f"{denial_text(refusal, rule)}") from refusal.error
 
-    def start(self, block: bool | None) -> None:
-        """Dial (the socket calls this once, as it dials): now and then in the background
-        (``block`` None), now and raise if that fails (True: ``fail_fast``), or only in the
-        background (False: ``background``)."""
+    def _start(self, block: bool | None) -> None:
+        """See :func:`start_dialer`."""
         if dialer_log.isEnabledFor(logging.INFO):
             dialer_log.info("%s %s: dialing", self.socket.protocol, self.url,
                             extra=log.fields(self.socket, self.url))
@@ -648,7 +654,7 @@ class Dialer:
                 delay = backoff * random.uniform(0.5, 1.0)
                 self._log_retry(why, delay)
                 self._sleep(delay)
-                cap = self.options["reconnect_time_max"]
+                cap = self.options["max_reconnect_time"]
                 backoff = min(backoff * 2, cap) if cap > 0 else base
                 if self._closed:
                     return
@@ -706,6 +712,13 @@ def start_listener(lst: "Listener") -> None:
         listener_log.info("%s %s: listening", lst.socket.protocol, lst.url,
                           extra=log.fields(lst.socket, lst.url))
     lst._accepter = lst._host.spawn(lst._accept_loop)
+
+
+def start_dialer(dialer: "Dialer", block: bool | None) -> None:
+    """Dial (the socket calls this once, as it dials): now and then in the background
+    (``block`` None), now and raise if that fails (True: ``fail_fast``), or only in the
+    background (False: ``background``)."""
+    dialer._start(block)
 
 
 # -- fork: what Socket._after_fork does to its endpoints (see gsp._core.fork) --------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import random
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, cast
 
 import gevent
 from gevent.event import Event
@@ -94,20 +94,25 @@ class Pipe:
     """One connection of a socket to one peer.
 
     ``error`` is ``None`` after a local close, else the exception that ended the pipe (a
-    :class:`gsp.ConnectionBroken`, :class:`gsp.MessageTooLarge`, ...). Protocols see it as a
-    :class:`gsp.protocol.PipeHandle`.
+    :class:`gsp.ConnectionBroken`, :class:`gsp.MessageTooLarge`, ...). ``socket`` is its
+    :class:`gsp.Socket`, as a dialer's and a listener's is. Made by its socket only (no public
+    constructor), as a :class:`CorePipe`: what its protocol sends through
+    (:class:`gsp.protocol.PipeHandle`) is not the user's API.
     """
 
-    __slots__ = ("id", "_socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
-                 "_reader", "_writer", "_done", "attached", "try_send", "_in_msgs", "_in_bytes",
+    #: Made by gsp only: its constructor is not the API (docs/api-guide.md, "Classes gsp makes").
+    _no_public_constructor: ClassVar[bool] = True
+
+    __slots__ = ("id", "socket", "_host", "_readers", "_tallies", "dialer", "listener", "_conn", "_q", "closed", "error",
+                 "_reader", "_writer", "_done", "attached", "_in_msgs", "_in_bytes",
                  "_wrote_msgs", "_wrote_bytes", "_writing", "_room", "recv_batch_bytes", "_held",
                  "_parks", "_recv_lent", "_wake", "_deliver_one", "_deliver_all")
 
     def __init__(self, socket: SocketView, host: PipeHost, conn: Connection, send_buffer: int,
                  dialer: EndpointView | None = None, listener: EndpointView | None = None,
-                 send_buffer_bytes: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
+                 send_buffer_size: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
         self.id = _alloc_id()
-        self._socket = socket
+        self.socket = socket
         self._host = host
         self._readers = host.readers
         #: Where the pipe's traffic goes when it is gone: its socket's and its endpoint's tally.
@@ -142,9 +147,7 @@ class Pipe:
         #: Bytes of the batch the reader is handing to ``pipe_recv_all`` now (see PipeHandle).
         self.recv_batch_bytes = 0
         self._q: Outbox[Message | bytes] = Outbox(send_buffer, self._start_writer, direct,
-                                                  send_buffer_bytes)
-        #: Queue a message if there is room now; False when full or closed (never blocks).
-        self.try_send = self._q.offer
+                                                  send_buffer_size)
         self.closed = False
         self.attached = False
         self.error: BaseException | None = None
@@ -158,11 +161,7 @@ class Pipe:
         #: the next reader to deliver first.
         self._held: list[bytes] | None = None
 
-    # -- what users and protocols see ----------------------------------------------------------
-    @property
-    def socket(self) -> SocketView:
-        return self._socket
-
+    # -- what users see ----------------------------------------------------------------------------
     @property
     def local_address(self) -> str:
         return self._conn.local_address
@@ -182,29 +181,6 @@ class Pipe:
         (:class:`gsp.transport.Peer`: address, pid/uid/gid, certificate, ws request)."""
         conn = self._conn
         return peer_of(conn.remote_address, conn.properties)
-
-    @property
-    def sendq(self) -> Outbox[Message | bytes]:
-        """The outgoing queue (protocols may select on it); its writer starts on first use."""
-        self._q.ensure_consumer()
-        return self._q
-
-    def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
-        """Queue ``msg``, waiting for room; :class:`gsp.Closed` once the pipe is gone."""
-        self.sendq.send(msg, timeout)
-
-    def has_room(self) -> bool:
-        """Whether :meth:`try_send` would queue a message now (False once closed)."""
-        return self._q.has_room()
-
-    def room_case(self) -> Recv:
-        """A select case ready once the writer took messages (room may have appeared) or the
-        pipe closed."""
-        if self._room is None:
-            self._room = ChangeNotice()
-            if self.closed:
-                self._room.close()
-        return self._room.case()
 
     @property
     def stats(self) -> dict[str, int]:
@@ -415,8 +391,8 @@ class Pipe:
         if isinstance(error, Closed):
             error = None  # our own close, not a failure
         self.error = error
-        if self.attached:
-            self._host.hot.proto.remove_pipe(self)
+        if self.attached:  # (a socket's pipes are its CorePipes)
+            self._host.hot.proto.remove_pipe(cast("CorePipe", self))
         self._q.close()
         if self._room is not None:
             self._room.close()
@@ -434,6 +410,45 @@ class Pipe:
         """Fold the pipe's traffic into its socket's and its endpoint's tallies."""
         for t in self._tallies:
             counters.pipe_gone(t, self._traffic, self.attached, self.error)
+
+
+class CorePipe(Pipe):
+    """A pipe as its socket makes it: the user's :class:`gsp.Pipe`, and what its protocol sends
+    through (:class:`gsp.protocol.PipeHandle`: the send queue). Protocols get these; a user's
+    ``gsp.Pipe`` does not show them."""
+
+    __slots__ = ("try_send",)
+
+    def __init__(self, socket: SocketView, host: PipeHost, conn: Connection, send_buffer: int,
+                 dialer: EndpointView | None = None, listener: EndpointView | None = None,
+                 send_buffer_size: int = 0, tallies: "tuple[Tally, ...]" = ()) -> None:
+        super().__init__(socket, host, conn, send_buffer, dialer, listener, send_buffer_size,
+                         tallies)
+        #: Queue a message if there is room now; False when full or closed (never blocks).
+        self.try_send = self._q.offer
+
+    @property
+    def sendq(self) -> Outbox[Message | bytes]:
+        """The outgoing queue (protocols may select on it); its writer starts on first use."""
+        self._q.ensure_consumer()
+        return self._q
+
+    def send(self, msg: "Message | bytes", timeout: float | None = None) -> None:
+        """Queue ``msg``, waiting for room; :class:`gsp.Closed` once the pipe is gone."""
+        self.sendq.send(msg, timeout)
+
+    def has_room(self) -> bool:
+        """Whether :meth:`try_send` would queue a message now (False once closed)."""
+        return self._q.has_room()
+
+    def room_case(self) -> Recv:
+        """A select case ready once the writer took messages (room may have appeared) or the
+        pipe closed."""
+        if self._room is None:
+            self._room = ChangeNotice()
+            if self.closed:
+                self._room.close()
+        return self._room.case()
 
 
 def writer_of(pipe: "Pipe") -> gevent.Greenlet | None:

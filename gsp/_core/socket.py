@@ -43,7 +43,6 @@ from ..protocol.interface import Protocol, RejectPipe
 from ..transport.limits import RecvLimits
 from . import attrs, counters, fork, log
 from .endpoints import (
-    AcceptGate,
     Dialer,
     EndpointHost,
     Listener,
@@ -55,11 +54,13 @@ from .endpoints import (
     orphan_dialer_after_fork,
     orphan_listener_after_fork,
     redial_after_fork,
+    start_dialer,
     start_listener,
 )
 from .events import PipeEvent
 from .handle import CoreSocketHandle
 from .pipe import (
+    CorePipe,
     Pipe,
     PipeHost,
     dropped_pipe_after_fork,
@@ -153,7 +154,7 @@ class Socket(ObjectCalls):
         self._group = Group()
         self._readers = Readers(self._spawn)
         self._closed = False
-        self._pipes: dict[int, Pipe] = {}
+        self._pipes: dict[int, CorePipe] = {}
         slots = self._slots = PipeSlots(self._pipes, self._options)  # max_pipes
         self._watch("max_pipes", lambda v: slots.freed())
         self._listeners: list[Listener] = []
@@ -390,7 +391,7 @@ class Socket(ObjectCalls):
         return ctx
 
     # -- endpoints -------------------------------------------------------------------------------
-    def listen(self, url: str, *, accept_gate: AcceptGate | None = None,
+    def listen(self, url: str, *, accept_gate: "Callable[[Listener], object] | None" = None,
                **options: Any) -> "Listener":
         """Listen on ``url`` now (raises :class:`gsp.AddressInUse` etc.) and accept in background.
 
@@ -432,7 +433,7 @@ class Socket(ObjectCalls):
         d = Dialer(self, self._endpoint_host, url, td, opts, self._slots)
         self._dialers.append(d)
         try:
-            d.start(block)
+            start_dialer(d, block)
         except BaseException:
             self._dialers.remove(d)
             d.close()
@@ -453,7 +454,7 @@ class Socket(ObjectCalls):
     def dialers(self) -> list["Dialer"]:
         return list(self._dialers)
 
-    def on_pipe_event(self, callback: PipeCallback) -> Callable[[], None]:
+    def on_pipe_event(self, callback: Callable[[PipeEvent, Pipe], None]) -> Callable[[], None]:
         """Call ``callback(event, pipe)`` on every pipe event; returns an unsubscribe function.
 
         At ``PipeEvent.ATTACHING`` the callback may reject the pipe with ``pipe.close()``.
@@ -473,8 +474,8 @@ class Socket(ObjectCalls):
             conn.close()
             return None
         conn.use_recv_limits(self._recv_limits)
-        pipe = Pipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
-                    self._options["send_buffer_bytes"],
+        pipe = CorePipe(self, self._pipe_host, conn, self._options["send_buffer"], dialer, listener,
+                    self._options["send_buffer_size"],
                     (self._tally,) if tally is None else (self._tally, tally))
         self._pipes[pipe.id] = pipe
         self._endpoint_host.sources.add(pipe)  # (admit.per_address)
@@ -736,7 +737,7 @@ class Socket(ObjectCalls):
         if log.socket_log.isEnabledFor(logging.INFO):
             self._log_forked(parent, pipes, [d.url for d in dialers], urls, kept, closed)
 
-    def _drop_forked_pipe(self, pipe: Pipe) -> None:
+    def _drop_forked_pipe(self, pipe: CorePipe) -> None:
         if pipe.attached:
             try:
                 self._proto.remove_pipe(pipe)
@@ -865,8 +866,8 @@ _NO_BLOCK: Any = object()  # dial()'s block= not given
 
 
 def _dial_mode(fail_fast: bool, background: bool, block: Any, caller: str) -> bool | None:
-    """How a dial starts, as :meth:`Dialer.start` takes it: None (try now, then keep
-    redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
+    """How a dial starts, as :func:`~gsp._core.endpoints.start_dialer` takes it: None (try now,
+    then keep redialing), True (fail fast) or False (background). ``block`` is the old spelling: it
     still works, with a DeprecationWarning naming the new one."""
     if block is not _NO_BLOCK:
         if block is not None and type(block) is not bool:

@@ -193,7 +193,7 @@ class SubContext(_Subscribes, ProtocolContext):
         self._proto = proto
         self._sub = _Subscriber(
             Inbox(proto.handle.options["recv_buffer"], "drop_oldest", proto.stats, owner="context",
-                  max_bytes=proto.handle.options["recv_buffer_bytes"], sources=True))
+                  max_bytes=proto.handle.options["recv_buffer_size"], sources=True))
 
     @property
     def recv_buffer(self) -> int:

@@ -38,12 +38,17 @@ if TYPE_CHECKING:
         socket_fds,
         wait_for,
     )
-    from ._kit import read_to_eof
+    from ._kit import SuiteBase, read_to_eof
     from ._protocol import ProtocolSuite
+    from ._protocol_base import ProtocolSuiteBase
     from ._transport import TransportSuite
+    from ._transport_base import TransportSuiteBase
 
 __all__ = [
     "TransportSuite", "ProtocolSuite",
+    # Their bases: a suite's description and helpers without its checks (for a plugin's own
+    # checks in the suite's terms), and what both share.
+    "TransportSuiteBase", "ProtocolSuiteBase", "SuiteBase",
     "WAIT", "wait_for", "connected", "ping_pong", "free_url", "free_port", "read_to_eof",
     "RawPeer", "FaultProxy",
     "LeakSnapshot", "live_greenlets", "socket_fds",

@@ -1,5 +1,5 @@
-"""What both conformance suites share: the fixture plumbing (:class:`_Kit`), message sizes and
-small helpers for checks that run greenlets."""
+"""What both conformance suites share: their base (:class:`SuiteBase`: the fixture plumbing),
+message sizes and small helpers for checks that run greenlets."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import gsp
 from ._helpers import WAIT
 from ._watchdog import Watchdog
 
-__all__ = ["read_to_eof"]
+__all__ = ["SuiteBase", "read_to_eof"]
 
 MiB = 1 << 20
 #: Message sizes of :meth:`TransportSuite.test_message_sizes` at the default ``max_recv_size``
@@ -61,8 +61,8 @@ def _detached(ev: gsp.PipeEvent, pipe: gsp.Pipe, into: list[gsp.Pipe]) -> None:
         into.append(pipe)
 
 
-class _Kit:
-    """Fixture plumbing shared by both suites."""
+class SuiteBase:
+    """What both conformance suites derive from: their fixture plumbing and time limits."""
 
     _make: Callable[..., gsp.Socket]
     _free_url: Callable[[str], str]

@@ -326,7 +326,7 @@ class TransportSuite(TransportSuiteBase):
     @pytest.mark.parametrize("background", [False, True])
     def test_dial_before_listen(self, background: bool) -> None:
         url = self.unused_url()
-        fast: dict[str, Any] = {"reconnect_time": 0.05, "reconnect_time_max": 0.2}
+        fast: dict[str, Any] = {"reconnect_time": 0.05, "max_reconnect_time": 0.2}
         push = self.socket("push", send_timeout=WAIT, **fast)
         pull = self.socket("pull", recv_timeout=WAIT)
         d = self.dial(push, url, background=background)
@@ -357,7 +357,7 @@ class TransportSuite(TransportSuiteBase):
         url = self.listen_url()
         own = set(registry().transport_for(url).options)
         foreign = {n for t in registry().transports.values() for n in t.options} - own
-        bad_common = {"max_recv_size": -1, "reconnect_time": 0, "reconnect_time_max": -1,
+        bad_common = {"max_recv_size": -1, "reconnect_time": 0, "max_reconnect_time": -1,
                       "handshake_timeout": 0}
         socket_only = ("recv_timeout", "send_timeout", "linger", "send_buffer")
         a, b = self.socket("pair"), self.socket("pair")

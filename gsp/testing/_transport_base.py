@@ -11,7 +11,7 @@ import pytest
 import gsp
 
 from ._helpers import WAIT, connected, registry
-from ._kit import MiB, _Kit
+from ._kit import MiB, SuiteBase
 
 #: The checks that need more than the transport itself: check name -> what it needs. Each is
 #: skipped, with this reason, where the suite's subclass does not provide it (see
@@ -24,7 +24,7 @@ CHECK_NEEDS: dict[str, str] = {
 }
 
 
-class TransportSuiteBase(_Kit):
+class TransportSuiteBase(SuiteBase):
     """Conformance checks for a transport (URL scheme). Subclass it in a test module::
 
         from gsp.testing import TransportSuite

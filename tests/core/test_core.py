@@ -98,14 +98,14 @@ def test_push_send_timeout_and_best_effort_without_peers(gsp_socket):
 
 OPTION_VALUES = {
     "recv_timeout": 1.5, "send_timeout": 2, "max_recv_size": 4096, "reconnect_time": 0.2,
-    "reconnect_time_max": 3, "send_buffer": 7, "recv_buffer": 9, "linger": 0.25,
+    "max_reconnect_time": 3, "send_buffer": 7, "recv_buffer": 9, "linger": 0.25,
     "best_effort": True, "handshake_timeout": 4, "tcp_nodelay": False, "tcp_keepalive": False,
     "ipc_file_mode": 0o600,
 }
 BAD_VALUES = [
     ("recv_timeout", -1), ("recv_timeout", "1"), ("recv_timeout", float("nan")),
     ("send_timeout", True), ("max_recv_size", -1), ("max_recv_size", 1.5),
-    ("reconnect_time", 0), ("reconnect_time", None), ("reconnect_time_max", -0.1),
+    ("reconnect_time", 0), ("reconnect_time", None), ("max_reconnect_time", -0.1),
     ("send_buffer", 0), ("recv_buffer", 0), ("linger", None), ("linger", -1),
     ("best_effort", 1), ("handshake_timeout", 0), ("tcp_nodelay", "yes"), ("ipc_file_mode", -1),
 ]
@@ -151,9 +151,9 @@ def test_endpoint_options_inherit_from_the_socket(gsp_socket):
     pull.on_pipe_event(lambda ev, p: ev is gsp.PipeEvent.DETACHED and detached.append(p))
     inherit = pull.listen(TCP)
     own = pull.listen(TCP, max_recv_size=1000)
-    d = pull.dial(free_url("inproc"), background=True, reconnect_time_max=7)
+    d = pull.dial(free_url("inproc"), background=True, max_reconnect_time=7)
     assert inherit.options["max_recv_size"] == 100 and own.options["max_recv_size"] == 1000
-    assert d.options["reconnect_time"] == 0.3 and d.options["reconnect_time_max"] == 7
+    assert d.options["reconnect_time"] == 0.3 and d.options["max_reconnect_time"] == 7
     pull.max_recv_size = 200  # later socket changes reach endpoints that did not override
     pull.reconnect_time = 0.4
     assert inherit.options["max_recv_size"] == 200 and own.options["max_recv_size"] == 1000

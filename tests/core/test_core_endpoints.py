@@ -1,5 +1,5 @@
 """Behavioural acceptance tests of the socket core's endpoints: a dialer redials a listener process
-that was killed, its backoff capped at reconnect_time_max; listeners and dialers facing hostile
+that was killed, its backoff capped at max_reconnect_time; listeners and dialers facing hostile
 peers (stalled handshakes, a peer that never handshakes, a 2 GiB frame announced) time them out or
 close only that pipe, delaying nobody else. One of the core suites (see test_core.py)."""
 
@@ -60,7 +60,7 @@ def test_dialer_reconnects_after_listener_process_is_killed(gsp_socket):
     url = f"tcp://127.0.0.1:{free_port()}"
     rmax = 0.25
     opts = {"recv_timeout": WAIT, "send_timeout": WAIT, "reconnect_time": 0.05,
-            "reconnect_time_max": rmax}
+            "max_reconnect_time": rmax}
     s = gsp_socket("pair", **opts)
     d = s.dial(url)
     proc = _start_echo(url)
@@ -75,7 +75,7 @@ def test_dialer_reconnects_after_listener_process_is_killed(gsp_socket):
         # would take about 25 s.
         refused = d.stats["dial_failures_refused"]
         wait_for(lambda: d.stats["dial_failures_refused"] - refused >= 9, timeout=15,
-                 what="nine refused redials, the backoff capped at reconnect_time_max")
+                 what="nine refused redials, the backoff capped at max_reconnect_time")
         assert d.stats["dial_failures"] == d.stats["dial_failures_refused"]
         assert isinstance(d.last_error, gsp.ConnectionRefused)
         _stop(proc)

@@ -105,7 +105,7 @@ def test_a_raising_pipe_callback_is_contained(gsp_socket, side, caplog):
 @pytest.mark.parametrize("how", ["protocol", "hook"])
 def test_dialer_whose_pipe_is_rejected_locally_backs_off(gsp_socket, how):
     seen: list[gsp.PipeEvent] = []
-    opts = {"reconnect_time": 0.1, "reconnect_time_max": 1.0}
+    opts = {"reconnect_time": 0.1, "max_reconnect_time": 1.0}
     a = gsp_socket("pair")
     b = gsp_socket("pair")
     c = gsp_socket("pair", **opts)

@@ -209,7 +209,7 @@ def test_req_drain_waits_for_a_reply_to_be_received(gsp_socket, spawn):
 def test_push_drain_flushes_what_is_queued(gsp_socket, spawn):
     n, pad = 400, b"." * 65536  # 26 MB: far more than the kernel's buffers hold
     pull = gsp_socket("pull", recv_buffer=1, recv_timeout=5)
-    push = gsp_socket("push", send_buffer=n, send_buffer_bytes=0, send_timeout=5, linger=0)
+    push = gsp_socket("push", send_buffer=n, send_buffer_size=0, send_timeout=5, linger=0)
     connect(pull, push, TCP)
     for i in range(n):
         push.send(b"%d" % i + pad)  # most stay queued: the puller does not read yet

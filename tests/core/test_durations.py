@@ -18,7 +18,7 @@ def test_large_int_timeouts_are_seconds_and_log_nothing(caplog: pytest.LogCaptur
         s.recv_timeout = 3600
         s.send_timeout = 500
         s.linger = 100
-        s.reconnect_time_max = 86400
+        s.max_reconnect_time = 86400
         assert (s.recv_timeout, s.send_timeout, s.linger) == (3600.0, 500.0, 100.0)
         s.send_timeout = timedelta(hours=3)
         assert s.send_timeout == 10800.0

@@ -131,8 +131,8 @@ def test_large_int_timeouts_are_seconds_everywhere() -> None:
     with gsp.socket("pull", recv_timeout=5000) as s:
         assert s.recv_timeout == 5000.0
         s.linger = 86_400_000
-        d = s.dial("inproc://errors-ms", reconnect_time_max=7200, background=True)
-        assert d.options["reconnect_time_max"] == 7200.0
+        d = s.dial("inproc://errors-ms", max_reconnect_time=7200, background=True)
+        assert d.options["max_reconnect_time"] == 7200.0
         s.recv_timeout = timedelta(milliseconds=5000)
         assert s.recv_timeout == 5.0
     with gsp.socket("surveyor") as sv:

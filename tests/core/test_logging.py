@@ -85,7 +85,7 @@ def test_redial_failures_are_rate_limited(logs, gsp_socket: Mk, monkeypatch: pyt
     monkeypatch.setattr(gsp_log, "REPEAT_INTERVAL", interval)
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.01)
+    push = gsp_socket("push", reconnect_time=0.01, max_reconnect_time=0.01)
     t0 = time.monotonic()
     push.dial(url)  # nothing listens there: refused, again and again (~100 attempts a second)
 

@@ -23,7 +23,7 @@ from tests.support import TCP, echo_forever, hops, scaled, u32
 BIG = b"x" * 65536
 #: Round trips (or deliveries) the good peer must get, each within a second.
 ROUNDS = 20
-#: What a send queue holds once it is full: the send_buffer_bytes bound (4 MiB) less a message.
+#: What a send queue holds once it is full: the send_buffer_size bound (4 MiB) less a message.
 FULL = (4 << 20) - len(BIG)
 #: Protocol numbers the raw peers announce.
 PULL, PUSH, SUB, PUB, REP, RESPONDENT, BUS, PAIR1, STAR = (
@@ -139,7 +139,7 @@ def test_pub_keeps_serving_a_good_subscriber(gsp_socket, raw):
 @pytest.mark.parametrize("protocol,sender,number", [("pull", "push", PUSH), ("sub", "pub", PUB)],
                          ids=["pull", "sub"])
 def test_a_flood_does_not_keep_a_good_sender_out(gsp_socket, raw, spawn, protocol, sender, number):
-    """A flooding peer fills the receive queue to its byte bound (recv_buffer_bytes, 16 MiB,
+    """A flooding peer fills the receive queue to its byte bound (recv_buffer_size, 16 MiB,
     256 of its messages) whenever the consumer pauses; a good peer's message, arriving then, is
     not queued behind that backlog: the queue is fair across pipes, so it waits behind at most
     the short front (FRONT_ITEMS items or FRONT_BYTES, and the last turn that filled it) and one

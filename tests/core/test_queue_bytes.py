@@ -1,4 +1,4 @@
-"""Receive queues bounded in bytes as well as messages (``recv_buffer_bytes``), and big bodies
+"""Receive queues bounded in bytes as well as messages (``recv_buffer_size``), and big bodies
 received whole once the kernel has them (SO_RCVLOWAT on tcp)."""
 
 from __future__ import annotations
@@ -197,12 +197,12 @@ def test_a_pull_and_a_sub_know_each_bodys_pipe(gsp_socket: Callable[..., gsp.Soc
 
 # -- sockets ----------------------------------------------------------------------------------------
 
-def test_recv_buffer_bytes_is_a_validated_option(gsp_socket: Callable[..., gsp.Socket]) -> None:
+def test_recv_buffer_size_is_a_validated_option(gsp_socket: Callable[..., gsp.Socket]) -> None:
     s = gsp_socket("pull")
-    assert s.get_option("recv_buffer_bytes") == 16 * MiB
-    with pytest.raises(gsp.BadOption, match="recv_buffer_bytes"):
-        s.set_option("recv_buffer_bytes", -1)
-    s.set_option("recv_buffer_bytes", 0)
+    assert s.get_option("recv_buffer_size") == 16 * MiB
+    with pytest.raises(gsp.BadOption, match="recv_buffer_size"):
+        s.set_option("recv_buffer_size", -1)
+    s.set_option("recv_buffer_size", 0)
     assert s.stats["recv_queue_bytes"] == 0
 
 
@@ -210,7 +210,7 @@ def test_recv_buffer_bytes_is_a_validated_option(gsp_socket: Callable[..., gsp.S
 def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
         gsp_socket: Callable[..., gsp.Socket], scheme: str) -> None:
     url = free_url(scheme)
-    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=MiB, max_recv_size=0)
+    pull = gsp_socket("pull", listen=url, recv_buffer_size=MiB, max_recv_size=0)
     push = gsp_socket("push", dial=url)
     wait_for(lambda: push.pipes)
     body = b"m" * (256 * KiB)
@@ -240,7 +240,7 @@ def test_a_slow_puller_holds_its_byte_bound_not_its_message_bound(
 
 def test_sub_drops_its_oldest_by_bytes(gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("inproc")
-    sub = gsp_socket("sub", listen=url, recv_buffer_bytes=100 * KiB, max_recv_size=0)
+    sub = gsp_socket("sub", listen=url, recv_buffer_size=100 * KiB, max_recv_size=0)
     sub.subscribe(b"")
     pub = gsp_socket("pub", dial=url)
     wait_for(lambda: sub.pipes)
@@ -299,8 +299,8 @@ def test_a_pusher_to_a_slow_puller_holds_both_byte_bounds(
     """Distinct 1 MiB messages: what both sides queue stays near their byte
     bounds, the sender is pushed back, and nothing is lost."""
     url = free_url(scheme)
-    pull = gsp_socket("pull", listen=url, recv_buffer_bytes=2 * MiB, max_recv_size=0)
-    push = gsp_socket("push", dial=url, send_buffer_bytes=2 * MiB)
+    pull = gsp_socket("pull", listen=url, recv_buffer_size=2 * MiB, max_recv_size=0)
+    push = gsp_socket("push", dial=url, send_buffer_size=2 * MiB)
     wait_for(lambda: push.pipes)
     sent = [0]
 
@@ -329,7 +329,7 @@ def test_a_pusher_to_a_slow_puller_holds_both_byte_bounds(
 def test_pub_to_a_stalled_subscriber_drops_by_bytes(
         gsp_socket: Callable[..., gsp.Socket]) -> None:
     url = free_url("tcp")
-    pub = gsp_socket("pub", listen=url, send_buffer_bytes=MiB)
+    pub = gsp_socket("pub", listen=url, send_buffer_size=MiB)
     with RawPeer(url, 0x21):  # a SUB that never reads
         wait_for(lambda: pub.pipes)
         for i in range(200):  # 50 MiB: far past the kernel's buffers and the pipe's bound

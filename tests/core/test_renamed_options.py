@@ -16,6 +16,9 @@ RENAMED = {
     "recv_max_size": ("max_recv_size", 1234, "pull"),
     "recv_partial_max": ("max_recv_partial", 4321, "pull"),
     "ipc_send_buffer": ("ipc_send_buffer_size", 65536, "pull"),
+    "reconnect_time_max": ("max_reconnect_time", 3, "push"),
+    "send_buffer_bytes": ("send_buffer_size", 1 << 16, "push"),
+    "recv_buffer_bytes": ("recv_buffer_size", 1 << 18, "pull"),
 }
 
 

@@ -219,7 +219,7 @@ def test_oversize_is_counted_on_the_receiver_and_logged(
 def test_dialer_counts_attempts_failures_and_reconnects(gsp_socket: Mk):
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
+    push = gsp_socket("push", reconnect_time=0.01, max_reconnect_time=0.02)
     d = push.dial(url, background=True)
     wait_for(lambda: d.stats["dial_failures_refused"] >= 3, what="refused dials")
     with gsp.socket("pull", recv_timeout=WAIT) as pull:
@@ -243,7 +243,7 @@ def test_dialer_counts_attempts_failures_and_reconnects(gsp_socket: Mk):
 
 def test_dialer_counts_handshake_failures_by_kind(gsp_socket: Mk):
     wrong = gsp_socket("push")  # push dialing push: the wrong protocol
-    push = gsp_socket("push", reconnect_time=0.01, reconnect_time_max=0.02)
+    push = gsp_socket("push", reconnect_time=0.01, max_reconnect_time=0.02)
     d = push.dial(wrong.listen(TCP).url, background=True)
     wait_for(lambda: d.stats["handshake_failures_wrong_protocol"] >= 2, what="failed handshakes")
     st = d.stats
@@ -256,7 +256,7 @@ def test_dialer_counts_rejected_pipes(gsp_socket: Mk):
     a, b = gsp_socket("pair"), gsp_socket("pair")
     url = a.listen(TCP).url
     b.dial(url, fail_fast=True)
-    c = gsp_socket("pair", reconnect_time=0.01, reconnect_time_max=0.02)
+    c = gsp_socket("pair", reconnect_time=0.01, max_reconnect_time=0.02)
     d = c.dial(url, background=True)  # a pair takes one peer: a rejects c's pipes
     wait_for(lambda: a.stats["pipes_rejected"] >= 2, what="rejected pipes")
     assert a.listeners[0].stats["pipes_rejected"] == a.stats["pipes_rejected"]
@@ -305,7 +305,7 @@ def test_tls_handshake_failures_are_counted(gsp_socket: Mk, pki):
 def test_queue_depths(gsp_socket: Mk):
     pull = gsp_socket("pull", recv_buffer=4, recv_timeout=WAIT)
     # bounded in messages only
-    push = gsp_socket("push", send_buffer=1000, send_buffer_bytes=0, linger=0)
+    push = gsp_socket("push", send_buffer=1000, send_buffer_size=0, linger=0)
     push.dial(pull.listen(TCP).url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the pipe")
     big = b"b" * (1 << 18)

@@ -170,13 +170,13 @@ def spark_seeds() -> dict[str, bytes]:
 def options_seeds() -> dict[str, bytes]:
     opt = {
         "socket": "recv_timeout=f:1.5\nsend_timeout=n:\nrecv_max_size=i:1024\nlinger=t:0.5\n"
-                  "reconnect_time=f:0.1\nreconnect_time_max=i:10\nsend_buffer=i:16\n"
+                  "reconnect_time=f:0.1\nmax_reconnect_time=i:10\nsend_buffer=i:16\n"
                   "recv_buffer=i:16\nbest_effort=b:1\nhandshake_timeout=i:5",
         "bad": "recv_timeout=i:5000\nrecv_max_size=i:-1\nlinger=s:1\nbest_effort=i:1\n"
                "reconnect_time=f:0\nnope=i:1",
         "ws": "ws_request_headers=d:X-A=1;X-B=2\nws_response_headers=p:X-C=3\n"
               "ws_origins=l:http://a,http://b\nws_recv_text=b:0\nws_recv_frame_max=i:0\n"
-              "ws_send_frame_max=i:65536",
+              "ws_max_send_frame_size=i:65536",
         "ws-bad": "ws_request_headers=d:Bad:Name=1\nws_origins=s:http://a\n"
                   "ws_response_headers=p:X=a\r\nb",
         "tls": "tls_verify=b:1\ntls_server_name=s:example.org\ntls_ca_file=n:",

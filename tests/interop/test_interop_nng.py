@@ -198,7 +198,7 @@ def _events(g: gsp.Socket) -> list[gsp.PipeEvent]:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) -> None:
-    g = gsp.socket("push", send_timeout=0.3, reconnect_time=0.05, reconnect_time_max=0.05)
+    g = gsp.socket("push", send_timeout=0.3, reconnect_time=0.05, max_reconnect_time=0.05)
     bad = nsock("push", send_timeout=300)
     good = nsock("pull")
     try:
@@ -228,7 +228,7 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_wrong_protocol_nng_push_dials_gsp_push(transport: str, ipc_dir: str) -> None:
     g = gsp.socket("push", send_timeout=0.3)
-    bad = nsock("push", send_timeout=300, reconnect_time_min=50, reconnect_time_max=50)
+    bad = nsock("push", send_timeout=300, reconnect_time_min=50, max_reconnect_time=50)
     good = nsock("pull")
     try:
         seen = _events(g)
@@ -258,7 +258,7 @@ def test_pair_gsp_listener_rejects_second_nng_peer(transport: str, ipc_dir: str)
     g = gsp.socket("pair", recv_timeout=T, send_timeout=T)
     first = nsock("pair", recv_timeout=int(T * 1000))
     second = nsock("pair", recv_timeout=300, send_timeout=300,
-                   reconnect_time_min=50, reconnect_time_max=50)
+                   reconnect_time_min=50, max_reconnect_time=50)
     try:
         url = g.listen(fresh_url(transport, ipc_dir)).url
         nng.run(first.dial, url, block=True)
@@ -289,7 +289,7 @@ def test_pair_nng_listener_rejects_second_gsp_peer(transport: str, ipc_dir: str)
     n = nsock("pair", recv_timeout=int(T * 1000))
     first = gsp.socket("pair", recv_timeout=T, send_timeout=T)
     second = gsp.socket("pair", recv_timeout=0.3, send_timeout=0.3,
-                        reconnect_time=0.05, reconnect_time_max=0.05)
+                        reconnect_time=0.05, max_reconnect_time=0.05)
     try:
         added = nng.added_pipes(n)
         url = nng_url(n, fresh_url(transport, ipc_dir), transport)
@@ -326,7 +326,7 @@ def test_pair_gsp_listener_rejects_second_gsp_peer(
     wait_for(lambda: len(g.pipes) == 1 and len(first.pipes) == 1, T)
     kept = g.pipes[0]
     second = gsp_socket("pair", recv_timeout=0.3, send_timeout=0.3, reconnect_time=0.05,
-                        reconnect_time_max=0.05, dial=url)
+                        max_reconnect_time=0.05, dial=url)
     wait_for(lambda: g.listeners[0].stats["pipes_rejected"] >= 3, T,
              what="second connecting, refused, redialing, ...")
     assert g.pipes == [kept]

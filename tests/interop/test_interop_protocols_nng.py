@@ -37,7 +37,7 @@ def connect(g: gsp.Socket, n: pynng.Socket, transport: str, setup: str, ipc_dir:
     if setup == "gsp_listens":
         nng.run(n.dial, g.listen(url).url, block=True)
     else:
-        g.dial(nng.bound_url(nng.run(n.listen, url), transport), block=True)
+        g.dial(nng.bound_url(nng.run(n.listen, url), transport), fail_fast=True)
     wait_for(lambda: len(g.pipes) == before + 1, what="the gsp side of the pipe")
 
 

@@ -46,7 +46,7 @@ def main() -> None:
         return
     if a.tune:
         gsp.tune_allocator()
-    with gsp.socket("pull", recv_buffer_bytes=a.recv_buffer_bytes) as pull:
+    with gsp.socket("pull", recv_buffer_size=a.recv_buffer_size) as pull:
         url = pull.listen(a.url).url
         child = subprocess.Popen([sys.executable, __file__, str(a.size), str(a.n),
                                   "--send-to", url])

@@ -60,7 +60,7 @@ class Link:
                  dial_options: dict[str, Any]) -> None:
         self.server = gsp.socket("pair", recv_timeout=5, send_timeout=5, **options)
         self.client = gsp.socket("pair", recv_timeout=5, send_timeout=5, reconnect_time=0.05,
-                                 reconnect_time_max=0.2, **options)
+                                 max_reconnect_time=0.2, **options)
         self.ended_at: float | None = None
         url = self.server.listen(f"{scheme}://127.0.0.1:0", **listen_options).url
         self.client.on_pipe_event(self._event)

@@ -367,7 +367,7 @@ def scenario_partition(st: Setup, net: Net, args: argparse.Namespace) -> dict[st
     rep, (req,), lst = st.pair("rep", "req", recv_timeout=args.partition + 8, send_timeout=5,
                                client={"resend_time": resend,
                                        "reconnect_time": args.reconnect_time,
-                                       "reconnect_time_max": args.reconnect_time})
+                                       "max_reconnect_time": args.reconnect_time})
     detached: list[float] = []
     rep.on_pipe_event(lambda ev, p: detached.append(time.monotonic())
                       if ev is gsp.PipeEvent.DETACHED else None)
@@ -409,7 +409,7 @@ def scenario_partition(st: Setup, net: Net, args: argparse.Namespace) -> dict[st
 def scenario_partition_pub(st: Setup, net: Net, args: argparse.Namespace) -> dict[str, Any]:
     pub, (sub,), _ = st.pair("pub", "sub", recv_timeout=args.partition + 10, send_timeout=5,
                              client={"reconnect_time": args.reconnect_time,
-                                     "reconnect_time_max": args.reconnect_time,
+                                     "max_reconnect_time": args.reconnect_time,
                                      # a dial into the partition gives up after 1 s (its
                                      # connect shares the handshake's bound), not after
                                      # the SYN's own retries
@@ -468,7 +468,7 @@ def scenario_partition_push(st: Setup, net: Net, args: argparse.Namespace) -> di
     a, b = gsp.socket("pull", recv_timeout=None), gsp.socket("pull", recv_timeout=None)
     la = a.listen(_url(st.scheme), **st.listen)
     lb = b.listen(_url(st.scheme), **st.listen)
-    push = gsp.socket("push", send_timeout=5, reconnect_time=0.1, reconnect_time_max=0.5)
+    push = gsp.socket("push", send_timeout=5, reconnect_time=0.1, max_reconnect_time=0.5)
     push.dial(la.url, fail_fast=True, **st.dial)
     push.dial(lb.url, fail_fast=True, **st.dial)
     got: dict[str, Timed] = {"a": [], "b": []}
@@ -613,7 +613,7 @@ def scenario_partition_others(st: Setup, net: Net, args: argparse.Namespace) -> 
     ``--reconnect-time``. What each cut-off peer got before, during and after, and when it was
     served again after the heal; what the peers that stayed reachable got throughout."""
     dial = dict(st.dial, reconnect_time=args.reconnect_time,
-                reconnect_time_max=args.reconnect_time, handshake_timeout=1.0)
+                max_reconnect_time=args.reconnect_time, handshake_timeout=1.0)
     opts: dict[str, Any] = {"recv_timeout": None, "send_timeout": 0.05}
     cut: list[int] = []
     urls: dict[gsp.Socket, str] = {}

@@ -5,7 +5,7 @@
 
 The pusher sends ``n`` distinct messages of ``size`` bytes as fast as it may; the puller takes
 one every ``--delay`` seconds (a slow consumer). Both use the default queue options, so what
-they hold is what ``send_buffer``/``send_buffer_bytes`` and ``recv_buffer``/``recv_buffer_bytes``
+they hold is what ``send_buffer``/``send_buffer_size`` and ``recv_buffer``/``recv_buffer_size``
 let them hold. Prints each side's peak RSS (ru_maxrss, the whole process: interpreter, gevent
 and gsp included), its growth from when its socket was open, and the time taken.
 """

@@ -311,7 +311,7 @@ def test_combined_rule_on_one_socket(gsp_socket: Mk,
 def test_a_dialer_refuses_a_server_its_rule_does_not_admit_and_redials(gsp_socket: Mk) -> None:
     rep = gsp_socket("rep", recv_timeout=WAIT, send_timeout=WAIT)
     lst = rep.listen("tcp://127.0.0.1:0")
-    req = gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.02, reconnect_time_max=0.05)
+    req = gsp_socket("req", recv_timeout=WAIT, reconnect_time=0.02, max_reconnect_time=0.05)
     with pytest.raises(gsp.ConnectionRefused, match=r"not admitted by cidr\('10.0.0.0/8'\)"):
         req.dial(lst.url, fail_fast=True, admit=admit.cidr("10.0.0.0/8"))
     d = req.dial(lst.url, admit=admit.cidr("10.0.0.0/8"))
@@ -525,11 +525,11 @@ def test_ws_origin_is_the_ws_origins_option_now_and_warns(gsp_socket: Mk) -> Non
     # (ws_origins="*": every site's page reaches the rule, which still works)
     lst = rep.listen("ws://127.0.0.1:0/sp", admit=rule, ws_origins="*")
     with pytest.raises(gsp.UpgradeRefused) as info:
-        gsp_socket("req").dial(lst.url, block=True,
+        gsp_socket("req").dial(lst.url, fail_fast=True,
                                ws_request_headers={"Origin": "https://evil.example"})
     assert info.value.status == 403 and info.value.reason == "not admitted"
     good = gsp_socket("req", recv_timeout=WAIT)
-    good.dial(lst.url, block=True, ws_request_headers={"Origin": "https://APP.example.com/"})
+    good.dial(lst.url, fail_fast=True, ws_request_headers={"Origin": "https://APP.example.com/"})
     round_trip(good, rep)
     with pytest.warns(DeprecationWarning), pytest.raises(gsp.BadOption, match="at least one"):
         admit.ws_origin()

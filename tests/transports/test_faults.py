@@ -116,7 +116,7 @@ def test_rep_killed_and_restarted_under_req_load_loses_no_reply(gsp_socket: Mk, 
     rep = procs(REP_SCRIPT, url)
     assert line(rep) == "ready"
     req = gsp_socket("req", resend_time=0.3, recv_timeout=15, reconnect_time=0.05,
-             reconnect_time_max=0.2)
+             max_reconnect_time=0.2)
     req.dial(url, background=True)
     answered = 0
     for i in range(300):
@@ -136,7 +136,7 @@ def test_rep_killed_and_restarted_under_req_load_loses_no_reply(gsp_socket: Mk, 
 def test_pull_killed_under_push_load_pusher_recovers_unaided(gsp_socket: Mk, procs: Any,
                                                            spawn: Any) -> None:
     url = f"tcp://127.0.0.1:{free_port()}"
-    push = gsp_socket("push", send_timeout=20, reconnect_time=0.05, reconnect_time_max=0.2)
+    push = gsp_socket("push", send_timeout=20, reconnect_time=0.05, max_reconnect_time=0.2)
     push.dial(url, background=True)
     sent = [0]
 
@@ -165,7 +165,7 @@ def proxied(gsp_socket: Mk) -> Iterator[tuple[gsp.Socket, gsp.Socket, FaultProxy
     """pull ← proxy ← push (the push dials the proxy, redialing quickly)."""
     pull = gsp_socket("pull", recv_timeout=5)
     proxy = FaultProxy(pull.listen("tcp://127.0.0.1:0").url)
-    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2)
+    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, max_reconnect_time=0.2)
     push.dial(proxy.url, fail_fast=True)
     wait_for(lambda: pull.pipes, what="the proxied pipe")
     try:
@@ -306,7 +306,7 @@ def test_out_of_file_descriptors_no_spin_and_serves_again(procs: Any) -> None:
         f"the listener spun: {c1 - c0:.2f} s of CPU in {t1 - t0:.2f} s without descriptors"
     for s in hogs:
         s.close()
-    push = gsp.socket("push", send_timeout=10, reconnect_time=0.05, reconnect_time_max=0.3)
+    push = gsp.socket("push", send_timeout=10, reconnect_time=0.05, max_reconnect_time=0.3)
     try:
         push.dial(url, background=True)
         push.send(b"served again")

@@ -252,7 +252,7 @@ def test_a_dialer_redials_against_a_new_ca(pki: PKI, tmp_path: Path, live: dict[
     with that CA: the dialer's next handshake (a redial) trusts it, without a new dialer."""
     trusted = tmp_path / "trusted-ca.pem"
     shutil.copy(pki.ca_file, trusted)
-    a, b = _pair(gsp_socket, reconnect_time=0.05, reconnect_time_max=0.1)
+    a, b = _pair(gsp_socket, reconnect_time=0.05, max_reconnect_time=0.1)
     url = a.listen(URLS[scheme], **live).url
     dialer = b.dial(url, fail_fast=True, tls_ca_file=str(trusted))
     other = trustme.CA()

@@ -108,13 +108,13 @@ class Inbox(Generic[T]):
                    option: str = "recv_buffer", sources: bool = False,
                    sizer: Callable[[Any], int] | None = None) -> "Inbox[Any]":
         """The socket's receive queue: its capacity is the socket's ``option`` and its byte bound
-        ``<option>_bytes``; both follow the options when they change (shrinking drops the oldest
+        ``<option>_size``; both follow the options when they change (shrinking drops the oldest
         items, counted as drops)."""
         inbox: Inbox[Any] = cls(handle.options[option], policy, stats, owner="socket",
-                                max_bytes=handle.options[option + "_bytes"], sizer=sizer,
+                                max_bytes=handle.options[option + "_size"], sizer=sizer,
                                 sources=sources)
         handle.watch(option, inbox.resize)
-        handle.watch(option + "_bytes", inbox.set_max_bytes)
+        handle.watch(option + "_size", inbox.set_max_bytes)
         return inbox
 
     @property

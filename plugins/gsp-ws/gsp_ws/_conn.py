@@ -80,7 +80,7 @@ class WSConnection(ParkingConnection):
         self._options = options
         self._max_msg: int = options["max_recv_size"]
         self._max_frame: int = options["ws_max_frame_size"]
-        self._tx_frame: int = options["ws_send_frame_max"]
+        self._tx_frame: int = options["ws_max_send_frame_size"]
         self._text_ok: bool = options["ws_recv_text"]
         self._ping_every: float | None = options["ws_ping_interval"]
         self.idle_wake = self._ping_every  # (a parked pipe's reader pings after that silence)

@@ -3,7 +3,7 @@ compiled code (``websockets``' C ``apply_mask``; for big messages ``gsp_ws._mask
 into a buffer kept for them), bodies sliced, never copied byte by byte.
 
 What a WebSocket pipe needs of the RFC and no more: binary messages cut into frames of at most
-``ws_send_frame_max`` (nng does the same), text frames only where ``ws_recv_text`` allows them,
+``ws_max_send_frame_size`` (nng does the same), text frames only where ``ws_recv_text`` allows them,
 Ping answered by Pong, the Close handshake, and every malformed frame refused with the close code
 the RFC gives it (1002 protocol error, 1003 text refused, 1007 bad UTF-8, 1009 too big). No
 extensions are negotiated, so a frame with an RSV bit set is an error.

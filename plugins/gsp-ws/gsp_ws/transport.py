@@ -24,6 +24,7 @@ from wsproto.utilities import ProtocolError, RemoteProtocolError
 import gsp
 from gsp.chan import Chan
 from gsp.transport import (
+    Connection,
     HandshakeRoom,
     SocketDialer,
     TLSContextSource,
@@ -43,7 +44,7 @@ from gsp.transport import (
     tls_wrap,
 )
 
-from ._conn import RequestHead, WSClientConnection, WSConnection, WSServerConnection
+from ._conn import RequestHead, WSClientConnection, WSServerConnection
 from ._http import WS_OPTIONS, http_error
 from .auth import UpgradeGate
 
@@ -301,19 +302,19 @@ class RouteListener(TransportListener):
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url
         self.options = options
-        self._incoming: Chan[WSConnection] = Chan(_BACKLOG)
+        self._incoming: Chan[Connection] = Chan(_BACKLOG)
         self._closed = False
         #: Who gets the 101: the page's origin and the ``ws_authorize`` check (gsp_ws.auth).
         self.gate = UpgradeGate(options, url)
 
-    def deliver(self, conn: WSConnection) -> None:
+    def deliver(self, conn: Connection) -> None:
         """Queue an upgraded connection for :meth:`accept` (closed when the backlog is full)."""
         try:
             self._incoming.send(conn, block=False)
         except (gsp.WouldBlock, gsp.Closed):
             conn.close()  # closed, or the backlog is full: the client will redial
 
-    def accept(self) -> WSConnection:
+    def accept(self) -> Connection:
         try:
             return self._incoming.recv()
         except gsp.Closed:
@@ -413,7 +414,7 @@ class WSDialer(SocketDialer):
     def address_name(self, addr: Any) -> str:
         return _name(self.scheme, addr)
 
-    def wrap(self, sock: Any, local: str, remote: str) -> WSClientConnection:
+    def wrap(self, sock: Any, local: str, remote: str) -> Connection:
         return WSClientConnection(
             sock, self.options, local, remote,
             url=self.url, host_header=hostport(self.host, self.port), path=self.path,

@@ -52,10 +52,10 @@ import itertools
 import logging
 import os
 import sys
+import typing
 import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
-from typing import Protocol as _Typing
 
 from gevent import socket as gsocket
 from wsproto.utilities import generate_accept_token
@@ -69,7 +69,7 @@ from .auth import UpgradeGate
 from .js import serve_client
 
 
-class MountRoute(_Typing):
+class MountRoute(typing.Protocol):
     """A mounted path's listener, as the app sees it (``gsp_ws.transport.WSGIRouteListener``):
     the subprotocol it answers to, its options, and where an upgraded connection goes."""
 

@@ -41,7 +41,7 @@ class TestWSTransport(TransportSuite):
     bad_urls = ("ws://127.0.0.1:99999/sp", "ws://127.0.0.1:x/sp", "ws://127.0.0.1:5/sp#q=1",
                 "ws://u:p@127.0.0.1:5/sp", "ws://[::1:5/sp", "ws://a b:5/sp")
     options = {"ws_recv_text": (True, "yes"), "ws_max_frame_size": (0, -1),
-               "ws_send_frame_max": (1 << 15, 1.5),
+               "ws_max_send_frame_size": (1 << 15, 1.5),
                "ws_request_headers": ((("X-Kit", "1"),), {"X-Bad\n": "1"}),
                "ws_origins": (frozenset({"https://good.example"}), "https://good.example"),
                "ws_authorize": (accept_all, "Bearer token")}
@@ -334,15 +334,17 @@ def test_ws_suites_declare_only_the_garbage_header_check_not_applicable() -> Non
         "ws": ["test_garbage_headers_refused"], "wss": ["test_garbage_headers_refused"]}
 
 
-def test_the_old_frame_limit_name_works_and_warns() -> None:
-    """``ws_recv_frame_max`` is ``ws_max_frame_size`` now; the old name warns and still works."""
-    with pytest.warns(DeprecationWarning, match="'ws_recv_frame_max' is renamed "
-                                                "'ws_max_frame_size'") as caught:
-        s = gsp.socket("pull", ws_recv_frame_max=4096)
+@pytest.mark.parametrize(("old", "new"), [("ws_recv_frame_max", "ws_max_frame_size"),
+                                           ("ws_send_frame_max", "ws_max_send_frame_size")])
+def test_the_old_frame_limit_names_work_and_warn(old: str, new: str) -> None:
+    """``ws_recv_frame_max`` is ``ws_max_frame_size`` now, ``ws_send_frame_max``
+    ``ws_max_send_frame_size``; an old name warns and still works."""
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is renamed '{new}'") as caught:
+        s = gsp.socket("pull", **{old: 4096})
     try:
-        assert caught[0].filename == __file__ and s.ws_max_frame_size == 4096
-        with pytest.warns(DeprecationWarning, match="ws_max_frame_size"):
-            lst = s.listen("ws://127.0.0.1:0/old", ws_recv_frame_max=512)
-        assert lst.options["ws_max_frame_size"] == 512
+        assert caught[0].filename == __file__ and getattr(s, new) == 4096
+        with pytest.warns(DeprecationWarning, match=new):
+            lst = s.listen("ws://127.0.0.1:0/old", **{old: 512})
+        assert lst.options[new] == 512
     finally:
         s.close()

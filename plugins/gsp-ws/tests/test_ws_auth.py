@@ -337,7 +337,7 @@ def test_wsgi_mount_over_https_shows_tls(gsp_socket, pki):
 
 def test_a_background_dialer_counts_its_refusals(gsp_socket, pull):
     url = pull.listen("ws://127.0.0.1:0/sp", ws_authorize=check_token).url
-    push = gsp_socket("push", reconnect_time=0.05, reconnect_time_max=0.1)
+    push = gsp_socket("push", reconnect_time=0.05, max_reconnect_time=0.1)
     d = push.dial(url, background=True)
     wait_for(lambda: d.stats["handshake_failures_refused"] >= 2, what="refused redials")
     assert d.stats["dial_failures_handshake"] >= 2 and push.pipes == []

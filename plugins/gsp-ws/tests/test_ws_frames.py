@@ -202,7 +202,7 @@ def big_messages_both_ways(pki: Any, scheme: str, frame_max: int) -> None:
     tls = scheme == "wss"
     sizes = [DIRECT_MIN - 1, DIRECT_MIN, 65535, 65536, 0, 65537, 5, 300_001, (1 << 20) + 3, 16]
     opts: dict[str, Any] = {"max_recv_size": 0, "ws_max_frame_size": 0,
-                            "ws_send_frame_max": frame_max}
+                            "ws_max_send_frame_size": frame_max}
     with gsp.socket("pair", recv_timeout=20, send_timeout=20) as a, \
             gsp.socket("pair", recv_timeout=20, send_timeout=20) as b:
         url = a.listen(f"{scheme}://127.0.0.1:0/sp", **opts,

@@ -24,7 +24,7 @@ def through_proxy(gsp_socket: Mk, **dial_options: Any) -> tuple[gsp.Socket, gsp.
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
     proxy = FaultProxy((parts.hostname, parts.port))
-    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, reconnect_time_max=0.2,
+    push = gsp_socket("push", send_timeout=5, reconnect_time=0.05, max_reconnect_time=0.2,
               handshake_timeout=1)
     push.dial(f"ws://127.0.0.1:{proxy.address[1]}/live", fail_fast=True, **dial_options)
     wait_for(lambda: pull.pipes and push.pipes, what="the ws pipe")

@@ -54,7 +54,7 @@ class _Out:
         self.cfg = cfg
         req = cfg.protocol == "req"
         opts: dict[str, Any] = {"send_timeout": cfg.send_timeout, "send_buffer": 1024,
-                                "reconnect_time_max": 1.0,
+                                "max_reconnect_time": 1.0,
                                 # push/pub: close() flushes queued messages for up to this long
                                 "linger": cfg.send_timeout}
         if req:
@@ -131,19 +131,17 @@ class _Out:
         self.sock.close()
 
 
-class _WriteMixin:
-    cfg: SinkConfig
-    schema: StructType
-    writer_id: str
+class _Writes:
+    """What a :class:`BatchWriter` and a :class:`StreamWriter` write with: the sink's options,
+    the column sent, and the id its keys carry."""
 
-    def _setup(self, options: Any, schema: StructType) -> None:
+    def __init__(self, options: Any, schema: StructType) -> None:
         self.cfg = SinkConfig.parse(options)
-        self.schema = schema
         self.value_index = check_sink_schema(schema, self.cfg.format)
         # Batch jobs: one id per write job, shared by all its task attempts (pickled with us).
         self.writer_id = uuid.uuid4().hex
 
-    def _write(self, batches: Iterator[Any]) -> SinkCommit:
+    def write(self, batches: Iterator[Any]) -> SinkCommit:
         from pyspark import TaskContext
 
         tc = TaskContext.get()
@@ -179,23 +177,23 @@ class _WriteMixin:
         return SinkCommit(part, rows, msgs, dropped)
 
 
-class BatchWriter(_WriteMixin, DataSourceArrowWriter):
+class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Any, schema: StructType) -> None:
-        self._setup(options, schema)
+        self._writes = _Writes(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write(iterator)
+        return self._writes.write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_commit(messages, None)
 
 
-class StreamWriter(_WriteMixin, DataSourceStreamArrowWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Any, schema: StructType) -> None:
-        self._setup(options, schema)
+        self._writes = _Writes(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return self._write(iterator)
+        return self._writes.write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_commit(messages, batchId)
