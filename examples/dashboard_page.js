@@ -14,7 +14,7 @@ const WINDOW = 120; // samples on the chart
 /** @type {Sample[]} */
 const samples = [];
 
-const figures = socket("sub", { reconnectTime: 0.5, reconnectTimeMax: 5 });
+const figures = socket("sub", { reconnectTime: 0.5, maxReconnectTime: 5 });
 figures.subscribe("figures ");
 figures.onPipe((ev) => { statusLine.textContent = ev.type === "connect" ? "live" : "reconnecting…"; });
 const commands = socket("req", { sendTimeout: 5, recvTimeout: 5, resendTime: 2 });

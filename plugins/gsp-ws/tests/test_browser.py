@@ -446,7 +446,7 @@ def test_reconnects_after_the_server_restarts(browser: Browser) -> None:
     try:
         page.run("""
             const opts = {recvTimeout: 20, sendTimeout: 20, reconnectTime: 0.05,
-                          reconnectTimeMax: 0.5};
+                          maxReconnectTime: 0.5};
             const req = gsp.socket("req", opts);
             window.events = [];
             req.onPipe((ev) => window.events.push(ev.type));
@@ -496,7 +496,7 @@ def test_a_page_loaded_while_the_server_is_down_connects_when_it_comes_up(
     port = servers.free_port()
     url = f"ws://127.0.0.1:{port}/ticks"
     first = page.run("""
-        const sub = gsp.socket("sub", {reconnectTime: 0.05, reconnectTimeMax: 0.5});
+        const sub = gsp.socket("sub", {reconnectTime: 0.05, maxReconnectTime: 0.5});
         sub.subscribe("tick ");
         window.sub = sub;
         const d = await sub.dial(arg);  // the first attempt fails: nothing listens
@@ -544,7 +544,7 @@ def test_fail_fast_rejects_when_nothing_listens_and_stops(page: Page) -> None:
     base = f"ws://127.0.0.1:{away.server_port}"
     try:
         got = page.run("""
-            const times = {reconnectTime: 0.02, reconnectTimeMax: 0.05};
+            const times = {reconnectTime: 0.02, maxReconnectTime: 0.05};
             const fast = gsp.socket("req", times);
             let failed;
             try { await fast.dial(arg.fast, {failFast: true}); failed = "resolved"; }
@@ -600,6 +600,40 @@ def test_background_returns_before_the_first_attempt_and_block_still_works(
     assert len(got["warned"]) == 1, got["warned"]
     assert "block option is deprecated" in got["warned"][0]
     assert "failFast" in got["warned"][0] and "background" in got["warned"][0]
+
+
+def test_the_old_option_names_still_work_and_warn_once_each(page: Page) -> None:
+    """gsp.js's options are named as Python's (maxReconnectTime, maxRecvSize, sendBufferSize,
+    recvBuffer); each old spelling still sets the new option, in socket(), setOption() and
+    dial(), and warns once, naming the new one."""
+    got = page.run("""
+        const warned = [], warn = console.warn;
+        console.warn = (...a) => warned.push(a.join(" "));
+        try {
+            const s = gsp.socket("sub", {reconnectTimeMax: 3, recvMaxSize: 5000,
+                                         sendBufferMax: 6000, recvBufferMax: 7});
+            s.setOption("recvMaxSize", 5001);
+            const again = gsp.socket("sub", {reconnectTimeMax: 4});
+            const opts = {...s.options};
+            const d = await s.dial("ws://127.0.0.1:1/sp", {background: true, reconnectTimeMax: 0.3});
+            opts.dialCap = d.options.maxReconnectTime;
+            let bad;
+            try { gsp.socket("sub", {recvBufferMax: -1}); } catch (e) { bad = e.name; }
+            s.close(); again.close();
+            return {opts, again: again.options.maxReconnectTime, warned, bad};
+        } finally {
+            console.warn = warn;
+        }
+    """)
+    opts = got["opts"]
+    assert (opts["maxReconnectTime"], opts["maxRecvSize"], opts["sendBufferSize"],
+            opts["recvBuffer"]) == (3, 5001, 6000, 7), opts
+    assert not {"reconnectTimeMax", "recvMaxSize", "sendBufferMax", "recvBufferMax"} & set(opts)
+    assert got["again"] == 4 and opts["dialCap"] == 0.3 and got["bad"] == "BadOption"
+    assert len(got["warned"]) == 4, got["warned"]  # once per old name
+    for old, new in [("reconnectTimeMax", "maxReconnectTime"), ("recvMaxSize", "maxRecvSize"),
+                     ("sendBufferMax", "sendBufferSize"), ("recvBufferMax", "recvBuffer")]:
+        assert any(old in w and new in w for w in got["warned"]), (old, got["warned"])
 
 
 # -- the codec, unit by unit (in the page: no Node) ---------------------------------------------
@@ -710,7 +744,7 @@ def test_a_page_served_over_https_dials_wss(browser: Browser, pki: Any) -> None:
 
 def test_redials_back_off_while_the_server_is_away(page: Page) -> None:
     """A dialer whose server is gone redials after reconnectTime, doubling up to
-    reconnectTimeMax: over 1.5 s with 0.02 s doubling to 0.3 s that is at most about a dozen
+    maxReconnectTime: over 1.5 s with 0.02 s doubling to 0.3 s that is at most about a dozen
     attempts (without backoff it would be up to 75)."""
     from gevent.server import StreamServer
 
@@ -724,7 +758,7 @@ def test_redials_back_off_while_the_server_is_away(page: Page) -> None:
     try:
         got = page.run("""
             const req = gsp.socket("req");
-            await req.dial(arg, {background: true, reconnectTime: 0.02, reconnectTimeMax: 0.3});
+            await req.dial(arg, {background: true, reconnectTime: 0.02, maxReconnectTime: 0.3});
             await new Promise((r) => setTimeout(r, 1500));
             req.close();
             return req.pipes.length;
@@ -772,12 +806,12 @@ def page_url_ws(page: Page) -> str:
 
 def test_send_waits_for_room_and_times_out_when_the_peer_stops_reading(
         page: Page, server: PageServer, mounted: Callable[..., gsp.Socket]) -> None:
-    """A PULL that does not read: once the browser holds sendBufferMax unsent bytes, a page's
+    """A PULL that does not read: once the browser holds sendBufferSize unsent bytes, a page's
     send waits for room and, after sendTimeout, fails with Timeout saying why; nothing sent
     before is lost (the PULL then reads every message in order)."""
     pull = mounted("pull", "/sink")
     got = page.run("""
-        const push = gsp.socket("push", {sendTimeout: 1, sendBufferMax: 1 << 16});
+        const push = gsp.socket("push", {sendTimeout: 1, sendBufferSize: 1 << 16});
         await push.dial(arg);
         const body = new Uint8Array(1 << 16);
         let sent = 0, error = null;

@@ -17,16 +17,24 @@ export interface SocketOptions {
   /** First redial delay, seconds (default 0.1); the delay is this x random(0.5..1). */
   reconnectTime?: number;
   /** Ceiling of the doubling redial backoff, seconds (default 10); 0 = no growth. */
+  maxReconnectTime?: number;
+  /** @deprecated The old name of `maxReconnectTime`. */
   reconnectTimeMax?: number;
   /** req: seconds before an unanswered request is sent again (default 60); 0 or null = never. */
   resendTime?: number | null;
   /** surveyor: seconds a survey collects answers (default 1); null = until the next survey. */
   surveyTime?: number | null;
   /** Largest message accepted, bytes (default 1 MiB); a larger one closes its connection. 0 = no limit. */
+  maxRecvSize?: number;
+  /** @deprecated The old name of `maxRecvSize`. */
   recvMaxSize?: number;
   /** Bytes the browser may hold unsent on a connection before send() waits (default 1 MiB). */
+  sendBufferSize?: number;
+  /** @deprecated The old name of `sendBufferSize`. */
   sendBufferMax?: number;
   /** sub, bus, surveyor, respondent: messages kept unread before the oldest is dropped (default 1024). */
+  recvBuffer?: number;
+  /** @deprecated The old name of `recvBuffer`. */
   recvBufferMax?: number;
   /** rep, respondent, pair1: most hops a message may have taken (default 8). */
   ttl?: number;
@@ -45,6 +53,8 @@ export interface DialOptions {
   /** This dial's first redial delay, seconds (default: the socket's). */
   reconnectTime?: number;
   /** This dial's redial backoff ceiling, seconds (default: the socket's). */
+  maxReconnectTime?: number;
+  /** @deprecated The old name of `maxReconnectTime`. */
   reconnectTimeMax?: number;
 }
 

@@ -209,14 +209,14 @@ class Pipe {
   /** Bytes queued by the browser and not yet sent. */
   get buffered() { return this.ws.bufferedAmount; }
   send(bytes) { if (this.open) this.ws.send(bytes); }
-  /** Close this connection (a peer that broke the protocol, a message over recvMaxSize). */
+  /** Close this connection (a peer that broke the protocol, a message over maxRecvSize). */
   close(reason = "") {
     if (this.open) this.ws.close(1000, reason.slice(0, 120));
   }
 }
 
 /** Connects one URL and redials it until it is closed, as gsp's dialers do: after a loss or a
- * failed attempt wait `backoff` x random(0.5..1), doubling the backoff up to reconnectTimeMax
+ * failed attempt wait `backoff` x random(0.5..1), doubling the backoff up to maxReconnectTime
  * (0: no growth); a connection that comes up resets it to reconnectTime. */
 class Dialer {
   constructor(sock, url, options) {
@@ -286,7 +286,7 @@ class Dialer {
   redial() {
     if (this.closed || this.socket.closed) return;
     const delay = this.backoff * (0.5 + Math.random() * 0.5);
-    const cap = this.options.reconnectTimeMax;
+    const cap = this.options.maxReconnectTime;
     this.backoff = cap > 0 ? Math.min(this.backoff * 2, cap) : this.options.reconnectTime;
     this.timer = setTimeout(() => this.connect(), delay * 1000);
   }
@@ -307,13 +307,33 @@ class Dialer {
 // -- sockets and contexts ---------------------------------------------------------------------
 
 const SOCKET_DEFAULTS = {
-  recvTimeout: null, sendTimeout: null, reconnectTime: 0.1, reconnectTimeMax: 10,
-  resendTime: 60, surveyTime: 1, recvMaxSize: 1 << 20, sendBufferMax: 1 << 20,
-  recvBufferMax: 1024, ttl: 8,
+  recvTimeout: null, sendTimeout: null, reconnectTime: 0.1, maxReconnectTime: 10,
+  resendTime: 60, surveyTime: 1, maxRecvSize: 1 << 20, sendBufferSize: 1 << 20,
+  recvBuffer: 1024, ttl: 8,
 };
 const TIMES = new Set(["recvTimeout", "sendTimeout", "resendTime", "surveyTime"]);
-const DIAL_OPTIONS = ["failFast", "background", "reconnectTime", "reconnectTimeMax", "block"];
+const DIAL_OPTIONS = ["failFast", "background", "reconnectTime", "maxReconnectTime", "block",
+                      "reconnectTimeMax"];
 let warnedBlock = false;
+
+/** Old option names: each still works, and warns once, naming the new one (the names follow
+ * Python's: max_reconnect_time, max_recv_size, send_buffer_size, recv_buffer). */
+const RENAMED = {
+  reconnectTimeMax: "maxReconnectTime", recvMaxSize: "maxRecvSize",
+  sendBufferMax: "sendBufferSize", recvBufferMax: "recvBuffer",
+};
+const warnedRenamed = new Set();
+
+/** The option's name, an old spelling turned into the new one (with a warning, once). */
+function optionName(name) {
+  const now = Object.prototype.hasOwnProperty.call(RENAMED, name) ? RENAMED[name] : undefined;
+  if (now === undefined) return name;
+  if (!warnedRenamed.has(name)) {
+    warnedRenamed.add(name);
+    console.warn(`gsp.js: the option ${name} is now ${now}; the old name is deprecated`);
+  }
+  return now;
+}
 
 /** When dial()'s promise settles: "failFast" once connected, or rejected with the first
  * attempt's error (and no redialing); "background" at once; "" (the default) after the first
@@ -350,7 +370,7 @@ function checkOption(name, v) {
     if (v === 0) throw new BadOption("reconnectTime must be > 0");
     return v;
   }
-  if (name === "reconnectTimeMax") return checkTime(name, v, false);
+  if (name === "maxReconnectTime") return checkTime(name, v, false);
   if (!Number.isInteger(v) || v < 0 || (name === "ttl" && (v < 1 || v > 255))) {
     const range = name === "ttl" ? " (1..255)" : "";
     throw new BadOption(`${name} must be an integer >= 0${range}: ${v}`);
@@ -430,7 +450,7 @@ export class Socket {
     this.peer = PROTOCOLS[name].peer;
     this.options = { ...SOCKET_DEFAULTS };
     for (const [k, v] of Object.entries(options)) {
-      if (v !== undefined) this.options[k] = checkOption(k, v);
+      if (v !== undefined) this.options[optionName(k)] = checkOption(optionName(k), v);
     }
     this.closed = false;
     this._pipes = new Map();
@@ -442,7 +462,7 @@ export class Socket {
     this._main = null;
     this._main = this.openContext(true);
   }
-  setOption(name, value) { this.options[name] = checkOption(name, value); }
+  setOption(name, value) { this.options[optionName(name)] = checkOption(optionName(name), value); }
   get recvTimeout() { return this.options.recvTimeout; }
   set recvTimeout(v) { this.setOption("recvTimeout", v); }
   get sendTimeout() { return this.options.sendTimeout; }
@@ -459,10 +479,13 @@ export class Socket {
   async dial(url, opts = {}) {
     if (this.closed) throw new Closed("socket is closed");
     const mode = dialMode(opts);
+    if (opts.reconnectTimeMax !== undefined && opts.maxReconnectTime === undefined) {
+      opts = { ...opts, [optionName("reconnectTimeMax")]: opts.reconnectTimeMax };
+    }
     const options = {
       reconnectTime: checkOption("reconnectTime", opts.reconnectTime ?? this.options.reconnectTime),
-      reconnectTimeMax: checkOption("reconnectTimeMax",
-        opts.reconnectTimeMax ?? this.options.reconnectTimeMax),
+      maxReconnectTime: checkOption("maxReconnectTime",
+        opts.maxReconnectTime ?? this.options.maxReconnectTime),
     };
     const d = new Dialer(this, wsURL(url), options);
     this._dialers.add(d);
@@ -543,13 +566,13 @@ export class Socket {
   _arrived(pipe, data) {
     if (typeof data === "string") { pipe.close("text frames are not SP messages"); return; }
     const msg = new Uint8Array(data);
-    const max = this.options.recvMaxSize;
-    if (max > 0 && msg.length > max) { pipe.close(`message over recvMaxSize ${max}`); return; }
+    const max = this.options.maxRecvSize;
+    if (max > 0 && msg.length > max) { pipe.close(`message over maxRecvSize ${max}`); return; }
     this._proto.arrived(pipe, msg);
   }
   /** Pipes with room in the browser's send buffer, in round-robin order from the last used. */
   _roomy() {
-    const all = [...this._pipes.values()].filter((p) => p.buffered < this.options.sendBufferMax);
+    const all = [...this._pipes.values()].filter((p) => p.buffered < this.options.sendBufferSize);
     if (!all.length) return all;
     const k = (this._rr = ((this._rr ?? -1) + 1) % all.length);
     return all.slice(k).concat(all.slice(0, k));
@@ -597,7 +620,7 @@ function noRecv(name) {
 
 /** pair, pair1, push, pull, bus, pub: one inbox a socket, no per-message state. */
 function simple(sock, { send, recv = true, single = false, header = null, lossy = false }) {
-  const inbox = new Inbox(lossy ? sock.options.recvBufferMax : 0);
+  const inbox = new Inbox(lossy ? sock.options.recvBuffer : 0);
   const name = sock.protocol;
   const rules = {
     single,
@@ -702,7 +725,7 @@ function reqRules(sock) {
  * and connection in the context; the next send on that context is its reply. */
 function replierRules(sock) {
   const name = sock.protocol;
-  const inbox = new Inbox(name === "respondent" ? sock.options.recvBufferMax : 0);
+  const inbox = new Inbox(name === "respondent" ? sock.options.recvBuffer : 0);
   return {
     contexts: true,
     open(ctx) { ctx._job = null; },
@@ -743,7 +766,7 @@ function surveyorRules(sock) {
   return {
     contexts: true,
     open(ctx) {
-      ctx._st = { id: null, timer: null, expired: false, inbox: new Inbox(sock.options.recvBufferMax) };
+      ctx._st = { id: null, timer: null, expired: false, inbox: new Inbox(sock.options.recvBuffer) };
     },
     async send(ctx, body) {
       const st = ctx._st;
@@ -788,7 +811,7 @@ function subRules(sock) {
   const name = sock.protocol;
   return {
     contexts: true,
-    open(ctx) { ctx._sub = { prefixes: [], inbox: new Inbox(sock.options.recvBufferMax) }; },
+    open(ctx) { ctx._sub = { prefixes: [], inbox: new Inbox(sock.options.recvBuffer) }; },
     topics(ctx) {
       const { prefixes } = ctx._sub;
       return {
