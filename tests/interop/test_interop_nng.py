@@ -228,7 +228,7 @@ def test_wrong_protocol_gsp_push_dials_nng_push(transport: str, ipc_dir: str) ->
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_wrong_protocol_nng_push_dials_gsp_push(transport: str, ipc_dir: str) -> None:
     g = gsp.socket("push", send_timeout=0.3)
-    bad = nsock("push", send_timeout=300, reconnect_time_min=50, max_reconnect_time=50)
+    bad = nsock("push", send_timeout=300, reconnect_time_min=50, reconnect_time_max=50)
     good = nsock("pull")
     try:
         seen = _events(g)
@@ -258,7 +258,7 @@ def test_pair_gsp_listener_rejects_second_nng_peer(transport: str, ipc_dir: str)
     g = gsp.socket("pair", recv_timeout=T, send_timeout=T)
     first = nsock("pair", recv_timeout=int(T * 1000))
     second = nsock("pair", recv_timeout=300, send_timeout=300,
-                   reconnect_time_min=50, max_reconnect_time=50)
+                   reconnect_time_min=50, reconnect_time_max=50)
     try:
         url = g.listen(fresh_url(transport, ipc_dir)).url
         nng.run(first.dial, url, block=True)

@@ -191,7 +191,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
 
     server_g = gevent.spawn(serve_loop)
     req = pynng.Req0(recv_timeout=10000, send_timeout=10000, reconnect_time_min=50,
-                     max_reconnect_time=200)
+                     reconnect_time_max=200)
     if dial_tls is not None:
         req.tls_config = dial_tls
     base_fds = _fds()
